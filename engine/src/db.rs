@@ -1,0 +1,267 @@
+//! Opening the database: the file (mode 0600), the pragmas every connection needs, the schema
+//! migrations, and two r2d2 pools — one writer (SQLite has one writer anyway; a pool of one
+//! serialises this process's writers without busy-sleeping) and a few readers.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use r2d2::{Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite_migration::{Migrations, M};
+
+use crate::error::{EngineError, Result};
+
+/// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
+/// never corrupts; FULL also survives power loss, at the cost of an fsync per commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    #[default]
+    Normal,
+    Full,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
+}
+
+/// How to open the database.
+#[derive(Debug, Clone)]
+pub struct DbConfig {
+    pub path: PathBuf,
+    pub synchronous: Synchronous,
+    /// How long a statement waits for a lock held by another process before failing.
+    pub busy_timeout: Duration,
+    /// Reader connections in the pool.
+    pub readers: u32,
+}
+
+impl DbConfig {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        DbConfig {
+            path: path.into(),
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            readers: 4,
+        }
+    }
+}
+
+/// The schema, oldest first. Never edit a released migration: add a new one.
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(include_str!(
+        "../migrations/0001_queue_rows.sql"
+    ))])
+}
+
+type Conn = PooledConnection<SqliteConnectionManager>;
+
+/// An open database: a writer pool of one and a reader pool.
+#[derive(Clone)]
+pub struct Database {
+    path: PathBuf,
+    writer: Pool<SqliteConnectionManager>,
+    readers: Pool<SqliteConnectionManager>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl Database {
+    /// Creates the file if needed (mode 0600), migrates it to the latest schema, opens the pools.
+    pub fn open(config: &DbConfig) -> Result<Self> {
+        let path = config.path.clone();
+        create_private_file(&path)?;
+        let open_error = |e: rusqlite::Error| EngineError::Open {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        let mut conn = Connection::open(&path).map_err(open_error)?;
+        configure(&conn, config).map_err(open_error)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(open_error)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(EngineError::Open {
+                path,
+                reason: format!("the file system does not support WAL (journal_mode is {mode})"),
+            });
+        }
+        migrations().to_latest(&mut conn)?;
+        drop(conn);
+
+        let writer = pool(config, 1)?;
+        let readers = pool(config, config.readers.max(1))?;
+        Ok(Database {
+            path,
+            writer,
+            readers,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in an IMMEDIATE transaction (the write lock is taken at BEGIN, so a busy
+    /// database fails fast at the start instead of deadlocking mid-transaction) and commits.
+    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.writer.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// A reader connection, for queries that change nothing.
+    pub fn read(&self) -> Result<Conn> {
+        Ok(self.readers.get()?)
+    }
+}
+
+/// The pragmas each connection needs. WAL is a property of the file, set once at open.
+fn configure(conn: &Connection, config: &DbConfig) -> rusqlite::Result<()> {
+    conn.busy_timeout(config.busy_timeout)?;
+    conn.pragma_update(None, "synchronous", config.synchronous.pragma())?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+fn pool(config: &DbConfig, size: u32) -> Result<Pool<SqliteConnectionManager>> {
+    let cfg = config.clone();
+    let manager =
+        SqliteConnectionManager::file(&config.path).with_init(move |c| configure(c, &cfg));
+    Ok(Pool::builder()
+        .max_size(size)
+        .min_idle(Some(1))
+        .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
+        .build(manager)?)
+}
+
+/// Creates the database file readable by its owner only, before SQLite does (SQLite would use
+/// the umask, usually 0644). SQLite gives the -wal and -shm files the same mode as this one.
+fn create_private_file(path: &Path) -> Result<()> {
+    let err = |reason: String| EngineError::Open {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if path.as_os_str().is_empty() {
+        return Err(err("the path is empty".into()));
+    }
+    if path.is_dir() {
+        return Err(err("it is a directory; give a file path".into()));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(err(format!(
+                "directory {} does not exist; create it first",
+                parent.display()
+            )));
+        }
+    }
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(err(format!("{e} (is the path writable?)"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn migrations_are_valid() {
+        migrations().validate().unwrap();
+    }
+
+    #[test]
+    fn new_file_is_private_and_pragmas_hold_on_every_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut cfg = DbConfig::new(&path);
+        cfg.synchronous = Synchronous::Full;
+        cfg.busy_timeout = Duration::from_millis(1234);
+        let db = Database::open(&cfg).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        let check = |c: &Connection| {
+            let jm: String = c
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+            let busy: i64 = c
+                .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(jm, "wal");
+            assert_eq!(sync, 2, "FULL is 2");
+            assert_eq!(busy, 1234);
+        };
+        check(&db.read().unwrap());
+        check(&db.writer.get().unwrap());
+        db.write(|tx| Ok(tx.execute_batch("CREATE TABLE probe(x)")?))
+            .unwrap();
+        let wal = dir.path().join("q.db-wal");
+        let wal_mode = std::fs::metadata(wal).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            wal_mode, 0o600,
+            "the WAL file is as private as the database"
+        );
+    }
+
+    #[test]
+    fn normal_synchronous_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let sync: i64 = db
+            .read()
+            .unwrap()
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 1, "NORMAL is 1");
+    }
+
+    #[test]
+    fn reopening_keeps_data_and_does_not_remigrate() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = DbConfig::new(dir.path().join("q.db"));
+        Database::open(&cfg).unwrap().write(|tx| {
+            tx.execute("INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at) VALUES('q','k','{}',0,0)", [])?;
+            Ok(())
+        }).unwrap();
+        let db = Database::open(&cfg).unwrap();
+        let n: i64 = db
+            .read()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM queue_rows", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn missing_directory_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Database::open(&DbConfig::new(dir.path().join("nope/q.db"))).unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+}

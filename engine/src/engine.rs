@@ -1,0 +1,146 @@
+//! The engine: one database, one clock, one instance id, and a `Queue` handle per queue.
+
+use std::sync::Arc;
+
+use rusqlite::params;
+
+use crate::clock::{Clock, SystemClock};
+use crate::db::{Database, DbConfig};
+use crate::error::Result;
+use crate::policy::QueuePolicy;
+use crate::queue::{reclaim_expired_in, reclaim_foreign_in, Queue};
+
+/// The storage engine. Cheap to clone; every clone shares the pools.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+}
+
+/// Row counts of one queue in one state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StateCount {
+    pub queue: String,
+    pub state: String,
+    /// Why terminal rows ended, when they say (e.g. `coalesced`, `session expired`).
+    pub reason: Option<String>,
+    pub count: i64,
+}
+
+/// The oldest unfinished row of a queue.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OldestPending {
+    pub queue: String,
+    pub id: i64,
+    pub created_at: i64,
+}
+
+impl Engine {
+    /// Opens (creating and migrating if needed) the database, on the system clock.
+    pub fn open(config: &DbConfig) -> Result<Self> {
+        Ok(Engine::with_clock(
+            Database::open(config)?,
+            Arc::new(SystemClock),
+        ))
+    }
+
+    /// An engine over an open database with a given clock (tests use `ManualClock`).
+    pub fn with_clock(db: Database, clock: Arc<dyn Clock>) -> Self {
+        let owner = format!("{}-{}", std::process::id(), clock.now_ms());
+        Engine {
+            db,
+            clock,
+            owner: owner.into(),
+        }
+    }
+
+    /// Same database and clock, another lease owner: a second worker for tests.
+    pub fn with_owner(&self, owner: &str) -> Self {
+        Engine {
+            owner: owner.into(),
+            ..self.clone()
+        }
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// This process's instance id, written as the owner of its leases.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// A handle on queue `name` under `policy`.
+    pub fn queue(&self, name: &str, policy: QueuePolicy) -> Queue {
+        Queue::new(
+            self.db.clone(),
+            self.clock.clone(),
+            self.owner.clone(),
+            name,
+            policy,
+        )
+    }
+
+    /// Returns rows whose lease has expired, in every queue, to pending.
+    pub fn reclaim_expired(&self) -> Result<usize> {
+        let now = self.now();
+        self.db.write(|tx| reclaim_expired_in(tx, now))
+    }
+
+    /// Returns every lease held by another owner to pending. Only for a daemon that knows it is
+    /// the only one on this database: the leases it did not take are a previous process's.
+    pub fn reclaim_foreign_leases(&self) -> Result<usize> {
+        let now = self.now();
+        self.db.write(|tx| reclaim_foreign_in(tx, &self.owner, now))
+    }
+
+    /// Row counts per queue, state and terminal reason.
+    pub fn counts(&self) -> Result<Vec<StateCount>> {
+        let conn = self.db.read()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT queue, state, reason, COUNT(*) FROM queue_rows
+             GROUP BY queue, state, reason ORDER BY queue, state, reason",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(StateCount {
+                    queue: r.get(0)?,
+                    state: r.get(1)?,
+                    reason: r.get(2)?,
+                    count: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// The oldest pending or leased row of each queue.
+    pub fn oldest_pending(&self) -> Result<Vec<OldestPending>> {
+        let conn = self.db.read()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT queue, id, created_at FROM queue_rows WHERE id IN (
+               SELECT MIN(id) FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue)
+             ORDER BY queue",
+        )?;
+        let rows = stmt
+            .query_map(params![], |r| {
+                Ok(OldestPending {
+                    queue: r.get(0)?,
+                    id: r.get(1)?,
+                    created_at: r.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+}

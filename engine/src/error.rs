@@ -1,0 +1,39 @@
+//! The engine's one error type. Callers at the edge (CLI, HTTP) turn it into words for people.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the storage engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The database file could not be created or opened at `path`.
+    #[error("cannot open database {path}: {reason}")]
+    Open { path: PathBuf, reason: String },
+    /// Applying the schema migrations failed.
+    #[error("database migration failed: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    /// No connection could be had from the pool in time (the database is locked or unreachable).
+    #[error("database busy: {0}")]
+    Pool(#[from] r2d2::Error),
+    /// SQLite reported an error.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A value handed to the engine is not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl EngineError {
+    /// True when SQLite gave up waiting for a lock held by another connection or process.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            EngineError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            EngineError::Pool(_) => true,
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

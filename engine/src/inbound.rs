@@ -1,0 +1,174 @@
+//! The inbound flow's message: what a chat adapter hands in for an agent session
+//! (inbound-queue spec), how it is checked, and how it maps onto a queue row.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EngineError, Result};
+use crate::queue::NewRow;
+
+/// The name of the inbound queue.
+pub const QUEUE: &str = "inbound";
+
+/// Largest message body accepted unless configured otherwise (1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The kinds of user message the spec allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageType {
+    #[default]
+    Text,
+    Voice,
+    File,
+}
+
+impl std::str::FromStr for MessageType {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "text" => Ok(MessageType::Text),
+            "voice" => Ok(MessageType::Voice),
+            "file" => Ok(MessageType::File),
+            other => Err(EngineError::Invalid(format!(
+                "unknown message type '{other}': use text, voice or file"
+            ))),
+        }
+    }
+}
+
+/// A user message on its way to an agent session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    pub session: String,
+    /// Where it came from: `telegram`, `discord`, `terminal`, ...
+    pub origin: String,
+    #[serde(rename = "type", default)]
+    pub message_type: MessageType,
+    #[serde(default)]
+    pub content: String,
+    /// The platform's message id; with `origin` it deduplicates enqueues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_avatar_url: Option<String>,
+    /// Anything else the adapter wants the sink to see (file ids, voice transcripts...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+}
+
+impl InboundMessage {
+    /// A text message with no source id or actor.
+    pub fn text(session: &str, origin: &str, content: &str) -> Self {
+        InboundMessage {
+            session: session.into(),
+            origin: origin.into(),
+            message_type: MessageType::Text,
+            content: content.into(),
+            source_message_id: None,
+            source_channel_id: None,
+            actor_id: None,
+            actor_name: None,
+            actor_avatar_url: None,
+            payload: None,
+        }
+    }
+
+    /// Checks what the spec requires; the error says what to fix.
+    pub fn validate(&self, max_body_bytes: usize) -> Result<()> {
+        let invalid = |m: String| Err(EngineError::Invalid(m));
+        if self.session.trim().is_empty() {
+            return invalid("the session id is empty: give the agent session to deliver to".into());
+        }
+        if self.origin.trim().is_empty() {
+            return invalid(
+                "the origin is empty: say where the message came from (e.g. telegram)".into(),
+            );
+        }
+        if self
+            .source_message_id
+            .as_deref()
+            .is_some_and(|s| s.is_empty())
+        {
+            return invalid(
+                "the source message id is empty: omit it or give the platform's id".into(),
+            );
+        }
+        if self.content.len() > max_body_bytes {
+            return invalid(format!(
+                "the message body is {} bytes, over the {} byte limit (daemon.max_body_bytes)",
+                self.content.len(),
+                max_body_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The queue row: keyed by session, deduplicated on `(origin, source_message_id)`.
+    pub fn to_row(&self) -> NewRow {
+        NewRow {
+            key: self.session.clone(),
+            payload: serde_json::to_string(self).expect("an inbound message always serialises"),
+            dedup_key: self
+                .source_message_id
+                .as_ref()
+                .map(|id| serde_json::json!([self.origin, id]).to_string()),
+        }
+    }
+
+    /// Reads a row's payload back.
+    pub fn from_payload(payload: &str) -> Result<Self> {
+        serde_json::from_str(payload)
+            .map_err(|e| EngineError::Invalid(format!("stored inbound payload is not valid: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_key_is_origin_and_source_id_and_absent_without_source_id() {
+        let mut m = InboundMessage::text("s", "telegram", "hi");
+        assert_eq!(m.to_row().dedup_key, None);
+        m.source_message_id = Some("42".into());
+        assert_eq!(
+            m.to_row().dedup_key.as_deref(),
+            Some(r#"["telegram","42"]"#)
+        );
+    }
+
+    #[test]
+    fn validation_names_what_to_fix() {
+        let ok = InboundMessage::text("s", "o", "hello");
+        ok.validate(10).unwrap();
+        let err = |m: InboundMessage| m.validate(10).unwrap_err().to_string();
+        assert!(err(InboundMessage::text("", "o", "x")).contains("session id is empty"));
+        assert!(err(InboundMessage::text("s", " ", "x")).contains("origin is empty"));
+        assert!(
+            err(InboundMessage::text("s", "o", "hello world")).contains("over the 10 byte limit")
+        );
+        assert!("video"
+            .parse::<MessageType>()
+            .unwrap_err()
+            .to_string()
+            .contains("text, voice or file"));
+    }
+
+    #[test]
+    fn payload_round_trips() {
+        let mut m = InboundMessage::text("s", "o", "hi");
+        m.message_type = MessageType::Voice;
+        m.actor_name = Some("Ann".into());
+        m.payload = Some(serde_json::json!({"duration": 3}));
+        assert_eq!(
+            InboundMessage::from_payload(&m.to_row().payload).unwrap(),
+            m
+        );
+    }
+}

@@ -1,0 +1,508 @@
+//! The `queue_rows` table: every statement that touches it lives here.
+//!
+//! A row is `pending` until leased; a lease (owner, token, expiry) makes it `leased`; the lease
+//! holder completes it (`delivered`), schedules a retry (`pending` again with a later
+//! `next_attempt_at`) or buries it (`dead`). Each of those is fenced by the lease token, which
+//! every lease bumps, so the late answer of an owner whose lease was taken over changes nothing.
+//! Within a key, a row is leased only when every older row of the key is terminal (strict FIFO).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+
+use crate::clock::{ms, Clock};
+use crate::db::Database;
+use crate::error::{EngineError, Result};
+use crate::policy::QueuePolicy;
+
+/// What a caller hands in to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRow {
+    pub key: String,
+    pub payload: String,
+    pub dedup_key: Option<String>,
+}
+
+/// The answer to an enqueue: the row's id, and whether it already existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Enqueued {
+    pub id: i64,
+    pub duplicate: bool,
+}
+
+/// A leased row: what the holder needs to do the work and to answer for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub id: i64,
+    pub key: String,
+    pub payload: String,
+    /// Attempts including this one.
+    pub attempts: u32,
+    pub token: i64,
+    pub expires_at: i64,
+    pub created_at: i64,
+}
+
+/// What a retry request turned into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retried {
+    /// Pending again, due at this time (unix ms).
+    Scheduled { at: i64 },
+    /// The attempt limit was reached: the row is dead.
+    Dead,
+    /// The lease token is no longer current: nothing changed.
+    Stale,
+}
+
+/// The state of a key's oldest unfinished row: tells a session worker when to look again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// Nothing pending or leased for this key.
+    Empty,
+    /// The head can be leased now.
+    Due,
+    /// The head is pending until this time.
+    NotBefore(i64),
+    /// The head is leased until this time.
+    LeasedUntil(i64),
+}
+
+/// A handle on one queue: the engine's operations under this queue's policy.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    name: Arc<str>,
+    policy: Arc<QueuePolicy>,
+}
+
+const LEASE_COLUMNS: &str = "id, key, payload, attempts, lease_token, lease_expires_at, created_at";
+
+fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        id: r.get(0)?,
+        key: r.get(1)?,
+        payload: r.get(2)?,
+        attempts: r.get(3)?,
+        token: r.get(4)?,
+        expires_at: r.get(5)?,
+        created_at: r.get(6)?,
+    })
+}
+
+impl Queue {
+    pub(crate) fn new(
+        db: Database,
+        clock: Arc<dyn Clock>,
+        owner: Arc<str>,
+        name: &str,
+        policy: QueuePolicy,
+    ) -> Self {
+        Queue {
+            db,
+            clock,
+            owner,
+            name: name.into(),
+            policy: Arc::new(policy),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn policy(&self) -> &QueuePolicy {
+        &self.policy
+    }
+
+    /// The instance id written as lease owner.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Writes one row, or finds the row with the same dedup key and writes nothing.
+    pub fn enqueue(&self, row: &NewRow) -> Result<Enqueued> {
+        let now = self.now();
+        self.db.write(|tx| self.enqueue_in(tx, row, now))
+    }
+
+    /// Writes many rows in one transaction (one commit, one fsync).
+    pub fn enqueue_many(&self, rows: &[NewRow]) -> Result<Vec<Enqueued>> {
+        let now = self.now();
+        self.db
+            .write(|tx| rows.iter().map(|r| self.enqueue_in(tx, r, now)).collect())
+    }
+
+    /// Enqueue inside a caller's transaction, so a handler's effects and its rows commit together.
+    pub fn enqueue_in(&self, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
+        if row.key.is_empty() {
+            return Err(EngineError::Invalid("the ordering key is empty".into()));
+        }
+        let inserted: Option<i64> = tx
+            .prepare_cached(
+                "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+                 RETURNING id",
+            )?
+            .query_row(params![&*self.name, row.key, row.dedup_key, row.payload, now], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = inserted {
+            return Ok(Enqueued {
+                id,
+                duplicate: false,
+            });
+        }
+        let id = tx
+            .prepare_cached("SELECT id FROM queue_rows WHERE queue = ?1 AND dedup_key = ?2")?
+            .query_row(params![&*self.name, row.dedup_key], |r| r.get(0))?;
+        Ok(Enqueued {
+            id,
+            duplicate: true,
+        })
+    }
+
+    /// Leases the oldest unfinished row of `key` if it is due (or its lease expired);
+    /// `None` when the key's head is not due, is leased by someone alive, or there is none.
+    pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
+        let now = self.now();
+        self.db.write(|tx| {
+            let head = head_in(tx, &self.name, key)?;
+            match head {
+                Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                    self.lease_row(tx, id, now).map(Some)
+                }
+                _ => Ok(None),
+            }
+        })
+    }
+
+    /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
+    pub fn lease_due(&self, limit: usize) -> Result<Vec<Lease>> {
+        let now = self.now();
+        self.db.write(|tx| {
+            reclaim_expired_in(tx, now)?;
+            let ids: Vec<i64> = tx
+                .prepare_cached(
+                    "SELECT r.id FROM queue_rows r
+                     WHERE r.queue = ?1 AND r.state = 'pending' AND r.next_attempt_at <= ?2
+                       AND NOT EXISTS (
+                         SELECT 1 FROM queue_rows o
+                         WHERE o.queue = ?1 AND o.key = r.key
+                           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+                     ORDER BY r.id LIMIT ?3",
+                )?
+                .query_map(params![&*self.name, now, limit as i64], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            ids.into_iter()
+                .map(|id| self.lease_row(tx, id, now))
+                .collect()
+        })
+    }
+
+    fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
+        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let sql = format!(
+            "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+                    lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
+             WHERE id = ?1 RETURNING {LEASE_COLUMNS}"
+        );
+        Ok(tx
+            .prepare_cached(&sql)?
+            .query_row(params![id, &*self.owner, expires], lease_from_row)?)
+    }
+
+    /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
+    pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
+        let expires = self.now().saturating_add(ms(self.policy.lease_timeout));
+        self.db.write(|tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET lease_expires_at = ?3
+                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+                )?
+                .execute(params![id, token, expires])?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
+    pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
+        let now = self.now();
+        self.db
+            .write(|tx| self.complete_in(tx, id, token, reason, now))
+    }
+
+    /// `complete` inside a caller's transaction.
+    pub fn complete_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "delivered", reason, None, now)
+    }
+
+    /// Schedules another attempt after the policy's backoff (or `retry_after` when the far end
+    /// said when); buries the row instead when the attempt limit is reached.
+    pub fn retry_later(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<Retried> {
+        let now = self.now();
+        self.db.write(|tx| {
+            if self.policy.exhausted(lease.attempts) {
+                let reason = format!("gave up after {} attempts", lease.attempts);
+                let done = finish_in(
+                    tx,
+                    lease.id,
+                    lease.token,
+                    "dead",
+                    Some(&reason),
+                    Some(error),
+                    now,
+                )?;
+                return Ok(if done { Retried::Dead } else { Retried::Stale });
+            }
+            let delay = retry_after.unwrap_or_else(|| self.policy.delay_after(lease.attempts));
+            let at = now.saturating_add(ms(delay));
+            let n = tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
+                            lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+                )?
+                .execute(params![lease.id, lease.token, at, error])?;
+            Ok(if n == 1 {
+                Retried::Scheduled { at }
+            } else {
+                Retried::Stale
+            })
+        })
+    }
+
+    /// Marks a leased row dead (a permanent failure). False if the token is stale.
+    pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
+        let now = self.now();
+        self.db
+            .write(|tx| finish_in(tx, id, token, "dead", Some(reason), Some(reason), now))
+    }
+
+    /// Expires every pending or leased row of `key` (the session ended). Returns how many.
+    pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
+        let now = self.now();
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'expired', finished_at = ?3, reason = ?4,
+                            lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')",
+                )?
+                .execute(params![&*self.name, key, now, reason])?)
+        })
+    }
+
+    /// Expires pending rows older than the policy's `max_age`, if it has one.
+    pub fn expire_overdue(&self) -> Result<usize> {
+        let Some(max_age) = self.policy.max_age else {
+            return Ok(0);
+        };
+        let now = self.now();
+        let cutoff = now.saturating_sub(ms(max_age));
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'expired', finished_at = ?2, reason = 'max age'
+                     WHERE queue = ?1 AND state = 'pending' AND created_at < ?3",
+                )?
+                .execute(params![&*self.name, now, cutoff])?)
+        })
+    }
+
+    /// Puts this process's leases on `key` back to pending: used when the worker holding them
+    /// died inside this process, so its replacement need not wait for the leases to expire.
+    pub fn release_own_leases(&self, key: &str) -> Result<usize> {
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
+                )?
+                .execute(params![&*self.name, key, &*self.owner])?)
+        })
+    }
+
+    /// The key's oldest unfinished row, as a worker needs it to decide when to look again.
+    pub fn head(&self, key: &str) -> Result<Head> {
+        let now = self.now();
+        let conn = self.db.read()?;
+        let tx_free = head_query(&conn, &self.name, key)?;
+        Ok(match tx_free {
+            None => Head::Empty,
+            Some((_, state, next, expires)) if is_leasable(&state, next, expires, now) => Head::Due,
+            Some((_, state, _, expires)) if state == "leased" => {
+                Head::LeasedUntil(expires.unwrap_or(now))
+            }
+            Some((_, _, next, _)) => Head::NotBefore(next),
+        })
+    }
+
+    /// Keys that have pending or leased rows: the sessions to resume after a restart.
+    pub fn active_keys(&self) -> Result<Vec<String>> {
+        let conn = self.db.read()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT DISTINCT key FROM queue_rows WHERE queue = ?1 AND state IN ('pending', 'leased')",
+        )?;
+        let keys = stmt
+            .query_map(params![&*self.name], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(keys)
+    }
+
+    /// Deletes terminal rows that finished more than `older_than` ago (the policy's retention
+    /// when `None`; dead rows by `dead_retention`). Deletes in slices so writers are not starved.
+    pub fn prune(&self, older_than: Option<Duration>) -> Result<usize> {
+        let now = self.now();
+        let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(self.policy.retention)));
+        let mut total = self.prune_states("('delivered', 'expired')", finished_cutoff)?;
+        let dead_keep = older_than.or(self.policy.dead_retention);
+        if let Some(keep) = dead_keep {
+            total += self.prune_states("('dead')", now.saturating_sub(ms(keep)))?;
+        }
+        Ok(total)
+    }
+
+    fn prune_states(&self, states: &str, cutoff: i64) -> Result<usize> {
+        let sql = format!(
+            "DELETE FROM queue_rows WHERE id IN (
+               SELECT id FROM queue_rows
+               WHERE queue = ?1 AND state IN {states} AND finished_at < ?2 LIMIT 5000)"
+        );
+        let mut total = 0;
+        loop {
+            let n = self.db.write(|tx| {
+                Ok(tx
+                    .prepare_cached(&sql)?
+                    .execute(params![&*self.name, cutoff])?)
+            })?;
+            total += n;
+            if n < 5000 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Reads a row's current state (for tests and tools).
+    pub fn state_of(&self, id: i64) -> Result<Option<RowState>> {
+        let conn = self.db.read()?;
+        let state = conn
+            .prepare_cached(
+                "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
+                 WHERE id = ?1 AND queue = ?2",
+            )?
+            .query_row(params![id, &*self.name], |r| {
+                Ok(RowState {
+                    state: r.get(0)?,
+                    attempts: r.get(1)?,
+                    next_attempt_at: r.get(2)?,
+                    last_error: r.get(3)?,
+                    reason: r.get(4)?,
+                })
+            })
+            .optional()?;
+        Ok(state)
+    }
+}
+
+/// A row's lifecycle fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowState {
+    pub state: String,
+    pub attempts: u32,
+    pub next_attempt_at: i64,
+    pub last_error: Option<String>,
+    pub reason: Option<String>,
+}
+
+type HeadRow = (i64, String, i64, Option<i64>);
+
+fn head_query(
+    conn: &rusqlite::Connection,
+    queue: &str,
+    key: &str,
+) -> rusqlite::Result<Option<HeadRow>> {
+    conn.prepare_cached(
+        "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
+         WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+         ORDER BY id LIMIT 1",
+    )?
+    .query_row(params![queue, key], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })
+    .optional()
+}
+
+fn head_in(tx: &Transaction<'_>, queue: &str, key: &str) -> Result<Option<HeadRow>> {
+    Ok(head_query(tx, queue, key)?)
+}
+
+fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> bool {
+    match state {
+        "pending" => next_attempt_at <= now,
+        "leased" => lease_expires_at.is_some_and(|t| t <= now),
+        _ => false,
+    }
+}
+
+/// Moves a leased row to a terminal state if `token` is still its lease token.
+fn finish_in(
+    tx: &Transaction<'_>,
+    id: i64,
+    token: i64,
+    state: &str,
+    reason: Option<&str>,
+    error: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = ?3, finished_at = ?4, reason = ?5,
+                    last_error = COALESCE(?6, last_error), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+        )?
+        .execute(params![id, token, state, now, reason, error])?;
+    Ok(n == 1)
+}
+
+/// Returns rows whose lease expired to pending, due at once.
+pub(crate) fn reclaim_expired_in(tx: &Transaction<'_>, now: i64) -> Result<usize> {
+    Ok(tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = ?1
+             WHERE state = 'leased' AND lease_expires_at <= ?1",
+        )?
+        .execute(params![now])?)
+}
+
+/// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
+/// previous process (one daemon per database is enforced by a lock file).
+pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) -> Result<usize> {
+    Ok(tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = MIN(next_attempt_at, ?2)
+             WHERE state = 'leased' AND lease_owner IS NOT ?1",
+        )?
+        .execute(params![owner, now])?)
+}

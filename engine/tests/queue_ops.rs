@@ -1,0 +1,539 @@
+//! The engine's operations on real SQLite files, with a manual clock (no sleeps).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use relayq_engine::{
+    Database, DbConfig, Engine, Head, ManualClock, NewRow, Queue, QueuePolicy, Retried,
+};
+
+const T0: i64 = 1_700_000_000_000;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+    clock: ManualClock,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let clock = ManualClock::new(T0);
+    let engine = Engine::with_clock(db, Arc::new(clock.clone()));
+    Fixture {
+        _dir: dir,
+        engine,
+        clock,
+    }
+}
+
+fn policy() -> QueuePolicy {
+    QueuePolicy::inbound()
+}
+
+fn row(key: &str, payload: &str) -> NewRow {
+    NewRow {
+        key: key.into(),
+        payload: payload.into(),
+        dedup_key: None,
+    }
+}
+
+fn state(q: &Queue, id: i64) -> String {
+    q.state_of(id).unwrap().unwrap().state
+}
+
+#[test]
+fn enqueue_then_lease_then_complete() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let e = q.enqueue(&row("s1", "a")).unwrap();
+    assert!(!e.duplicate);
+    let lease = q.lease_next("s1").unwrap().expect("due row is leased");
+    assert_eq!(
+        (lease.id, lease.payload.as_str(), lease.attempts),
+        (e.id, "a", 1)
+    );
+    assert_eq!(lease.expires_at, T0 + 300_000, "5 minute lease");
+    assert_eq!(state(&q, e.id), "leased");
+    assert!(q.complete(lease.id, lease.token, None).unwrap());
+    assert_eq!(state(&q, e.id), "delivered");
+    assert_eq!(q.lease_next("s1").unwrap(), None);
+    assert_eq!(q.head("s1").unwrap(), Head::Empty);
+}
+
+#[test]
+fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let mut r = row("s1", "first");
+    r.dedup_key = Some("tg:1".into());
+    let a = q.enqueue(&r).unwrap();
+    r.payload = "second".into();
+    let b = q.enqueue(&r).unwrap();
+    assert_eq!(
+        b,
+        relayq_engine::Enqueued {
+            id: a.id,
+            duplicate: true
+        }
+    );
+    let lease = q.lease_next("s1").unwrap().unwrap();
+    assert_eq!(lease.payload, "first", "the duplicate did not overwrite");
+    assert!(q.complete(lease.id, lease.token, None).unwrap());
+    assert_eq!(q.lease_next("s1").unwrap(), None, "only one row exists");
+    // Still a duplicate after delivery (until pruned): a replayed webhook is not redelivered.
+    assert!(q.enqueue(&r).unwrap().duplicate);
+    // The same dedup key in another queue is a different message.
+    let other = f.engine.queue("outbound", policy());
+    assert!(!other.enqueue(&r).unwrap().duplicate);
+}
+
+#[test]
+fn batch_enqueue_dedups_within_the_batch() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let mut r = row("s", "x");
+    r.dedup_key = Some("d".into());
+    let out = q.enqueue_many(&[r.clone(), row("s", "y"), r]).unwrap();
+    assert!(!out[0].duplicate && !out[1].duplicate && out[2].duplicate);
+    assert_eq!(out[0].id, out[2].id);
+}
+
+#[test]
+fn a_key_is_strictly_fifo_a_newer_row_waits_for_the_older_one() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let a = q.enqueue(&row("s1", "a")).unwrap().id;
+    let b = q.enqueue(&row("s1", "b")).unwrap().id;
+    let other = q.enqueue(&row("s2", "c")).unwrap().id;
+    let la = q.lease_next("s1").unwrap().unwrap();
+    assert_eq!(la.id, a);
+    assert_eq!(
+        q.lease_next("s1").unwrap(),
+        None,
+        "b must wait while a is leased"
+    );
+    assert_eq!(
+        q.lease_next("s2").unwrap().unwrap().id,
+        other,
+        "other keys are independent"
+    );
+    // a fails: it goes back to pending with a backoff, and b still waits behind it.
+    assert!(matches!(
+        q.retry_later(&la, "boom", None).unwrap(),
+        Retried::Scheduled { .. }
+    ));
+    assert_eq!(
+        q.lease_next("s1").unwrap(),
+        None,
+        "b must wait while a is retried"
+    );
+    assert_eq!(q.head("s1").unwrap(), Head::NotBefore(T0 + 5_000));
+    f.clock.advance(Duration::from_secs(5));
+    let la2 = q.lease_next("s1").unwrap().unwrap();
+    assert_eq!((la2.id, la2.attempts), (a, 2));
+    q.complete(la2.id, la2.token, None).unwrap();
+    assert_eq!(q.lease_next("s1").unwrap().unwrap().id, b);
+}
+
+#[test]
+fn backoff_follows_the_schedule_and_never_gives_up_without_a_limit() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let mut delays = vec![];
+    for _ in 0..9 {
+        let lease = q.lease_next("s").unwrap().expect("due");
+        let before = f.clock_now();
+        let Retried::Scheduled { at } = q.retry_later(&lease, "down", None).unwrap() else {
+            panic!("inbound never dies")
+        };
+        delays.push((at - before) / 1000);
+        assert_eq!(q.lease_next("s").unwrap(), None, "not due before its time");
+        f.clock.set(at);
+    }
+    assert_eq!(delays, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+    let s = q.state_of(id).unwrap().unwrap();
+    assert_eq!(
+        (s.state.as_str(), s.attempts, s.last_error.as_deref()),
+        ("pending", 9, Some("down"))
+    );
+}
+
+impl Fixture {
+    fn clock_now(&self) -> i64 {
+        self.engine.now()
+    }
+}
+
+#[test]
+fn retry_after_from_the_far_end_overrides_the_schedule() {
+    let f = fixture();
+    let q = f.engine.queue("outbound", policy());
+    q.enqueue(&row("d", "x")).unwrap();
+    let lease = q.lease_next("d").unwrap().unwrap();
+    let r = q
+        .retry_later(&lease, "429", Some(Duration::from_secs(42)))
+        .unwrap();
+    assert_eq!(r, Retried::Scheduled { at: T0 + 42_000 });
+}
+
+#[test]
+fn max_attempts_turns_the_last_failure_into_a_dead_row() {
+    let f = fixture();
+    let q = f.engine.queue(
+        "hooks",
+        QueuePolicy {
+            max_attempts: Some(2),
+            ..policy()
+        },
+    );
+    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let l1 = q.lease_next("s").unwrap().unwrap();
+    assert!(matches!(
+        q.retry_later(&l1, "e1", None).unwrap(),
+        Retried::Scheduled { .. }
+    ));
+    f.clock.advance(Duration::from_secs(60));
+    let l2 = q.lease_next("s").unwrap().unwrap();
+    assert_eq!(q.retry_later(&l2, "e2", None).unwrap(), Retried::Dead);
+    let s = q.state_of(id).unwrap().unwrap();
+    assert_eq!(s.state, "dead");
+    assert_eq!(s.last_error.as_deref(), Some("e2"));
+    assert_eq!(s.reason.as_deref(), Some("gave up after 2 attempts"));
+}
+
+#[test]
+fn a_stale_lease_token_changes_nothing() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let old = q.lease_next("s").unwrap().unwrap();
+    // The first owner stalls past its lease; a second worker takes the row over.
+    f.clock.advance(Duration::from_secs(301));
+    let other = f.engine.with_owner("other").queue("inbound", policy());
+    let new = other
+        .lease_next("s")
+        .unwrap()
+        .expect("expired lease is taken over");
+    assert_eq!(new.id, id);
+    assert_ne!(new.token, old.token);
+    // Every late answer of the first owner is refused and leaves the row as the new owner has it.
+    assert!(!q.complete(old.id, old.token, None).unwrap());
+    assert!(!q.extend(old.id, old.token).unwrap());
+    assert_eq!(q.retry_later(&old, "late", None).unwrap(), Retried::Stale);
+    assert!(!q.bury(old.id, old.token, "late").unwrap());
+    let s = q.state_of(id).unwrap().unwrap();
+    assert_eq!(
+        (s.state.as_str(), s.attempts, s.last_error),
+        ("leased", 2, None)
+    );
+    assert!(other.complete(new.id, new.token, None).unwrap());
+    assert_eq!(state(&q, id), "delivered");
+    // And a token cannot complete a row twice.
+    assert!(!other.complete(new.id, new.token, None).unwrap());
+}
+
+#[test]
+fn extend_keeps_a_live_lease_from_being_taken_over() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    q.enqueue(&row("s", "x")).unwrap();
+    let lease = q.lease_next("s").unwrap().unwrap();
+    f.clock.advance(Duration::from_secs(200));
+    assert!(q.extend(lease.id, lease.token).unwrap());
+    f.clock.advance(Duration::from_secs(200)); // 400 s after the lease, 200 s after the extension
+    let other = f.engine.with_owner("other").queue("inbound", policy());
+    assert_eq!(
+        other.lease_next("s").unwrap(),
+        None,
+        "extended lease is still live"
+    );
+    assert_eq!(q.head("s").unwrap(), Head::LeasedUntil(T0 + 500_000));
+    assert!(q.complete(lease.id, lease.token, None).unwrap());
+}
+
+#[test]
+fn lease_due_takes_only_heads_of_keys_and_only_due_rows() {
+    let f = fixture();
+    let q = f.engine.queue("outbound", policy());
+    let a1 = q.enqueue(&row("a", "1")).unwrap().id;
+    let _a2 = q.enqueue(&row("a", "2")).unwrap().id;
+    let b1 = q.enqueue(&row("b", "1")).unwrap().id;
+    let c1 = q.enqueue(&row("c", "1")).unwrap().id;
+    // c's head fails and is not due yet; its successor must not jump ahead.
+    let lc = q.lease_next("c").unwrap().unwrap();
+    q.retry_later(&lc, "x", None).unwrap();
+    q.enqueue(&row("c", "2")).unwrap();
+    let got: Vec<i64> = q.lease_due(10).unwrap().iter().map(|l| l.id).collect();
+    assert_eq!(got, vec![a1, b1]);
+    assert!(
+        q.lease_due(10).unwrap().is_empty(),
+        "heads are leased, the rest wait"
+    );
+    f.clock.advance(Duration::from_secs(5));
+    let got: Vec<i64> = q.lease_due(10).unwrap().iter().map(|l| l.id).collect();
+    assert_eq!(got, vec![c1]);
+    // limit is honoured
+    for k in 0..5 {
+        q.enqueue(&row(&format!("k{k}"), "x")).unwrap();
+    }
+    assert_eq!(q.lease_due(3).unwrap().len(), 3);
+}
+
+#[test]
+fn lease_due_takes_over_expired_leases() {
+    let f = fixture();
+    let q = f.engine.queue(
+        "outbound",
+        QueuePolicy {
+            lease_timeout: Duration::from_secs(30),
+            ..policy()
+        },
+    );
+    let id = q.enqueue(&row("a", "1")).unwrap().id;
+    let first = q.lease_due(10).unwrap();
+    assert_eq!(first.len(), 1);
+    f.clock.advance(Duration::from_secs(31));
+    let second = q.lease_due(10).unwrap();
+    assert_eq!(
+        second
+            .iter()
+            .map(|l| (l.id, l.attempts))
+            .collect::<Vec<_>>(),
+        vec![(id, 2)]
+    );
+    assert!(!q.complete(id, first[0].token, None).unwrap());
+}
+
+#[test]
+fn expire_key_expires_pending_and_leased_rows_and_fences_the_holder() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let a = q.enqueue(&row("s", "a")).unwrap().id;
+    let b = q.enqueue(&row("s", "b")).unwrap().id;
+    let keep = q.enqueue(&row("t", "c")).unwrap().id;
+    let lease = q.lease_next("s").unwrap().unwrap();
+    assert_eq!(q.expire_key("s", "session ended").unwrap(), 2);
+    assert_eq!(
+        (state(&q, a), state(&q, b), state(&q, keep)),
+        ("expired".into(), "expired".into(), "pending".into())
+    );
+    assert!(
+        !q.complete(lease.id, lease.token, None).unwrap(),
+        "in-flight answer is fenced"
+    );
+    assert_eq!(
+        q.state_of(a).unwrap().unwrap().reason.as_deref(),
+        Some("session ended")
+    );
+    assert_eq!(q.head("s").unwrap(), Head::Empty);
+}
+
+#[test]
+fn reclaim_expired_and_foreign_leases() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let mine = q.enqueue(&row("a", "1")).unwrap().id;
+    let theirs = q.enqueue(&row("b", "1")).unwrap().id;
+    q.lease_next("a").unwrap().unwrap();
+    let prev = f.engine.with_owner("previous-process");
+    prev.queue("inbound", policy())
+        .lease_next("b")
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.engine.reclaim_foreign_leases().unwrap(), 1);
+    assert_eq!(
+        (state(&q, mine), state(&q, theirs)),
+        ("leased".into(), "pending".into())
+    );
+    assert_eq!(
+        f.engine.reclaim_expired().unwrap(),
+        0,
+        "nothing expired yet"
+    );
+    f.clock.advance(Duration::from_secs(300));
+    assert_eq!(f.engine.reclaim_expired().unwrap(), 1);
+    assert_eq!(state(&q, mine), "pending");
+}
+
+#[test]
+fn release_own_leases_frees_a_dead_workers_key() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let id = q.enqueue(&row("a", "1")).unwrap().id;
+    q.lease_next("a").unwrap().unwrap();
+    assert_eq!(q.release_own_leases("a").unwrap(), 1);
+    assert_eq!(q.lease_next("a").unwrap().unwrap().id, id);
+}
+
+#[test]
+fn prune_deletes_only_terminal_rows_past_retention() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let done = q.enqueue(&row("a", "1")).unwrap().id;
+    let l = q.lease_next("a").unwrap().unwrap();
+    q.complete(l.id, l.token, None).unwrap();
+    let exp = q.enqueue(&row("b", "1")).unwrap().id;
+    q.expire_key("b", "gone").unwrap();
+    let pending = q.enqueue(&row("c", "1")).unwrap().id;
+    f.clock.advance(Duration::from_secs(6 * 24 * 3600));
+    assert_eq!(q.prune(None).unwrap(), 0, "within the 7 day retention");
+    f.clock.advance(Duration::from_secs(2 * 24 * 3600));
+    assert_eq!(q.prune(None).unwrap(), 2);
+    assert!(q.state_of(done).unwrap().is_none() && q.state_of(exp).unwrap().is_none());
+    assert_eq!(
+        state(&q, pending),
+        "pending",
+        "pending rows are never pruned"
+    );
+    // an explicit older-than overrides retention
+    let d2 = q.enqueue(&row("d", "1")).unwrap().id;
+    let l = q.lease_next("d").unwrap().unwrap();
+    q.complete(l.id, l.token, None).unwrap();
+    f.clock.advance(Duration::from_secs(10));
+    assert_eq!(q.prune(Some(Duration::from_secs(5))).unwrap(), 1);
+    assert!(q.state_of(d2).unwrap().is_none());
+}
+
+#[test]
+fn expire_overdue_follows_max_age() {
+    let f = fixture();
+    let q = f.engine.queue(
+        "outbound",
+        QueuePolicy {
+            max_age: Some(Duration::from_secs(60)),
+            ..policy()
+        },
+    );
+    let old = q.enqueue(&row("a", "1")).unwrap().id;
+    f.clock.advance(Duration::from_secs(61));
+    let young = q.enqueue(&row("b", "1")).unwrap().id;
+    assert_eq!(q.expire_overdue().unwrap(), 1);
+    assert_eq!(
+        (state(&q, old), state(&q, young)),
+        ("expired".into(), "pending".into())
+    );
+    assert_eq!(
+        f.engine
+            .queue("inbound", policy())
+            .expire_overdue()
+            .unwrap(),
+        0,
+        "no max_age, no expiry"
+    );
+}
+
+#[test]
+fn counts_and_oldest_pending() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let first = q.enqueue(&row("a", "1")).unwrap().id;
+    f.clock.advance(Duration::from_secs(1));
+    q.enqueue(&row("a", "2")).unwrap();
+    q.enqueue(&row("b", "1")).unwrap();
+    let l = q.lease_next("b").unwrap().unwrap();
+    q.complete(l.id, l.token, Some("coalesced")).unwrap();
+    let counts: Vec<(String, String, Option<String>, i64)> = f
+        .engine
+        .counts()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.queue, c.state, c.reason, c.count))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            (
+                "inbound".into(),
+                "delivered".into(),
+                Some("coalesced".into()),
+                1
+            ),
+            ("inbound".into(), "pending".into(), None, 2),
+        ]
+    );
+    let oldest = f.engine.oldest_pending().unwrap();
+    assert_eq!((oldest[0].id, oldest[0].created_at), (first, T0));
+    assert_eq!(q.active_keys().unwrap(), vec!["a".to_string()]);
+}
+
+#[test]
+fn empty_key_is_refused() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    assert!(q
+        .enqueue(&row("", "x"))
+        .unwrap_err()
+        .to_string()
+        .contains("key is empty"));
+}
+
+/// Several workers, each with its own connections (as separate processes would have), race to
+/// lease the same keys. Per key, rows must be leased in id order and never two at once.
+#[test]
+fn fifo_holds_under_concurrent_lessees() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let setup = Engine::open(&DbConfig::new(&path)).unwrap();
+    let q = setup.queue("inbound", policy());
+    let keys = ["a", "b", "c"];
+    let per_key = 60;
+    for i in 0..per_key {
+        for k in keys {
+            q.enqueue(&row(k, &i.to_string())).unwrap();
+        }
+    }
+    let log = Arc::new(std::sync::Mutex::new(Vec::<(String, i64, bool)>::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let path = path.clone();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let engine = Engine::open(&DbConfig::new(&path))
+                    .unwrap()
+                    .with_owner(&format!("w{w}"));
+                let q = engine.queue("inbound", QueuePolicy::inbound());
+                let mut idle = 0;
+                while idle < 50 {
+                    let mut progressed = false;
+                    for k in ["a", "b", "c"] {
+                        if let Some(l) = q.lease_next(k).unwrap() {
+                            log.lock().unwrap().push((k.to_string(), l.id, true));
+                            // record before completing: no other lease of k may come in between
+                            log.lock().unwrap().push((k.to_string(), l.id, false));
+                            assert!(q.complete(l.id, l.token, None).unwrap());
+                            progressed = true;
+                        }
+                    }
+                    idle = if progressed { 0 } else { idle + 1 };
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let log = log.lock().unwrap();
+    for k in keys {
+        let events: Vec<&(String, i64, bool)> = log.iter().filter(|(key, _, _)| key == k).collect();
+        let leased: Vec<i64> = events.iter().filter(|e| e.2).map(|e| e.1).collect();
+        assert_eq!(
+            leased.len(),
+            per_key,
+            "every row of {k} leased exactly once"
+        );
+        assert!(
+            leased.windows(2).all(|w| w[0] < w[1]),
+            "{k} leased in FIFO order"
+        );
+        // start/end pairs alternate: never two leases of a key held at once
+        for pair in events.chunks(2) {
+            assert_eq!(
+                (pair[0].1, pair[0].2, pair[1].1, pair[1].2),
+                (pair[0].1, true, pair[0].1, false)
+            );
+        }
+    }
+}
