@@ -1,0 +1,90 @@
+//! One delivery attempt of a leased row: hand it to its channel, keep the lease alive while the
+//! channel works, and record the answer fenced by the lease token.
+
+use std::time::Duration;
+
+use relayq_engine::{Lease, Queue, Retried};
+
+use crate::channels::{ChannelHandle, Deliver, Delivery, Outcome};
+use crate::error::Result;
+use crate::store::Store;
+
+/// What became of the row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    Delivered,
+    Retried(Retried),
+    Dead,
+    /// The lease was lost (e.g. the session expired meanwhile): the answer changed nothing.
+    Stale,
+}
+
+/// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it
+/// runs (so a live send is never taken over and replayed), and gives up after the channel's
+/// timeout. A channel whose actor died answers as a transient failure.
+pub async fn attempt(
+    store: &Store,
+    queue: &Queue,
+    lease: &Lease,
+    channel: &ChannelHandle,
+    delivery: Delivery,
+) -> Outcome {
+    let send = channel.recipient.send(Deliver(delivery));
+    let deadline = tokio::time::sleep(channel.timeout);
+    tokio::pin!(send, deadline);
+    let every = (queue.policy().lease_timeout / 3).max(Duration::from_millis(10));
+    let mut extend = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            answer = &mut send => {
+                return answer.unwrap_or_else(|e| Outcome::retry(format!("channel {} failed: {e}", channel.name)));
+            }
+            _ = &mut deadline => {
+                return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout));
+            }
+            _ = extend.tick() => {
+                let (q, id, token) = (queue.clone(), lease.id, lease.token);
+                match store.run(move |_| q.extend(id, token)).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!(row = lease.id, "lease lost while delivering"),
+                    Err(e) => tracing::warn!(row = lease.id, error = %e, "could not extend lease"),
+                }
+            }
+        }
+    }
+}
+
+/// Records the channel's answer, fenced by the lease token.
+pub async fn record(
+    store: &Store,
+    queue: &Queue,
+    lease: &Lease,
+    outcome: Outcome,
+) -> Result<Recorded> {
+    let (q, l) = (queue.clone(), lease.clone());
+    store
+        .run(move |_| {
+            Ok(match outcome {
+                Outcome::Delivered => {
+                    if q.complete(l.id, l.token, None)? {
+                        Recorded::Delivered
+                    } else {
+                        Recorded::Stale
+                    }
+                }
+                Outcome::Retry { error, after } => match q.retry_later(&l, &error, after)? {
+                    Retried::Stale => Recorded::Stale,
+                    Retried::Dead => Recorded::Dead,
+                    r => Recorded::Retried(r),
+                },
+                Outcome::Permanent { reason } => {
+                    if q.bury(l.id, l.token, &reason)? {
+                        Recorded::Dead
+                    } else {
+                        Recorded::Stale
+                    }
+                }
+            })
+        })
+        .await
+}

@@ -1,0 +1,90 @@
+//! RecoveryActor: at start, takes back the leases a previous process left and resumes every
+//! session with pending rows; then, on timers, reclaims expired leases, expires rows past their
+//! max age, re-resumes sessions (a safety net for lost wake-ups) and prunes by retention.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use crate::store::Store;
+use crate::supervisor::{Resume, Supervisor};
+
+pub struct RecoveryActor {
+    store: Store,
+    supervisor: Addr<Supervisor>,
+    sweep_interval: Duration,
+    prune_interval: Duration,
+}
+
+impl RecoveryActor {
+    pub fn new(
+        store: Store,
+        supervisor: Addr<Supervisor>,
+        sweep_interval: Duration,
+        prune_interval: Duration,
+    ) -> Self {
+        RecoveryActor {
+            store,
+            supervisor,
+            sweep_interval,
+            prune_interval,
+        }
+    }
+
+    fn sweep(&mut self, ctx: &mut Context<Self>, at_start: bool) {
+        let store = self.store.clone();
+        let supervisor = self.supervisor.clone();
+        let work = async move {
+            let found = store
+                .run(move |s| {
+                    let reclaimed = if at_start {
+                        s.engine.reclaim_foreign_leases()?
+                    } else {
+                        s.engine.reclaim_expired()?
+                    };
+                    let expired = s.inbound.expire_overdue()?;
+                    Ok((reclaimed, expired, s.inbound.active_keys()?))
+                })
+                .await;
+            match found {
+                Ok((reclaimed, expired, sessions)) => {
+                    if at_start || reclaimed > 0 || expired > 0 {
+                        tracing::info!(
+                            reclaimed,
+                            expired,
+                            sessions = sessions.len(),
+                            at_start,
+                            "recovery sweep"
+                        );
+                    }
+                    supervisor.do_send(Resume(sessions));
+                }
+                Err(e) => tracing::error!(error = %e, "recovery sweep failed"),
+            }
+        };
+        ctx.spawn(work.into_actor(self));
+    }
+
+    fn prune(&mut self, ctx: &mut Context<Self>) {
+        let store = self.store.clone();
+        let work = async move {
+            match store.run(|s| s.inbound.prune(None)).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(pruned = n, "pruned finished rows past retention"),
+                Err(e) => tracing::error!(error = %e, "prune failed"),
+            }
+        };
+        ctx.spawn(work.into_actor(self));
+    }
+}
+
+impl Actor for RecoveryActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.sweep(ctx, true);
+        ctx.run_interval(self.sweep_interval, |act, ctx| act.sweep(ctx, false));
+        self.prune(ctx);
+        ctx.run_interval(self.prune_interval, |act, ctx| act.prune(ctx));
+    }
+}

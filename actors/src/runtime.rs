@@ -1,0 +1,206 @@
+//! Starting and stopping the actor system: opens the engine, takes the daemon lock, starts the
+//! channels, the Supervisor, the RecoveryActor and the wake listener. The binary's `serve` and
+//! Rust programs that embed relayq (see `examples/`) both start relayq through this.
+
+use std::fs::{File, OpenOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::{inbound, DbConfig, Engine, Enqueued, InboundMessage, QueuePolicy};
+
+use crate::channels::{ChannelDirectory, ChannelSpec};
+use crate::error::{ActorError, Result};
+use crate::recovery::RecoveryActor;
+use crate::store::Store;
+use crate::supervisor::{Enqueue, ExpireSession, Routing, Shutdown, Supervisor};
+use crate::wake;
+
+/// Everything the actor system needs to run.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub db: DbConfig,
+    pub inbound: QueuePolicy,
+    pub routing: Routing,
+    pub max_body_bytes: usize,
+    /// How often expired leases are reclaimed and sessions with pending rows re-resumed.
+    pub sweep_interval: Duration,
+    /// How often finished rows past retention are deleted.
+    pub prune_interval: Duration,
+    /// Listen on the wake socket beside the database for rows written by other processes.
+    pub listen_for_wakes: bool,
+}
+
+impl RuntimeConfig {
+    /// Defaults for a database at `db` delivering every session to channel `default_channel`.
+    pub fn new(db: impl Into<PathBuf>, default_channel: &str) -> Self {
+        RuntimeConfig {
+            db: DbConfig::new(db),
+            inbound: QueuePolicy::inbound(),
+            routing: Routing {
+                default_channel: default_channel.into(),
+                sessions: Default::default(),
+            },
+            max_body_bytes: inbound::DEFAULT_MAX_BODY_BYTES,
+            sweep_interval: Duration::from_secs(10),
+            prune_interval: Duration::from_secs(300),
+            listen_for_wakes: true,
+        }
+    }
+}
+
+/// Collects the channels, then starts relayq.
+pub struct RuntimeBuilder {
+    config: RuntimeConfig,
+    channels: ChannelDirectory,
+}
+
+impl RuntimeBuilder {
+    /// Registers channel `name`: a channel from config, or a custom channel actor.
+    pub fn channel(self, name: &str, spec: ChannelSpec) -> Self {
+        self.channels.register(name, spec);
+        self
+    }
+
+    /// Starts relayq inside the current actix system.
+    pub async fn start(self) -> Result<Runtime> {
+        let RuntimeBuilder { config, channels } = self;
+        for name in
+            std::iter::once(&config.routing.default_channel).chain(config.routing.sessions.values())
+        {
+            if !channels.contains(name) {
+                return Err(ActorError::Invalid(format!(
+                    "channel '{name}' is not configured (configured: {})",
+                    channels.names().join(", ")
+                )));
+            }
+        }
+        let lock = take_lock(&config.db.path)?;
+        let (db, policy) = (config.db.clone(), config.inbound.clone());
+        let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
+            .await
+            .map_err(|e| ActorError::Blocking(e.to_string()))??;
+        let store = Store::new(engine.clone(), engine.queue(inbound::QUEUE, policy));
+        tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
+
+        let supervisor = Supervisor::new(
+            store.clone(),
+            channels,
+            config.routing.clone(),
+            config.max_body_bytes,
+        )
+        .start();
+        let recovery = RecoveryActor::new(
+            store.clone(),
+            supervisor.clone(),
+            config.sweep_interval,
+            config.prune_interval,
+        )
+        .start();
+        let listener = if config.listen_for_wakes {
+            match wake::listen(&config.db.path, supervisor.clone()) {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for wake-ups; rows from other processes wait for the next sweep");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Runtime {
+            config,
+            store,
+            supervisor,
+            recovery,
+            listener,
+            _lock: lock,
+        })
+    }
+}
+
+/// A running relayq. Drop it only after `shutdown`.
+pub struct Runtime {
+    config: RuntimeConfig,
+    store: Store,
+    supervisor: Addr<Supervisor>,
+    recovery: Addr<RecoveryActor>,
+    listener: Option<actix_rt::task::JoinHandle<()>>,
+    _lock: File,
+}
+
+impl Runtime {
+    pub fn builder(config: RuntimeConfig) -> RuntimeBuilder {
+        RuntimeBuilder {
+            config,
+            channels: ChannelDirectory::default(),
+        }
+    }
+
+    pub fn supervisor(&self) -> Addr<Supervisor> {
+        self.supervisor.clone()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Enqueues an inbound message; answers once it is committed.
+    pub async fn enqueue(&self, message: InboundMessage) -> Result<Enqueued> {
+        self.supervisor.send(Enqueue(message)).await?
+    }
+
+    /// Expires a session's pending rows and stops its actor.
+    pub async fn expire_session(&self, session: &str) -> Result<usize> {
+        self.supervisor.send(ExpireSession(session.into())).await?
+    }
+
+    /// Stops taking work, waits up to `grace` for in-flight deliveries, and stops the actors.
+    pub async fn shutdown(self, grace: Duration) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
+        self.recovery.do_send(StopActor);
+        let _ = self.supervisor.send(Shutdown { grace }).await;
+        wake::remove(&self.config.db.path);
+    }
+}
+
+/// One daemon per database: recovery takes back every lease this process does not own, which
+/// is only safe when no other daemon is alive. The kernel drops the lock when a process dies.
+fn take_lock(db: &std::path::Path) -> Result<File> {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(PathBuf::from(&name))
+        .map_err(|e| relayq_engine::EngineError::Open {
+            path: db.to_path_buf(),
+            reason: format!("cannot create lock file: {e}"),
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(ActorError::AlreadyRunning(db.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(relayq_engine::EngineError::Open {
+            path: db.to_path_buf(),
+            reason: format!("cannot lock: {e}"),
+        }
+        .into()),
+    }
+}
+
+/// Stops an actor (used for the RecoveryActor at shutdown).
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+struct StopActor;
+
+impl Handler<StopActor> for RecoveryActor {
+    type Result = ();
+    fn handle(&mut self, _: StopActor, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}

@@ -1,0 +1,237 @@
+//! SessionActor: one per session with pending inbound rows. Delivers the session's rows one at
+//! a time, oldest first; sleeps until a scheduled retry is due; tells the Supervisor when it
+//! has nothing left so it can be stopped. No polling: new rows arrive as `Wake` messages.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::{Head, InboundMessage, Lease};
+use tokio::sync::oneshot;
+
+use crate::channels::{ChannelDirectory, Delivery, Message};
+use crate::delivery::{attempt, record, Recorded};
+use crate::store::Store;
+use crate::supervisor::{SessionIdle, Supervisor};
+
+/// New rows may be due for this session.
+#[derive(Debug, Clone, Copy, actix::Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+/// Finish the delivery in progress, then stop. Answers once stopped.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// What one step of the delivery loop found.
+enum Step {
+    /// A row was attempted: look for the next one at once.
+    Attempted,
+    /// Nothing to lease now; the head says when to look again.
+    Waiting(Head),
+    /// The store failed; try again shortly.
+    Failed,
+}
+
+pub struct SessionActor {
+    session: String,
+    channel: String,
+    store: Store,
+    channels: ChannelDirectory,
+    supervisor: Addr<Supervisor>,
+    /// A step is running.
+    busy: bool,
+    /// A Wake came while busy: run another step after this one.
+    woken: bool,
+    /// Wake messages handled, reported with `SessionIdle` so the Supervisor can tell whether a
+    /// wake is still in flight.
+    wakes_seen: u64,
+    timer: Option<SpawnHandle>,
+    stopping: Vec<oneshot::Sender<()>>,
+    /// The previous actor of this session died holding leases: free them before the first step.
+    release_leases_first: bool,
+}
+
+impl SessionActor {
+    pub fn new(
+        session: String,
+        channel: String,
+        store: Store,
+        channels: ChannelDirectory,
+        supervisor: Addr<Supervisor>,
+        release_leases_first: bool,
+    ) -> Self {
+        SessionActor {
+            session,
+            channel,
+            store,
+            channels,
+            supervisor,
+            busy: false,
+            woken: false,
+            wakes_seen: 0,
+            timer: None,
+            stopping: Vec::new(),
+            release_leases_first,
+        }
+    }
+
+    fn step(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            self.woken = true;
+            return;
+        }
+        if !self.stopping.is_empty() {
+            ctx.stop();
+            return;
+        }
+        self.busy = true;
+        self.woken = false;
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        let release = std::mem::take(&mut self.release_leases_first);
+        let fut = deliver_next(
+            self.session.clone(),
+            self.channel.clone(),
+            self.store.clone(),
+            self.channels.clone(),
+            release,
+        );
+        ctx.spawn(fut.into_actor(self).map(|step, act, ctx| {
+            act.busy = false;
+            act.after(step, ctx);
+        }));
+    }
+
+    fn after(&mut self, step: Step, ctx: &mut Context<Self>) {
+        if !self.stopping.is_empty() {
+            ctx.stop();
+            return;
+        }
+        let now = self.store.engine.now();
+        let wait_until = |at: i64| Duration::from_millis(at.saturating_sub(now).max(0) as u64);
+        match step {
+            Step::Attempted | Step::Waiting(Head::Due) => self.step(ctx),
+            _ if self.woken => self.step(ctx),
+            Step::Waiting(Head::Empty) => {
+                self.supervisor.do_send(SessionIdle {
+                    session: self.session.clone(),
+                    wakes_seen: self.wakes_seen,
+                });
+            }
+            Step::Waiting(Head::NotBefore(at)) | Step::Waiting(Head::LeasedUntil(at)) => {
+                self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
+            }
+            Step::Failed => {
+                self.timer = Some(ctx.run_later(Duration::from_secs(1), |act, ctx| act.step(ctx)));
+            }
+        }
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        for tx in self.stopping.drain(..) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Handler<Wake> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.wakes_seen += 1;
+        self.step(ctx);
+    }
+}
+
+impl Handler<Stop> for SessionActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.stopping.push(tx);
+        if !self.busy {
+            ctx.stop();
+        }
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+/// Leases the session's next due row and delivers it.
+async fn deliver_next(
+    session: String,
+    channel_name: String,
+    store: Store,
+    channels: ChannelDirectory,
+    release: bool,
+) -> Step {
+    let key = session.clone();
+    let leased = store
+        .run(move |s| {
+            if release {
+                s.inbound.release_own_leases(&key)?;
+            }
+            match s.inbound.lease_next(&key)? {
+                Some(lease) => Ok(Ok(lease)),
+                None => Ok(Err(s.inbound.head(&key)?)),
+            }
+        })
+        .await;
+    let lease: Lease = match leased {
+        Ok(Ok(lease)) => lease,
+        Ok(Err(head)) => return Step::Waiting(head),
+        Err(e) => {
+            tracing::error!(session, error = %e, "cannot lease the next row");
+            return Step::Failed;
+        }
+    };
+    let queue = store.inbound.clone();
+    let outcome = match InboundMessage::from_payload(&lease.payload) {
+        Err(e) => crate::channels::Outcome::Permanent {
+            reason: e.to_string(),
+        },
+        Ok(message) => match channels.get(&channel_name) {
+            None => {
+                crate::channels::Outcome::retry(format!("channel {channel_name} is not configured"))
+            }
+            Some(channel) => {
+                let delivery = Delivery {
+                    id: lease.id,
+                    queue: queue.name().to_string(),
+                    attempt: lease.attempts,
+                    message: Message::Inbound(message),
+                };
+                attempt(&store, &queue, &lease, &channel, delivery).await
+            }
+        },
+    };
+    match record(&store, &queue, &lease, outcome.clone()).await {
+        Ok(recorded) => {
+            match (&recorded, &outcome) {
+                (Recorded::Delivered, _) => {
+                    tracing::debug!(session, row = lease.id, channel = channel_name, "delivered")
+                }
+                (Recorded::Stale, _) => tracing::info!(
+                    session,
+                    row = lease.id,
+                    "answer ignored: the lease was lost"
+                ),
+                (_, crate::channels::Outcome::Retry { error, .. })
+                | (_, crate::channels::Outcome::Permanent { reason: error }) => {
+                    tracing::warn!(session, row = lease.id, channel = channel_name, attempt = lease.attempts, error = %error, outcome = ?recorded, "delivery failed")
+                }
+                _ => {}
+            }
+            Step::Attempted
+        }
+        Err(e) => {
+            tracing::error!(session, row = lease.id, error = %e, "cannot record the delivery outcome");
+            Step::Failed
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Supervisor: owns the SessionActors. Routes enqueues and wake-ups to the session that owns
+//! them (starting its actor on demand), replaces an actor that died, stops actors whose
+//! session has nothing left, expires sessions, and drives a graceful shutdown.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::{Enqueued, InboundMessage};
+
+use crate::channels::ChannelDirectory;
+use crate::error::{ActorError, Result};
+use crate::session::{self, SessionActor};
+use crate::store::Store;
+
+/// Which channel each session's messages go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    pub default_channel: String,
+    /// Per-session overrides: session id → channel name.
+    pub sessions: HashMap<String, String>,
+}
+
+impl Routing {
+    pub fn channel_for(&self, session: &str) -> &str {
+        self.sessions.get(session).unwrap_or(&self.default_channel)
+    }
+}
+
+/// Enqueue an inbound message and wake its session. Answers once the row is committed.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "Result<Enqueued>")]
+pub struct Enqueue(pub InboundMessage);
+
+/// Rows for this session were written elsewhere (the CLI, another process): deliver them.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct WakeSession(pub String);
+
+/// Make sure each of these sessions has a running actor (after a restart, or a sweep).
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct Resume(pub Vec<String>);
+
+/// Expire the session's pending rows and stop its actor. Answers with how many rows expired.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "Result<usize>")]
+pub struct ExpireSession(pub String);
+
+/// A SessionActor found nothing left to do.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct SessionIdle {
+    pub session: String,
+    pub wakes_seen: u64,
+}
+
+/// Stop taking work, let in-flight deliveries finish within `grace`, then answer.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    pub grace: Duration,
+}
+
+/// How many SessionActors are running (for status and tests).
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "usize")]
+pub struct RunningSessions;
+
+struct Running {
+    addr: Addr<SessionActor>,
+    /// Wake messages sent to this actor; compared with its `wakes_seen` on idle.
+    wakes_sent: u64,
+}
+
+pub struct Supervisor {
+    store: Store,
+    channels: ChannelDirectory,
+    routing: Routing,
+    max_body_bytes: usize,
+    sessions: HashMap<String, Running>,
+    shutting_down: bool,
+}
+
+impl Supervisor {
+    pub fn new(
+        store: Store,
+        channels: ChannelDirectory,
+        routing: Routing,
+        max_body_bytes: usize,
+    ) -> Self {
+        Supervisor {
+            store,
+            channels,
+            routing,
+            max_body_bytes,
+            sessions: HashMap::new(),
+            shutting_down: false,
+        }
+    }
+
+    /// The session's running actor, started (or replaced, if it died) as needed.
+    fn actor_for(&mut self, session: &str, ctx: &mut Context<Self>) -> &mut Running {
+        let died = self
+            .sessions
+            .get(session)
+            .is_some_and(|r| !r.addr.connected());
+        if died {
+            tracing::warn!(session, "session actor died; starting a new one");
+            self.sessions.remove(session);
+        }
+        let (store, channels, me) = (self.store.clone(), self.channels.clone(), ctx.address());
+        let channel = self.routing.channel_for(session).to_string();
+        self.sessions
+            .entry(session.to_string())
+            .or_insert_with(|| Running {
+                addr: SessionActor::new(session.to_string(), channel, store, channels, me, died)
+                    .start(),
+                wakes_sent: 0,
+            })
+    }
+
+    fn wake(&mut self, session: &str, ctx: &mut Context<Self>) {
+        if self.shutting_down {
+            return;
+        }
+        let running = self.actor_for(session, ctx);
+        running.wakes_sent += 1;
+        running.addr.do_send(session::Wake);
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Enqueue> for Supervisor {
+    type Result = ResponseActFuture<Self, Result<Enqueued>>;
+
+    fn handle(&mut self, Enqueue(message): Enqueue, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
+        }
+        if let Err(e) = message.validate(self.max_body_bytes) {
+            return Box::pin(fut::ready(Err(e.into())));
+        }
+        let session = message.session.clone();
+        let row = message.to_row();
+        let store = self.store.clone();
+        let write = async move { store.run(move |s| s.inbound.enqueue(&row)).await };
+        Box::pin(write.into_actor(self).map(move |result, act, ctx| {
+            if matches!(
+                result,
+                Ok(Enqueued {
+                    duplicate: false,
+                    ..
+                })
+            ) {
+                act.wake(&session, ctx);
+            }
+            result
+        }))
+    }
+}
+
+impl Handler<WakeSession> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, WakeSession(session): WakeSession, ctx: &mut Context<Self>) {
+        self.wake(&session, ctx);
+    }
+}
+
+impl Handler<Resume> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, Resume(sessions): Resume, ctx: &mut Context<Self>) {
+        for session in sessions {
+            let running = self
+                .sessions
+                .get(&session)
+                .is_some_and(|r| r.addr.connected());
+            if !running {
+                self.wake(&session, ctx);
+            }
+        }
+    }
+}
+
+impl Handler<SessionIdle> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, idle: SessionIdle, _: &mut Context<Self>) {
+        // A wake sent after the actor's last look is still in its mailbox: keep it running.
+        let settled = self
+            .sessions
+            .get(&idle.session)
+            .is_some_and(|r| r.wakes_sent == idle.wakes_seen);
+        if settled {
+            if let Some(running) = self.sessions.remove(&idle.session) {
+                running.addr.do_send(session::Stop);
+            }
+        }
+    }
+}
+
+impl Handler<ExpireSession> for Supervisor {
+    type Result = ResponseActFuture<Self, Result<usize>>;
+
+    fn handle(
+        &mut self,
+        ExpireSession(session): ExpireSession,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let store = self.store.clone();
+        let key = session.clone();
+        let expire = async move {
+            store
+                .run(move |s| s.inbound.expire_key(&key, "session expired"))
+                .await
+        };
+        Box::pin(expire.into_actor(self).map(move |result, act, _| {
+            // Its in-flight delivery, if any, finishes and its answer is fenced off.
+            if let Some(running) = act.sessions.remove(&session) {
+                running.addr.do_send(session::Stop);
+            }
+            result
+        }))
+    }
+}
+
+impl Handler<RunningSessions> for Supervisor {
+    type Result = usize;
+    fn handle(&mut self, _: RunningSessions, _: &mut Context<Self>) -> usize {
+        self.sessions
+            .values()
+            .filter(|r| r.addr.connected())
+            .count()
+    }
+}
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.shutting_down = true;
+        let stops: Vec<_> = self
+            .sessions
+            .drain()
+            .map(|(_, r)| r.addr.send(session::Stop))
+            .collect();
+        let in_flight = stops.len();
+        Box::pin(async move {
+            let all = async {
+                for stop in stops {
+                    let _ = stop.await;
+                }
+            };
+            if tokio::time::timeout(grace, all).await.is_err() {
+                tracing::warn!(?grace, "deliveries still running after the grace period; they will be retried at next start");
+            } else {
+                tracing::info!(sessions = in_flight, "all session actors stopped");
+            }
+        })
+    }
+}

@@ -1,0 +1,72 @@
+//! Cross-process wake-ups. A process that writes rows while the daemon runs (the CLI, the hook
+//! receiver) sends one datagram to a Unix socket beside the database, naming the queue and key;
+//! the daemon wakes that key's worker at once. Best effort by design: a lost datagram only
+//! delays the row until the RecoveryActor's next sweep, since SQLite is the source of truth.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+
+use actix::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::supervisor::{Supervisor, WakeSession};
+
+/// What a wake datagram says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeNote {
+    pub queue: String,
+    pub key: String,
+}
+
+/// The socket beside database `db`.
+pub fn socket_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".wake");
+    PathBuf::from(name)
+}
+
+/// Tells a running daemon (if any) that `queue`/`key` has new rows. Never fails the caller.
+pub fn notify(db: &Path, queue: &str, key: &str) {
+    let note = serde_json::to_vec(&WakeNote {
+        queue: queue.into(),
+        key: key.into(),
+    })
+    .expect("serialises");
+    if let Ok(socket) = UnixDatagram::unbound() {
+        let _ = socket.send_to(&note, socket_path(db));
+    }
+}
+
+/// Binds the socket beside `db` and forwards each note to the Supervisor. The caller must hold
+/// the daemon lock (a stale socket file of a dead daemon is replaced).
+pub fn listen(
+    db: &Path,
+    supervisor: Addr<Supervisor>,
+) -> std::io::Result<actix_rt::task::JoinHandle<()>> {
+    let path = socket_path(db);
+    let _ = std::fs::remove_file(&path);
+    let socket = tokio::net::UnixDatagram::bind(&path)?;
+    Ok(actix_rt::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match socket.recv(&mut buf).await {
+                Ok(n) => match serde_json::from_slice::<WakeNote>(&buf[..n]) {
+                    Ok(note) if note.queue == relayq_engine::inbound::QUEUE => {
+                        supervisor.do_send(WakeSession(note.key));
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "ignoring a malformed wake datagram"),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "wake socket failed; relying on sweeps");
+                    return;
+                }
+            }
+        }
+    }))
+}
+
+/// Removes the socket file when the daemon stops.
+pub fn remove(db: &Path) {
+    let _ = std::fs::remove_file(socket_path(db));
+}

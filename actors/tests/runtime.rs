@@ -1,0 +1,305 @@
+//! The actor system end to end, in process: real SQLite files, real channel actors.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_actors::channels::file::FileConfig;
+use relayq_actors::supervisor::RunningSessions;
+use relayq_actors::{ChannelConfig, ChannelSpec, Deliver, Outcome, Runtime, RuntimeConfig};
+use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy};
+
+fn config(dir: &std::path::Path) -> RuntimeConfig {
+    let mut c = RuntimeConfig::new(dir.join("q.db"), "out");
+    c.inbound = QueuePolicy {
+        backoff: vec![Duration::from_millis(50)],
+        ..QueuePolicy::inbound()
+    };
+    c.listen_for_wakes = false;
+    c
+}
+
+fn file_channel(dir: &std::path::Path) -> ChannelSpec {
+    ChannelConfig::File(FileConfig {
+        path: dir.join("out.jsonl"),
+        fsync: false,
+        timeout: Duration::from_secs(5),
+    })
+    .spec()
+}
+
+fn lines(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("out.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[actix::test]
+async fn every_session_gets_its_messages_in_order_and_idle_actors_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::builder(config(dir.path()))
+        .channel("out", file_channel(dir.path()))
+        .start()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        for s in 0..5 {
+            rt.enqueue(InboundMessage::text(
+                &format!("s{s}"),
+                "test",
+                &i.to_string(),
+            ))
+            .await
+            .unwrap();
+        }
+    }
+    wait_for("100 deliveries", || lines(dir.path()).len() == 100).await;
+    let all = lines(dir.path());
+    for s in 0..5 {
+        let got: Vec<String> = all
+            .iter()
+            .filter(|l| l["session"] == format!("s{s}"))
+            .map(|l| l["content"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            got,
+            (0..20).map(|i| i.to_string()).collect::<Vec<_>>(),
+            "session s{s} in order"
+        );
+    }
+    let sup = rt.supervisor();
+    for _ in 0..100 {
+        if sup.send(RunningSessions).await.unwrap() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        sup.send(RunningSessions).await.unwrap(),
+        0,
+        "actors stop when their session is drained"
+    );
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A channel that panics on its first call, then delivers.
+struct Flaky {
+    calls: Arc<AtomicU32>,
+}
+impl Actor for Flaky {
+    type Context = Context<Self>;
+}
+impl Handler<Deliver> for Flaky {
+    type Result = MessageResult<Deliver>;
+    fn handle(&mut self, _: Deliver, _: &mut Context<Self>) -> Self::Result {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("flaky channel blew up");
+        }
+        MessageResult(Outcome::Delivered)
+    }
+}
+
+#[actix::test]
+async fn a_panicking_channel_is_restarted_and_the_row_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let spec = ChannelSpec::new(Duration::from_secs(5), move || {
+        Flaky { calls: c.clone() }.start().recipient()
+    });
+    let rt = Runtime::builder(config(dir.path()))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    let id = rt
+        .enqueue(InboundMessage::text("s", "test", "hello"))
+        .await
+        .unwrap()
+        .id;
+    let q = rt.store().inbound.clone();
+    wait_for("delivery after the panic", || {
+        q.state_of(id).unwrap().unwrap().state == "delivered"
+    })
+    .await;
+    let s = q.state_of(id).unwrap().unwrap();
+    assert_eq!(s.attempts, 2);
+    assert!(s.last_error.unwrap().contains("channel out failed"));
+    // the system is still up and delivering
+    let id2 = rt
+        .enqueue(InboundMessage::text("s", "test", "again"))
+        .await
+        .unwrap()
+        .id;
+    wait_for("second delivery", || {
+        q.state_of(id2).unwrap().unwrap().state == "delivered"
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A channel that never answers its first call.
+struct Hangs {
+    calls: Arc<AtomicU32>,
+}
+impl Actor for Hangs {
+    type Context = Context<Self>;
+}
+impl Handler<Deliver> for Hangs {
+    type Result = ResponseFuture<Outcome>;
+    fn handle(&mut self, _: Deliver, _: &mut Context<Self>) -> Self::Result {
+        let first = self.calls.fetch_add(1, Ordering::SeqCst) == 0;
+        Box::pin(async move {
+            if first {
+                std::future::pending::<()>().await;
+            }
+            Outcome::Delivered
+        })
+    }
+}
+
+#[actix::test]
+async fn a_hanging_channel_times_out_and_the_row_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let spec = ChannelSpec::new(Duration::from_millis(200), move || {
+        Hangs { calls: c.clone() }.start().recipient()
+    });
+    let rt = Runtime::builder(config(dir.path()))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    let id = rt
+        .enqueue(InboundMessage::text("s", "test", "hello"))
+        .await
+        .unwrap()
+        .id;
+    let q = rt.store().inbound.clone();
+    wait_for("delivery after the timeout", || {
+        q.state_of(id).unwrap().unwrap().state == "delivered"
+    })
+    .await;
+    assert!(q
+        .state_of(id)
+        .unwrap()
+        .unwrap()
+        .last_error
+        .unwrap()
+        .contains("did not answer within"));
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix::test]
+async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    {
+        // A "previous process": enqueues, leases one row, and dies without answering.
+        let engine = Engine::open(&DbConfig::new(dir.path().join("q.db")))
+            .unwrap()
+            .with_owner("dead-process");
+        let q = engine.queue("inbound", QueuePolicy::inbound());
+        for i in 0..3 {
+            q.enqueue(&InboundMessage::text("a", "t", &i.to_string()).to_row())
+                .unwrap();
+            q.enqueue(&InboundMessage::text("b", "t", &i.to_string()).to_row())
+                .unwrap();
+        }
+        assert!(q.lease_next("a").unwrap().is_some());
+    }
+    let rt = Runtime::builder(cfg)
+        .channel("out", file_channel(dir.path()))
+        .start()
+        .await
+        .unwrap();
+    wait_for("all 6 delivered", || lines(dir.path()).len() == 6).await;
+    let a: Vec<String> = lines(dir.path())
+        .iter()
+        .filter(|l| l["session"] == "a")
+        .map(|l| l["content"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(a, vec!["0", "1", "2"], "the reclaimed row goes first");
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix::test]
+async fn a_second_daemon_on_the_same_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::builder(config(dir.path()))
+        .channel("out", file_channel(dir.path()))
+        .start()
+        .await
+        .unwrap();
+    let second = Runtime::builder(config(dir.path()))
+        .channel("out", file_channel(dir.path()))
+        .start()
+        .await;
+    assert!(second
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("already serving"));
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix::test]
+async fn expiring_a_session_expires_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ChannelSpec::new(Duration::from_secs(5), || {
+        Hangs {
+            calls: Arc::new(AtomicU32::new(0)),
+        }
+        .start()
+        .recipient()
+    });
+    let rt = Runtime::builder(config(dir.path()))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    let first = rt
+        .enqueue(InboundMessage::text("s", "t", "stuck"))
+        .await
+        .unwrap()
+        .id;
+    let second = rt
+        .enqueue(InboundMessage::text("s", "t", "waiting"))
+        .await
+        .unwrap()
+        .id;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rt.expire_session("s").await.unwrap(), 2);
+    let q = rt.store().inbound.clone();
+    assert_eq!(q.state_of(first).unwrap().unwrap().state, "expired");
+    assert_eq!(q.state_of(second).unwrap().unwrap().state, "expired");
+    rt.shutdown(Duration::from_millis(100)).await;
+}
+
+#[actix::test]
+async fn unknown_channel_in_routing_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Runtime::builder(config(dir.path()))
+        .start()
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("channel 'out' is not configured"),
+        "{err}"
+    );
+}
