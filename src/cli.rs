@@ -1,0 +1,171 @@
+//! The command line: arguments, and turning every error into one line for a person with the
+//! right exit code (2: fix your input; 1: something failed at run time).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use relayq_engine::{EngineError, MessageType};
+
+use crate::commands;
+use crate::config::{Config, ConfigError};
+
+#[derive(Debug, Parser)]
+#[command(name = "relayq", version, about = "Durable, ordered, at-least-once delivery for chat-to-agent bridges")]
+pub struct Cli {
+    /// Configuration file [default: ./config.toml if present, else built-in defaults]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Database file (overrides database.path)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground until SIGINT or SIGTERM
+    Serve,
+    /// Write a message into a queue
+    #[command(subcommand)]
+    Enqueue(EnqueueCommand),
+    /// Row counts per queue and state, and the oldest pending row
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Session operations
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Delete delivered and expired rows past retention (or older than --older-than)
+    Prune {
+        /// e.g. 1h, 7d
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnqueueCommand {
+    /// A chat message for an agent session
+    Inbound(InboundArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InboundArgs {
+    /// The agent session to deliver to
+    #[arg(long)]
+    pub session: String,
+    /// Where the message came from (telegram, discord, terminal, ...)
+    #[arg(long)]
+    pub origin: String,
+    /// The platform's message id: a second enqueue with the same origin and id is not written
+    #[arg(long)]
+    pub source_id: Option<String>,
+    /// The platform's chat/channel id
+    #[arg(long)]
+    pub source_channel_id: Option<String>,
+    #[arg(long = "type", default_value = "text", value_parser = parse_type)]
+    pub message_type: MessageType,
+    #[arg(long)]
+    pub actor_id: Option<String>,
+    #[arg(long)]
+    pub actor_name: Option<String>,
+    /// Extra JSON handed to the channel with the message
+    #[arg(long, value_name = "JSON")]
+    pub payload: Option<String>,
+    /// Print {"id":N,"duplicate":bool}
+    #[arg(long)]
+    pub json: bool,
+    /// The message text, or - to read it from stdin
+    pub text: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Expire a session's pending messages (the session is gone)
+    Expire { session: String },
+}
+
+fn parse_type(s: &str) -> Result<MessageType, String> {
+    s.parse().map_err(|e: EngineError| e.to_string())
+}
+
+/// An error on its way to the user.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The input must change: bad arguments, config, path. Exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed while running. Exit 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        CliError::Usage(format!("invalid configuration: {e}"))
+    }
+}
+
+impl From<EngineError> for CliError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Invalid(_) | EngineError::Open { .. } => CliError::Usage(e.to_string()),
+            e if e.is_busy() => CliError::Failed(format!("{e} (another process holds the database; try again)")),
+            e => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+impl From<relayq_actors::ActorError> for CliError {
+    fn from(e: relayq_actors::ActorError) -> Self {
+        use relayq_actors::ActorError as A;
+        match e {
+            A::Engine(e) => e.into(),
+            A::Invalid(_) | A::AlreadyRunning(_) => CliError::Usage(e.to_string()),
+            e => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// What every command gets: the loaded configuration and the `--db` override.
+pub struct Context {
+    pub config: Config,
+    pub db: Option<PathBuf>,
+}
+
+impl Context {
+    pub fn db_config(&self) -> relayq_engine::DbConfig {
+        self.config.db_config(self.db.as_deref())
+    }
+}
+
+/// Parses the arguments, runs the command, and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relayq: error: {e}");
+            ExitCode::from(match e {
+                CliError::Usage(_) => 2,
+                CliError::Failed(_) => 1,
+            })
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let (config, _) = Config::load(cli.config.as_deref())?;
+    let ctx = Context { config, db: cli.db };
+    match cli.command {
+        Command::Serve => commands::serve::run(&ctx),
+        Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
+        Command::Status { json } => commands::status::run(&ctx, json),
+        Command::Session(SessionCommand::Expire { session }) => commands::session::expire(&ctx, &session),
+        Command::Prune { older_than } => commands::prune::run(&ctx, older_than),
+    }
+}

@@ -1,0 +1,33 @@
+//! `relayq serve`: the daemon in the foreground. SIGINT or SIGTERM stops the leasing, lets the
+//! deliveries in flight finish within `daemon.shutdown_grace`, and exits 0.
+
+use relayq_actors::Runtime;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::cli::{CliError, Context};
+
+pub fn run(ctx: &Context) -> Result<(), CliError> {
+    crate::logging::init("info");
+    let config = ctx.config.clone();
+    let runtime_config = config.runtime_config(ctx.db.as_deref());
+    let db = runtime_config.db.path.clone();
+    let system = actix_rt::System::new();
+    system.block_on(async move {
+        let mut builder = Runtime::builder(runtime_config);
+        for (name, channel) in &config.channels {
+            builder = builder.channel(name, channel.spec());
+        }
+        let runtime = builder.start().await?;
+        let mut term = signal(SignalKind::terminate()).map_err(|e| CliError::Failed(e.to_string()))?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| CliError::Failed(e.to_string()))?;
+        tracing::info!(db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
+        let which = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = which, grace = ?config.daemon.shutdown_grace, "stopping: finishing in-flight deliveries");
+        runtime.shutdown(config.daemon.shutdown_grace).await;
+        tracing::info!("relayq stopped");
+        Ok(())
+    })
+}

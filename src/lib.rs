@@ -1,0 +1,12 @@
+//! The `relayq` binary as a library: configuration, the command line, and the commands, so
+//! tests and examples can start relayq the way the binary does.
+//!
+//! The layers: `relayq-engine` (storage, no async) ← `relayq-actors` (actors and channels)
+//! ← this crate (config file, CLI).
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod logging;
+
+pub use config::Config;
