@@ -12,7 +12,11 @@ use crate::commands;
 use crate::config::{Config, ConfigError};
 
 #[derive(Debug, Parser)]
-#[command(name = "relayq", version, about = "Durable, ordered, at-least-once delivery for chat-to-agent bridges")]
+#[command(
+    name = "relayq",
+    version,
+    about = "Durable, ordered, at-least-once delivery for chat-to-agent bridges"
+)]
 pub struct Cli {
     /// Configuration file [default: ./config.toml if present, else built-in defaults]
     #[arg(long, global = true, value_name = "PATH")]
@@ -114,7 +118,9 @@ impl From<EngineError> for CliError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::Invalid(_) | EngineError::Open { .. } => CliError::Usage(e.to_string()),
-            e if e.is_busy() => CliError::Failed(format!("{e} (another process holds the database; try again)")),
+            e if e.is_busy() => CliError::Failed(format!(
+                "{e} (another process holds the database; try again)"
+            )),
             e => CliError::Failed(e.to_string()),
         }
     }
@@ -165,7 +171,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve => commands::serve::run(&ctx),
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
         Command::Status { json } => commands::status::run(&ctx, json),
-        Command::Session(SessionCommand::Expire { session }) => commands::session::expire(&ctx, &session),
+        Command::Session(SessionCommand::Expire { session }) => {
+            commands::session::expire(&ctx, &session)
+        }
         Command::Prune { older_than } => commands::prune::run(&ctx, older_than),
     }
 }

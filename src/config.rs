@@ -109,7 +109,9 @@ impl Default for DaemonConfig {
 
 impl Default for QueuesConfig {
     fn default() -> Self {
-        QueuesConfig { inbound: QueueConfig::from_policy(&QueuePolicy::inbound()) }
+        QueuesConfig {
+            inbound: QueueConfig::from_policy(&QueuePolicy::inbound()),
+        }
     }
 }
 
@@ -118,7 +120,10 @@ pub const DEFAULT_CHANNEL: &str = "deliveries";
 
 impl Default for SessionsConfig {
     fn default() -> Self {
-        SessionsConfig { default_channel: DEFAULT_CHANNEL.into(), channels: BTreeMap::new() }
+        SessionsConfig {
+            default_channel: DEFAULT_CHANNEL.into(),
+            channels: BTreeMap::new(),
+        }
     }
 }
 
@@ -195,7 +200,12 @@ impl Config {
     /// Parses and checks a configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let line_of = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| format!("line {}", text[..s.start.min(text.len())].lines().count().max(1)))
+            span.map(|s| {
+                format!(
+                    "line {}",
+                    text[..s.start.min(text.len())].lines().count().max(1)
+                )
+            })
         };
         let de = toml::de::Deserializer::parse(text).map_err(|e| ConfigError {
             file: file.into(),
@@ -210,7 +220,11 @@ impl Config {
                 (".", None) | ("", None) => "(top level)".into(),
                 (p, _) => p.to_string(),
             };
-            ConfigError { file: file.into(), key, message: inner.message().trim().to_string() }
+            ConfigError {
+                file: file.into(),
+                key,
+                message: inner.message().trim().to_string(),
+            }
         })?;
         config.check(file)?;
         Ok(config)
@@ -218,13 +232,23 @@ impl Config {
 
     /// Checks that parsing alone cannot: references between sections, empty lists.
     fn check(&self, file: &str) -> Result<(), ConfigError> {
-        let err = |key: &str, message: String| ConfigError { file: file.into(), key: key.into(), message };
+        let err = |key: &str, message: String| ConfigError {
+            file: file.into(),
+            key: key.into(),
+            message,
+        };
         let q = &self.queues.inbound;
         if q.backoff.is_empty() {
-            return Err(err("queues.inbound.backoff", "must list at least one delay, e.g. [\"5s\", \"10s\"]".into()));
+            return Err(err(
+                "queues.inbound.backoff",
+                "must list at least one delay, e.g. [\"5s\", \"10s\"]".into(),
+            ));
         }
         if q.lease_timeout.is_zero() {
-            return Err(err("queues.inbound.lease_timeout", "must be longer than zero, e.g. \"5m\"".into()));
+            return Err(err(
+                "queues.inbound.lease_timeout",
+                "must be longer than zero, e.g. \"5m\"".into(),
+            ));
         }
         if self.daemon.max_body_bytes == 0 {
             return Err(err("daemon.max_body_bytes", "must be at least 1".into()));
@@ -233,7 +257,12 @@ impl Config {
         if !self.channels.contains_key(&self.sessions.default_channel) {
             return Err(err(
                 "sessions.default_channel",
-                format!("names channel '{}', which has no [channels.{}] table (configured: {})", self.sessions.default_channel, self.sessions.default_channel, known()),
+                format!(
+                    "names channel '{}', which has no [channels.{}] table (configured: {})",
+                    self.sessions.default_channel,
+                    self.sessions.default_channel,
+                    known()
+                ),
             ));
         }
         for (session, channel) in &self.sessions.channels {
@@ -247,7 +276,10 @@ impl Config {
         for (name, channel) in &self.channels {
             if let ChannelConfig::Exec(exec) = channel {
                 if exec.command.first().is_none_or(|p| p.is_empty()) {
-                    return Err(err(&format!("channels.{name}.command"), "must name a program, e.g. [\"sh\", \"-c\", \"...\"]".into()));
+                    return Err(err(
+                        &format!("channels.{name}.command"),
+                        "must name a program, e.g. [\"sh\", \"-c\", \"...\"]".into(),
+                    ));
                 }
             }
         }
@@ -257,7 +289,9 @@ impl Config {
     /// The database settings, with `--db` taking precedence over the file.
     pub fn db_config(&self, db_override: Option<&Path>) -> DbConfig {
         DbConfig {
-            path: db_override.map(Path::to_path_buf).unwrap_or_else(|| self.database.path.clone()),
+            path: db_override
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| self.database.path.clone()),
             synchronous: match self.database.synchronous {
                 SynchronousSetting::Normal => Synchronous::Normal,
                 SynchronousSetting::Full => Synchronous::Full,
@@ -294,10 +328,22 @@ mod tests {
         let parsed = Config::parse(text, "config.toml").unwrap();
         let mut expected = Config::default();
         // the example also shows one channel of each other kind, unused by default
-        expected.channels.extend(parsed.channels.clone().into_iter().filter(|(k, _)| k != DEFAULT_CHANNEL));
+        expected.channels.extend(
+            parsed
+                .channels
+                .clone()
+                .into_iter()
+                .filter(|(k, _)| k != DEFAULT_CHANNEL),
+        );
         assert_eq!(parsed, expected);
-        assert!(parsed.channels.values().any(|c| matches!(c, ChannelConfig::Exec(_))));
-        assert!(parsed.channels.values().any(|c| matches!(c, ChannelConfig::Tmux(_))));
+        assert!(parsed
+            .channels
+            .values()
+            .any(|c| matches!(c, ChannelConfig::Exec(_))));
+        assert!(parsed
+            .channels
+            .values()
+            .any(|c| matches!(c, ChannelConfig::Tmux(_))));
     }
 
     #[test]
@@ -312,21 +358,47 @@ mod tests {
     #[test]
     fn errors_name_the_file_the_key_and_what_is_expected() {
         let e = error("[database]\nsynchronous = \"fast\"\n");
-        assert!(e.starts_with("c.toml: database.synchronous: unknown variant `fast`, expected `normal` or `full`"), "{e}");
+        assert!(
+            e.starts_with(
+                "c.toml: database.synchronous: unknown variant `fast`, expected `normal` or `full`"
+            ),
+            "{e}"
+        );
         let e = error("[channels.log]\nkind = \"file\"\npth = \"x\"\n");
-        assert!(e.contains("c.toml: channels.log") && e.contains("unknown field `pth`"), "{e}");
+        assert!(
+            e.contains("c.toml: channels.log") && e.contains("unknown field `pth`"),
+            "{e}"
+        );
         let e = error("[channels.log]\nkind = \"carrier-pigeon\"\n");
-        assert!(e.contains("channels.log") && e.contains("unknown variant `carrier-pigeon`"), "{e}");
+        assert!(
+            e.contains("channels.log") && e.contains("unknown variant `carrier-pigeon`"),
+            "{e}"
+        );
         let e = error("[daemon]\nshutdown_grace = \"soon\"\n");
         assert!(e.starts_with("c.toml: daemon.shutdown_grace:"), "{e}");
-        let e = error("[queues.inbound]\nbackoff = []\nlease_timeout = \"5m\"\nretention = \"7d\"\n");
-        assert!(e.starts_with("c.toml: queues.inbound.backoff: must list at least one delay"), "{e}");
+        let e =
+            error("[queues.inbound]\nbackoff = []\nlease_timeout = \"5m\"\nretention = \"7d\"\n");
+        assert!(
+            e.starts_with("c.toml: queues.inbound.backoff: must list at least one delay"),
+            "{e}"
+        );
         let e = error("[sessions]\ndefault_channel = \"nope\"\n");
-        assert!(e.starts_with("c.toml: sessions.default_channel: names channel 'nope'"), "{e}");
+        assert!(
+            e.starts_with("c.toml: sessions.default_channel: names channel 'nope'"),
+            "{e}"
+        );
         let e = error("[sessions.channels]\nalpha = \"nope\"\n");
-        assert!(e.starts_with("c.toml: sessions.channels.alpha: names channel 'nope'"), "{e}");
-        let e = error("[sessions]\ndefault_channel = \"x\"\n[channels.x]\nkind = \"exec\"\ncommand = []\n");
-        assert!(e.starts_with("c.toml: channels.x.command: must name a program"), "{e}");
+        assert!(
+            e.starts_with("c.toml: sessions.channels.alpha: names channel 'nope'"),
+            "{e}"
+        );
+        let e = error(
+            "[sessions]\ndefault_channel = \"x\"\n[channels.x]\nkind = \"exec\"\ncommand = []\n",
+        );
+        assert!(
+            e.starts_with("c.toml: channels.x.command: must name a program"),
+            "{e}"
+        );
         let e = error("[database\npath = 1");
         assert!(e.starts_with("c.toml: line 1:"), "{e}");
         let e = error("surprise = 1\n");
@@ -341,6 +413,9 @@ mod tests {
         )
         .unwrap();
         let r = c.runtime_config(None).routing;
-        assert_eq!((r.channel_for("alpha"), r.channel_for("beta")), ("tmux", "deliveries"));
+        assert_eq!(
+            (r.channel_for("alpha"), r.channel_for("beta")),
+            ("tmux", "deliveries")
+        );
     }
 }

@@ -9,6 +9,9 @@ use crate::channels::{ChannelHandle, Deliver, Delivery, Outcome};
 use crate::error::Result;
 use crate::store::Store;
 
+/// How long after a channel's own timeout the caller stops waiting for it.
+const BACKSTOP_MARGIN: Duration = Duration::from_secs(1);
+
 /// What became of the row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
@@ -20,8 +23,9 @@ pub enum Recorded {
 }
 
 /// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it
-/// runs (so a live send is never taken over and replayed), and gives up after the channel's
-/// timeout. A channel whose actor died answers as a transient failure.
+/// runs (so a live send is never taken over and replayed), and gives up a little after the
+/// channel's timeout: channels enforce their own timeout (and clean up, e.g. kill a command);
+/// this deadline is the backstop for one that does not. A dead channel actor is a transient failure.
 pub async fn attempt(
     store: &Store,
     queue: &Queue,
@@ -30,7 +34,7 @@ pub async fn attempt(
     delivery: Delivery,
 ) -> Outcome {
     let send = channel.recipient.send(Deliver(delivery));
-    let deadline = tokio::time::sleep(channel.timeout);
+    let deadline = tokio::time::sleep(channel.timeout + BACKSTOP_MARGIN);
     tokio::pin!(send, deadline);
     let every = (queue.policy().lease_timeout / 3).max(Duration::from_millis(10));
     let mut extend = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -40,7 +44,7 @@ pub async fn attempt(
                 return answer.unwrap_or_else(|e| Outcome::retry(format!("channel {} failed: {e}", channel.name)));
             }
             _ = &mut deadline => {
-                return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout));
+                return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
             }
             _ = extend.tick() => {
                 let (q, id, token) = (queue.clone(), lease.id, lease.token);

@@ -10,11 +10,17 @@ use crate::commands::open_inbound;
 
 pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
-    let content = if args.text == "-" { read_stdin(max)? } else { args.text };
+    let content = if args.text == "-" {
+        read_stdin(max)?
+    } else {
+        args.text
+    };
     let payload = match args.payload {
         None => None,
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            CliError::Usage(format!("--payload is not valid JSON ({e}); pass a JSON value such as '{{\"k\":1}}'"))
+            CliError::Usage(format!(
+                "--payload is not valid JSON ({e}); pass a JSON value such as '{{\"k\":1}}'"
+            ))
         })?),
     };
     let message = InboundMessage {
@@ -56,5 +62,6 @@ fn read_stdin(max: usize) -> Result<String, CliError> {
             "the message body is over the {max} byte limit (daemon.max_body_bytes)"
         )));
     }
-    String::from_utf8(bytes).map_err(|_| CliError::Usage("the message on stdin is not valid UTF-8".into()))
+    String::from_utf8(bytes)
+        .map_err(|_| CliError::Usage("the message on stdin is not valid UTF-8".into()))
 }

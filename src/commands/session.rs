@@ -8,7 +8,9 @@ use crate::commands::open_inbound;
 
 pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
-        return Err(CliError::Usage("the session id is empty: give the session to expire".into()));
+        return Err(CliError::Usage(
+            "the session id is empty: give the session to expire".into(),
+        ));
     }
     let (engine, queue) = open_inbound(ctx)?;
     let n = queue.expire_key(session, "session expired")?;

@@ -23,12 +23,26 @@ pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
         println!("no rows in {}", engine.database().path().display());
         return Ok(());
     }
-    println!("{:<10} {:<10} {:<20} {:>10}", "QUEUE", "STATE", "REASON", "COUNT");
+    println!(
+        "{:<10} {:<10} {:<20} {:>10}",
+        "QUEUE", "STATE", "REASON", "COUNT"
+    );
     for c in &counts {
-        println!("{:<10} {:<10} {:<20} {:>10}", c.queue, c.state, c.reason.as_deref().unwrap_or("-"), c.count);
+        println!(
+            "{:<10} {:<10} {:<20} {:>10}",
+            c.queue,
+            c.state,
+            c.reason.as_deref().unwrap_or("-"),
+            c.count
+        );
     }
     for o in &oldest {
-        println!("oldest pending in {}: row {}, {:.1}s old", o.queue, o.id, age_secs(o.created_at));
+        println!(
+            "oldest pending in {}: row {}, {:.1}s old",
+            o.queue,
+            o.id,
+            age_secs(o.created_at)
+        );
     }
     Ok(())
 }

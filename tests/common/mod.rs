@@ -1,0 +1,229 @@
+//! Helpers for tests that run the built `relayq` binary: a fresh directory with a config file
+//! and a database, and a `serve` process that is waited for and stopped.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use relayq_engine::{DbConfig, Engine, QueuePolicy};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_relayq");
+
+/// A working directory with `config.toml` and `relayq.db`.
+pub struct App {
+    pub dir: tempfile::TempDir,
+}
+
+impl App {
+    /// A directory whose config is `config` (written to config.toml).
+    pub fn new(config: &str) -> App {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        App { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path("relayq.db")
+    }
+
+    /// Runs `relayq ARGS` in the directory, with `--config` and `--db` set.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.current_dir(self.dir.path())
+            .arg("--config")
+            .arg(self.path("config.toml"))
+            .arg("--db")
+            .arg(self.db())
+            .args(args);
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "relayq {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn enqueue(&self, session: &str, text: &str) -> i64 {
+        self.ok(&[
+            "enqueue",
+            "inbound",
+            "--session",
+            session,
+            "--origin",
+            "test",
+            text,
+        ])
+        .trim()
+        .parse()
+        .unwrap()
+    }
+
+    /// Starts `relayq serve` and waits until it listens for wake-ups.
+    pub fn serve(&self) -> Daemon {
+        let log = std::fs::File::create(self.path("serve.log")).unwrap();
+        let child = self
+            .cmd(&["serve"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut daemon = Daemon {
+            child,
+            log: self.path("serve.log"),
+        };
+        let socket = relayq_actors::wake::socket_path(&self.db());
+        wait_until("serve to start", Duration::from_secs(20), || {
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                panic!("serve exited early with {status}: {}", daemon.log());
+            }
+            socket.exists()
+        });
+        daemon
+    }
+
+    /// The engine on the same database, to look at rows directly.
+    pub fn engine(&self) -> Engine {
+        Engine::open(&DbConfig::new(self.db())).unwrap()
+    }
+
+    pub fn inbound(&self) -> relayq_engine::Queue {
+        self.engine().queue("inbound", QueuePolicy::inbound())
+    }
+
+    /// JSON lines of a file (empty if the file does not exist yet).
+    pub fn lines(&self, name: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.path(name))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+            .collect()
+    }
+
+    /// `status --json` counts for a state of the inbound queue.
+    pub fn count(&self, state: &str) -> i64 {
+        let status: serde_json::Value =
+            serde_json::from_str(&self.ok(&["status", "--json"])).unwrap();
+        status["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["queue"] == "inbound" && c["state"] == state)
+            .map(|c| c["count"].as_i64().unwrap())
+            .sum()
+    }
+}
+
+pub struct Daemon {
+    pub child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (e.g. "TERM") and waits for the exit status.
+    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "serve did not exit: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn stop(mut self) {
+        let status = self.signal("TERM");
+        assert!(
+            status.success(),
+            "serve exited with {status}: {}",
+            self.log()
+        );
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A config with one file channel `out` writing `out.jsonl`, short backoff, and no sweep (so
+/// rows from other processes must arrive by wake-up, not by polling).
+pub fn file_config() -> String {
+    r#"
+[daemon]
+sweep_interval = "1h"
+shutdown_grace = "5s"
+
+[queues.inbound]
+backoff = ["100ms"]
+lease_timeout = "5m"
+retention = "7d"
+
+[sessions]
+default_channel = "out"
+
+[channels.out]
+kind = "file"
+path = "out.jsonl"
+"#
+    .to_string()
+}
+
+/// The contents of each session's deliveries, in the order they were written.
+pub fn by_session(lines: &[serde_json::Value]) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for l in lines {
+        map.entry(l["session"].as_str().unwrap().to_string())
+            .or_default()
+            .push(l["content"].as_str().unwrap().to_string());
+    }
+    map
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}
