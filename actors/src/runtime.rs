@@ -75,11 +75,11 @@ impl RuntimeBuilder {
                 )));
             }
         }
-        let lock = take_lock(&config.db.path)?;
         let (db, policy) = (config.db.clone(), config.inbound.clone());
         let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
+        let lock = take_lock(&config.db.path)?;
         let store = Store::new(engine.clone(), engine.queue(inbound::QUEUE, policy));
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 

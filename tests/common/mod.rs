@@ -31,6 +31,13 @@ impl App {
         self.path("relayq.db")
     }
 
+    /// `relayq` in the directory, with no arguments yet.
+    pub fn bare(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.current_dir(self.dir.path());
+        c
+    }
+
     /// Runs `relayq ARGS` in the directory, with `--config` and `--db` set.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);

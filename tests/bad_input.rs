@@ -1,0 +1,112 @@
+//! Bad input: a one-line error saying what to fix, exit code 2, and nothing written.
+
+mod common;
+
+use std::process::Output;
+
+use common::*;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// Exit 2, one line on stderr starting with `relayq: error:` and containing `needle`.
+fn assert_usage_error(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "exit code for: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    if err.starts_with("relayq: error:") {
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn invalid_config_names_file_and_key_and_serve_exits_before_touching_the_database() {
+    let app = App::new("[database]\nsynchronous = \"sometimes\"\n");
+    let out = app.run(&["serve"]);
+    assert_usage_error(&out, "config.toml: database.synchronous: unknown variant `sometimes`, expected `normal` or `full`");
+    assert!(!app.db().exists(), "the database was not created");
+}
+
+#[test]
+fn unknown_channel_in_config_is_refused_before_touching_the_database() {
+    let app = App::new("[sessions]\ndefault_channel = \"telegram\"\n");
+    let out = app.run(&["serve"]);
+    assert_usage_error(&out, "sessions.default_channel: names channel 'telegram', which has no [channels.telegram] table");
+    assert!(!app.db().exists());
+    let app = App::new("[sessions.channels]\nalpha = \"nope\"\n");
+    assert_usage_error(&app.run(&["serve"]), "sessions.channels.alpha: names channel 'nope'");
+}
+
+#[test]
+fn a_missing_explicit_config_file_is_an_error() {
+    let app = App::new("");
+    let out = app.bare().args(["--config", "/nonexistent/relayq.toml", "status"]).output().unwrap();
+    assert_usage_error(&out, "/nonexistent/relayq.toml: (file): cannot read it");
+}
+
+#[test]
+fn unwritable_database_path_is_a_one_line_error() {
+    let app = App::new("");
+    std::fs::write(app.path("a-file"), "").unwrap();
+    let db = app.path("a-file/relayq.db");
+    for args in [vec!["enqueue", "inbound", "--session", "s", "--origin", "o", "hi"], vec!["serve"], vec!["status"]] {
+        let out = app.bare().arg("--db").arg(&db).args(&args).output().unwrap();
+        assert_usage_error(&out, "does not exist; create it first");
+    }
+    let out = app.bare().arg("--db").arg(app.dir.path()).arg("status").output().unwrap();
+    assert_usage_error(&out, "it is a directory");
+}
+
+fn enqueue_refused(app: &App, args: &[&str], needle: &str) {
+    let mut full = vec!["enqueue", "inbound"];
+    full.extend_from_slice(args);
+    assert_usage_error(&app.run(&full), needle);
+    assert!(!app.db().exists(), "nothing written for {args:?}");
+}
+
+#[test]
+fn bad_enqueue_arguments_write_nothing() {
+    let app = App::new("[daemon]\nmax_body_bytes = 10\n");
+    enqueue_refused(&app, &["--session", "", "--origin", "o", "hi"], "the session id is empty");
+    enqueue_refused(&app, &["--session", "  ", "--origin", "o", "hi"], "the session id is empty");
+    enqueue_refused(&app, &["--session", "s", "--origin", "", "hi"], "the origin is empty");
+    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--type", "video", "hi"], "unknown message type 'video': use text, voice or file");
+    enqueue_refused(&app, &["--session", "s", "--origin", "o", "this is longer than ten"], "over the 10 byte limit");
+    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--payload", "{nope", "hi"], "--payload is not valid JSON");
+    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--source-id", "", "hi"], "source message id is empty");
+    enqueue_refused(&app, &["--origin", "o", "hi"], "--session");
+}
+
+#[test]
+fn an_oversized_body_on_stdin_writes_nothing() {
+    let app = App::new("[daemon]\nmax_body_bytes = 10\n");
+    let mut child = app
+        .cmd(&["enqueue", "inbound", "--session", "s", "--origin", "o", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child.stdin.take().unwrap().write_all(&[b'x'; 100_000]);
+    let out = child.wait_with_output().unwrap();
+    assert_usage_error(&out, "over the 10 byte limit");
+    assert!(!app.db().exists());
+}
+
+#[test]
+fn a_second_serve_on_the_same_database_is_refused() {
+    let app = App::new(&file_config());
+    let daemon = app.serve();
+    let out = app.run(&["serve"]);
+    assert_usage_error(&out, "another relayq daemon is already serving");
+    daemon.stop();
+}
+
+#[test]
+fn unknown_commands_and_flags_are_usage_errors() {
+    let app = App::new("");
+    assert_eq!(app.run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(app.run(&["status", "--yaml"]).status.code(), Some(2));
+    assert_eq!(app.run(&["prune", "--older-than", "soon"]).status.code(), Some(2));
+}
