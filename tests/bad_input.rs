@@ -35,13 +35,20 @@ fn unknown_channel_in_config_is_refused_before_touching_the_database() {
     assert_usage_error(&out, "sessions.default_channel: names channel 'telegram', which has no [channels.telegram] table");
     assert!(!app.db().exists());
     let app = App::new("[sessions.channels]\nalpha = \"nope\"\n");
-    assert_usage_error(&app.run(&["serve"]), "sessions.channels.alpha: names channel 'nope'");
+    assert_usage_error(
+        &app.run(&["serve"]),
+        "sessions.channels.alpha: names channel 'nope'",
+    );
 }
 
 #[test]
 fn a_missing_explicit_config_file_is_an_error() {
     let app = App::new("");
-    let out = app.bare().args(["--config", "/nonexistent/relayq.toml", "status"]).output().unwrap();
+    let out = app
+        .bare()
+        .args(["--config", "/nonexistent/relayq.toml", "status"])
+        .output()
+        .unwrap();
     assert_usage_error(&out, "/nonexistent/relayq.toml: (file): cannot read it");
 }
 
@@ -50,11 +57,35 @@ fn unwritable_database_path_is_a_one_line_error() {
     let app = App::new("");
     std::fs::write(app.path("a-file"), "").unwrap();
     let db = app.path("a-file/relayq.db");
-    for args in [vec!["enqueue", "inbound", "--session", "s", "--origin", "o", "hi"], vec!["serve"], vec!["status"]] {
-        let out = app.bare().arg("--db").arg(&db).args(&args).output().unwrap();
+    for args in [
+        vec![
+            "enqueue",
+            "inbound",
+            "--session",
+            "s",
+            "--origin",
+            "o",
+            "hi",
+        ],
+        vec!["serve"],
+        vec!["status"],
+    ] {
+        let out = app
+            .bare()
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .output()
+            .unwrap();
         assert_usage_error(&out, "does not exist; create it first");
     }
-    let out = app.bare().arg("--db").arg(app.dir.path()).arg("status").output().unwrap();
+    let out = app
+        .bare()
+        .arg("--db")
+        .arg(app.dir.path())
+        .arg("status")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "it is a directory");
 }
 
@@ -68,13 +99,49 @@ fn enqueue_refused(app: &App, args: &[&str], needle: &str) {
 #[test]
 fn bad_enqueue_arguments_write_nothing() {
     let app = App::new("[daemon]\nmax_body_bytes = 10\n");
-    enqueue_refused(&app, &["--session", "", "--origin", "o", "hi"], "the session id is empty");
-    enqueue_refused(&app, &["--session", "  ", "--origin", "o", "hi"], "the session id is empty");
-    enqueue_refused(&app, &["--session", "s", "--origin", "", "hi"], "the origin is empty");
-    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--type", "video", "hi"], "unknown message type 'video': use text, voice or file");
-    enqueue_refused(&app, &["--session", "s", "--origin", "o", "this is longer than ten"], "over the 10 byte limit");
-    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--payload", "{nope", "hi"], "--payload is not valid JSON");
-    enqueue_refused(&app, &["--session", "s", "--origin", "o", "--source-id", "", "hi"], "source message id is empty");
+    enqueue_refused(
+        &app,
+        &["--session", "", "--origin", "o", "hi"],
+        "the session id is empty",
+    );
+    enqueue_refused(
+        &app,
+        &["--session", "  ", "--origin", "o", "hi"],
+        "the session id is empty",
+    );
+    enqueue_refused(
+        &app,
+        &["--session", "s", "--origin", "", "hi"],
+        "the origin is empty",
+    );
+    enqueue_refused(
+        &app,
+        &["--session", "s", "--origin", "o", "--type", "video", "hi"],
+        "unknown message type 'video': use text, voice or file",
+    );
+    enqueue_refused(
+        &app,
+        &["--session", "s", "--origin", "o", "this is longer than ten"],
+        "over the 10 byte limit",
+    );
+    enqueue_refused(
+        &app,
+        &[
+            "--session",
+            "s",
+            "--origin",
+            "o",
+            "--payload",
+            "{nope",
+            "hi",
+        ],
+        "--payload is not valid JSON",
+    );
+    enqueue_refused(
+        &app,
+        &["--session", "s", "--origin", "o", "--source-id", "", "hi"],
+        "source message id is empty",
+    );
     enqueue_refused(&app, &["--origin", "o", "hi"], "--session");
 }
 
@@ -108,5 +175,8 @@ fn unknown_commands_and_flags_are_usage_errors() {
     let app = App::new("");
     assert_eq!(app.run(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(app.run(&["status", "--yaml"]).status.code(), Some(2));
-    assert_eq!(app.run(&["prune", "--older-than", "soon"]).status.code(), Some(2));
+    assert_eq!(
+        app.run(&["prune", "--older-than", "soon"]).status.code(),
+        Some(2)
+    );
 }

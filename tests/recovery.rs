@@ -36,20 +36,33 @@ fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
     {
         let q = app.inbound();
         let rows: Vec<_> = (0..per_session)
-            .flat_map(|i| (0..sessions).map(move |s| InboundMessage::text(&format!("s{s}"), "t", &i.to_string()).to_row()))
+            .flat_map(|i| {
+                (0..sessions).map(move |s| {
+                    InboundMessage::text(&format!("s{s}"), "t", &i.to_string()).to_row()
+                })
+            })
             .collect();
         q.enqueue_many(&rows).unwrap();
     }
     let mut daemon = app.serve();
-    wait_until("some deliveries", Duration::from_secs(30), || app.lines("out.jsonl").len() >= 50);
+    wait_until("some deliveries", Duration::from_secs(30), || {
+        app.lines("out.jsonl").len() >= 50
+    });
     let status = daemon.signal("KILL");
     assert!(!status.success());
     let before = app.lines("out.jsonl").len();
-    assert!(before < total, "the kill must land mid-stream (delivered {before} of {total})");
+    assert!(
+        before < total,
+        "the kill must land mid-stream (delivered {before} of {total})"
+    );
     assert!(app.count("leased") + app.count("pending") > 0);
 
     let daemon = app.serve();
-    wait_until("everything delivered after restart", Duration::from_secs(60), || app.count("delivered") == total as i64);
+    wait_until(
+        "everything delivered after restart",
+        Duration::from_secs(60),
+        || app.count("delivered") == total as i64,
+    );
     // let any straggling child of the killed daemon finish its write
     std::thread::sleep(Duration::from_millis(200));
     let lines = app.lines("out.jsonl");
@@ -57,7 +70,10 @@ fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
     for l in &lines {
         per.entry(l["session"].as_str().unwrap().into())
             .or_default()
-            .push((l["id"].as_i64().unwrap(), l["content"].as_str().unwrap().into()));
+            .push((
+                l["id"].as_i64().unwrap(),
+                l["content"].as_str().unwrap().into(),
+            ));
     }
     let mut duplicates = 0;
     for (session, mut got) in per {
@@ -68,7 +84,10 @@ fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
         let expected: Vec<String> = (0..per_session).map(|i| i.to_string()).collect();
         assert_eq!(contents, expected, "{session}: every message, in order");
     }
-    assert!(duplicates <= sessions, "only rows in flight at the kill are repeated ({duplicates})");
+    assert!(
+        duplicates <= sessions,
+        "only rows in flight at the kill are repeated ({duplicates})"
+    );
     daemon.stop();
 }
 
@@ -87,14 +106,27 @@ command = ["sh", "-c", "touch started; sleep 1; line=$(cat); printf '%s\n' \"$li
     let mut daemon = app.serve();
     let first = app.enqueue("s", "in flight");
     let second = app.enqueue("s", "waits");
-    wait_until("the delivery to start", Duration::from_secs(10), || app.path("started").exists());
+    wait_until("the delivery to start", Duration::from_secs(10), || {
+        app.path("started").exists()
+    });
     let status = daemon.signal("TERM");
     assert!(status.success(), "exit 0 on SIGTERM: {}", daemon.log());
     let q = app.inbound();
-    assert_eq!(q.state_of(first).unwrap().unwrap().state, "delivered", "in-flight delivery finished");
-    assert_eq!(q.state_of(second).unwrap().unwrap().state, "pending", "no new lease after SIGTERM");
+    assert_eq!(
+        q.state_of(first).unwrap().unwrap().state,
+        "delivered",
+        "in-flight delivery finished"
+    );
+    assert_eq!(
+        q.state_of(second).unwrap().unwrap().state,
+        "pending",
+        "no new lease after SIGTERM"
+    );
     assert_eq!(app.lines("out.jsonl").len(), 1);
-    assert!(!relayq_actors::wake::socket_path(&app.db()).exists(), "wake socket removed");
+    assert!(
+        !relayq_actors::wake::socket_path(&app.db()).exists(),
+        "wake socket removed"
+    );
 }
 
 #[test]
@@ -115,11 +147,19 @@ command = ["sh", "-c", "if [ ! -f slept ]; then touch slept; sleep 3; fi; line=$
     let app = App::new(config);
     let mut daemon = app.serve();
     let id = app.enqueue("s", "slow one");
-    wait_until("the delivery to start", Duration::from_secs(10), || app.path("slept").exists());
+    wait_until("the delivery to start", Duration::from_secs(10), || {
+        app.path("slept").exists()
+    });
     assert!(daemon.signal("INT").success());
-    assert_eq!(app.inbound().state_of(id).unwrap().unwrap().state, "leased", "left leased by the stopped daemon");
+    assert_eq!(
+        app.inbound().state_of(id).unwrap().unwrap().state,
+        "leased",
+        "left leased by the stopped daemon"
+    );
     let daemon = app.serve();
-    wait_until("redelivery", Duration::from_secs(10), || app.inbound().state_of(id).unwrap().unwrap().state == "delivered");
+    wait_until("redelivery", Duration::from_secs(10), || {
+        app.inbound().state_of(id).unwrap().unwrap().state == "delivered"
+    });
     daemon.stop();
 }
 
@@ -143,21 +183,33 @@ command = ["sh", "-c", "exit 75"]
 "#;
     let app = App::new(config);
     let daemon = app.serve();
-    let ids: Vec<i64> = (0..3).map(|i| app.enqueue("stuck", &format!("m{i}"))).collect();
+    let ids: Vec<i64> = (0..3)
+        .map(|i| app.enqueue("stuck", &format!("m{i}")))
+        .collect();
     let q = app.inbound();
-    wait_until("a failed attempt", Duration::from_secs(10), || q.state_of(ids[0]).unwrap().unwrap().attempts >= 1);
+    wait_until("a failed attempt", Duration::from_secs(10), || {
+        q.state_of(ids[0]).unwrap().unwrap().attempts >= 1
+    });
     let out = app.ok(&["session", "expire", "stuck"]);
     assert_eq!(out.trim(), "expired 3 pending message(s) of session stuck");
     for id in &ids {
         let row = q.state_of(*id).unwrap().unwrap();
-        assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("session expired")));
+        assert_eq!(
+            (row.state.as_str(), row.reason.as_deref()),
+            ("expired", Some("session expired"))
+        );
     }
     app.enqueue("fine", "still delivered");
-    wait_until("other session delivered", Duration::from_secs(10), || app.lines("out.jsonl").len() == 1);
+    wait_until("other session delivered", Duration::from_secs(10), || {
+        app.lines("out.jsonl").len() == 1
+    });
     // give the stuck session's worker time to try again: nothing may leave the expired state
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(app.count("expired"), 3);
-    assert_eq!(app.ok(&["session", "expire", "stuck"]).trim(), "expired 0 pending message(s) of session stuck");
+    assert_eq!(
+        app.ok(&["session", "expire", "stuck"]).trim(),
+        "expired 0 pending message(s) of session stuck"
+    );
     daemon.stop();
 }
 
@@ -168,15 +220,31 @@ fn prune_deletes_finished_rows_past_retention_and_keeps_pending_ones() {
     for i in 0..3 {
         app.enqueue("a", &i.to_string());
     }
-    wait_until("delivery", Duration::from_secs(10), || app.count("delivered") == 3);
+    wait_until("delivery", Duration::from_secs(10), || {
+        app.count("delivered") == 3
+    });
     daemon.stop();
     app.enqueue("b", "pending one");
     app.enqueue("c", "expired one");
     app.ok(&["session", "expire", "c"]);
-    assert_eq!(app.ok(&["prune"]).trim(), "pruned 0 row(s)", "default retention is 7 days");
+    assert_eq!(
+        app.ok(&["prune"]).trim(),
+        "pruned 0 row(s)",
+        "default retention is 7 days"
+    );
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(app.ok(&["prune", "--older-than", "10ms"]).trim(), "pruned 4 row(s)");
-    assert_eq!((app.count("delivered"), app.count("expired"), app.count("pending")), (0, 0, 1));
+    assert_eq!(
+        app.ok(&["prune", "--older-than", "10ms"]).trim(),
+        "pruned 4 row(s)"
+    );
+    assert_eq!(
+        (
+            app.count("delivered"),
+            app.count("expired"),
+            app.count("pending")
+        ),
+        (0, 0, 1)
+    );
 }
 
 #[test]
@@ -187,7 +255,10 @@ fn status_shows_counts_and_the_oldest_pending_row() {
     app.enqueue("b", "y");
     let text = app.ok(&["status"]);
     assert!(text.contains("inbound    pending"), "{text}");
-    assert!(text.contains(&format!("oldest pending in inbound: row {id}")), "{text}");
+    assert!(
+        text.contains(&format!("oldest pending in inbound: row {id}")),
+        "{text}"
+    );
     let json: serde_json::Value = serde_json::from_str(&app.ok(&["status", "--json"])).unwrap();
     assert_eq!(json["counts"][0]["count"], 2);
     assert_eq!(json["oldest_pending"][0]["id"], id);
