@@ -78,6 +78,20 @@ pub struct Queue {
     policy: Arc<QueuePolicy>,
 }
 
+/// The oldest unfinished row of a key (?1 queue, ?2 key). Public so a test can pin its plan.
+pub const HEAD_SQL: &str = "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
+     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+     ORDER BY id LIMIT 1";
+
+/// Due pending rows that head their key (?1 queue, ?2 now, ?3 limit), oldest first.
+pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
+     WHERE r.queue = ?1 AND r.state = 'pending' AND r.next_attempt_at <= ?2
+       AND NOT EXISTS (
+         SELECT 1 FROM queue_rows o
+         WHERE o.queue = ?1 AND o.key = r.key
+           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+     ORDER BY r.id LIMIT ?3";
+
 const LEASE_COLUMNS: &str = "id, key, payload, attempts, lease_token, lease_expires_at, created_at";
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
@@ -189,15 +203,7 @@ impl Queue {
         self.db.write(|tx| {
             reclaim_expired_in(tx, now)?;
             let ids: Vec<i64> = tx
-                .prepare_cached(
-                    "SELECT r.id FROM queue_rows r
-                     WHERE r.queue = ?1 AND r.state = 'pending' AND r.next_attempt_at <= ?2
-                       AND NOT EXISTS (
-                         SELECT 1 FROM queue_rows o
-                         WHERE o.queue = ?1 AND o.key = r.key
-                           AND o.state IN ('pending', 'leased') AND o.id < r.id)
-                     ORDER BY r.id LIMIT ?3",
-                )?
+                .prepare_cached(DUE_HEADS_SQL)?
                 .query_map(params![&*self.name, now, limit as i64], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             ids.into_iter()
@@ -441,15 +447,11 @@ fn head_query(
     queue: &str,
     key: &str,
 ) -> rusqlite::Result<Option<HeadRow>> {
-    conn.prepare_cached(
-        "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
-         WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
-         ORDER BY id LIMIT 1",
-    )?
-    .query_row(params![queue, key], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })
-    .optional()
+    conn.prepare_cached(HEAD_SQL)?
+        .query_row(params![queue, key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()
 }
 
 fn head_in(tx: &Transaction<'_>, queue: &str, key: &str) -> Result<Option<HeadRow>> {

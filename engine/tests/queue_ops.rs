@@ -537,3 +537,47 @@ fn fifo_holds_under_concurrent_lessees() {
         }
     }
 }
+
+/// The lease path reads only the partial indexes over active rows, so its cost does not grow
+/// with the delivered rows kept for retention (the plan, not a timing, is what is pinned).
+#[test]
+fn lease_queries_are_served_by_the_active_row_indexes() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let rows: Vec<NewRow> = (0..2000)
+        .map(|i| row(&format!("k{}", i % 50), "x"))
+        .collect();
+    q.enqueue_many(&rows).unwrap();
+    for _ in 0..40 {
+        for l in q.lease_due(50).unwrap() {
+            q.complete(l.id, l.token, None).unwrap();
+        }
+    }
+    f.engine
+        .database()
+        .write(|tx| Ok(tx.execute_batch("ANALYZE")?))
+        .unwrap();
+    let conn = f.engine.database().read().unwrap();
+    let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt.query_map(params, |r| r.get::<_, String>(3)).unwrap();
+        rows.map(|r| r.unwrap()).collect::<Vec<_>>().join(" | ")
+    };
+    let head = plan(relayq_engine::queue::HEAD_SQL, &[&"inbound", &"k1"]);
+    assert!(
+        head.contains("queue_rows_active_key"),
+        "head of key: {head}"
+    );
+    let due = plan(
+        relayq_engine::queue::DUE_HEADS_SQL,
+        &[&"inbound", &0i64, &10i64],
+    );
+    assert!(
+        due.contains("queue_rows_pending") && due.contains("queue_rows_active_key"),
+        "batch lease: {due}"
+    );
+    assert!(
+        !due.contains("SCAN r") && !head.contains("SCAN"),
+        "no table scans: {head} / {due}"
+    );
+}
