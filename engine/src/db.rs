@@ -5,12 +5,14 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
+use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::error::{EngineError, Result};
 
@@ -102,8 +104,16 @@ impl Database {
         migrations().to_latest(&mut conn)?;
         drop(conn);
 
-        let writer = pool(config, 1)?;
-        let readers = pool(config, config.readers.max(1))?;
+        // One scheduler thread for both pools (r2d2 would start three per pool), and connections
+        // opened on first use: a one-shot command (the hook receiver) pays for what it uses.
+        let scheduler = Arc::new(
+            ScheduledThreadPool::builder()
+                .num_threads(1)
+                .thread_name_pattern("relayq-db-pool")
+                .build(),
+        );
+        let writer = pool(config, 1, &scheduler)?;
+        let readers = pool(config, config.readers.max(1), &scheduler)?;
         Ok(Database {
             path,
             writer,
@@ -139,13 +149,18 @@ fn configure(conn: &Connection, config: &DbConfig) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn pool(config: &DbConfig, size: u32) -> Result<Pool<SqliteConnectionManager>> {
+fn pool(
+    config: &DbConfig,
+    size: u32,
+    scheduler: &Arc<ScheduledThreadPool>,
+) -> Result<Pool<SqliteConnectionManager>> {
     let cfg = config.clone();
     let manager =
         SqliteConnectionManager::file(&config.path).with_init(move |c| configure(c, &cfg));
     Ok(Pool::builder()
         .max_size(size)
-        .min_idle(Some(1))
+        .min_idle(Some(0))
+        .thread_pool(scheduler.clone())
         .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
         .build(manager)?)
 }

@@ -1,0 +1,198 @@
+//! The hook-event flow's message: an agent CLI's hook payload (Claude Code, Codex, Gemini CLI)
+//! mapped to relayq's internal event types, keeping the agent's payload whole.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::policy::QueuePolicy;
+use crate::queue::NewRow;
+
+/// The name of the hook-event queue.
+pub const QUEUE: &str = "hooks";
+
+/// How much of an undecodable input is kept in the `error` row.
+pub const MAX_KEPT_INPUT: usize = 4096;
+
+/// The agent CLIs relayq understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Agent {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+impl std::str::FromStr for Agent {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "claude" => Ok(Agent::Claude),
+            "codex" => Ok(Agent::Codex),
+            "gemini" => Ok(Agent::Gemini),
+            other => Err(format!(
+                "unknown agent '{other}': use claude, codex or gemini"
+            )),
+        }
+    }
+}
+
+/// relayq's internal event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    SessionStart,
+    UserPromptSubmit,
+    ToolUse,
+    ToolDone,
+    AgentStop,
+    Notification,
+    Error,
+    SessionEnd,
+}
+
+impl EventType {
+    /// Critical events are never dropped or coalesced; the others are bursty.
+    pub fn is_critical(self) -> bool {
+        !matches!(self, EventType::ToolUse | EventType::ToolDone)
+    }
+}
+
+/// The agent's own event name in a payload: `hook_event_name`, or Codex `notify`'s `type`.
+pub fn native_event(payload: &Value) -> Option<&str> {
+    payload
+        .get("hook_event_name")
+        .or_else(|| payload.get("type"))
+        .and_then(Value::as_str)
+}
+
+/// Maps an agent's event to an internal type; `None` for the events relayq does not forward.
+pub fn map_event(agent: Agent, native: &str) -> Option<EventType> {
+    use EventType::*;
+    let claude_like = |name: &str| match name {
+        "SessionStart" => Some(SessionStart),
+        "UserPromptSubmit" => Some(UserPromptSubmit),
+        "PreToolUse" => Some(ToolUse),
+        "PostToolUse" | "PostToolUseFailure" => Some(ToolDone),
+        "Stop" => Some(AgentStop),
+        "Notification" | "PermissionRequest" => Some(Notification),
+        "StopFailure" => Some(Error),
+        "SessionEnd" => Some(SessionEnd),
+        _ => None,
+    };
+    match (agent, native) {
+        (Agent::Claude, name) => claude_like(name),
+        (Agent::Codex, "agent-turn-complete") => Some(AgentStop),
+        (Agent::Codex, name) => claude_like(name),
+        (Agent::Gemini, name) => match name {
+            "SessionStart" => Some(SessionStart),
+            "BeforeAgent" => Some(UserPromptSubmit),
+            "BeforeTool" => Some(ToolUse),
+            "AfterTool" => Some(ToolDone),
+            "AfterAgent" => Some(AgentStop),
+            "Notification" => Some(Notification),
+            "SessionEnd" => Some(SessionEnd),
+            _ => None,
+        },
+    }
+}
+
+/// The agent's own session id: `session_id`, or Codex `notify`'s `thread-id`.
+pub fn native_session_id(payload: &Value) -> Option<&str> {
+    payload
+        .get("session_id")
+        .or_else(|| payload.get("thread-id"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// A stored hook event: the mapped type plus the agent's payload as it came.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookEvent {
+    pub agent: Agent,
+    pub event: EventType,
+    /// The agent's name for it (`Stop`, `AfterAgent`, `agent-turn-complete`); none for an
+    /// undecodable input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_event: Option<String>,
+    /// The relayq session key the row is ordered by.
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_session_id: Option<String>,
+    pub received_at: i64,
+    /// The agent's payload, every field kept; for an `error` from bad input, the decode error
+    /// and the start of the input.
+    pub data: Value,
+}
+
+impl HookEvent {
+    /// The queue row: ordered by session, never deduplicated.
+    pub fn to_row(&self) -> NewRow {
+        NewRow {
+            key: self.session.clone(),
+            payload: serde_json::to_string(self).expect("a hook event always serialises"),
+            dedup_key: None,
+        }
+    }
+}
+
+/// The first `max` bytes of `input`, cut on a character boundary.
+pub fn head_of(input: &str, max: usize) -> &str {
+    if input.len() <= max {
+        return input;
+    }
+    let mut end = max;
+    while !input.is_char_boundary(end) {
+        end -= 1;
+    }
+    &input[..end]
+}
+
+impl QueuePolicy {
+    /// The hook queue's defaults (hook-outbox design): 1..60 s backoff, 30 s lease, dead after
+    /// 20 attempts so a deterministic failure cannot retry forever.
+    pub fn hooks() -> Self {
+        QueuePolicy {
+            backoff: [1, 2, 4, 8, 16, 32, 60]
+                .iter()
+                .map(|s| std::time::Duration::from_secs(*s))
+                .collect(),
+            lease_timeout: std::time::Duration::from_secs(30),
+            max_attempts: Some(20),
+            ..QueuePolicy::inbound()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn critical_and_bursty_classes() {
+        assert!(!EventType::ToolUse.is_critical() && !EventType::ToolDone.is_critical());
+        for e in [
+            EventType::SessionStart,
+            EventType::UserPromptSubmit,
+            EventType::AgentStop,
+            EventType::SessionEnd,
+            EventType::Notification,
+            EventType::Error,
+        ] {
+            assert!(e.is_critical(), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn hook_backoff_is_1_to_60_seconds_with_20_attempts() {
+        let p = QueuePolicy::hooks();
+        let got: Vec<u64> = (1..=9).map(|n| p.delay_after(n).as_secs()).collect();
+        assert_eq!(got, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert!(!p.exhausted(19) && p.exhausted(20));
+    }
+
+    #[test]
+    fn head_of_cuts_on_a_char_boundary() {
+        assert_eq!(head_of("héllo", 2), "h");
+        assert_eq!(head_of("abc", 10), "abc");
+    }
+}
