@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use relayq_engine::{EngineError, MessageType};
+use relayq_engine::{Agent, EngineError, MessageType};
 
 use crate::commands;
 use crate::config::{Config, ConfigError};
@@ -43,6 +43,13 @@ pub enum Command {
     /// Session operations
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Record an agent CLI hook event (configure this as the agent's hook command)
+    Hook {
+        #[arg(long, value_parser = parse_agent)]
+        agent: Agent,
+        /// The payload, when passed as an argument (Codex `notify`); read from stdin otherwise
+        payload: Option<String>,
+    },
     /// Delete delivered and expired rows past retention (or older than --older-than)
     Prune {
         /// e.g. 1h, 7d
@@ -91,6 +98,10 @@ pub struct InboundArgs {
 pub enum SessionCommand {
     /// Expire a session's pending messages (the session is gone)
     Expire { session: String },
+}
+
+fn parse_agent(s: &str) -> Result<Agent, String> {
+    s.parse()
 }
 
 fn parse_type(s: &str) -> Result<MessageType, String> {
@@ -149,19 +160,44 @@ impl Context {
     }
 }
 
-/// Parses the arguments, runs the command, and maps the result to an exit code.
+/// Parses the arguments, runs the command, and maps the result to an exit code. Under `hook`
+/// every failure exits 1: agent CLIs treat exit 2 as "block the agent".
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let is_hook = subcommand(std::env::args().skip(1)).as_deref() == Some("hook");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if is_hook && e.use_stderr() => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            eprintln!("relayq hook: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(1);
+        }
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("relayq: error: {e}");
+            eprintln!("relayq{}: error: {e}", if is_hook { " hook" } else { "" });
             ExitCode::from(match e {
+                _ if is_hook => 1,
                 CliError::Usage(_) => 2,
                 CliError::Failed(_) => 1,
             })
         }
     }
+}
+
+/// The first argument that is not a global option or its value.
+fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--config" | "--db" => {
+                args.next();
+            }
+            a if a.starts_with("--config=") || a.starts_with("--db=") => {}
+            a => return Some(a.to_string()),
+        }
+    }
+    None
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -175,5 +211,25 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::session::expire(&ctx, &session)
         }
         Command::Prune { older_than } => commands::prune::run(&ctx, older_than),
+        Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subcommand;
+
+    #[test]
+    fn the_subcommand_is_found_past_global_options_only() {
+        let sub = |args: &[&str]| subcommand(args.iter().map(|s| s.to_string()));
+        assert_eq!(sub(&["--db", "hook", "status"]).as_deref(), Some("status"));
+        assert_eq!(
+            sub(&["--config=c.toml", "hook", "--agent", "x"]).as_deref(),
+            Some("hook")
+        );
+        assert_eq!(
+            sub(&["enqueue", "inbound", "hook"]).as_deref(),
+            Some("enqueue")
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! One module per command. Each reads the context, does one thing, prints its answer.
 
 pub mod enqueue;
+pub mod hook;
 pub mod prune;
 pub mod serve;
 pub mod session;

@@ -1,0 +1,315 @@
+//! `relayq hook`: every agent fixture fed to the receiver, with the row it must write (or not),
+//! with no daemon running; bad input; the exit codes agent CLIs depend on.
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn fixtures(agent: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(agent)
+}
+
+/// Runs `relayq hook --agent AGENT`, the payload on stdin or, when `as_arg`, as the last argument.
+fn hook(app: &App, agent: &str, payload: &str, as_arg: bool, env: &[(&str, &str)]) -> Output {
+    let mut cmd = app.cmd(&["hook", "--agent", agent]);
+    if as_arg {
+        cmd.arg(payload);
+    }
+    cmd.env_remove("RELAYQ_SESSION").envs(env.iter().copied());
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    if !as_arg {
+        stdin.write_all(payload.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// The hook rows written so far: (session key, stored event).
+fn hook_rows(app: &App) -> Vec<(String, Value)> {
+    if !app.db().exists() {
+        return vec![];
+    }
+    let conn = rusqlite::Connection::open(app.db()).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (k, p) = r.unwrap();
+            (k, serde_json::from_str(&p).unwrap())
+        })
+        .collect();
+    rows
+}
+
+const CLAUDE: &[(&str, Option<&str>)] = &[
+    ("SessionStart", Some("session_start")),
+    ("UserPromptSubmit", Some("user_prompt_submit")),
+    ("PreToolUse", Some("tool_use")),
+    ("PostToolUse", Some("tool_done")),
+    ("PostToolUseFailure", Some("tool_done")),
+    ("Stop", Some("agent_stop")),
+    ("Notification", Some("notification")),
+    ("PermissionRequest", Some("notification")),
+    ("StopFailure", Some("error")),
+    ("SessionEnd", Some("session_end")),
+    ("Setup", None),
+    ("InstructionsLoaded", None),
+    ("UserPromptExpansion", None),
+    ("PermissionDenied", None),
+    ("PostToolBatch", None),
+    ("MessageDisplay", None),
+    ("SubagentStart", None),
+    ("SubagentStop", None),
+    ("TaskCreated", None),
+    ("TaskCompleted", None),
+    ("TeammateIdle", None),
+    ("ConfigChange", None),
+    ("CwdChanged", None),
+    ("DirectoryAdded", None),
+    ("FileChanged", None),
+    ("WorktreeCreate", None),
+    ("WorktreeRemove", None),
+    ("PreCompact", None),
+    ("PostCompact", None),
+    ("PreModelSwitch", None),
+    ("PostModelSwitch", None),
+    ("Elicitation", None),
+    ("ElicitationResult", None),
+];
+
+const CODEX: &[(&str, Option<&str>)] = &[
+    ("notify", Some("agent_stop")),
+    ("SessionStart", Some("session_start")),
+    ("UserPromptSubmit", Some("user_prompt_submit")),
+    ("PreToolUse", Some("tool_use")),
+    ("PermissionRequest", Some("notification")),
+    ("PostToolUse", Some("tool_done")),
+    ("Stop", Some("agent_stop")),
+    ("PreCompact", None),
+];
+
+const GEMINI: &[(&str, Option<&str>)] = &[
+    ("SessionStart", Some("session_start")),
+    ("BeforeAgent", Some("user_prompt_submit")),
+    ("BeforeTool", Some("tool_use")),
+    ("AfterTool", Some("tool_done")),
+    ("AfterAgent", Some("agent_stop")),
+    ("Notification", Some("notification")),
+    ("SessionEnd", Some("session_end")),
+    ("BeforeModel", None),
+    ("AfterModel", None),
+    ("BeforeToolSelection", None),
+    ("PreCompress", None),
+];
+
+fn check_agent(agent: &str, dir: &str, table: &[(&str, Option<&str>)]) {
+    // Every fixture has an expectation here, so a new fixture cannot go untested.
+    let mut files: Vec<String> = std::fs::read_dir(fixtures(dir))
+        .unwrap()
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .collect();
+    files.sort();
+    let mut named: Vec<String> = table.iter().map(|(n, _)| n.to_string()).collect();
+    named.sort();
+    assert_eq!(files, named, "{dir}: fixtures and expectations differ");
+
+    let app = App::new("");
+    let mut expected_rows = 0;
+    for (name, expected) in table {
+        let text = std::fs::read_to_string(fixtures(dir).join(format!("{name}.json"))).unwrap();
+        let payload: Value = serde_json::from_str(&text).unwrap();
+        let out = hook(&app, agent, &text, *name == "notify", &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{dir}/{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{dir}/{name}: stdout must stay empty"
+        );
+        let rows = hook_rows(&app);
+        match expected {
+            None => assert_eq!(rows.len(), expected_rows, "{dir}/{name} must write no row"),
+            Some(event) => {
+                expected_rows += 1;
+                assert_eq!(rows.len(), expected_rows, "{dir}/{name} must write one row");
+                let (key, stored) = rows.last().unwrap();
+                let native_id = payload
+                    .get("session_id")
+                    .or_else(|| payload.get("thread-id"))
+                    .unwrap();
+                assert_eq!(
+                    key,
+                    native_id.as_str().unwrap(),
+                    "{dir}/{name}: keyed by the agent's session id"
+                );
+                assert_eq!(stored["event"], *event, "{dir}/{name}");
+                assert_eq!(stored["agent"], agent);
+                assert_eq!(
+                    stored["data"], payload,
+                    "{dir}/{name}: payload kept whole, unknown fields included"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn claude_code_fixtures_map_to_the_expected_rows() {
+    check_agent("claude", "claude-code", CLAUDE);
+}
+
+#[test]
+fn codex_fixtures_map_to_the_expected_rows() {
+    check_agent("codex", "codex", CODEX);
+}
+
+#[test]
+fn gemini_fixtures_map_to_the_expected_rows() {
+    check_agent("gemini", "gemini", GEMINI);
+}
+
+#[test]
+fn relayq_session_names_the_key_and_unknown_fields_are_kept() {
+    let app = App::new("");
+    let payload = r#"{"session_id":"native-1","hook_event_name":"Stop","last_assistant_message":"done","brand_new_field":{"x":1}}"#;
+    let out = hook(
+        &app,
+        "claude",
+        payload,
+        false,
+        &[("RELAYQ_SESSION", "relayq-7")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let rows = hook_rows(&app);
+    assert_eq!(rows[0].0, "relayq-7");
+    assert_eq!(rows[0].1["native_session_id"], "native-1");
+    assert_eq!(rows[0].1["data"]["brand_new_field"]["x"], 1);
+}
+
+#[test]
+fn invalid_json_is_stored_as_an_error_event_and_exits_1_with_one_line() {
+    let app = App::new("");
+    let garbage = format!("{{not json {}", "x".repeat(10_000));
+    let out = hook(&app, "claude", &garbage, false, &[("RELAYQ_SESSION", "s1")]);
+    assert_eq!(out.status.code(), Some(1), "non-blocking failure");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("not valid JSON"), "{err}");
+    let rows = hook_rows(&app);
+    assert_eq!(rows.len(), 1);
+    let (key, row) = &rows[0];
+    assert_eq!((key.as_str(), row["event"].as_str()), ("s1", Some("error")));
+    assert!(row["data"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("invalid JSON"));
+    assert_eq!(
+        row["data"]["input"].as_str().unwrap(),
+        &garbage[..4096],
+        "the first 4 KiB of the input"
+    );
+}
+
+#[test]
+fn hook_failures_exit_1_never_2() {
+    let app = App::new("");
+    // an unknown agent: a usage error anywhere else, but exit 2 would block the agent
+    let out = hook(&app, "copilot", "{}", false, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // an unwritable database
+    let out = app
+        .bare()
+        .args([
+            "--db",
+            "/nonexistent/dir/q.db",
+            "hook",
+            "--agent",
+            "claude",
+            r#"{"hook_event_name":"Stop","session_id":"s"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .trim_end()
+            .lines()
+            .count(),
+        1
+    );
+    // an invalid config file
+    let bad = App::new("[database]\nsynchronous = \"nope\"\n");
+    assert_eq!(
+        hook(&bad, "claude", "{}", false, &[]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_locked_database_fails_the_hook_within_about_a_second() {
+    let app = App::new("");
+    let payload = r#"{"hook_event_name":"Stop","session_id":"s"}"#;
+    assert_eq!(
+        hook(&app, "claude", payload, false, &[]).status.code(),
+        Some(0)
+    );
+    let mut conn = rusqlite::Connection::open(app.db()).unwrap();
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let start = Instant::now();
+    let out = hook(&app, "claude", payload, false, &[]);
+    let took = start.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took >= Duration::from_millis(900),
+        "waited for the lock first ({took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "gave up instead of holding the agent ({took:?})"
+    );
+    drop(tx);
+    assert_eq!(hook_rows(&app).len(), 1, "nothing half-written");
+}
