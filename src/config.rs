@@ -59,21 +59,26 @@ pub struct QueuesConfig {
     pub inbound: QueueConfig,
 }
 
-/// A queue's policy as written in the file.
+/// A queue's policy as written in the file; each setting left out keeps its default.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
     pub backoff: Vec<humantime_serde::Serde<Duration>>,
     #[serde(with = "humantime_serde")]
     pub lease_timeout: Duration,
-    #[serde(default)]
     pub max_attempts: Option<u32>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(with = "humantime_serde")]
     pub max_age: Option<Duration>,
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(with = "humantime_serde")]
     pub dead_retention: Option<Duration>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig::from_policy(&QueuePolicy::inbound())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -403,6 +408,20 @@ mod tests {
         assert!(e.starts_with("c.toml: line 1:"), "{e}");
         let e = error("surprise = 1\n");
         assert!(e.contains("unknown field `surprise`"), "{e}");
+    }
+
+    #[test]
+    fn a_queue_setting_left_out_keeps_its_default() {
+        let c = Config::parse("[queues.inbound]\nbackoff = [\"100ms\"]\n", "c.toml").unwrap();
+        let p = c.queues.inbound.policy();
+        assert_eq!(p.backoff, vec![Duration::from_millis(100)]);
+        assert_eq!(
+            p,
+            QueuePolicy {
+                backoff: p.backoff.clone(),
+                ..QueuePolicy::inbound()
+            }
+        );
     }
 
     #[test]

@@ -130,8 +130,6 @@ line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
         r#"
 [queues.inbound]
 backoff = ["100ms", "200ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "bridge"
 [channels.bridge]
@@ -171,8 +169,6 @@ fn exec_channel_that_hangs_is_killed_and_retried() {
         r#"
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "bridge"
 [channels.bridge]
@@ -237,8 +233,6 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
         r#"
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "pane"
 [channels.pane]
@@ -280,8 +274,6 @@ fn tmux_channel_retries_while_the_pane_does_not_exist() {
         r#"
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "pane"
 [channels.pane]

@@ -16,8 +16,6 @@ fn exec_config(extra_daemon: &str) -> String {
 {extra_daemon}
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "bridge"
 [channels.bridge]
@@ -136,8 +134,6 @@ fn a_delivery_outliving_the_grace_period_is_redelivered_after_restart() {
 shutdown_grace = "200ms"
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "slow"
 [channels.slow]
@@ -168,8 +164,6 @@ fn session_expire_expires_pending_rows_and_other_sessions_go_on() {
     let config = r#"
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 [sessions]
 default_channel = "out"
 [sessions.channels]

@@ -187,7 +187,7 @@ impl Queue {
     pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
         let now = self.now();
         self.db.write(|tx| {
-            let head = head_in(tx, &self.name, key)?;
+            let head = head_query(tx, &self.name, key)?;
             match head {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
                     self.lease_row(tx, id, now).map(Some)
@@ -352,8 +352,7 @@ impl Queue {
     pub fn head(&self, key: &str) -> Result<Head> {
         let now = self.now();
         let conn = self.db.read()?;
-        let tx_free = head_query(&conn, &self.name, key)?;
-        Ok(match tx_free {
+        Ok(match head_query(&conn, &self.name, key)? {
             None => Head::Empty,
             Some((_, state, next, expires)) if is_leasable(&state, next, expires, now) => Head::Due,
             Some((_, state, _, expires)) if state == "leased" => {
@@ -452,10 +451,6 @@ fn head_query(
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()
-}
-
-fn head_in(tx: &Transaction<'_>, queue: &str, key: &str) -> Result<Option<HeadRow>> {
-    Ok(head_query(tx, queue, key)?)
 }
 
 fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> bool {

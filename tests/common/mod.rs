@@ -2,7 +2,7 @@
 //! and a database, and a `serve` process that is waited for and stopped.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -207,8 +207,6 @@ shutdown_grace = "5s"
 
 [queues.inbound]
 backoff = ["100ms"]
-lease_timeout = "5m"
-retention = "7d"
 
 [sessions]
 default_channel = "out"
@@ -229,8 +227,4 @@ pub fn by_session(lines: &[serde_json::Value]) -> std::collections::BTreeMap<Str
             .push(l["content"].as_str().unwrap().to_string());
     }
     map
-}
-
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
