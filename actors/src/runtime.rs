@@ -161,7 +161,16 @@ impl Runtime {
             listener.abort();
         }
         self.recovery.do_send(StopActor);
+        let started = std::time::Instant::now();
         let _ = self.supervisor.send(Shutdown { grace }).await;
+        // Database calls already on blocking threads finish before relayq reports it stopped.
+        if !self
+            .store
+            .settle(grace.saturating_sub(started.elapsed()))
+            .await
+        {
+            tracing::warn!("database calls still running after the grace period");
+        }
         wake::remove(&self.config.db.path);
     }
 }

@@ -1,7 +1,12 @@
 //! The engine, seen from async code: every call runs on a blocking thread, never on the
 //! executor's threads, so a slow disk or a lock held by another process stalls no actor.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
 use relayq_engine::{Engine, Queue};
+use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
 
@@ -10,11 +15,49 @@ use crate::error::{ActorError, Result};
 pub struct Store {
     pub engine: Engine,
     pub inbound: Queue,
+    in_flight: Arc<InFlight>,
+}
+
+/// Calls running on blocking threads. A caller that stops waiting does not stop the call, so
+/// shutdown waits on this count, not on the callers.
+#[derive(Debug, Default)]
+struct InFlight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// Held by a running call; the last one out wakes `settle`.
+struct Running(Arc<InFlight>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl Store {
     pub fn new(engine: Engine, inbound: Queue) -> Self {
-        Store { engine, inbound }
+        Store {
+            engine,
+            inbound,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Waits until no call is running, or `limit` has passed. True when none is left.
+    pub async fn settle(&self, limit: Duration) -> bool {
+        let all_done = async {
+            loop {
+                let idle = self.in_flight.idle.notified();
+                if self.in_flight.count.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        tokio::time::timeout(limit, all_done).await.is_ok()
     }
 
     /// Runs `f` on tokio's blocking pool and waits for it.
@@ -24,9 +67,14 @@ impl Store {
         F: FnOnce(&Store) -> relayq_engine::Result<T> + Send + 'static,
     {
         let store = self.clone();
-        actix_rt::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(|e| ActorError::Blocking(e.to_string()))?
-            .map_err(ActorError::from)
+        self.in_flight.count.fetch_add(1, Ordering::SeqCst);
+        let running = Running(self.in_flight.clone());
+        actix_rt::task::spawn_blocking(move || {
+            let _running = running;
+            f(&store)
+        })
+        .await
+        .map_err(|e| ActorError::Blocking(e.to_string()))?
+        .map_err(ActorError::from)
     }
 }

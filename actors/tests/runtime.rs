@@ -285,3 +285,31 @@ async fn unknown_channel_in_routing_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// A database call keeps running after its caller stops waiting; shutdown must wait for it.
+#[actix::test]
+async fn settle_waits_for_calls_whose_callers_went_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let store = rt.store().clone();
+    let done = Arc::new(AtomicU32::new(0));
+    let d = done.clone();
+    let call = store.run(move |_| {
+        std::thread::sleep(Duration::from_millis(300));
+        d.store(1, Ordering::SeqCst);
+        Ok(())
+    });
+    // start the call, then drop the caller
+    let _ = tokio::time::timeout(Duration::from_millis(20), call).await;
+    assert!(
+        !store.settle(Duration::from_millis(10)).await,
+        "still running: settle times out"
+    );
+    assert!(store.settle(Duration::from_secs(5)).await);
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        1,
+        "settle returned only after the call ended"
+    );
+    rt.shutdown(Duration::from_secs(1)).await;
+}

@@ -104,16 +104,17 @@ impl Database {
         migrations().to_latest(&mut conn)?;
         drop(conn);
 
-        // One scheduler thread for both pools (r2d2 would start three per pool), and connections
-        // opened on first use: a one-shot command (the hook receiver) pays for what it uses.
+        // One scheduler thread for both pools (r2d2 would start three per pool). The writer is
+        // opened now (every command writes); readers on first use, so a one-shot command (the
+        // hook receiver, `enqueue`) opens no connection it never reads with.
         let scheduler = Arc::new(
             ScheduledThreadPool::builder()
                 .num_threads(1)
                 .thread_name_pattern("relayq-db-pool")
                 .build(),
         );
-        let writer = pool(config, 1, &scheduler)?;
-        let readers = pool(config, config.readers.max(1), &scheduler)?;
+        let writer = pool(config, 1, 1, &scheduler)?;
+        let readers = pool(config, config.readers.max(1), 0, &scheduler)?;
         Ok(Database {
             path,
             writer,
@@ -152,6 +153,7 @@ fn configure(conn: &Connection, config: &DbConfig) -> rusqlite::Result<()> {
 fn pool(
     config: &DbConfig,
     size: u32,
+    open_now: u32,
     scheduler: &Arc<ScheduledThreadPool>,
 ) -> Result<Pool<SqliteConnectionManager>> {
     let cfg = config.clone();
@@ -159,7 +161,7 @@ fn pool(
         SqliteConnectionManager::file(&config.path).with_init(move |c| configure(c, &cfg));
     Ok(Pool::builder()
         .max_size(size)
-        .min_idle(Some(0))
+        .min_idle(Some(open_now))
         .thread_pool(scheduler.clone())
         .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
         .build(manager)?)
