@@ -58,9 +58,10 @@ impl DbConfig {
 
 /// The schema, oldest first. Never edit a released migration: add a new one.
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!(
-        "../migrations/0001_queue_rows.sql"
-    ))])
+    Migrations::new(vec![
+        M::up(include_str!("../migrations/0001_queue_rows.sql")),
+        M::up(include_str!("../migrations/0002_sessions.sql")),
+    ])
 }
 
 type Conn = PooledConnection<SqliteConnectionManager>;

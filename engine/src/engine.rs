@@ -8,7 +8,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::QueuePolicy;
-use crate::queue::{reclaim_expired_in, reclaim_foreign_in, Queue};
+use crate::queue::{
+    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, DeadRow, Queue,
+};
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
 #[derive(Debug, Clone)]
@@ -142,5 +144,32 @@ impl Engine {
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+
+    /// Dead rows of every queue, or of `queue`, oldest first.
+    pub fn dead_rows(&self, queue: Option<&str>) -> Result<Vec<DeadRow>> {
+        dead_rows(&*self.db.read()?, queue)
+    }
+
+    /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
+    /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
+    pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        let now = self.now();
+        self.db.write(|tx| revive_dead_in(tx, ids, now))
+    }
+
+    /// Deletes dead rows (`None`: all of them). Returns the ids deleted.
+    pub fn purge_dead(&self, ids: Option<&[i64]>) -> Result<Vec<i64>> {
+        self.db.write(|tx| purge_dead_in(tx, ids))
+    }
+
+    /// The session registry (most recently active first).
+    pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
+        crate::sessions::list(&*self.db.read()?)
+    }
+
+    /// One session of the registry.
+    pub fn session(&self, key: &str) -> Result<Option<crate::sessions::SessionRecord>> {
+        crate::sessions::get(&*self.db.read()?, key)
     }
 }

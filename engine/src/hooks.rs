@@ -22,6 +22,16 @@ pub enum Agent {
     Gemini,
 }
 
+impl Agent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+}
+
 impl std::str::FromStr for Agent {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -152,10 +162,7 @@ impl QueuePolicy {
     /// 20 attempts so a deterministic failure cannot retry forever.
     pub fn hooks() -> Self {
         QueuePolicy {
-            backoff: [1, 2, 4, 8, 16, 32, 60]
-                .iter()
-                .map(|s| std::time::Duration::from_secs(*s))
-                .collect(),
+            backoff: crate::policy::secs(&[1, 2, 4, 8, 16, 32, 60]),
             lease_timeout: std::time::Duration::from_secs(30),
             max_attempts: Some(20),
             ..QueuePolicy::inbound()

@@ -1,7 +1,8 @@
 //! relayq's storage engine: durable queues on one SQLite file.
 //!
 //! One engine serves every flow (inbound messages, hook events, outbound messages); each queue
-//! differs only by its [`QueuePolicy`]. The engine is synchronous and knows nothing of actors or
+//! differs only by its [`QueuePolicy`]. Hook events also keep the session registry
+//! ([`sessions`]) through their [`handlers`]. The engine is synchronous and knows nothing of actors or
 //! async runtimes: callers run it on blocking threads. Time comes from a [`Clock`], so tests
 //! control it.
 
@@ -9,16 +10,22 @@ pub mod clock;
 pub mod db;
 pub mod engine;
 pub mod error;
+pub mod handlers;
 pub mod hooks;
 pub mod inbound;
+pub mod outbound;
 pub mod policy;
 pub mod queue;
+pub mod sessions;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Database, DbConfig, Synchronous};
 pub use engine::{Engine, OldestPending, StateCount};
 pub use error::{EngineError, Result};
+pub use handlers::{HookProcessor, Processed, Route, Routes};
 pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
+pub use outbound::OutboundMessage;
 pub use policy::QueuePolicy;
-pub use queue::{Enqueued, Head, Lease, NewRow, Queue, Retried, RowState};
+pub use queue::{DeadRow, Enqueued, Head, Lease, NewRow, Queue, Retried, RowState};
+pub use sessions::SessionRecord;

@@ -48,7 +48,7 @@ impl QueuePolicy {
     }
 }
 
-fn secs(list: &[u64]) -> Vec<Duration> {
+pub(crate) fn secs(list: &[u64]) -> Vec<Duration> {
     list.iter().map(|s| Duration::from_secs(*s)).collect()
 }
 

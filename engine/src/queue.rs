@@ -92,6 +92,23 @@ pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
      ORDER BY r.id LIMIT ?3";
 
+/// Due pending rows in runs per key (?1 queue, ?2 now, ?3 owner, ?4 JSON list of keys to skip,
+/// ?5 limit): every row of a key before the key's first row that blocks it (pending but not
+/// due, or leased by another owner), oldest first.
+pub const DUE_RUNS_SQL: &str = "WITH active AS (
+       SELECT id, key, state, next_attempt_at, lease_owner FROM queue_rows
+       WHERE queue = ?1 AND state IN ('pending', 'leased')
+         AND key NOT IN (SELECT value FROM json_each(?4))
+     ), blocked AS (
+       SELECT key, MIN(id) AS first FROM active
+       WHERE (state = 'pending' AND next_attempt_at > ?2)
+          OR (state = 'leased' AND lease_owner IS NOT ?3)
+       GROUP BY key
+     )
+     SELECT a.id FROM active a LEFT JOIN blocked b ON b.key = a.key
+     WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
+     ORDER BY a.id LIMIT ?5";
+
 const LEASE_COLUMNS: &str = "id, key, payload, attempts, lease_token, lease_expires_at, created_at";
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
@@ -212,6 +229,28 @@ impl Queue {
         })
     }
 
+    /// Leases up to `limit` due rows, oldest first, several per key: a key's rows are taken in
+    /// order up to the first one that is not due or is leased by another owner, so a worker that
+    /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
+    /// (their worker is full).
+    pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        let now = self.now();
+        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
+        self.db.write(|tx| {
+            reclaim_expired_in(tx, now)?;
+            let ids: Vec<i64> = tx
+                .prepare_cached(DUE_RUNS_SQL)?
+                .query_map(
+                    params![&*self.name, now, &*self.owner, skip, limit as i64],
+                    |r| r.get(0),
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            ids.into_iter()
+                .map(|id| self.lease_row(tx, id, now))
+                .collect()
+        })
+    }
+
     fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
         let expires = now.saturating_add(ms(self.policy.lease_timeout));
         let sql = format!(
@@ -238,6 +277,36 @@ impl Queue {
         })
     }
 
+    /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
+    /// a worker's buffer). Returns how many.
+    pub fn extend_own(&self) -> Result<usize> {
+        let expires = self.now().saturating_add(ms(self.policy.lease_timeout));
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET lease_expires_at = ?3
+                     WHERE queue = ?1 AND state = 'leased' AND lease_owner = ?2",
+                )?
+                .execute(params![&*self.name, &*self.owner, expires])?)
+        })
+    }
+
+    /// Gives a leased row back, due after `delay`, without counting the attempt: the worker had
+    /// no room for it or must not run it yet. False if the token is stale.
+    pub fn defer(&self, lease: &Lease, delay: Duration) -> Result<bool> {
+        let at = self.now().saturating_add(ms(delay));
+        self.db.write(|tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
+                            attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+                )?
+                .execute(params![lease.id, lease.token, at])?;
+            Ok(n == 1)
+        })
+    }
+
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
     pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
         let now = self.now();
@@ -255,6 +324,20 @@ impl Queue {
         now: i64,
     ) -> Result<bool> {
         finish_in(tx, id, token, "delivered", reason, None, now)
+    }
+
+    /// Marks a leased row done although it failed, keeping the error: retrying cannot help and
+    /// is not wanted (an undecodable hook event, a handler's refusal, a coalesced row).
+    pub fn complete_with_error(
+        &self,
+        id: i64,
+        token: i64,
+        reason: &str,
+        error: Option<&str>,
+    ) -> Result<bool> {
+        let now = self.now();
+        self.db
+            .write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error, now))
     }
 
     /// Schedules another attempt after the policy's backoff (or `retry_after` when the far end
@@ -307,15 +390,24 @@ impl Queue {
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
     pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
         let now = self.now();
-        self.db.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET state = 'expired', finished_at = ?3, reason = ?4,
-                            lease_owner = NULL, lease_expires_at = NULL
-                     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')",
-                )?
-                .execute(params![&*self.name, key, now, reason])?)
-        })
+        self.db.write(|tx| self.expire_key_in(tx, key, reason, now))
+    }
+
+    /// `expire_key` inside a caller's transaction.
+    pub fn expire_key_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<usize> {
+        Ok(tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'expired', finished_at = ?3, reason = ?4,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')",
+            )?
+            .execute(params![&*self.name, key, now, reason])?)
     }
 
     /// Expires pending rows older than the policy's `max_age`, if it has one.
@@ -372,6 +464,17 @@ impl Queue {
             .query_map(params![&*self.name], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(keys)
+    }
+
+    /// When the earliest pending row of this queue is due (unix ms), if there is one.
+    pub fn next_due(&self) -> Result<Option<i64>> {
+        let conn = self.db.read()?;
+        let at = conn
+            .prepare_cached(
+                "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = ?1 AND state = 'pending'",
+            )?
+            .query_row(params![&*self.name], |r| r.get(0))?;
+        Ok(at)
     }
 
     /// Deletes terminal rows that finished more than `older_than` ago (the policy's retention
@@ -502,4 +605,81 @@ pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) ->
              WHERE state = 'leased' AND lease_owner IS NOT ?1",
         )?
         .execute(params![owner, now])?)
+}
+
+/// A dead row, as `relayq dead list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeadRow {
+    pub id: i64,
+    pub queue: String,
+    pub key: String,
+    pub attempts: u32,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub reason: Option<String>,
+    pub last_error: Option<String>,
+    pub payload: String,
+}
+
+/// `?1` as a JSON list of row ids, or NULL for every dead row.
+fn id_filter(ids: Option<&[i64]>) -> Option<String> {
+    ids.map(|ids| serde_json::to_string(ids).expect("a list of ids serialises"))
+}
+
+/// Dead rows of every queue (or of `queue`), oldest first.
+pub(crate) fn dead_rows(conn: &rusqlite::Connection, queue: Option<&str>) -> Result<Vec<DeadRow>> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT id, queue, key, attempts, created_at, finished_at, reason, last_error, payload
+             FROM queue_rows WHERE state = 'dead' AND (?1 IS NULL OR queue = ?1) ORDER BY id",
+        )?
+        .query_map(params![queue], |r| {
+            Ok(DeadRow {
+                id: r.get(0)?,
+                queue: r.get(1)?,
+                key: r.get(2)?,
+                attempts: r.get(3)?,
+                created_at: r.get(4)?,
+                finished_at: r.get(5)?,
+                reason: r.get(6)?,
+                last_error: r.get(7)?,
+                payload: r.get(8)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Makes dead rows pending again with a fresh attempt count (the last error is kept), due now.
+/// `None` revives every dead row. Returns the (id, queue, key) of each row revived.
+pub(crate) fn revive_dead_in(
+    tx: &Transaction<'_>,
+    ids: Option<&[i64]>,
+    now: i64,
+) -> Result<Vec<(i64, String, String)>> {
+    let rows = tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = ?2,
+                    finished_at = NULL, reason = NULL
+             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
+             RETURNING id, queue, key",
+        )?
+        .query_map(params![id_filter(ids), now], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Deletes dead rows (`None`: every one). Returns the ids deleted.
+pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
+    let rows = tx
+        .prepare_cached(
+            "DELETE FROM queue_rows
+             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
+             RETURNING id",
+        )?
+        .query_map(params![id_filter(ids)], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
 }

@@ -1,0 +1,316 @@
+//! What a hook event does, and how its row ends. Each handler updates the session registry and
+//! may write outbound messages to the session's routes; those writes and the completion of the
+//! hook row commit in one transaction, fenced by the row's lease token, so a crash or a lost
+//! lease never leaves half an effect and a replayed row never applies twice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::Engine;
+use crate::error::{EngineError, Result};
+use crate::hooks::{head_of, EventType, HookEvent};
+use crate::outbound::{Kind, OutboundMessage};
+use crate::queue::{Lease, Queue, Retried};
+use crate::sessions;
+
+/// Longest text a hook event puts in one outbound message; the rest is cut.
+pub const MAX_NOTICE_BYTES: usize = 16 * 1024;
+
+/// One place a session's notices go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// A configured channel.
+    pub channel: String,
+    /// The destination on it.
+    pub to: String,
+    /// Which events are sent here; the default is all three that relay.
+    #[serde(default = "relayed_events")]
+    pub events: Vec<EventType>,
+}
+
+/// The events that create outbound messages.
+pub fn relayed_events() -> Vec<EventType> {
+    vec![
+        EventType::AgentStop,
+        EventType::Notification,
+        EventType::Error,
+    ]
+}
+
+/// Where each session's notices go: its own routes, else the default ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Routes {
+    pub default: Vec<Route>,
+    pub sessions: HashMap<String, Vec<Route>>,
+}
+
+impl Routes {
+    pub fn for_session(&self, session: &str) -> &[Route] {
+        self.sessions.get(session).unwrap_or(&self.default)
+    }
+}
+
+/// What applying an event changed, for the actors to act on after the commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// The session ended: its pending inbound rows were expired; stop its worker.
+    pub session_ended: bool,
+    /// Ordering keys of the outbound rows written (wake their sender).
+    pub outbound_keys: Vec<String>,
+}
+
+/// How a hook row ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processed {
+    /// Handled; the row is delivered.
+    Applied(Effects),
+    /// Done without effect, with the error kept: `undecodable` or `rejected`.
+    DoneWithError { reason: &'static str, error: String },
+    /// The handler failed; the row is retried later, or dead at the attempt limit.
+    Failed { error: String, retried: Retried },
+    /// The lease was no longer ours: nothing was applied.
+    Stale,
+}
+
+/// Applies hook rows: the engine, the three queues a handler touches, and the routes.
+#[derive(Debug, Clone)]
+pub struct HookProcessor {
+    pub engine: Engine,
+    pub hooks: Queue,
+    pub inbound: Queue,
+    pub outbound: Queue,
+    pub routes: Arc<Routes>,
+}
+
+impl HookProcessor {
+    /// Processes one leased hook row to its end.
+    pub fn process(&self, lease: &Lease) -> Result<Processed> {
+        let event: HookEvent = match serde_json::from_str(&lease.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                let error = format!("stored hook event is not valid: {e}");
+                return self.done_with_error(lease, "undecodable", error);
+            }
+        };
+        let now = self.hooks.now();
+        let applied = self.engine.database().write(|tx| {
+            if !self.hooks.complete_in(tx, lease.id, lease.token, None, now)? {
+                return Ok(None);
+            }
+            self.apply(tx, lease.id, &event, now).map(Some)
+        });
+        match applied {
+            Ok(Some(effects)) => Ok(Processed::Applied(effects)),
+            Ok(None) => Ok(Processed::Stale),
+            Err(EngineError::Rejected(error)) => self.done_with_error(lease, "rejected", error),
+            Err(e) => {
+                let error = e.to_string();
+                let retried = self.hooks.retry_later(lease, &error, None)?;
+                Ok(match retried {
+                    Retried::Stale => Processed::Stale,
+                    retried => Processed::Failed { error, retried },
+                })
+            }
+        }
+    }
+
+    fn done_with_error(&self, lease: &Lease, reason: &'static str, error: String) -> Result<Processed> {
+        Ok(
+            if self
+                .hooks
+                .complete_with_error(lease.id, lease.token, reason, Some(&error))?
+            {
+                Processed::DoneWithError { reason, error }
+            } else {
+                Processed::Stale
+            },
+        )
+    }
+
+    /// The handlers, inside the row's transaction.
+    fn apply(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        row_id: i64,
+        event: &HookEvent,
+        now: i64,
+    ) -> Result<Effects> {
+        if !event.data.is_object() {
+            return Err(EngineError::Rejected(format!(
+                "the {:?} event's data is not a JSON object",
+                event.event
+            )));
+        }
+        let key = event.session.as_str();
+        sessions::touch(tx, event, now, event.event == EventType::SessionStart)?;
+        let mut effects = Effects::default();
+        match event.event {
+            EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
+            EventType::UserPromptSubmit => {
+                sessions::begin_turn(tx, key, text(&event.data, &["prompt"]))?;
+            }
+            EventType::AgentStop => {
+                sessions::complete_turn(tx, key, last_assistant_message(&event.data))?;
+            }
+            EventType::Notification | EventType::Error => {}
+            EventType::SessionEnd => {
+                sessions::end(tx, key, now)?;
+                self.inbound.expire_key_in(tx, key, "session ended", now)?;
+                effects.session_ended = true;
+            }
+        }
+        if let Some(text) = notice(event) {
+            let routes = self.routes.for_session(key);
+            for (n, route) in routes.iter().enumerate() {
+                if !route.events.contains(&event.event) {
+                    continue;
+                }
+                let message = OutboundMessage {
+                    channel: route.channel.clone(),
+                    to: route.to.clone(),
+                    kind: Kind::Final,
+                    text: text.clone(),
+                    idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
+                    session: Some(key.to_string()),
+                    event: Some(event_name(event.event)),
+                };
+                let row = message.to_row();
+                let written = self.outbound.enqueue_in(tx, &row, now)?;
+                if !written.duplicate {
+                    effects.outbound_keys.push(row.key);
+                }
+            }
+        }
+        Ok(effects)
+    }
+}
+
+/// The message a relayed event sends: "agent finished" with the agent's last answer, "needs
+/// you" with what it asks, or the error. `None` for the events that do not relay.
+pub fn notice(event: &HookEvent) -> Option<String> {
+    let session = &event.session;
+    let data = &event.data;
+    let text = match event.event {
+        EventType::AgentStop => match last_assistant_message(data) {
+            Some(m) => format!("{session}: agent finished\n\n{m}"),
+            None => format!("{session}: agent finished"),
+        },
+        EventType::Notification => {
+            let what = text(data, &["message", "title"])
+                .map(str::to_string)
+                .or_else(|| {
+                    text(data, &["tool_name"]).map(|tool| match command_of(data) {
+                        Some(cmd) => format!("permission to use {tool}: {cmd}"),
+                        None => format!("permission to use {tool}"),
+                    })
+                })
+                .unwrap_or_else(|| "the agent is waiting for you".into());
+            format!("{session} needs you: {what}")
+        }
+        EventType::Error => {
+            let what = text(data, &["error", "message"]).unwrap_or("unknown error");
+            match text(data, &["error_details", "details"]) {
+                Some(details) => format!("{session}: error: {what} ({details})"),
+                None => format!("{session}: error: {what}"),
+            }
+        }
+        _ => return None,
+    };
+    Some(cut(text))
+}
+
+/// The agent's final answer: Claude and Codex hooks, Codex `notify`, Gemini `AfterAgent`.
+fn last_assistant_message(data: &Value) -> Option<&str> {
+    text(
+        data,
+        &[
+            "last_assistant_message",
+            "last-assistant-message",
+            "prompt_response",
+        ],
+    )
+}
+
+/// The first of `fields` that is a non-empty string.
+fn text<'a>(data: &'a Value, fields: &[&str]) -> Option<&'a str> {
+    fields
+        .iter()
+        .filter_map(|f| data.get(*f).and_then(Value::as_str))
+        .find(|s| !s.trim().is_empty())
+}
+
+fn command_of(data: &Value) -> Option<&str> {
+    data.get("tool_input")
+        .and_then(|i| i.get("command"))
+        .and_then(Value::as_str)
+}
+
+fn cut(text: String) -> String {
+    if text.len() <= MAX_NOTICE_BYTES {
+        return text;
+    }
+    format!("{}…", head_of(&text, MAX_NOTICE_BYTES - 3))
+}
+
+fn event_name(event: EventType) -> String {
+    serde_json::to_value(event)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Agent;
+    use serde_json::json;
+
+    fn event(kind: EventType, data: Value) -> HookEvent {
+        HookEvent {
+            agent: Agent::Claude,
+            event: kind,
+            native_event: None,
+            session: "s1".into(),
+            native_session_id: None,
+            received_at: 0,
+            data,
+        }
+    }
+
+    #[test]
+    fn notices_carry_the_last_answer_the_question_or_the_error() {
+        let n = |kind, data| notice(&event(kind, data));
+        assert_eq!(
+            n(EventType::AgentStop, json!({"last_assistant_message": "All pass."})).unwrap(),
+            "s1: agent finished\n\nAll pass."
+        );
+        assert_eq!(
+            n(EventType::AgentStop, json!({"prompt_response": "Fixed."})).unwrap(),
+            "s1: agent finished\n\nFixed."
+        );
+        assert_eq!(
+            n(EventType::Notification, json!({"message": "May I run Bash?"})).unwrap(),
+            "s1 needs you: May I run Bash?"
+        );
+        assert_eq!(
+            n(
+                EventType::Notification,
+                json!({"tool_name": "Bash", "tool_input": {"command": "ls"}})
+            )
+            .unwrap(),
+            "s1 needs you: permission to use Bash: ls"
+        );
+        assert_eq!(
+            n(EventType::Error, json!({"error": "rate_limit", "error_details": "429"})).unwrap(),
+            "s1: error: rate_limit (429)"
+        );
+        assert_eq!(n(EventType::ToolUse, json!({})), None);
+        let long = n(EventType::AgentStop, json!({"last_assistant_message": "x".repeat(100_000)}))
+            .unwrap();
+        assert!(long.len() <= MAX_NOTICE_BYTES && long.ends_with('…'));
+    }
+}

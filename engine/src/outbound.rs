@@ -1,0 +1,179 @@
+//! The outbound flow's message: text on its way to a chat platform or webhook, addressed to a
+//! channel and a destination on it, and how it maps onto a queue row (ordered per destination).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EngineError, Result};
+use crate::policy::{secs, QueuePolicy};
+use crate::queue::NewRow;
+
+/// The name of the outbound queue.
+pub const QUEUE: &str = "outbound";
+
+/// What part of an agent's reply a message is (the far end may render them differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A complete answer, or a notice that stands alone.
+    #[default]
+    Final,
+    /// One block of a longer, streamed answer.
+    Block,
+    /// A tool call or its result.
+    Tool,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "final" => Ok(Kind::Final),
+            "block" => Ok(Kind::Block),
+            "tool" => Ok(Kind::Tool),
+            other => Err(EngineError::Invalid(format!(
+                "unknown kind '{other}': use final, block or tool"
+            ))),
+        }
+    }
+}
+
+/// A message for a chat platform. Stored whole, so a retry after a restart sends exactly what
+/// the first attempt sent, to exactly the same place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboundMessage {
+    /// The configured channel that sends it (`[channels.NAME]`).
+    pub channel: String,
+    /// Where on that channel: a chat id, a user, a thread.
+    pub to: String,
+    #[serde(default)]
+    pub kind: Kind,
+    pub text: String,
+    /// Sent to the far end (e.g. the webhook's `Idempotency-Key` header); a second enqueue with
+    /// the same key on the same channel is not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The agent session it is about, when a hook event created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The hook event that created it (`agent_stop`, `notification`, `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+}
+
+impl OutboundMessage {
+    /// Checks what must hold before the message is written; the error says what to fix.
+    pub fn validate(&self, max_body_bytes: usize) -> Result<()> {
+        let invalid = |m: String| Err(EngineError::Invalid(m));
+        if self.channel.trim().is_empty() {
+            return invalid("the channel is empty: name a configured channel".into());
+        }
+        if self.to.trim().is_empty() {
+            return invalid("the destination is empty: say where on the channel to send".into());
+        }
+        if self.idempotency_key.as_deref().is_some_and(str::is_empty) {
+            return invalid("the idempotency key is empty: omit it or give a key".into());
+        }
+        if self.text.len() > max_body_bytes {
+            return invalid(format!(
+                "the message text is {} bytes, over the {} byte limit (daemon.max_body_bytes)",
+                self.text.len(),
+                max_body_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ordering key: one FIFO per (channel, destination).
+    pub fn destination_key(&self) -> String {
+        serde_json::json!([self.channel, self.to]).to_string()
+    }
+
+    /// The queue row: keyed by destination, deduplicated on `(channel, idempotency_key)`.
+    pub fn to_row(&self) -> NewRow {
+        NewRow {
+            key: self.destination_key(),
+            payload: serde_json::to_string(self).expect("an outbound message always serialises"),
+            dedup_key: self
+                .idempotency_key
+                .as_ref()
+                .map(|k| serde_json::json!([self.channel, k]).to_string()),
+        }
+    }
+
+    /// Reads a row's payload back.
+    pub fn from_payload(payload: &str) -> Result<Self> {
+        serde_json::from_str(payload)
+            .map_err(|e| EngineError::Invalid(format!("stored outbound payload is not valid: {e}")))
+    }
+
+    /// The key the far end sees: the caller's, else one stable for this row across retries.
+    pub fn idempotency_key_for(&self, row_id: i64) -> String {
+        self.idempotency_key
+            .clone()
+            .unwrap_or_else(|| format!("relayq-outbound-{row_id}"))
+    }
+}
+
+impl QueuePolicy {
+    /// The outbound queue's defaults (outbound delivery pipeline): 5 s, 25 s, 2 min, then
+    /// 10 min; dead after 10 attempts; a one-minute lease, extended while a send runs.
+    pub fn outbound() -> Self {
+        QueuePolicy {
+            backoff: secs(&[5, 25, 120, 600]),
+            lease_timeout: std::time::Duration::from_secs(60),
+            max_attempts: Some(10),
+            ..QueuePolicy::inbound()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg() -> OutboundMessage {
+        OutboundMessage {
+            channel: "team".into(),
+            to: "ops".into(),
+            kind: Kind::Final,
+            text: "done".into(),
+            idempotency_key: None,
+            session: None,
+            event: None,
+        }
+    }
+
+    #[test]
+    fn ordered_per_destination_and_deduplicated_per_channel_key() {
+        let mut m = msg();
+        assert_eq!(m.to_row().key, r#"["team","ops"]"#);
+        assert_eq!(m.to_row().dedup_key, None);
+        assert_eq!(m.idempotency_key_for(7), "relayq-outbound-7");
+        m.idempotency_key = Some("k1".into());
+        assert_eq!(m.to_row().dedup_key.as_deref(), Some(r#"["team","k1"]"#));
+        assert_eq!(m.idempotency_key_for(7), "k1");
+        assert_eq!(OutboundMessage::from_payload(&m.to_row().payload).unwrap(), m);
+    }
+
+    #[test]
+    fn backoff_is_5s_25s_2m_then_10m_and_gives_up_after_10() {
+        let p = QueuePolicy::outbound();
+        let got: Vec<u64> = (1..=6).map(|n| p.delay_after(n).as_secs()).collect();
+        assert_eq!(got, vec![5, 25, 120, 600, 600, 600]);
+        assert!(!p.exhausted(9) && p.exhausted(10));
+    }
+
+    #[test]
+    fn validation_names_what_to_fix() {
+        let err = |f: fn(&mut OutboundMessage)| {
+            let mut m = msg();
+            f(&mut m);
+            m.validate(10).unwrap_err().to_string()
+        };
+        assert!(err(|m| m.channel.clear()).contains("channel is empty"));
+        assert!(err(|m| m.to = " ".into()).contains("destination is empty"));
+        assert!(err(|m| m.idempotency_key = Some(String::new())).contains("idempotency key"));
+        assert!(err(|m| m.text = "x".repeat(11)).contains("over the 10 byte limit"));
+        assert!("video".parse::<Kind>().unwrap_err().to_string().contains("final, block or tool"));
+    }
+}

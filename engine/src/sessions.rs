@@ -1,0 +1,137 @@
+//! The `sessions` table: the registry of agent sessions, kept current by the hook-event
+//! handlers. Every statement on it lives here; writes take the handler's transaction so they
+//! commit together with the hook row's completion.
+
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::hooks::HookEvent;
+
+/// One session as the registry knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionRecord {
+    pub key: String,
+    pub agent: String,
+    pub native_session_id: Option<String>,
+    pub cwd: Option<String>,
+    pub transcript_path: Option<String>,
+    /// `active` or `ended`.
+    pub state: String,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    pub last_activity_at: i64,
+    pub last_user_input: Option<String>,
+    /// Turns started so far; the current turn's number.
+    pub current_turn: i64,
+    /// A turn is running: started by a prompt, not yet stopped.
+    pub turn_running: bool,
+    pub last_assistant_message: Option<String>,
+}
+
+const COLUMNS: &str = "key, agent, native_session_id, cwd, transcript_path, state, started_at,
+     ended_at, last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        key: r.get(0)?,
+        agent: r.get(1)?,
+        native_session_id: r.get(2)?,
+        cwd: r.get(3)?,
+        transcript_path: r.get(4)?,
+        state: r.get(5)?,
+        started_at: r.get(6)?,
+        ended_at: r.get(7)?,
+        last_activity_at: r.get(8)?,
+        last_user_input: r.get(9)?,
+        current_turn: r.get(10)?,
+        turn_running: r.get(11)?,
+        last_assistant_message: r.get(12)?,
+    })
+}
+
+/// Creates the session on its first event, or records the activity; fills in identity fields
+/// (native id, cwd, transcript) the event carries. A session that was ended stays ended unless
+/// `reopen` (a new `session_start` under the same key).
+pub fn touch(tx: &Transaction<'_>, event: &HookEvent, now: i64, reopen: bool) -> Result<()> {
+    let text = |field: &str| {
+        event
+            .data
+            .get(field)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    tx.prepare_cached(
+        "INSERT INTO sessions (key, agent, native_session_id, cwd, transcript_path, started_at, last_activity_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT (key) DO UPDATE SET
+           agent = excluded.agent,
+           native_session_id = COALESCE(excluded.native_session_id, native_session_id),
+           cwd = COALESCE(excluded.cwd, cwd),
+           transcript_path = COALESCE(excluded.transcript_path, transcript_path),
+           last_activity_at = MAX(last_activity_at, excluded.last_activity_at),
+           state = CASE WHEN ?7 THEN 'active' ELSE state END,
+           ended_at = CASE WHEN ?7 THEN NULL ELSE ended_at END,
+           started_at = CASE WHEN ?7 THEN excluded.started_at ELSE started_at END",
+    )?
+    .execute(params![
+        event.session,
+        event.agent.as_str(),
+        event.native_session_id,
+        text("cwd"),
+        text("transcript_path"),
+        now,
+        reopen,
+    ])?;
+    Ok(())
+}
+
+/// A prompt was submitted: a new turn starts.
+pub fn begin_turn(tx: &Transaction<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET current_turn = current_turn + 1, turn_running = 1,
+                last_user_input = COALESCE(?2, last_user_input)
+         WHERE key = ?1",
+    )?
+    .execute(params![key, prompt])?;
+    Ok(())
+}
+
+/// The agent stopped: the turn is complete.
+pub fn complete_turn(tx: &Transaction<'_>, key: &str, last_message: Option<&str>) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET turn_running = 0,
+                last_assistant_message = COALESCE(?2, last_assistant_message)
+         WHERE key = ?1",
+    )?
+    .execute(params![key, last_message])?;
+    Ok(())
+}
+
+/// The session ended.
+pub fn end(tx: &Transaction<'_>, key: &str, now: i64) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET state = 'ended', ended_at = ?2, turn_running = 0 WHERE key = ?1",
+    )?
+    .execute(params![key, now])?;
+    Ok(())
+}
+
+/// One session, if known.
+pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![key], from_row)
+        .optional()?)
+}
+
+/// Every session, most recently active first.
+pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions ORDER BY last_activity_at DESC, key");
+    let rows = conn
+        .prepare_cached(&sql)?
+        .query_map([], from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,237 @@
+//! Hook rows processed by the handlers on real SQLite files: the session registry, the
+//! outbound rows for routes, and that a row's effects commit with its completion or not at all.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use relayq_engine::handlers::Effects;
+use relayq_engine::{
+    hooks, inbound, outbound, Agent, Database, DbConfig, Engine, EventType, HookEvent,
+    HookProcessor, InboundMessage, ManualClock, NewRow, OutboundMessage, Processed, QueuePolicy,
+    Retried, Route, Routes,
+};
+use serde_json::{json, Value};
+
+const T0: i64 = 1_700_000_000_000;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+    processor: HookProcessor,
+}
+
+fn fixture(max_attempts: u32) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let engine = Engine::with_clock(db, Arc::new(ManualClock::new(T0)));
+    let route = |channel: &str, to: &str, events: Vec<EventType>| Route {
+        channel: channel.into(),
+        to: to.into(),
+        events,
+    };
+    let routes = Routes {
+        default: vec![route("team", "ops", relayq_engine::handlers::relayed_events())],
+        sessions: HashMap::from([(
+            "quiet".to_string(),
+            vec![route("pager", "me", vec![EventType::Notification])],
+        )]),
+    };
+    let processor = HookProcessor {
+        engine: engine.clone(),
+        hooks: engine.queue(
+            hooks::QUEUE,
+            QueuePolicy {
+                max_attempts: Some(max_attempts),
+                ..QueuePolicy::hooks()
+            },
+        ),
+        inbound: engine.queue(inbound::QUEUE, QueuePolicy::inbound()),
+        outbound: engine.queue(outbound::QUEUE, QueuePolicy::outbound()),
+        routes: Arc::new(routes),
+    };
+    Fixture {
+        _dir: dir,
+        engine,
+        processor,
+    }
+}
+
+fn event(session: &str, kind: EventType, data: Value) -> HookEvent {
+    HookEvent {
+        agent: Agent::Claude,
+        event: kind,
+        native_event: None,
+        session: session.into(),
+        native_session_id: Some(format!("native-{session}")),
+        received_at: T0,
+        data,
+    }
+}
+
+impl Fixture {
+    /// Enqueues the event and processes it.
+    fn run(&self, e: HookEvent) -> Processed {
+        let key = e.session.clone();
+        self.processor.hooks.enqueue(&e.to_row()).unwrap();
+        let lease = self.processor.hooks.lease_next(&key).unwrap().unwrap();
+        self.processor.process(&lease).unwrap()
+    }
+
+    fn outbound(&self) -> Vec<OutboundMessage> {
+        let conn = self.engine.database().read().unwrap();
+        let mut stmt = conn
+            .prepare("SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|p| OutboundMessage::from_payload(&p.unwrap()).unwrap())
+            .collect();
+        rows
+    }
+}
+
+#[test]
+fn a_turn_updates_the_registry_and_agent_stop_sends_the_last_answer_to_the_routes() {
+    let f = fixture(20);
+    let start = json!({"session_id": "native-s1", "cwd": "/src/app", "transcript_path": "/t.jsonl"});
+    assert!(matches!(f.run(event("s1", EventType::SessionStart, start)), Processed::Applied(_)));
+    f.run(event("s1", EventType::UserPromptSubmit, json!({"prompt": "run the tests"})));
+    let s = f.engine.session("s1").unwrap().unwrap();
+    assert_eq!(
+        (s.state.as_str(), s.current_turn, s.turn_running, s.last_user_input.as_deref()),
+        ("active", 1, true, Some("run the tests"))
+    );
+    assert_eq!(
+        (s.agent.as_str(), s.native_session_id.as_deref(), s.cwd.as_deref(), s.transcript_path.as_deref()),
+        ("claude", Some("native-s1"), Some("/src/app"), Some("/t.jsonl"))
+    );
+    f.run(event("s1", EventType::ToolUse, json!({"tool_name": "Bash"})));
+    assert!(f.outbound().is_empty(), "tool events never fan out to chat");
+
+    let stop = f.run(event("s1", EventType::AgentStop, json!({"last_assistant_message": "All pass."})));
+    let Processed::Applied(Effects { outbound_keys, session_ended }) = stop else {
+        panic!("{stop:?}")
+    };
+    assert_eq!((outbound_keys, session_ended), (vec![r#"["team","ops"]"#.to_string()], false));
+    let out = f.outbound();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].channel.as_str(), out[0].to.as_str(), out[0].text.as_str()),
+        ("team", "ops", "s1: agent finished\n\nAll pass.")
+    );
+    assert_eq!((out[0].session.as_deref(), out[0].event.as_deref()), (Some("s1"), Some("agent_stop")));
+    let s = f.engine.session("s1").unwrap().unwrap();
+    assert_eq!((s.turn_running, s.last_assistant_message.as_deref()), (false, Some("All pass.")));
+}
+
+#[test]
+fn a_session_route_replaces_the_default_and_filters_events() {
+    let f = fixture(20);
+    f.run(event("quiet", EventType::AgentStop, json!({})));
+    assert!(f.outbound().is_empty(), "agent_stop is not routed for this session");
+    f.run(event("quiet", EventType::Notification, json!({"message": "May I?"})));
+    let out = f.outbound();
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].channel.as_str(), out[0].text.as_str()), ("pager", "quiet needs you: May I?"));
+}
+
+#[test]
+fn session_end_ends_the_session_and_expires_its_pending_inbound_rows() {
+    let f = fixture(20);
+    let inbound = &f.processor.inbound;
+    let pending = inbound.enqueue(&InboundMessage::text("s1", "t", "hi").to_row()).unwrap().id;
+    let other = inbound.enqueue(&InboundMessage::text("s2", "t", "hi").to_row()).unwrap().id;
+    let end = f.run(event("s1", EventType::SessionEnd, json!({"reason": "exit"})));
+    assert!(matches!(end, Processed::Applied(Effects { session_ended: true, .. })), "{end:?}");
+    assert_eq!(f.engine.session("s1").unwrap().unwrap().state, "ended");
+    let s = inbound.state_of(pending).unwrap().unwrap();
+    assert_eq!((s.state.as_str(), s.reason.as_deref()), ("expired", Some("session ended")));
+    assert_eq!(inbound.state_of(other).unwrap().unwrap().state, "pending");
+    // A new start under the same key reopens it.
+    f.run(event("s1", EventType::SessionStart, json!({})));
+    assert_eq!(f.engine.session("s1").unwrap().unwrap().state, "active");
+}
+
+#[test]
+fn a_stale_lease_applies_nothing() {
+    let f = fixture(20);
+    let hooks = &f.processor.hooks;
+    hooks.enqueue(&event("s1", EventType::AgentStop, json!({})).to_row()).unwrap();
+    let lease = hooks.lease_next("s1").unwrap().unwrap();
+    // The lease is lost: the session expires the row under the holder.
+    hooks.expire_key("s1", "test").unwrap();
+    assert_eq!(f.processor.process(&lease).unwrap(), Processed::Stale);
+    assert!(f.engine.session("s1").unwrap().is_none());
+    assert!(f.outbound().is_empty());
+}
+
+#[test]
+fn an_undecodable_row_and_a_refused_event_are_done_at_once_with_the_error() {
+    let f = fixture(20);
+    let hooks = &f.processor.hooks;
+    let id = hooks
+        .enqueue(&NewRow { key: "s1".into(), payload: "{not json".into(), dedup_key: None })
+        .unwrap()
+        .id;
+    let lease = hooks.lease_next("s1").unwrap().unwrap();
+    let p = f.processor.process(&lease).unwrap();
+    assert!(matches!(p, Processed::DoneWithError { reason: "undecodable", .. }), "{p:?}");
+    let s = hooks.state_of(id).unwrap().unwrap();
+    assert_eq!((s.state.as_str(), s.reason.as_deref(), s.attempts), ("delivered", Some("undecodable"), 1));
+    assert!(s.last_error.unwrap().contains("not valid"));
+
+    let p = f.run(event("s2", EventType::AgentStop, json!("a string, not an object")));
+    assert!(matches!(p, Processed::DoneWithError { reason: "rejected", .. }), "{p:?}");
+    assert!(f.engine.session("s2").unwrap().is_none(), "a refused event changes nothing");
+}
+
+#[test]
+fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
+    let f = fixture(3);
+    f.run(event("s1", EventType::UserPromptSubmit, json!({"prompt": "go"})));
+    // From now on, writing an outbound row fails inside the handler's transaction.
+    f.engine
+        .database()
+        .write(|tx| {
+            tx.execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON queue_rows WHEN NEW.queue = 'outbound'
+                 BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    let hooks = &f.processor.hooks;
+    let id = hooks
+        .enqueue(&event("s1", EventType::AgentStop, json!({"last_assistant_message": "done"})).to_row())
+        .unwrap()
+        .id;
+    let mut outcomes = vec![];
+    for _ in 0..3 {
+        // The manual clock does not move: lease the row whatever its backoff says.
+        f.engine
+            .database()
+            .write(|tx| Ok(tx.execute("UPDATE queue_rows SET next_attempt_at = 0 WHERE id = ?1", [id])?))
+            .unwrap();
+        let lease = hooks.lease_next("s1").unwrap().unwrap();
+        match f.processor.process(&lease).unwrap() {
+            Processed::Failed { error, retried } => {
+                assert!(error.contains("disk says no"), "{error}");
+                outcomes.push(retried);
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = f.engine.session("s1").unwrap().unwrap();
+        assert!(s.turn_running && s.last_assistant_message.is_none(), "the turn was not completed");
+        assert_ne!(hooks.state_of(id).unwrap().unwrap().state, "delivered", "nor was the row");
+    }
+    assert_eq!(
+        outcomes,
+        vec![
+            Retried::Scheduled { at: T0 + 1000 },
+            Retried::Scheduled { at: T0 + 2000 },
+            Retried::Dead
+        ]
+    );
+    assert_eq!(f.engine.dead_rows(Some("hooks")).unwrap()[0].id, id);
+}
