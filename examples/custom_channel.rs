@@ -36,7 +36,7 @@ impl Handler<Deliver> for ShoutChannel {
         }
         println!(
             "  [shout] {} <- {}",
-            delivery.session(),
+            delivery.address(),
             delivery.text().to_uppercase()
         );
         let _ = self.delivered.send(delivery.text().to_string());
@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("relayq-custom-channel-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut config = RuntimeConfig::new(dir.join("relayq.db"), "shout");
-    config.inbound = QueuePolicy {
+    config.queues.inbound = QueuePolicy {
         backoff: vec![Duration::from_millis(200)],
         ..QueuePolicy::inbound()
     };

@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use relayq_actors::channels::file::FileConfig;
-use relayq_actors::{ChannelConfig, Routing, RuntimeConfig};
-use relayq_engine::{inbound, DbConfig, QueuePolicy, Synchronous};
-use serde::Deserialize;
+use relayq_actors::hook_buffer::Limits;
+use relayq_actors::{ChannelConfig, ClaimSettings, Routing, RuntimeConfig};
+use relayq_engine::handlers::relayed_events;
+use relayq_engine::{inbound, DbConfig, QueuePolicies, QueuePolicy, Route, Routes, Synchronous};
+use serde::{Deserialize, Deserializer};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -17,9 +19,13 @@ use serde::Deserialize;
 pub struct Config {
     pub database: DatabaseConfig,
     pub daemon: DaemonConfig,
-    pub queues: QueuesConfig,
+    #[serde(deserialize_with = "queue_policies")]
+    pub queues: QueuePolicies,
+    pub claimer: ClaimerConfig,
     pub sessions: SessionsConfig,
-    /// `[channels.NAME]` tables, each with a `kind`.
+    pub routes: RoutesConfig,
+    /// `[channels.NAME]` tables, each with a `kind`; they add to the built-in `deliveries` and
+    /// `notices` file channels, or replace them by name.
     pub channels: BTreeMap<String, ChannelConfig>,
 }
 
@@ -53,31 +59,126 @@ pub struct DaemonConfig {
     pub max_body_bytes: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `[queues.inbound]`, `[queues.hooks]`, `[queues.outbound]` as written in the file.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct QueuesConfig {
-    pub inbound: QueueConfig,
+struct QueuesFile {
+    inbound: QueueConfig,
+    hooks: QueueConfig,
+    outbound: QueueConfig,
 }
 
-/// A queue's policy as written in the file; each setting left out keeps its default.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// A queue's settings as written in the file; each one left out keeps that queue's default.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
-    pub backoff: Vec<humantime_serde::Serde<Duration>>,
+    pub backoff: Option<Vec<humantime_serde::Serde<Duration>>>,
     #[serde(with = "humantime_serde")]
-    pub lease_timeout: Duration,
+    pub lease_timeout: Option<Duration>,
+    /// 0: never give up.
     pub max_attempts: Option<u32>,
+    /// "0s": never expire.
     #[serde(with = "humantime_serde")]
     pub max_age: Option<Duration>,
     #[serde(with = "humantime_serde")]
-    pub retention: Duration,
+    pub retention: Option<Duration>,
     #[serde(with = "humantime_serde")]
     pub dead_retention: Option<Duration>,
 }
 
-impl Default for QueueConfig {
+impl QueueConfig {
+    /// The queue's policy: `base` with this file's settings applied.
+    pub fn apply(&self, base: QueuePolicy) -> QueuePolicy {
+        QueuePolicy {
+            backoff: match &self.backoff {
+                Some(list) => list.iter().map(|d| **d).collect(),
+                None => base.backoff,
+            },
+            lease_timeout: self.lease_timeout.unwrap_or(base.lease_timeout),
+            max_attempts: match self.max_attempts {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => base.max_attempts,
+            },
+            max_age: match self.max_age {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => base.max_age,
+            },
+            retention: self.retention.unwrap_or(base.retention),
+            dead_retention: self.dead_retention.or(base.dead_retention),
+        }
+    }
+}
+
+fn queue_policies<'de, D: Deserializer<'de>>(d: D) -> Result<QueuePolicies, D::Error> {
+    let file = QueuesFile::deserialize(d)?;
+    let base = QueuePolicies::default();
+    Ok(QueuePolicies {
+        inbound: file.inbound.apply(base.inbound),
+        hooks: file.hooks.apply(base.hooks),
+        outbound: file.outbound.apply(base.outbound),
+    })
+}
+
+/// `[claimer]`: how hook and outbound rows are leased and buffered.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClaimerConfig {
+    pub hook_batch: usize,
+    pub hook_buffer: usize,
+    pub hook_reserved_critical: usize,
+    pub outbound_in_flight: usize,
+}
+
+impl Default for ClaimerConfig {
     fn default() -> Self {
-        QueueConfig::from_policy(&QueuePolicy::inbound())
+        let d = ClaimSettings::default();
+        ClaimerConfig {
+            hook_batch: d.hook_batch,
+            hook_buffer: d.hook_buffer.capacity,
+            hook_reserved_critical: d.hook_buffer.reserved_critical,
+            outbound_in_flight: d.outbound_in_flight,
+        }
+    }
+}
+
+impl ClaimerConfig {
+    pub fn settings(&self) -> ClaimSettings {
+        ClaimSettings {
+            hook_batch: self.hook_batch,
+            hook_buffer: Limits {
+                capacity: self.hook_buffer,
+                reserved_critical: self.hook_reserved_critical,
+            },
+            outbound_in_flight: self.outbound_in_flight,
+        }
+    }
+}
+
+/// `[routes]`: where hook events' notices go.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutesConfig {
+    /// For sessions without their own routes.
+    pub default: Vec<Route>,
+    /// Per-session routes (replacing the default ones): session key → routes.
+    pub sessions: BTreeMap<String, Vec<Route>>,
+}
+
+/// The built-in notices channel and the default route to it.
+pub const NOTICES_CHANNEL: &str = "notices";
+
+impl Default for RoutesConfig {
+    fn default() -> Self {
+        RoutesConfig {
+            default: vec![Route {
+                channel: NOTICES_CHANNEL.into(),
+                to: "log".into(),
+                events: relayed_events(),
+            }],
+            sessions: BTreeMap::new(),
+        }
     }
 }
 
@@ -112,14 +213,6 @@ impl Default for DaemonConfig {
     }
 }
 
-impl Default for QueuesConfig {
-    fn default() -> Self {
-        QueuesConfig {
-            inbound: QueueConfig::from_policy(&QueuePolicy::inbound()),
-        }
-    }
-}
-
 /// The built-in channel: every session's messages appended to a JSON-lines file.
 pub const DEFAULT_CHANNEL: &str = "deliveries";
 
@@ -134,41 +227,24 @@ impl Default for SessionsConfig {
 
 impl Default for Config {
     fn default() -> Self {
-        let deliveries = ChannelConfig::File(FileConfig {
-            path: "relayq-deliveries.jsonl".into(),
-            fsync: false,
-            timeout: Duration::from_secs(30),
-        });
+        let file = |path: &str| {
+            ChannelConfig::File(FileConfig {
+                path: path.into(),
+                fsync: false,
+                timeout: Duration::from_secs(30),
+            })
+        };
         Config {
             database: DatabaseConfig::default(),
             daemon: DaemonConfig::default(),
-            queues: QueuesConfig::default(),
+            queues: QueuePolicies::default(),
+            claimer: ClaimerConfig::default(),
             sessions: SessionsConfig::default(),
-            channels: BTreeMap::from([(DEFAULT_CHANNEL.to_string(), deliveries)]),
-        }
-    }
-}
-
-impl QueueConfig {
-    fn from_policy(p: &QueuePolicy) -> Self {
-        QueueConfig {
-            backoff: p.backoff.iter().map(|d| (*d).into()).collect(),
-            lease_timeout: p.lease_timeout,
-            max_attempts: p.max_attempts,
-            max_age: p.max_age,
-            retention: p.retention,
-            dead_retention: p.dead_retention,
-        }
-    }
-
-    pub fn policy(&self) -> QueuePolicy {
-        QueuePolicy {
-            backoff: self.backoff.iter().map(|d| **d).collect(),
-            lease_timeout: self.lease_timeout,
-            max_attempts: self.max_attempts,
-            max_age: self.max_age,
-            retention: self.retention,
-            dead_retention: self.dead_retention,
+            routes: RoutesConfig::default(),
+            channels: BTreeMap::from([
+                (DEFAULT_CHANNEL.to_string(), file("relayq-deliveries.jsonl")),
+                (NOTICES_CHANNEL.to_string(), file("relayq-notices.jsonl")),
+            ]),
         }
     }
 }
@@ -231,6 +307,11 @@ impl Config {
                 message: inner.message().trim().to_string(),
             }
         })?;
+        let mut config = config;
+        // The built-in channels are always there unless a table of the same name replaces them.
+        for (name, channel) in Config::default().channels {
+            config.channels.entry(name).or_insert(channel);
+        }
         config.check(file)?;
         Ok(config)
     }
@@ -242,17 +323,41 @@ impl Config {
             key: key.into(),
             message,
         };
-        let q = &self.queues.inbound;
-        if q.backoff.is_empty() {
-            return Err(err(
-                "queues.inbound.backoff",
-                "must list at least one delay, e.g. [\"5s\", \"10s\"]".into(),
-            ));
+        let q = &self.queues;
+        for (name, policy) in [
+            ("inbound", &q.inbound),
+            ("hooks", &q.hooks),
+            ("outbound", &q.outbound),
+        ] {
+            if policy.backoff.is_empty() {
+                return Err(err(
+                    &format!("queues.{name}.backoff"),
+                    "must list at least one delay, e.g. [\"5s\", \"10s\"]".into(),
+                ));
+            }
+            if policy.lease_timeout.is_zero() {
+                return Err(err(
+                    &format!("queues.{name}.lease_timeout"),
+                    "must be longer than zero, e.g. \"5m\"".into(),
+                ));
+            }
         }
-        if q.lease_timeout.is_zero() {
+        let c = &self.claimer;
+        if c.hook_batch == 0 || c.outbound_in_flight == 0 {
+            let key = if c.hook_batch == 0 {
+                "claimer.hook_batch"
+            } else {
+                "claimer.outbound_in_flight"
+            };
+            return Err(err(key, "must be at least 1".into()));
+        }
+        if c.hook_buffer <= c.hook_reserved_critical {
             return Err(err(
-                "queues.inbound.lease_timeout",
-                "must be longer than zero, e.g. \"5m\"".into(),
+                "claimer.hook_buffer",
+                format!(
+                    "must be larger than claimer.hook_reserved_critical ({}), so bursty events have room",
+                    c.hook_reserved_critical
+                ),
             ));
         }
         if self.daemon.max_body_bytes == 0 {
@@ -278,7 +383,40 @@ impl Config {
                 ));
             }
         }
+        let routes = self
+            .routes
+            .default
+            .iter()
+            .map(|r| ("routes.default".to_string(), r));
+        let session_routes = self.routes.sessions.iter().flat_map(|(session, list)| {
+            list.iter()
+                .map(move |r| (format!("routes.sessions.{session}"), r))
+        });
+        for (key, route) in routes.chain(session_routes) {
+            if !self.channels.contains_key(&route.channel) {
+                return Err(err(
+                    &key,
+                    format!(
+                        "names channel '{}', which has no [channels.{}] table (configured: {})",
+                        route.channel,
+                        route.channel,
+                        known()
+                    ),
+                ));
+            }
+            if route.to.trim().is_empty() {
+                return Err(err(&key, format!("the route to channel '{}' has an empty `to`: say where on the channel to send", route.channel)));
+            }
+            if let Some(e) = route.events.iter().find(|e| !relayed_events().contains(e)) {
+                return Err(err(&key, format!("event {e:?} is not relayed; routes take agent_stop, notification and error")));
+            }
+        }
         for (name, channel) in &self.channels {
+            if let ChannelConfig::Webhook(hook) = channel {
+                if let Err(e) = hook.check() {
+                    return Err(err(&format!("channels.{name}"), e));
+                }
+            }
             if let ChannelConfig::Exec(exec) = channel {
                 if exec.command.first().is_none_or(|p| p.is_empty()) {
                     return Err(err(
@@ -310,11 +448,16 @@ impl Config {
     pub fn runtime_config(&self, db_override: Option<&Path>) -> RuntimeConfig {
         RuntimeConfig {
             db: self.db_config(db_override),
-            inbound: self.queues.inbound.policy(),
+            queues: self.queues.clone(),
             routing: Routing {
                 default_channel: self.sessions.default_channel.clone(),
                 sessions: self.sessions.channels.clone().into_iter().collect(),
             },
+            routes: Routes {
+                default: self.routes.default.clone(),
+                sessions: self.routes.sessions.clone().into_iter().collect(),
+            },
+            claims: self.claimer.settings(),
             max_body_bytes: self.daemon.max_body_bytes,
             sweep_interval: self.daemon.sweep_interval,
             prune_interval: self.daemon.prune_interval,
@@ -413,7 +556,7 @@ mod tests {
     #[test]
     fn a_queue_setting_left_out_keeps_its_default() {
         let c = Config::parse("[queues.inbound]\nbackoff = [\"100ms\"]\n", "c.toml").unwrap();
-        let p = c.queues.inbound.policy();
+        let p = c.queues.inbound.clone();
         assert_eq!(p.backoff, vec![Duration::from_millis(100)]);
         assert_eq!(
             p,
@@ -422,6 +565,57 @@ mod tests {
                 ..QueuePolicy::inbound()
             }
         );
+    }
+
+    #[test]
+    fn each_queue_keeps_its_own_defaults_for_settings_left_out() {
+        let c = Config::parse(
+            "[queues.hooks]\nmax_attempts = 3\n[queues.outbound]\nmax_attempts = 0\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.queues.hooks,
+            QueuePolicy {
+                max_attempts: Some(3),
+                ..QueuePolicy::hooks()
+            }
+        );
+        assert_eq!(
+            c.queues.outbound.max_attempts, None,
+            "0 means never give up"
+        );
+        assert_eq!(c.queues.outbound.backoff, QueuePolicy::outbound().backoff);
+    }
+
+    #[test]
+    fn routes_and_claimer_settings_are_checked() {
+        let e = error("[routes]\ndefault = [{ channel = \"nope\", to = \"x\" }]\n");
+        assert!(
+            e.starts_with("c.toml: routes.default: names channel 'nope'"),
+            "{e}"
+        );
+        let e = error("[routes.sessions]\ns1 = [{ channel = \"notices\", to = \"x\", events = [\"tool_use\"] }]\n");
+        assert!(
+            e.starts_with("c.toml: routes.sessions.s1: event ToolUse is not relayed"),
+            "{e}"
+        );
+        let e = error("[routes]\ndefault = [{ channel = \"notices\", to = \"\" }]\n");
+        assert!(e.contains("empty `to`"), "{e}");
+        let e = error("[claimer]\nhook_buffer = 8\n");
+        assert!(
+            e.starts_with("c.toml: claimer.hook_buffer: must be larger than"),
+            "{e}"
+        );
+        let e = error("[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n");
+        assert!(
+            e.starts_with("c.toml: channels.w: 'localhost' is not a URL"),
+            "{e}"
+        );
+        let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
+        let routes = c.runtime_config(None).routes;
+        assert!(routes.for_session("quiet").is_empty());
+        assert_eq!(routes.for_session("other")[0].channel, NOTICES_CHANNEL);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use relayq_engine::{Lease, Queue, Retried};
+use relayq_engine::{EngineError, Lease, Queue, Retried};
 
-use crate::channels::{ChannelHandle, Deliver, Delivery, Outcome};
+use crate::channels::{ChannelDirectory, ChannelHandle, Deliver, Delivery, Message, Outcome};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -20,6 +20,59 @@ pub enum Recorded {
     Dead,
     /// The lease was lost (e.g. the session expired meanwhile): the answer changed nothing.
     Stale,
+}
+
+/// Delivers a leased row through the named channel and records the answer: the whole of one
+/// attempt, for every queue. `message` is the row's payload, read back with the channel it goes
+/// to; a payload that cannot be read, or a channel that is not configured (removed from the
+/// config since the row was written), buries the row: retrying cannot help.
+pub async fn deliver(
+    store: &Store,
+    queue: &Queue,
+    lease: &Lease,
+    channels: &ChannelDirectory,
+    message: Result<(String, Message), EngineError>,
+) -> Result<Recorded> {
+    let (channel_name, outcome) = match message {
+        Err(e) => (
+            String::new(),
+            Outcome::Permanent {
+                reason: e.to_string(),
+            },
+        ),
+        Ok((name, message)) => {
+            let outcome = match channels.get(&name) {
+                None => Outcome::Permanent {
+                    reason: format!(
+                        "channel '{name}' is not configured (was it removed from the config?)"
+                    ),
+                },
+                Some(channel) => {
+                    let delivery = Delivery {
+                        id: lease.id,
+                        queue: queue.name().to_string(),
+                        attempt: lease.attempts,
+                        message,
+                    };
+                    attempt(store, queue, lease, &channel, delivery).await
+                }
+            };
+            (name, outcome)
+        }
+    };
+    let recorded = record(store, queue, lease, outcome.clone()).await?;
+    let (queue, row, attempt) = (queue.name(), lease.id, lease.attempts);
+    match (&recorded, &outcome) {
+        (Recorded::Delivered, _) => {
+            tracing::debug!(queue, row, channel = channel_name, "delivered")
+        }
+        (Recorded::Stale, _) => tracing::info!(queue, row, "answer ignored: the lease was lost"),
+        (_, Outcome::Retry { error, .. }) | (_, Outcome::Permanent { reason: error }) => {
+            tracing::warn!(queue, row, channel = channel_name, attempt, error = %error, outcome = ?recorded, "delivery failed")
+        }
+        _ => {}
+    }
+    Ok(recorded)
 }
 
 /// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it

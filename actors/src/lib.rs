@@ -3,14 +3,19 @@
 //! - [`supervisor::Supervisor`] owns one [`session::SessionActor`] per session with pending
 //!   inbound rows, routes enqueues and wake-ups, and replaces actors that die.
 //! - [`session::SessionActor`] delivers its session's rows one at a time, oldest first.
+//! - [`claimer::ClaimerActor`] leases hook rows in batches for each session's
+//!   [`hook_worker::HookWorker`], and outbound rows for their channels.
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
 //! - [`channels`] are the actors that talk to the outside world (file, exec, tmux, yours).
 //!
 //! Every SQLite call goes through [`store::Store`], which runs it off the executor's threads.
 
 pub mod channels;
+pub mod claimer;
 pub mod delivery;
 pub mod error;
+pub mod hook_buffer;
+pub mod hook_worker;
 pub mod recovery;
 pub mod runtime;
 pub mod session;
@@ -19,6 +24,7 @@ pub mod supervisor;
 pub mod wake;
 
 pub use channels::{ChannelConfig, ChannelSpec, Deliver, Delivery, Message, Outcome};
+pub use claimer::ClaimSettings;
 pub use error::{ActorError, Result};
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
 pub use supervisor::Routing;

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
+use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor};
 use crate::store::Store;
 use crate::supervisor::{Resume, Supervisor};
 
 pub struct RecoveryActor {
     store: Store,
     supervisor: Addr<Supervisor>,
+    claimer: Addr<ClaimerActor>,
     sweep_interval: Duration,
     prune_interval: Duration,
 }
@@ -20,12 +22,14 @@ impl RecoveryActor {
     pub fn new(
         store: Store,
         supervisor: Addr<Supervisor>,
+        claimer: Addr<ClaimerActor>,
         sweep_interval: Duration,
         prune_interval: Duration,
     ) -> Self {
         RecoveryActor {
             store,
             supervisor,
+            claimer,
             sweep_interval,
             prune_interval,
         }
@@ -34,6 +38,7 @@ impl RecoveryActor {
     fn sweep(&mut self, ctx: &mut Context<Self>, at_start: bool) {
         let store = self.store.clone();
         let supervisor = self.supervisor.clone();
+        let claimer = self.claimer.clone();
         let work = async move {
             let found = store
                 .run(move |s| {
@@ -42,7 +47,9 @@ impl RecoveryActor {
                     } else {
                         s.engine.reclaim_expired()?
                     };
-                    let expired = s.inbound.expire_overdue()?;
+                    let expired = s.inbound.expire_overdue()?
+                        + s.hooks.expire_overdue()?
+                        + s.outbound.expire_overdue()?;
                     Ok((reclaimed, expired, s.inbound.active_keys()?))
                 })
                 .await;
@@ -58,6 +65,9 @@ impl RecoveryActor {
                         );
                     }
                     supervisor.do_send(Resume(sessions));
+                    // A lost wake-up for the other queues costs at most one sweep interval.
+                    claimer.do_send(ClaimHooks);
+                    claimer.do_send(ClaimOutbound);
                 }
                 Err(e) => tracing::error!(error = %e, "recovery sweep failed"),
             }
@@ -68,7 +78,12 @@ impl RecoveryActor {
     fn prune(&mut self, ctx: &mut Context<Self>) {
         let store = self.store.clone();
         let work = async move {
-            match store.run(|s| s.inbound.prune(None)).await {
+            let pruned = store
+                .run(|s| {
+                    Ok(s.inbound.prune(None)? + s.hooks.prune(None)? + s.outbound.prune(None)?)
+                })
+                .await;
+            match pruned {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(pruned = n, "pruned finished rows past retention"),
                 Err(e) => tracing::error!(error = %e, "prune failed"),

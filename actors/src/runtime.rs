@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::{inbound, DbConfig, Engine, Enqueued, InboundMessage, QueuePolicy};
+use relayq_engine::{inbound, DbConfig, Engine, Enqueued, InboundMessage, QueuePolicies, Routes};
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
+use crate::claimer::{ClaimSettings, ClaimerActor, StopClaiming};
 use crate::error::{ActorError, Result};
 use crate::recovery::RecoveryActor;
 use crate::store::Store;
@@ -20,8 +21,12 @@ use crate::wake;
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub db: DbConfig,
-    pub inbound: QueuePolicy,
+    pub queues: QueuePolicies,
+    /// Which channel each session's inbound messages go to.
     pub routing: Routing,
+    /// Where hook events' notices (agent finished, needs you, error) go.
+    pub routes: Routes,
+    pub claims: ClaimSettings,
     pub max_body_bytes: usize,
     /// How often expired leases are reclaimed and sessions with pending rows re-resumed.
     pub sweep_interval: Duration,
@@ -36,11 +41,13 @@ impl RuntimeConfig {
     pub fn new(db: impl Into<PathBuf>, default_channel: &str) -> Self {
         RuntimeConfig {
             db: DbConfig::new(db),
-            inbound: QueuePolicy::inbound(),
+            queues: QueuePolicies::default(),
             routing: Routing {
                 default_channel: default_channel.into(),
                 sessions: Default::default(),
             },
+            routes: Routes::default(),
+            claims: ClaimSettings::default(),
             max_body_bytes: inbound::DEFAULT_MAX_BODY_BYTES,
             sweep_interval: Duration::from_secs(10),
             prune_interval: Duration::from_secs(300),
@@ -65,8 +72,14 @@ impl RuntimeBuilder {
     /// Starts relayq inside the current actix system.
     pub async fn start(self) -> Result<Runtime> {
         let RuntimeBuilder { config, channels } = self;
-        for name in
-            std::iter::once(&config.routing.default_channel).chain(config.routing.sessions.values())
+        let routed = config
+            .routes
+            .default
+            .iter()
+            .chain(config.routes.sessions.values().flatten());
+        for name in std::iter::once(&config.routing.default_channel)
+            .chain(config.routing.sessions.values())
+            .chain(routed.map(|r| &r.channel))
         {
             if !channels.contains(name) {
                 return Err(ActorError::Invalid(format!(
@@ -75,14 +88,15 @@ impl RuntimeBuilder {
                 )));
             }
         }
-        let (db, policy) = (config.db.clone(), config.inbound.clone());
+        let db = config.db.clone();
         let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
         let lock = take_lock(&config.db.path)?;
-        let store = Store::new(engine.clone(), engine.queue(inbound::QUEUE, policy));
+        let store = Store::new(engine.clone(), config.queues.clone(), config.routes.clone());
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
+        let channels_for_claimer = channels.clone();
         let supervisor = Supervisor::new(
             store.clone(),
             channels,
@@ -90,15 +104,23 @@ impl RuntimeBuilder {
             config.max_body_bytes,
         )
         .start();
+        let claimer = ClaimerActor::new(
+            store.clone(),
+            channels_for_claimer,
+            supervisor.clone(),
+            config.claims,
+        )
+        .start();
         let recovery = RecoveryActor::new(
             store.clone(),
             supervisor.clone(),
+            claimer.clone(),
             config.sweep_interval,
             config.prune_interval,
         )
         .start();
         let listener = if config.listen_for_wakes {
-            match wake::listen(&config.db.path, supervisor.clone()) {
+            match wake::listen(&config.db.path, supervisor.clone(), claimer.clone()) {
                 Ok(task) => Some(task),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot listen for wake-ups; rows from other processes wait for the next sweep");
@@ -112,6 +134,7 @@ impl RuntimeBuilder {
             config,
             store,
             supervisor,
+            claimer,
             recovery,
             listener,
             _lock: lock,
@@ -124,6 +147,7 @@ pub struct Runtime {
     config: RuntimeConfig,
     store: Store,
     supervisor: Addr<Supervisor>,
+    claimer: Addr<ClaimerActor>,
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     _lock: File,
@@ -139,6 +163,10 @@ impl Runtime {
 
     pub fn supervisor(&self) -> Addr<Supervisor> {
         self.supervisor.clone()
+    }
+
+    pub fn claimer(&self) -> Addr<ClaimerActor> {
+        self.claimer.clone()
     }
 
     pub fn store(&self) -> &Store {
@@ -162,7 +190,10 @@ impl Runtime {
         }
         self.recovery.do_send(StopActor);
         let started = std::time::Instant::now();
-        let _ = self.supervisor.send(Shutdown { grace }).await;
+        let _ = tokio::join!(
+            self.supervisor.send(Shutdown { grace }),
+            self.claimer.send(StopClaiming { grace })
+        );
         // Database calls already on blocking threads finish before relayq reports it stopped.
         if !self
             .store

@@ -8,8 +8,8 @@ use actix::prelude::*;
 use relayq_engine::{Head, InboundMessage, Lease};
 use tokio::sync::oneshot;
 
-use crate::channels::{ChannelDirectory, Delivery, Message};
-use crate::delivery::{attempt, record, Recorded};
+use crate::channels::{ChannelDirectory, Message};
+use crate::delivery::deliver;
 use crate::store::Store;
 use crate::supervisor::{SessionIdle, Supervisor};
 
@@ -190,45 +190,11 @@ async fn deliver_next(
             return Step::Failed;
         }
     };
+    let message = InboundMessage::from_payload(&lease.payload)
+        .map(|m| (channel_name.clone(), Message::Inbound(m)));
     let queue = store.inbound.clone();
-    let outcome = match InboundMessage::from_payload(&lease.payload) {
-        Err(e) => crate::channels::Outcome::Permanent {
-            reason: e.to_string(),
-        },
-        Ok(message) => match channels.get(&channel_name) {
-            None => {
-                crate::channels::Outcome::retry(format!("channel {channel_name} is not configured"))
-            }
-            Some(channel) => {
-                let delivery = Delivery {
-                    id: lease.id,
-                    queue: queue.name().to_string(),
-                    attempt: lease.attempts,
-                    message: Message::Inbound(message),
-                };
-                attempt(&store, &queue, &lease, &channel, delivery).await
-            }
-        },
-    };
-    match record(&store, &queue, &lease, outcome.clone()).await {
-        Ok(recorded) => {
-            match (&recorded, &outcome) {
-                (Recorded::Delivered, _) => {
-                    tracing::debug!(session, row = lease.id, channel = channel_name, "delivered")
-                }
-                (Recorded::Stale, _) => tracing::info!(
-                    session,
-                    row = lease.id,
-                    "answer ignored: the lease was lost"
-                ),
-                (_, crate::channels::Outcome::Retry { error, .. })
-                | (_, crate::channels::Outcome::Permanent { reason: error }) => {
-                    tracing::warn!(session, row = lease.id, channel = channel_name, attempt = lease.attempts, error = %error, outcome = ?recorded, "delivery failed")
-                }
-                _ => {}
-            }
-            Step::Attempted
-        }
+    match deliver(&store, &queue, &lease, &channels, message).await {
+        Ok(_) => Step::Attempted,
         Err(e) => {
             tracing::error!(session, row = lease.id, error = %e, "cannot record the delivery outcome");
             Step::Failed

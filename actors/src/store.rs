@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayq_engine::{Engine, Queue};
+use relayq_engine::{
+    hooks, inbound, outbound, Engine, HookProcessor, Queue, QueuePolicies, Routes,
+};
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
@@ -15,6 +17,10 @@ use crate::error::{ActorError, Result};
 pub struct Store {
     pub engine: Engine,
     pub inbound: Queue,
+    pub hooks: Queue,
+    pub outbound: Queue,
+    /// Runs hook rows through their handlers.
+    pub processor: HookProcessor,
     in_flight: Arc<InFlight>,
 }
 
@@ -38,10 +44,23 @@ impl Drop for Running {
 }
 
 impl Store {
-    pub fn new(engine: Engine, inbound: Queue) -> Self {
+    pub fn new(engine: Engine, policies: QueuePolicies, routes: Routes) -> Self {
+        let inbound = engine.queue(inbound::QUEUE, policies.inbound);
+        let hooks = engine.queue(hooks::QUEUE, policies.hooks);
+        let outbound = engine.queue(outbound::QUEUE, policies.outbound);
+        let processor = HookProcessor {
+            engine: engine.clone(),
+            hooks: hooks.clone(),
+            inbound: inbound.clone(),
+            outbound: outbound.clone(),
+            routes: Arc::new(routes),
+        };
         Store {
             engine,
             inbound,
+            hooks,
+            outbound,
+            processor,
             in_flight: Arc::default(),
         }
     }
@@ -60,8 +79,9 @@ impl Store {
         tokio::time::timeout(limit, all_done).await.is_ok()
     }
 
-    /// Runs `f` on tokio's blocking pool and waits for it.
-    pub async fn run<T, F>(&self, f: F) -> Result<T>
+    /// Runs `f` on tokio's blocking pool; the future answers when it is done. The future owns
+    /// what it needs, so an actor can hold it across its own state changes.
+    pub fn run<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T>> + 'static
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> relayq_engine::Result<T> + Send + 'static,
@@ -69,12 +89,14 @@ impl Store {
         let store = self.clone();
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         let running = Running(self.in_flight.clone());
-        actix_rt::task::spawn_blocking(move || {
-            let _running = running;
-            f(&store)
-        })
-        .await
-        .map_err(|e| ActorError::Blocking(e.to_string()))?
-        .map_err(ActorError::from)
+        async move {
+            actix_rt::task::spawn_blocking(move || {
+                let _running = running;
+                f(&store)
+            })
+            .await
+            .map_err(|e| ActorError::Blocking(e.to_string()))?
+            .map_err(ActorError::from)
+        }
     }
 }

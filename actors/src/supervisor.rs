@@ -47,6 +47,12 @@ pub struct Resume(pub Vec<String>);
 #[rtype(result = "Result<usize>")]
 pub struct ExpireSession(pub String);
 
+/// The agent session ended (its `session_end` hook event was applied, which expired its
+/// pending rows): stop its actor. A row enqueued later starts a new one.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct SessionEnded(pub String);
+
 /// A SessionActor found nothing left to do.
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
@@ -197,6 +203,15 @@ impl Handler<SessionIdle> for Supervisor {
             if let Some(running) = self.sessions.remove(&idle.session) {
                 running.addr.do_send(session::Stop);
             }
+        }
+    }
+}
+
+impl Handler<SessionEnded> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, SessionEnded(session): SessionEnded, _: &mut Context<Self>) {
+        if let Some(running) = self.sessions.remove(&session) {
+            running.addr.do_send(session::Stop);
         }
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor};
 use crate::supervisor::{Supervisor, WakeSession};
 
 /// What a wake datagram says.
@@ -37,11 +38,13 @@ pub fn notify(db: &Path, queue: &str, key: &str) {
     }
 }
 
-/// Binds the socket beside `db` and forwards each note to the Supervisor. The caller must hold
-/// the daemon lock (a stale socket file of a dead daemon is replaced).
+/// Binds the socket beside `db` and forwards each note: inbound rows to the Supervisor (which
+/// wakes the session), hook and outbound rows to the ClaimerActor. The caller must hold the
+/// daemon lock (a stale socket file of a dead daemon is replaced).
 pub fn listen(
     db: &Path,
     supervisor: Addr<Supervisor>,
+    claimer: Addr<ClaimerActor>,
 ) -> std::io::Result<actix_rt::task::JoinHandle<()>> {
     let path = socket_path(db);
     let _ = std::fs::remove_file(&path);
@@ -51,10 +54,12 @@ pub fn listen(
         loop {
             match socket.recv(&mut buf).await {
                 Ok(n) => match serde_json::from_slice::<WakeNote>(&buf[..n]) {
-                    Ok(note) if note.queue == relayq_engine::inbound::QUEUE => {
-                        supervisor.do_send(WakeSession(note.key));
-                    }
-                    Ok(_) => {}
+                    Ok(note) => match note.queue.as_str() {
+                        relayq_engine::inbound::QUEUE => supervisor.do_send(WakeSession(note.key)),
+                        relayq_engine::hooks::QUEUE => claimer.do_send(ClaimHooks),
+                        relayq_engine::outbound::QUEUE => claimer.do_send(ClaimOutbound),
+                        _ => {}
+                    },
                     Err(e) => tracing::debug!(error = %e, "ignoring a malformed wake datagram"),
                 },
                 Err(e) => {

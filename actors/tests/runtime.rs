@@ -12,7 +12,7 @@ use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy, RowState};
 
 fn config(dir: &std::path::Path) -> RuntimeConfig {
     let mut c = RuntimeConfig::new(dir.join("q.db"), "out");
-    c.inbound = QueuePolicy {
+    c.queues.inbound = QueuePolicy {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::inbound()
     };

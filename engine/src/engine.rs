@@ -9,7 +9,8 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::QueuePolicy;
 use crate::queue::{
-    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, DeadRow, Queue,
+    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, DeadRow,
+    Queue,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.

@@ -98,7 +98,10 @@ impl HookProcessor {
         };
         let now = self.hooks.now();
         let applied = self.engine.database().write(|tx| {
-            if !self.hooks.complete_in(tx, lease.id, lease.token, None, now)? {
+            if !self
+                .hooks
+                .complete_in(tx, lease.id, lease.token, None, now)?
+            {
                 return Ok(None);
             }
             self.apply(tx, lease.id, &event, now).map(Some)
@@ -118,7 +121,12 @@ impl HookProcessor {
         }
     }
 
-    fn done_with_error(&self, lease: &Lease, reason: &'static str, error: String) -> Result<Processed> {
+    fn done_with_error(
+        &self,
+        lease: &Lease,
+        reason: &'static str,
+        error: String,
+    ) -> Result<Processed> {
         Ok(
             if self
                 .hooks
@@ -285,7 +293,11 @@ mod tests {
     fn notices_carry_the_last_answer_the_question_or_the_error() {
         let n = |kind, data| notice(&event(kind, data));
         assert_eq!(
-            n(EventType::AgentStop, json!({"last_assistant_message": "All pass."})).unwrap(),
+            n(
+                EventType::AgentStop,
+                json!({"last_assistant_message": "All pass."})
+            )
+            .unwrap(),
             "s1: agent finished\n\nAll pass."
         );
         assert_eq!(
@@ -293,7 +305,11 @@ mod tests {
             "s1: agent finished\n\nFixed."
         );
         assert_eq!(
-            n(EventType::Notification, json!({"message": "May I run Bash?"})).unwrap(),
+            n(
+                EventType::Notification,
+                json!({"message": "May I run Bash?"})
+            )
+            .unwrap(),
             "s1 needs you: May I run Bash?"
         );
         assert_eq!(
@@ -305,12 +321,19 @@ mod tests {
             "s1 needs you: permission to use Bash: ls"
         );
         assert_eq!(
-            n(EventType::Error, json!({"error": "rate_limit", "error_details": "429"})).unwrap(),
+            n(
+                EventType::Error,
+                json!({"error": "rate_limit", "error_details": "429"})
+            )
+            .unwrap(),
             "s1: error: rate_limit (429)"
         );
         assert_eq!(n(EventType::ToolUse, json!({})), None);
-        let long = n(EventType::AgentStop, json!({"last_assistant_message": "x".repeat(100_000)}))
-            .unwrap();
+        let long = n(
+            EventType::AgentStop,
+            json!({"last_assistant_message": "x".repeat(100_000)}),
+        )
+        .unwrap();
         assert!(long.len() <= MAX_NOTICE_BYTES && long.ends_with('…'));
     }
 }

@@ -26,6 +26,6 @@ pub use handlers::{HookProcessor, Processed, Route, Routes};
 pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use outbound::OutboundMessage;
-pub use policy::QueuePolicy;
+pub use policy::{QueuePolicies, QueuePolicy};
 pub use queue::{DeadRow, Enqueued, Head, Lease, NewRow, Queue, Retried, RowState};
 pub use sessions::SessionRecord;

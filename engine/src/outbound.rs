@@ -152,7 +152,10 @@ mod tests {
         m.idempotency_key = Some("k1".into());
         assert_eq!(m.to_row().dedup_key.as_deref(), Some(r#"["team","k1"]"#));
         assert_eq!(m.idempotency_key_for(7), "k1");
-        assert_eq!(OutboundMessage::from_payload(&m.to_row().payload).unwrap(), m);
+        assert_eq!(
+            OutboundMessage::from_payload(&m.to_row().payload).unwrap(),
+            m
+        );
     }
 
     #[test]
@@ -174,6 +177,10 @@ mod tests {
         assert!(err(|m| m.to = " ".into()).contains("destination is empty"));
         assert!(err(|m| m.idempotency_key = Some(String::new())).contains("idempotency key"));
         assert!(err(|m| m.text = "x".repeat(11)).contains("over the 10 byte limit"));
-        assert!("video".parse::<Kind>().unwrap_err().to_string().contains("final, block or tool"));
+        assert!("video"
+            .parse::<Kind>()
+            .unwrap_err()
+            .to_string()
+            .contains("final, block or tool"));
     }
 }

@@ -19,6 +19,24 @@ pub struct QueuePolicy {
     pub dead_retention: Option<Duration>,
 }
 
+/// The policies of the three queues.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuePolicies {
+    pub inbound: QueuePolicy,
+    pub hooks: QueuePolicy,
+    pub outbound: QueuePolicy,
+}
+
+impl Default for QueuePolicies {
+    fn default() -> Self {
+        QueuePolicies {
+            inbound: QueuePolicy::inbound(),
+            hooks: QueuePolicy::hooks(),
+            outbound: QueuePolicy::outbound(),
+        }
+    }
+}
+
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl QueuePolicy {

@@ -294,16 +294,26 @@ impl Queue {
     /// Gives a leased row back, due after `delay`, without counting the attempt: the worker had
     /// no room for it or must not run it yet. False if the token is stale.
     pub fn defer(&self, lease: &Lease, delay: Duration) -> Result<bool> {
+        Ok(self.defer_many(std::slice::from_ref(lease), delay)? == 1)
+    }
+
+    /// `defer` for many rows in one transaction. Returns how many were still ours.
+    pub fn defer_many(&self, leases: &[Lease], delay: Duration) -> Result<usize> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
         let at = self.now().saturating_add(ms(delay));
         self.db.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
-                            attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-                )?
-                .execute(params![lease.id, lease.token, at])?;
-            Ok(n == 1)
+            let mut stmt = tx.prepare_cached(
+                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
+                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?;
+            let mut n = 0;
+            for lease in leases {
+                n += stmt.execute(params![lease.id, lease.token, at])?;
+            }
+            Ok(n)
         })
     }
 
@@ -338,6 +348,30 @@ impl Queue {
         let now = self.now();
         self.db
             .write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error, now))
+    }
+
+    /// Ends many leased rows at once without running them (one transaction), each with its
+    /// reason: rows a worker dropped (`coalesced`, `evicted`). Returns how many were still ours.
+    pub fn drop_leased(&self, rows: &[(Lease, &str)]) -> Result<usize> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let now = self.now();
+        self.db.write(|tx| {
+            let mut n = 0;
+            for (lease, reason) in rows {
+                n += finish_in(
+                    tx,
+                    lease.id,
+                    lease.token,
+                    "delivered",
+                    Some(reason),
+                    None,
+                    now,
+                )? as usize;
+            }
+            Ok(n)
+        })
     }
 
     /// Schedules another attempt after the policy's backoff (or `retry_after` when the far end

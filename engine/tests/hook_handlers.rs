@@ -30,7 +30,11 @@ fn fixture(max_attempts: u32) -> Fixture {
         events,
     };
     let routes = Routes {
-        default: vec![route("team", "ops", relayq_engine::handlers::relayed_events())],
+        default: vec![route(
+            "team",
+            "ops",
+            relayq_engine::handlers::relayed_events(),
+        )],
         sessions: HashMap::from([(
             "quiet".to_string(),
             vec![route("pager", "me", vec![EventType::Notification])],
@@ -94,59 +98,139 @@ impl Fixture {
 #[test]
 fn a_turn_updates_the_registry_and_agent_stop_sends_the_last_answer_to_the_routes() {
     let f = fixture(20);
-    let start = json!({"session_id": "native-s1", "cwd": "/src/app", "transcript_path": "/t.jsonl"});
-    assert!(matches!(f.run(event("s1", EventType::SessionStart, start)), Processed::Applied(_)));
-    f.run(event("s1", EventType::UserPromptSubmit, json!({"prompt": "run the tests"})));
+    let start =
+        json!({"session_id": "native-s1", "cwd": "/src/app", "transcript_path": "/t.jsonl"});
+    assert!(matches!(
+        f.run(event("s1", EventType::SessionStart, start)),
+        Processed::Applied(_)
+    ));
+    f.run(event(
+        "s1",
+        EventType::UserPromptSubmit,
+        json!({"prompt": "run the tests"}),
+    ));
     let s = f.engine.session("s1").unwrap().unwrap();
     assert_eq!(
-        (s.state.as_str(), s.current_turn, s.turn_running, s.last_user_input.as_deref()),
+        (
+            s.state.as_str(),
+            s.current_turn,
+            s.turn_running,
+            s.last_user_input.as_deref()
+        ),
         ("active", 1, true, Some("run the tests"))
     );
     assert_eq!(
-        (s.agent.as_str(), s.native_session_id.as_deref(), s.cwd.as_deref(), s.transcript_path.as_deref()),
-        ("claude", Some("native-s1"), Some("/src/app"), Some("/t.jsonl"))
+        (
+            s.agent.as_str(),
+            s.native_session_id.as_deref(),
+            s.cwd.as_deref(),
+            s.transcript_path.as_deref()
+        ),
+        (
+            "claude",
+            Some("native-s1"),
+            Some("/src/app"),
+            Some("/t.jsonl")
+        )
     );
-    f.run(event("s1", EventType::ToolUse, json!({"tool_name": "Bash"})));
+    f.run(event(
+        "s1",
+        EventType::ToolUse,
+        json!({"tool_name": "Bash"}),
+    ));
     assert!(f.outbound().is_empty(), "tool events never fan out to chat");
 
-    let stop = f.run(event("s1", EventType::AgentStop, json!({"last_assistant_message": "All pass."})));
-    let Processed::Applied(Effects { outbound_keys, session_ended }) = stop else {
+    let stop = f.run(event(
+        "s1",
+        EventType::AgentStop,
+        json!({"last_assistant_message": "All pass."}),
+    ));
+    let Processed::Applied(Effects {
+        outbound_keys,
+        session_ended,
+    }) = stop
+    else {
         panic!("{stop:?}")
     };
-    assert_eq!((outbound_keys, session_ended), (vec![r#"["team","ops"]"#.to_string()], false));
+    assert_eq!(
+        (outbound_keys, session_ended),
+        (vec![r#"["team","ops"]"#.to_string()], false)
+    );
     let out = f.outbound();
     assert_eq!(out.len(), 1);
     assert_eq!(
-        (out[0].channel.as_str(), out[0].to.as_str(), out[0].text.as_str()),
+        (
+            out[0].channel.as_str(),
+            out[0].to.as_str(),
+            out[0].text.as_str()
+        ),
         ("team", "ops", "s1: agent finished\n\nAll pass.")
     );
-    assert_eq!((out[0].session.as_deref(), out[0].event.as_deref()), (Some("s1"), Some("agent_stop")));
+    assert_eq!(
+        (out[0].session.as_deref(), out[0].event.as_deref()),
+        (Some("s1"), Some("agent_stop"))
+    );
     let s = f.engine.session("s1").unwrap().unwrap();
-    assert_eq!((s.turn_running, s.last_assistant_message.as_deref()), (false, Some("All pass.")));
+    assert_eq!(
+        (s.turn_running, s.last_assistant_message.as_deref()),
+        (false, Some("All pass."))
+    );
 }
 
 #[test]
 fn a_session_route_replaces_the_default_and_filters_events() {
     let f = fixture(20);
     f.run(event("quiet", EventType::AgentStop, json!({})));
-    assert!(f.outbound().is_empty(), "agent_stop is not routed for this session");
-    f.run(event("quiet", EventType::Notification, json!({"message": "May I?"})));
+    assert!(
+        f.outbound().is_empty(),
+        "agent_stop is not routed for this session"
+    );
+    f.run(event(
+        "quiet",
+        EventType::Notification,
+        json!({"message": "May I?"}),
+    ));
     let out = f.outbound();
     assert_eq!(out.len(), 1);
-    assert_eq!((out[0].channel.as_str(), out[0].text.as_str()), ("pager", "quiet needs you: May I?"));
+    assert_eq!(
+        (out[0].channel.as_str(), out[0].text.as_str()),
+        ("pager", "quiet needs you: May I?")
+    );
 }
 
 #[test]
 fn session_end_ends_the_session_and_expires_its_pending_inbound_rows() {
     let f = fixture(20);
     let inbound = &f.processor.inbound;
-    let pending = inbound.enqueue(&InboundMessage::text("s1", "t", "hi").to_row()).unwrap().id;
-    let other = inbound.enqueue(&InboundMessage::text("s2", "t", "hi").to_row()).unwrap().id;
-    let end = f.run(event("s1", EventType::SessionEnd, json!({"reason": "exit"})));
-    assert!(matches!(end, Processed::Applied(Effects { session_ended: true, .. })), "{end:?}");
+    let pending = inbound
+        .enqueue(&InboundMessage::text("s1", "t", "hi").to_row())
+        .unwrap()
+        .id;
+    let other = inbound
+        .enqueue(&InboundMessage::text("s2", "t", "hi").to_row())
+        .unwrap()
+        .id;
+    let end = f.run(event(
+        "s1",
+        EventType::SessionEnd,
+        json!({"reason": "exit"}),
+    ));
+    assert!(
+        matches!(
+            end,
+            Processed::Applied(Effects {
+                session_ended: true,
+                ..
+            })
+        ),
+        "{end:?}"
+    );
     assert_eq!(f.engine.session("s1").unwrap().unwrap().state, "ended");
     let s = inbound.state_of(pending).unwrap().unwrap();
-    assert_eq!((s.state.as_str(), s.reason.as_deref()), ("expired", Some("session ended")));
+    assert_eq!(
+        (s.state.as_str(), s.reason.as_deref()),
+        ("expired", Some("session ended"))
+    );
     assert_eq!(inbound.state_of(other).unwrap().unwrap().state, "pending");
     // A new start under the same key reopens it.
     f.run(event("s1", EventType::SessionStart, json!({})));
@@ -157,7 +241,9 @@ fn session_end_ends_the_session_and_expires_its_pending_inbound_rows() {
 fn a_stale_lease_applies_nothing() {
     let f = fixture(20);
     let hooks = &f.processor.hooks;
-    hooks.enqueue(&event("s1", EventType::AgentStop, json!({})).to_row()).unwrap();
+    hooks
+        .enqueue(&event("s1", EventType::AgentStop, json!({})).to_row())
+        .unwrap();
     let lease = hooks.lease_next("s1").unwrap().unwrap();
     // The lease is lost: the session expires the row under the holder.
     hooks.expire_key("s1", "test").unwrap();
@@ -171,25 +257,61 @@ fn an_undecodable_row_and_a_refused_event_are_done_at_once_with_the_error() {
     let f = fixture(20);
     let hooks = &f.processor.hooks;
     let id = hooks
-        .enqueue(&NewRow { key: "s1".into(), payload: "{not json".into(), dedup_key: None })
+        .enqueue(&NewRow {
+            key: "s1".into(),
+            payload: "{not json".into(),
+            dedup_key: None,
+        })
         .unwrap()
         .id;
     let lease = hooks.lease_next("s1").unwrap().unwrap();
     let p = f.processor.process(&lease).unwrap();
-    assert!(matches!(p, Processed::DoneWithError { reason: "undecodable", .. }), "{p:?}");
+    assert!(
+        matches!(
+            p,
+            Processed::DoneWithError {
+                reason: "undecodable",
+                ..
+            }
+        ),
+        "{p:?}"
+    );
     let s = hooks.state_of(id).unwrap().unwrap();
-    assert_eq!((s.state.as_str(), s.reason.as_deref(), s.attempts), ("delivered", Some("undecodable"), 1));
+    assert_eq!(
+        (s.state.as_str(), s.reason.as_deref(), s.attempts),
+        ("delivered", Some("undecodable"), 1)
+    );
     assert!(s.last_error.unwrap().contains("not valid"));
 
-    let p = f.run(event("s2", EventType::AgentStop, json!("a string, not an object")));
-    assert!(matches!(p, Processed::DoneWithError { reason: "rejected", .. }), "{p:?}");
-    assert!(f.engine.session("s2").unwrap().is_none(), "a refused event changes nothing");
+    let p = f.run(event(
+        "s2",
+        EventType::AgentStop,
+        json!("a string, not an object"),
+    ));
+    assert!(
+        matches!(
+            p,
+            Processed::DoneWithError {
+                reason: "rejected",
+                ..
+            }
+        ),
+        "{p:?}"
+    );
+    assert!(
+        f.engine.session("s2").unwrap().is_none(),
+        "a refused event changes nothing"
+    );
 }
 
 #[test]
 fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
     let f = fixture(3);
-    f.run(event("s1", EventType::UserPromptSubmit, json!({"prompt": "go"})));
+    f.run(event(
+        "s1",
+        EventType::UserPromptSubmit,
+        json!({"prompt": "go"}),
+    ));
     // From now on, writing an outbound row fails inside the handler's transaction.
     f.engine
         .database()
@@ -203,7 +325,14 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
         .unwrap();
     let hooks = &f.processor.hooks;
     let id = hooks
-        .enqueue(&event("s1", EventType::AgentStop, json!({"last_assistant_message": "done"})).to_row())
+        .enqueue(
+            &event(
+                "s1",
+                EventType::AgentStop,
+                json!({"last_assistant_message": "done"}),
+            )
+            .to_row(),
+        )
         .unwrap()
         .id;
     let mut outcomes = vec![];
@@ -211,7 +340,12 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
         // The manual clock does not move: lease the row whatever its backoff says.
         f.engine
             .database()
-            .write(|tx| Ok(tx.execute("UPDATE queue_rows SET next_attempt_at = 0 WHERE id = ?1", [id])?))
+            .write(|tx| {
+                Ok(tx.execute(
+                    "UPDATE queue_rows SET next_attempt_at = 0 WHERE id = ?1",
+                    [id],
+                )?)
+            })
             .unwrap();
         let lease = hooks.lease_next("s1").unwrap().unwrap();
         match f.processor.process(&lease).unwrap() {
@@ -222,8 +356,15 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
             other => panic!("{other:?}"),
         }
         let s = f.engine.session("s1").unwrap().unwrap();
-        assert!(s.turn_running && s.last_assistant_message.is_none(), "the turn was not completed");
-        assert_ne!(hooks.state_of(id).unwrap().unwrap().state, "delivered", "nor was the row");
+        assert!(
+            s.turn_running && s.last_assistant_message.is_none(),
+            "the turn was not completed"
+        );
+        assert_ne!(
+            hooks.state_of(id).unwrap().unwrap().state,
+            "delivered",
+            "nor was the row"
+        );
     }
     assert_eq!(
         outcomes,

@@ -586,8 +586,12 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
 fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let f = fixture();
     let q = f.engine.queue("hooks", QueuePolicy::hooks());
-    let a: Vec<i64> = (0..3).map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id).collect();
-    let b: Vec<i64> = (0..3).map(|i| q.enqueue(&row("b", &format!("b{i}"))).unwrap().id).collect();
+    let a: Vec<i64> = (0..3)
+        .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
+        .collect();
+    let b: Vec<i64> = (0..3)
+        .map(|i| q.enqueue(&row("b", &format!("b{i}"))).unwrap().id)
+        .collect();
     let c = q.enqueue(&row("c", "c0")).unwrap().id;
 
     // a's second row is backing off: only a's first row may go, none after it.
@@ -597,7 +601,10 @@ fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let second = q.lease_next("a").unwrap().unwrap();
     q.retry_later(&second, "boom", None).unwrap();
     // b's first row is leased by another process: nothing of b may go.
-    let other = f.engine.with_owner("other").queue("hooks", QueuePolicy::hooks());
+    let other = f
+        .engine
+        .with_owner("other")
+        .queue("hooks", QueuePolicy::hooks());
     assert_eq!(other.lease_next("b").unwrap().unwrap().id, b[0]);
 
     assert_eq!(ids(&q.lease_runs(10, &[]).unwrap()), vec![c]);
@@ -607,10 +614,15 @@ fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     assert_eq!(ids(&q.lease_runs(10, &[]).unwrap()), vec![a[1], a[2]]);
 
     // Rows after the ones this process holds are taken too; skipped keys are not.
-    let d: Vec<i64> = (0..2).map(|i| q.enqueue(&row("d", &format!("d{i}"))).unwrap().id).collect();
+    let d: Vec<i64> = (0..2)
+        .map(|i| q.enqueue(&row("d", &format!("d{i}"))).unwrap().id)
+        .collect();
     let e = q.enqueue(&row("e", "e0")).unwrap().id;
     assert_eq!(ids(&q.lease_runs(1, &[]).unwrap()), vec![d[0]]);
-    assert_eq!(ids(&q.lease_runs(10, &["e".to_string()]).unwrap()), vec![d[1]]);
+    assert_eq!(
+        ids(&q.lease_runs(10, &["e".to_string()]).unwrap()),
+        vec![d[1]]
+    );
     assert_eq!(ids(&q.lease_runs(10, &[]).unwrap()), vec![e]);
 }
 
@@ -626,8 +638,14 @@ fn defer_gives_a_row_back_without_counting_the_attempt() {
     let lease = q.lease_next("s").unwrap().unwrap();
     assert!(q.defer(&lease, Duration::from_secs(2)).unwrap());
     let s = q.state_of(id).unwrap().unwrap();
-    assert_eq!((s.state.as_str(), s.attempts, s.next_attempt_at), ("pending", 0, T0 + 2000));
-    assert!(!q.defer(&lease, Duration::ZERO).unwrap(), "a stale token defers nothing");
+    assert_eq!(
+        (s.state.as_str(), s.attempts, s.next_attempt_at),
+        ("pending", 0, T0 + 2000)
+    );
+    assert!(
+        !q.defer(&lease, Duration::ZERO).unwrap(),
+        "a stale token defers nothing"
+    );
     assert_eq!(q.next_due().unwrap(), Some(T0 + 2000));
 }
 
@@ -643,7 +661,10 @@ fn extend_own_keeps_every_buffered_lease_alive() {
     assert_eq!(q.extend_own().unwrap(), 2);
     f.clock.advance(Duration::from_secs(20));
     // 40 s after leasing, past the 30 s lease, but extended at 20 s: nobody may take them.
-    let other = f.engine.with_owner("other").queue("hooks", QueuePolicy::hooks());
+    let other = f
+        .engine
+        .with_owner("other")
+        .queue("hooks", QueuePolicy::hooks());
     assert!(other.lease_runs(10, &[]).unwrap().is_empty());
     for l in leases {
         assert!(q.complete(l.id, l.token, None).unwrap());
@@ -663,23 +684,39 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
     for (q, key) in [(&out, "d1"), (&out, "d2"), (&hooks, "h1")] {
         let id = q.enqueue(&row(key, "x")).unwrap().id;
         let lease = q.lease_next(key).unwrap().unwrap();
-        assert_eq!(q.retry_later(&lease, "HTTP 500", None).unwrap(), Retried::Dead);
+        assert_eq!(
+            q.retry_later(&lease, "HTTP 500", None).unwrap(),
+            Retried::Dead
+        );
         dead.push(id);
     }
     let listed = f.engine.dead_rows(None).unwrap();
     assert_eq!(listed.iter().map(|d| d.id).collect::<Vec<_>>(), dead);
     assert_eq!(listed[0].last_error.as_deref(), Some("HTTP 500"));
-    assert_eq!(listed[0].reason.as_deref(), Some("gave up after 1 attempts"));
+    assert_eq!(
+        listed[0].reason.as_deref(),
+        Some("gave up after 1 attempts")
+    );
     assert_eq!(f.engine.dead_rows(Some("hooks")).unwrap().len(), 1);
 
     let revived = f.engine.retry_dead(Some(&[dead[0], 9999])).unwrap();
-    assert_eq!(revived, vec![(dead[0], "outbound".to_string(), "d1".to_string())]);
+    assert_eq!(
+        revived,
+        vec![(dead[0], "outbound".to_string(), "d1".to_string())]
+    );
     let s = out.state_of(dead[0]).unwrap().unwrap();
     assert_eq!((s.state.as_str(), s.attempts), ("pending", 0));
-    assert_eq!(s.last_error.as_deref(), Some("HTTP 500"), "the error is kept");
+    assert_eq!(
+        s.last_error.as_deref(),
+        Some("HTTP 500"),
+        "the error is kept"
+    );
     assert_eq!(out.lease_next("d1").unwrap().unwrap().attempts, 1);
 
-    assert_eq!(f.engine.purge_dead(Some(&[dead[1]])).unwrap(), vec![dead[1]]);
+    assert_eq!(
+        f.engine.purge_dead(Some(&[dead[1]])).unwrap(),
+        vec![dead[1]]
+    );
     assert!(out.state_of(dead[1]).unwrap().is_none());
     assert_eq!(f.engine.purge_dead(None).unwrap(), vec![dead[2]]);
     assert!(f.engine.dead_rows(None).unwrap().is_empty());

@@ -14,6 +14,6 @@ use crate::cli::{CliError, Context};
 /// The engine and the inbound queue handle, for commands that work on the database directly.
 pub(crate) fn open_inbound(ctx: &Context) -> Result<(Engine, Queue), CliError> {
     let engine = Engine::open(&ctx.db_config())?;
-    let queue = engine.queue(inbound::QUEUE, ctx.config.queues.inbound.policy());
+    let queue = engine.queue(inbound::QUEUE, ctx.config.queues.inbound.clone());
     Ok((engine, queue))
 }

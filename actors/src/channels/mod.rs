@@ -8,13 +8,14 @@
 pub mod exec;
 pub mod file;
 pub mod tmux;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::InboundMessage;
+use relayq_engine::{InboundMessage, OutboundMessage};
 use serde::{Deserialize, Serialize};
 
 /// A row to deliver, as a channel sees it.
@@ -33,14 +34,26 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Message {
+    /// A chat message for an agent session.
     Inbound(InboundMessage),
+    /// A message for a chat platform or webhook.
+    Outbound(OutboundMessage),
 }
 
 impl Delivery {
-    /// The session an inbound delivery is for.
-    pub fn session(&self) -> &str {
+    /// Where it goes on the channel: the session for inbound, the destination for outbound.
+    pub fn address(&self) -> &str {
         match &self.message {
             Message::Inbound(m) => &m.session,
+            Message::Outbound(m) => &m.to,
+        }
+    }
+
+    /// The agent session it is for or about, when there is one.
+    pub fn session(&self) -> Option<&str> {
+        match &self.message {
+            Message::Inbound(m) => Some(&m.session),
+            Message::Outbound(m) => m.session.as_deref(),
         }
     }
 
@@ -48,6 +61,7 @@ impl Delivery {
     pub fn text(&self) -> &str {
         match &self.message {
             Message::Inbound(m) => &m.content,
+            Message::Outbound(m) => &m.text,
         }
     }
 }
@@ -111,6 +125,7 @@ pub enum ChannelConfig {
     File(file::FileConfig),
     Exec(exec::ExecConfig),
     Tmux(tmux::TmuxConfig),
+    Webhook(webhook::WebhookConfig),
 }
 
 impl ChannelConfig {
@@ -124,6 +139,9 @@ impl ChannelConfig {
             }),
             ChannelConfig::Tmux(c) => ChannelSpec::new(c.timeout, move || {
                 tmux::TmuxChannel::new(c.clone()).start().recipient()
+            }),
+            ChannelConfig::Webhook(c) => ChannelSpec::new(c.timeout, move || {
+                webhook::WebhookChannel::new(c.clone()).start().recipient()
             }),
         }
     }

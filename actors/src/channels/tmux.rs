@@ -16,7 +16,8 @@ use super::{tail, Deliver, Delivery, Outcome};
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TmuxConfig {
-    /// The target pane; `{session}` is replaced by the session id.
+    /// The target pane; `{session}` is replaced by the session id (for an outbound message,
+    /// by its destination).
     #[serde(default = "default_target")]
     pub target: String,
     /// A tmux server socket name (`tmux -L`); the default server when absent.
@@ -76,7 +77,7 @@ pub fn target_for(template: &str, session: &str) -> String {
 }
 
 async fn paste(config: &TmuxConfig, delivery: &Delivery) -> Result<(), Outcome> {
-    let session = delivery.session();
+    let session = delivery.address();
     if session.contains([':', '.']) && config.target.contains("{session}") {
         return Err(Outcome::Permanent {
             reason: format!("session id '{session}' has ':' or '.', which tmux reads as window/pane; it cannot name a tmux session"),

@@ -1,0 +1,240 @@
+//! HookWorker: one per session with claimed hook rows. Buffers the rows the ClaimerActor hands
+//! it (bounded, coalescing bursty events) and runs them through the handlers strictly one after
+//! another. Sessions have their own workers, so they run in parallel.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::{EventType, Lease, Processed, Retried};
+use serde::Deserialize;
+use tokio::sync::oneshot;
+
+use crate::claimer::{ClaimOutbound, ClaimerActor, WorkerLevel};
+use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
+use crate::store::Store;
+use crate::supervisor::{SessionEnded, Supervisor};
+
+/// Rows claimed for this session, oldest first.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub struct Rows(pub Vec<Lease>);
+
+/// Finish the row in progress, give the buffered rows back to the store, stop. Answers once
+/// stopped.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub struct StopWorker;
+
+pub struct HookWorker {
+    session: String,
+    store: Store,
+    claimer: Addr<ClaimerActor>,
+    supervisor: Addr<Supervisor>,
+    buffer: HookBuffer,
+    /// A row is being processed.
+    busy: bool,
+    /// `Rows` messages handled; the claimer compares it with the batches it sent.
+    batches_seen: u64,
+    stopping: Vec<oneshot::Sender<()>>,
+}
+
+impl HookWorker {
+    pub fn new(
+        session: String,
+        store: Store,
+        claimer: Addr<ClaimerActor>,
+        supervisor: Addr<Supervisor>,
+        limits: Limits,
+    ) -> Self {
+        HookWorker {
+            session,
+            store,
+            claimer,
+            supervisor,
+            buffer: HookBuffer::new(limits),
+            busy: false,
+            batches_seen: 0,
+            stopping: Vec::new(),
+        }
+    }
+
+    fn report(&self) {
+        self.claimer.do_send(WorkerLevel {
+            session: self.session.clone(),
+            len: self.buffer.len(),
+            idle: !self.busy && self.buffer.is_empty(),
+            batches_seen: self.batches_seen,
+        });
+    }
+
+    fn step(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            return;
+        }
+        if !self.stopping.is_empty() {
+            self.give_back_and_stop(ctx);
+            return;
+        }
+        let Some(next) = self.buffer.pop() else {
+            self.report();
+            return;
+        };
+        self.busy = true;
+        self.report();
+        let lease = next.lease;
+        let for_process = lease.clone();
+        let work = self.store.run(move |s| s.processor.process(&for_process));
+        ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
+            act.busy = false;
+            act.after(&lease, result, ctx);
+            act.step(ctx);
+        }));
+    }
+
+    fn after(&mut self, lease: &Lease, result: crate::Result<Processed>, ctx: &mut Context<Self>) {
+        let session = self.session.as_str();
+        match result {
+            Ok(Processed::Applied(effects)) => {
+                tracing::debug!(session, row = lease.id, "hook event applied");
+                if effects.session_ended {
+                    self.supervisor.do_send(SessionEnded(self.session.clone()));
+                }
+                if !effects.outbound_keys.is_empty() {
+                    self.claimer.do_send(ClaimOutbound);
+                }
+            }
+            Ok(Processed::DoneWithError { reason, error }) => {
+                tracing::warn!(
+                    session,
+                    row = lease.id,
+                    reason,
+                    error,
+                    "hook event done with an error"
+                )
+            }
+            Ok(Processed::Failed { error, retried }) => {
+                tracing::warn!(session, row = lease.id, attempt = lease.attempts, error, outcome = ?retried, "hook handler failed");
+                if matches!(retried, Retried::Scheduled { .. }) {
+                    // The rows behind it must wait for its retry: give them back.
+                    let behind = self.buffer.take_all();
+                    self.give_back(behind, Duration::ZERO, ctx);
+                }
+            }
+            Ok(Processed::Stale) => {
+                tracing::info!(
+                    session,
+                    row = lease.id,
+                    "hook row answer ignored: the lease was lost"
+                )
+            }
+            Err(e) => {
+                tracing::error!(session, row = lease.id, error = %e, "cannot process the hook row; giving it back");
+                let mut rows = vec![lease.clone()];
+                rows.extend(self.buffer.take_all());
+                self.give_back(rows, Duration::from_secs(1), ctx);
+            }
+        }
+    }
+
+    /// Returns rows to the store (attempt not counted), due after `delay`.
+    fn give_back(&self, rows: Vec<Lease>, delay: Duration, ctx: &mut Context<Self>) {
+        if rows.is_empty() {
+            return;
+        }
+        let session = self.session.clone();
+        let work = self.store.run(move |s| s.hooks.defer_many(&rows, delay));
+        ctx.spawn(
+            async move {
+                if let Err(e) = work.await {
+                    tracing::error!(session, error = %e, "cannot give hook rows back; they return when their lease expires");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    fn give_back_and_stop(&mut self, ctx: &mut Context<Self>) {
+        let rows = self.buffer.take_all();
+        let work = self
+            .store
+            .run(move |s| s.hooks.defer_many(&rows, Duration::ZERO));
+        ctx.wait(work.into_actor(self).map(|_, _, ctx| ctx.stop()));
+    }
+}
+
+impl Actor for HookWorker {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        for tx in self.stopping.drain(..) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Handler<Rows> for HookWorker {
+    type Result = ();
+
+    fn handle(&mut self, Rows(leases): Rows, ctx: &mut Context<Self>) {
+        self.batches_seen += 1;
+        let batch = leases
+            .into_iter()
+            .map(|lease| Buffered {
+                event: event_type(&lease.payload),
+                lease,
+            })
+            .collect();
+        let dropped = self.buffer.push_batch(batch);
+        if !dropped.is_empty() {
+            let session = self.session.clone();
+            let backoff = self.store.hooks.policy().delay_after(1);
+            let mut done = Vec::new();
+            let mut deferred = Vec::new();
+            for (lease, why) in dropped {
+                match why {
+                    Dropped::Coalesced => done.push((lease, "coalesced")),
+                    Dropped::Evicted => done.push((lease, "evicted")),
+                    Dropped::Deferred => deferred.push(lease),
+                }
+            }
+            let work = self.store.run(move |s| {
+                s.hooks.drop_leased(&done)?;
+                s.hooks.defer_many(&deferred, backoff)
+            });
+            ctx.spawn(
+                async move {
+                    if let Err(e) = work.await {
+                        tracing::error!(session, error = %e, "cannot record dropped hook rows; they return when their lease expires");
+                    }
+                }
+                .into_actor(self),
+            );
+        }
+        self.step(ctx);
+        self.report();
+    }
+}
+
+impl Handler<StopWorker> for HookWorker {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: StopWorker, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.stopping.push(tx);
+        if !self.busy {
+            self.give_back_and_stop(ctx);
+        }
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+/// The event type of a stored hook row, without decoding the whole payload.
+fn event_type(payload: &str) -> Option<EventType> {
+    #[derive(Deserialize)]
+    struct Head {
+        event: EventType,
+    }
+    serde_json::from_str::<Head>(payload).ok().map(|h| h.event)
+}
