@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use relayq_engine::outbound::Kind;
 use relayq_engine::{Agent, EngineError, MessageType};
 
 use crate::commands;
@@ -43,6 +44,9 @@ pub enum Command {
     /// Session operations
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Rows that gave up, in every queue: list, retry or purge them
+    #[command(subcommand)]
+    Dead(DeadCommand),
     /// Record an agent CLI hook event (configure this as the agent's hook command)
     Hook {
         #[arg(long, value_parser = parse_agent)]
@@ -62,6 +66,55 @@ pub enum Command {
 pub enum EnqueueCommand {
     /// A chat message for an agent session
     Inbound(InboundArgs),
+    /// A message for a chat platform or webhook, sent through a configured channel
+    Outbound(OutboundArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OutboundArgs {
+    /// The configured channel that sends it ([channels.NAME])
+    #[arg(long)]
+    pub channel: String,
+    /// Where on the channel: a chat id, a user, a thread
+    #[arg(long)]
+    pub to: String,
+    #[arg(long, default_value = "final", value_parser = parse_kind)]
+    pub kind: Kind,
+    /// Sent to the far end; a second enqueue with the same key on the channel is not written
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Print {"id":N,"duplicate":bool}
+    #[arg(long)]
+    pub json: bool,
+    /// The message text, or - to read it from stdin
+    pub text: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// Show dead rows, oldest first
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Only this queue (inbound, hooks, outbound)
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Make dead rows pending again, with a fresh attempt count
+    Retry(Selection),
+    /// Delete dead rows
+    Purge(Selection),
+}
+
+/// Row ids, or --all.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct Selection {
+    /// Row ids (as `relayq dead list` shows them)
+    pub ids: Vec<i64>,
+    /// Every dead row
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,10 +151,19 @@ pub struct InboundArgs {
 pub enum SessionCommand {
     /// Expire a session's pending messages (the session is gone)
     Expire { session: String },
+    /// The session registry kept by hook events
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_agent(s: &str) -> Result<Agent, String> {
     s.parse()
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    s.parse().map_err(|e: EngineError| e.to_string())
 }
 
 fn parse_type(s: &str) -> Result<MessageType, String> {
@@ -206,6 +268,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Serve => commands::serve::run(&ctx),
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
+        Command::Enqueue(EnqueueCommand::Outbound(args)) => commands::enqueue::outbound(&ctx, args),
+        Command::Dead(command) => commands::dead::run(&ctx, command),
+        Command::Session(SessionCommand::List { json }) => commands::session::list(&ctx, json),
         Command::Status { json } => commands::status::run(&ctx, json),
         Command::Session(SessionCommand::Expire { session }) => {
             commands::session::expire(&ctx, &session)

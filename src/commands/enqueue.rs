@@ -1,12 +1,13 @@
-//! `relayq enqueue inbound`: checks the message, writes the row, wakes a running daemon.
+//! `relayq enqueue inbound|outbound`: checks the message, writes the row, wakes a running daemon.
 //! Everything is checked before the database is opened, so bad input writes nothing.
 
 use std::io::Read;
 
-use relayq_engine::{inbound, InboundMessage};
+use relayq_actors::store::Store;
+use relayq_engine::{inbound, outbound, Enqueued, InboundMessage, OutboundMessage};
 
-use crate::cli::{CliError, Context, InboundArgs};
-use crate::commands::open_inbound;
+use crate::cli::{CliError, Context, InboundArgs, OutboundArgs};
+use crate::commands::open;
 
 pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
@@ -37,17 +38,56 @@ pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
     };
     message.validate(max)?;
 
-    let (engine, queue) = open_inbound(ctx)?;
-    let enqueued = queue.enqueue(&message.to_row())?;
-    if !enqueued.duplicate {
-        relayq_actors::wake::notify(engine.database().path(), inbound::QUEUE, &message.session);
+    let store = open(ctx)?;
+    let row = message.to_row();
+    let enqueued = store.inbound.enqueue(&row)?;
+    answer(&store, inbound::QUEUE, &row.key, enqueued, args.json);
+    Ok(())
+}
+
+pub fn outbound(ctx: &Context, args: OutboundArgs) -> Result<(), CliError> {
+    let max = ctx.config.daemon.max_body_bytes;
+    if !ctx.config.channels.contains_key(&args.channel) {
+        let known: Vec<_> = ctx.config.channels.keys().cloned().collect();
+        return Err(CliError::Usage(format!(
+            "channel '{}' is not configured (configured: {}); add a [channels.{}] table",
+            args.channel,
+            known.join(", "),
+            args.channel
+        )));
     }
-    if args.json {
+    let text = if args.text == "-" {
+        read_stdin(max)?
+    } else {
+        args.text
+    };
+    let message = OutboundMessage {
+        channel: args.channel,
+        to: args.to,
+        kind: args.kind,
+        text,
+        idempotency_key: args.idempotency_key,
+        session: None,
+        event: None,
+    };
+    message.validate(max)?;
+    let store = open(ctx)?;
+    let row = message.to_row();
+    let enqueued = store.outbound.enqueue(&row)?;
+    answer(&store, outbound::QUEUE, &row.key, enqueued, args.json);
+    Ok(())
+}
+
+/// Wakes a running daemon for a new row, and prints the id (or `{"id":N,"duplicate":bool}`).
+fn answer(store: &Store, queue: &str, key: &str, enqueued: Enqueued, json: bool) {
+    if !enqueued.duplicate {
+        relayq_actors::wake::notify(store.engine.database().path(), queue, key);
+    }
+    if json {
         println!("{}", serde_json::to_string(&enqueued).expect("serialises"));
     } else {
         println!("{}", enqueued.id);
     }
-    Ok(())
 }
 
 /// Reads the body from stdin, refusing more than `max` bytes without reading it all.

@@ -1,5 +1,6 @@
 //! One module per command. Each reads the context, does one thing, prints its answer.
 
+pub mod dead;
 pub mod enqueue;
 pub mod hook;
 pub mod prune;
@@ -7,13 +8,15 @@ pub mod serve;
 pub mod session;
 pub mod status;
 
-use relayq_engine::{inbound, Engine, Queue};
+use relayq_actors::store::Store;
+use relayq_engine::Engine;
 
 use crate::cli::{CliError, Context};
 
-/// The engine and the inbound queue handle, for commands that work on the database directly.
-pub(crate) fn open_inbound(ctx: &Context) -> Result<(Engine, Queue), CliError> {
+/// The engine and the queue handles under the configured policies, for commands that work on
+/// the database directly.
+pub(crate) fn open(ctx: &Context) -> Result<Store, CliError> {
     let engine = Engine::open(&ctx.db_config())?;
-    let queue = engine.queue(inbound::QUEUE, ctx.config.queues.inbound.clone());
-    Ok((engine, queue))
+    let routes = ctx.config.runtime_config(None).routes;
+    Ok(Store::new(engine, ctx.config.queues.clone(), routes))
 }

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use crate::cli::{CliError, Context};
-use crate::commands::open_inbound;
+use crate::commands::open;
 
 pub fn run(ctx: &Context, older_than: Option<Duration>) -> Result<(), CliError> {
-    let (_, queue) = open_inbound(ctx)?;
-    let n = queue.prune(older_than)?;
+    let s = open(ctx)?;
+    let n =
+        s.inbound.prune(older_than)? + s.hooks.prune(older_than)? + s.outbound.prune(older_than)?;
     println!("pruned {n} row(s)");
     Ok(())
 }

@@ -1,10 +1,11 @@
 //! `relayq session expire S`: the session is gone; its pending messages will never be
 //! delivered. A running daemon is woken so the session's worker notices and stops.
+//! `relayq session list`: the session registry the hook events keep.
 
 use relayq_engine::inbound;
 
 use crate::cli::{CliError, Context};
-use crate::commands::open_inbound;
+use crate::commands::open;
 
 pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
@@ -12,9 +13,39 @@ pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
             "the session id is empty: give the session to expire".into(),
         ));
     }
-    let (engine, queue) = open_inbound(ctx)?;
-    let n = queue.expire_key(session, "session expired")?;
-    relayq_actors::wake::notify(engine.database().path(), inbound::QUEUE, session);
+    let store = open(ctx)?;
+    let n = store.inbound.expire_key(session, "session expired")?;
+    relayq_actors::wake::notify(store.engine.database().path(), inbound::QUEUE, session);
     println!("expired {n} pending message(s) of session {session}");
+    Ok(())
+}
+
+pub fn list(ctx: &Context, as_json: bool) -> Result<(), CliError> {
+    let store = open(ctx)?;
+    let sessions = store.engine.sessions()?;
+    if as_json {
+        println!("{}", serde_json::to_string(&sessions).expect("serialises"));
+        return Ok(());
+    }
+    if sessions.is_empty() {
+        println!("no sessions yet (they appear when hook events are processed)");
+        return Ok(());
+    }
+    println!(
+        "{:<38} {:<7} {:<7} {:>5} {:<8} LAST USER INPUT",
+        "SESSION", "AGENT", "STATE", "TURN", "RUNNING"
+    );
+    for s in sessions {
+        let input = s.last_user_input.as_deref().unwrap_or("-");
+        println!(
+            "{:<38} {:<7} {:<7} {:>5} {:<8} {}",
+            s.key,
+            s.agent,
+            s.state,
+            s.current_turn,
+            if s.turn_running { "yes" } else { "no" },
+            relayq_engine::hooks::head_of(input, 60).replace('\n', " ")
+        );
+    }
     Ok(())
 }

@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use crate::cli::{CliError, Context};
-use crate::commands::open_inbound;
+use crate::commands::open;
 
 pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
-    let (engine, _) = open_inbound(ctx)?;
+    let engine = open(ctx)?.engine;
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
     let now = engine.now();
