@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::{inbound, DbConfig, Engine, Enqueued, InboundMessage, QueuePolicies, Routes};
+use relayq_engine::{
+    inbound, DbConfig, Engine, Enqueued, InboundMessage, OutboundMessage, QueuePolicies, Routes,
+};
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
-use crate::claimer::{ClaimSettings, ClaimerActor, StopClaiming};
+use crate::claimer::{ClaimOutbound, ClaimSettings, ClaimerActor, StopClaiming};
 use crate::error::{ActorError, Result};
 use crate::recovery::RecoveryActor;
 use crate::store::Store;
@@ -96,7 +98,7 @@ impl RuntimeBuilder {
         let store = Store::new(engine.clone(), config.queues.clone(), config.routes.clone());
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
-        let channels_for_claimer = channels.clone();
+        let known_channels = channels.clone();
         let supervisor = Supervisor::new(
             store.clone(),
             channels,
@@ -106,7 +108,7 @@ impl RuntimeBuilder {
         .start();
         let claimer = ClaimerActor::new(
             store.clone(),
-            channels_for_claimer,
+            known_channels.clone(),
             supervisor.clone(),
             config.claims,
         )
@@ -137,6 +139,7 @@ impl RuntimeBuilder {
             claimer,
             recovery,
             listener,
+            channels: known_channels,
             _lock: lock,
         })
     }
@@ -150,6 +153,7 @@ pub struct Runtime {
     claimer: Addr<ClaimerActor>,
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
+    channels: ChannelDirectory,
     _lock: File,
 }
 
@@ -176,6 +180,25 @@ impl Runtime {
     /// Enqueues an inbound message; answers once it is committed.
     pub async fn enqueue(&self, message: InboundMessage) -> Result<Enqueued> {
         self.supervisor.send(Enqueue(message)).await?
+    }
+
+    /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
+    /// row is committed.
+    pub async fn enqueue_outbound(&self, message: OutboundMessage) -> Result<Enqueued> {
+        message.validate(self.config.max_body_bytes)?;
+        if !self.channels.contains(&message.channel) {
+            return Err(ActorError::Invalid(format!(
+                "channel '{}' is not configured (configured: {})",
+                message.channel,
+                self.channels.names().join(", ")
+            )));
+        }
+        let row = message.to_row();
+        let enqueued = self.store.run(move |s| s.outbound.enqueue(&row)).await?;
+        if !enqueued.duplicate {
+            self.claimer.do_send(ClaimOutbound);
+        }
+        Ok(enqueued)
     }
 
     /// Expires a session's pending rows and stops its actor.

@@ -1,0 +1,266 @@
+//! Hook rows processed by the running actor system (ClaimerActor → HookWorker → handlers) on
+//! real SQLite files: order per session, coalescing, critical rows under a flood, and the
+//! notices the handlers send through a real file channel.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use relayq_actors::channels::file::FileConfig;
+use relayq_actors::hook_buffer::Limits;
+use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
+use relayq_engine::handlers::relayed_events;
+use relayq_engine::{
+    Agent, DbConfig, Engine, EventType, HookEvent, NewRow, QueuePolicy, Route, Routes,
+};
+use serde_json::{json, Value};
+
+fn config(dir: &Path, limits: Limits) -> RuntimeConfig {
+    let mut c = RuntimeConfig::new(dir.join("q.db"), "out");
+    c.queues.hooks = QueuePolicy {
+        backoff: vec![Duration::from_millis(50)],
+        ..QueuePolicy::hooks()
+    };
+    c.routes = Routes {
+        default: vec![Route {
+            channel: "out".into(),
+            to: "log".into(),
+            events: relayed_events(),
+        }],
+        sessions: HashMap::new(),
+    };
+    c.claims.hook_buffer = limits;
+    c.listen_for_wakes = false;
+    c
+}
+
+fn hook(session: &str, event: EventType, data: Value) -> NewRow {
+    HookEvent {
+        agent: Agent::Claude,
+        event,
+        native_event: None,
+        session: session.into(),
+        native_session_id: None,
+        received_at: 0,
+        data,
+    }
+    .to_row()
+}
+
+fn tool(session: &str, i: usize) -> NewRow {
+    let kind = if i % 2 == 0 {
+        EventType::ToolUse
+    } else {
+        EventType::ToolDone
+    };
+    hook(session, kind, json!({"tool_name": "Bash", "n": i}))
+}
+
+/// Writes the rows (as `relayq hook` would, daemon down), then starts relayq and waits until
+/// no hook row is left pending or leased. Returns the row ids and the running runtime.
+async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime, Engine) {
+    let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
+    let ids = engine
+        .queue("hooks", QueuePolicy::hooks())
+        .enqueue_many(rows)
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    let spec = ChannelConfig::File(FileConfig {
+        path: dir.join("out.jsonl"),
+        fsync: false,
+        timeout: Duration::from_secs(5),
+    })
+    .spec();
+    let rt = Runtime::builder(config(dir, limits))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    let unfinished = || {
+        engine
+            .counts()
+            .unwrap()
+            .iter()
+            .filter(|c| (c.state == "pending" || c.state == "leased"))
+            .map(|c| c.count)
+            .sum::<i64>()
+    };
+    for _ in 0..3000 {
+        if unfinished() == 0 {
+            return (ids, rt, engine);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "rows still unfinished after 30s: {:?}",
+        engine.counts().unwrap()
+    );
+}
+
+/// Hook rows' (state, reason) by id.
+fn hook_states(engine: &Engine) -> BTreeMap<i64, (String, Option<String>)> {
+    let conn = engine.database().read().unwrap();
+    let mut stmt = conn
+        .prepare("SELECT id, state, reason FROM queue_rows WHERE queue = 'hooks'")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows
+}
+
+/// The notices written to the file channel, per session, in order.
+fn notices(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut map = BTreeMap::<String, Vec<String>>::new();
+    for line in std::fs::read_to_string(dir.join("out.jsonl"))
+        .unwrap_or_default()
+        .lines()
+    {
+        let v: Value = serde_json::from_str(line).unwrap();
+        map.entry(v["session"].as_str().unwrap().into())
+            .or_default()
+            .push(v["text"].as_str().unwrap().into());
+    }
+    map
+}
+
+#[actix_rt::test]
+async fn bursty_rows_coalesce_within_a_segment_and_never_across_a_critical_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = "s";
+    let rows = vec![
+        hook(s, EventType::ToolUse, json!({})),
+        hook(s, EventType::ToolDone, json!({})),
+        hook(s, EventType::ToolUse, json!({})),
+        hook(s, EventType::ToolDone, json!({})),
+        hook(s, EventType::UserPromptSubmit, json!({"prompt": "go"})),
+        hook(s, EventType::ToolUse, json!({})),
+        hook(s, EventType::ToolUse, json!({})),
+        hook(
+            s,
+            EventType::AgentStop,
+            json!({"last_assistant_message": "done"}),
+        ),
+    ];
+    let (ids, rt, engine) = run(dir.path(), Limits::default(), &rows).await;
+    let states = hook_states(&engine);
+    let reason = |i: usize| states[&ids[i]].1.as_deref();
+    for i in 0..ids.len() {
+        assert_eq!(states[&ids[i]].0, "delivered", "row {i}");
+    }
+    // First segment: rows 0 and 1 replaced by the newer 2 and 3. Second segment: 5 by 6. The
+    // tool_use rows 2 and 6 are both kept: the prompt (4) separates them.
+    let coalesced: Vec<usize> = (0..ids.len())
+        .filter(|&i| reason(i) == Some("coalesced"))
+        .collect();
+    assert_eq!(coalesced, vec![0, 1, 5]);
+    for i in [2, 3, 4, 6, 7] {
+        assert_eq!(reason(i), None, "row {i} was run");
+    }
+    let counts = engine.counts().unwrap();
+    assert!(counts
+        .iter()
+        .any(|c| c.queue == "hooks" && c.reason.as_deref() == Some("coalesced") && c.count == 3));
+    let session = engine.session(s).unwrap().unwrap();
+    assert_eq!((session.current_turn, session.turn_running), (1, false));
+    assert_eq!(notices(dir.path())[s], vec!["s: agent finished\n\ndone"]);
+    rt.shutdown(Duration::from_secs(5)).await;
+}
+
+#[actix_rt::test]
+async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = "flood";
+    // One notification every fourth row, tool events between: segments of three bursty rows.
+    let mut rows = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..400 {
+        if i % 4 == 0 {
+            rows.push(hook(
+                s,
+                EventType::Notification,
+                json!({"message": format!("n{i}")}),
+            ));
+            expected.push(format!("flood needs you: n{i}"));
+        } else {
+            rows.push(tool(s, i));
+        }
+    }
+    // A small buffer (8 rows, 2 for critical) against batches of 25: eviction and deferral.
+    let limits = Limits {
+        capacity: 8,
+        reserved_critical: 2,
+    };
+    let (ids, rt, engine) = run(dir.path(), limits, &rows).await;
+    let states = hook_states(&engine);
+    let mut dropped = 0;
+    for (i, id) in ids.iter().enumerate() {
+        let (state, reason) = &states[id];
+        assert_eq!(state, "delivered", "row {i} ended {state}");
+        if i % 4 == 0 {
+            assert_eq!(
+                reason.as_deref(),
+                None,
+                "critical row {i} was run, never dropped"
+            );
+        } else if reason.is_some() {
+            dropped += 1;
+        }
+    }
+    assert!(
+        dropped > 100,
+        "the flood was thinned ({dropped} bursty rows dropped)"
+    );
+    assert_eq!(
+        notices(dir.path())[s],
+        expected,
+        "every notice, once, in order"
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+}
+
+#[actix_rt::test]
+async fn many_sessions_at_once_each_strictly_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions: Vec<String> = (0..40).map(|n| format!("s{n:02}")).collect();
+    let mut rows = Vec::new();
+    // Interleaved as many agents firing at once would write them.
+    for round in 0..10 {
+        for s in &sessions {
+            rows.push(hook(
+                s,
+                EventType::UserPromptSubmit,
+                json!({"prompt": format!("p{round}")}),
+            ));
+            rows.push(tool(s, round));
+            rows.push(hook(
+                s,
+                EventType::AgentStop,
+                json!({"last_assistant_message": format!("a{round}")}),
+            ));
+        }
+    }
+    let (_, rt, engine) = run(dir.path(), Limits::default(), &rows).await;
+    let notices = notices(dir.path());
+    for s in &sessions {
+        let expected: Vec<String> = (0..10)
+            .map(|r| format!("{s}: agent finished\n\na{r}"))
+            .collect();
+        assert_eq!(notices[s], expected, "session {s}");
+        let record = engine.session(s).unwrap().unwrap();
+        assert_eq!(
+            (
+                record.current_turn,
+                record.turn_running,
+                record.last_user_input.as_deref()
+            ),
+            (10, false, Some("p9")),
+            "session {s}"
+        );
+    }
+    rt.shutdown(Duration::from_secs(5)).await;
+}
