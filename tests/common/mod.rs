@@ -2,6 +2,7 @@
 //! and a database, and a `serve` process that is waited for and stopped.
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -227,4 +228,99 @@ pub fn by_session(lines: &[serde_json::Value]) -> std::collections::BTreeMap<Str
             .push(l["content"].as_str().unwrap().to_string());
     }
     map
+}
+
+/// One request a test endpoint received.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub at: Instant,
+    pub idempotency_key: Option<String>,
+    pub body: serde_json::Value,
+}
+
+/// How the endpoint answers one call: status, extra headers, body, and a delay before answering.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: vec![],
+            body: String::new(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// An HTTP server on loopback answering each call (numbered from 0) by a script, as a webhook
+/// receiver or a platform API would. Each call is answered on its own thread, so a slow answer
+/// does not hold up the next call.
+pub struct Endpoint {
+    pub url: String,
+    calls: std::sync::Arc<std::sync::Mutex<Vec<Call>>>,
+    server: std::sync::Arc<tiny_http::Server>,
+}
+
+impl Endpoint {
+    pub fn start(script: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Endpoint {
+        use std::sync::{Arc, Mutex};
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
+        let (srv, log, script) = (server.clone(), calls.clone(), Arc::new(script));
+        std::thread::spawn(move || {
+            for mut request in srv.incoming_requests() {
+                let mut body = String::new();
+                request.as_reader().read_to_string(&mut body).unwrap();
+                let key = request
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("Idempotency-Key"))
+                    .map(|h| h.value.to_string());
+                let n = {
+                    let mut calls = log.lock().unwrap();
+                    calls.push(Call {
+                        at: Instant::now(),
+                        idempotency_key: key,
+                        body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+                    });
+                    calls.len() - 1
+                };
+                let script = script.clone();
+                std::thread::spawn(move || {
+                    let reply = script(n);
+                    std::thread::sleep(reply.delay);
+                    let mut response =
+                        tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
+                    for (name, value) in reply.headers {
+                        response.add_header(
+                            tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
+                                .unwrap(),
+                        );
+                    }
+                    let _ = request.respond(response);
+                });
+            }
+        });
+        Endpoint {
+            url: format!("http://127.0.0.1:{port}/hook"),
+            calls,
+            server,
+        }
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
 }
