@@ -3,9 +3,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -15,27 +14,6 @@ fn fixtures(agent: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures")
         .join(agent)
-}
-
-/// Runs `relayq hook --agent AGENT`, the payload on stdin or, when `as_arg`, as the last argument.
-fn hook(app: &App, agent: &str, payload: &str, as_arg: bool, env: &[(&str, &str)]) -> Output {
-    let mut cmd = app.cmd(&["hook", "--agent", agent]);
-    if as_arg {
-        cmd.arg(payload);
-    }
-    cmd.env_remove("RELAYQ_SESSION").envs(env.iter().copied());
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    if !as_arg {
-        stdin.write_all(payload.as_bytes()).unwrap();
-    }
-    drop(stdin);
-    child.wait_with_output().unwrap()
 }
 
 /// The hook rows written so far: (session key, stored event).
@@ -141,7 +119,7 @@ fn check_agent(agent: &str, dir: &str, table: &[(&str, Option<&str>)]) {
     for (name, expected) in table {
         let text = std::fs::read_to_string(fixtures(dir).join(format!("{name}.json"))).unwrap();
         let payload: Value = serde_json::from_str(&text).unwrap();
-        let out = hook(&app, agent, &text, *name == "notify", &[]);
+        let out = app.hook(agent, &text, *name == "notify", &[]);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -198,13 +176,7 @@ fn gemini_fixtures_map_to_the_expected_rows() {
 fn relayq_session_names_the_key_and_unknown_fields_are_kept() {
     let app = App::new("");
     let payload = r#"{"session_id":"native-1","hook_event_name":"Stop","last_assistant_message":"done","brand_new_field":{"x":1}}"#;
-    let out = hook(
-        &app,
-        "claude",
-        payload,
-        false,
-        &[("RELAYQ_SESSION", "relayq-7")],
-    );
+    let out = app.hook("claude", payload, false, &[("RELAYQ_SESSION", "relayq-7")]);
     assert_eq!(out.status.code(), Some(0));
     let rows = hook_rows(&app);
     assert_eq!(rows[0].0, "relayq-7");
@@ -216,7 +188,7 @@ fn relayq_session_names_the_key_and_unknown_fields_are_kept() {
 fn invalid_json_is_stored_as_an_error_event_and_exits_1_with_one_line() {
     let app = App::new("");
     let garbage = format!("{{not json {}", "x".repeat(10_000));
-    let out = hook(&app, "claude", &garbage, false, &[("RELAYQ_SESSION", "s1")]);
+    let out = app.hook("claude", &garbage, false, &[("RELAYQ_SESSION", "s1")]);
     assert_eq!(out.status.code(), Some(1), "non-blocking failure");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -240,7 +212,7 @@ fn invalid_json_is_stored_as_an_error_event_and_exits_1_with_one_line() {
 fn hook_failures_exit_1_never_2() {
     let app = App::new("");
     // an unknown agent: a usage error anywhere else, but exit 2 would block the agent
-    let out = hook(&app, "copilot", "{}", false, &[]);
+    let out = app.hook("copilot", "{}", false, &[]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -275,10 +247,7 @@ fn hook_failures_exit_1_never_2() {
     );
     // an invalid config file
     let bad = App::new("[database]\nsynchronous = \"nope\"\n");
-    assert_eq!(
-        hook(&bad, "claude", "{}", false, &[]).status.code(),
-        Some(1)
-    );
+    assert_eq!(bad.hook("claude", "{}", false, &[]).status.code(), Some(1));
 }
 
 #[test]
@@ -286,7 +255,7 @@ fn a_locked_database_fails_the_hook_within_about_a_second() {
     let app = App::new("");
     let payload = r#"{"hook_event_name":"Stop","session_id":"s"}"#;
     assert_eq!(
-        hook(&app, "claude", payload, false, &[]).status.code(),
+        app.hook("claude", payload, false, &[]).status.code(),
         Some(0)
     );
     let mut conn = rusqlite::Connection::open(app.db()).unwrap();
@@ -294,7 +263,7 @@ fn a_locked_database_fails_the_hook_within_about_a_second() {
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .unwrap();
     let start = Instant::now();
-    let out = hook(&app, "claude", payload, false, &[]);
+    let out = app.hook("claude", payload, false, &[]);
     let took = start.elapsed();
     assert_eq!(
         out.status.code(),

@@ -30,17 +30,28 @@ timeout = "{channel_timeout}"
 }
 
 fn send(app: &App, args: &[&str]) -> i64 {
-    let mut all = vec!["enqueue", "outbound", "--channel", "hook", "--to", "chat-42"];
+    let mut all = vec![
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "chat-42",
+    ];
     all.extend_from_slice(args);
     app.ok(&all).trim().parse().unwrap()
 }
 
 /// Waits until row `id` of the outbound queue is in `state`; returns its row.
 fn wait_state(app: &App, id: i64, state: &str) -> relayq_engine::RowState {
-    let q = app.engine().queue("outbound", relayq_engine::QueuePolicy::outbound());
-    wait_until(&format!("row {id} {state}"), Duration::from_secs(20), || {
-        q.state_of(id).unwrap().unwrap().state == state
-    });
+    let q = app
+        .engine()
+        .queue("outbound", relayq_engine::QueuePolicy::outbound());
+    wait_until(
+        &format!("row {id} {state}"),
+        Duration::from_secs(20),
+        || q.state_of(id).unwrap().unwrap().state == state,
+    );
     q.state_of(id).unwrap().unwrap()
 }
 
@@ -49,18 +60,36 @@ fn a_2xx_answer_delivers_once_with_the_idempotency_key_and_the_message() {
     let hook = Endpoint::start(|_| Reply::status(204));
     let app = App::new(&config(&hook.url, "5s"));
     let daemon = app.serve();
-    let keyed = send(&app, &["--idempotency-key", "k1", "--kind", "block", "hello"]);
+    let keyed = send(
+        &app,
+        &["--idempotency-key", "k1", "--kind", "block", "hello"],
+    );
     let plain = send(&app, &["world"]);
     wait_state(&app, plain, "delivered");
     let again = app.ok(&[
-        "enqueue", "outbound", "--channel", "hook", "--to", "chat-42", "--idempotency-key", "k1",
-        "--json", "hello",
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "chat-42",
+        "--idempotency-key",
+        "k1",
+        "--json",
+        "hello",
     ]);
     let again: Value = serde_json::from_str(&again).unwrap();
-    assert_eq!((again["id"].as_i64(), again["duplicate"].as_bool()), (Some(keyed), Some(true)));
+    assert_eq!(
+        (again["id"].as_i64(), again["duplicate"].as_bool()),
+        (Some(keyed), Some(true))
+    );
     std::thread::sleep(Duration::from_millis(300));
     let calls = hook.calls();
-    assert_eq!(calls.len(), 2, "one call per message, none for the duplicate");
+    assert_eq!(
+        calls.len(),
+        2,
+        "one call per message, none for the duplicate"
+    );
     assert_eq!(calls[0].idempotency_key.as_deref(), Some("k1"));
     assert_eq!(
         calls[1].idempotency_key,
@@ -69,10 +98,18 @@ fn a_2xx_answer_delivers_once_with_the_idempotency_key_and_the_message() {
     );
     let body = &calls[0].body;
     assert_eq!(
-        (body["channel"].as_str(), body["to"].as_str(), body["text"].as_str(), body["kind"].as_str()),
+        (
+            body["channel"].as_str(),
+            body["to"].as_str(),
+            body["text"].as_str(),
+            body["kind"].as_str()
+        ),
         (Some("hook"), Some("chat-42"), Some("hello"), Some("block"))
     );
-    assert_eq!((body["id"].as_i64(), body["attempt"].as_i64()), (Some(keyed), Some(1)));
+    assert_eq!(
+        (body["id"].as_i64(), body["attempt"].as_i64()),
+        (Some(keyed), Some(1))
+    );
     daemon.stop();
 }
 
@@ -85,7 +122,11 @@ fn a_5xx_answer_is_retried_with_the_same_key_until_delivered() {
     let row = wait_state(&app, id, "delivered");
     assert_eq!(row.attempts, 3);
     assert_eq!(row.last_error.as_deref(), Some("HTTP 503"));
-    let keys: Vec<_> = hook.calls().into_iter().map(|c| c.idempotency_key).collect();
+    let keys: Vec<_> = hook
+        .calls()
+        .into_iter()
+        .map(|c| c.idempotency_key)
+        .collect();
     assert_eq!(keys, vec![Some(format!("relayq-outbound-{id}")); 3]);
     daemon.stop();
 }
@@ -107,7 +148,10 @@ fn a_429_waits_for_retry_after_instead_of_the_backoff() {
     let calls = hook.calls();
     assert_eq!(calls.len(), 2);
     let gap = calls[1].at - calls[0].at;
-    assert!(gap >= Duration::from_millis(950), "waited {gap:?}, not the 1s asked for");
+    assert!(
+        gap >= Duration::from_millis(950),
+        "waited {gap:?}, not the 1s asked for"
+    );
     assert_eq!(row.last_error.as_deref(), Some("HTTP 429: slow down"));
     daemon.stop();
 }
@@ -128,7 +172,11 @@ fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
     let next = send(&app, &["after"]);
     let row = wait_state(&app, id, "delivered");
     wait_state(&app, next, "delivered");
-    let texts: Vec<_> = hook.calls().iter().map(|c| c.body["text"].clone()).collect();
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .map(|c| c.body["text"].clone())
+        .collect();
     assert_eq!(texts, vec!["slow", "after"], "each sent once, in order");
     assert_eq!(row.attempts, 1);
     daemon.stop();
@@ -137,7 +185,11 @@ fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
 #[test]
 fn a_webhook_that_does_not_answer_in_time_is_retried() {
     let hook = Endpoint::start(|n| Reply {
-        delay: if n == 0 { Duration::from_millis(1500) } else { Duration::ZERO },
+        delay: if n == 0 {
+            Duration::from_millis(1500)
+        } else {
+            Duration::ZERO
+        },
         ..Reply::status(200)
     });
     let app = App::new(&config(&hook.url, "300ms"));
@@ -168,8 +220,14 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
     let listed: Value = serde_json::from_str(&app.ok(&["dead", "list", "--json"])).unwrap();
     let listed = listed.as_array().unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!((listed[0]["id"].as_i64(), listed[0]["queue"].as_str()), (Some(first), Some("outbound")));
-    assert!(listed[0]["last_error"].as_str().unwrap().contains("HTTP 404: {\"error\":\"no such chat\"}"));
+    assert_eq!(
+        (listed[0]["id"].as_i64(), listed[0]["queue"].as_str()),
+        (Some(first), Some("outbound"))
+    );
+    assert!(listed[0]["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("HTTP 404: {\"error\":\"no such chat\"}"));
     assert_eq!(listed[0]["payload"]["text"], "one");
     assert!(app.ok(&["dead", "list"]).contains("HTTP 404"));
 
@@ -177,18 +235,29 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
     let out = app.run(&["dead", "retry", &first.to_string(), "999999"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("row 999999 is not a dead row"));
-    assert_eq!(app.run(&["dead", "retry"]).status.code(), Some(2), "ids or --all");
+    assert_eq!(
+        app.run(&["dead", "retry"]).status.code(),
+        Some(2),
+        "ids or --all"
+    );
 
     // The far end is fixed: retry delivers it (the endpoint answers 200 to the second call).
     app.ok(&["dead", "retry", &first.to_string()]);
     let row = wait_state(&app, first, "delivered");
-    assert_eq!(row.attempts, 1, "a retried dead row starts a fresh attempt count");
+    assert_eq!(
+        row.attempts, 1,
+        "a retried dead row starts a fresh attempt count"
+    );
 
     let second = send(&app, &["two"]);
     wait_state(&app, second, "dead");
-    assert!(app.ok(&["dead", "purge", "--all"]).contains("purged 1 dead row(s)"));
+    assert!(app
+        .ok(&["dead", "purge", "--all"])
+        .contains("purged 1 dead row(s)"));
     assert_eq!(app.ok(&["dead", "list"]).trim(), "no dead rows");
-    let q = app.engine().queue("outbound", relayq_engine::QueuePolicy::outbound());
+    let q = app
+        .engine()
+        .queue("outbound", relayq_engine::QueuePolicy::outbound());
     assert!(q.state_of(second).unwrap().is_none());
     assert_eq!(hook.calls().len(), 3);
     daemon.stop();
@@ -198,10 +267,58 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
 fn enqueue_outbound_refuses_an_unknown_channel_and_bad_input_without_writing() {
     let app = App::new(&config("http://127.0.0.1:9/hook", "5s"));
     let cases: &[(&[&str], &str)] = &[
-        (&["enqueue", "outbound", "--channel", "nope", "--to", "x", "hi"], "channel 'nope' is not configured"),
-        (&["enqueue", "outbound", "--channel", "hook", "--to", " ", "hi"], "destination is empty"),
-        (&["enqueue", "outbound", "--channel", "hook", "--to", "x", "--kind", "gif", "hi"], "final, block or tool"),
-        (&["enqueue", "outbound", "--channel", "hook", "--to", "x", "--idempotency-key", "", "hi"], "idempotency key is empty"),
+        (
+            &[
+                "enqueue",
+                "outbound",
+                "--channel",
+                "nope",
+                "--to",
+                "x",
+                "hi",
+            ],
+            "channel 'nope' is not configured",
+        ),
+        (
+            &[
+                "enqueue",
+                "outbound",
+                "--channel",
+                "hook",
+                "--to",
+                " ",
+                "hi",
+            ],
+            "destination is empty",
+        ),
+        (
+            &[
+                "enqueue",
+                "outbound",
+                "--channel",
+                "hook",
+                "--to",
+                "x",
+                "--kind",
+                "gif",
+                "hi",
+            ],
+            "final, block or tool",
+        ),
+        (
+            &[
+                "enqueue",
+                "outbound",
+                "--channel",
+                "hook",
+                "--to",
+                "x",
+                "--idempotency-key",
+                "",
+                "hi",
+            ],
+            "idempotency key is empty",
+        ),
     ];
     for (args, message) in cases {
         let out = app.run(args);
@@ -209,5 +326,8 @@ fn enqueue_outbound_refuses_an_unknown_channel_and_bad_input_without_writing() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
-    assert!(!app.db().exists() || app.engine().counts().unwrap().is_empty(), "nothing written");
+    assert!(
+        !app.db().exists() || app.engine().counts().unwrap().is_empty(),
+        "nothing written"
+    );
 }

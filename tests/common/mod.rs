@@ -2,7 +2,7 @@
 //! and a database, and a `serve` process that is waited for and stopped.
 #![allow(dead_code)]
 
-use std::io::Read;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -103,6 +103,27 @@ impl App {
             socket.exists()
         });
         daemon
+    }
+
+    /// Runs `relayq hook --agent AGENT`, the payload on stdin or, when `as_arg`, as the last argument.
+    pub fn hook(&self, agent: &str, payload: &str, as_arg: bool, env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.cmd(&["hook", "--agent", agent]);
+        if as_arg {
+            cmd.arg(payload);
+        }
+        cmd.env_remove("RELAYQ_SESSION").envs(env.iter().copied());
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if !as_arg {
+            stdin.write_all(payload.as_bytes()).unwrap();
+        }
+        drop(stdin);
+        child.wait_with_output().unwrap()
     }
 
     /// The engine on the same database, to look at rows directly.
