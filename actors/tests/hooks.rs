@@ -48,7 +48,7 @@ fn hook(session: &str, event: EventType, data: Value) -> NewRow {
 }
 
 fn tool(session: &str, i: usize) -> NewRow {
-    let kind = if i % 2 == 0 {
+    let kind = if i.is_multiple_of(2) {
         EventType::ToolUse
     } else {
         EventType::ToolDone
@@ -83,7 +83,7 @@ async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime,
             .counts()
             .unwrap()
             .iter()
-            .filter(|c| (c.state == "pending" || c.state == "leased"))
+            .filter(|c| c.state == "pending" || c.state == "leased")
             .map(|c| c.count)
             .sum::<i64>()
     };
@@ -178,8 +178,8 @@ async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
     // One notification every fourth row, tool events between: segments of three bursty rows.
     let mut rows = Vec::new();
     let mut expected = Vec::new();
-    for i in 0..400 {
-        if i % 4 == 0 {
+    for i in 0..400usize {
+        if i.is_multiple_of(4) {
             rows.push(hook(
                 s,
                 EventType::Notification,
@@ -201,7 +201,7 @@ async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
     for (i, id) in ids.iter().enumerate() {
         let (state, reason) = &states[id];
         assert_eq!(state, "delivered", "row {i} ended {state}");
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             assert_eq!(
                 reason.as_deref(),
                 None,
