@@ -29,7 +29,8 @@ timeout = "{channel_timeout}"
     )
 }
 
-fn send(app: &App, args: &[&str]) -> i64 {
+/// `relayq enqueue outbound --channel hook --to chat-42 ARGS`; returns stdout.
+fn enqueue(app: &App, args: &[&str]) -> String {
     let mut all = vec![
         "enqueue",
         "outbound",
@@ -39,7 +40,12 @@ fn send(app: &App, args: &[&str]) -> i64 {
         "chat-42",
     ];
     all.extend_from_slice(args);
-    app.ok(&all).trim().parse().unwrap()
+    app.ok(&all)
+}
+
+/// Enqueues and returns the row id.
+fn send(app: &App, args: &[&str]) -> i64 {
+    enqueue(app, args).trim().parse().unwrap()
 }
 
 /// Waits until row `id` of the outbound queue is in `state`; returns its row.
@@ -66,18 +72,7 @@ fn a_2xx_answer_delivers_once_with_the_idempotency_key_and_the_message() {
     );
     let plain = send(&app, &["world"]);
     wait_state(&app, plain, "delivered");
-    let again = app.ok(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "chat-42",
-        "--idempotency-key",
-        "k1",
-        "--json",
-        "hello",
-    ]);
+    let again = enqueue(&app, &["--idempotency-key", "k1", "--json", "hello"]);
     let again: Value = serde_json::from_str(&again).unwrap();
     assert_eq!(
         (again["id"].as_i64(), again["duplicate"].as_bool()),
@@ -266,62 +261,23 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
 #[test]
 fn enqueue_outbound_refuses_an_unknown_channel_and_bad_input_without_writing() {
     let app = App::new(&config("http://127.0.0.1:9/hook", "5s"));
-    let cases: &[(&[&str], &str)] = &[
+    // (channel, to, extra flags, what the error says)
+    let cases: &[(&str, &str, &[&str], &str)] = &[
+        ("nope", "x", &[], "channel 'nope' is not configured"),
+        ("hook", " ", &[], "destination is empty"),
+        ("hook", "x", &["--kind", "gif"], "final, block or tool"),
         (
-            &[
-                "enqueue",
-                "outbound",
-                "--channel",
-                "nope",
-                "--to",
-                "x",
-                "hi",
-            ],
-            "channel 'nope' is not configured",
-        ),
-        (
-            &[
-                "enqueue",
-                "outbound",
-                "--channel",
-                "hook",
-                "--to",
-                " ",
-                "hi",
-            ],
-            "destination is empty",
-        ),
-        (
-            &[
-                "enqueue",
-                "outbound",
-                "--channel",
-                "hook",
-                "--to",
-                "x",
-                "--kind",
-                "gif",
-                "hi",
-            ],
-            "final, block or tool",
-        ),
-        (
-            &[
-                "enqueue",
-                "outbound",
-                "--channel",
-                "hook",
-                "--to",
-                "x",
-                "--idempotency-key",
-                "",
-                "hi",
-            ],
+            "hook",
+            "x",
+            &["--idempotency-key", ""],
             "idempotency key is empty",
         ),
     ];
-    for (args, message) in cases {
-        let out = app.run(args);
+    for (channel, to, flags, message) in cases {
+        let mut args = vec!["enqueue", "outbound", "--channel", channel, "--to", to];
+        args.extend_from_slice(flags);
+        args.push("hi");
+        let out = app.run(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");

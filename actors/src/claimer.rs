@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::{Lease, OutboundMessage};
+use relayq_engine::{Lease, OutboundMessage, Queue};
 use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Message};
@@ -157,15 +157,9 @@ impl ClaimerActor {
         }
         let limit = self.settings.hook_batch;
         let skip: Vec<String> = self.paused.iter().cloned().collect();
-        let work = self.store.run(move |s| {
-            let leases = s.hooks.lease_runs(limit, &skip)?;
-            let next = if leases.len() < limit {
-                s.hooks.next_due()?
-            } else {
-                None
-            };
-            Ok((leases, next))
-        });
+        let work = self
+            .store
+            .run(move |s| with_next_due(&s.hooks, s.hooks.lease_runs(limit, &skip)?, limit));
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.hooks.running = false;
             match result {
@@ -259,15 +253,9 @@ impl ClaimerActor {
         if self.stopping || room == 0 || !Self::begin(&mut self.outbound, ctx) {
             return;
         }
-        let work = self.store.run(move |s| {
-            let leases = s.outbound.lease_due(room)?;
-            let next = if leases.len() < room {
-                s.outbound.next_due()?
-            } else {
-                None
-            };
-            Ok((leases, next))
-        });
+        let work = self
+            .store
+            .run(move |s| with_next_due(&s.outbound, s.outbound.lease_due(room)?, room));
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.outbound.running = false;
             match result {
@@ -331,6 +319,20 @@ impl ClaimerActor {
             .into_actor(self),
         );
     }
+}
+
+/// A claim's leases, and when it got fewer than `limit`, when the queue's next row is due.
+fn with_next_due(
+    queue: &Queue,
+    leases: Vec<Lease>,
+    limit: usize,
+) -> relayq_engine::Result<(Vec<Lease>, Option<i64>)> {
+    let next = if leases.len() < limit {
+        queue.next_due()?
+    } else {
+        None
+    };
+    Ok((leases, next))
 }
 
 impl Actor for ClaimerActor {
