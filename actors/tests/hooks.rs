@@ -264,3 +264,66 @@ async fn many_sessions_at_once_each_strictly_in_order() {
     }
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+#[actix_rt::test]
+async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let hooks = engine.queue("hooks", QueuePolicy::hooks());
+    // 1500 critical rows written first for one session, then three for another.
+    let chatty: Vec<NewRow> = (0..1500)
+        .map(|i| {
+            hook(
+                "chatty",
+                EventType::Notification,
+                json!({"message": format!("n{i}")}),
+            )
+        })
+        .collect();
+    hooks.enqueue_many(&chatty).unwrap();
+    let quiet: Vec<i64> = (0..3)
+        .map(|i| {
+            let row = hook(
+                "quiet",
+                EventType::Notification,
+                json!({"message": format!("q{i}")}),
+            );
+            hooks.enqueue(&row).unwrap().id
+        })
+        .collect();
+    let spec = ChannelConfig::File(FileConfig {
+        path: dir.path().join("out.jsonl"),
+        fsync: false,
+        timeout: Duration::from_secs(5),
+    })
+    .spec();
+    let rt = Runtime::builder(config(dir.path(), Limits::default()))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    let quiet_done = || {
+        quiet
+            .iter()
+            .all(|id| hooks.state_of(*id).unwrap().unwrap().state == "delivered")
+    };
+    for _ in 0..1000 {
+        if quiet_done() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(quiet_done(), "the quiet session was processed");
+    let chatty_left = engine
+        .counts()
+        .unwrap()
+        .iter()
+        .filter(|c| c.queue == "hooks" && (c.state == "pending" || c.state == "leased"))
+        .map(|c| c.count)
+        .sum::<i64>();
+    assert!(
+        chatty_left > 0,
+        "…while the chatty one still had rows waiting"
+    );
+    rt.shutdown(Duration::from_secs(5)).await;
+}
