@@ -126,18 +126,7 @@ fn exec_channel_failing_twice_then_succeeding_delivers_once_with_the_errors_reco
 if [ $n -eq 1 ]; then exit 75; fi
 if [ $n -eq 2 ]; then echo "bridge unreachable" >&2; exit 3; fi
 line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
-    let config = format!(
-        r#"
-[queues.inbound]
-backoff = ["100ms", "200ms"]
-[sessions]
-default_channel = "bridge"
-[channels.bridge]
-kind = "exec"
-command = ["sh", "-c", {script:?}]
-"#
-    );
-    let app = App::new(&config);
+    let app = App::new(&exec_config(script, "", ""));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", Duration::from_secs(15), || {
@@ -165,19 +154,7 @@ command = ["sh", "-c", {script:?}]
 #[test]
 fn exec_channel_that_hangs_is_killed_and_retried() {
     let script = r#"if [ ! -f first ]; then touch first; sleep 30; fi; line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
-    let config = format!(
-        r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "bridge"
-[channels.bridge]
-kind = "exec"
-timeout = "300ms"
-command = ["sh", "-c", {script:?}]
-"#
-    );
-    let app = App::new(&config);
+    let app = App::new(&exec_config(script, "", r#"timeout = "300ms""#));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", Duration::from_secs(15), || {

@@ -8,26 +8,9 @@ use std::time::Duration;
 use common::*;
 use relayq_engine::InboundMessage;
 
-/// An exec channel that appends the delivery as one line (one write, so a kill never tears it).
-fn exec_config(extra_daemon: &str) -> String {
-    format!(
-        r#"
-[daemon]
-{extra_daemon}
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "bridge"
-[channels.bridge]
-kind = "exec"
-command = ["sh", "-c", "line=$(cat); printf '%s\\n' \"$line\" >> out.jsonl"]
-"#
-    )
-}
-
 #[test]
 fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
-    let app = App::new(&exec_config(""));
+    let app = App::new(&exec_config(APPEND_LINE, "", ""));
     let sessions = 10;
     let per_session = 60;
     let total = sessions * per_session;
@@ -91,16 +74,8 @@ fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
 
 #[test]
 fn sigterm_lets_the_delivery_in_flight_finish_and_exits_0() {
-    let config = r#"
-[daemon]
-shutdown_grace = "10s"
-[sessions]
-default_channel = "slow"
-[channels.slow]
-kind = "exec"
-command = ["sh", "-c", "touch started; sleep 1; line=$(cat); printf '%s\n' \"$line\" >> out.jsonl"]
-"#;
-    let app = App::new(config);
+    let script = format!("touch started; sleep 1; {APPEND_LINE}");
+    let app = App::new(&exec_config(&script, r#"shutdown_grace = "10s""#, ""));
     let mut daemon = app.serve();
     let first = app.enqueue("s", "in flight");
     let second = app.enqueue("s", "waits");
@@ -129,18 +104,8 @@ command = ["sh", "-c", "touch started; sleep 1; line=$(cat); printf '%s\n' \"$li
 
 #[test]
 fn a_delivery_outliving_the_grace_period_is_redelivered_after_restart() {
-    let config = r#"
-[daemon]
-shutdown_grace = "200ms"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "slow"
-[channels.slow]
-kind = "exec"
-command = ["sh", "-c", "if [ ! -f slept ]; then touch slept; sleep 3; fi; line=$(cat); printf '%s\n' \"$line\" >> out.jsonl"]
-"#;
-    let app = App::new(config);
+    let script = format!("if [ ! -f slept ]; then touch slept; sleep 3; fi; {APPEND_LINE}");
+    let app = App::new(&exec_config(&script, r#"shutdown_grace = "200ms""#, ""));
     let mut daemon = app.serve();
     let id = app.enqueue("s", "slow one");
     wait_until("the delivery to start", Duration::from_secs(10), || {

@@ -240,6 +240,30 @@ path = "out.jsonl"
     .to_string()
 }
 
+/// A shell script for an exec channel that appends the delivery as one line to `out.jsonl`
+/// (one write, so a kill never tears it).
+pub const APPEND_LINE: &str = r#"line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
+
+/// A config whose default channel is the exec channel `bridge` running `sh -c SCRIPT`, with a
+/// 100 ms backoff; `daemon` and `channel` are extra lines for the `[daemon]` and
+/// `[channels.bridge]` tables.
+pub fn exec_config(script: &str, daemon: &str, channel: &str) -> String {
+    format!(
+        r#"
+[daemon]
+{daemon}
+[queues.inbound]
+backoff = ["100ms"]
+[sessions]
+default_channel = "bridge"
+[channels.bridge]
+kind = "exec"
+command = ["sh", "-c", {script:?}]
+{channel}
+"#
+    )
+}
+
 /// The contents of each session's deliveries, in the order they were written.
 pub fn by_session(lines: &[serde_json::Value]) -> std::collections::BTreeMap<String, Vec<String>> {
     let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
