@@ -444,6 +444,14 @@ impl Config {
         }
     }
 
+    /// Where hook events' notices go.
+    pub fn routes(&self) -> Routes {
+        Routes {
+            default: self.routes.default.clone(),
+            sessions: self.routes.sessions.clone().into_iter().collect(),
+        }
+    }
+
     /// What the actor system needs.
     pub fn runtime_config(&self, db_override: Option<&Path>) -> RuntimeConfig {
         RuntimeConfig {
@@ -453,10 +461,7 @@ impl Config {
                 default_channel: self.sessions.default_channel.clone(),
                 sessions: self.sessions.channels.clone().into_iter().collect(),
             },
-            routes: Routes {
-                default: self.routes.default.clone(),
-                sessions: self.routes.sessions.clone().into_iter().collect(),
-            },
+            routes: self.routes(),
             claims: self.claimer.settings(),
             max_body_bytes: self.daemon.max_body_bytes,
             sweep_interval: self.daemon.sweep_interval,

@@ -17,6 +17,9 @@ use crate::cli::{CliError, Context};
 /// the database directly.
 pub(crate) fn open(ctx: &Context) -> Result<Store, CliError> {
     let engine = Engine::open(&ctx.db_config())?;
-    let routes = ctx.config.runtime_config(None).routes;
-    Ok(Store::new(engine, ctx.config.queues.clone(), routes))
+    Ok(Store::new(
+        engine,
+        ctx.config.queues.clone(),
+        ctx.config.routes(),
+    ))
 }
