@@ -1,0 +1,478 @@
+//! relayq's benchmark harness: `cargo run --release -p relayq-bench -- all` runs every scenario
+//! against the references (raw SQLite, effectum) in one process tree and writes BENCHMARKS.md
+//! with plots under bench/report/. Benchmarks are never tests: `cargo test` does not run this.
+
+mod effectum;
+mod flow;
+mod history;
+mod process;
+mod raw;
+mod report;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use clap::{Parser, ValueEnum};
+use relayq_engine::Synchronous;
+
+use report::{Check, Figure, Report, Section};
+use stats::percentile;
+
+#[derive(Debug, Parser)]
+#[command(about = "relayq against the SQLite ceiling and effectum, in one run")]
+struct Args {
+    /// Scenarios to run
+    #[arg(value_enum, default_value = "all")]
+    scenarios: Vec<Scenario>,
+    /// Runs of each measurement (min / median / max are reported)
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Smaller sizes, for trying the harness out (the report says so)
+    #[arg(long)]
+    quick: bool,
+    /// Where BENCHMARKS.md (and bench/report/*.png) are written
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    All,
+    /// 1: inbound end to end, S = 100, vs raw SQLite and effectum
+    Throughput,
+    /// 2: S = 1 and S = 10 000
+    Sessions,
+    /// 3: synchronous = FULL
+    Full,
+    /// 4: open-loop latency, in process and from the CLI
+    Latency,
+    /// 5: hook receiver wall time
+    Hook,
+    /// 6: lease + complete cost vs retained history
+    History,
+    /// 7: idle daemon memory
+    Memory,
+    /// 8: recovery after a kill vs steady state
+    Recovery,
+}
+
+/// Problem sizes.
+struct Sizes {
+    n: usize,
+    effectum_default_n: usize,
+    raw_unbatched_full_n: usize,
+    many_sessions: usize,
+    latency_secs: u32,
+    cli_runs: usize,
+    hook_runs: usize,
+    history_small: usize,
+    history_big: usize,
+    history_ops: usize,
+    memory_sessions: usize,
+    recovery_rows: usize,
+    recovery_sessions: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                n: 5_000,
+                effectum_default_n: 500,
+                raw_unbatched_full_n: 300,
+                many_sessions: 1_000,
+                latency_secs: 2,
+                cli_runs: 20,
+                hook_runs: 100,
+                history_small: 10_000,
+                history_big: 100_000,
+                history_ops: 1_000,
+                memory_sessions: 1_000,
+                recovery_rows: 10_000,
+                recovery_sessions: 100,
+            }
+        } else {
+            Sizes {
+                n: 50_000,
+                // effectum's default (one worker slot, one enqueue per job) runs ~500 jobs/s here.
+                effectum_default_n: 5_000,
+                // one fsync per operation: a rate, measured on fewer messages
+                raw_unbatched_full_n: 2_000,
+                many_sessions: 10_000,
+                latency_secs: 10,
+                cli_runs: 200,
+                hook_runs: 1_000,
+                history_small: 10_000,
+                history_big: 1_000_000,
+                history_ops: 5_000,
+                memory_sessions: 10_000,
+                recovery_rows: 100_000,
+                recovery_sessions: 1_000,
+            }
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("bench/ has a parent")?
+        .to_path_buf();
+    let out = args.out.clone().unwrap_or_else(|| root.clone());
+    let all = args.scenarios.contains(&Scenario::All);
+    let wants = |s: Scenario| all || args.scenarios.contains(&s);
+    let sizes = Sizes::new(args.quick);
+    let runs = args.runs.max(1);
+
+    let relayq = build_relayq(&root)?;
+    let mut report = Report {
+        machine: machine_facts(runs, args.quick),
+        ..Report::default()
+    };
+    let mut relayq_s100 = None;
+
+    if wants(Scenario::Throughput) {
+        let raw_one = repeat(runs, "raw SQLite, one commit per operation", || {
+            raw::ceiling(sizes.n, 100, Synchronous::Normal, 1)
+        })?;
+        let raw_batched = repeat(runs, "raw SQLite, 100 per transaction", || {
+            raw::ceiling(sizes.n, 100, Synchronous::Normal, 100)
+        })?;
+        eprintln!("building the effectum reference (bench/effectum-ref)...");
+        let eff_bin = effectum::build(&root)?;
+        let eff_default = repeat(runs, "effectum default", || {
+            effectum::run(&eff_bin, "default", sizes.effectum_default_n)
+        })?;
+        let eff_best = repeat(runs, "effectum best", || effectum::run(&eff_bin, "best", sizes.n))?;
+        let ours = repeat(runs, "relayq S=100", || flow::throughput(sizes.n, 100, Synchronous::Normal))?;
+        let (r, rb, eb) = (median(&ours), median(&raw_batched), median(&eff_best));
+        report.sections.push(Section {
+            title: "1. Inbound throughput, S = 100".into(),
+            how: format!(
+                "{} messages over 100 sessions, synchronous = NORMAL. relayq: each session's producer \
+                 enqueues in order through the Supervisor (each enqueue answered after its commit) \
+                 while SessionActors lease, deliver to a no-op channel and complete; from the first \
+                 enqueue to the last delivery, per-session order checked on every delivery. Raw \
+                 SQLite: a single-threaded rusqlite loop on the same table and indexes doing insert, \
+                 claim oldest per session, mark done. effectum 0.7: no-op jobs enqueued while its \
+                 worker runs them; best = batches of 100 and worker concurrency 100; default = one \
+                 enqueue per job and default worker ({} jobs).",
+                sizes.n, sizes.effectum_default_n
+            ),
+            checks: vec![
+                Check::at_least("≥ 70 % of raw batched", r / rb, 0.70, format!("{:.0} %", 100.0 * r / rb)),
+                Check::at_least("≥ 1.0× effectum best", r / eb, 1.0, format!("{:.2}×", r / eb)),
+            ],
+            figures: vec![
+                Figure::new("relayq, S = 100", "msgs/s", ours.clone()),
+                Figure::new("raw SQLite, one commit per operation", "msgs/s", raw_one.clone()),
+                Figure::new("raw SQLite, 100 per transaction", "msgs/s", raw_batched.clone()),
+                Figure::new("effectum best", "jobs/s", eff_best.clone()),
+                Figure::new("effectum default", "jobs/s", eff_default.clone()),
+            ],
+        });
+        report.bars.push(("raw 1/tx".into(), raw_one));
+        report.bars.push(("raw 100/tx".into(), raw_batched));
+        report.bars.push(("effectum default".into(), eff_default));
+        report.bars.push(("effectum best".into(), eff_best));
+        report.bars.push(("relayq S=100".into(), ours.clone()));
+        relayq_s100 = Some(ours);
+    }
+
+    if wants(Scenario::Sessions) {
+        let one = repeat(runs, "relayq S=1", || flow::throughput(sizes.n, 1, Synchronous::Normal))?;
+        let many = repeat(runs, "relayq S=many", || {
+            flow::throughput(sizes.n, sizes.many_sessions, Synchronous::Normal)
+        })?;
+        let s100 = match relayq_s100.clone() {
+            Some(v) => v,
+            None => repeat(runs, "relayq S=100", || flow::throughput(sizes.n, 100, Synchronous::Normal))?,
+        };
+        let ratio = median(&many) / median(&s100);
+        report.sections.push(Section {
+            title: "2. Sessions: S = 1 and S = many".into(),
+            how: format!(
+                "As scenario 1 with {} messages over 1 session, and over {} sessions.",
+                sizes.n, sizes.many_sessions
+            ),
+            checks: vec![
+                Check::at_least("S = 1: ≥ 10 000 msgs/s", median(&one), 10_000.0, format!("{:.0} msgs/s", median(&one))),
+                Check::at_least(
+                    &format!("S = {}: ≥ 0.8× S = 100", sizes.many_sessions),
+                    ratio,
+                    0.8,
+                    format!("{ratio:.2}×"),
+                ),
+            ],
+            figures: vec![
+                Figure::new("relayq, S = 1", "msgs/s", one.clone()),
+                Figure::new(format!("relayq, S = {}", sizes.many_sessions), "msgs/s", many.clone()),
+                Figure::new("relayq, S = 100", "msgs/s", s100),
+            ],
+        });
+        report.bars.push(("relayq S=1".into(), one));
+        report.bars.push((format!("relayq S={}", sizes.many_sessions), many));
+    }
+
+    if wants(Scenario::Full) {
+        let raw_one = repeat(runs, "raw FULL one commit", || {
+            raw::ceiling(sizes.raw_unbatched_full_n, 100, Synchronous::Full, 1)
+        })?;
+        let raw_batched = repeat(runs, "raw FULL batched", || raw::ceiling(sizes.n, 100, Synchronous::Full, 100))?;
+        let ours = repeat(runs, "relayq FULL", || flow::throughput(sizes.n, 100, Synchronous::Full))?;
+        let ratio = median(&ours) / median(&raw_batched);
+        report.sections.push(Section {
+            title: "3. synchronous = FULL, S = 100".into(),
+            how: format!(
+                "As scenario 1 with every connection at synchronous = FULL (an fsync per commit). \
+                 The one-commit-per-operation reference runs {} messages: it is a rate.",
+                sizes.raw_unbatched_full_n
+            ),
+            checks: vec![Check::at_least(
+                "≥ 50 % of raw batched (FULL)",
+                ratio,
+                0.5,
+                format!("{:.0} %", 100.0 * ratio),
+            )],
+            figures: vec![
+                Figure::new("relayq, FULL", "msgs/s", ours.clone()),
+                Figure::new("raw SQLite FULL, one commit per operation", "msgs/s", raw_one),
+                Figure::new("raw SQLite FULL, 100 per transaction", "msgs/s", raw_batched.clone()),
+            ],
+        });
+        report.bars.push(("raw 100/tx FULL".into(), raw_batched));
+        report.bars.push(("relayq FULL".into(), ours));
+    }
+
+    if wants(Scenario::Latency) {
+        let mut p50 = Vec::new();
+        let mut p99 = Vec::new();
+        let mut cli_p50 = Vec::new();
+        let mut cli_p99 = Vec::new();
+        let mut last = None;
+        for run in 1..=runs {
+            let l = flow::latency(1000, sizes.latency_secs, 100, sizes.cli_runs, &relayq)?;
+            eprintln!(
+                "latency run {run}: p50 {:.3} ms p99 {:.3} ms; CLI p50 {:.2} ms p99 {:.2} ms",
+                percentile(&l.in_process, 50.0),
+                percentile(&l.in_process, 99.0),
+                percentile(&l.cli, 50.0),
+                percentile(&l.cli, 99.0)
+            );
+            p50.push(percentile(&l.in_process, 50.0));
+            p99.push(percentile(&l.in_process, 99.0));
+            cli_p50.push(percentile(&l.cli, 50.0));
+            cli_p99.push(percentile(&l.cli, 99.0));
+            last = Some(l);
+        }
+        let (mp50, mp99, mcli) = (median(&p50), median(&p99), median(&cli_p99));
+        report.sections.push(Section {
+            title: "4. Latency, open loop".into(),
+            how: format!(
+                "1 000 msgs/s offered for {} s over 100 sessions, each enqueue started on schedule \
+                 (open loop); enqueue call → delivered to the channel. Then {} rows enqueued one at \
+                 a time by `relayq enqueue inbound` (another process, which wakes the daemon over \
+                 its socket): from spawning the CLI to delivery, so process start-up is included.",
+                sizes.latency_secs, sizes.cli_runs
+            ),
+            checks: vec![
+                Check::at_most("p50 ≤ 1 ms", mp50, 1.0, format!("{mp50:.3} ms")),
+                Check::at_most("p99 ≤ 10 ms", mp99, 10.0, format!("{mp99:.3} ms")),
+                Check::at_most("CLI-enqueued p99 ≤ 100 ms", mcli, 100.0, format!("{mcli:.2} ms")),
+            ],
+            figures: vec![
+                Figure::new("in process, p50", "ms", p50),
+                Figure::new("in process, p99", "ms", p99),
+                Figure::new("CLI → delivered, p50", "ms", cli_p50),
+                Figure::new("CLI → delivered, p99", "ms", cli_p99),
+            ],
+        });
+        if let Some(l) = last {
+            report.latencies.push(("in process: enqueue → delivered".into(), l.in_process));
+            report.latencies.push(("CLI spawned → delivered".into(), l.cli));
+        }
+    }
+
+    if wants(Scenario::Hook) {
+        let payload = include_bytes!("../fixtures/claude-PostToolUse.json");
+        let mut p50 = Vec::new();
+        let mut p99 = Vec::new();
+        let mut last = Vec::new();
+        for run in 1..=runs {
+            let t = process::hook_wall_times(&relayq, sizes.hook_runs, payload)?;
+            eprintln!("hook run {run}: p50 {:.2} ms p99 {:.2} ms", percentile(&t, 50.0), percentile(&t, 99.0));
+            p50.push(percentile(&t, 50.0));
+            p99.push(percentile(&t, 99.0));
+            last = t;
+        }
+        let (m50, m99) = (median(&p50), median(&p99));
+        report.sections.push(Section {
+            title: "5. Hook receiver".into(),
+            how: format!(
+                "{} runs of `relayq hook --agent claude` with Claude Code's PostToolUse payload on \
+                 stdin, daemon down; whole-process wall time from spawn to exit. Every run's row \
+                 is checked to be in the database afterwards.",
+                sizes.hook_runs
+            ),
+            checks: vec![
+                Check::at_most("p50 ≤ 5 ms", m50, 5.0, format!("{m50:.2} ms")),
+                Check::at_most("p99 ≤ 20 ms", m99, 20.0, format!("{m99:.2} ms")),
+            ],
+            figures: vec![Figure::new("p50", "ms", p50), Figure::new("p99", "ms", p99)],
+        });
+        report.latencies.push(("relayq hook: process wall time".into(), last));
+    }
+
+    if wants(Scenario::History) {
+        let small = repeat(runs, "history small", || {
+            history::lease_complete_micros(sizes.history_small, sizes.history_ops).map(|v| percentile(&v, 50.0))
+        })?;
+        let big = repeat(runs, "history big", || {
+            history::lease_complete_micros(sizes.history_big, sizes.history_ops).map(|v| percentile(&v, 50.0))
+        })?;
+        let ratio = median(&big) / median(&small);
+        report.sections.push(Section {
+            title: "6. Cost vs history".into(),
+            how: format!(
+                "Engine level: {} times, enqueue a row (not timed), then lease and complete it (timed, \
+                 two transactions), with {} and with {} delivered rows retained. p50 per run.",
+                sizes.history_ops, sizes.history_small, sizes.history_big
+            ),
+            checks: vec![Check::at_most(
+                &format!("{} / {} retained ≤ 1.3", sizes.history_big, sizes.history_small),
+                ratio,
+                1.3,
+                format!("{ratio:.2}"),
+            )],
+            figures: vec![
+                Figure::new(format!("lease + complete, {} retained, p50", sizes.history_small), "µs", small),
+                Figure::new(format!("lease + complete, {} retained, p50", sizes.history_big), "µs", big),
+            ],
+        });
+    }
+
+    if wants(Scenario::Memory) {
+        let mut rss = Vec::new();
+        let mut peak = Vec::new();
+        for run in 1..=runs {
+            let m = process::idle_daemon(&relayq, sizes.memory_sessions)?;
+            eprintln!("memory run {run}: RSS {:.1} MB, peak {:.1} MB", m.rss_mb, m.peak_mb);
+            rss.push(m.rss_mb);
+            peak.push(m.peak_mb);
+        }
+        let m = median(&rss);
+        report.sections.push(Section {
+            title: "7. Idle daemon memory".into(),
+            how: format!(
+                "`relayq serve` (default config) started on {} sessions with one pending message \
+                 each; once all are delivered and 3 s have passed, VmRSS (and the peak, VmHWM) from \
+                 /proc.",
+                sizes.memory_sessions
+            ),
+            checks: vec![Check::at_most("≤ 64 MB RSS", m, 64.0, format!("{m:.1} MB"))],
+            figures: vec![Figure::new("RSS, idle", "MB", rss), Figure::new("peak RSS", "MB", peak)],
+        });
+    }
+
+    if wants(Scenario::Recovery) {
+        let recovery = repeat(runs, "recovery", || flow::recovery(sizes.recovery_rows, sizes.recovery_sessions))?;
+        let steady = repeat(runs, "steady", || {
+            flow::throughput(sizes.recovery_rows, sizes.recovery_sessions, Synchronous::Normal)
+                .map(|per_sec| sizes.recovery_rows as f64 / per_sec)
+        })?;
+        let ratio = median(&recovery) / median(&steady);
+        report.sections.push(Section {
+            title: "8. Recovery after a kill".into(),
+            how: format!(
+                "{} pending rows over {} sessions as a killed daemon leaves them (each session's head \
+                 leased by the dead instance, lease unexpired); from start to all delivered. Steady \
+                 state: the same rows enqueued and delivered by a running relayq (scenario 1's method).",
+                sizes.recovery_rows, sizes.recovery_sessions
+            ),
+            checks: vec![Check::at_most("≤ 1.5× steady state", ratio, 1.5, format!("{ratio:.2}×"))],
+            figures: vec![
+                Figure::new("recovery: start → all delivered", "s", recovery),
+                Figure::new("steady state, same work", "s", steady),
+            ],
+        });
+    }
+
+    let command = format!(
+        "cargo run --release -p relayq-bench -- {}{}",
+        if all { "all".to_string() } else { format!("{:?}", args.scenarios).to_lowercase() },
+        if args.quick { " --quick" } else { "" }
+    );
+    report.plot(&out.join("bench/report"))?;
+    let path = out.join("BENCHMARKS.md");
+    std::fs::write(&path, report.markdown(&command))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn median(v: &[f64]) -> f64 {
+    percentile(v, 50.0)
+}
+
+/// Runs `f` `runs` times, printing each result.
+fn repeat(runs: usize, what: &str, mut f: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
+    (1..=runs)
+        .map(|run| {
+            let v = f().with_context(|| format!("{what}, run {run}"))?;
+            eprintln!("{what} run {run}: {v:.1}");
+            Ok(v)
+        })
+        .collect()
+}
+
+/// Builds the relayq binary (release) for the scenarios that run it as a process.
+fn build_relayq(root: &Path) -> Result<PathBuf> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--release", "--quiet", "-p", "relayq", "--bin", "relayq"])
+        .status()
+        .context("running cargo to build relayq")?;
+    anyhow::ensure!(status.success(), "building relayq failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join("release/relayq"))
+}
+
+fn machine_facts(runs: usize, quick: bool) -> Vec<(String, String)> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let mem = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb / 1024.0 / 1024.0))
+        .unwrap_or_else(|| "unknown".into());
+    let rustc = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    vec![
+        ("Date".into(), humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
+        ("Cores".into(), cores.to_string()),
+        ("CPU".into(), cpu),
+        ("Memory".into(), mem),
+        ("Kernel".into(), read("/proc/sys/kernel/osrelease").trim().to_string()),
+        ("SQLite (relayq, raw reference)".into(), rusqlite::version().to_string()),
+        ("SQLite (effectum 0.7)".into(), "bundled by libsqlite3-sys 0.28 (3.45)".into()),
+        ("Journal / synchronous".into(), "WAL / NORMAL (scenario 3: FULL)".into()),
+        ("Compiler".into(), rustc),
+        ("Runs per figure".into(), runs.to_string()),
+        ("Sizes".into(), if quick { "--quick (reduced; not the targets' sizes)".into() } else { "as the targets state".into() }),
+    ]
+}
