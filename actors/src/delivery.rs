@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{EngineError, Lease, Queue, Retried};
 
 use crate::channels::{ChannelDirectory, ChannelHandle, Deliver, Delivery, Message, Outcome};
@@ -23,16 +24,22 @@ pub enum Recorded {
 }
 
 /// Delivers a leased row through the named channel and records the answer: the whole of one
-/// attempt, for every queue. `message` is the row's payload, read back with the channel it goes
+/// attempt, for every queue. `then` runs in the same transaction as the record, after it (a
+/// session leases its next row there, saving a commit per message). `message` is the row's payload, read back with the channel it goes
 /// to; a payload that cannot be read, or a channel that is not configured (removed from the
 /// config since the row was written), buries the row: retrying cannot help.
-pub async fn deliver(
+pub async fn deliver<N, F>(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Message), EngineError>,
-) -> Result<Recorded> {
+    then: F,
+) -> Result<(Recorded, N)>
+where
+    N: Send + 'static,
+    F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<N> + Send + 'static,
+{
     let (channel_name, outcome) = match message {
         Err(e) => (
             String::new(),
@@ -60,7 +67,7 @@ pub async fn deliver(
             (name, outcome)
         }
     };
-    let recorded = record(store, queue, lease, outcome.clone()).await?;
+    let (recorded, next) = record(store, queue, lease, outcome.clone(), then).await?;
     let (queue, row, attempt) = (queue.name(), lease.id, lease.attempts);
     match (&recorded, &outcome) {
         (Recorded::Delivered, _) => {
@@ -72,7 +79,7 @@ pub async fn deliver(
         }
         _ => {}
     }
-    Ok(recorded)
+    Ok((recorded, next))
 }
 
 /// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it
@@ -101,7 +108,7 @@ pub async fn attempt(
             }
             _ = extend.tick() => {
                 let (q, id, token) = (queue.clone(), lease.id, lease.token);
-                match store.run(move |_| q.extend(id, token)).await {
+                match store.write(move |_, tx| q.extend_in(tx, id, token, q.now())).await {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(row = lease.id, "lease lost while delivering"),
                     Err(e) => tracing::warn!(row = lease.id, error = %e, "could not extend lease"),
@@ -111,37 +118,47 @@ pub async fn attempt(
     }
 }
 
-/// Records the channel's answer, fenced by the lease token.
-pub async fn record(
+/// Records the channel's answer, fenced by the lease token, then runs `then` in the same
+/// transaction.
+async fn record<N, F>(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     outcome: Outcome,
-) -> Result<Recorded> {
+    then: F,
+) -> Result<(Recorded, N)>
+where
+    N: Send + 'static,
+    F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<N> + Send + 'static,
+{
     let (q, l) = (queue.clone(), lease.clone());
     store
-        .run(move |_| {
-            Ok(match outcome {
+        .write(move |s, tx| {
+            let now = q.now();
+            let recorded = match outcome {
                 Outcome::Delivered => {
-                    if q.complete(l.id, l.token, None)? {
+                    if q.complete_in(tx, l.id, l.token, None, now)? {
                         Recorded::Delivered
                     } else {
                         Recorded::Stale
                     }
                 }
-                Outcome::Retry { error, after } => match q.retry_later(&l, &error, after)? {
-                    Retried::Stale => Recorded::Stale,
-                    Retried::Dead => Recorded::Dead,
-                    r => Recorded::Retried(r),
-                },
+                Outcome::Retry { error, after } => {
+                    match q.retry_later_in(tx, &l, &error, after, now)? {
+                        Retried::Stale => Recorded::Stale,
+                        Retried::Dead => Recorded::Dead,
+                        r => Recorded::Retried(r),
+                    }
+                }
                 Outcome::Permanent { reason } => {
-                    if q.bury(l.id, l.token, &reason)? {
+                    if q.bury_in(tx, l.id, l.token, &reason, now)? {
                         Recorded::Dead
                     } else {
                         Recorded::Stale
                     }
                 }
-            })
+            };
+            Ok((recorded, then(s, tx)?))
         })
         .await
 }

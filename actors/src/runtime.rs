@@ -105,7 +105,7 @@ impl RuntimeBuilder {
             config.routing.clone(),
             config.max_body_bytes,
         )
-        .start();
+        .start_unbounded();
         let claimer = ClaimerActor::new(
             store.clone(),
             known_channels.clone(),
@@ -177,9 +177,16 @@ impl Runtime {
         &self.store
     }
 
-    /// Enqueues an inbound message; answers once it is committed.
-    pub async fn enqueue(&self, message: InboundMessage) -> Result<Enqueued> {
-        self.supervisor.send(Enqueue(message)).await?
+    /// Enqueues an inbound message; the future answers once it is committed. The message is
+    /// handed over when `enqueue` is called, not when the future is first polled, so messages
+    /// enqueued one after another commit (and are delivered) in that order even when their
+    /// futures are awaited together or in another order.
+    pub fn enqueue(
+        &self,
+        message: InboundMessage,
+    ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
+        let request = self.supervisor.send(Enqueue(message));
+        async move { request.await? }
     }
 
     /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the

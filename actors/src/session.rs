@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{Head, InboundMessage, Lease};
 use tokio::sync::oneshot;
 
@@ -25,8 +26,8 @@ pub struct Stop;
 
 /// What one step of the delivery loop found.
 enum Step {
-    /// A row was attempted: look for the next one at once.
-    Attempted,
+    /// A row was attempted and the next one leased in the same commit: deliver it at once.
+    Next(Lease),
     /// Nothing to lease now; the head says when to look again.
     Waiting(Head),
     /// The store failed; try again shortly.
@@ -50,6 +51,8 @@ pub struct SessionActor {
     stopping: Vec<oneshot::Sender<()>>,
     /// The previous actor of this session died holding leases: free them before the first step.
     release_leases_first: bool,
+    /// The row leased with the last answer, delivered by the next step.
+    next: Option<Lease>,
 }
 
 impl SessionActor {
@@ -73,6 +76,7 @@ impl SessionActor {
             timer: None,
             stopping: Vec::new(),
             release_leases_first,
+            next: None,
         }
     }
 
@@ -82,7 +86,7 @@ impl SessionActor {
             return;
         }
         if !self.stopping.is_empty() {
-            ctx.stop();
+            self.finish(ctx);
             return;
         }
         self.busy = true;
@@ -97,6 +101,7 @@ impl SessionActor {
             self.store.clone(),
             self.channels.clone(),
             release,
+            self.next.take(),
         );
         ctx.spawn(fut.into_actor(self).map(|step, act, ctx| {
             act.busy = false;
@@ -105,14 +110,21 @@ impl SessionActor {
     }
 
     fn after(&mut self, step: Step, ctx: &mut Context<Self>) {
+        let step = match step {
+            Step::Next(lease) => {
+                self.next = Some(lease);
+                Step::Waiting(Head::Due)
+            }
+            other => other,
+        };
         if !self.stopping.is_empty() {
-            ctx.stop();
+            self.finish(ctx);
             return;
         }
         let now = self.store.engine.now();
         let wait_until = |at: i64| Duration::from_millis(at.saturating_sub(now).max(0) as u64);
         match step {
-            Step::Attempted | Step::Waiting(Head::Due) => self.step(ctx),
+            Step::Next(_) | Step::Waiting(Head::Due) => self.step(ctx),
             _ if self.woken => self.step(ctx),
             Step::Waiting(Head::Empty) => {
                 self.supervisor.do_send(SessionIdle {
@@ -127,6 +139,26 @@ impl SessionActor {
                 self.timer = Some(ctx.run_later(Duration::from_secs(1), |act, ctx| act.step(ctx)));
             }
         }
+    }
+}
+
+impl SessionActor {
+    /// Stops, first giving back the row leased with the last answer: it was never attempted,
+    /// so its attempt is not counted and it is due at once for whoever runs next.
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        let Some(lease) = self.next.take() else {
+            ctx.stop();
+            return;
+        };
+        let give_back = self
+            .store
+            .run(move |s| s.inbound.defer(&lease, Duration::ZERO));
+        ctx.wait(give_back.into_actor(self).map(|result, _, ctx| {
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "cannot give back a leased row; it is retried when its lease expires");
+            }
+            ctx.stop();
+        }));
     }
 }
 
@@ -162,42 +194,61 @@ impl Handler<Stop> for SessionActor {
     }
 }
 
-/// Leases the session's next due row and delivers it.
+/// Delivers `leased`, or leases the session's next due row and delivers it; the answer is
+/// recorded in the same commit that leases the row after it.
 async fn deliver_next(
     session: String,
     channel_name: String,
     store: Store,
     channels: ChannelDirectory,
     release: bool,
+    leased: Option<Lease>,
 ) -> Step {
-    let key = session.clone();
-    let leased = store
-        .run(move |s| {
-            if release {
-                s.inbound.release_own_leases(&key)?;
-            }
-            match s.inbound.lease_next(&key)? {
-                Some(lease) => Ok(Ok(lease)),
-                None => Ok(Err(s.inbound.head(&key)?)),
-            }
-        })
-        .await;
-    let lease: Lease = match leased {
-        Ok(Ok(lease)) => lease,
-        Ok(Err(head)) => return Step::Waiting(head),
-        Err(e) => {
-            tracing::error!(session, error = %e, "cannot lease the next row");
+    if release {
+        let key = session.clone();
+        if let Err(e) = store.run(move |s| s.inbound.release_own_leases(&key)).await {
+            tracing::error!(session, error = %e, "cannot release the leases of the previous actor");
             return Step::Failed;
+        }
+    }
+    let lease = match leased {
+        Some(lease) => lease,
+        None => {
+            let key = session.clone();
+            match store.write(move |s, tx| lease_or_head(s, tx, &key)).await {
+                Ok(Ok(lease)) => lease,
+                Ok(Err(head)) => return Step::Waiting(head),
+                Err(e) => {
+                    tracing::error!(session, error = %e, "cannot lease the next row");
+                    return Step::Failed;
+                }
+            }
         }
     };
     let message = InboundMessage::from_payload(&lease.payload)
         .map(|m| (channel_name.clone(), Message::Inbound(m)));
     let queue = store.inbound.clone();
-    match deliver(&store, &queue, &lease, &channels, message).await {
-        Ok(_) => Step::Attempted,
+    let key = session.clone();
+    let then = move |s: &Store, tx: &Transaction<'_>| lease_or_head(s, tx, &key);
+    match deliver(&store, &queue, &lease, &channels, message, then).await {
+        Ok((_, Ok(next))) => Step::Next(next),
+        Ok((_, Err(head))) => Step::Waiting(head),
         Err(e) => {
             tracing::error!(session, row = lease.id, error = %e, "cannot record the delivery outcome");
             Step::Failed
         }
     }
+}
+
+/// Leases the session's next due row, or says when to look again.
+fn lease_or_head(
+    s: &Store,
+    tx: &Transaction<'_>,
+    key: &str,
+) -> relayq_engine::Result<Result<Lease, Head>> {
+    let now = s.inbound.now();
+    Ok(match s.inbound.lease_next_in(tx, key, now)? {
+        Some(lease) => Ok(lease),
+        None => Err(s.inbound.head_in(tx, key, now)?),
+    })
 }

@@ -136,6 +136,18 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// Starts the Supervisor with an unbounded mailbox, set before any message can arrive: a
+    /// bounded mailbox makes `send` hold a message back when full and send it when its future
+    /// is next polled, which would let a later enqueue overtake it.
+    pub fn start_unbounded(self) -> Addr<Supervisor> {
+        Supervisor::create(|ctx| {
+            ctx.set_mailbox_capacity(0);
+            self
+        })
+    }
+}
+
 impl Actor for Supervisor {
     type Context = Context<Self>;
 }
@@ -153,7 +165,8 @@ impl Handler<Enqueue> for Supervisor {
         let session = message.session.clone();
         let row = message.to_row();
         let store = self.store.clone();
-        let write = async move { store.run(move |s| s.inbound.enqueue(&row)).await };
+        // Submitted now, in mailbox order: enqueues commit in the order they were sent.
+        let write = store.write(move |s, tx| s.inbound.enqueue_in(tx, &row, s.inbound.now()));
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
             if matches!(
                 result,

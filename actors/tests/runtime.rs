@@ -313,3 +313,35 @@ async fn settle_waits_for_calls_whose_callers_went_away() {
     );
     rt.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Enqueues handed over one after another commit in that order, however their futures are
+/// awaited: an adapter may pipeline a burst without waiting for each commit. 2 000 messages
+/// overflow any bounded mailbox, which is where a later message could overtake an earlier one.
+#[actix::test]
+async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let pending: Vec<_> = (0..2000)
+        .map(|i| rt.enqueue(InboundMessage::text("s", "test", &i.to_string())))
+        .collect();
+    let mut ids = Vec::new();
+    for answer in pending.into_iter().rev() {
+        ids.push(answer.await.unwrap().id);
+    }
+    ids.reverse();
+    let first_bad = ids.windows(2).position(|w| w[0] >= w[1]);
+    assert_eq!(
+        first_bad,
+        None,
+        "row ids follow call order: {:?}",
+        first_bad.map(|i| &ids[i.saturating_sub(2)..(i + 3).min(ids.len())])
+    );
+    wait_for("all delivered", || lines(dir.path()).len() == 2000).await;
+    let contents: Vec<String> = lines(dir.path())
+        .iter()
+        .map(|l| l["content"].as_str().unwrap().to_string())
+        .collect();
+    let expected: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
+    assert_eq!(contents, expected);
+    rt.shutdown(Duration::from_secs(5)).await;
+}

@@ -27,7 +27,13 @@ pub fn run(bin: &Path, mode: &str, n: usize) -> Result<f64> {
         "effectum-ref {mode} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("effectum-ref printed {}", String::from_utf8_lossy(&out.stdout)))?;
-    line["per_sec"].as_f64().context("no per_sec in effectum-ref output")
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "effectum-ref printed {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })?;
+    line["per_sec"]
+        .as_f64()
+        .context("no per_sec in effectum-ref output")
 }

@@ -110,7 +110,7 @@ fn message(session: usize, seq: u64) -> InboundMessage {
 }
 
 /// End to end: `n` messages over `sessions` sessions, each session's messages enqueued in
-/// order by its own producer (each enqueue answered after its commit) while relayq delivers.
+/// order by its own producer (see `spawn_producers`) while relayq delivers.
 /// Messages per second from the first enqueue to the last delivery.
 pub fn throughput(n: usize, sessions: usize, sync: Synchronous) -> Result<f64> {
     let dir = tempfile::tempdir()?;
@@ -127,20 +127,44 @@ pub fn throughput(n: usize, sessions: usize, sync: Synchronous) -> Result<f64> {
     })
 }
 
-/// One producer task per session, each enqueuing its session's share in order.
+/// Enqueues a producer keeps in flight: relayq commits enqueues in the order they are sent,
+/// so a producer need not wait for one commit before sending the next (an adapter relaying a
+/// burst of chat messages does the same).
+const PRODUCER_WINDOW: usize = 64;
+
+/// One producer task per session, each enqueuing its session's share in order, up to
+/// `PRODUCER_WINDOW` in flight, each answered after its commit.
 fn spawn_producers(supervisor: Addr<Supervisor>, n: usize, sessions: usize) {
     let sessions = sessions.min(n);
     for s in 0..sessions {
         let supervisor = supervisor.clone();
         let count = n / sessions + usize::from(s < n % sessions);
         actix_rt::spawn(async move {
+            let mut in_flight = std::collections::VecDeque::with_capacity(PRODUCER_WINDOW);
             for seq in 0..count as u64 {
-                match supervisor.send(Enqueue(message(s, seq))).await {
-                    Ok(Ok(_)) => {}
-                    other => panic!("enqueue failed: {other:?}"),
+                if in_flight.len() == PRODUCER_WINDOW {
+                    answered(in_flight.pop_front()).await;
                 }
+                in_flight.push_back(supervisor.send(Enqueue(message(s, seq))));
+            }
+            while let Some(f) = in_flight.pop_front() {
+                answered(Some(f)).await;
             }
         });
+    }
+}
+
+async fn answered<F, T, E>(request: Option<F>)
+where
+    F: std::future::Future<Output = Result<Result<T, E>, actix::MailboxError>>,
+    E: std::fmt::Debug,
+{
+    if let Some(request) = request {
+        match request.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("enqueue failed: {e:?}"),
+            Err(e) => panic!("supervisor gone: {e}"),
+        }
     }
 }
 
@@ -155,7 +179,13 @@ pub struct Latencies {
 /// Open loop: `rate` messages per second for `secs` seconds, round-robin over `sessions`,
 /// each enqueue started on schedule whether or not earlier ones finished. Then `cli_runs`
 /// rows enqueued one at a time by the CLI (another process), which wakes relayq.
-pub fn latency(rate: u32, secs: u32, sessions: usize, cli_runs: usize, relayq: &Path) -> Result<Latencies> {
+pub fn latency(
+    rate: u32,
+    secs: u32,
+    sessions: usize,
+    cli_runs: usize,
+    relayq: &Path,
+) -> Result<Latencies> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("relayq.db");
     let relayq = relayq.to_path_buf();
@@ -198,7 +228,14 @@ pub fn latency(rate: u32, secs: u32, sessions: usize, cli_runs: usize, relayq: &
                 .current_dir(&cwd)
                 .arg("--db")
                 .arg(&db)
-                .args(["enqueue", "inbound", "--session", "cli", "--origin", "bench"])
+                .args([
+                    "enqueue",
+                    "inbound",
+                    "--session",
+                    "cli",
+                    "--origin",
+                    "bench",
+                ])
                 .arg(seq.to_string())
                 .stdout(std::process::Stdio::null())
                 .status()
@@ -208,7 +245,12 @@ pub fn latency(rate: u32, secs: u32, sessions: usize, cli_runs: usize, relayq: &
                 .await
                 .context("a CLI-enqueued row was not delivered within 10 s")?
                 .context("channel closed")?;
-            ensure!(d.session == "cli" && d.seq == seq, "unexpected delivery {} {}", d.session, d.seq);
+            ensure!(
+                d.session == "cli" && d.seq == seq,
+                "unexpected delivery {} {}",
+                d.session,
+                d.seq
+            );
             cli.push(d.at.duration_since(started).as_secs_f64() * 1e3);
         }
         flow.stop().await;
@@ -224,7 +266,10 @@ pub fn recovery(rows: usize, sessions: usize) -> Result<f64> {
     let db = dir.path().join("relayq.db");
     {
         let engine = Engine::open(&DbConfig::new(&db))?.with_owner("killed-daemon");
-        let inbound = engine.queue(relayq_engine::inbound::QUEUE, relayq_engine::QueuePolicy::inbound());
+        let inbound = engine.queue(
+            relayq_engine::inbound::QUEUE,
+            relayq_engine::QueuePolicy::inbound(),
+        );
         let all: Vec<NewRow> = (0..rows)
             .map(|i| message(i % sessions, (i / sessions) as u64).to_row())
             .collect();
@@ -232,7 +277,11 @@ pub fn recovery(rows: usize, sessions: usize) -> Result<f64> {
             inbound.enqueue_many(chunk)?;
         }
         let leased = inbound.lease_due(sessions)?;
-        ensure!(leased.len() == sessions, "expected {sessions} heads leased, got {}", leased.len());
+        ensure!(
+            leased.len() == sessions,
+            "expected {sessions} heads leased, got {}",
+            leased.len()
+        );
     }
     actix_rt::System::new().block_on(async move {
         let started = Instant::now();

@@ -10,7 +10,9 @@ use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy};
 pub fn lease_complete_micros(retained: usize, ops: usize) -> Result<Vec<f64>> {
     let dir = tempfile::tempdir()?;
     let engine = Engine::open(&DbConfig::new(dir.path().join("relayq.db")))?;
-    let payload = InboundMessage::text("s0", "bench", "delivered long ago").to_row().payload;
+    let payload = InboundMessage::text("s0", "bench", "delivered long ago")
+        .to_row()
+        .payload;
     engine.database().write(|tx| {
         tx.execute(
             "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)

@@ -146,8 +146,12 @@ fn main() -> Result<()> {
         let eff_default = repeat(runs, "effectum default", || {
             effectum::run(&eff_bin, "default", sizes.effectum_default_n)
         })?;
-        let eff_best = repeat(runs, "effectum best", || effectum::run(&eff_bin, "best", sizes.n))?;
-        let ours = repeat(runs, "relayq S=100", || flow::throughput(sizes.n, 100, Synchronous::Normal))?;
+        let eff_best = repeat(runs, "effectum best", || {
+            effectum::run(&eff_bin, "best", sizes.n)
+        })?;
+        let ours = repeat(runs, "relayq S=100", || {
+            flow::throughput(sizes.n, 100, Synchronous::Normal)
+        })?;
         let (r, rb, eb) = (median(&ours), median(&raw_batched), median(&eff_best));
         report.sections.push(Section {
             title: "1. Inbound throughput, S = 100".into(),
@@ -183,13 +187,17 @@ fn main() -> Result<()> {
     }
 
     if wants(Scenario::Sessions) {
-        let one = repeat(runs, "relayq S=1", || flow::throughput(sizes.n, 1, Synchronous::Normal))?;
+        let one = repeat(runs, "relayq S=1", || {
+            flow::throughput(sizes.n, 1, Synchronous::Normal)
+        })?;
         let many = repeat(runs, "relayq S=many", || {
             flow::throughput(sizes.n, sizes.many_sessions, Synchronous::Normal)
         })?;
         let s100 = match relayq_s100.clone() {
             Some(v) => v,
-            None => repeat(runs, "relayq S=100", || flow::throughput(sizes.n, 100, Synchronous::Normal))?,
+            None => repeat(runs, "relayq S=100", || {
+                flow::throughput(sizes.n, 100, Synchronous::Normal)
+            })?,
         };
         let ratio = median(&many) / median(&s100);
         report.sections.push(Section {
@@ -199,7 +207,12 @@ fn main() -> Result<()> {
                 sizes.n, sizes.many_sessions
             ),
             checks: vec![
-                Check::at_least("S = 1: ≥ 10 000 msgs/s", median(&one), 10_000.0, format!("{:.0} msgs/s", median(&one))),
+                Check::at_least(
+                    "S = 1: ≥ 10 000 msgs/s",
+                    median(&one),
+                    10_000.0,
+                    format!("{:.0} msgs/s", median(&one)),
+                ),
                 Check::at_least(
                     &format!("S = {}: ≥ 0.8× S = 100", sizes.many_sessions),
                     ratio,
@@ -209,20 +222,30 @@ fn main() -> Result<()> {
             ],
             figures: vec![
                 Figure::new("relayq, S = 1", "msgs/s", one.clone()),
-                Figure::new(format!("relayq, S = {}", sizes.many_sessions), "msgs/s", many.clone()),
+                Figure::new(
+                    format!("relayq, S = {}", sizes.many_sessions),
+                    "msgs/s",
+                    many.clone(),
+                ),
                 Figure::new("relayq, S = 100", "msgs/s", s100),
             ],
         });
         report.bars.push(("relayq S=1".into(), one));
-        report.bars.push((format!("relayq S={}", sizes.many_sessions), many));
+        report
+            .bars
+            .push((format!("relayq S={}", sizes.many_sessions), many));
     }
 
     if wants(Scenario::Full) {
         let raw_one = repeat(runs, "raw FULL one commit", || {
             raw::ceiling(sizes.raw_unbatched_full_n, 100, Synchronous::Full, 1)
         })?;
-        let raw_batched = repeat(runs, "raw FULL batched", || raw::ceiling(sizes.n, 100, Synchronous::Full, 100))?;
-        let ours = repeat(runs, "relayq FULL", || flow::throughput(sizes.n, 100, Synchronous::Full))?;
+        let raw_batched = repeat(runs, "raw FULL batched", || {
+            raw::ceiling(sizes.n, 100, Synchronous::Full, 100)
+        })?;
+        let ours = repeat(runs, "relayq FULL", || {
+            flow::throughput(sizes.n, 100, Synchronous::Full)
+        })?;
         let ratio = median(&ours) / median(&raw_batched);
         report.sections.push(Section {
             title: "3. synchronous = FULL, S = 100".into(),
@@ -239,8 +262,16 @@ fn main() -> Result<()> {
             )],
             figures: vec![
                 Figure::new("relayq, FULL", "msgs/s", ours.clone()),
-                Figure::new("raw SQLite FULL, one commit per operation", "msgs/s", raw_one),
-                Figure::new("raw SQLite FULL, 100 per transaction", "msgs/s", raw_batched.clone()),
+                Figure::new(
+                    "raw SQLite FULL, one commit per operation",
+                    "msgs/s",
+                    raw_one,
+                ),
+                Figure::new(
+                    "raw SQLite FULL, 100 per transaction",
+                    "msgs/s",
+                    raw_batched.clone(),
+                ),
             ],
         });
         report.bars.push(("raw 100/tx FULL".into(), raw_batched));
@@ -291,8 +322,12 @@ fn main() -> Result<()> {
             ],
         });
         if let Some(l) = last {
-            report.latencies.push(("in process: enqueue → delivered".into(), l.in_process));
-            report.latencies.push(("CLI spawned → delivered".into(), l.cli));
+            report
+                .latencies
+                .push(("in process: enqueue → delivered".into(), l.in_process));
+            report
+                .latencies
+                .push(("CLI spawned → delivered".into(), l.cli));
         }
     }
 
@@ -303,7 +338,11 @@ fn main() -> Result<()> {
         let mut last = Vec::new();
         for run in 1..=runs {
             let t = process::hook_wall_times(&relayq, sizes.hook_runs, payload)?;
-            eprintln!("hook run {run}: p50 {:.2} ms p99 {:.2} ms", percentile(&t, 50.0), percentile(&t, 99.0));
+            eprintln!(
+                "hook run {run}: p50 {:.2} ms p99 {:.2} ms",
+                percentile(&t, 50.0),
+                percentile(&t, 99.0)
+            );
             p50.push(percentile(&t, 50.0));
             p99.push(percentile(&t, 99.0));
             last = t;
@@ -323,15 +362,19 @@ fn main() -> Result<()> {
             ],
             figures: vec![Figure::new("p50", "ms", p50), Figure::new("p99", "ms", p99)],
         });
-        report.latencies.push(("relayq hook: process wall time".into(), last));
+        report
+            .latencies
+            .push(("relayq hook: process wall time".into(), last));
     }
 
     if wants(Scenario::History) {
         let small = repeat(runs, "history small", || {
-            history::lease_complete_micros(sizes.history_small, sizes.history_ops).map(|v| percentile(&v, 50.0))
+            history::lease_complete_micros(sizes.history_small, sizes.history_ops)
+                .map(|v| percentile(&v, 50.0))
         })?;
         let big = repeat(runs, "history big", || {
-            history::lease_complete_micros(sizes.history_big, sizes.history_ops).map(|v| percentile(&v, 50.0))
+            history::lease_complete_micros(sizes.history_big, sizes.history_ops)
+                .map(|v| percentile(&v, 50.0))
         })?;
         let ratio = median(&big) / median(&small);
         report.sections.push(Section {
@@ -359,7 +402,10 @@ fn main() -> Result<()> {
         let mut peak = Vec::new();
         for run in 1..=runs {
             let m = process::idle_daemon(&relayq, sizes.memory_sessions)?;
-            eprintln!("memory run {run}: RSS {:.1} MB, peak {:.1} MB", m.rss_mb, m.peak_mb);
+            eprintln!(
+                "memory run {run}: RSS {:.1} MB, peak {:.1} MB",
+                m.rss_mb, m.peak_mb
+            );
             rss.push(m.rss_mb);
             peak.push(m.peak_mb);
         }
@@ -378,10 +424,16 @@ fn main() -> Result<()> {
     }
 
     if wants(Scenario::Recovery) {
-        let recovery = repeat(runs, "recovery", || flow::recovery(sizes.recovery_rows, sizes.recovery_sessions))?;
+        let recovery = repeat(runs, "recovery", || {
+            flow::recovery(sizes.recovery_rows, sizes.recovery_sessions)
+        })?;
         let steady = repeat(runs, "steady", || {
-            flow::throughput(sizes.recovery_rows, sizes.recovery_sessions, Synchronous::Normal)
-                .map(|per_sec| sizes.recovery_rows as f64 / per_sec)
+            flow::throughput(
+                sizes.recovery_rows,
+                sizes.recovery_sessions,
+                Synchronous::Normal,
+            )
+            .map(|per_sec| sizes.recovery_rows as f64 / per_sec)
         })?;
         let ratio = median(&recovery) / median(&steady);
         report.sections.push(Section {
@@ -402,7 +454,11 @@ fn main() -> Result<()> {
 
     let command = format!(
         "cargo run --release -p relayq-bench -- {}{}",
-        if all { "all".to_string() } else { format!("{:?}", args.scenarios).to_lowercase() },
+        if all {
+            "all".to_string()
+        } else {
+            format!("{:?}", args.scenarios).to_lowercase()
+        },
         if args.quick { " --quick" } else { "" }
     );
     report.plot(&out.join("bench/report"))?;
@@ -431,7 +487,15 @@ fn repeat(runs: usize, what: &str, mut f: impl FnMut() -> Result<f64>) -> Result
 fn build_relayq(root: &Path) -> Result<PathBuf> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
-        .args(["build", "--release", "--quiet", "-p", "relayq", "--bin", "relayq"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "relayq",
+            "--bin",
+            "relayq",
+        ])
         .status()
         .context("running cargo to build relayq")?;
     anyhow::ensure!(status.success(), "building relayq failed");
@@ -461,18 +525,42 @@ fn machine_facts(runs: usize, quick: bool) -> Vec<(String, String)> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     vec![
-        ("Date".into(), humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
+        (
+            "Date".into(),
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        ),
         ("Cores".into(), cores.to_string()),
         ("CPU".into(), cpu),
         ("Memory".into(), mem),
-        ("Kernel".into(), read("/proc/sys/kernel/osrelease").trim().to_string()),
-        ("SQLite (relayq, raw reference)".into(), rusqlite::version().to_string()),
-        ("SQLite (effectum 0.7)".into(), "bundled by libsqlite3-sys 0.28 (3.45)".into()),
-        ("Journal / synchronous".into(), "WAL / NORMAL (scenario 3: FULL)".into()),
+        (
+            "Kernel".into(),
+            read("/proc/sys/kernel/osrelease").trim().to_string(),
+        ),
+        (
+            "SQLite (relayq, raw reference)".into(),
+            rusqlite::version().to_string(),
+        ),
+        (
+            "SQLite (effectum 0.7)".into(),
+            "bundled by libsqlite3-sys 0.28 (3.45)".into(),
+        ),
+        (
+            "Journal / synchronous".into(),
+            "WAL / NORMAL (scenario 3: FULL)".into(),
+        ),
         ("Compiler".into(), rustc),
         ("Runs per figure".into(), runs.to_string()),
-        ("Sizes".into(), if quick { "--quick (reduced; not the targets' sizes)".into() } else { "as the targets state".into() }),
+        (
+            "Sizes".into(),
+            if quick {
+                "--quick (reduced; not the targets' sizes)".into()
+            } else {
+                "as the targets state".into()
+            },
+        ),
     ]
 }

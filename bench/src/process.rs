@@ -43,7 +43,11 @@ pub fn hook_wall_times(relayq: &Path, runs: usize, payload: &[u8]) -> Result<Vec
         [],
         |r| r.get(0),
     )?;
-    ensure!(rows as usize == runs + 1, "expected {} hook rows, found {rows}", runs + 1);
+    ensure!(
+        rows as usize == runs + 1,
+        "expected {} hook rows, found {rows}",
+        runs + 1
+    );
     Ok(times)
 }
 
@@ -86,7 +90,10 @@ pub fn idle_daemon(relayq: &Path, sessions: usize) -> Result<Memory> {
             if done as usize == sessions {
                 break;
             }
-            ensure!(Instant::now() < deadline, "only {done} of {sessions} delivered after 300 s");
+            ensure!(
+                Instant::now() < deadline,
+                "only {done} of {sessions} delivered after 300 s"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         std::thread::sleep(Duration::from_secs(3)); // idle: session actors stop, buffers drain

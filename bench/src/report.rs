@@ -97,14 +97,23 @@ impl Report {
         for (k, v) in &self.machine {
             let _ = writeln!(md, "| {k} | {v} |");
         }
-        let passed = self.sections.iter().flat_map(|s| &s.checks).filter(|c| c.pass).count();
+        let passed = self
+            .sections
+            .iter()
+            .flat_map(|s| &s.checks)
+            .filter(|c| c.pass)
+            .count();
         let total: usize = self.sections.iter().map(|s| s.checks.len()).sum();
         let _ = writeln!(md, "\n## Targets: {passed} of {total} met\n");
         let _ = writeln!(md, "| Scenario | Target | Measured | |\n|---|---|---|---|");
         for s in &self.sections {
             for c in &s.checks {
                 let mark = if c.pass { "met" } else { "**missed**" };
-                let _ = writeln!(md, "| {} | {} | {} | {mark} |", s.title, c.target, c.measured);
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {mark} |",
+                    s.title, c.target, c.measured
+                );
             }
         }
         let _ = writeln!(
@@ -113,7 +122,10 @@ impl Report {
         );
         for s in &self.sections {
             let _ = writeln!(md, "## {}\n\n{}\n", s.title, s.how);
-            let _ = writeln!(md, "| Figure | Unit | Min | Median | Max | Runs |\n|---|---|---|---|---|---|");
+            let _ = writeln!(
+                md,
+                "| Figure | Unit | Min | Median | Max | Runs |\n|---|---|---|---|---|---|"
+            );
             for f in &s.figures {
                 let sp = Spread::of(&f.runs);
                 let _ = writeln!(
@@ -147,14 +159,25 @@ impl Report {
     fn plot_throughput(&self, path: &Path) -> Result<()> {
         let root = BitMapBackend::new(path, (1400, 700)).into_drawing_area();
         root.fill(&WHITE)?;
-        let top = self.bars.iter().flat_map(|(_, r)| r.iter().copied()).fold(1.0, f64::max) * 3.0;
+        let top = self
+            .bars
+            .iter()
+            .flat_map(|(_, r)| r.iter().copied())
+            .fold(1.0, f64::max)
+            * 3.0;
         let names: Vec<String> = self.bars.iter().map(|(n, _)| n.clone()).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption("Throughput by scenario (messages/s, median; whiskers min..max)", ("sans-serif", 24))
+            .caption(
+                "Throughput by scenario (messages/s, median; whiskers min..max)",
+                ("sans-serif", 24),
+            )
             .margin(20)
             .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d((0..self.bars.len()).into_segmented(), (100f64..top).log_scale())?;
+            .build_cartesian_2d(
+                (0..self.bars.len()).into_segmented(),
+                (100f64..top).log_scale(),
+            )?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -176,13 +199,19 @@ impl Report {
                 RGBColor(255, 127, 14)
             };
             let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(i), 100.0), (SegmentValue::Exact(i + 1), sp.median)],
+                [
+                    (SegmentValue::Exact(i), 100.0),
+                    (SegmentValue::Exact(i + 1), sp.median),
+                ],
                 color.filled(),
             );
             bar.set_margin(0, 0, 12, 12);
             chart.draw_series(std::iter::once(bar))?;
             chart.draw_series(std::iter::once(PathElement::new(
-                vec![(SegmentValue::CenterOf(i), sp.min), (SegmentValue::CenterOf(i), sp.max)],
+                vec![
+                    (SegmentValue::CenterOf(i), sp.min),
+                    (SegmentValue::CenterOf(i), sp.max),
+                ],
                 BLACK.stroke_width(2),
             )))?;
             chart.draw_series(std::iter::once(Text::new(
@@ -205,17 +234,18 @@ impl Report {
             .margin(20)
             .x_label_area_size(50)
             .y_label_area_size(60)
-            .build_cartesian_2d(
-                ((lo * 0.8).max(0.001)..hi * 1.25).log_scale(),
-                0f64..100f64,
-            )?;
+            .build_cartesian_2d(((lo * 0.8).max(0.001)..hi * 1.25).log_scale(), 0f64..100f64)?;
         chart
             .configure_mesh()
             .x_desc("milliseconds (log)")
             .y_desc("% of samples at or below")
             .label_style(("sans-serif", 15))
             .draw()?;
-        let colors = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
+        let colors = [
+            RGBColor(31, 119, 180),
+            RGBColor(255, 127, 14),
+            RGBColor(44, 160, 44),
+        ];
         for ((name, samples), color) in self.latencies.iter().zip(colors.iter().cycle()) {
             let mut sorted = samples.clone();
             sorted.sort_by(f64::total_cmp);
@@ -224,7 +254,10 @@ impl Report {
                 .iter()
                 .enumerate()
                 .step_by(step)
-                .chain(std::iter::once((sorted.len() - 1, &sorted[sorted.len() - 1])))
+                .chain(std::iter::once((
+                    sorted.len() - 1,
+                    &sorted[sorted.len() - 1],
+                )))
                 .map(|(i, v)| (*v, 100.0 * (i + 1) as f64 / sorted.len() as f64))
                 .collect();
             let label = format!(
@@ -236,7 +269,9 @@ impl Report {
             chart
                 .draw_series(LineSeries::new(points, c.stroke_width(2)))?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()
@@ -262,7 +297,11 @@ fn load_font() -> Result<()> {
         .iter()
         .find_map(|p| std::fs::read(p).ok())
         .context("no TrueType font for the plots; install one (Debian: apt-get install -y fonts-dejavu-core)")?;
-    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice()))
-        .map_err(|_| anyhow::anyhow!("the font file could not be read as TrueType"))?;
+    plotters::style::register_font(
+        "sans-serif",
+        FontStyle::Normal,
+        Box::leak(bytes.into_boxed_slice()),
+    )
+    .map_err(|_| anyhow::anyhow!("the font file could not be read as TrueType"))?;
     Ok(())
 }

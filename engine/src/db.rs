@@ -5,7 +5,7 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
@@ -14,6 +14,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
 use scheduled_thread_pool::ScheduledThreadPool;
 
+use crate::commit::Committer;
 use crate::error::{EngineError, Result};
 
 /// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
@@ -72,6 +73,8 @@ pub struct Database {
     path: PathBuf,
     writer: Pool<SqliteConnectionManager>,
     readers: Pool<SqliteConnectionManager>,
+    /// Started on first `submit`, so one-shot commands never start its thread.
+    committer: Arc<OnceLock<Committer>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -120,6 +123,7 @@ impl Database {
             path,
             writer,
             readers,
+            committer: Arc::default(),
         })
     }
 
@@ -135,6 +139,19 @@ impl Database {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// Queues `f` for the next group commit (see [`Committer`]): it shares its transaction with
+    /// the operations submitted around it, in its own savepoint, and is answered after the
+    /// commit. The way for a long-running process with many concurrent writers to write.
+    pub fn submit<T, F>(&self, f: F) -> tokio::sync::oneshot::Receiver<Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.committer
+            .get_or_init(|| Committer::start(self.writer.clone()))
+            .submit(f)
     }
 
     /// A reader connection, for queries that change nothing.

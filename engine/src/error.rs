@@ -20,6 +20,9 @@ pub enum EngineError {
     /// A value handed to the engine is not acceptable.
     #[error("{0}")]
     Invalid(String),
+    /// The transaction the operation ran in did not commit (the operation itself succeeded).
+    #[error("the write was not committed: {0}")]
+    NotCommitted(String),
     /// A hook handler refused its event: retrying cannot help, so the row is done with this.
     #[error("{0}")]
     Rejected(String),

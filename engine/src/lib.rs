@@ -7,6 +7,7 @@
 //! control it.
 
 pub mod clock;
+pub mod commit;
 pub mod db;
 pub mod engine;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod queue;
 pub mod sessions;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use commit::Committer;
 pub use db::{Database, DbConfig, Synchronous};
 pub use engine::{Engine, OldestPending, StateCount};
 pub use error::{EngineError, Result};
@@ -28,4 +30,5 @@ pub use inbound::{InboundMessage, MessageType};
 pub use outbound::OutboundMessage;
 pub use policy::{QueuePolicies, QueuePolicy};
 pub use queue::{DeadRow, Enqueued, Head, Lease, NewRow, Queue, Retried, RowState};
+pub use rusqlite;
 pub use sessions::SessionRecord;

@@ -203,15 +203,22 @@ impl Queue {
     /// `None` when the key's head is not due, is leased by someone alive, or there is none.
     pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
         let now = self.now();
-        self.db.write(|tx| {
-            let head = head_query(tx, &self.name, key)?;
-            match head {
-                Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
-                    self.lease_row(tx, id, now).map(Some)
-                }
-                _ => Ok(None),
+        self.db.write(|tx| self.lease_next_in(tx, key, now))
+    }
+
+    /// `lease_next` inside a caller's transaction.
+    pub fn lease_next_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<Lease>> {
+        match head_query(tx, &self.name, key)? {
+            Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                self.lease_row(tx, id, now).map(Some)
             }
-        })
+            _ => Ok(None),
+        }
     }
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
@@ -265,16 +272,20 @@ impl Queue {
 
     /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
     pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
-        let expires = self.now().saturating_add(ms(self.policy.lease_timeout));
-        self.db.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET lease_expires_at = ?3
-                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-                )?
-                .execute(params![id, token, expires])?;
-            Ok(n == 1)
-        })
+        let now = self.now();
+        self.db.write(|tx| self.extend_in(tx, id, token, now))
+    }
+
+    /// `extend` inside a caller's transaction.
+    pub fn extend_in(&self, tx: &Transaction<'_>, id: i64, token: i64, now: i64) -> Result<bool> {
+        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET lease_expires_at = ?3
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![id, token, expires])?;
+        Ok(n == 1)
     }
 
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
@@ -383,42 +394,64 @@ impl Queue {
         retry_after: Option<Duration>,
     ) -> Result<Retried> {
         let now = self.now();
-        self.db.write(|tx| {
-            if self.policy.exhausted(lease.attempts) {
-                let reason = format!("gave up after {} attempts", lease.attempts);
-                let done = finish_in(
-                    tx,
-                    lease.id,
-                    lease.token,
-                    "dead",
-                    Some(&reason),
-                    Some(error),
-                    now,
-                )?;
-                return Ok(if done { Retried::Dead } else { Retried::Stale });
-            }
-            let delay = retry_after.unwrap_or_else(|| self.policy.delay_after(lease.attempts));
-            let at = now.saturating_add(ms(delay));
-            let n = tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
-                            lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-                )?
-                .execute(params![lease.id, lease.token, at, error])?;
-            Ok(if n == 1 {
-                Retried::Scheduled { at }
-            } else {
-                Retried::Stale
-            })
+        self.db
+            .write(|tx| self.retry_later_in(tx, lease, error, retry_after, now))
+    }
+
+    /// `retry_later` inside a caller's transaction.
+    pub fn retry_later_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        error: &str,
+        retry_after: Option<Duration>,
+        now: i64,
+    ) -> Result<Retried> {
+        if self.policy.exhausted(lease.attempts) {
+            let reason = format!("gave up after {} attempts", lease.attempts);
+            let done = finish_in(
+                tx,
+                lease.id,
+                lease.token,
+                "dead",
+                Some(&reason),
+                Some(error),
+                now,
+            )?;
+            return Ok(if done { Retried::Dead } else { Retried::Stale });
+        }
+        let delay = retry_after.unwrap_or_else(|| self.policy.delay_after(lease.attempts));
+        let at = now.saturating_add(ms(delay));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![lease.id, lease.token, at, error])?;
+        Ok(if n == 1 {
+            Retried::Scheduled { at }
+        } else {
+            Retried::Stale
         })
     }
 
     /// Marks a leased row dead (a permanent failure). False if the token is stale.
     pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
         let now = self.now();
-        self.db
-            .write(|tx| finish_in(tx, id, token, "dead", Some(reason), Some(reason), now))
+        self.db.write(|tx| self.bury_in(tx, id, token, reason, now))
+    }
+
+    /// `bury` inside a caller's transaction.
+    pub fn bury_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "dead", Some(reason), Some(reason), now)
     }
 
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
@@ -478,14 +511,12 @@ impl Queue {
     pub fn head(&self, key: &str) -> Result<Head> {
         let now = self.now();
         let conn = self.db.read()?;
-        Ok(match head_query(&conn, &self.name, key)? {
-            None => Head::Empty,
-            Some((_, state, next, expires)) if is_leasable(&state, next, expires, now) => Head::Due,
-            Some((_, state, _, expires)) if state == "leased" => {
-                Head::LeasedUntil(expires.unwrap_or(now))
-            }
-            Some((_, _, next, _)) => Head::NotBefore(next),
-        })
+        head_of(&conn, &self.name, key, now)
+    }
+
+    /// `head` inside a caller's transaction (what the writer sees, including its own writes).
+    pub fn head_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<Head> {
+        head_of(tx, &self.name, key, now)
     }
 
     /// Keys that have pending or leased rows: the sessions to resume after a restart.
@@ -588,6 +619,17 @@ fn head_query(
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()
+}
+
+fn head_of(conn: &rusqlite::Connection, queue: &str, key: &str, now: i64) -> Result<Head> {
+    Ok(match head_query(conn, queue, key)? {
+        None => Head::Empty,
+        Some((_, state, next, expires)) if is_leasable(&state, next, expires, now) => Head::Due,
+        Some((_, state, _, expires)) if state == "leased" => {
+            Head::LeasedUntil(expires.unwrap_or(now))
+        }
+        Some((_, _, next, _)) => Head::NotBefore(next),
+    })
 }
 
 fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> bool {

@@ -1,0 +1,135 @@
+//! Group commit: the writes of many callers run in one transaction and share one commit (one
+//! fsync under synchronous = FULL). A single committer thread takes every operation waiting
+//! in its queue, runs each inside its own savepoint (so one failing operation rolls back
+//! only itself), commits, and only then answers each caller. Operations run in the order
+//! they were submitted, so a caller that submits A before B sees A committed no later than B.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Transaction, TransactionBehavior};
+use tokio::sync::oneshot;
+
+use crate::error::{EngineError, Result};
+
+/// At most this many operations share a transaction, so a flood cannot hold the write lock
+/// (and every caller's answer) for long.
+const MAX_BATCH: usize = 512;
+
+/// One queued operation, type-erased for the committer thread.
+trait Operation: Send {
+    /// Runs inside the shared transaction; false when it failed (its savepoint is rolled back).
+    fn run(&mut self, tx: &Transaction<'_>) -> bool;
+    /// Answers the caller once the transaction's fate is known (`Err` when it did not commit).
+    fn answer(self: Box<Self>, committed: std::result::Result<(), &str>);
+}
+
+struct Typed<T, F> {
+    f: Option<F>,
+    out: Option<Result<T>>,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Operation for Typed<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+{
+    fn run(&mut self, tx: &Transaction<'_>) -> bool {
+        let f = self.f.take().expect("an operation runs once");
+        let out = f(tx);
+        let ok = out.is_ok();
+        self.out = Some(out);
+        ok
+    }
+
+    fn answer(self: Box<Self>, committed: std::result::Result<(), &str>) {
+        let out = match (self.out, committed) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(v)), Ok(())) => Ok(v),
+            (Some(Ok(_)), Err(reason)) | (None, Err(reason)) => {
+                Err(EngineError::NotCommitted(reason.to_string()))
+            }
+            (None, Ok(())) => Err(EngineError::NotCommitted("the operation panicked".into())),
+        };
+        let _ = self.reply.send(out);
+    }
+}
+
+/// The handle callers submit through. Cheap to clone; the thread ends when the last is dropped.
+#[derive(Clone)]
+pub struct Committer {
+    queue: mpsc::Sender<Box<dyn Operation>>,
+}
+
+impl Committer {
+    /// Starts the committer thread on the writer pool.
+    pub(crate) fn start(writer: Pool<SqliteConnectionManager>) -> Committer {
+        let (queue, ops) = mpsc::channel::<Box<dyn Operation>>();
+        std::thread::Builder::new()
+            .name("relayq-commit".into())
+            .spawn(move || run(writer, ops))
+            .expect("cannot start the commit thread");
+        Committer { queue }
+    }
+
+    /// Queues `f` to run in the next shared transaction; the answer comes after the commit.
+    pub fn submit<T, F>(&self, f: F) -> oneshot::Receiver<Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let op = Box::new(Typed {
+            f: Some(f),
+            out: None,
+            reply,
+        });
+        if let Err(mpsc::SendError(op)) = self.queue.send(op) {
+            op.answer(Err("the commit thread has stopped"));
+        }
+        answer
+    }
+}
+
+fn run(writer: Pool<SqliteConnectionManager>, ops: mpsc::Receiver<Box<dyn Operation>>) {
+    let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
+    while let Ok(first) = ops.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let outcome = commit(&writer, &mut batch);
+        if let Err(e) = &outcome {
+            tracing::warn!(operations = batch.len(), error = %e, "group commit failed; every operation in it is answered with the error");
+        }
+        let reason = outcome.as_ref().err().map(|e| e.to_string());
+        for op in batch.drain(..) {
+            op.answer(reason.as_deref().map_or(Ok(()), Err));
+        }
+    }
+}
+
+/// Runs every operation of `batch` in one IMMEDIATE transaction, each in a savepoint.
+fn commit(writer: &Pool<SqliteConnectionManager>, batch: &mut [Box<dyn Operation>]) -> Result<()> {
+    let mut conn = writer.get()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    for op in batch.iter_mut() {
+        tx.prepare_cached("SAVEPOINT op")?.execute([])?;
+        let ok = catch_unwind(AssertUnwindSafe(|| op.run(&tx))).unwrap_or_else(|_| {
+            tracing::error!("a database operation panicked; it is rolled back");
+            false
+        });
+        if !ok {
+            tx.prepare_cached("ROLLBACK TO op")?.execute([])?;
+        }
+        tx.prepare_cached("RELEASE op")?.execute([])?;
+    }
+    tx.commit()?;
+    Ok(())
+}
