@@ -163,6 +163,8 @@ impl Database {
 /// The pragmas each connection needs. WAL is a property of the file, set once at open.
 fn configure(conn: &Connection, config: &DbConfig) -> rusqlite::Result<()> {
     conn.busy_timeout(config.busy_timeout)?;
+    // Every statement the engine runs stays prepared (rusqlite keeps 16 by default).
+    conn.set_prepared_statement_cache_capacity(64);
     conn.pragma_update(None, "synchronous", config.synchronous.pragma())?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())

@@ -109,7 +109,20 @@ pub const DUE_RUNS_SQL: &str = "WITH active AS (
      WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
      ORDER BY a.id LIMIT ?5";
 
-const LEASE_COLUMNS: &str = "id, key, payload, attempts, lease_token, lease_expires_at, created_at";
+/// The columns a `Lease` is read from, in `lease_from_row`'s order.
+macro_rules! lease_columns {
+    () => {
+        "id, key, payload, attempts, lease_token, lease_expires_at, created_at"
+    };
+}
+
+/// Leases row ?1 for owner ?2 until ?3: bumps the attempt count and the fencing token.
+const LEASE_ROW_SQL: &str = concat!(
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
+     WHERE id = ?1 RETURNING ",
+    lease_columns!()
+);
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
     Ok(Lease {
@@ -260,13 +273,8 @@ impl Queue {
 
     fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
         let expires = now.saturating_add(ms(self.policy.lease_timeout));
-        let sql = format!(
-            "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
-                    lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
-             WHERE id = ?1 RETURNING {LEASE_COLUMNS}"
-        );
         Ok(tx
-            .prepare_cached(&sql)?
+            .prepare_cached(LEASE_ROW_SQL)?
             .query_row(params![id, &*self.owner, expires], lease_from_row)?)
     }
 
