@@ -201,7 +201,10 @@ impl Runtime {
             )));
         }
         let row = message.to_row();
-        let enqueued = self.store.run(move |s| s.outbound.enqueue(&row)).await?;
+        let enqueued = self
+            .store
+            .write(move |s, tx| s.outbound.enqueue_in(tx, &row, s.outbound.now()))
+            .await?;
         if !enqueued.duplicate {
             self.claimer.do_send(ClaimOutbound);
         }

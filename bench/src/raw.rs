@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use relayq_engine::{DbConfig, Engine, InboundMessage, Synchronous};
+use relayq_engine::{Clock, DbConfig, Engine, InboundMessage, Synchronous, SystemClock};
 use rusqlite::{params, Connection};
 
 /// Messages per second for `n` messages over `sessions` sessions, committing every `batch`
@@ -91,8 +91,5 @@ pub fn ceiling(n: usize, sessions: usize, sync: Synchronous, batch: usize) -> Re
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemClock.now_ms()
 }
