@@ -62,6 +62,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../migrations/0001_queue_rows.sql")),
         M::up(include_str!("../migrations/0002_sessions.sql")),
+        M::up(include_str!("../migrations/0003_queue_rows_cheaper_checks.sql")),
     ])
 }
 
@@ -293,6 +294,49 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM queue_rows", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 1);
+    }
+
+    /// A database written by the first schema keeps its rows, and ids are never reused after
+    /// the table rebuild of migration 3, even the id of a row pruned before the upgrade.
+    #[test]
+    fn upgrade_from_the_first_schema_keeps_rows_and_the_id_high_water_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut conn = Connection::open(&path).unwrap();
+        Migrations::new(vec![
+            M::up(include_str!("../migrations/0001_queue_rows.sql")),
+            M::up(include_str!("../migrations/0002_sessions.sql")),
+        ])
+        .to_latest(&mut conn)
+        .unwrap();
+        let insert = "INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at)
+                      VALUES('q','k','{}',0,0)";
+        for _ in 0..3 {
+            conn.execute(insert, []).unwrap();
+        }
+        conn.execute("DELETE FROM queue_rows WHERE id = 3", []).unwrap();
+        drop(conn);
+
+        let db = Database::open(&DbConfig::new(&path)).unwrap();
+        let id: i64 = db
+            .write(|tx| Ok(tx.query_row(&format!("{insert} RETURNING id"), [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(id, 4, "id 3 was used before the upgrade");
+        let conn = db.read().unwrap();
+        let ids: Vec<i64> = conn
+            .prepare("SELECT id FROM queue_rows ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(ids, [1, 2, 4]);
+        let bad = Connection::open(&path).unwrap().execute(
+            "INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at,state)
+             VALUES('q','k','{}',0,0,'lost')",
+            [],
+        );
+        assert!(bad.is_err(), "the state CHECK still holds");
     }
 
     #[test]

@@ -580,6 +580,14 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         !due.contains("SCAN r") && !head.contains("SCAN"),
         "no table scans: {head} / {due}"
     );
+    let prune = plan(
+        relayq_engine::queue::PRUNE_SQL,
+        &[&"inbound", &"delivered", &0i64],
+    );
+    assert!(
+        prune.contains("queue_rows_finished") && !prune.contains("SCAN"),
+        "prune finds old rows through the finished index: {prune}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::cli::{CliError, Context};
 use crate::commands::open;
 
 pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
-    let engine = open(ctx)?.engine;
+    let engine = open(ctx)?.engine.clone();
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
     let now = engine.now();
