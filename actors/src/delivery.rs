@@ -24,29 +24,66 @@ pub enum Recorded {
 }
 
 /// Delivers a leased row through the named channel and records the answer: the whole of one
-/// attempt, for every queue. `then` runs in the same transaction as the record, after it (a
-/// session leases its next row there, saving a commit per message). `message` is the row's payload, read back with the channel it goes
-/// to; a payload that cannot be read, or a channel that is not configured (removed from the
-/// config since the row was written), buries the row: retrying cannot help.
-pub async fn deliver<N, F>(
+/// attempt. `message` is the row's payload, read back with the channel it goes to (see
+/// [`try_delivery`]).
+pub async fn deliver(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Message), EngineError>,
-    then: F,
-) -> Result<(Recorded, N)>
-where
-    N: Send + 'static,
-    F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<N> + Send + 'static,
-{
-    let (channel_name, outcome) = match message {
-        Err(e) => (
-            String::new(),
-            Outcome::Permanent {
+) -> Result<Recorded> {
+    let tried = try_delivery(store, queue, lease, channels, message).await;
+    let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
+    let recorded = store
+        .write(move |_, tx| record_in(&q, tx, &l, outcome, q.now()))
+        .await?;
+    tried.log(queue, lease, &recorded);
+    Ok(recorded)
+}
+
+/// One attempt's answer, before it is recorded.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    /// The channel the row went to (empty when its payload could not be read).
+    pub channel: String,
+    pub outcome: Outcome,
+}
+
+impl Tried {
+    /// Logs what became of the row: failures at warn, since someone may have to act.
+    pub fn log(&self, queue: &Queue, lease: &Lease, recorded: &Recorded) {
+        let (queue, row, attempt, channel) = (queue.name(), lease.id, lease.attempts, &self.channel);
+        match (recorded, &self.outcome) {
+            (Recorded::Delivered, _) => tracing::debug!(queue, row, channel, "delivered"),
+            (Recorded::Stale, _) => {
+                tracing::info!(queue, row, "answer ignored: the lease was lost")
+            }
+            (_, Outcome::Retry { error, .. }) | (_, Outcome::Permanent { reason: error }) => {
+                tracing::warn!(queue, row, channel, attempt, error = %error, outcome = ?recorded, "delivery failed")
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Hands a leased row to its channel and returns the answer, unrecorded. A payload that cannot
+/// be read, or a channel that is not configured (removed from the config since the row was
+/// written), is a permanent failure: retrying cannot help.
+pub async fn try_delivery(
+    store: &Store,
+    queue: &Queue,
+    lease: &Lease,
+    channels: &ChannelDirectory,
+    message: Result<(String, Message), EngineError>,
+) -> Tried {
+    match message {
+        Err(e) => Tried {
+            channel: String::new(),
+            outcome: Outcome::Permanent {
                 reason: e.to_string(),
             },
-        ),
+        },
         Ok((name, message)) => {
             let outcome = match channels.get(&name) {
                 None => Outcome::Permanent {
@@ -64,26 +101,17 @@ where
                     attempt(store, queue, lease, &channel, delivery).await
                 }
             };
-            (name, outcome)
+            Tried {
+                channel: name,
+                outcome,
+            }
         }
-    };
-    let (recorded, next) = record(store, queue, lease, outcome.clone(), then).await?;
-    let (queue, row, attempt) = (queue.name(), lease.id, lease.attempts);
-    match (&recorded, &outcome) {
-        (Recorded::Delivered, _) => {
-            tracing::debug!(queue, row, channel = channel_name, "delivered")
-        }
-        (Recorded::Stale, _) => tracing::info!(queue, row, "answer ignored: the lease was lost"),
-        (_, Outcome::Retry { error, .. }) | (_, Outcome::Permanent { reason: error }) => {
-            tracing::warn!(queue, row, channel = channel_name, attempt, error = %error, outcome = ?recorded, "delivery failed")
-        }
-        _ => {}
     }
-    Ok((recorded, next))
 }
 
 /// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it
-/// runs (so a live send is never taken over and replayed), and gives up a little after the
+/// runs (so a live send is never taken over and replayed), with the other leases this process
+/// holds on the row's key (rows a session worker leased to deliver next), and gives up a little after the
 /// channel's timeout: channels enforce their own timeout (and clean up, e.g. kill a command);
 /// this deadline is the backstop for one that does not. A dead channel actor is a transient failure.
 pub async fn attempt(
@@ -107,8 +135,14 @@ pub async fn attempt(
                 return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
             }
             _ = extend.tick() => {
-                let (q, id, token) = (queue.clone(), lease.id, lease.token);
-                match store.write(move |_, tx| q.extend_in(tx, id, token, q.now())).await {
+                let (q, id, token, key) = (queue.clone(), lease.id, lease.token, lease.key.clone());
+                let extend = move |_: &Store, tx: &Transaction<'_>| {
+                    let now = q.now();
+                    let ours = q.extend_in(tx, id, token, now)?;
+                    q.extend_key_in(tx, &key, now)?;
+                    Ok(ours)
+                };
+                match store.write(extend).await {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(row = lease.id, "lease lost while delivering"),
                     Err(e) => tracing::warn!(row = lease.id, error = %e, "could not extend lease"),
@@ -118,47 +152,33 @@ pub async fn attempt(
     }
 }
 
-/// Records the channel's answer, fenced by the lease token, then runs `then` in the same
-/// transaction.
-async fn record<N, F>(
-    store: &Store,
-    queue: &Queue,
-    lease: &Lease,
+/// Records an attempt's answer inside a caller's transaction, fenced by the lease token.
+pub fn record_in(
+    q: &Queue,
+    tx: &Transaction<'_>,
+    l: &Lease,
     outcome: Outcome,
-    then: F,
-) -> Result<(Recorded, N)>
-where
-    N: Send + 'static,
-    F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<N> + Send + 'static,
-{
-    let (q, l) = (queue.clone(), lease.clone());
-    store
-        .write(move |s, tx| {
-            let now = q.now();
-            let recorded = match outcome {
-                Outcome::Delivered => {
-                    if q.complete_in(tx, l.id, l.token, None, now)? {
-                        Recorded::Delivered
-                    } else {
-                        Recorded::Stale
-                    }
-                }
-                Outcome::Retry { error, after } => {
-                    match q.retry_later_in(tx, &l, &error, after, now)? {
-                        Retried::Stale => Recorded::Stale,
-                        Retried::Dead => Recorded::Dead,
-                        r => Recorded::Retried(r),
-                    }
-                }
-                Outcome::Permanent { reason } => {
-                    if q.bury_in(tx, l.id, l.token, &reason, now)? {
-                        Recorded::Dead
-                    } else {
-                        Recorded::Stale
-                    }
-                }
-            };
-            Ok((recorded, then(s, tx)?))
-        })
-        .await
+    now: i64,
+) -> relayq_engine::Result<Recorded> {
+    Ok(match outcome {
+        Outcome::Delivered => {
+            if q.complete_in(tx, l.id, l.token, None, now)? {
+                Recorded::Delivered
+            } else {
+                Recorded::Stale
+            }
+        }
+        Outcome::Retry { error, after } => match q.retry_later_in(tx, l, &error, after, now)? {
+            Retried::Stale => Recorded::Stale,
+            Retried::Dead => Recorded::Dead,
+            r => Recorded::Retried(r),
+        },
+        Outcome::Permanent { reason } => {
+            if q.bury_in(tx, l.id, l.token, &reason, now)? {
+                Recorded::Dead
+            } else {
+                Recorded::Stale
+            }
+        }
+    })
 }

@@ -1,18 +1,33 @@
 //! SessionActor: one per session with pending inbound rows. Delivers the session's rows one at
 //! a time, oldest first; sleeps until a scheduled retry is due; tells the Supervisor when it
 //! has nothing left so it can be stopped. No polling: new rows arrive as `Wake` messages.
+//!
+//! It leases the session's due rows in runs (one statement for up to [`RUN_LIMIT`] rows) and,
+//! while the channel answers fast, records several answers in one commit, the one that leases
+//! the next run: a busy session costs one commit per run, not one per message. A slow channel's
+//! answers are recorded one by one, before the next delivery starts.
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{Head, InboundMessage, Lease};
 use tokio::sync::oneshot;
 
-use crate::channels::{ChannelDirectory, Message};
-use crate::delivery::deliver;
+use crate::channels::{ChannelDirectory, Message, Outcome};
+use crate::delivery::{record_in, try_delivery, Recorded, Tried};
 use crate::store::Store;
 use crate::supervisor::{SessionIdle, Supervisor};
+
+/// Most rows leased at once for one session.
+pub const RUN_LIMIT: usize = 64;
+
+/// A delivery answered within this is fast: the next row may go before its answer is recorded.
+const FAST_DELIVERY: Duration = Duration::from_millis(1);
+
+/// Answers wait unrecorded at most this long after the first of them. A crash repeats at most
+/// the deliveries of this window, in order (at-least-once, as for any unrecorded delivery).
+const RECORD_WITHIN: Duration = Duration::from_millis(5);
 
 /// New rows may be due for this session.
 #[derive(Debug, Clone, Copy, actix::Message)]
@@ -24,14 +39,25 @@ pub struct Wake;
 #[rtype(result = "()")]
 pub struct Stop;
 
-/// What one step of the delivery loop found.
-enum Step {
-    /// A row was attempted and the next one leased in the same commit: deliver it at once.
-    Next(Lease),
-    /// Nothing to lease now; the head says when to look again.
-    Waiting(Head),
-    /// The store failed; try again shortly.
-    Failed,
+/// A delivered row whose answer is not recorded yet.
+struct Answered {
+    lease: Lease,
+    tried: Tried,
+}
+
+/// One write of the delivery loop: record answers in order, give back leased rows that must not
+/// be delivered now, and lease the next run.
+struct Sync {
+    answers: Vec<Answered>,
+    give_back: Vec<Lease>,
+    lease_next: bool,
+}
+
+/// What a `Sync` found.
+struct Synced {
+    recorded: Vec<Recorded>,
+    /// The next run, or when to look again; `None` when no lease was asked for.
+    next: Option<Result<Vec<Lease>, Head>>,
 }
 
 pub struct SessionActor {
@@ -40,9 +66,9 @@ pub struct SessionActor {
     store: Store,
     channels: ChannelDirectory,
     supervisor: Addr<Supervisor>,
-    /// A step is running.
+    /// A delivery or a write is running.
     busy: bool,
-    /// A Wake came while busy: run another step after this one.
+    /// A Wake came while busy: look again after this step.
     woken: bool,
     /// Wake messages handled, reported with `SessionIdle` so the Supervisor can tell whether a
     /// wake is still in flight.
@@ -51,8 +77,12 @@ pub struct SessionActor {
     stopping: Vec<oneshot::Sender<()>>,
     /// The previous actor of this session died holding leases: free them before the first step.
     release_leases_first: bool,
-    /// The row leased with the last answer, delivered by the next step.
-    next: Option<Lease>,
+    /// Leased rows not yet attempted, oldest first.
+    run: VecDeque<Lease>,
+    /// Delivered rows whose answers are not recorded yet, in delivery order.
+    answers: Vec<Answered>,
+    /// When the oldest unrecorded answer came.
+    answers_since: Option<Instant>,
 }
 
 impl SessionActor {
@@ -76,10 +106,14 @@ impl SessionActor {
             timer: None,
             stopping: Vec::new(),
             release_leases_first,
-            next: None,
+            run: VecDeque::new(),
+            answers: Vec::new(),
+            answers_since: None,
         }
     }
 
+    /// Runs the next step: release leases once, deliver the next leased row, or write (record
+    /// the answers and lease the next run).
     fn step(&mut self, ctx: &mut Context<Self>) {
         if self.busy {
             self.woken = true;
@@ -94,68 +128,187 @@ impl SessionActor {
         if let Some(t) = self.timer.take() {
             ctx.cancel_future(t);
         }
-        let release = std::mem::take(&mut self.release_leases_first);
-        let fut = deliver_next(
-            self.session.clone(),
-            self.channel.clone(),
-            self.store.clone(),
-            self.channels.clone(),
-            release,
-            self.next.take(),
-        );
-        ctx.spawn(fut.into_actor(self).map(|step, act, ctx| {
+        if std::mem::take(&mut self.release_leases_first) {
+            let key = self.session.clone();
+            let release = self
+                .store
+                .run(move |s| s.inbound.release_own_leases(&key));
+            ctx.spawn(release.into_actor(self).map(|result, act, ctx| {
+                act.busy = false;
+                match result {
+                    Ok(_) => act.step(ctx),
+                    Err(e) => {
+                        tracing::error!(session = act.session, error = %e, "cannot release the leases of the previous actor");
+                        act.release_leases_first = true;
+                        act.retry_later(ctx);
+                    }
+                }
+            }));
+            return;
+        }
+        match self.run.pop_front() {
+            Some(lease) if !self.must_record() => self.deliver(lease, ctx),
+            other => {
+                if let Some(lease) = other {
+                    self.run.push_front(lease);
+                }
+                self.write(ctx);
+            }
+        }
+    }
+
+    /// The answers must be recorded before another row goes: the last one failed (the rows
+    /// after it must wait), the channel is slow, or the window is full.
+    fn must_record(&self) -> bool {
+        match (self.answers.last(), self.answers_since) {
+            (Some(last), Some(since)) => {
+                !matches!(last.tried.outcome, Outcome::Delivered)
+                    || since.elapsed() >= RECORD_WITHIN
+            }
+            _ => false,
+        }
+    }
+
+    fn deliver(&mut self, lease: Lease, ctx: &mut Context<Self>) {
+        let message = InboundMessage::from_payload(&lease.payload)
+            .map(|m| (self.channel.clone(), Message::Inbound(m)));
+        let (store, channels) = (self.store.clone(), self.channels.clone());
+        let tried = async move {
+            let started = Instant::now();
+            let queue = store.inbound.clone();
+            let tried = try_delivery(&store, &queue, &lease, &channels, message).await;
+            (Answered { lease, tried }, started.elapsed())
+        };
+        ctx.spawn(tried.into_actor(self).map(|(answered, took), act, ctx| {
             act.busy = false;
-            act.after(step, ctx);
+            let slow = took >= FAST_DELIVERY;
+            act.answers_since.get_or_insert_with(Instant::now);
+            act.answers.push(answered);
+            if slow {
+                act.write(ctx);
+            } else {
+                act.step(ctx);
+            }
         }));
     }
 
-    fn after(&mut self, step: Step, ctx: &mut Context<Self>) {
-        let step = match step {
-            Step::Next(lease) => {
-                self.next = Some(lease);
-                Step::Waiting(Head::Due)
-            }
-            other => other,
+    /// Records the answers; gives back the rest of the run when one failed; leases the next run
+    /// when this one is used up.
+    fn write(&mut self, ctx: &mut Context<Self>) {
+        self.busy = true;
+        let failed = self
+            .answers
+            .iter()
+            .any(|a| !matches!(a.tried.outcome, Outcome::Delivered));
+        let sync = Sync {
+            answers: std::mem::take(&mut self.answers),
+            give_back: if failed {
+                self.run.drain(..).collect()
+            } else {
+                Vec::new()
+            },
+            lease_next: failed || self.run.is_empty(),
         };
-        if !self.stopping.is_empty() {
-            self.finish(ctx);
-            return;
+        let since = self.answers_since.take();
+        let given_back = sync.give_back.clone();
+        let key = self.session.clone();
+        let outcomes: Vec<(Lease, Tried)> = sync
+            .answers
+            .iter()
+            .map(|a| (a.lease.clone(), a.tried.clone()))
+            .collect();
+        let write = self.store.write(move |s, tx| {
+            let q = &s.inbound;
+            let now = q.now();
+            let recorded = sync
+                .answers
+                .into_iter()
+                .map(|a| record_in(q, tx, &a.lease, a.tried.outcome, now))
+                .collect::<relayq_engine::Result<_>>()?;
+            q.defer_in(tx, &sync.give_back, Duration::ZERO, now)?;
+            let next = match sync.lease_next {
+                true => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
+                false => None,
+            };
+            Ok(Synced { recorded, next })
+        });
+        ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
+            act.busy = false;
+            match result {
+                Ok(synced) => {
+                    for ((lease, tried), recorded) in outcomes.iter().zip(&synced.recorded) {
+                        tried.log(&act.store.inbound, lease, recorded);
+                    }
+                    act.after_write(synced.next, ctx);
+                }
+                Err(e) => {
+                    // Nothing of it committed: the answers are kept (the rows were delivered)
+                    // and recorded by the next try; the rows given back are still ours.
+                    tracing::error!(session = act.session, error = %e, "cannot record deliveries or lease the next rows");
+                    act.answers = outcomes
+                        .into_iter()
+                        .map(|(lease, tried)| Answered { lease, tried })
+                        .collect();
+                    act.answers_since = since;
+                    act.run.extend(given_back);
+                    act.retry_later(ctx);
+                }
+            }
+        }));
+    }
+
+    fn after_write(&mut self, next: Option<Result<Vec<Lease>, Head>>, ctx: &mut Context<Self>) {
+        let head = match next {
+            None => return self.step(ctx),
+            Some(Ok(run)) => {
+                self.run.extend(run);
+                return self.step(ctx);
+            }
+            Some(Err(head)) => head,
+        };
+        if !self.stopping.is_empty() || self.woken {
+            return self.step(ctx);
         }
         let now = self.store.engine.now();
         let wait_until = |at: i64| Duration::from_millis(at.saturating_sub(now).max(0) as u64);
-        match step {
-            Step::Next(_) | Step::Waiting(Head::Due) => self.step(ctx),
-            _ if self.woken => self.step(ctx),
-            Step::Waiting(Head::Empty) => {
-                self.supervisor.do_send(SessionIdle {
-                    session: self.session.clone(),
-                    wakes_seen: self.wakes_seen,
-                });
-            }
-            Step::Waiting(Head::NotBefore(at)) | Step::Waiting(Head::LeasedUntil(at)) => {
+        match head {
+            Head::Due => self.step(ctx),
+            Head::Empty => self.supervisor.do_send(SessionIdle {
+                session: self.session.clone(),
+                wakes_seen: self.wakes_seen,
+            }),
+            Head::NotBefore(at) | Head::LeasedUntil(at) => {
                 self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
-            }
-            Step::Failed => {
-                self.timer = Some(ctx.run_later(Duration::from_secs(1), |act, ctx| act.step(ctx)));
             }
         }
     }
-}
 
-impl SessionActor {
-    /// Stops, first giving back the row leased with the last answer: it was never attempted,
-    /// so its attempt is not counted and it is due at once for whoever runs next.
+    /// The store failed: try again shortly.
+    fn retry_later(&mut self, ctx: &mut Context<Self>) {
+        self.timer = Some(ctx.run_later(Duration::from_secs(1), |act, ctx| act.step(ctx)));
+    }
+
+    /// Stops, first recording the answers not yet recorded and giving back the rows leased but
+    /// never attempted: their attempt is not counted and they are due at once for whoever runs
+    /// next.
     fn finish(&mut self, ctx: &mut Context<Self>) {
-        let Some(lease) = self.next.take() else {
+        if self.answers.is_empty() && self.run.is_empty() {
             ctx.stop();
             return;
-        };
-        let give_back = self
-            .store
-            .run(move |s| s.inbound.defer(&lease, Duration::ZERO));
-        ctx.wait(give_back.into_actor(self).map(|result, _, ctx| {
+        }
+        let answers = std::mem::take(&mut self.answers);
+        let give_back: Vec<Lease> = self.run.drain(..).collect();
+        let write = self.store.write(move |s, tx| {
+            let q = &s.inbound;
+            let now = q.now();
+            for a in answers {
+                record_in(q, tx, &a.lease, a.tried.outcome, now)?;
+            }
+            q.defer_in(tx, &give_back, Duration::ZERO, now)
+        });
+        ctx.wait(write.into_actor(self).map(|result, _, ctx| {
             if let Err(e) = result {
-                tracing::warn!(error = %e, "cannot give back a leased row; it is retried when its lease expires");
+                tracing::warn!(error = %e, "cannot record the last answers or give back leased rows; they are retried when their lease expires");
             }
             ctx.stop();
         }));
@@ -186,69 +339,10 @@ impl Handler<Stop> for SessionActor {
         let (tx, rx) = oneshot::channel();
         self.stopping.push(tx);
         if !self.busy {
-            ctx.stop();
+            self.finish(ctx);
         }
         Box::pin(async move {
             let _ = rx.await;
         })
     }
-}
-
-/// Delivers `leased`, or leases the session's next due row and delivers it; the answer is
-/// recorded in the same commit that leases the row after it.
-async fn deliver_next(
-    session: String,
-    channel_name: String,
-    store: Store,
-    channels: ChannelDirectory,
-    release: bool,
-    leased: Option<Lease>,
-) -> Step {
-    if release {
-        let key = session.clone();
-        if let Err(e) = store.run(move |s| s.inbound.release_own_leases(&key)).await {
-            tracing::error!(session, error = %e, "cannot release the leases of the previous actor");
-            return Step::Failed;
-        }
-    }
-    let lease = match leased {
-        Some(lease) => lease,
-        None => {
-            let key = session.clone();
-            match store.write(move |s, tx| lease_or_head(s, tx, &key)).await {
-                Ok(Ok(lease)) => lease,
-                Ok(Err(head)) => return Step::Waiting(head),
-                Err(e) => {
-                    tracing::error!(session, error = %e, "cannot lease the next row");
-                    return Step::Failed;
-                }
-            }
-        }
-    };
-    let message = InboundMessage::from_payload(&lease.payload)
-        .map(|m| (channel_name.clone(), Message::Inbound(m)));
-    let queue = store.inbound.clone();
-    let key = session.clone();
-    let then = move |s: &Store, tx: &Transaction<'_>| lease_or_head(s, tx, &key);
-    match deliver(&store, &queue, &lease, &channels, message, then).await {
-        Ok((_, Ok(next))) => Step::Next(next),
-        Ok((_, Err(head))) => Step::Waiting(head),
-        Err(e) => {
-            tracing::error!(session, row = lease.id, error = %e, "cannot record the delivery outcome");
-            Step::Failed
-        }
-    }
-}
-
-/// Leases the session's next due row, or says when to look again.
-fn lease_or_head(
-    s: &Store,
-    tx: &Transaction<'_>,
-    key: &str,
-) -> relayq_engine::Result<Result<Lease, Head>> {
-    let now = s.inbound.now();
-    Ok(match s.inbound.lease_next_in(tx, key, now)? {
-        Some(lease) => Ok(lease),
-        None => Err(s.inbound.head_in(tx, key, now)?),
-    })
 }

@@ -133,6 +133,15 @@ const LEASE_ROW_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = 
             lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
      WHERE id = ?1";
 
+/// A key's unfinished rows, oldest first (?1 queue, ?2 key, ?3 limit): the state that decides
+/// whether each may be leased now, then the row as a `Lease` reads it.
+const KEY_RUN_SQL: &str = concat!(
+    "SELECT state, next_attempt_at, ",
+    lease_columns!(),
+    " FROM queue_rows WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+     ORDER BY id LIMIT ?3"
+);
+
 /// Reads a row as a `Lease` (?1 id).
 const LEASE_OF_SQL: &str = concat!("SELECT ", lease_columns!(), " FROM queue_rows WHERE id = ?1");
 
@@ -246,6 +255,56 @@ impl Queue {
         }
     }
 
+    /// Leases `key`'s rows in order, up to `limit`, stopping at the first one that is not due
+    /// (or is leased by someone alive): a session worker delivers them one by one and records
+    /// their answers together. When the head itself cannot be leased, says when to look again.
+    pub fn lease_run_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+        limit: usize,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        let rows: Vec<(String, i64, Lease)> = tx
+            .prepare_cached(KEY_RUN_SQL)?
+            .query_map(params![&*self.name, key, limit as i64], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    Lease {
+                        id: r.get(2)?,
+                        key: r.get(3)?,
+                        payload: r.get(4)?,
+                        attempts: r.get(5)?,
+                        token: r.get(6)?,
+                        expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                        created_at: r.get(8)?,
+                    },
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let Some((state, next, first)) = rows.first() else {
+            return Ok(Err(Head::Empty));
+        };
+        if !is_leasable(state, *next, Some(first.expires_at), now) {
+            return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
+        }
+        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let mut lease_row = tx.prepare_cached(LEASE_ROW_SQL)?;
+        let mut leases = Vec::with_capacity(rows.len());
+        for (state, next, mut lease) in rows {
+            if !is_leasable(&state, next, Some(lease.expires_at), now) {
+                break;
+            }
+            lease_row.execute(params![lease.id, &*self.owner, expires])?;
+            lease.attempts += 1;
+            lease.token += 1;
+            lease.expires_at = expires;
+            leases.push(lease);
+        }
+        Ok(Ok(leases))
+    }
+
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize) -> Result<Vec<Lease>> {
         let now = self.now();
@@ -310,6 +369,18 @@ impl Queue {
         Ok(n == 1)
     }
 
+    /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
+    /// leased rows that wait behind the one being delivered).
+    pub fn extend_key_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<usize> {
+        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        Ok(tx
+            .prepare_cached(
+                "UPDATE queue_rows SET lease_expires_at = ?4
+                 WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
+            )?
+            .execute(params![&*self.name, key, &*self.owner, expires])?)
+    }
+
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
     /// a worker's buffer). Returns how many.
     pub fn extend_own(&self) -> Result<usize> {
@@ -335,19 +406,29 @@ impl Queue {
         if leases.is_empty() {
             return Ok(0);
         }
-        let at = self.now().saturating_add(ms(delay));
-        self.db.write(|tx| {
-            let mut stmt = tx.prepare_cached(
-                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
-                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-            )?;
-            let mut n = 0;
-            for lease in leases {
-                n += stmt.execute(params![lease.id, lease.token, at])?;
-            }
-            Ok(n)
-        })
+        let now = self.now();
+        self.db.write(|tx| self.defer_in(tx, leases, delay, now))
+    }
+
+    /// `defer_many` inside a caller's transaction.
+    pub fn defer_in(
+        &self,
+        tx: &Transaction<'_>,
+        leases: &[Lease],
+        delay: Duration,
+        now: i64,
+    ) -> Result<usize> {
+        let at = now.saturating_add(ms(delay));
+        let mut stmt = tx.prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
+                    attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+        )?;
+        let mut n = 0;
+        for lease in leases {
+            n += stmt.execute(params![lease.id, lease.token, at])?;
+        }
+        Ok(n)
     }
 
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
@@ -642,12 +723,19 @@ fn head_query(
 fn head_of(conn: &rusqlite::Connection, queue: &str, key: &str, now: i64) -> Result<Head> {
     Ok(match head_query(conn, queue, key)? {
         None => Head::Empty,
-        Some((_, state, next, expires)) if is_leasable(&state, next, expires, now) => Head::Due,
-        Some((_, state, _, expires)) if state == "leased" => {
-            Head::LeasedUntil(expires.unwrap_or(now))
-        }
-        Some((_, _, next, _)) => Head::NotBefore(next),
+        Some((_, state, next, expires)) => head_from(&state, next, expires, now),
     })
+}
+
+/// What an unfinished head row's state means for its key's worker.
+fn head_from(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> Head {
+    if is_leasable(state, next_attempt_at, lease_expires_at, now) {
+        Head::Due
+    } else if state == "leased" {
+        Head::LeasedUntil(lease_expires_at.unwrap_or(now))
+    } else {
+        Head::NotBefore(next_attempt_at)
+    }
 }
 
 fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> bool {
