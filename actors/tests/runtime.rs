@@ -345,3 +345,126 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
     assert_eq!(contents, expected);
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Ten rows of session "s", written before relayq starts, so its actor leases them as one run.
+fn ten_rows_before_start(dir: &std::path::Path) -> Vec<i64> {
+    let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
+    let q = engine.queue("inbound", QueuePolicy::inbound());
+    (0..10)
+        .map(|i| {
+            q.enqueue(&InboundMessage::text("s", "t", &i.to_string()).to_row())
+                .unwrap()
+                .id
+        })
+        .collect()
+}
+
+/// Records each call's text and attempt; fails text "3" once, and answers after `delay`.
+struct Recorder {
+    calls: Arc<std::sync::Mutex<Vec<(String, u32)>>>,
+    delay: Duration,
+    /// Rows that were not yet recorded delivered when the row after them arrived.
+    unrecorded_before: Arc<std::sync::Mutex<Vec<i64>>>,
+    queue: relayq_engine::Queue,
+}
+impl Actor for Recorder {
+    type Context = Context<Self>;
+}
+impl Handler<Deliver> for Recorder {
+    type Result = ResponseFuture<Outcome>;
+    fn handle(&mut self, Deliver(d): Deliver, _: &mut Context<Self>) -> Self::Result {
+        let previous = self.queue.state_of(d.id - 1).unwrap();
+        if previous.is_some_and(|p| p.state != "delivered") && d.attempt == 1 {
+            self.unrecorded_before.lock().unwrap().push(d.id - 1);
+        }
+        let mut calls = self.calls.lock().unwrap();
+        let first_try_of_3 = d.text() == "3" && !calls.iter().any(|(t, _)| t == "3");
+        calls.push((d.text().to_string(), d.attempt));
+        let delay = self.delay;
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            if first_try_of_3 {
+                Outcome::Retry {
+                    error: "busy".into(),
+                    after: Some(Duration::from_millis(30)),
+                }
+            } else {
+                Outcome::Delivered
+            }
+        })
+    }
+}
+
+/// Starts relayq on `dir` with a `Recorder` answering after `delay`; returns its calls and
+/// the rows it found unrecorded when the next one arrived.
+async fn start_recorder(
+    dir: &std::path::Path,
+    delay: Duration,
+) -> (
+    Runtime,
+    Arc<std::sync::Mutex<Vec<(String, u32)>>>,
+    Arc<std::sync::Mutex<Vec<i64>>>,
+) {
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let unrecorded = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let queue = Engine::open(&DbConfig::new(dir.join("q.db")))
+        .unwrap()
+        .queue("inbound", QueuePolicy::inbound());
+    let (c, u) = (calls.clone(), unrecorded.clone());
+    let spec = ChannelSpec::new(Duration::from_secs(5), move || {
+        Recorder {
+            calls: c.clone(),
+            delay,
+            unrecorded_before: u.clone(),
+            queue: queue.clone(),
+        }
+        .start()
+        .recipient()
+    });
+    (start(dir, spec).await, calls, unrecorded)
+}
+
+#[actix::test]
+async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = ten_rows_before_start(dir.path());
+    let (rt, calls, _) = start_recorder(dir.path(), Duration::ZERO).await;
+    let q = rt.store().inbound.clone();
+    wait_for("all delivered", || {
+        ids.iter()
+            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
+    })
+    .await;
+    let calls = calls.lock().unwrap().clone();
+    let texts: Vec<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts, ["0", "1", "2", "3", "3", "4", "5", "6", "7", "8", "9"]);
+    assert_eq!(calls[4], ("3".into(), 2), "the retry is the second attempt");
+    for &id in &ids[4..] {
+        assert_eq!(
+            q.state_of(id).unwrap().unwrap().attempts,
+            1,
+            "rows leased with the run but held back are given back without counting an attempt"
+        );
+    }
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix::test]
+async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = ten_rows_before_start(dir.path());
+    let (rt, calls, unrecorded) = start_recorder(dir.path(), Duration::from_millis(5)).await;
+    let q = rt.store().inbound.clone();
+    wait_for("all delivered", || {
+        ids.iter()
+            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
+    })
+    .await;
+    assert_eq!(calls.lock().unwrap().len(), 11);
+    assert_eq!(
+        *unrecorded.lock().unwrap(),
+        Vec::<i64>::new(),
+        "a crash would repeat only the delivery in progress"
+    );
+    rt.shutdown(Duration::from_secs(1)).await;
+}

@@ -729,3 +729,52 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
     assert_eq!(f.engine.purge_dead(None).unwrap(), vec![dead[2]]);
     assert!(f.engine.dead_rows(None).unwrap().is_empty());
 }
+
+/// A session worker's run: the key's rows in order up to the limit, stopping at the first row
+/// that is not due; when the head itself is blocked, the head says until when.
+#[test]
+fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one() {
+    let f = fixture();
+    let q = f.engine.queue("inbound", policy());
+    let ids: Vec<i64> = (0..5)
+        .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
+        .collect();
+    q.enqueue(&row("b", "b0")).unwrap();
+    let db = f.engine.database();
+    let run = |limit: usize| {
+        db.write(|tx| q.lease_run_in(tx, "a", q.now(), limit))
+            .unwrap()
+    };
+
+    let first = run(2).unwrap();
+    assert_eq!(first.iter().map(|l| l.id).collect::<Vec<_>>(), ids[..2]);
+    assert_eq!(first[1].payload, "a1");
+    assert!(first.iter().all(|l| l.attempts == 1 && l.token == 1));
+    assert_eq!(
+        run(10).unwrap_err(),
+        Head::LeasedUntil(T0 + 300_000),
+        "a head leased by this worker blocks the key"
+    );
+
+    // The head fails and backs off: nothing of the key may go until it is due.
+    assert_eq!(
+        q.retry_later(&first[0], "down", None).unwrap(),
+        Retried::Scheduled { at: T0 + 5_000 }
+    );
+    q.complete(first[1].id, first[1].token, None).unwrap();
+    assert_eq!(run(10).unwrap_err(), Head::NotBefore(T0 + 5_000));
+
+    f.clock.advance(Duration::from_secs(5));
+    let rest = run(10).unwrap();
+    assert_eq!(
+        rest.iter().map(|l| l.id).collect::<Vec<_>>(),
+        [ids[0], ids[2], ids[3], ids[4]],
+        "the retried head first, then the rest in order, none of key b"
+    );
+    assert_eq!((rest[0].attempts, rest[0].token), (2, 2));
+    assert!(rest.iter().all(|l| l.expires_at == T0 + 5_000 + 300_000));
+    for l in &rest {
+        q.complete(l.id, l.token, None).unwrap();
+    }
+    assert_eq!(run(10).unwrap_err(), Head::Empty);
+}
