@@ -286,8 +286,7 @@ impl ClaimerActor {
             let message = OutboundMessage::from_payload(&lease.payload)
                 .map(|m| (m.channel.clone(), Message::Outbound(m)));
             let queue = store.outbound.clone();
-            if let Err(e) = deliver(&store, &queue, &lease, &channels, message).await
-            {
+            if let Err(e) = deliver(&store, &queue, &lease, &channels, message).await {
                 tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
             }
         };

@@ -203,7 +203,7 @@ impl Runtime {
         let row = message.to_row();
         let enqueued = self
             .store
-            .write(move |s, tx| s.outbound.enqueue_in(tx, &row, s.outbound.now()))
+            .write_one_statement(move |s, tx| s.outbound.enqueue_in(tx, &row, s.outbound.now()))
             .await?;
         if !enqueued.duplicate {
             self.claimer.do_send(ClaimOutbound);

@@ -130,9 +130,7 @@ impl SessionActor {
         }
         if std::mem::take(&mut self.release_leases_first) {
             let key = self.session.clone();
-            let release = self
-                .store
-                .run(move |s| s.inbound.release_own_leases(&key));
+            let release = self.store.run(move |s| s.inbound.release_own_leases(&key));
             ctx.spawn(release.into_actor(self).map(|result, act, ctx| {
                 act.busy = false;
                 match result {

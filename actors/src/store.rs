@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relayq_engine::rusqlite::Transaction;
+use relayq_engine::Atomicity;
 use relayq_engine::{
     hooks, inbound, outbound, Engine, HookProcessor, Queue, QueuePolicies, Routes,
 };
@@ -100,6 +101,31 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
     {
+        self.submit(Atomicity::Savepoint, f)
+    }
+
+    /// [`Store::write`] for `f` that writes with a single statement: it needs no savepoint of
+    /// its own (see [`Atomicity::OneStatement`]).
+    pub fn write_one_statement<T, F>(
+        &self,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<T>> + 'static
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
+    {
+        self.submit(Atomicity::OneStatement, f)
+    }
+
+    fn submit<T, F>(
+        &self,
+        atomicity: Atomicity,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<T>> + 'static
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
+    {
         let store = self.clone();
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         let running = Running(self.in_flight.clone());
@@ -107,7 +133,7 @@ impl Store {
         let answer = self
             .engine
             .database()
-            .submit(move |tx| f(&store, tx).map(|v| (v, running)));
+            .submit(atomicity, move |tx| f(&store, tx).map(|v| (v, running)));
         async move {
             let (value, _running) = answer
                 .await

@@ -166,7 +166,8 @@ impl Handler<Enqueue> for Supervisor {
         let row = message.to_row();
         let store = self.store.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
-        let write = store.write(move |s, tx| s.inbound.enqueue_in(tx, &row, s.inbound.now()));
+        let write =
+            store.write_one_statement(move |s, tx| s.inbound.enqueue_in(tx, &row, s.inbound.now()));
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
             if matches!(
                 result,

@@ -437,7 +437,10 @@ async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds
     .await;
     let calls = calls.lock().unwrap().clone();
     let texts: Vec<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
-    assert_eq!(texts, ["0", "1", "2", "3", "3", "4", "5", "6", "7", "8", "9"]);
+    assert_eq!(
+        texts,
+        ["0", "1", "2", "3", "3", "4", "5", "6", "7", "8", "9"]
+    );
     assert_eq!(calls[4], ("3".into(), 2), "the retry is the second attempt");
     for &id in &ids[4..] {
         assert_eq!(

@@ -483,7 +483,9 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
     ];
     let only = std::env::var("TUNE_ONLY").unwrap_or_default();
     for (what, sessions, sync) in flows {
-        if !what.contains(only.as_str()) { continue; }
+        if !what.contains(only.as_str()) {
+            continue;
+        }
         let v = repeat(runs, what, || flow::throughput(sizes.n, sessions, sync))?;
         eprintln!("{what}: median {:.0} msgs/s", median(&v));
     }

@@ -1,7 +1,8 @@
 //! The raw SQLite ceiling: a plain rusqlite loop on relayq's own table (same schema and
 //! indexes, created by the engine's migrations) doing the same work per message — insert it,
 //! claim the oldest unfinished row of its session, mark it done — with nothing else: no
-//! actors, no channels, no fencing checks beyond the token in the WHERE clause.
+//! actors, no channels, no fencing checks beyond the token in the WHERE clause, and no
+//! RETURNING (SQLite builds a temporary b-tree for it, which costs more than the statement).
 
 use std::time::Instant;
 
@@ -52,18 +53,19 @@ pub fn ceiling(n: usize, sessions: usize, sync: Synchronous, batch: usize) -> Re
         let tx = conn.transaction()?;
         {
             let mut head = tx.prepare_cached(
-                "SELECT id FROM queue_rows WHERE queue = 'inbound' AND key = ?1
+                "SELECT id, lease_token FROM queue_rows WHERE queue = 'inbound' AND key = ?1
                    AND state IN ('pending', 'leased') ORDER BY id LIMIT 1",
             )?;
             let mut lease = tx.prepare_cached(
                 "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
                         lease_owner = 'raw', lease_token = lease_token + 1, lease_expires_at = ?2
-                 WHERE id = ?1 RETURNING lease_token",
+                 WHERE id = ?1",
             )?;
             for (session, _) in chunk {
-                let id: i64 = head.query_row([session], |r| r.get(0))?;
-                let token: i64 = lease.query_row(params![id, now_ms() + 30_000], |r| r.get(0))?;
-                claimed.push((id, token));
+                let (id, token): (i64, i64) =
+                    head.query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                lease.execute(params![id, now_ms() + 30_000])?;
+                claimed.push((id, token + 1));
             }
         }
         tx.commit()?;

@@ -14,7 +14,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
 use scheduled_thread_pool::ScheduledThreadPool;
 
-use crate::commit::Committer;
+use crate::commit::{Atomicity, Committer};
 use crate::error::{EngineError, Result};
 
 /// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
@@ -62,7 +62,9 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../migrations/0001_queue_rows.sql")),
         M::up(include_str!("../migrations/0002_sessions.sql")),
-        M::up(include_str!("../migrations/0003_queue_rows_cheaper_checks.sql")),
+        M::up(include_str!(
+            "../migrations/0003_queue_rows_cheaper_checks.sql"
+        )),
     ])
 }
 
@@ -143,16 +145,20 @@ impl Database {
     }
 
     /// Queues `f` for the next group commit (see [`Committer`]): it shares its transaction with
-    /// the operations submitted around it, in its own savepoint, and is answered after the
+    /// the operations submitted around it, in its own savepoint unless `atomicity` says it needs none, and is answered after the
     /// commit. The way for a long-running process with many concurrent writers to write.
-    pub fn submit<T, F>(&self, f: F) -> tokio::sync::oneshot::Receiver<Result<T>>
+    pub fn submit<T, F>(
+        &self,
+        atomicity: Atomicity,
+        f: F,
+    ) -> tokio::sync::oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         self.committer
             .get_or_init(|| Committer::start(self.writer.clone()))
-            .submit(f)
+            .submit(atomicity, f)
     }
 
     /// A reader connection, for queries that change nothing.
@@ -314,7 +320,8 @@ mod tests {
         for _ in 0..3 {
             conn.execute(insert, []).unwrap();
         }
-        conn.execute("DELETE FROM queue_rows WHERE id = 3", []).unwrap();
+        conn.execute("DELETE FROM queue_rows WHERE id = 3", [])
+            .unwrap();
         drop(conn);
 
         let db = Database::open(&DbConfig::new(&path)).unwrap();

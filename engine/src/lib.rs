@@ -20,7 +20,7 @@ pub mod queue;
 pub mod sessions;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use commit::Committer;
+pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Synchronous};
 pub use engine::{Engine, OldestPending, StateCount};
 pub use error::{EngineError, Result};

@@ -143,7 +143,11 @@ const KEY_RUN_SQL: &str = concat!(
 );
 
 /// Reads a row as a `Lease` (?1 id).
-const LEASE_OF_SQL: &str = concat!("SELECT ", lease_columns!(), " FROM queue_rows WHERE id = ?1");
+const LEASE_OF_SQL: &str = concat!(
+    "SELECT ",
+    lease_columns!(),
+    " FROM queue_rows WHERE id = ?1"
+);
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
     Ok(Lease {
@@ -205,6 +209,7 @@ impl Queue {
     }
 
     /// Enqueue inside a caller's transaction, so a handler's effects and its rows commit together.
+    /// Its only write is one statement (see `Atomicity::OneStatement`).
     pub fn enqueue_in(&self, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
         if row.key.is_empty() {
             return Err(EngineError::Invalid("the ordering key is empty".into()));

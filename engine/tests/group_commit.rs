@@ -1,0 +1,128 @@
+//! The group commit on a real SQLite file: operations queued together share one transaction,
+//! and a failing or panicking operation takes back exactly what it should.
+
+use std::sync::mpsc;
+
+use relayq_engine::rusqlite::Transaction;
+use relayq_engine::{Atomicity, Database, DbConfig, EngineError};
+use tokio::sync::oneshot;
+
+type Answer = oneshot::Receiver<relayq_engine::Result<()>>;
+
+fn open() -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    db.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (name TEXT NOT NULL)")?))
+        .unwrap();
+    (dir, db)
+}
+
+fn insert(tx: &Transaction<'_>, name: &str) -> relayq_engine::Result<()> {
+    tx.execute("INSERT INTO t (name) VALUES (?1)", [name])?;
+    Ok(())
+}
+
+fn names(db: &Database) -> Vec<String> {
+    let conn = db.read().unwrap();
+    let mut stmt = conn.prepare("SELECT name FROM t ORDER BY rowid").unwrap();
+    let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+    rows.map(|r| r.unwrap()).collect()
+}
+
+/// Holds the commit thread inside an operation until the returned sender is dropped, so the
+/// operations submitted meanwhile all land in the next batch together.
+fn hold_the_committer(db: &Database) -> (mpsc::Sender<()>, Answer) {
+    let (release, held) = mpsc::channel::<()>();
+    let (running, is_running) = mpsc::channel();
+    let answer = db.submit(Atomicity::Savepoint, move |_| {
+        running.send(()).unwrap();
+        let _ = held.recv();
+        Ok(())
+    });
+    is_running.recv().unwrap();
+    (release, answer)
+}
+
+fn answers(list: Vec<Answer>) -> Vec<relayq_engine::Result<()>> {
+    list.into_iter()
+        .map(|a| a.blocking_recv().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_failing_operation_rolls_back_only_its_own_writes() {
+    let (_dir, db) = open();
+    let (release, first) = hold_the_committer(&db);
+    let batch = vec![
+        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
+        db.submit(Atomicity::Savepoint, |tx| {
+            insert(tx, "half")?;
+            Err(EngineError::Invalid("refused after its first write".into()))
+        }),
+        db.submit(Atomicity::OneStatement, |tx| {
+            tx.execute("INSERT INTO t (name) VALUES (NULL)", [])?; // NOT NULL: fails whole
+            Ok(())
+        }),
+        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
+    ];
+    drop(release);
+    first.blocking_recv().unwrap().unwrap();
+    let got = answers(batch);
+    assert!(got[0].is_ok() && got[3].is_ok(), "{got:?}");
+    assert!(matches!(got[1], Err(EngineError::Invalid(_))), "{got:?}");
+    assert!(got[2].is_err(), "{got:?}");
+    assert_eq!(names(&db), ["a", "c"]);
+}
+
+#[test]
+fn a_panicking_operation_in_a_savepoint_rolls_back_only_itself() {
+    let (_dir, db) = open();
+    let (release, first) = hold_the_committer(&db);
+    let batch = vec![
+        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
+        db.submit(Atomicity::Savepoint, |tx| {
+            insert(tx, "half")?;
+            panic!("a bug in an operation");
+        }),
+        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
+    ];
+    drop(release);
+    first.blocking_recv().unwrap().unwrap();
+    let got = answers(batch);
+    assert!(
+        matches!(got[1], Err(EngineError::NotCommitted(_))),
+        "{got:?}"
+    );
+    assert!(got[0].is_ok() && got[2].is_ok(), "{got:?}");
+    assert_eq!(names(&db), ["a", "c"]);
+}
+
+#[test]
+fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_commits() {
+    let (_dir, db) = open();
+    let (release, first) = hold_the_committer(&db);
+    let batch = vec![
+        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
+        db.submit(Atomicity::OneStatement, |tx| {
+            insert(tx, "written, then a panic")?;
+            panic!("a bug after the write");
+        }),
+        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
+    ];
+    drop(release);
+    first.blocking_recv().unwrap().unwrap();
+    for answer in answers(batch) {
+        assert!(
+            matches!(answer, Err(EngineError::NotCommitted(_))),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(
+        names(&db),
+        Vec::<String>::new(),
+        "nothing of the batch is kept"
+    );
+    let after = db.submit(Atomicity::OneStatement, |tx| insert(tx, "d"));
+    after.blocking_recv().unwrap().unwrap();
+    assert_eq!(names(&db), ["d"]);
+}
