@@ -13,6 +13,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use crate::checkpoint::{self, Checkpointer};
 use crate::error::{EngineError, Result};
 
 /// At most this many operations share a transaction, so a flood cannot hold the write lock
@@ -83,12 +84,17 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// Starts the committer thread on the writer pool.
-    pub(crate) fn start(writer: Pool<SqliteConnectionManager>) -> Committer {
+    /// Starts the committer thread on the writer pool, and the checkpoint thread beside it on
+    /// a reader connection (the writer then leaves checkpoints to it).
+    pub(crate) fn start(
+        writer: Pool<SqliteConnectionManager>,
+        readers: Pool<SqliteConnectionManager>,
+    ) -> Committer {
         let (queue, ops) = mpsc::channel::<Box<dyn Operation>>();
+        let checkpointer = Checkpointer::start(readers);
         std::thread::Builder::new()
             .name("relayq-commit".into())
-            .spawn(move || run(writer, ops))
+            .spawn(move || run(writer, ops, checkpointer))
             .expect("cannot start the commit thread");
         Committer { queue }
     }
@@ -113,7 +119,26 @@ impl Committer {
     }
 }
 
-fn run(writer: Pool<SqliteConnectionManager>, ops: mpsc::Receiver<Box<dyn Operation>>) {
+fn run(
+    writer: Pool<SqliteConnectionManager>,
+    ops: mpsc::Receiver<Box<dyn Operation>>,
+    checkpointer: Checkpointer,
+) {
+    match writer.get().map(|conn| {
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            checkpoint::WRITER_BACKSTOP_PAGES,
+        )
+    }) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them")
+        }
+    }
     let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
     let (mut batches, mut operations) = (0u64, 0u64);
     let mut busy = std::time::Duration::ZERO;
@@ -134,6 +159,7 @@ fn run(writer: Pool<SqliteConnectionManager>, ops: mpsc::Receiver<Box<dyn Operat
         if let Err(e) = &outcome {
             tracing::warn!(operations = batch.len(), error = %e, "group commit failed; every operation in it is answered with the error");
         }
+        checkpointer.nudge();
         let reason = outcome.as_ref().err().map(|e| e.to_string());
         for op in batch.drain(..) {
             op.answer(reason.as_deref().map_or(Ok(()), Err));

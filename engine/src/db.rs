@@ -157,7 +157,7 @@ impl Database {
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         self.committer
-            .get_or_init(|| Committer::start(self.writer.clone()))
+            .get_or_init(|| Committer::start(self.writer.clone(), self.readers.clone()))
             .submit(atomicity, f)
     }
 

@@ -6,6 +6,7 @@
 //! async runtimes: callers run it on blocking threads. Time comes from a [`Clock`], so tests
 //! control it.
 
+mod checkpoint;
 pub mod clock;
 pub mod commit;
 pub mod db;

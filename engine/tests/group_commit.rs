@@ -126,3 +126,34 @@ fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_
     after.blocking_recv().unwrap().unwrap();
     assert_eq!(names(&db), ["d"]);
 }
+
+/// Commits made through the group commit reach the database file without the writer stopping
+/// to checkpoint: far below SQLite's own threshold (1000 pages), the pages are copied back by
+/// the checkpoint thread.
+#[test]
+fn group_commits_are_checkpointed_into_the_database_file_in_the_background() {
+    let (dir, db) = open();
+    let file = dir.path().join("q.db");
+    let before = std::fs::metadata(&file).unwrap().len();
+    let body = "x".repeat(1000);
+    let written: Vec<Answer> = (0..200)
+        .map(|_| {
+            let body = body.clone();
+            db.submit(Atomicity::OneStatement, move |tx| insert(tx, &body))
+        })
+        .collect();
+    for answer in answers(written) {
+        answer.unwrap();
+    }
+    let grown = || std::fs::metadata(&file).unwrap().len() >= before + 150 * 1024;
+    for _ in 0..300 {
+        if grown() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!(
+        "the database file is still {} bytes: the 200 KB written stayed in the WAL",
+        std::fs::metadata(&file).unwrap().len()
+    );
+}
