@@ -12,7 +12,7 @@ use serde_json::Value;
 
 fn fixtures(agent: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures")
+        .join("tests/fixtures")
         .join(agent)
 }
 

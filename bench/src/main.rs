@@ -338,7 +338,7 @@ fn main() -> Result<()> {
     }
 
     if wants(Scenario::Hook) {
-        let payload = include_bytes!("../fixtures/claude-PostToolUse.json");
+        let payload = include_bytes!("../../tests/fixtures/claude-code/PostToolUse.json");
         let mut p50 = Vec::new();
         let mut p99 = Vec::new();
         let mut last = Vec::new();
