@@ -56,7 +56,7 @@ enum Scenario {
     Memory,
     /// 8: recovery after a kill vs steady state
     Recovery,
-    /// Not in `all`: relayq's throughput flows (S = 1, S = 100, FULL) and the raw batched
+    /// Not in `all`: relayq's throughput flows (S = 1, 100, 10 000, FULL) and the raw batched
     /// ceiling, printed and not written to the report, for measuring an engine change quickly
     Tune,
 }
@@ -480,6 +480,7 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
     let flows = [
         ("relayq S=1", 1, Synchronous::Normal),
         ("relayq S=100", 100, Synchronous::Normal),
+        ("relayq S=10000", 10_000, Synchronous::Normal),
         ("relayq FULL S=100", 100, Synchronous::Full),
     ];
     for (what, sessions, sync) in flows {

@@ -109,7 +109,6 @@ impl Database {
             });
         }
         migrations().to_latest(&mut conn)?;
-        drop(conn);
 
         // One scheduler thread for both pools (r2d2 would start three per pool). The writer is
         // opened now (every command writes); readers on first use, so a one-shot command (the
@@ -122,6 +121,9 @@ impl Database {
         );
         let writer = pool(config, 1, 1, &scheduler)?;
         let readers = pool(config, config.readers.max(1), 0, &scheduler)?;
+        // Closed only now: had it been the last connection, closing it would checkpoint and
+        // delete the WAL, which the writer would create (and fsync) again at once.
+        drop(conn);
         Ok(Database {
             path,
             writer,
