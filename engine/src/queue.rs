@@ -142,6 +142,12 @@ const KEY_RUN_SQL: &str = concat!(
      ORDER BY id LIMIT ?3"
 );
 
+/// Leases the unfinished rows of key ?2 in queue ?1 with ids from ?5 to ?6, for owner ?3 until
+/// ?4: `LEASE_ROW_SQL` for a run of rows at once.
+const LEASE_KEY_RANGE_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = ?3, lease_token = lease_token + 1, lease_expires_at = ?4
+     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased') AND id BETWEEN ?5 AND ?6";
+
 /// Reads a row as a `Lease` (?1 id).
 const LEASE_OF_SQL: &str = concat!(
     "SELECT ",
@@ -295,17 +301,32 @@ impl Queue {
             return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
         }
         let expires = now.saturating_add(ms(self.policy.lease_timeout));
-        let mut lease_row = tx.prepare_cached(LEASE_ROW_SQL)?;
-        let mut leases = Vec::with_capacity(rows.len());
-        for (state, next, mut lease) in rows {
-            if !is_leasable(&state, next, Some(lease.expires_at), now) {
-                break;
-            }
-            lease_row.execute(params![lease.id, &*self.owner, expires])?;
+        let mut leases: Vec<Lease> = rows
+            .into_iter()
+            .take_while(|(state, next, l)| is_leasable(state, *next, Some(l.expires_at), now))
+            .map(|(_, _, lease)| lease)
+            .collect();
+        // The run is every unfinished row of the key from its first id to its last: one
+        // statement leases them all.
+        let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
+        let leased = tx.prepare_cached(LEASE_KEY_RANGE_SQL)?.execute(params![
+            &*self.name,
+            key,
+            &*self.owner,
+            expires,
+            first,
+            last
+        ])?;
+        if leased != leases.len() {
+            return Err(EngineError::Invalid(format!(
+                "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
+                leases.len()
+            )));
+        }
+        for lease in &mut leases {
             lease.attempts += 1;
             lease.token += 1;
             lease.expires_at = expires;
-            leases.push(lease);
         }
         Ok(Ok(leases))
     }
