@@ -49,46 +49,64 @@ fn answers(list: Vec<Answer>) -> Vec<relayq_engine::Result<()>> {
         .collect()
 }
 
+/// Submits the operations `batch` returns while the commit thread is held, so they share one
+/// transaction, and returns their answers.
+fn in_one_batch(
+    db: &Database,
+    batch: impl FnOnce(&Database) -> Vec<Answer>,
+) -> Vec<relayq_engine::Result<()>> {
+    let (release, first) = hold_the_committer(db);
+    let batch = batch(db);
+    drop(release);
+    first.blocking_recv().unwrap().unwrap();
+    answers(batch)
+}
+
 #[test]
 fn a_failing_operation_rolls_back_only_its_own_writes() {
     let (_dir, db) = open();
-    let (release, first) = hold_the_committer(&db);
-    let batch = vec![
-        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
-        db.submit(Atomicity::Savepoint, |tx| {
-            insert(tx, "half")?;
-            Err(EngineError::Invalid("refused after its first write".into()))
-        }),
-        db.submit(Atomicity::OneStatement, |tx| {
-            tx.execute("INSERT INTO t (name) VALUES (NULL)", [])?; // NOT NULL: fails whole
-            Ok(())
-        }),
-        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
-    ];
-    drop(release);
-    first.blocking_recv().unwrap().unwrap();
-    let got = answers(batch);
+    let got = in_one_batch(&db, |db| {
+        vec![
+            db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
+            db.submit(Atomicity::Savepoint, |tx| {
+                insert(tx, "half")?;
+                Err(EngineError::Invalid("refused after its first write".into()))
+            }),
+            db.submit(Atomicity::OneStatement, |tx| {
+                tx.execute("INSERT INTO t (name) VALUES (NULL)", [])?; // NOT NULL: fails whole
+                Ok(())
+            }),
+            db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
+        ]
+    });
     assert!(got[0].is_ok() && got[3].is_ok(), "{got:?}");
     assert!(matches!(got[1], Err(EngineError::Invalid(_))), "{got:?}");
     assert!(got[2].is_err(), "{got:?}");
     assert_eq!(names(&db), ["a", "c"]);
 }
 
+/// Commits "a", an operation that writes and then panics (run with `atomicity`), and "c" in
+/// one batch; returns the database and the three answers.
+fn a_panic_between_two_writes(
+    atomicity: Atomicity,
+) -> (tempfile::TempDir, Database, Vec<relayq_engine::Result<()>>) {
+    let (dir, db) = open();
+    let got = in_one_batch(&db, |db| {
+        vec![
+            db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
+            db.submit(atomicity, |tx| {
+                insert(tx, "written, then a panic")?;
+                panic!("a bug after the write");
+            }),
+            db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
+        ]
+    });
+    (dir, db, got)
+}
+
 #[test]
 fn a_panicking_operation_in_a_savepoint_rolls_back_only_itself() {
-    let (_dir, db) = open();
-    let (release, first) = hold_the_committer(&db);
-    let batch = vec![
-        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
-        db.submit(Atomicity::Savepoint, |tx| {
-            insert(tx, "half")?;
-            panic!("a bug in an operation");
-        }),
-        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
-    ];
-    drop(release);
-    first.blocking_recv().unwrap().unwrap();
-    let got = answers(batch);
+    let (_dir, db, got) = a_panic_between_two_writes(Atomicity::Savepoint);
     assert!(
         matches!(got[1], Err(EngineError::NotCommitted(_))),
         "{got:?}"
@@ -99,19 +117,8 @@ fn a_panicking_operation_in_a_savepoint_rolls_back_only_itself() {
 
 #[test]
 fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_commits() {
-    let (_dir, db) = open();
-    let (release, first) = hold_the_committer(&db);
-    let batch = vec![
-        db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
-        db.submit(Atomicity::OneStatement, |tx| {
-            insert(tx, "written, then a panic")?;
-            panic!("a bug after the write");
-        }),
-        db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
-    ];
-    drop(release);
-    first.blocking_recv().unwrap().unwrap();
-    for answer in answers(batch) {
+    let (_dir, db, got) = a_panic_between_two_writes(Atomicity::OneStatement);
+    for answer in got {
         assert!(
             matches!(answer, Err(EngineError::NotCommitted(_))),
             "{answer:?}"
