@@ -346,11 +346,11 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
     rt.shutdown(Duration::from_secs(5)).await;
 }
 
-/// Ten rows of session "s", written before relayq starts, so its actor leases them as one run.
-fn ten_rows_before_start(dir: &std::path::Path) -> Vec<i64> {
+/// `n` rows of session "s", written before relayq starts, so its actor leases them as one run.
+fn rows_before_start(dir: &std::path::Path, n: usize) -> Vec<i64> {
     let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
     let q = engine.queue("inbound", QueuePolicy::inbound());
-    (0..10)
+    (0..n)
         .map(|i| {
             q.enqueue(&InboundMessage::text("s", "t", &i.to_string()).to_row())
                 .unwrap()
@@ -395,11 +395,12 @@ impl Handler<Deliver> for Recorder {
     }
 }
 
-/// Starts relayq on `dir` with a `Recorder` answering after `delay`; returns its calls and
-/// the rows it found unrecorded when the next one arrived.
+/// Starts relayq on `dir` (test config, then `adjust`) with a `Recorder` answering after
+/// `delay`; returns its calls and the rows it found unrecorded when the next one arrived.
 async fn start_recorder(
     dir: &std::path::Path,
     delay: Duration,
+    adjust: impl FnOnce(&mut RuntimeConfig),
 ) -> (
     Runtime,
     Arc<std::sync::Mutex<Vec<(String, u32)>>>,
@@ -421,14 +422,21 @@ async fn start_recorder(
         .start()
         .recipient()
     });
-    (start(dir, spec).await, calls, unrecorded)
+    let mut cfg = config(dir);
+    adjust(&mut cfg);
+    let rt = Runtime::builder(cfg)
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap();
+    (rt, calls, unrecorded)
 }
 
 #[actix::test]
 async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds() {
     let dir = tempfile::tempdir().unwrap();
-    let ids = ten_rows_before_start(dir.path());
-    let (rt, calls, _) = start_recorder(dir.path(), Duration::ZERO).await;
+    let ids = rows_before_start(dir.path(), 10);
+    let (rt, calls, _) = start_recorder(dir.path(), Duration::ZERO, |_| {}).await;
     let q = rt.store().inbound.clone();
     wait_for("all delivered", || {
         ids.iter()
@@ -455,8 +463,9 @@ async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds
 #[actix::test]
 async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives() {
     let dir = tempfile::tempdir().unwrap();
-    let ids = ten_rows_before_start(dir.path());
-    let (rt, calls, unrecorded) = start_recorder(dir.path(), Duration::from_millis(5)).await;
+    let ids = rows_before_start(dir.path(), 10);
+    let (rt, calls, unrecorded) =
+        start_recorder(dir.path(), Duration::from_millis(5), |_| {}).await;
     let q = rt.store().inbound.clone();
     wait_for("all delivered", || {
         ids.iter()
@@ -468,6 +477,33 @@ async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives()
         *unrecorded.lock().unwrap(),
         Vec::<i64>::new(),
         "a crash would repeat only the delivery in progress"
+    );
+    rt.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Rows leased with a run wait behind the one being delivered; while a slow delivery runs,
+/// their leases are extended with its own, so the sweep never takes them back and nothing is
+/// delivered twice.
+#[actix::test]
+async fn leases_waiting_in_a_run_outlive_a_slow_delivery_ahead_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = rows_before_start(dir.path(), 3);
+    let (rt, calls, _) = start_recorder(dir.path(), Duration::from_millis(400), |c| {
+        c.queues.inbound.lease_timeout = Duration::from_millis(300);
+        c.sweep_interval = Duration::from_millis(50);
+    })
+    .await;
+    let q = rt.store().inbound.clone();
+    wait_for("all delivered", || {
+        ids.iter()
+            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [("0".into(), 1), ("1".into(), 1), ("2".into(), 1)],
+        "each row delivered once, in order"
     );
     rt.shutdown(Duration::from_secs(1)).await;
 }
