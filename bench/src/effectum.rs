@@ -7,12 +7,15 @@ use std::process::Command;
 
 use anyhow::{ensure, Context, Result};
 
-/// Builds the reference (release) and returns its binary.
+/// Builds the reference (release) and returns its binary. Its target directory is given
+/// explicitly, so a `CARGO_TARGET_DIR` set for relayq's build does not move the binary.
 pub fn build(root: &Path) -> Result<PathBuf> {
     let dir = root.join("bench/effectum-ref");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "--quiet", "--manifest-path"])
         .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(dir.join("target"))
         .status()
         .context("running cargo to build bench/effectum-ref")?;
     ensure!(status.success(), "building bench/effectum-ref failed");
