@@ -359,6 +359,14 @@ fn rows_before_start(dir: &std::path::Path, n: usize) -> Vec<i64> {
         .collect()
 }
 
+async fn all_delivered(q: &relayq_engine::Queue, ids: &[i64]) {
+    wait_for("all delivered", || {
+        ids.iter()
+            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
+    })
+    .await;
+}
+
 /// Records each call's text and attempt; fails text "3" once, and answers after `delay`.
 struct Recorder {
     calls: Arc<std::sync::Mutex<Vec<(String, u32)>>>,
@@ -438,11 +446,7 @@ async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds
     let ids = rows_before_start(dir.path(), 10);
     let (rt, calls, _) = start_recorder(dir.path(), Duration::ZERO, |_| {}).await;
     let q = rt.store().inbound.clone();
-    wait_for("all delivered", || {
-        ids.iter()
-            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
-    })
-    .await;
+    all_delivered(&q, &ids).await;
     let calls = calls.lock().unwrap().clone();
     let texts: Vec<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(
@@ -467,11 +471,7 @@ async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives()
     let (rt, calls, unrecorded) =
         start_recorder(dir.path(), Duration::from_millis(5), |_| {}).await;
     let q = rt.store().inbound.clone();
-    wait_for("all delivered", || {
-        ids.iter()
-            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
-    })
-    .await;
+    all_delivered(&q, &ids).await;
     assert_eq!(calls.lock().unwrap().len(), 11);
     assert_eq!(
         *unrecorded.lock().unwrap(),
@@ -494,11 +494,7 @@ async fn leases_waiting_in_a_run_outlive_a_slow_delivery_ahead_of_them() {
     })
     .await;
     let q = rt.store().inbound.clone();
-    wait_for("all delivered", || {
-        ids.iter()
-            .all(|&id| q.state_of(id).unwrap().unwrap().state == "delivered")
-    })
-    .await;
+    all_delivered(&q, &ids).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         *calls.lock().unwrap(),
