@@ -143,8 +143,9 @@ const KEY_RUN_SQL: &str = concat!(
 );
 
 /// Leases the unfinished rows of key ?2 in queue ?1 with ids from ?5 to ?6, for owner ?3 until
-/// ?4: `LEASE_ROW_SQL` for a run of rows at once.
-const LEASE_KEY_RANGE_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+/// ?4: `LEASE_ROW_SQL` for a run of rows at once. Public so a test can pin its plan.
+pub const LEASE_KEY_RANGE_SQL: &str =
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
             lease_owner = ?3, lease_token = lease_token + 1, lease_expires_at = ?4
      WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased') AND id BETWEEN ?5 AND ?6";
 
@@ -641,11 +642,6 @@ impl Queue {
         let now = self.now();
         let conn = self.db.read()?;
         head_of(&conn, &self.name, key, now)
-    }
-
-    /// `head` inside a caller's transaction (what the writer sees, including its own writes).
-    pub fn head_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<Head> {
-        head_of(tx, &self.name, key, now)
     }
 
     /// Keys that have pending or leased rows: the sessions to resume after a restart.

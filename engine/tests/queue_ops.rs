@@ -580,6 +580,14 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         !due.contains("SCAN r") && !head.contains("SCAN"),
         "no table scans: {head} / {due}"
     );
+    let run = plan(
+        relayq_engine::queue::LEASE_KEY_RANGE_SQL,
+        &[&"inbound", &"k1", &"me", &0i64, &1i64, &9i64],
+    );
+    assert!(
+        run.contains("queue_rows_active_key") && !run.contains("SCAN"),
+        "a run is leased through the active rows of its key: {run}"
+    );
     let prune = plan(
         relayq_engine::queue::PRUNE_SQL,
         &[&"inbound", &"delivered", &0i64],
