@@ -206,19 +206,7 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
     }
     let _cleanup = Kill(socket.clone());
 
-    let config = format!(
-        r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "pane"
-[channels.pane]
-kind = "tmux"
-socket_name = "{socket}"
-target = "{{session}}"
-submit_delay = "50ms"
-"#
-    );
+    let config = tmux_config(&socket, "target = \"{session}\"\nsubmit_delay = \"50ms\"");
     let app = App::new(&config);
     let daemon = app.serve();
     let first = app.enqueue("agent-1", "hello from relayq");
@@ -247,17 +235,7 @@ submit_delay = "50ms"
 #[test]
 fn tmux_channel_retries_while_the_pane_does_not_exist() {
     let socket = format!("relayq-test-missing-{}", std::process::id());
-    let config = format!(
-        r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "pane"
-[channels.pane]
-kind = "tmux"
-socket_name = "{socket}"
-"#
-    );
+    let config = tmux_config(&socket, "");
     let app = App::new(&config);
     let daemon = app.serve();
     let id = app.enqueue("nobody-here", "hello");
@@ -278,4 +256,21 @@ socket_name = "{socket}"
     let _ = std::process::Command::new("tmux")
         .args(["-L", &socket, "kill-server"])
         .output();
+}
+
+/// A config whose default channel is the tmux channel `pane` on tmux socket `socket`, with a
+/// 100 ms backoff; `extra` is more lines for `[channels.pane]`.
+fn tmux_config(socket: &str, extra: &str) -> String {
+    format!(
+        r#"
+[queues.inbound]
+backoff = ["100ms"]
+[sessions]
+default_channel = "pane"
+[channels.pane]
+kind = "tmux"
+socket_name = "{socket}"
+{extra}
+"#
+    )
 }

@@ -167,8 +167,9 @@ impl SessionActor {
         }
     }
 
-    fn deliver(&mut self, lease: Lease, ctx: &mut Context<Self>) {
-        let message = InboundMessage::from_payload(&lease.payload)
+    fn deliver(&mut self, mut lease: Lease, ctx: &mut Context<Self>) {
+        // Read once here; the answered row (kept, cloned for the log) needs no payload.
+        let message = InboundMessage::from_payload(&std::mem::take(&mut lease.payload))
             .map(|m| (self.channel.clone(), Message::Inbound(m)));
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let tried = async move {

@@ -124,20 +124,15 @@ fn run(
     ops: mpsc::Receiver<Box<dyn Operation>>,
     checkpointer: Checkpointer,
 ) {
-    match writer.get().map(|conn| {
-        conn.pragma_update(
+    let backstop = writer.get().map_err(EngineError::from).and_then(|conn| {
+        Ok(conn.pragma_update(
             None,
             "wal_autocheckpoint",
             checkpoint::WRITER_BACKSTOP_PAGES,
-        )
-    }) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them")
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them")
-        }
+        )?)
+    });
+    if let Err(e) = backstop {
+        tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them");
     }
     let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
     let (mut batches, mut operations) = (0u64, 0u64);
