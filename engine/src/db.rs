@@ -11,7 +11,6 @@ use std::time::Duration;
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
-use rusqlite_migration::{Migrations, M};
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::commit::{Atomicity, Committer};
@@ -57,15 +56,43 @@ impl DbConfig {
     }
 }
 
-/// The schema, oldest first. Never edit a released migration: add a new one.
-fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![
-        M::up(include_str!("../migrations/0001_queue_rows.sql")),
-        M::up(include_str!("../migrations/0002_sessions.sql")),
-        M::up(include_str!(
-            "../migrations/0003_queue_rows_cheaper_checks.sql"
-        )),
-    ])
+/// The schema, oldest first; `PRAGMA user_version` counts those applied. Never edit a released
+/// migration: add a new one.
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_queue_rows.sql"),
+    include_str!("../migrations/0002_sessions.sql"),
+    include_str!("../migrations/0003_queue_rows_cheaper_checks.sql"),
+];
+
+/// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
+/// before `user_version` is read, so processes opening a new database at the same moment (a
+/// daemon starting while hooks fire) apply each migration once: the others wait for the lock
+/// (the busy timeout), then find the schema current. A database written by a newer relayq is
+/// refused rather than misread.
+fn migrate(conn: &mut Connection, target: usize) -> Result<()> {
+    let version = |c: &Connection| -> rusqlite::Result<usize> {
+        c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+            .map(|v| v.max(0) as usize)
+    };
+    if version(conn)? == target {
+        return Ok(()); // the common case: no lock taken
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let current = version(&tx)?;
+    if current > MIGRATIONS.len() {
+        return Err(EngineError::Migration(format!(
+            "the database has schema version {current}, newer than this relayq knows ({}): \
+             run a relayq at least as new as the one that wrote it",
+            MIGRATIONS.len()
+        )));
+    }
+    for (n, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
+        tx.execute_batch(sql)
+            .map_err(|e| EngineError::Migration(format!("migration {}: {e}", n + 1)))?;
+    }
+    tx.pragma_update(None, "user_version", target.max(current) as i64)?;
+    tx.commit()?;
+    Ok(())
 }
 
 type Conn = PooledConnection<SqliteConnectionManager>;
@@ -99,16 +126,11 @@ impl Database {
         };
         let mut conn = Connection::open(&path).map_err(open_error)?;
         configure(&conn, config).map_err(open_error)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(open_error)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(EngineError::Open {
-                path,
-                reason: format!("the file system does not support WAL (journal_mode is {mode})"),
-            });
-        }
-        migrations().to_latest(&mut conn)?;
+        enable_wal(&conn, config.busy_timeout).map_err(|reason| EngineError::Open {
+            path: path.clone(),
+            reason,
+        })?;
+        migrate(&mut conn, MIGRATIONS.len())?;
 
         // One scheduler thread for both pools (r2d2 would start three per pool). The writer is
         // opened now (every command writes); readers on first use, so a one-shot command (the
@@ -166,6 +188,28 @@ impl Database {
     /// A reader connection, for queries that change nothing.
     pub fn read(&self) -> Result<Conn> {
         Ok(self.readers.get()?)
+    }
+}
+
+/// Switches a new file to WAL (a property of the file, kept once set). On a new file another
+/// process may hold the lock at that moment, in which case SQLite answers with the old mode
+/// instead of waiting: ask again until `wait` has passed.
+fn enable_wal(conn: &Connection, wait: Duration) -> std::result::Result<(), String> {
+    let started = std::time::Instant::now();
+    loop {
+        let mode = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .map_err(|e| e.to_string());
+        match mode {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) if started.elapsed() >= wait => {
+                return Err(format!(
+                    "the file system does not support WAL (journal_mode is {mode})"
+                ))
+            }
+            Err(e) if started.elapsed() >= wait => return Err(e),
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
     }
 }
 
@@ -236,8 +280,26 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn migrations_are_valid() {
-        migrations().validate().unwrap();
+    fn migrations_apply_in_order_and_set_the_version() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, MIGRATIONS.len()).unwrap();
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v as usize, MIGRATIONS.len());
+        migrate(&mut conn, MIGRATIONS.len()).unwrap(); // a second run changes nothing
+    }
+
+    #[test]
+    fn a_database_from_a_newer_relayq_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        let err = Database::open(&DbConfig::new(&path)).unwrap_err();
+        assert!(err.to_string().contains("schema version 99"), "{err}");
     }
 
     #[test]
@@ -311,12 +373,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db");
         let mut conn = Connection::open(&path).unwrap();
-        Migrations::new(vec![
-            M::up(include_str!("../migrations/0001_queue_rows.sql")),
-            M::up(include_str!("../migrations/0002_sessions.sql")),
-        ])
-        .to_latest(&mut conn)
-        .unwrap();
+        migrate(&mut conn, 2).unwrap();
         let insert = "INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at)
                       VALUES('q','k','{}',0,0)";
         for _ in 0..3 {

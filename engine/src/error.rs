@@ -10,7 +10,7 @@ pub enum EngineError {
     Open { path: PathBuf, reason: String },
     /// Applying the schema migrations failed.
     #[error("database migration failed: {0}")]
-    Migration(#[from] rusqlite_migration::Error),
+    Migration(String),
     /// No connection could be had from the pool in time (the database is locked or unreachable).
     #[error("database busy: {0}")]
     Pool(#[from] r2d2::Error),

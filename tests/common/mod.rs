@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 
 use relayq_engine::{DbConfig, Engine, QueuePolicy};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_relayq");
+/// The binary under test: the one cargo built, or `$RELAYQ_TEST_BIN` (to run a regression test
+/// against an older build and see it fail).
+pub fn bin() -> String {
+    std::env::var("RELAYQ_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_relayq").into())
+}
 
 /// A working directory with `config.toml` and `relayq.db`.
 pub struct App {
@@ -34,14 +38,14 @@ impl App {
 
     /// `relayq` in the directory, with no arguments yet.
     pub fn bare(&self) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.current_dir(self.dir.path());
         c
     }
 
     /// Runs `relayq ARGS` in the directory, with `--config` and `--db` set.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.current_dir(self.dir.path())
             .arg("--config")
             .arg(self.path("config.toml"))
