@@ -60,10 +60,89 @@ fn concurrent_first_use_of_a_new_database_loses_no_hook_event() {
     }
 }
 
+/// No sweeps: what happens must happen on the delivery path.
+const NO_SWEEP: &str = "sweep_interval = \"1h\"";
+
+/// `config` (from `exec_config`) with `line` added to its `[queues.inbound]` table.
+fn with_inbound(config: String, line: &str) -> String {
+    config.replacen("[queues.inbound]\n", &format!("[queues.inbound]\n{line}\n"), 1)
+}
+
+/// The inbound row has reached a terminal state.
+fn is_finished(app: &App, id: i64) -> bool {
+    let state = app.inbound().state_of(id).unwrap().unwrap().state;
+    !matches!(state.as_str(), "pending" | "leased")
+}
+
 #[allow(dead_code)]
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-#[allow(dead_code)]
 const WAIT: Duration = Duration::from_secs(20);
+
+/// Item 3: `max_attempts` was checked only when a failure was recorded, so a row whose daemon
+/// was killed during its last attempt was sent a third time after the restart (attempt 3 of 2).
+#[test]
+fn a_row_killed_during_its_last_attempt_is_not_sent_again_after_restart() {
+    // Attempt 1 fails; attempt 2 kills the daemon (its parent) mid-delivery.
+    let script = r#"echo "$RELAYQ_ATTEMPT" >> attempts.txt
+if [ "$RELAYQ_ATTEMPT" = 2 ]; then kill -9 $PPID; sleep 2; fi
+exit 1"#;
+    let app = App::new(&with_inbound(exec_config(script, NO_SWEEP, ""), "max_attempts = 2"));
+    let mut daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    let status = daemon.child.wait().unwrap();
+    assert!(!status.success(), "the script killed the daemon");
+    let daemon = app.serve();
+    wait_until("the row to go dead", WAIT, || {
+        app.inbound().state_of(id).unwrap().unwrap().state == "dead"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    daemon.stop();
+    let attempts = std::fs::read_to_string(app.path("attempts.txt")).unwrap();
+    assert_eq!(attempts.lines().collect::<Vec<_>>(), ["1", "2"], "no third send");
+    let row = app.inbound().state_of(id).unwrap().unwrap();
+    assert_eq!(row.attempts, 2);
+    assert!(row.reason.unwrap().contains("max_attempts = 2"));
+}
+
+/// Item 3, second half: a limit lowered below a row's attempts was ignored.
+#[test]
+fn a_lowered_attempt_limit_ends_rows_already_past_it() {
+    let app = App::new(&exec_config("exit 1", NO_SWEEP, ""));
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    wait_until("three attempts", WAIT, || {
+        app.inbound().state_of(id).unwrap().unwrap().attempts >= 3
+    });
+    daemon.stop();
+    let lowered = with_inbound(
+        exec_config("echo sent >> sent.txt", NO_SWEEP, ""),
+        "max_attempts = 2",
+    );
+    std::fs::write(app.path("config.toml"), lowered).unwrap();
+    let daemon = app.serve();
+    wait_until("the row to go dead", WAIT, || {
+        app.inbound().state_of(id).unwrap().unwrap().state == "dead"
+    });
+    daemon.stop();
+    assert!(!app.path("sent.txt").exists(), "not sent past the limit");
+}
+
+/// Item 9: `max_age` was applied only at sweeps, so a row could be delivered up to a sweep
+/// interval past its age.
+#[test]
+fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
+    // Attempt 1 fails; attempt 2 comes 1.5 s later, past the 1 s max age.
+    let script = r#"if [ "$RELAYQ_ATTEMPT" = 1 ]; then exit 1; fi; echo sent >> sent.txt"#;
+    let config = exec_config(script, NO_SWEEP, "").replace("100ms", "1500ms");
+    let app = App::new(&with_inbound(config, "max_age = \"1s\""));
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    wait_until("the row to end", WAIT, || is_finished(&app, id));
+    daemon.stop();
+    let row = app.inbound().state_of(id).unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("max age")));
+    assert!(!app.path("sent.txt").exists(), "not delivered past its age");
+}

@@ -259,11 +259,16 @@ impl Queue {
         key: &str,
         now: i64,
     ) -> Result<Option<Lease>> {
-        match head_query(tx, &self.name, key)? {
-            Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
-                self.lease_row(tx, id, now).map(Some)
+        loop {
+            match head_query(tx, &self.name, key)? {
+                Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                    let lease = self.lease_row(tx, id, now)?;
+                    if let Some(lease) = self.screen_in(tx, vec![lease], now)?.pop() {
+                        return Ok(Some(lease));
+                    } // it ended at the lease: the next row is the head now
+                }
+                _ => return Ok(None),
             }
-            _ => Ok(None),
         }
     }
 
@@ -329,7 +334,8 @@ impl Queue {
             lease.token += 1;
             lease.expires_at = expires;
         }
-        Ok(Ok(leases))
+        // Possibly empty, when every row of the run ended at its lease: the caller leases again.
+        Ok(Ok(self.screen_in(tx, leases, now)?))
     }
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
@@ -337,13 +343,11 @@ impl Queue {
         let now = self.now();
         self.db.write(|tx| {
             reclaim_expired_in(tx, now)?;
-            let ids: Vec<i64> = tx
-                .prepare_cached(DUE_HEADS_SQL)?
-                .query_map(params![&*self.name, now, limit as i64], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            ids.into_iter()
-                .map(|id| self.lease_row(tx, id, now))
-                .collect()
+            self.lease_ids_in(tx, now, limit, |want| {
+                tx.prepare_cached(DUE_HEADS_SQL)?
+                    .query_map(params![&*self.name, now, want as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()
+            })
         })
     }
 
@@ -356,17 +360,85 @@ impl Queue {
         let skip = serde_json::to_string(skip).expect("a list of strings serialises");
         self.db.write(|tx| {
             reclaim_expired_in(tx, now)?;
-            let ids: Vec<i64> = tx
-                .prepare_cached(DUE_RUNS_SQL)?
-                .query_map(
-                    params![&*self.name, now, &*self.owner, skip, limit as i64],
-                    |r| r.get(0),
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            ids.into_iter()
-                .map(|id| self.lease_row(tx, id, now))
-                .collect()
+            self.lease_ids_in(tx, now, limit, |want| {
+                tx.prepare_cached(DUE_RUNS_SQL)?
+                    .query_map(
+                        params![&*self.name, now, &*self.owner, skip, want as i64],
+                        |r| r.get(0),
+                    )?
+                    .collect::<rusqlite::Result<_>>()
+            })
         })
+    }
+
+    /// Leases the rows `find(n)` names (up to n due rows), screens them, and asks again while
+    /// rows ended at their lease made room: the rows behind them may be due now.
+    fn lease_ids_in(
+        &self,
+        tx: &Transaction<'_>,
+        now: i64,
+        limit: usize,
+        find: impl Fn(usize) -> rusqlite::Result<Vec<i64>>,
+    ) -> Result<Vec<Lease>> {
+        let mut leases = Vec::new();
+        loop {
+            let want = limit - leases.len();
+            let ids = find(want)?;
+            let found = ids.len();
+            let leased = ids
+                .into_iter()
+                .map(|id| self.lease_row(tx, id, now))
+                .collect::<Result<Vec<_>>>()?;
+            let kept = self.screen_in(tx, leased, now)?;
+            let ended = found - kept.len();
+            leases.extend(kept);
+            if ended == 0 || found < want || leases.len() >= limit {
+                return Ok(leases);
+            }
+        }
+    }
+
+    /// Ends, inside the leasing transaction, the leased rows that must not be tried again: a
+    /// row past its attempt limit (killed during its last attempt, or the limit was lowered)
+    /// goes dead, a row past `max_age` is expired. The limits are checked here, at every lease,
+    /// not only when a failure is recorded or at a sweep. Returns the rows that may be tried.
+    fn screen_in(&self, tx: &Transaction<'_>, leases: Vec<Lease>, now: i64) -> Result<Vec<Lease>> {
+        let policy = &self.policy;
+        let too_old = |l: &Lease| {
+            policy
+                .max_age
+                .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
+        };
+        let mut kept = Vec::with_capacity(leases.len());
+        for lease in leases {
+            // `attempts` counts this lease: the row was tried `attempts - 1` times before.
+            let tried = lease.attempts.saturating_sub(1);
+            if policy.exhausted(tried) {
+                let max = policy.max_attempts.unwrap_or_default();
+                tx.prepare_cached(
+                    "UPDATE queue_rows SET state = 'dead', attempts = ?3, finished_at = ?4,
+                            reason = ?5, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND lease_token = ?2",
+                )?
+                .execute(params![
+                    lease.id,
+                    lease.token,
+                    tried,
+                    now,
+                    format!("gave up after {tried} attempts (max_attempts = {max})")
+                ])?;
+            } else if too_old(&lease) {
+                tx.prepare_cached(
+                    "UPDATE queue_rows SET state = 'expired', attempts = ?3, finished_at = ?4,
+                            reason = 'max age', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND lease_token = ?2",
+                )?
+                .execute(params![lease.id, lease.token, tried, now])?;
+            } else {
+                kept.push(lease);
+            }
+        }
+        Ok(kept)
     }
 
     fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
