@@ -54,11 +54,15 @@ pub enum Command {
         /// The payload, when passed as an argument (Codex `notify`); read from stdin otherwise
         payload: Option<String>,
     },
-    /// Delete delivered and expired rows past retention (or older than --older-than)
+    /// Delete delivered and expired rows past retention (or older than --older-than), and dead
+    /// rows past dead_retention
     Prune {
         /// e.g. 1h, 7d
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         older_than: Option<Duration>,
+        /// Apply --older-than to dead rows too (they are kept for dead_retention otherwise)
+        #[arg(long)]
+        dead: bool,
     },
 }
 
@@ -275,7 +279,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Session(SessionCommand::Expire { session }) => {
             commands::session::expire(&ctx, &session)
         }
-        Command::Prune { older_than } => commands::prune::run(&ctx, older_than),
+        Command::Prune { older_than, dead } => commands::prune::run(&ctx, older_than, dead),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
     }
 }

@@ -146,3 +146,21 @@ fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
     assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("max age")));
     assert!(!app.path("sent.txt").exists(), "not delivered past its age");
 }
+
+/// Item 8: `prune --older-than` deleted dead letters, against its help and `dead_retention`.
+#[test]
+fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
+    let app = App::new(&with_inbound(exec_config("exit 1", NO_SWEEP, ""), "max_attempts = 1"));
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    wait_until("the row to go dead", WAIT, || is_finished(&app, id));
+    daemon.stop();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(app.ok(&["prune", "--older-than", "10ms"]).trim(), "pruned 0 row(s)");
+    assert_eq!(app.count("dead"), 1, "the dead letter is kept");
+    assert_eq!(
+        app.ok(&["prune", "--older-than", "10ms", "--dead"]).trim(),
+        "pruned 1 row(s)"
+    );
+    assert_eq!(app.count("dead"), 0);
+}

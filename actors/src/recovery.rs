@@ -80,7 +80,9 @@ impl RecoveryActor {
         let work = async move {
             let pruned = store
                 .run(|s| {
-                    Ok(s.inbound.prune(None)? + s.hooks.prune(None)? + s.outbound.prune(None)?)
+                    Ok(s.inbound.prune(None, false)?
+                        + s.hooks.prune(None, false)?
+                        + s.outbound.prune(None, false)?)
                 })
                 .await;
             match pruned {

@@ -739,14 +739,19 @@ impl Queue {
         Ok(at)
     }
 
-    /// Deletes terminal rows that finished more than `older_than` ago (the policy's retention
-    /// when `None`; dead rows by `dead_retention`). Deletes in slices so writers are not starved.
-    pub fn prune(&self, older_than: Option<Duration>) -> Result<usize> {
+    /// Deletes delivered and expired rows that finished more than `older_than` ago (the
+    /// policy's retention when `None`), and dead rows past `dead_retention`. Dead letters wait
+    /// for an operator: `older_than` applies to them too only with `include_dead`. Deletes in
+    /// slices so writers are not starved.
+    pub fn prune(&self, older_than: Option<Duration>, include_dead: bool) -> Result<usize> {
         let now = self.now();
         let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(self.policy.retention)));
         let mut total = self.prune_state("delivered", finished_cutoff)?
             + self.prune_state("expired", finished_cutoff)?;
-        let dead_keep = older_than.or(self.policy.dead_retention);
+        let dead_keep = match include_dead {
+            true => older_than.or(self.policy.dead_retention),
+            false => self.policy.dead_retention,
+        };
         if let Some(keep) = dead_keep {
             total += self.prune_state("dead", now.saturating_sub(ms(keep)))?;
         }

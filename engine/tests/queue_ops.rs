@@ -379,9 +379,9 @@ fn prune_deletes_only_terminal_rows_past_retention() {
     q.expire_key("b", "gone").unwrap();
     let pending = q.enqueue(&row("c", "1")).unwrap().id;
     f.clock.advance(Duration::from_secs(6 * 24 * 3600));
-    assert_eq!(q.prune(None).unwrap(), 0, "within the 7 day retention");
+    assert_eq!(q.prune(None, false).unwrap(), 0, "within the 7 day retention");
     f.clock.advance(Duration::from_secs(2 * 24 * 3600));
-    assert_eq!(q.prune(None).unwrap(), 2);
+    assert_eq!(q.prune(None, false).unwrap(), 2);
     assert!(q.state_of(done).unwrap().is_none() && q.state_of(exp).unwrap().is_none());
     assert_eq!(
         state(&q, pending),
@@ -393,7 +393,7 @@ fn prune_deletes_only_terminal_rows_past_retention() {
     let l = q.lease_next("d").unwrap().unwrap();
     q.complete(l.id, l.token, None).unwrap();
     f.clock.advance(Duration::from_secs(10));
-    assert_eq!(q.prune(Some(Duration::from_secs(5))).unwrap(), 1);
+    assert_eq!(q.prune(Some(Duration::from_secs(5)), false).unwrap(), 1);
     assert!(q.state_of(d2).unwrap().is_none());
 }
 

@@ -1,14 +1,16 @@
 //! `relayq prune`: deletes finished rows past retention now, instead of waiting for the daemon.
+//! Dead letters are kept for `dead_retention` unless `--dead` says to prune them too.
 
 use std::time::Duration;
 
 use crate::cli::{CliError, Context};
 use crate::commands::open;
 
-pub fn run(ctx: &Context, older_than: Option<Duration>) -> Result<(), CliError> {
+pub fn run(ctx: &Context, older_than: Option<Duration>, dead: bool) -> Result<(), CliError> {
     let s = open(ctx)?;
-    let n =
-        s.inbound.prune(older_than)? + s.hooks.prune(older_than)? + s.outbound.prune(older_than)?;
+    let n = s.inbound.prune(older_than, dead)?
+        + s.hooks.prune(older_than, dead)?
+        + s.outbound.prune(older_than, dead)?;
     println!("pruned {n} row(s)");
     Ok(())
 }
