@@ -129,11 +129,13 @@ pub struct InboundArgs {
     /// Where the message came from (telegram, discord, terminal, ...)
     #[arg(long)]
     pub origin: String,
-    /// The platform's message id: a second enqueue with the same origin and id is not written
-    #[arg(long)]
+    /// The platform's message id: a second enqueue with the same origin, chat and id is not
+    /// written (Telegram: message_id; Discord: the message id; Slack: the message ts)
+    #[arg(long, allow_hyphen_values = true)]
     pub source_id: Option<String>,
-    /// The platform's chat/channel id
-    #[arg(long)]
+    /// The chat the message came from, part of the dedup key: Telegram message ids and Slack
+    /// ts are unique per chat only (Telegram: chat.id; Discord: channel_id; Slack: channel)
+    #[arg(long, allow_hyphen_values = true)]
     pub source_channel_id: Option<String>,
     #[arg(long = "type", default_value = "text", value_parser = parse_type)]
     pub message_type: MessageType,

@@ -164,3 +164,26 @@ fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
     );
     assert_eq!(app.count("dead"), 0);
 }
+
+/// Item 4: `(origin, source id)` was global, but Telegram message ids and Slack `ts` are unique
+/// per chat only: a second chat's message with the same id was answered duplicate and dropped.
+#[test]
+fn the_same_message_id_in_two_chats_is_two_messages() {
+    let app = App::new(&file_config());
+    let enqueue = |chat: &str, text: &str| {
+        json(&app.ok(&[
+            "enqueue", "inbound", "--session", "s", "--origin", "telegram", "--source-id", "17",
+            "--source-channel-id", chat, "--json", text,
+        ]))
+    };
+    let first = enqueue("1001", "from the first chat");
+    let second = enqueue("1002", "from the second chat");
+    let retry = enqueue("1002", "from the second chat");
+    assert_eq!(first["duplicate"], false);
+    assert_eq!(second["duplicate"], false, "another chat's message");
+    assert_ne!(first["id"], second["id"]);
+    assert_eq!((retry["id"].clone(), retry["duplicate"].clone()), (second["id"].clone(), true.into()));
+    let daemon = app.serve();
+    wait_until("both deliveries", WAIT, || app.lines("out.jsonl").len() == 2);
+    daemon.stop();
+}

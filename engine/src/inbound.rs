@@ -46,9 +46,12 @@ pub struct InboundMessage {
     pub message_type: MessageType,
     #[serde(default)]
     pub content: String,
-    /// The platform's message id; with `origin` it deduplicates enqueues.
+    /// The platform's message id; with `origin` (and `source_channel_id`, when given) it
+    /// deduplicates enqueues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_message_id: Option<String>,
+    /// The chat the message came from (Telegram `chat.id`, Discord channel id, Slack channel):
+    /// Telegram message ids and Slack `ts` are unique only within a chat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_channel_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,13 +93,14 @@ impl InboundMessage {
                 "the origin is empty: say where the message came from (e.g. telegram)".into(),
             );
         }
-        if self
-            .source_message_id
-            .as_deref()
-            .is_some_and(|s| s.is_empty())
-        {
+        if self.source_message_id.as_deref().is_some_and(str::is_empty) {
             return invalid(
                 "the source message id is empty: omit it or give the platform's id".into(),
+            );
+        }
+        if self.source_channel_id.as_deref().is_some_and(str::is_empty) {
+            return invalid(
+                "the source channel id is empty: omit it or give the platform's chat id".into(),
             );
         }
         if self.content.len() > max_body_bytes {
@@ -109,15 +113,21 @@ impl InboundMessage {
         Ok(())
     }
 
-    /// The queue row: keyed by session, deduplicated on `(origin, source_message_id)`.
+    /// The queue row: keyed by session, deduplicated on `(origin, source_channel_id,
+    /// source_message_id)`, or `(origin, source_message_id)` without a channel id (migration 4
+    /// rewrote older keys to this form).
     pub fn to_row(&self) -> NewRow {
+        let dedup_key = self.source_message_id.as_ref().map(|id| {
+            match &self.source_channel_id {
+                Some(chat) => serde_json::json!([self.origin, chat, id]),
+                None => serde_json::json!([self.origin, id]),
+            }
+            .to_string()
+        });
         NewRow {
             key: self.session.clone(),
             payload: serde_json::to_string(self).expect("an inbound message always serialises"),
-            dedup_key: self
-                .source_message_id
-                .as_ref()
-                .map(|id| serde_json::json!([self.origin, id]).to_string()),
+            dedup_key,
         }
     }
 
@@ -140,6 +150,11 @@ mod tests {
         assert_eq!(
             m.to_row().dedup_key.as_deref(),
             Some(r#"["telegram","42"]"#)
+        );
+        m.source_channel_id = Some("-100".into());
+        assert_eq!(
+            m.to_row().dedup_key.as_deref(),
+            Some(r#"["telegram","-100","42"]"#)
         );
     }
 
