@@ -187,3 +187,93 @@ fn the_same_message_id_in_two_chats_is_two_messages() {
     wait_until("both deliveries", WAIT, || app.lines("out.jsonl").len() == 2);
     daemon.stop();
 }
+
+/// `[channels.hook]`, a webhook to `url`, and quick outbound retries.
+fn webhook_config(url: &str) -> String {
+    format!(
+        r#"
+[daemon]
+sweep_interval = "1h"
+[queues.outbound]
+backoff = ["200ms"]
+[channels.hook]
+kind = "webhook"
+url = "{url}"
+timeout = "5s"
+"#
+    )
+}
+
+/// Enqueues an outbound message for the `hook` channel; returns the row id.
+fn send_outbound(app: &App, to: &str, text: &str) -> i64 {
+    app.ok(&["enqueue", "outbound", "--channel", "hook", "--to", to, text])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn outbound_row(app: &App, id: i64) -> relayq_engine::RowState {
+    app.engine()
+        .queue("outbound", relayq_engine::QueuePolicy::outbound())
+        .state_of(id)
+        .unwrap()
+        .unwrap()
+}
+
+/// Item 2: a 301/302/303 was followed as a bodyless GET, and the GET's 2xx marked the row
+/// delivered although the message went nowhere.
+#[test]
+fn a_webhook_301_is_a_permanent_failure_not_a_delivery_by_get() {
+    let hook = Endpoint::start(|n| match n {
+        0 => Reply {
+            headers: vec![("Location", "/moved?token=s3cr3t".into())],
+            ..Reply::status(301)
+        },
+        _ => Reply::status(200),
+    });
+    let app = App::new(&webhook_config(&hook.url));
+    let daemon = app.serve();
+    let id = send_outbound(&app, "ops", "deploy finished");
+    wait_until("the row to end", WAIT, || {
+        !matches!(outbound_row(&app, id).state.as_str(), "pending" | "leased")
+    });
+    daemon.stop();
+    let row = outbound_row(&app, id);
+    assert_eq!(row.state, "dead", "{row:?}");
+    let reason = row.reason.unwrap();
+    let origin = hook.url.trim_end_matches("/hook");
+    assert!(reason.contains(&format!("redirects to {origin}/…")), "{reason}");
+    assert!(!reason.contains("s3cr3t") && !reason.contains("moved"), "{reason}");
+    let calls = hook.calls();
+    assert_eq!(calls.len(), 1, "the redirect was not followed: {calls:?}");
+}
+
+/// Item 2: 307/308 keep the method and the body, so they are followed, but only within the
+/// URL's origin.
+#[test]
+fn a_webhook_307_is_followed_with_its_body_within_the_origin_only() {
+    let hook = Endpoint::start(|n| match n {
+        0 => Reply {
+            headers: vec![("Location", "/next".into())],
+            ..Reply::status(307)
+        },
+        1 => Reply::status(204),
+        _ => Reply {
+            headers: vec![("Location", "http://127.0.0.2:9/elsewhere".into())],
+            ..Reply::status(308)
+        },
+    });
+    let app = App::new(&webhook_config(&hook.url));
+    let daemon = app.serve();
+    let followed = send_outbound(&app, "a", "first");
+    wait_until("delivery", WAIT, || outbound_row(&app, followed).state == "delivered");
+    let other = send_outbound(&app, "b", "second");
+    wait_until("the row to end", WAIT, || outbound_row(&app, other).state == "dead");
+    daemon.stop();
+    let calls = hook.calls();
+    assert_eq!((calls[1].method.as_str(), calls[1].url.as_str()), ("POST", "/next"));
+    assert_eq!(calls[1].body["text"], "first", "the body went along");
+    let reason = outbound_row(&app, other).reason.unwrap();
+    assert!(reason.contains("redirects to http://127.0.0.2:9/…"), "{reason}");
+    assert_eq!(calls.len(), 3, "no call left the origin");
+}

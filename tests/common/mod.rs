@@ -283,6 +283,9 @@ pub fn by_session(lines: &[serde_json::Value]) -> std::collections::BTreeMap<Str
 #[derive(Debug, Clone)]
 pub struct Call {
     pub at: Instant,
+    pub method: String,
+    /// Path and query, as requested.
+    pub url: String,
     pub idempotency_key: Option<String>,
     pub body: serde_json::Value,
 }
@@ -335,6 +338,8 @@ impl Endpoint {
                     let mut calls = log.lock().unwrap();
                     calls.push(Call {
                         at: Instant::now(),
+                        method: request.method().to_string(),
+                        url: request.url().to_string(),
                         idempotency_key: key,
                         body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
                     });

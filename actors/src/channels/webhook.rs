@@ -2,7 +2,9 @@
 //! that stays the same across retries of a row, so the far end can drop a repeat.
 //! 2xx: delivered. 408, 429, 5xx, timeouts and network errors: try again later, after the
 //! response's `Retry-After` when it gives one. Any other 4xx: permanent (the request itself is
-//! wrong; sending it again cannot help).
+//! wrong; sending it again cannot help). Redirects: 307 and 308 (which keep the method and the
+//! body) are followed within the URL's origin; any other 3xx is permanent, since following a
+//! 301, 302 or 303 turns the POST into a bodyless GET whose 2xx would mean nothing was sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -57,6 +59,7 @@ impl WebhookChannel {
     pub fn new(config: WebhookConfig) -> Self {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
+            .redirect(reqwest::redirect::Policy::custom(follow_only_same_origin_307_308))
             .default_headers(headers(&config.headers).unwrap_or_default())
             .build()
             .expect("the TLS backend initialises");
@@ -95,6 +98,9 @@ impl Handler<Deliver> for WebhookChannel {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            if response.status().is_redirection() {
+                return redirected(status, response.url(), response.headers());
+            }
             let body = if response.status().is_success() {
                 String::new()
             } else {
@@ -102,6 +108,49 @@ impl Handler<Deliver> for WebhookChannel {
             };
             classify(status, retry_after, &body)
         })
+    }
+}
+
+/// The redirect policy: only 307 and 308 keep the method and the body, and only within the
+/// origin the message was addressed to (a few hops at most).
+fn follow_only_same_origin_307_308(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+    let same_origin = attempt
+        .previous()
+        .first()
+        .is_some_and(|first| first.origin() == attempt.url().origin());
+    if keeps_body && same_origin && attempt.previous().len() <= 5 {
+        attempt.follow()
+    } else {
+        attempt.stop()
+    }
+}
+
+/// A redirect that was not followed: permanent, saying where the URL points, without the path
+/// and query, which may hold a secret (Slack and Discord webhook URLs do).
+fn redirected(status: u16, from: &reqwest::Url, headers: &HeaderMap) -> Outcome {
+    let target = headers
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|location| from.join(location).ok())
+        .map(|to| redacted(&to))
+        .unwrap_or_else(|| "an unreadable Location".into());
+    Outcome::Permanent {
+        reason: format!(
+            "HTTP {status}: the webhook URL redirects to {target}; relayq follows only 307/308 \
+             redirects within the same origin (a 301/302/303 would drop the message body): \
+             set the channel's url to where it points"
+        ),
+    }
+}
+
+/// A URL with nothing that may be secret: scheme, host and port; the path as `/…`.
+pub fn redacted(url: &reqwest::Url) -> String {
+    let origin = url.origin().ascii_serialization();
+    if url.path() == "/" && url.query().is_none() {
+        origin
+    } else {
+        format!("{origin}/…")
     }
 }
 
