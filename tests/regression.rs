@@ -277,3 +277,31 @@ fn a_webhook_307_is_followed_with_its_body_within_the_origin_only() {
     assert!(reason.contains("redirects to http://127.0.0.2:9/…"), "{reason}");
     assert_eq!(calls.len(), 3, "no call left the origin");
 }
+
+/// A Claude Code `Stop` payload with a field nested `depth` arrays deep.
+fn deep_stop(depth: usize) -> String {
+    format!(
+        r#"{{"hook_event_name":"Stop","session_id":"deep","x":{}1{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
+}
+
+/// Item 6: a payload nested ~127 levels deep was accepted by `relayq hook` (exit 0) but the
+/// daemon could not decode it and ended it `undecodable`: its Stop notice was lost.
+#[test]
+fn a_hook_payload_too_deep_for_the_daemon_is_an_error_event_at_receive_time() {
+    let app = App::new("");
+    let out = app.hook("claude", &deep_stop(126), false, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let conn = rusqlite::Connection::open(app.db()).unwrap();
+    let payload: String = conn
+        .query_row("SELECT payload FROM queue_rows WHERE queue = 'hooks'", [], |r| r.get(0))
+        .unwrap();
+    let stored = relayq_engine::HookEvent::from_payload(&payload).expect("the daemon can read it");
+    assert_eq!(stored.event, relayq_engine::EventType::Error);
+    assert_eq!(stored.session, "deep");
+    // A payload as deep as the daemon can read is kept as it came.
+    let app = App::new("");
+    assert_eq!(app.hook("claude", &deep_stop(100), false, &[]).status.code(), Some(0));
+}

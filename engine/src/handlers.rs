@@ -89,7 +89,7 @@ pub struct HookProcessor {
 impl HookProcessor {
     /// Processes one leased hook row to its end.
     pub fn process(&self, lease: &Lease) -> Result<Processed> {
-        let event: HookEvent = match serde_json::from_str(&lease.payload) {
+        let event = match HookEvent::from_payload(&lease.payload) {
             Ok(e) => e,
             Err(e) => {
                 let error = format!("stored hook event is not valid: {e}");

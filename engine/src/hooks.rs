@@ -135,6 +135,13 @@ pub struct HookEvent {
 }
 
 impl HookEvent {
+    /// Reads a stored row back. The receiver decodes every row it writes with this too, so a
+    /// payload the daemon could not read (nested past serde_json's depth limit, say) is caught
+    /// while the agent still waits for the answer, not lost later as `undecodable`.
+    pub fn from_payload(payload: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(payload)
+    }
+
     /// The queue row: ordered by session, never deduplicated.
     pub fn to_row(&self) -> NewRow {
         NewRow {

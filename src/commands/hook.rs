@@ -41,6 +41,7 @@ pub fn run(ctx: &Context, agent: Agent, argument: Option<String>) -> Result<(), 
             let native = native_event(&payload).map(str::to_string);
             let native_id = native_session_id(&payload).map(str::to_string);
             let session = session_override
+                .clone()
                 .or_else(|| native_id.clone())
                 .unwrap_or_else(|| "unknown".into());
             HookEvent {
@@ -54,22 +55,37 @@ pub fn run(ctx: &Context, agent: Agent, argument: Option<String>) -> Result<(), 
             }
         }
         Err(e) => {
-            let bad = HookEvent {
-                agent,
-                event: EventType::Error,
-                native_event: None,
-                session: session_override.unwrap_or_else(|| "unknown".into()),
-                native_session_id: None,
-                received_at: 0,
-                data: json!({"error": format!("invalid JSON from the {agent:?} hook: {e}"), "input": head_of(&input, MAX_KEPT_INPUT)}),
-            };
-            store(ctx, bad)?;
+            let error = format!("invalid JSON from the {agent:?} hook: {e}");
+            let session = session_override.unwrap_or_else(|| "unknown".into());
+            store(ctx, error_event(agent, session, &error, &input))?;
             return Err(CliError::Failed(format!(
                 "hook payload is not valid JSON ({e}); recorded as an error event"
             )));
         }
     };
+    // The daemon must be able to read what is stored: check with its own decoder.
+    if let Err(e) = HookEvent::from_payload(&event.to_row().payload) {
+        let error = format!("the {agent:?} hook payload cannot be stored as it is: {e}");
+        store(ctx, error_event(agent, event.session, &error, &input))?;
+        return Err(CliError::Failed(format!(
+            "{error}; recorded as an error event"
+        )));
+    }
     store(ctx, event)
+}
+
+/// An `error` event standing for an input that cannot be kept as it came: the error and the
+/// start of the input.
+fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookEvent {
+    HookEvent {
+        agent,
+        event: EventType::Error,
+        native_event: None,
+        session,
+        native_session_id: None,
+        received_at: 0,
+        data: json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)}),
+    }
 }
 
 fn store(ctx: &Context, mut event: HookEvent) -> Result<(), CliError> {
