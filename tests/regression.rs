@@ -305,3 +305,48 @@ fn a_hook_payload_too_deep_for_the_daemon_is_an_error_event_at_receive_time() {
     let app = App::new("");
     assert_eq!(app.hook("claude", &deep_stop(100), false, &[]).status.code(), Some(0));
 }
+
+const SESSION_START: &str = include_str!("fixtures/claude-code/SessionStart.json");
+const SESSION_END: &str = include_str!("fixtures/claude-code/SessionEnd.json");
+
+/// The registry's state of `session` (`active`, `ended`), once the daemon has processed it.
+fn session_state(app: &App, session: &str) -> Option<String> {
+    let list = json(&app.ok(&["session", "list", "--json"]));
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == session)
+        .map(|s| s["state"].as_str().unwrap().to_string())
+}
+
+/// Item 5: a message for a session the registry shows ended was delivered to whatever answered
+/// there now.
+#[test]
+fn a_message_for_an_ended_session_is_expired_at_once_not_delivered() {
+    let app = App::new(&file_config());
+    let daemon = app.serve();
+    let env = [("RELAYQ_SESSION", "agent-1")];
+    assert!(app.hook("claude", SESSION_START, false, &env).status.success());
+    assert!(app.hook("claude", SESSION_END, false, &env).status.success());
+    wait_until("the session to end", WAIT, || {
+        session_state(&app, "agent-1").as_deref() == Some("ended")
+    });
+    let answer = json(&app.ok(&[
+        "enqueue", "inbound", "--session", "agent-1", "--origin", "test", "--json", "late",
+    ]));
+    assert_eq!(answer["expired"], "session ended", "{answer}");
+    let id = answer["id"].as_i64().unwrap();
+    let row = app.inbound().state_of(id).unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("session ended")));
+    // Started again: delivered as usual.
+    assert!(app.hook("claude", SESSION_START, false, &env).status.success());
+    wait_until("the session to start again", WAIT, || {
+        session_state(&app, "agent-1").as_deref() == Some("active")
+    });
+    app.enqueue("agent-1", "welcome back");
+    wait_until("delivery", WAIT, || !app.lines("out.jsonl").is_empty());
+    std::thread::sleep(Duration::from_millis(200));
+    daemon.stop();
+    let delivered = by_session(&app.lines("out.jsonl"));
+    assert_eq!(delivered["agent-1"], ["welcome back"]);
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::{Enqueued, InboundMessage};
+use relayq_engine::{inbound, Enqueued, InboundMessage};
 
 use crate::channels::ChannelDirectory;
 use crate::error::{ActorError, Result};
@@ -166,13 +166,15 @@ impl Handler<Enqueue> for Supervisor {
         let row = message.to_row();
         let store = self.store.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
-        let write =
-            store.write_one_statement(move |s, tx| s.inbound.enqueue_in(tx, &row, s.inbound.now()));
+        let write = store.write_one_statement(move |s, tx| {
+            inbound::enqueue_in(&s.inbound, tx, &row, s.inbound.now())
+        });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
             if matches!(
                 result,
                 Ok(Enqueued {
                     duplicate: false,
+                    expired: None,
                     ..
                 })
             ) {

@@ -167,7 +167,8 @@ impl HookProcessor {
             EventType::Notification | EventType::Error => {}
             EventType::SessionEnd => {
                 sessions::end(tx, key, now)?;
-                self.inbound.expire_key_in(tx, key, "session ended", now)?;
+                self.inbound
+                    .expire_key_in(tx, key, crate::inbound::SESSION_ENDED, now)?;
                 effects.session_ended = true;
             }
         }

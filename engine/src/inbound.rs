@@ -3,14 +3,32 @@
 
 use serde::{Deserialize, Serialize};
 
+use rusqlite::Transaction;
+
 use crate::error::{EngineError, Result};
-use crate::queue::NewRow;
+use crate::queue::{Enqueued, NewRow, Queue};
+use crate::sessions;
 
 /// The name of the inbound queue.
 pub const QUEUE: &str = "inbound";
 
 /// Largest message body accepted unless configured otherwise (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Why a message for a session the registry shows ended is expired as it is written.
+pub const SESSION_ENDED: &str = "session ended";
+
+/// Writes an inbound row inside a caller's transaction. For a session the registry shows
+/// ended (its agent exited and no `session_start` came since), the row is written expired with
+/// reason `session ended`: typed into the pane, it would reach whatever answers there now.
+/// One write statement, like [`Queue::enqueue_in`].
+pub fn enqueue_in(queue: &Queue, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
+    if sessions::is_ended(tx, &row.key)? {
+        queue.enqueue_expired_in(tx, row, SESSION_ENDED, now)
+    } else {
+        queue.enqueue_in(tx, row, now)
+    }
+}
 
 /// The kinds of user message the spec allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

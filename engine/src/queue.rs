@@ -29,6 +29,10 @@ pub struct NewRow {
 pub struct Enqueued {
     pub id: i64,
     pub duplicate: bool,
+    /// The row was written already expired, for this reason (e.g. `session ended`): it will
+    /// not be delivered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired: Option<&'static str>,
 }
 
 /// A leased row: what the holder needs to do the work and to answer for it.
@@ -218,6 +222,28 @@ impl Queue {
     /// Enqueue inside a caller's transaction, so a handler's effects and its rows commit together.
     /// Its only write is one statement (see `Atomicity::OneStatement`).
     pub fn enqueue_in(&self, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
+        self.insert_in(tx, row, now, None)
+    }
+
+    /// Writes the row already expired, for `reason`: it is kept (and deduplicates its retries)
+    /// but never delivered. One write statement, like `enqueue_in`.
+    pub fn enqueue_expired_in(
+        &self,
+        tx: &Transaction<'_>,
+        row: &NewRow,
+        reason: &'static str,
+        now: i64,
+    ) -> Result<Enqueued> {
+        self.insert_in(tx, row, now, Some(reason))
+    }
+
+    fn insert_in(
+        &self,
+        tx: &Transaction<'_>,
+        row: &NewRow,
+        now: i64,
+        expired: Option<&'static str>,
+    ) -> Result<Enqueued> {
         if row.key.is_empty() {
             return Err(EngineError::Invalid("the ordering key is empty".into()));
         }
@@ -225,15 +251,26 @@ impl Queue {
         // than the insert; the changes count and the last rowid say the same.
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
+                                         state, finished_at, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)
                  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
             )?
-            .execute(params![&*self.name, row.key, row.dedup_key, row.payload, now])?;
+            .execute(params![
+                &*self.name,
+                row.key,
+                row.dedup_key,
+                row.payload,
+                now,
+                if expired.is_some() { "expired" } else { "pending" },
+                expired.map(|_| now),
+                expired
+            ])?;
         if inserted == 1 {
             return Ok(Enqueued {
                 id: tx.last_insert_rowid(),
                 duplicate: false,
+                expired,
             });
         }
         let id = tx
@@ -242,6 +279,7 @@ impl Queue {
         Ok(Enqueued {
             id,
             duplicate: true,
+            expired: None,
         })
     }
 

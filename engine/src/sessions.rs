@@ -117,6 +117,13 @@ pub fn end(tx: &Transaction<'_>, key: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
+/// True when the registry shows the session ended (and no `session_start` came since).
+pub fn is_ended(conn: &Connection, key: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1 AND state = 'ended'")?
+        .exists(params![key])?)
+}
+
 /// One session, if known.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1");

@@ -75,7 +75,8 @@ fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
         b,
         relayq_engine::Enqueued {
             id: a.id,
-            duplicate: true
+            duplicate: true,
+            expired: None
         }
     );
     let lease = q.lease_next("s1").unwrap().unwrap();

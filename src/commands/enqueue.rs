@@ -40,7 +40,18 @@ pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
 
     let store = open(ctx)?;
     let row = message.to_row();
-    let enqueued = store.inbound.enqueue(&row)?;
+    let q = &store.inbound;
+    let enqueued = store
+        .engine
+        .database()
+        .write(|tx| inbound::enqueue_in(q, tx, &row, q.now()))?;
+    if let Some(reason) = enqueued.expired {
+        eprintln!(
+            "relayq: warning: row {} was expired at once ({reason}): session '{}' has ended, \
+             so nothing is delivered to it until it starts again",
+            enqueued.id, row.key
+        );
+    }
     answer(&store, inbound::QUEUE, &row.key, enqueued, args.json);
     Ok(())
 }
@@ -80,7 +91,7 @@ pub fn outbound(ctx: &Context, args: OutboundArgs) -> Result<(), CliError> {
 
 /// Wakes a running daemon for a new row, and prints the id (or `{"id":N,"duplicate":bool}`).
 fn answer(store: &Store, queue: &str, key: &str, enqueued: Enqueued, json: bool) {
-    if !enqueued.duplicate {
+    if !enqueued.duplicate && enqueued.expired.is_none() {
         relayq_actors::wake::notify(store.engine.database().path(), queue, key);
     }
     if json {
