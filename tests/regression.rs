@@ -350,3 +350,75 @@ fn a_message_for_an_ended_session_is_expired_at_once_not_delivered() {
     let delivered = by_session(&app.lines("out.jsonl"));
     assert_eq!(delivered["agent-1"], ["welcome back"]);
 }
+
+/// `relayq serve` on `db` (another name for the app's database); waits for it to exit.
+fn serve_through(app: &App, db: &std::path::Path) -> std::process::Output {
+    let mut child = app
+        .bare()
+        .arg("--config")
+        .arg(app.path("config.toml"))
+        .arg("--db")
+        .arg(db)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// Item 7: two daemons on one database through a symlink or a hard link both started, and the
+/// second replayed the first's in-flight rows.
+#[test]
+fn a_second_daemon_through_a_symlink_or_a_hard_link_is_refused() {
+    let app = App::new(&file_config());
+    let daemon = app.serve();
+    std::os::unix::fs::symlink(app.db(), app.path("symlink.db")).unwrap();
+    std::fs::hard_link(app.db(), app.path("hardlink.db")).unwrap();
+    for other in ["symlink.db", "hardlink.db"] {
+        let out = serve_through(&app, &app.path(other));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{other}: {stderr}");
+        assert!(stderr.contains("already serving"), "{other}: {stderr}");
+    }
+    daemon.stop();
+}
+
+/// Item 22: the wake socket was created with the umask's mode, and a database directory other
+/// users may write to was accepted: they could replace the socket.
+#[test]
+fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = App::new(&file_config());
+    let mut child = std::process::Command::new("sh")
+        .current_dir(app.dir.path())
+        .args(["-c", "umask 000; exec \"$@\"", "sh"])
+        .arg(bin())
+        .args(["--config", "config.toml", "--db", "relayq.db", "serve"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = relayq_actors::wake::socket_path(&app.db());
+    wait_until("the socket", WAIT, || socket.exists());
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    let db_mode = std::fs::metadata(app.db()).unwrap().permissions().mode() & 0o777;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!((mode, db_mode), (0o600, 0o600));
+
+    let shared = App::new(&file_config());
+    std::fs::set_permissions(shared.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = serve_through(&shared, &shared.db());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writable by other users"), "{stderr}");
+}

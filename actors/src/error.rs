@@ -13,7 +13,7 @@ pub enum ActorError {
     #[error("relayq is shutting down")]
     ShuttingDown,
     /// Another relayq daemon already serves this database.
-    #[error("another relayq daemon is already serving {0} (lock file {0}.lock is held)")]
+    #[error("another relayq daemon is already serving {0} (maybe through another path to the same file); stop it first")]
     AlreadyRunning(String),
     #[error("blocking task failed: {0}")]
     Blocking(String),

@@ -12,6 +12,7 @@
 
 pub mod channels;
 pub mod claimer;
+pub mod daemon_lock;
 pub mod delivery;
 pub mod error;
 pub mod hook_buffer;

@@ -2,7 +2,6 @@
 //! channels, the Supervisor, the RecoveryActor and the wake listener. The binary's `serve` and
 //! Rust programs that embed relayq (see `examples/`) both start relayq through this.
 
-use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,6 +12,7 @@ use relayq_engine::{
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
 use crate::claimer::{ClaimOutbound, ClaimSettings, ClaimerActor, StopClaiming};
+use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
 use crate::recovery::RecoveryActor;
 use crate::store::Store;
@@ -90,11 +90,14 @@ impl RuntimeBuilder {
                 )));
             }
         }
+        if config.listen_for_wakes {
+            daemon_lock::check_private_directory(&config.db.path)?;
+        }
         let db = config.db.clone();
         let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
-        let lock = take_lock(&config.db.path)?;
+        let lock = daemon_lock::take(&config.db.path)?;
         let store = Store::new(engine.clone(), config.queues.clone(), config.routes.clone());
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
@@ -154,7 +157,7 @@ pub struct Runtime {
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     channels: ChannelDirectory,
-    _lock: File,
+    _lock: DaemonLock,
 }
 
 impl Runtime {
@@ -236,33 +239,6 @@ impl Runtime {
             tracing::warn!("database calls still running after the grace period");
         }
         wake::remove(&self.config.db.path);
-    }
-}
-
-/// One daemon per database: recovery takes back every lease this process does not own, which
-/// is only safe when no other daemon is alive. The kernel drops the lock when a process dies.
-fn take_lock(db: &std::path::Path) -> Result<File> {
-    let mut name = db.as_os_str().to_owned();
-    name.push(".lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(PathBuf::from(&name))
-        .map_err(|e| relayq_engine::EngineError::Open {
-            path: db.to_path_buf(),
-            reason: format!("cannot create lock file: {e}"),
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            Err(ActorError::AlreadyRunning(db.display().to_string()))
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(relayq_engine::EngineError::Open {
-            path: db.to_path_buf(),
-            reason: format!("cannot lock: {e}"),
-        }
-        .into()),
     }
 }
 

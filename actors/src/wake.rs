@@ -3,6 +3,7 @@
 //! the daemon wakes that key's worker at once. Best effort by design: a lost datagram only
 //! delays the row until the RecoveryActor's next sweep, since SQLite is the source of truth.
 
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
@@ -40,7 +41,7 @@ pub fn notify(db: &Path, queue: &str, key: &str) {
 
 /// Binds the socket beside `db` and forwards each note: inbound rows to the Supervisor (which
 /// wakes the session), hook and outbound rows to the ClaimerActor. The caller must hold the
-/// daemon lock (a stale socket file of a dead daemon is replaced).
+/// daemon lock (a stale socket file of a dead daemon is replaced). The socket is made 0600.
 pub fn listen(
     db: &Path,
     supervisor: Addr<Supervisor>,
@@ -49,6 +50,8 @@ pub fn listen(
     let path = socket_path(db);
     let _ = std::fs::remove_file(&path);
     let socket = tokio::net::UnixDatagram::bind(&path)?;
+    // Only this user may send wake-ups, whatever the umask (the directory is private too).
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     Ok(actix_rt::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         loop {

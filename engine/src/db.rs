@@ -262,15 +262,17 @@ fn create_private_file(path: &Path) -> Result<()> {
             )));
         }
     }
+    // Only a new file is opened here: closing a descriptor of a database this process already
+    // has open would drop the POSIX locks SQLite holds on it.
     match OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .mode(0o600)
         .open(path)
     {
         Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(err(format!("{e} (is the path writable?)"))),
     }
 }

@@ -1,0 +1,97 @@
+//! One daemon per database. Recovery takes back every lease this process does not own, which
+//! is only safe when no other daemon serves the same database, so a daemon holds an exclusive
+//! `flock` on the database file itself: the lock follows the file's identity (device and inode)
+//! whatever path names it, a symlink or a hard link included, and the kernel drops it when the
+//! process dies.
+//!
+//! The locked descriptor is never closed while the process lives: closing any descriptor of the
+//! database would drop the POSIX locks SQLite holds on it in this process. A runtime that stops
+//! only marks its lock free, for the next runtime of the same process.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use crate::error::{ActorError, Result};
+
+/// Locks this process holds, by (device, inode): the open file, and whether a runtime uses it.
+fn held() -> &'static Mutex<HashMap<(u64, u64), (File, bool)>> {
+    static HELD: OnceLock<Mutex<HashMap<(u64, u64), (File, bool)>>> = OnceLock::new();
+    HELD.get_or_init(Mutex::default)
+}
+
+/// The daemon lock on one database, released (for this process) when dropped.
+#[derive(Debug)]
+pub struct DaemonLock {
+    identity: (u64, u64),
+}
+
+impl Drop for DaemonLock {
+    fn drop(&mut self) {
+        if let Some(entry) = held().lock().unwrap().get_mut(&self.identity) {
+            entry.1 = false;
+        }
+    }
+}
+
+/// Takes the daemon lock on database `db` (which must exist), or says another daemon has it.
+pub fn take(db: &Path) -> Result<DaemonLock> {
+    let open_error = |reason: String| -> ActorError {
+        relayq_engine::EngineError::Open {
+            path: db.to_path_buf(),
+            reason,
+        }
+        .into()
+    };
+    let file = File::open(db).map_err(|e| open_error(format!("cannot open it to lock it: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| open_error(format!("cannot read its metadata: {e}")))?;
+    let identity = (meta.dev(), meta.ino());
+    let mut held = held().lock().unwrap();
+    if let Some((_, in_use)) = held.get_mut(&identity) {
+        if *in_use {
+            return Err(ActorError::AlreadyRunning(db.display().to_string()));
+        }
+        *in_use = true;
+        return Ok(DaemonLock { identity });
+    }
+    match file.try_lock() {
+        Ok(()) => {
+            if meta.nlink() > 1 {
+                tracing::warn!(db = %db.display(), links = meta.nlink(), "the database has several hard links: SQLite names its -wal and -shm files after the path, so every process must use the same path");
+            }
+            held.insert(identity, (file, true));
+            Ok(DaemonLock { identity })
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(ActorError::AlreadyRunning(db.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(open_error(format!("cannot lock it: {e}"))),
+    }
+}
+
+/// Refuses a database directory other users may write to: they could replace the wake socket
+/// beside the database, or the database itself.
+pub fn check_private_directory(db: &Path) -> Result<()> {
+    let dir = match db.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => dir.to_path_buf(),
+        None => std::path::PathBuf::from("."),
+    };
+    let mode = std::fs::metadata(&dir)
+        .map_err(|e| ActorError::Invalid(format!("cannot read directory {}: {e}", dir.display())))?
+        .mode();
+    if mode & 0o022 != 0 {
+        return Err(ActorError::Invalid(format!(
+            "the database directory {} is writable by other users (mode {:o}): they could \
+             replace relayq's wake socket or its database; use a private directory \
+             (chmod go-w {}, or the default location)",
+            dir.display(),
+            mode & 0o7777,
+            dir.display()
+        )));
+    }
+    Ok(())
+}
