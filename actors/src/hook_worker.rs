@@ -9,7 +9,7 @@ use relayq_engine::{EventType, Lease, Processed, Retried};
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use crate::claimer::{ClaimOutbound, ClaimerActor, WorkerLevel};
+use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor, WorkerLevel};
 use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
 use crate::store::Store;
 use crate::supervisor::{SessionEnded, Supervisor};
@@ -184,23 +184,18 @@ impl Handler<Rows> for HookWorker {
                 lease,
             })
             .collect();
-        let dropped = self.buffer.push_batch(batch);
-        if !dropped.is_empty() {
-            let session = self.session.clone();
-            let backoff = self.store.hooks.policy().delay_after(1);
-            let mut done = Vec::new();
-            let mut deferred = Vec::new();
-            for (lease, why) in dropped {
-                match why {
-                    Dropped::Coalesced => done.push((lease, "coalesced")),
-                    Dropped::Evicted => done.push((lease, "evicted")),
-                    Dropped::Deferred => deferred.push(lease),
-                }
+        let mut done = Vec::new();
+        let mut deferred = Vec::new();
+        for (lease, why) in self.buffer.push_batch(batch) {
+            match why {
+                Dropped::Coalesced => done.push((lease, "coalesced")),
+                Dropped::Evicted => done.push((lease, "evicted")),
+                Dropped::Deferred => deferred.push(lease),
             }
-            let work = self.store.run(move |s| {
-                s.hooks.drop_leased(&done)?;
-                s.hooks.defer_many(&deferred, backoff)
-            });
+        }
+        if !done.is_empty() {
+            let session = self.session.clone();
+            let work = self.store.run(move |s| s.hooks.drop_leased(&done));
             ctx.spawn(
                 async move {
                     if let Err(e) = work.await {
@@ -209,6 +204,21 @@ impl Handler<Rows> for HookWorker {
                 }
                 .into_actor(self),
             );
+        }
+        if !deferred.is_empty() {
+            // Given back due at once, and claimed again as soon as the buffer has room. The
+            // worker waits for the commit: until then the claimer could lease the rows behind
+            // them, which are not held back by rows still leased to this process.
+            let session = self.session.clone();
+            let work = self
+                .store
+                .run(move |s| s.hooks.defer_many(&deferred, Duration::ZERO));
+            ctx.wait(work.into_actor(self).map(move |result, act, _| {
+                if let Err(e) = result {
+                    tracing::error!(session, error = %e, "cannot give hook rows back; they return when their lease expires");
+                }
+                act.claimer.do_send(ClaimHooks);
+            }));
         }
         self.step(ctx);
         self.report();
