@@ -79,8 +79,9 @@ pub struct OutboundArgs {
     /// The configured channel that sends it ([channels.NAME])
     #[arg(long)]
     pub channel: String,
-    /// Where on the channel: a chat id, a user, a thread
-    #[arg(long)]
+    /// Where on the channel: a chat id (a Telegram group's is negative: --to -100123), a
+    /// user, a thread
+    #[arg(long, allow_hyphen_values = true)]
     pub to: String,
     #[arg(long, default_value = "final", value_parser = parse_kind)]
     pub kind: Kind,
@@ -124,7 +125,7 @@ pub struct Selection {
 #[derive(Debug, clap::Args)]
 pub struct InboundArgs {
     /// The agent session to deliver to
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub session: String,
     /// Where the message came from (telegram, discord, terminal, ...)
     #[arg(long)]

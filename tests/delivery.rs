@@ -170,44 +170,9 @@ fn exec_channel_that_hangs_is_killed_and_retried() {
 /// the capture shows the paste markers tmux sent around the text, then the text, then Enter.
 #[test]
 fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
-    let socket = format!("relayq-test-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        std::process::Command::new("tmux")
-            .args(["-L", &socket])
-            .args(args)
-            .output()
-            .expect("tmux is installed")
-    };
-    let started = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "agent-1",
-        "-x",
-        "200",
-        "-y",
-        "20",
-        "sh",
-        "-c",
-        r"printf '\033[?2004h'; exec cat -v",
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("tmux")
-                .args(["-L", &self.0, "kill-server"])
-                .output();
-        }
-    }
-    let _cleanup = Kill(socket.clone());
-
-    let config = tmux_config(&socket, "target = \"{session}\"\nsubmit_delay = \"50ms\"");
-    let app = App::new(&config);
+    let tmux = Tmux::new("paste");
+    tmux.start("agent-1", CAT_PANE);
+    let app = App::new(&tmux.config("submit_delay = \"50ms\"\nprograms = [\"cat\"]"));
     let daemon = app.serve();
     let first = app.enqueue("agent-1", "hello from relayq");
     let second = app.enqueue("agent-1", "second message");
@@ -218,8 +183,7 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
     assert_eq!(q.state_of(first).unwrap().unwrap().state, "delivered");
     let mut screen = String::new();
     wait_until("cat to echo the lines", Duration::from_secs(5), || {
-        let out = tmux(&["capture-pane", "-p", "-t", "agent-1"]);
-        screen = String::from_utf8_lossy(&out.stdout).to_string();
+        screen = tmux.screen("agent-1");
         screen.matches("second message").count() >= 2
     });
     // The terminal echoes the typed line and cat -v prints it back: bracketed, in order, submitted.
@@ -234,9 +198,8 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
 
 #[test]
 fn tmux_channel_retries_while_the_pane_does_not_exist() {
-    let socket = format!("relayq-test-missing-{}", std::process::id());
-    let config = tmux_config(&socket, "");
-    let app = App::new(&config);
+    let tmux = Tmux::new("missing");
+    let app = App::new(&tmux.config(""));
     let daemon = app.serve();
     let id = app.enqueue("nobody-here", "hello");
     let q = app.inbound();
@@ -249,28 +212,10 @@ fn tmux_channel_retries_while_the_pane_does_not_exist() {
         "kept for retry: {row:?}"
     );
     assert!(
-        row.last_error.unwrap().contains("tmux"),
+        row.last_error
+            .unwrap()
+            .contains("tmux has no pane nobody-here:"),
         "the tmux error is recorded"
     );
     daemon.stop();
-    let _ = std::process::Command::new("tmux")
-        .args(["-L", &socket, "kill-server"])
-        .output();
-}
-
-/// A config whose default channel is the tmux channel `pane` on tmux socket `socket`, with a
-/// 100 ms backoff; `extra` is more lines for `[channels.pane]`.
-fn tmux_config(socket: &str, extra: &str) -> String {
-    format!(
-        r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "pane"
-[channels.pane]
-kind = "tmux"
-socket_name = "{socket}"
-{extra}
-"#
-    )
 }

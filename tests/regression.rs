@@ -65,7 +65,11 @@ const NO_SWEEP: &str = "sweep_interval = \"1h\"";
 
 /// `config` (from `exec_config`) with `line` added to its `[queues.inbound]` table.
 fn with_inbound(config: String, line: &str) -> String {
-    config.replacen("[queues.inbound]\n", &format!("[queues.inbound]\n{line}\n"), 1)
+    config.replacen(
+        "[queues.inbound]\n",
+        &format!("[queues.inbound]\n{line}\n"),
+        1,
+    )
 }
 
 /// The inbound row has reached a terminal state.
@@ -89,7 +93,10 @@ fn a_row_killed_during_its_last_attempt_is_not_sent_again_after_restart() {
     let script = r#"echo "$RELAYQ_ATTEMPT" >> attempts.txt
 if [ "$RELAYQ_ATTEMPT" = 2 ]; then kill -9 $PPID; sleep 2; fi
 exit 1"#;
-    let app = App::new(&with_inbound(exec_config(script, NO_SWEEP, ""), "max_attempts = 2"));
+    let app = App::new(&with_inbound(
+        exec_config(script, NO_SWEEP, ""),
+        "max_attempts = 2",
+    ));
     let mut daemon = app.serve();
     let id = app.enqueue("s", "hello");
     let status = daemon.child.wait().unwrap();
@@ -101,7 +108,11 @@ exit 1"#;
     std::thread::sleep(Duration::from_millis(300));
     daemon.stop();
     let attempts = std::fs::read_to_string(app.path("attempts.txt")).unwrap();
-    assert_eq!(attempts.lines().collect::<Vec<_>>(), ["1", "2"], "no third send");
+    assert_eq!(
+        attempts.lines().collect::<Vec<_>>(),
+        ["1", "2"],
+        "no third send"
+    );
     let row = app.inbound().state_of(id).unwrap().unwrap();
     assert_eq!(row.attempts, 2);
     assert!(row.reason.unwrap().contains("max_attempts = 2"));
@@ -143,20 +154,29 @@ fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
     wait_until("the row to end", WAIT, || is_finished(&app, id));
     daemon.stop();
     let row = app.inbound().state_of(id).unwrap().unwrap();
-    assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("max age")));
+    assert_eq!(
+        (row.state.as_str(), row.reason.as_deref()),
+        ("expired", Some("max age"))
+    );
     assert!(!app.path("sent.txt").exists(), "not delivered past its age");
 }
 
 /// Item 8: `prune --older-than` deleted dead letters, against its help and `dead_retention`.
 #[test]
 fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
-    let app = App::new(&with_inbound(exec_config("exit 1", NO_SWEEP, ""), "max_attempts = 1"));
+    let app = App::new(&with_inbound(
+        exec_config("exit 1", NO_SWEEP, ""),
+        "max_attempts = 1",
+    ));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("the row to go dead", WAIT, || is_finished(&app, id));
     daemon.stop();
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(app.ok(&["prune", "--older-than", "10ms"]).trim(), "pruned 0 row(s)");
+    assert_eq!(
+        app.ok(&["prune", "--older-than", "10ms"]).trim(),
+        "pruned 0 row(s)"
+    );
     assert_eq!(app.count("dead"), 1, "the dead letter is kept");
     assert_eq!(
         app.ok(&["prune", "--older-than", "10ms", "--dead"]).trim(),
@@ -172,8 +192,18 @@ fn the_same_message_id_in_two_chats_is_two_messages() {
     let app = App::new(&file_config());
     let enqueue = |chat: &str, text: &str| {
         json(&app.ok(&[
-            "enqueue", "inbound", "--session", "s", "--origin", "telegram", "--source-id", "17",
-            "--source-channel-id", chat, "--json", text,
+            "enqueue",
+            "inbound",
+            "--session",
+            "s",
+            "--origin",
+            "telegram",
+            "--source-id",
+            "17",
+            "--source-channel-id",
+            chat,
+            "--json",
+            text,
         ]))
     };
     let first = enqueue("1001", "from the first chat");
@@ -182,9 +212,14 @@ fn the_same_message_id_in_two_chats_is_two_messages() {
     assert_eq!(first["duplicate"], false);
     assert_eq!(second["duplicate"], false, "another chat's message");
     assert_ne!(first["id"], second["id"]);
-    assert_eq!((retry["id"].clone(), retry["duplicate"].clone()), (second["id"].clone(), true.into()));
+    assert_eq!(
+        (retry["id"].clone(), retry["duplicate"].clone()),
+        (second["id"].clone(), true.into())
+    );
     let daemon = app.serve();
-    wait_until("both deliveries", WAIT, || app.lines("out.jsonl").len() == 2);
+    wait_until("both deliveries", WAIT, || {
+        app.lines("out.jsonl").len() == 2
+    });
     daemon.stop();
 }
 
@@ -242,8 +277,14 @@ fn a_webhook_301_is_a_permanent_failure_not_a_delivery_by_get() {
     assert_eq!(row.state, "dead", "{row:?}");
     let reason = row.reason.unwrap();
     let origin = hook.url.trim_end_matches("/hook");
-    assert!(reason.contains(&format!("redirects to {origin}/…")), "{reason}");
-    assert!(!reason.contains("s3cr3t") && !reason.contains("moved"), "{reason}");
+    assert!(
+        reason.contains(&format!("redirects to {origin}/…")),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("s3cr3t") && !reason.contains("moved"),
+        "{reason}"
+    );
     let calls = hook.calls();
     assert_eq!(calls.len(), 1, "the redirect was not followed: {calls:?}");
 }
@@ -266,15 +307,25 @@ fn a_webhook_307_is_followed_with_its_body_within_the_origin_only() {
     let app = App::new(&webhook_config(&hook.url));
     let daemon = app.serve();
     let followed = send_outbound(&app, "a", "first");
-    wait_until("delivery", WAIT, || outbound_row(&app, followed).state == "delivered");
+    wait_until("delivery", WAIT, || {
+        outbound_row(&app, followed).state == "delivered"
+    });
     let other = send_outbound(&app, "b", "second");
-    wait_until("the row to end", WAIT, || outbound_row(&app, other).state == "dead");
+    wait_until("the row to end", WAIT, || {
+        outbound_row(&app, other).state == "dead"
+    });
     daemon.stop();
     let calls = hook.calls();
-    assert_eq!((calls[1].method.as_str(), calls[1].url.as_str()), ("POST", "/next"));
+    assert_eq!(
+        (calls[1].method.as_str(), calls[1].url.as_str()),
+        ("POST", "/next")
+    );
     assert_eq!(calls[1].body["text"], "first", "the body went along");
     let reason = outbound_row(&app, other).reason.unwrap();
-    assert!(reason.contains("redirects to http://127.0.0.2:9/…"), "{reason}");
+    assert!(
+        reason.contains("redirects to http://127.0.0.2:9/…"),
+        "{reason}"
+    );
     assert_eq!(calls.len(), 3, "no call left the origin");
 }
 
@@ -293,17 +344,31 @@ fn deep_stop(depth: usize) -> String {
 fn a_hook_payload_too_deep_for_the_daemon_is_an_error_event_at_receive_time() {
     let app = App::new("");
     let out = app.hook("claude", &deep_stop(126), false, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let conn = rusqlite::Connection::open(app.db()).unwrap();
     let payload: String = conn
-        .query_row("SELECT payload FROM queue_rows WHERE queue = 'hooks'", [], |r| r.get(0))
+        .query_row(
+            "SELECT payload FROM queue_rows WHERE queue = 'hooks'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     let stored = relayq_engine::HookEvent::from_payload(&payload).expect("the daemon can read it");
     assert_eq!(stored.event, relayq_engine::EventType::Error);
     assert_eq!(stored.session, "deep");
     // A payload as deep as the daemon can read is kept as it came.
     let app = App::new("");
-    assert_eq!(app.hook("claude", &deep_stop(100), false, &[]).status.code(), Some(0));
+    assert_eq!(
+        app.hook("claude", &deep_stop(100), false, &[])
+            .status
+            .code(),
+        Some(0)
+    );
 }
 
 const SESSION_START: &str = include_str!("fixtures/claude-code/SessionStart.json");
@@ -326,20 +391,39 @@ fn a_message_for_an_ended_session_is_expired_at_once_not_delivered() {
     let app = App::new(&file_config());
     let daemon = app.serve();
     let env = [("RELAYQ_SESSION", "agent-1")];
-    assert!(app.hook("claude", SESSION_START, false, &env).status.success());
-    assert!(app.hook("claude", SESSION_END, false, &env).status.success());
+    assert!(app
+        .hook("claude", SESSION_START, false, &env)
+        .status
+        .success());
+    assert!(app
+        .hook("claude", SESSION_END, false, &env)
+        .status
+        .success());
     wait_until("the session to end", WAIT, || {
         session_state(&app, "agent-1").as_deref() == Some("ended")
     });
     let answer = json(&app.ok(&[
-        "enqueue", "inbound", "--session", "agent-1", "--origin", "test", "--json", "late",
+        "enqueue",
+        "inbound",
+        "--session",
+        "agent-1",
+        "--origin",
+        "test",
+        "--json",
+        "late",
     ]));
     assert_eq!(answer["expired"], "session ended", "{answer}");
     let id = answer["id"].as_i64().unwrap();
     let row = app.inbound().state_of(id).unwrap().unwrap();
-    assert_eq!((row.state.as_str(), row.reason.as_deref()), ("expired", Some("session ended")));
+    assert_eq!(
+        (row.state.as_str(), row.reason.as_deref()),
+        ("expired", Some("session ended"))
+    );
     // Started again: delivered as usual.
-    assert!(app.hook("claude", SESSION_START, false, &env).status.success());
+    assert!(app
+        .hook("claude", SESSION_START, false, &env)
+        .status
+        .success());
     wait_until("the session to start again", WAIT, || {
         session_state(&app, "agent-1").as_deref() == Some("active")
     });
@@ -465,4 +549,105 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
     let took = started.elapsed();
     daemon.stop();
     assert!(took < Duration::from_millis(2500), "took {took:?}");
+}
+
+/// Enqueues `text` for `session` (which may start with '-').
+fn enqueue_for(app: &App, session: &str, text: &str) -> i64 {
+    let session = format!("--session={session}");
+    app.ok(&["enqueue", "inbound", &session, "--origin", "test", text])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Item 10: session ids such as `victo` (a prefix of `victory`), `-x`, `%0`, `$0`, `@1` or
+/// `oth?r` reached another pane and the row was marked delivered; an id ending in `;` split
+/// the tmux command and was re-pasted forever.
+#[test]
+fn tmux_session_ids_reach_only_the_session_named_exactly() {
+    let tmux = Tmux::new("exact");
+    tmux.start("victory", CAT_PANE);
+    let app = App::new(&tmux.config("programs = [\"cat\"]\nmissing_grace = \"1h\""));
+    let daemon = app.serve();
+    let ids: Vec<(String, i64)> = [
+        "victo", "-x", "+1", "%0", "$0", "@1", "oth?r", "vict*", "x;",
+    ]
+    .iter()
+    .map(|s| (s.to_string(), enqueue_for(&app, s, &format!("for {s}"))))
+    .collect();
+    let q = app.inbound();
+    wait_until("every row tried", WAIT, || {
+        ids.iter()
+            .all(|(_, id)| q.state_of(*id).unwrap().unwrap().last_error.is_some())
+    });
+    daemon.stop();
+    for (session, id) in &ids {
+        let row = q.state_of(*id).unwrap().unwrap();
+        assert_ne!(row.state, "delivered", "{session}: {row:?}");
+    }
+    let semicolon = q.state_of(ids[8].1).unwrap().unwrap();
+    assert_eq!(semicolon.state, "dead", "refused: {semicolon:?}");
+    assert!(
+        !tmux.screen("victory").contains("for "),
+        "{}",
+        tmux.screen("victory")
+    );
+}
+
+/// Item 11: text with the bracketed-paste end marker, escape sequences or control characters
+/// reached the pane raw: it could end the paste early, submit extra prompts or interrupt the
+/// agent.
+#[test]
+fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
+    let tmux = Tmux::new("breakout");
+    tmux.start("agent", CAT_PANE);
+    let app = App::new(&tmux.config("programs = [\"cat\"]\nsubmit_delay = \"50ms\""));
+    let daemon = app.serve();
+    let id = app.enqueue("agent", "before\x1b[201~after\x03\x1b[A end");
+    wait_until("delivery", WAIT, || {
+        app.inbound().state_of(id).unwrap().unwrap().state == "delivered"
+    });
+    let mut screen = String::new();
+    wait_until("the echo", WAIT, || {
+        screen = tmux.screen("agent");
+        screen.contains("end")
+    });
+    daemon.stop();
+    assert!(
+        screen.contains("^[[200~before[201~after[A end^[[201~"),
+        "{screen}"
+    );
+}
+
+/// Item 12: when the agent in a pane exited, a queued chat message was pasted into the shell
+/// left behind and ran as a command; a pane that never appeared was retried forever.
+#[test]
+fn tmux_never_pastes_into_a_shell_and_expires_rows_for_a_pane_that_never_came() {
+    let tmux = Tmux::new("shell");
+    // The agent has exited: the pane shows an interactive shell prompt.
+    let app = App::new(&tmux.config("missing_grace = \"1s\""));
+    tmux.start("agent", &format!("cd {:?} && exec sh -i", app.dir.path()));
+    let daemon = app.serve();
+    let into_shell = app.enqueue("agent", "touch pwned");
+    let nowhere = app.enqueue("nobody", "hello");
+    let q = app.inbound();
+    wait_until("the row for the shell to be tried twice", WAIT, || {
+        q.state_of(into_shell).unwrap().unwrap().attempts >= 2
+    });
+    wait_until("the row for no pane to expire", WAIT, || {
+        is_finished(&app, nowhere)
+    });
+    daemon.stop();
+    let row = q.state_of(into_shell).unwrap().unwrap();
+    assert!(
+        matches!(row.state.as_str(), "pending" | "leased"),
+        "{row:?}"
+    );
+    assert!(row.last_error.unwrap().contains("runs `sh`"));
+    assert!(!app.path("pwned").exists(), "the text ran as a command");
+    let row = q.state_of(nowhere).unwrap().unwrap();
+    assert_eq!(
+        (row.state.as_str(), row.reason.as_deref()),
+        ("expired", Some("session not found"))
+    );
 }

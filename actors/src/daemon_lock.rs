@@ -17,8 +17,10 @@ use std::sync::{Mutex, OnceLock};
 use crate::error::{ActorError, Result};
 
 /// Locks this process holds, by (device, inode): the open file, and whether a runtime uses it.
-fn held() -> &'static Mutex<HashMap<(u64, u64), (File, bool)>> {
-    static HELD: OnceLock<Mutex<HashMap<(u64, u64), (File, bool)>>> = OnceLock::new();
+type Held = Mutex<HashMap<(u64, u64), (File, bool)>>;
+
+fn held() -> &'static Held {
+    static HELD: OnceLock<Held> = OnceLock::new();
     HELD.get_or_init(Mutex::default)
 }
 

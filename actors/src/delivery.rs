@@ -19,6 +19,7 @@ pub enum Recorded {
     Delivered,
     Retried(Retried),
     Dead,
+    Expired,
     /// The lease was lost (e.g. the session expired meanwhile): the answer changed nothing.
     Stale,
 }
@@ -63,6 +64,9 @@ impl Tried {
             (_, Outcome::Retry { error, .. }) | (_, Outcome::Permanent { reason: error }) => {
                 tracing::warn!(queue, row, channel, attempt, error = %error, outcome = ?recorded, "delivery failed")
             }
+            (_, Outcome::Expired { reason }) => {
+                tracing::warn!(queue, row, channel, attempt, reason = %reason, "expired: not deliverable where it is addressed")
+            }
             _ => {}
         }
     }
@@ -97,6 +101,7 @@ pub async fn try_delivery(
                         id: lease.id,
                         queue: queue.name().to_string(),
                         attempt: lease.attempts,
+                        created_at: lease.created_at,
                         message,
                     };
                     attempt(store, queue, lease, &channel, delivery).await
@@ -177,6 +182,13 @@ pub fn record_in(
         Outcome::Permanent { reason } => {
             if q.bury_in(tx, l.id, l.token, &reason, now)? {
                 Recorded::Dead
+            } else {
+                Recorded::Stale
+            }
+        }
+        Outcome::Expired { reason } => {
+            if q.expire_in(tx, l.id, l.token, &reason, now)? {
+                Recorded::Expired
             } else {
                 Recorded::Stale
             }

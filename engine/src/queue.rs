@@ -694,6 +694,19 @@ impl Queue {
         finish_in(tx, id, token, "dead", Some(reason), Some(reason), now)
     }
 
+    /// Expires a leased row (it cannot be delivered where it is addressed). False if the token
+    /// is stale.
+    pub fn expire_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "expired", Some(reason), None, now)
+    }
+
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
     pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
         let now = self.now();

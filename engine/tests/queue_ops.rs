@@ -380,7 +380,11 @@ fn prune_deletes_only_terminal_rows_past_retention() {
     q.expire_key("b", "gone").unwrap();
     let pending = q.enqueue(&row("c", "1")).unwrap().id;
     f.clock.advance(Duration::from_secs(6 * 24 * 3600));
-    assert_eq!(q.prune(None, false).unwrap(), 0, "within the 7 day retention");
+    assert_eq!(
+        q.prune(None, false).unwrap(),
+        0,
+        "within the 7 day retention"
+    );
     f.clock.advance(Duration::from_secs(2 * 24 * 3600));
     assert_eq!(q.prune(None, false).unwrap(), 2);
     assert!(q.state_of(done).unwrap().is_none() && q.state_of(exp).unwrap().is_none());

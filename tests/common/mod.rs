@@ -378,3 +378,80 @@ impl Drop for Endpoint {
         self.server.unblock();
     }
 }
+
+/// A private tmux server for one test, killed when dropped.
+pub struct Tmux {
+    pub socket: String,
+}
+
+impl Tmux {
+    pub fn new(name: &str) -> Tmux {
+        Tmux {
+            socket: format!("relayq-{name}-{}", std::process::id()),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux is installed")
+    }
+
+    /// Starts session `name` running `sh -c script`, 200 columns wide.
+    pub fn start(&self, name: &str, script: &str) {
+        let out = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "200",
+            "-y",
+            "20",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// What session `name`'s pane shows.
+    pub fn screen(&self, name: &str) -> String {
+        let target = format!("={name}:");
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", &target]).stdout)
+            .to_string()
+    }
+
+    /// A config whose default channel is the tmux channel `pane` on this server; `extra` is
+    /// more lines for `[channels.pane]`.
+    pub fn config(&self, extra: &str) -> String {
+        format!(
+            r#"
+[queues.inbound]
+backoff = ["100ms"]
+[sessions]
+default_channel = "pane"
+[channels.pane]
+kind = "tmux"
+socket_name = "{}"
+{extra}
+"#,
+            self.socket
+        )
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// A pane program that asks for bracketed paste, as agent CLIs do, then shows what it gets.
+pub const CAT_PANE: &str = r"printf '\033[?2004h'; exec cat -v";

@@ -26,6 +26,8 @@ pub struct Delivery {
     pub queue: String,
     /// Which attempt this is, from 1.
     pub attempt: u32,
+    /// When the row was written (unix ms).
+    pub created_at: i64,
     #[serde(flatten)]
     pub message: Message,
 }
@@ -82,6 +84,11 @@ pub enum Outcome {
     },
     /// Permanent: retrying cannot help; the row is dead.
     Permanent {
+        reason: String,
+    },
+    /// The row can no longer be delivered where it is addressed (its session is gone): it is
+    /// expired with this reason, neither retried nor kept as a dead letter.
+    Expired {
         reason: String,
     },
 }

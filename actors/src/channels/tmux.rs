@@ -1,7 +1,21 @@
-//! `kind = "tmux"`: types the message into the session's tmux pane, as a person pasting it:
-//! the text goes into a tmux buffer, is pasted with bracketed paste (`paste-buffer -p`: the
-//! paste markers are sent when the program in the pane asked for them, as agent CLIs do), and
-//! Enter is pressed after a short pause so the program sees the paste end before the submit.
+//! `kind = "tmux"`: types the message into the session's tmux pane, as a person pasting it.
+//!
+//! 1. The tmux session is found by its exact name among `list-sessions`, then addressed by its
+//!    id, so a session id is never read as a prefix (`victo` for `victory`), a pattern
+//!    (`oth?r`), or another kind of target (`%0`, `$0`, `@1`, a client); an id tmux cannot
+//!    address exactly (`:`, `.`, a trailing `;`) is a permanent failure.
+//! 2. The pane is looked up (`display-message`): its id, and the program it runs. Text is
+//!    pasted only into a pane running one of the channel's `programs` (the agent CLIs by
+//!    default); a shell there means the agent exited, and the row waits rather than run as a
+//!    command. A pane that does not exist is waited for `missing_grace` (the agent may be
+//!    starting), then the row is expired with reason `session not found`.
+//! 3. Control characters are taken out of the text ([`sanitize`]): an `ESC [201~` would end the
+//!    bracketed paste early, Ctrl-C or Esc would interrupt the agent.
+//! 4. The text goes into a tmux buffer, is pasted into that pane id with bracketed paste
+//!    (`paste-buffer -p`: the markers are sent when the program asked for them, as agent CLIs
+//!    do), and Enter is pressed after a short pause so the program sees the paste end first.
+//!
+//! Every value reaches tmux as its own argument, never through a shell.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,7 +31,8 @@ use super::{tail, Deliver, Delivery, Outcome};
 #[serde(deny_unknown_fields)]
 pub struct TmuxConfig {
     /// The target pane; `{session}` is replaced by the session id (for an outbound message,
-    /// by its destination).
+    /// by its destination). The part before the first `:` names a tmux session, matched
+    /// exactly; `{session}:1.0` picks a window and pane of it.
     #[serde(default = "default_target")]
     pub target: String,
     /// A tmux server socket name (`tmux -L`); the default server when absent.
@@ -28,6 +43,13 @@ pub struct TmuxConfig {
     pub submit_delay: Duration,
     #[serde(default = "default_tmux_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// What the pane must be running (tmux's `#{pane_current_command}`) for text to be pasted:
+    /// the agent CLIs, and `node`, which runs the npm-installed ones.
+    #[serde(default = "default_programs")]
+    pub programs: Vec<String>,
+    /// How long a row waits for a pane that does not exist before it is expired.
+    #[serde(default = "default_missing_grace", with = "humantime_serde")]
+    pub missing_grace: Duration,
 }
 
 fn default_target() -> String {
@@ -39,6 +61,17 @@ fn default_submit_delay() -> Duration {
 fn default_tmux_timeout() -> Duration {
     Duration::from_secs(10)
 }
+pub fn default_programs() -> Vec<String> {
+    ["claude", "codex", "gemini", "node"]
+        .map(String::from)
+        .to_vec()
+}
+fn default_missing_grace() -> Duration {
+    Duration::from_secs(120)
+}
+
+/// Why a row whose pane never appeared is expired.
+pub const SESSION_NOT_FOUND: &str = "session not found";
 
 pub struct TmuxChannel {
     config: TmuxConfig,
@@ -71,29 +104,67 @@ impl Handler<Deliver> for TmuxChannel {
     }
 }
 
-/// The pane a session's messages go to.
-pub fn target_for(template: &str, session: &str) -> String {
-    template.replace("{session}", session)
+/// Where `session`'s messages go under `template`: the tmux session's name, and the window and
+/// pane part after it (empty for the session's current pane). An id tmux cannot address
+/// exactly is refused, with the reason.
+pub fn target_for(template: &str, session: &str) -> Result<(String, String), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "session id {session:?} {why}; it cannot name a tmux session exactly"
+        ))
+    };
+    if session.is_empty() {
+        return refuse("is empty");
+    }
+    if session.contains([':', '.']) {
+        return refuse("has ':' or '.', which tmux reads as window and pane");
+    }
+    if session.ends_with(';') {
+        return refuse("ends with ';', which tmux reads as the end of a command");
+    }
+    if session.chars().any(char::is_control) {
+        return refuse("has control characters");
+    }
+    let filled = template.replace("{session}", session);
+    let (name, rest) = filled.split_once(':').unwrap_or((&filled, ""));
+    Ok((name.to_string(), rest.to_string()))
+}
+
+/// The text as it is pasted: every control character but newline and tab is taken out (ESC,
+/// which would let the text end the bracketed paste or send keys; Ctrl-C and the other C0
+/// controls; DEL; the C1 controls), and carriage returns become newlines.
+pub fn sanitize(text: &str) -> String {
+    text.replace("\r\n", "\n")
+        .chars()
+        .filter_map(|c| match c {
+            '\r' => Some('\n'),
+            '\n' | '\t' => Some(c),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect()
 }
 
 async fn paste(config: &TmuxConfig, delivery: &Delivery) -> Result<(), Outcome> {
-    let session = delivery.address();
-    if session.contains([':', '.']) && config.target.contains("{session}") {
-        return Err(Outcome::Permanent {
-            reason: format!("session id '{session}' has ':' or '.', which tmux reads as window/pane; it cannot name a tmux session"),
-        });
+    let (name, rest) = target_for(&config.target, delivery.address())
+        .map_err(|reason| Outcome::Permanent { reason })?;
+    let target = format!("{name}:{rest}");
+    let pane = find_pane(config, &name, &rest).await?;
+    let Some((pane, program)) = pane else {
+        return Err(missing(config, delivery, &target));
+    };
+    if !config.programs.contains(&program) {
+        return Err(Outcome::retry(format!(
+            "pane {pane} ({target}) runs `{program}`, not one of {:?}: the agent is not running there, so nothing is pasted",
+            config.programs
+        )));
     }
-    let target = target_for(&config.target, session);
     let buffer = format!("relayq-{}", delivery.id);
+    let text = sanitize(delivery.text());
+    tmux(config, &["load-buffer", "-b", &buffer, "-"], Some(&text)).await?;
     tmux(
         config,
-        &["load-buffer", "-b", &buffer, "-"],
-        Some(delivery.text()),
-    )
-    .await?;
-    tmux(
-        config,
-        &["paste-buffer", "-p", "-d", "-b", &buffer, "-t", &target],
+        &["paste-buffer", "-p", "-d", "-b", &buffer, "-t", &pane],
         None,
     )
     .await
@@ -106,10 +177,89 @@ async fn paste(config: &TmuxConfig, delivery: &Delivery) -> Result<(), Outcome> 
         });
     })?;
     tokio::time::sleep(config.submit_delay).await;
-    tmux(config, &["send-keys", "-t", &target, "Enter"], None).await
+    tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
+    Ok(())
 }
 
-async fn tmux(config: &TmuxConfig, args: &[&str], stdin: Option<&str>) -> Result<(), Outcome> {
+/// The pane of session `name` (exactly that name) that `rest` (window and pane, or nothing
+/// for the current pane) names: its id (`%N`, what the paste is sent to) and the program it
+/// runs; `None` when there is no such session, window or pane. The session is looked up by
+/// name here, then addressed by its id: tmux itself would also take `name` as a session id
+/// (`$0`), a client, a prefix or a pattern.
+async fn find_pane(
+    config: &TmuxConfig,
+    name: &str,
+    rest: &str,
+) -> Result<Option<(String, String)>, Outcome> {
+    let sessions = match tmux(
+        config,
+        &["list-sessions", "-F", "#{session_id}\t#{session_name}"],
+        None,
+    )
+    .await
+    {
+        Ok(out) => out,
+        Err(Outcome::Retry { error, .. }) if no_server(&error) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(id) = sessions
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| id.to_string())
+    else {
+        return Ok(None);
+    };
+    let target = format!("{id}:{rest}");
+    let format = "#{pane_id}\t#{pane_current_command}";
+    match tmux(
+        config,
+        &["display-message", "-p", "-t", &target, format],
+        None,
+    )
+    .await
+    {
+        Ok(out) => Ok(out
+            .lines()
+            .next()
+            .and_then(|line| line.split_once('\t'))
+            .filter(|(pane, _)| pane.starts_with('%'))
+            .map(|(pane, program)| (pane.to_string(), program.trim().to_string()))),
+        Err(Outcome::Retry { error, .. }) if error.contains("can't find") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// tmux's answer when no server runs on the socket.
+fn no_server(error: &str) -> bool {
+    error.contains("no server running") || error.contains("error connecting")
+}
+
+/// The pane does not exist: wait for it within the grace (the agent may be starting), then
+/// expire the row.
+fn missing(config: &TmuxConfig, delivery: &Delivery, target: &str) -> Outcome {
+    let age_ms = now_ms().saturating_sub(delivery.created_at);
+    if age_ms > config.missing_grace.as_millis() as i64 {
+        Outcome::Expired {
+            reason: SESSION_NOT_FOUND.into(),
+        }
+    } else {
+        Outcome::retry(format!(
+            "tmux has no pane {target} (yet: waiting up to {:?} for the agent to start)",
+            config.missing_grace
+        ))
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Runs one tmux command; its stdout, or a retry carrying its stderr.
+async fn tmux(config: &TmuxConfig, args: &[&str], stdin: Option<&str>) -> Result<String, Outcome> {
     let mut cmd = Command::new("tmux");
     if let Some(socket) = &config.socket_name {
         cmd.args(["-L", socket]);
@@ -120,7 +270,7 @@ async fn tmux(config: &TmuxConfig, args: &[&str], stdin: Option<&str>) -> Result
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let mut child = cmd
@@ -136,12 +286,39 @@ async fn tmux(config: &TmuxConfig, args: &[&str], stdin: Option<&str>) -> Result
         .await
         .map_err(|e| Outcome::retry(format!("tmux {}: {e}", args[0])))?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(Outcome::retry(format!(
             "tmux {} failed: {}",
             args[0],
             tail(&String::from_utf8_lossy(&out.stderr), 1024)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_match_the_session_name_exactly() {
+        let t = |template: &str, s: &str| target_for(template, s);
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        for id in ["victo", "-x", "+1", "%0", "$0", "@1", "oth?r"] {
+            assert_eq!(t("{session}", id).unwrap(), pair(id, ""));
+        }
+        assert_eq!(t("{session}:1.0", "a").unwrap(), pair("a", "1.0"));
+        assert_eq!(t("agents:{session}", "a").unwrap(), pair("agents", "a"));
+        for bad in ["", "a:b", "a.b", "x;", "a\nb"] {
+            assert!(t("{session}", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sanitize_takes_out_escapes_and_controls_but_keeps_lines() {
+        assert_eq!(sanitize("a\x1b[201~b"), "a[201~b");
+        assert_eq!(sanitize("stop\x03 now\x1b"), "stop now");
+        assert_eq!(sanitize("l1\r\nl2\rl3\tx\u{7f}\u{9b}"), "l1\nl2\nl3\tx");
+        assert_eq!(sanitize("héllo ✓"), "héllo ✓");
     }
 }

@@ -59,7 +59,9 @@ impl WebhookChannel {
     pub fn new(config: WebhookConfig) -> Self {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
-            .redirect(reqwest::redirect::Policy::custom(follow_only_same_origin_307_308))
+            .redirect(reqwest::redirect::Policy::custom(
+                follow_only_same_origin_307_308,
+            ))
             .default_headers(headers(&config.headers).unwrap_or_default())
             .build()
             .expect("the TLS backend initialises");
@@ -113,7 +115,9 @@ impl Handler<Deliver> for WebhookChannel {
 
 /// The redirect policy: only 307 and 308 keep the method and the body, and only within the
 /// origin the message was addressed to (a few hops at most).
-fn follow_only_same_origin_307_308(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+fn follow_only_same_origin_307_308(
+    attempt: reqwest::redirect::Attempt<'_>,
+) -> reqwest::redirect::Action {
     let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
     let same_origin = attempt
         .previous()
