@@ -249,6 +249,41 @@ impl Default for Config {
     }
 }
 
+/// The durations a setting may take: below the minimum the daemon misbehaves (see each
+/// check's reason), above the maximum times overflow or a setting is surely a typo.
+type Range = (Duration, Duration);
+const SECOND: Duration = Duration::from_secs(1);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+const LEASE_TIMEOUT: Range = (SECOND, DAY);
+const SWEEP_INTERVAL: Range = (Duration::from_millis(100), DAY);
+const PRUNE_INTERVAL: Range = (SECOND, Duration::from_secs(7 * 24 * 3600));
+const CHANNEL_TIMEOUT: Range = (Duration::from_millis(10), Duration::from_secs(3600));
+const MAX_GRACE: Duration = Duration::from_secs(3600);
+const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
+const MAX_KEEP: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Checks `value` against `(min, max)`; the message gives the range and why it holds.
+fn within(value: Duration, (min, max): Range, why: &str) -> Result<(), String> {
+    if value >= min && value <= max {
+        return Ok(());
+    }
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    let mut message = if min.is_zero() {
+        format!("{} is too long: at most {}", show(value), show(max))
+    } else {
+        format!(
+            "{} is out of range: between {} and {}",
+            show(value),
+            show(min),
+            show(max)
+        )
+    };
+    if !why.is_empty() && value < min {
+        message.push_str(&format!(" ({why})"));
+    }
+    Err(message)
+}
+
 /// A configuration problem, said in the words a person needs to fix it.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {key}: {message}")]
@@ -335,12 +370,56 @@ impl Config {
                     "must list at least one delay, e.g. [\"5s\", \"10s\"]".into(),
                 ));
             }
-            if policy.lease_timeout.is_zero() {
-                return Err(err(
-                    &format!("queues.{name}.lease_timeout"),
-                    "must be longer than zero, e.g. \"5m\"".into(),
-                ));
+            let key = |k: &str| format!("queues.{name}.{k}");
+            within(
+                policy.lease_timeout,
+                LEASE_TIMEOUT,
+                "a lease is renewed every third of it while a delivery runs; shorter ones \
+                 expire under a busy disk and the row is delivered twice",
+            )
+            .map_err(|m| err(&key("lease_timeout"), m))?;
+            for delay in &policy.backoff {
+                within(*delay, (Duration::ZERO, MAX_WAIT), "")
+                    .map_err(|m| err(&key("backoff"), m))?;
             }
+            for (k, value) in [
+                ("max_age", policy.max_age),
+                ("retention", Some(policy.retention)),
+                ("dead_retention", policy.dead_retention),
+            ] {
+                if let Some(value) = value {
+                    within(value, (Duration::ZERO, MAX_KEEP), "").map_err(|m| err(&key(k), m))?;
+                }
+            }
+        }
+        let d = &self.daemon;
+        for (key, value, range, why) in [
+            (
+                "daemon.sweep_interval",
+                d.sweep_interval,
+                SWEEP_INTERVAL,
+                "each sweep scans the queues: a shorter interval keeps the CPU busy while idle",
+            ),
+            (
+                "daemon.prune_interval",
+                d.prune_interval,
+                PRUNE_INTERVAL,
+                "each prune scans for finished rows",
+            ),
+            (
+                "daemon.shutdown_grace",
+                d.shutdown_grace,
+                (Duration::ZERO, MAX_GRACE),
+                "",
+            ),
+            (
+                "database.busy_timeout",
+                self.database.busy_timeout,
+                (Duration::ZERO, MAX_GRACE),
+                "",
+            ),
+        ] {
+            within(value, range, why).map_err(|m| err(key, m))?;
         }
         let c = &self.claimer;
         if c.hook_batch == 0 || c.outbound_in_flight == 0 {
@@ -412,6 +491,8 @@ impl Config {
             }
         }
         for (name, channel) in &self.channels {
+            let key = format!("channels.{name}.timeout");
+            within(channel.timeout(), CHANNEL_TIMEOUT, "").map_err(|m| err(&key, m))?;
             if let ChannelConfig::Webhook(hook) = channel {
                 if let Err(e) = hook.check() {
                     return Err(err(&format!("channels.{name}"), e));
@@ -427,6 +508,27 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Settings that work but are probably not what was meant, said for the log.
+    pub fn warnings(&self) -> Vec<String> {
+        let q = &self.queues;
+        [
+            ("inbound", &q.inbound),
+            ("hooks", &q.hooks),
+            ("outbound", &q.outbound),
+        ]
+        .into_iter()
+        .filter(|(_, p)| p.dead_retention.is_some_and(|dead| dead < p.retention))
+        .map(|(name, p)| {
+            format!(
+                "queues.{name}.dead_retention ({}) is shorter than its retention ({}): dead \
+                     letters, which wait for an operator, are deleted before delivered rows",
+                humantime::format_duration(p.dead_retention.unwrap_or_default()),
+                humantime::format_duration(p.retention)
+            )
+        })
+        .collect()
     }
 
     /// The database settings, with `--db` taking precedence over the file.
@@ -556,6 +658,34 @@ mod tests {
         assert!(e.starts_with("c.toml: line 1:"), "{e}");
         let e = error("surprise = 1\n");
         assert!(e.contains("unknown field `surprise`"), "{e}");
+    }
+
+    #[test]
+    fn settings_that_would_break_the_daemon_are_refused_with_their_range() {
+        let e = error("[queues.hooks]\nlease_timeout = \"5ms\"\n");
+        assert!(
+            e.starts_with("c.toml: queues.hooks.lease_timeout: 5ms is out of range: between 1s and 1day"),
+            "{e}"
+        );
+        let e = error("[daemon]\nsweep_interval = \"0s\"\n");
+        assert!(e.starts_with("c.toml: daemon.sweep_interval: 0s is out of range"), "{e}");
+        let e = error("[daemon]\nprune_interval = \"2ms\"\n");
+        assert!(e.starts_with("c.toml: daemon.prune_interval:"), "{e}");
+        let e = error("[channels.x]\nkind = \"exec\"\ncommand = [\"true\"]\ntimeout = \"0s\"\n");
+        assert!(e.starts_with("c.toml: channels.x.timeout: 0s is out of range"), "{e}");
+        let e = error("[channels.x]\nkind = \"file\"\npath = \"f\"\ntimeout = \"18446744073709551615s\"\n");
+        assert!(e.starts_with("c.toml: channels.x.timeout:"), "{e}");
+        let e = error("[queues.inbound]\nmax_age = \"18446744073709551615s\"\n");
+        assert!(e.starts_with("c.toml: queues.inbound.max_age:"), "{e}");
+    }
+
+    #[test]
+    fn a_dead_retention_shorter_than_retention_is_warned_about() {
+        assert!(Config::default().warnings().is_empty());
+        let c = Config::parse("[queues.outbound]\ndead_retention = \"1d\"\n", "c.toml").unwrap();
+        let w = c.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("queues.outbound.dead_retention (1day) is shorter"), "{w:?}");
     }
 
     #[test]

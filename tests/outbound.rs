@@ -18,7 +18,7 @@ shutdown_grace = "5s"
 
 [queues.outbound]
 backoff = ["200ms"]
-lease_timeout = "600ms"
+lease_timeout = "1s"
 max_attempts = 5
 
 [channels.hook]
@@ -153,9 +153,9 @@ fn a_429_waits_for_retry_after_instead_of_the_backoff() {
 
 #[test]
 fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
-    // The endpoint takes 2.5 s; the lease lasts 600 ms unless extended while the send runs.
+    // The endpoint takes 3.5 s; the lease lasts 1 s unless extended while the send runs.
     let hook = Endpoint::start(|_| Reply {
-        delay: Duration::from_millis(2500),
+        delay: Duration::from_millis(3500),
         ..Reply::status(200)
     });
     let app = App::new(&config(&hook.url, "10s"));
@@ -163,7 +163,7 @@ fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
     let id = send(&app, &["slow"]);
     // Past the lease timeout, a new row for the same destination makes the claimer look: an
     // expired lease would be taken over and the first message sent again.
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2000));
     let next = send(&app, &["after"]);
     let row = wait_state(&app, id, "delivered");
     wait_state(&app, next, "delivered");

@@ -651,3 +651,32 @@ fn tmux_never_pastes_into_a_shell_and_expires_rows_for_a_pane_that_never_came() 
         ("expired", Some("session not found"))
     );
 }
+
+/// Item 13: settings that break the daemon were accepted: a 5 ms lease (one slow send made 43
+/// times), a zero sweep interval (CPUs busy while idle), a channel timeout of 0, and a timeout
+/// of u64::MAX seconds (a panic that left the row leased).
+#[test]
+fn settings_that_break_the_daemon_are_refused_naming_file_key_and_range() {
+    for (config, key) in [
+        ("[queues.inbound]\nlease_timeout = \"5ms\"\n", "queues.inbound.lease_timeout"),
+        ("[daemon]\nsweep_interval = \"0s\"\n", "daemon.sweep_interval"),
+        ("[daemon]\nprune_interval = \"1ms\"\n", "daemon.prune_interval"),
+        (
+            "[channels.deliveries]\nkind = \"file\"\npath = \"d\"\ntimeout = \"0s\"\n",
+            "channels.deliveries.timeout",
+        ),
+        (
+            "[channels.deliveries]\nkind = \"file\"\npath = \"d\"\ntimeout = \"18446744073709551615s\"\n",
+            "channels.deliveries.timeout",
+        ),
+    ] {
+        let app = App::new(config);
+        let out = app.run(&["status"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
+        assert!(
+            stderr.contains(&format!("config.toml: {key}: ")) && stderr.contains("between"),
+            "{stderr}"
+        );
+    }
+}

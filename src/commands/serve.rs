@@ -11,6 +11,9 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     let config = ctx.config.clone();
     let runtime_config = config.runtime_config(ctx.db.as_deref());
     let db = runtime_config.db.path.clone();
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let system = actix_rt::System::new();
     system.block_on(async move {
         let mut builder = Runtime::builder(runtime_config);

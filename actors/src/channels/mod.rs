@@ -136,6 +136,16 @@ pub enum ChannelConfig {
 }
 
 impl ChannelConfig {
+    /// How long one delivery may take before it is abandoned and retried.
+    pub fn timeout(&self) -> Duration {
+        match self {
+            ChannelConfig::File(c) => c.timeout,
+            ChannelConfig::Exec(c) => c.timeout,
+            ChannelConfig::Tmux(c) => c.timeout,
+            ChannelConfig::Webhook(c) => c.timeout,
+        }
+    }
+
     pub fn spec(&self) -> ChannelSpec {
         match self.clone() {
             ChannelConfig::File(c) => ChannelSpec::new(c.timeout, move || {

@@ -239,7 +239,7 @@ fn no_server(error: &str) -> bool {
 /// expire the row.
 fn missing(config: &TmuxConfig, delivery: &Delivery, target: &str) -> Outcome {
     let age_ms = now_ms().saturating_sub(delivery.created_at);
-    if age_ms > config.missing_grace.as_millis() as i64 {
+    if age_ms > relayq_engine::clock::ms(config.missing_grace) {
         Outcome::Expired {
             reason: SESSION_NOT_FOUND.into(),
         }
