@@ -217,9 +217,11 @@ impl From<relayq_actors::ActorError> for CliError {
     }
 }
 
-/// What every command gets: the loaded configuration and the `--db` override.
+/// What every command gets: the loaded configuration, the file it came from, and the `--db`
+/// override.
 pub struct Context {
     pub config: Config,
+    pub config_file: Option<PathBuf>,
     pub db: Option<PathBuf>,
 }
 
@@ -270,8 +272,12 @@ fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
-    let (config, _) = Config::load(cli.config.as_deref())?;
-    let ctx = Context { config, db: cli.db };
+    let (config, config_file) = Config::load(cli.config.as_deref())?;
+    let ctx = Context {
+        config,
+        config_file,
+        db: cli.db,
+    };
     match cli.command {
         Command::Serve => commands::serve::run(&ctx),
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),

@@ -664,16 +664,26 @@ mod tests {
     fn settings_that_would_break_the_daemon_are_refused_with_their_range() {
         let e = error("[queues.hooks]\nlease_timeout = \"5ms\"\n");
         assert!(
-            e.starts_with("c.toml: queues.hooks.lease_timeout: 5ms is out of range: between 1s and 1day"),
+            e.starts_with(
+                "c.toml: queues.hooks.lease_timeout: 5ms is out of range: between 1s and 1day"
+            ),
             "{e}"
         );
         let e = error("[daemon]\nsweep_interval = \"0s\"\n");
-        assert!(e.starts_with("c.toml: daemon.sweep_interval: 0s is out of range"), "{e}");
+        assert!(
+            e.starts_with("c.toml: daemon.sweep_interval: 0s is out of range"),
+            "{e}"
+        );
         let e = error("[daemon]\nprune_interval = \"2ms\"\n");
         assert!(e.starts_with("c.toml: daemon.prune_interval:"), "{e}");
         let e = error("[channels.x]\nkind = \"exec\"\ncommand = [\"true\"]\ntimeout = \"0s\"\n");
-        assert!(e.starts_with("c.toml: channels.x.timeout: 0s is out of range"), "{e}");
-        let e = error("[channels.x]\nkind = \"file\"\npath = \"f\"\ntimeout = \"18446744073709551615s\"\n");
+        assert!(
+            e.starts_with("c.toml: channels.x.timeout: 0s is out of range"),
+            "{e}"
+        );
+        let e = error(
+            "[channels.x]\nkind = \"file\"\npath = \"f\"\ntimeout = \"18446744073709551615s\"\n",
+        );
         assert!(e.starts_with("c.toml: channels.x.timeout:"), "{e}");
         let e = error("[queues.inbound]\nmax_age = \"18446744073709551615s\"\n");
         assert!(e.starts_with("c.toml: queues.inbound.max_age:"), "{e}");
@@ -685,7 +695,10 @@ mod tests {
         let c = Config::parse("[queues.outbound]\ndead_retention = \"1d\"\n", "c.toml").unwrap();
         let w = c.warnings();
         assert_eq!(w.len(), 1);
-        assert!(w[0].starts_with("queues.outbound.dead_retention (1day) is shorter"), "{w:?}");
+        assert!(
+            w[0].starts_with("queues.outbound.dead_retention (1day) is shorter"),
+            "{w:?}"
+        );
     }
 
     #[test]

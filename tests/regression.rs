@@ -680,3 +680,75 @@ fn settings_that_break_the_daemon_are_refused_naming_file_key_and_range() {
         );
     }
 }
+
+/// Item 14: at its timeout only the exec channel's direct child was killed; a subshell went on
+/// and delivered late, after the retry.
+#[test]
+fn an_exec_command_past_its_timeout_is_killed_with_everything_it_started() {
+    let script = r#"if [ "$RELAYQ_ATTEMPT" = 1 ]; then (sleep 1; echo late >> late.txt); fi
+echo "$RELAYQ_ATTEMPT" >> done.txt"#;
+    let app = App::new(&exec_config(script, NO_SWEEP, "timeout = \"300ms\""));
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    wait_until("delivery", WAIT, || is_finished(&app, id));
+    std::thread::sleep(Duration::from_millis(1500));
+    daemon.stop();
+    assert_eq!(app.inbound().state_of(id).unwrap().unwrap().attempts, 2);
+    assert!(
+        !app.path("late.txt").exists(),
+        "the subshell of attempt 1 wrote late"
+    );
+}
+
+/// Item 14: exec children outlived a `kill -9` of the daemon, so after the restart one session
+/// had two deliveries running at once.
+#[test]
+fn exec_children_die_with_the_daemon() {
+    let script = r#"touch started.txt; (sleep 1; echo orphan >> orphan.txt) | cat; sleep 5"#;
+    let app = App::new(&exec_config(script, NO_SWEEP, ""));
+    let mut daemon = app.serve();
+    app.enqueue("s", "hello");
+    wait_until("the command to start", WAIT, || {
+        app.path("started.txt").exists()
+    });
+    daemon.child.kill().unwrap(); // SIGKILL
+    daemon.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !app.path("orphan.txt").exists(),
+        "a child outlived the daemon"
+    );
+}
+
+/// Item 15: a script could not report a permanent failure (every non-zero exit was retried),
+/// and secrets had to be in the command line.
+#[test]
+fn exec_exit_65_is_permanent_and_env_values_come_from_the_daemons_environment() {
+    let script = r#"echo "$BOT_TOKEN $MODE $RELAYQ_ADDRESS" >> env.txt
+[ "$RELAYQ_SESSION" = bad ] && { echo "no such chat" >&2; exit 65; }; exit 0"#;
+    let channel = r#"env = { BOT_TOKEN = { from_env = "TEST_SECRET" }, MODE = "test" }"#;
+    let app = App::new(&exec_config(script, NO_SWEEP, channel));
+    let daemon = app.serve_with_env(&[("TEST_SECRET", "s3cr3t")]);
+    let good = app.enqueue("good", "hello");
+    let bad = app.enqueue("bad", "hello");
+    wait_until("both rows to end", WAIT, || {
+        is_finished(&app, good) && is_finished(&app, bad)
+    });
+    daemon.stop();
+    let row = app.inbound().state_of(bad).unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.attempts), ("dead", 1), "{row:?}");
+    assert_eq!(
+        row.reason.as_deref(),
+        Some("exit 65 (permanent): no such chat")
+    );
+    let env = std::fs::read_to_string(app.path("env.txt")).unwrap();
+    assert!(env.contains("s3cr3t test good"), "{env}");
+    // A variable the daemon does not have is a configuration error at start.
+    let out = app.run(&["serve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("channels.bridge.env.BOT_TOKEN takes $TEST_SECRET"),
+        "{stderr}"
+    );
+}

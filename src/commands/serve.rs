@@ -1,7 +1,7 @@
 //! `relayq serve`: the daemon in the foreground. SIGINT or SIGTERM stops the leasing, lets the
 //! deliveries in flight finish within `daemon.shutdown_grace`, and exits 0.
 
-use relayq_actors::Runtime;
+use relayq_actors::{ChannelConfig, Runtime};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{CliError, Context};
@@ -13,6 +13,19 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     let db = runtime_config.db.path.clone();
     for warning in config.warnings() {
         tracing::warn!("{warning}");
+    }
+    let file = ctx
+        .config_file
+        .as_ref()
+        .map_or("(built-in defaults)".into(), |f| f.display().to_string());
+    for (name, channel) in &config.channels {
+        if let ChannelConfig::Exec(exec) = channel {
+            if let Err(e) = exec.environment() {
+                return Err(CliError::Usage(format!(
+                    "invalid configuration: {file}: channels.{name}.{e}"
+                )));
+            }
+        }
     }
     let system = actix_rt::System::new();
     system.block_on(async move {

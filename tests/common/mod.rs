@@ -87,9 +87,15 @@ impl App {
 
     /// Starts `relayq serve` and waits until it listens for wake-ups.
     pub fn serve(&self) -> Daemon {
+        self.serve_with_env(&[])
+    }
+
+    /// `serve`, with these environment variables set.
+    pub fn serve_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let log = std::fs::File::create(self.path("serve.log")).unwrap();
         let child = self
             .cmd(&["serve"])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,20 +1,40 @@
 //! `kind = "exec"`: runs a command with the delivery as JSON on stdin.
-//! Exit 0 means delivered; 75 (EX_TEMPFAIL) means try again later; any other exit means try
-//! again later, with the command's stderr as the error. A command that outlives `timeout` is
-//! killed and retried.
+//!
+//! Exit 0 means delivered; 65 (EX_DATAERR) means permanent: the row is dead with the command's
+//! stderr as the reason; 75 (EX_TEMPFAIL) and any other exit mean try again later, with the
+//! stderr as the error. The environment carries `RELAYQ_ROW_ID`, `RELAYQ_QUEUE`,
+//! `RELAYQ_SESSION`, `RELAYQ_ADDRESS` (the session, or the outbound destination) and
+//! `RELAYQ_ATTEMPT`, plus the channel's `env` (values written in the config, or taken from the
+//! daemon's environment, so a secret need not be in the command line).
+//!
+//! Each command runs in a process group of its own, under a small `sh` that kills the group
+//! when the daemon dies (even by `kill -9`: the kernel sends it SIGTERM). When the command
+//! exits or outlives `timeout`, whatever it left running in its group is killed, so no
+//! pipeline or subshell delivers late, after the retry.
 
+use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::Duration;
 
 use actix::prelude::*;
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::{default_timeout, tail, Deliver, Delivery, Outcome};
 
 /// sysexits.h EX_TEMPFAIL: "try again later".
 pub const EXIT_TEMPFAIL: i32 = 75;
+/// sysexits.h EX_DATAERR: "this message cannot be delivered"; the row is dead.
+pub const EXIT_PERMANENT: i32 = 65;
+
+/// How much of the command's stderr is kept as the row's error.
+const KEPT_STDERR: usize = 2048;
+
+/// Runs the command (`"$@"`) in the background, keeping stdin (a background job of a
+/// non-interactive `sh` would get /dev/null), and kills the whole process group on SIGTERM,
+/// which the kernel sends when the daemon dies (`PR_SET_PDEATHSIG`).
+const GUARD: &str = r#"trap 'kill -KILL 0' TERM; exec 3<&0; "$@" <&3 3<&- & wait $!"#;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +43,35 @@ pub struct ExecConfig {
     pub command: Vec<String>,
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// Extra environment variables: `NAME = "value"`, or `NAME = { from_env = "VAR" }` for
+    /// the daemon's own `$VAR`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+}
+
+/// One value of `env`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum EnvValue {
+    Literal(String),
+    FromEnv { from_env: String },
+}
+
+impl ExecConfig {
+    /// Resolves `env` against the daemon's environment; the error names the missing variable.
+    pub fn environment(&self) -> Result<Vec<(String, String)>, String> {
+        self.env
+            .iter()
+            .map(|(name, value)| match value {
+                EnvValue::Literal(v) => Ok((name.clone(), v.clone())),
+                EnvValue::FromEnv { from_env } => std::env::var(from_env)
+                    .map(|v| (name.clone(), v))
+                    .map_err(|_| {
+                        format!("env.{name} takes ${from_env}, which is not set in relayq's environment")
+                    }),
+            })
+            .collect()
+    }
 }
 
 pub struct ExecChannel {
@@ -44,26 +93,39 @@ impl Handler<Deliver> for ExecChannel {
 
     fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
         let config = self.config.clone();
-        Box::pin(async move {
-            match tokio::time::timeout(config.timeout, run(&config, &delivery)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Outcome::retry(format!(
-                    "command timed out after {:?} and was killed",
-                    config.timeout
-                )),
-            }
-        })
+        Box::pin(async move { run(&config, &delivery).await })
+    }
+}
+
+/// Kills a command's process group when dropped: at its exit, its timeout, or when the
+/// delivery is abandoned.
+struct Group(i32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+        unsafe {
+            libc::kill(-self.0, libc::SIGKILL);
+        }
     }
 }
 
 async fn run(config: &ExecConfig, delivery: &Delivery) -> Outcome {
-    let Some((program, args)) = config.command.split_first() else {
+    let Some(program) = config.command.first() else {
         return Outcome::Permanent {
             reason: "exec channel has an empty command".into(),
         };
     };
-    let child = Command::new(program)
-        .args(args)
+    let env = match config.environment() {
+        Ok(env) => env,
+        Err(e) => return Outcome::retry(e),
+    };
+    let daemon = std::process::id() as i32;
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", GUARD, "relayq-exec"])
+        .args(&config.command)
+        .envs(env)
         .env("RELAYQ_ROW_ID", delivery.id.to_string())
         .env("RELAYQ_QUEUE", &delivery.queue)
         .env("RELAYQ_SESSION", delivery.session().unwrap_or_default())
@@ -72,24 +134,58 @@ async fn run(config: &ExecConfig, delivery: &Delivery) -> Outcome {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match child {
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: between fork and exec only async-signal-safe calls: prctl and getppid.
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != daemon {
+                // The daemon died before prctl took effect: do not run at all.
+                return Err(std::io::Error::other("relayq exited"));
+            }
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => return Outcome::retry(format!("cannot run {program}: {e}")),
     };
+    let group = child.id().map(|pid| Group(pid as i32));
     let json = serde_json::to_vec(delivery).expect("a delivery always serialises");
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that exits without reading its input is judged by its exit code alone.
-        let _ = stdin.write_all(&json).await;
-    }
-    let output = match child.wait_with_output().await {
-        Ok(o) => o,
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stdin = child.stdin.take();
+    let exchange = async {
+        if let Some(mut stdin) = stdin {
+            // A command that exits without reading its input is judged by its exit code alone.
+            let _ = stdin.write_all(&json).await;
+        }
+        let status = child.wait().await;
+        // Leftovers in the group hold the stderr pipe open: end them, then read to the end.
+        drop(group);
+        let mut bytes = Vec::new();
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut bytes).await;
+        (status, bytes)
+    };
+    let (status, stderr) = match tokio::time::timeout(config.timeout, exchange).await {
+        Ok(done) => done,
+        Err(_) => {
+            return Outcome::retry(format!(
+                "command timed out after {:?}; it and everything it started were killed",
+                config.timeout
+            ))
+        }
+    };
+    let status = match status {
+        Ok(s) => s,
         Err(e) => return Outcome::retry(format!("waiting for {program} failed: {e}")),
     };
-    let stderr = tail(&String::from_utf8_lossy(&output.stderr), 2048);
-    match output.status.code() {
+    let stderr = tail(&String::from_utf8_lossy(&stderr), KEPT_STDERR);
+    match status.code() {
         Some(0) => Outcome::Delivered,
+        Some(EXIT_PERMANENT) => Outcome::Permanent {
+            reason: format!("exit 65 (permanent){}", with_detail(&stderr)),
+        },
         Some(EXIT_TEMPFAIL) => {
             Outcome::retry(format!("exit 75 (try again later){}", with_detail(&stderr)))
         }
