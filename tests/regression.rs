@@ -89,15 +89,16 @@ const WAIT: Duration = Duration::from_secs(20);
 /// was killed during its last attempt was sent a third time after the restart (attempt 3 of 2).
 #[test]
 fn a_row_killed_during_its_last_attempt_is_not_sent_again_after_restart() {
-    // Attempt 1 fails; attempt 2 kills the daemon (its parent) mid-delivery.
+    // Attempt 1 fails; attempt 2 kills the daemon mid-delivery.
     let script = r#"echo "$RELAYQ_ATTEMPT" >> attempts.txt
-if [ "$RELAYQ_ATTEMPT" = 2 ]; then kill -9 $PPID; sleep 2; fi
+if [ "$RELAYQ_ATTEMPT" = 2 ]; then kill -9 "$(cat daemon.pid)"; sleep 2; fi
 exit 1"#;
     let app = App::new(&with_inbound(
         exec_config(script, NO_SWEEP, ""),
         "max_attempts = 2",
     ));
     let mut daemon = app.serve();
+    std::fs::write(app.path("daemon.pid"), daemon.child.id().to_string()).unwrap();
     let id = app.enqueue("s", "hello");
     let status = daemon.child.wait().unwrap();
     assert!(!status.success(), "the script killed the daemon");
@@ -751,4 +752,112 @@ fn exec_exit_65_is_permanent_and_env_values_come_from_the_daemons_environment() 
         stderr.contains("channels.bridge.env.BOT_TOKEN takes $TEST_SECRET"),
         "{stderr}"
     );
+}
+
+/// Item 20: network failures said only "error sending request", not whether the connection was
+/// refused, the name did not resolve or TLS failed.
+#[test]
+fn webhook_network_errors_name_their_cause() {
+    // A server that answers plain text where a TLS handshake is expected.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tls_to_plain = format!("https://{}/hook", plain.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in plain.incoming().flatten() {
+            use std::io::Write;
+            let _ = (&stream).write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    for (url, cause) in [
+        ("http://127.0.0.1:9/hook", "connection refused"),
+        ("http://relayq-test.invalid/hook", "DNS lookup failed"),
+        (tls_to_plain.as_str(), "TLS failed"),
+    ] {
+        let app = App::new(&webhook_config(url));
+        let daemon = app.serve();
+        let id = send_outbound(&app, "ops", "hello");
+        wait_until("an attempt", WAIT, || {
+            outbound_row(&app, id).last_error.is_some()
+        });
+        daemon.stop();
+        let error = outbound_row(&app, id).last_error.unwrap();
+        assert!(error.contains(cause), "{url}: {error}");
+        assert!(!error.contains("/hook"), "no URL in errors: {error}");
+    }
+}
+
+/// Item 20: a config error printed the webhook URL, which may hold a secret.
+#[test]
+fn a_config_error_never_prints_the_urls_secret() {
+    let app = App::new(
+        "[channels.w]\nkind = \"webhook\"\nurl = \"hooks.example.com/services/T0/B0/s3cr3t\"\n",
+    );
+    let out = app.run(&["status"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("channels.w: url is not a URL"), "{stderr}");
+    assert!(!stderr.contains("s3cr3t"), "{stderr}");
+}
+
+/// Item 20: a Telegram group id (`-100123`) was taken for an option; `max_body_bytes` bounded
+/// only the text, not the payload and ids; `--payload` took any JSON value.
+#[test]
+fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
+    let app = App::new("[daemon]\nmax_body_bytes = 100\n");
+    let out = app.run(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "notices",
+        "--to",
+        "-100123",
+        "hi",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let long_id = "7".repeat(10_000);
+    let too_big: [&[&str]; 2] = [
+        &[
+            "enqueue",
+            "inbound",
+            "--session",
+            "s",
+            "--origin",
+            "t",
+            "--source-id",
+            &long_id,
+            "x",
+        ],
+        &[
+            "enqueue",
+            "outbound",
+            "--channel",
+            "notices",
+            "--to",
+            &long_id,
+            "x",
+        ],
+    ];
+    for args in too_big {
+        let out = app.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("byte limit"), "{stderr}");
+    }
+    let out = app.run(&[
+        "enqueue",
+        "inbound",
+        "--session",
+        "s",
+        "--origin",
+        "t",
+        "--payload",
+        "[1,2]",
+        "x",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("payload must be a JSON object"), "{stderr}");
 }

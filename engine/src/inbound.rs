@@ -15,6 +15,10 @@ pub const QUEUE: &str = "inbound";
 /// Largest message body accepted unless configured otherwise (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// What a stored message may take beyond `max_body_bytes` for its ids, names and field names:
+/// the body limit bounds the whole message, not only its text.
+pub const ENVELOPE_BYTES: usize = 4096;
+
 /// Why a message for a session the registry shows ended is expired as it is written.
 pub const SESSION_ENDED: &str = "session ended";
 
@@ -126,6 +130,19 @@ impl InboundMessage {
                 "the message body is {} bytes, over the {} byte limit (daemon.max_body_bytes)",
                 self.content.len(),
                 max_body_bytes
+            ));
+        }
+        if self.payload.as_ref().is_some_and(|p| !p.is_object()) {
+            return invalid(
+                "the payload must be a JSON object, e.g. {\"file_id\": \"abc\"}".into(),
+            );
+        }
+        let size = serde_json::to_string(self).map_or(usize::MAX, |s| s.len());
+        if size > max_body_bytes + ENVELOPE_BYTES {
+            return invalid(format!(
+                "the message with its ids and payload is {size} bytes, over the {} byte limit \
+                 (daemon.max_body_bytes, plus {ENVELOPE_BYTES} for ids and fields)",
+                max_body_bytes + ENVELOPE_BYTES
             ));
         }
         Ok(())

@@ -80,6 +80,15 @@ impl OutboundMessage {
                 max_body_bytes
             ));
         }
+        let limit = max_body_bytes + crate::inbound::ENVELOPE_BYTES;
+        let size = serde_json::to_string(self).map_or(usize::MAX, |s| s.len());
+        if size > limit {
+            return invalid(format!(
+                "the message with its destination and ids is {size} bytes, over the {limit} \
+                 byte limit (daemon.max_body_bytes, plus {} for ids and fields)",
+                crate::inbound::ENVELOPE_BYTES
+            ));
+        }
         Ok(())
     }
 

@@ -20,7 +20,7 @@ pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
         None => None,
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             CliError::Usage(format!(
-                "--payload is not valid JSON ({e}); pass a JSON value such as '{{\"k\":1}}'"
+                "--payload is not valid JSON ({e}); pass a JSON object such as '{{\"k\":1}}'"
             ))
         })?),
     };

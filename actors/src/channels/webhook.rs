@@ -37,14 +37,14 @@ pub struct WebhookConfig {
 impl WebhookConfig {
     /// Checks the URL and headers; the error says what to fix.
     pub fn check(&self) -> Result<(), String> {
-        let url = reqwest::Url::parse(&self.url).map_err(|e| {
-            format!(
-                "'{}' is not a URL ({e}); write e.g. \"https://host/path\"",
-                self.url
-            )
-        })?;
+        // The URL may hold a secret (Slack and Discord webhook URLs do): never repeat it.
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| format!("url is not a URL ({e}); write e.g. \"https://host/path\""))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!("'{}' is not an http or https URL", self.url));
+            return Err(format!(
+                "url has scheme '{}': use an http or https URL",
+                url.scheme()
+            ));
         }
         headers(&self.headers).map(|_| ())
     }
@@ -90,9 +90,7 @@ impl Handler<Deliver> for WebhookChannel {
                 Err(e) if e.is_timeout() => {
                     return Outcome::retry("the webhook did not answer in time")
                 }
-                Err(e) => {
-                    return Outcome::retry(format!("webhook request failed: {}", e.without_url()))
-                }
+                Err(e) => return Outcome::retry(format!("webhook request failed: {}", cause(&e))),
             };
             let status = response.status().as_u16();
             let retry_after = response
@@ -155,6 +153,49 @@ pub fn redacted(url: &reqwest::Url) -> String {
         origin
     } else {
         format!("{origin}/…")
+    }
+}
+
+/// What went wrong with a request that got no answer, in words an operator can act on:
+/// reqwest's own text is "error sending request"; the cause is down its chain of sources.
+/// Never contains the URL.
+pub fn cause(error: &reqwest::Error) -> String {
+    let (mut chain, mut io_kind) = (Vec::new(), None);
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
+    while let Some(e) = source {
+        chain.push(e.to_string());
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        source = e.source();
+    }
+    let all = chain.join(": ").to_lowercase();
+    let what = if error.is_timeout() || all.contains("timed out") {
+        "timed out"
+    } else if all.contains("dns error") || all.contains("failed to lookup") {
+        "DNS lookup failed (is the host name right?)"
+    } else if io_kind == Some(std::io::ErrorKind::ConnectionRefused) {
+        "connection refused (nothing listens at that host and port)"
+    } else if [
+        "tls",
+        "certificate",
+        "handshake",
+        "corrupt message",
+        "alert",
+    ]
+    .iter()
+    .any(|w| all.contains(w))
+        || io_kind == Some(std::io::ErrorKind::InvalidData)
+    {
+        "TLS failed (is the scheme right, and the certificate valid?)"
+    } else if io_kind == Some(std::io::ErrorKind::ConnectionReset) {
+        "connection reset by the far end"
+    } else {
+        "the request could not be sent"
+    };
+    match chain.last() {
+        Some(detail) => format!("{what} ({detail})"),
+        None => what.to_string(),
     }
 }
 
@@ -276,8 +317,15 @@ mod tests {
             timeout: Duration::from_secs(1),
         };
         c("http://127.0.0.1:9/hook").check().unwrap();
-        assert!(c("not a url").check().unwrap_err().contains("is not a URL"));
-        assert!(c("ftp://x/y").check().unwrap_err().contains("not an http"));
+        let secret = c("hooks.example.com/services/T0/B0/s3cr3t")
+            .check()
+            .unwrap_err();
+        assert!(
+            secret.contains("is not a URL") && !secret.contains("s3cr3t"),
+            "{secret}"
+        );
+        let e = c("ftp://user:s3cr3t@x/y").check().unwrap_err();
+        assert!(e.contains("scheme 'ftp'") && !e.contains("s3cr3t"), "{e}");
         let mut bad = c("http://x/");
         bad.headers.insert("bad header".into(), "v".into());
         assert!(bad
