@@ -29,24 +29,7 @@ fn concurrent_first_use_of_a_new_database_loses_no_hook_event() {
     for round in 0..50 {
         let app = App::new("");
         let children: Vec<_> = (0..8)
-            .map(|_| {
-                let mut child = app
-                    .cmd(&["hook", "--agent", "claude"])
-                    .env_remove("RELAYQ_SESSION")
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(STOP.as_bytes())
-                    .unwrap();
-                child
-            })
+            .map(|_| app.spawn_hook("claude", STOP, false, &[]))
             .collect();
         for child in children {
             let out = child.wait_with_output().unwrap();

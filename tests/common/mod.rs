@@ -117,6 +117,19 @@ impl App {
 
     /// Runs `relayq hook --agent AGENT`, the payload on stdin or, when `as_arg`, as the last argument.
     pub fn hook(&self, agent: &str, payload: &str, as_arg: bool, env: &[(&str, &str)]) -> Output {
+        self.spawn_hook(agent, payload, as_arg, env)
+            .wait_with_output()
+            .unwrap()
+    }
+
+    /// `hook`, without waiting for it to finish.
+    pub fn spawn_hook(
+        &self,
+        agent: &str,
+        payload: &str,
+        as_arg: bool,
+        env: &[(&str, &str)],
+    ) -> Child {
         let mut cmd = self.cmd(&["hook", "--agent", agent]);
         if as_arg {
             cmd.arg(payload);
@@ -133,8 +146,7 @@ impl App {
             // A receiver that refuses its arguments exits without reading: a broken pipe here.
             let _ = stdin.write_all(payload.as_bytes());
         }
-        drop(stdin);
-        child.wait_with_output().unwrap()
+        child
     }
 
     /// The engine on the same database, to look at rows directly.
