@@ -19,10 +19,12 @@ use crate::config::{Config, ConfigError};
     about = "Durable, ordered, at-least-once delivery for chat-to-agent bridges"
 )]
 pub struct Cli {
-    /// Configuration file [default: ./config.toml if present, else built-in defaults]
+    /// Configuration file [default: $RELAYQ_CONFIG, else ~/.config/relayq/config.toml if
+    /// present, else built-in defaults]
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// Database file (overrides database.path)
+    /// Database file [default: $RELAYQ_DB, else database.path, else
+    /// ~/.local/state/relayq/relayq.db]
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
     #[command(subcommand)]
@@ -226,8 +228,39 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn db_config(&self) -> relayq_engine::DbConfig {
-        self.config.db_config(self.db.as_deref())
+    /// The database settings, for a command that writes: the default state directory is
+    /// created (0700) if it does not exist yet.
+    pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
+        let db = self.config.db_config(self.db.as_deref());
+        let state = crate::config::state_dir();
+        if db.path.parent() == Some(state.as_path()) && !state.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&state)
+                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", state.display())))?;
+        }
+        Ok(db)
+    }
+
+    /// The database settings, for a command that only reads: a database that does not exist
+    /// is said to be missing, not created empty.
+    pub fn existing_db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
+        let db = self.config.db_config(self.db.as_deref());
+        if !db.path.exists() {
+            return Err(CliError::Usage(format!(
+                "no database at {}: nothing was written there yet, or it is not the daemon's \
+                 (set by --db, ${}, database.path in {}, else the default in {})",
+                db.path.display(),
+                crate::config::DB_ENV,
+                self.config_file
+                    .as_ref()
+                    .map_or("the config file".into(), |f| f.display().to_string()),
+                crate::config::state_dir().display()
+            )));
+        }
+        Ok(db)
     }
 }
 

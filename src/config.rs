@@ -32,7 +32,9 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
-    pub path: PathBuf,
+    /// The database file; relative to the config file. Unset: `relayq.db` in the state
+    /// directory (see [`state_dir`]).
+    pub path: Option<PathBuf>,
     pub synchronous: SynchronousSetting,
     #[serde(with = "humantime_serde")]
     pub busy_timeout: Duration,
@@ -194,7 +196,7 @@ pub struct SessionsConfig {
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
-            path: "relayq.db".into(),
+            path: None,
             synchronous: SynchronousSetting::Normal,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
@@ -294,23 +296,79 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// The environment variable naming the config file (under `--config`).
+pub const CONFIG_ENV: &str = "RELAYQ_CONFIG";
+/// The environment variable naming the database (under `--db`, over `database.path`).
+pub const DB_ENV: &str = "RELAYQ_DB";
+
+/// Where relayq keeps its database and files when nothing says otherwise:
+/// `$XDG_STATE_HOME/relayq`, else `~/.local/state/relayq`. The same for every command, wherever
+/// it runs: a hook run by an agent in its project directory finds the daemon's database.
+pub fn state_dir() -> PathBuf {
+    xdg_dir("XDG_STATE_HOME", ".local/state")
+}
+
+/// The per-user config file, read when it exists: `$XDG_CONFIG_HOME/relayq/config.toml`, else
+/// `~/.config/relayq/config.toml`.
+pub fn user_config_file() -> PathBuf {
+    xdg_dir("XDG_CONFIG_HOME", ".config").join("config.toml")
+}
+
+fn xdg_dir(var: &str, under_home: &str) -> PathBuf {
+    let base = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(under_home)))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("relayq")
+}
+
 impl Config {
-    /// Reads `path`; when `path` is `None`, reads `./config.toml` if it exists, else uses the
-    /// built-in defaults.
+    /// Finds and reads the configuration: `path` (`--config`), else `$RELAYQ_CONFIG`, else the
+    /// per-user file when it exists, else the built-in defaults. Relative paths in it are
+    /// resolved against the file's directory (the state directory for the defaults). Returns
+    /// the file read, if any.
     pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let user_file = user_config_file();
         let path = match path {
-            Some(p) => p.to_path_buf(),
-            None if Path::new("config.toml").exists() => PathBuf::from("config.toml"),
-            None => return Ok((Config::default(), None)),
+            Some(p) => Some(p.to_path_buf()),
+            None => match std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+                Some(p) => Some(PathBuf::from(p)),
+                None => user_file.exists().then_some(user_file),
+            },
         };
+        let Some(path) = path else {
+            let mut config = Config::default();
+            config.resolve_paths(&state_dir());
+            return Ok((config, None));
+        };
+        let path = std::path::absolute(&path).unwrap_or(path);
         let file = path.display().to_string();
         let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
             file: file.clone(),
             key: "(file)".into(),
             message: format!("cannot read it: {e}"),
         })?;
-        let config = Config::parse(&text, &file)?;
+        let mut config = Config::parse(&text, &file)?;
+        config.resolve_paths(path.parent().unwrap_or(Path::new("/")));
         Ok((config, Some(path)))
+    }
+
+    /// Makes relative paths (the database, file channels) relative to `base`.
+    fn resolve_paths(&mut self, base: &Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(db) = &mut self.database.path {
+            resolve(db);
+        }
+        for channel in self.channels.values_mut() {
+            if let ChannelConfig::File(file) = channel {
+                resolve(&mut file.path);
+            }
+        }
     }
 
     /// Parses and checks a configuration text; `file` names it in errors.
@@ -531,12 +589,24 @@ impl Config {
         .collect()
     }
 
-    /// The database settings, with `--db` taking precedence over the file.
+    /// The database file: `--db`, else `$RELAYQ_DB`, else `database.path`, else `relayq.db` in
+    /// the state directory.
+    pub fn db_path(&self, db_override: Option<&Path>) -> PathBuf {
+        db_override
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                std::env::var_os(DB_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or_else(|| self.database.path.clone())
+            .unwrap_or_else(|| state_dir().join("relayq.db"))
+    }
+
+    /// The database settings, with the path as [`Config::db_path`] finds it.
     pub fn db_config(&self, db_override: Option<&Path>) -> DbConfig {
         DbConfig {
-            path: db_override
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| self.database.path.clone()),
+            path: self.db_path(db_override),
             synchronous: match self.database.synchronous {
                 SynchronousSetting::Normal => Synchronous::Normal,
                 SynchronousSetting::Full => Synchronous::Full,

@@ -68,7 +68,6 @@ fn unwritable_database_path_is_a_one_line_error() {
             "hi",
         ],
         vec!["serve"],
-        vec!["status"],
     ] {
         let out = app
             .bare()
@@ -79,6 +78,14 @@ fn unwritable_database_path_is_a_one_line_error() {
             .unwrap();
         assert_usage_error(&out, "does not exist; create it first");
     }
+    let out = app
+        .bare()
+        .arg("--db")
+        .arg(&db)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_usage_error(&out, "no database at");
     let out = app
         .bare()
         .arg("--db")

@@ -844,3 +844,86 @@ fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("payload must be a JSON object"), "{stderr}");
 }
+
+/// Item 16: the hook snippets, run by Claude Code in the agent's project directory, silently
+/// created a new `./relayq.db` there, which no daemon read.
+#[test]
+fn every_command_finds_the_same_database_wherever_it_runs() {
+    let app = App::new("");
+    let project = app.path("project");
+    std::fs::create_dir(&project).unwrap();
+    // Nothing says where the database is: the per-user default, whatever the directory.
+    let status = app.bare().arg("status").output().unwrap();
+    assert_eq!(status.status.code(), Some(2), "status on no database");
+    assert!(String::from_utf8_lossy(&status.stderr).contains("no database at"));
+    let state_db = app.path("xdg-state/relayq/relayq.db");
+    assert!(!state_db.exists(), "status created nothing");
+    let mut hook = app.bare();
+    hook.current_dir(&project)
+        .args(["hook", "--agent", "claude", STOP])
+        .env_remove("RELAYQ_SESSION");
+    assert!(hook.output().unwrap().status.success());
+    assert!(
+        !project.join("relayq.db").exists(),
+        "no stray database in the project"
+    );
+    assert!(state_db.exists());
+    let mode = std::fs::metadata(app.path("xdg-state/relayq"))
+        .unwrap()
+        .permissions();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.mode() & 0o777, 0o700, "the state directory is private");
+    let mut serve = app.bare();
+    serve
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(app.path("serve.log")).unwrap());
+    let mut daemon = serve.spawn().unwrap();
+    wait_until("the hook row to be processed", WAIT, || {
+        let conn = rusqlite::Connection::open(&state_db).unwrap();
+        conn.query_row(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks' AND state = 'delivered'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+            == 1
+    });
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let log = std::fs::read_to_string(app.path("serve.log")).unwrap();
+    assert!(log.contains(&format!("db={}", state_db.display())), "{log}");
+    assert!(log.contains("config=(built-in defaults)"), "{log}");
+
+    // RELAYQ_CONFIG names the file; its relative paths are relative to it. RELAYQ_DB wins.
+    let conf_dir = app.path("conf");
+    std::fs::create_dir(&conf_dir).unwrap();
+    std::fs::write(
+        conf_dir.join("relayq.toml"),
+        "[database]\npath = \"data.db\"\n",
+    )
+    .unwrap();
+    let enqueue = |env: &[(&str, std::path::PathBuf)]| {
+        let mut c = app.bare();
+        c.current_dir(&project).args([
+            "enqueue",
+            "inbound",
+            "--session",
+            "s",
+            "--origin",
+            "t",
+            "hi",
+        ]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        assert!(c.output().unwrap().status.success());
+    };
+    enqueue(&[("RELAYQ_CONFIG", conf_dir.join("relayq.toml"))]);
+    assert!(conf_dir.join("data.db").exists());
+    enqueue(&[
+        ("RELAYQ_CONFIG", conf_dir.join("relayq.toml")),
+        ("RELAYQ_DB", app.path("env.db")),
+    ]);
+    assert!(app.path("env.db").exists());
+}

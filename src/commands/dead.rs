@@ -9,10 +9,10 @@ use relayq_engine::DeadRow;
 use serde_json::{json, Value};
 
 use crate::cli::{CliError, Context, DeadCommand, Selection};
-use crate::commands::open;
+use crate::commands::open_existing;
 
 pub fn run(ctx: &Context, command: DeadCommand) -> Result<(), CliError> {
-    let store = open(ctx)?;
+    let store = open_existing(ctx)?;
     let engine = &store.engine;
     match command {
         DeadCommand::List { json, queue } => list(&engine.dead_rows(queue.as_deref())?, json),

@@ -89,7 +89,7 @@ fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookE
 }
 
 fn store(ctx: &Context, mut event: HookEvent) -> Result<(), CliError> {
-    let mut db = ctx.db_config();
+    let mut db = ctx.db_config()?;
     db.busy_timeout = LOCK_WAIT;
     let engine = Engine::open(&db)?;
     event.received_at = engine.now();

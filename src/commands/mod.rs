@@ -16,7 +16,15 @@ use crate::cli::{CliError, Context};
 /// The engine and the queue handles under the configured policies, for commands that work on
 /// the database directly.
 pub(crate) fn open(ctx: &Context) -> Result<Store, CliError> {
-    let engine = Engine::open(&ctx.db_config())?;
+    store(ctx, Engine::open(&ctx.db_config()?)?)
+}
+
+/// `open` for commands that only read: a missing database is an error, not created.
+pub(crate) fn open_existing(ctx: &Context) -> Result<Store, CliError> {
+    store(ctx, Engine::open(&ctx.existing_db_config()?)?)
+}
+
+fn store(ctx: &Context, engine: Engine) -> Result<Store, CliError> {
     Ok(Store::new(
         engine,
         ctx.config.queues.clone(),

@@ -9,8 +9,10 @@ use crate::cli::{CliError, Context};
 pub fn run(ctx: &Context) -> Result<(), CliError> {
     crate::logging::init("info");
     let config = ctx.config.clone();
-    let runtime_config = config.runtime_config(ctx.db.as_deref());
-    let db = runtime_config.db.path.clone();
+    let mut runtime_config = config.runtime_config(ctx.db.as_deref());
+    runtime_config.db = ctx.db_config()?;
+    let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
+    runtime_config.db.path = db.clone();
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
@@ -36,7 +38,7 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
         let runtime = builder.start().await?;
         let mut term = signal(SignalKind::terminate()).map_err(|e| CliError::Failed(e.to_string()))?;
         let mut int = signal(SignalKind::interrupt()).map_err(|e| CliError::Failed(e.to_string()))?;
-        tracing::info!(db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
+        tracing::info!(config = %file, db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
         let which = tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",

@@ -5,7 +5,7 @@
 use relayq_engine::inbound;
 
 use crate::cli::{CliError, Context};
-use crate::commands::open;
+use crate::commands::open_existing;
 
 pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
@@ -13,7 +13,7 @@ pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
             "the session id is empty: give the session to expire".into(),
         ));
     }
-    let store = open(ctx)?;
+    let store = open_existing(ctx)?;
     let n = store.inbound.expire_key(session, "session expired")?;
     relayq_actors::wake::notify(store.engine.database().path(), inbound::QUEUE, session);
     println!("expired {n} pending message(s) of session {session}");
@@ -21,7 +21,7 @@ pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
 }
 
 pub fn list(ctx: &Context, as_json: bool) -> Result<(), CliError> {
-    let store = open(ctx)?;
+    let store = open_existing(ctx)?;
     let sessions = store.engine.sessions()?;
     if as_json {
         println!("{}", serde_json::to_string(&sessions).expect("serialises"));

@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use crate::cli::{CliError, Context};
-use crate::commands::open;
+use crate::commands::open_existing;
 
 pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
-    let engine = open(ctx)?.engine.clone();
+    let engine = open_existing(ctx)?.engine.clone();
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
     let now = engine.now();

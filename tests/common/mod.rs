@@ -36,18 +36,23 @@ impl App {
         self.path("relayq.db")
     }
 
-    /// `relayq` in the directory, with no arguments yet.
+    /// `relayq` in the directory, with no arguments yet. The per-user locations (state and
+    /// config) are inside the directory and `RELAYQ_DB`/`RELAYQ_CONFIG` are unset, so a test
+    /// never reads or writes the user's own.
     pub fn bare(&self) -> Command {
         let mut c = Command::new(bin());
-        c.current_dir(self.dir.path());
+        c.current_dir(self.dir.path())
+            .env("XDG_STATE_HOME", self.path("xdg-state"))
+            .env("XDG_CONFIG_HOME", self.path("xdg-config"))
+            .env_remove("RELAYQ_DB")
+            .env_remove("RELAYQ_CONFIG");
         c
     }
 
     /// Runs `relayq ARGS` in the directory, with `--config` and `--db` set.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.current_dir(self.dir.path())
-            .arg("--config")
+        let mut c = self.bare();
+        c.arg("--config")
             .arg(self.path("config.toml"))
             .arg("--db")
             .arg(self.db())
