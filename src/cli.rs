@@ -38,8 +38,15 @@ pub enum Command {
     /// Write a message into a queue
     #[command(subcommand)]
     Enqueue(EnqueueCommand),
-    /// Row counts per queue and state, and the oldest pending row
+    /// Row counts per queue and state, the oldest pending row, and stuck rows with their errors
     Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One row's story: queue, state, attempts, last error, next attempt, lease holder
+    Show {
+        /// The row id (as enqueue, status or dead list print it)
+        id: i64,
         #[arg(long)]
         json: bool,
     },
@@ -318,6 +325,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dead(command) => commands::dead::run(&ctx, command),
         Command::Session(SessionCommand::List { json }) => commands::session::list(&ctx, json),
         Command::Status { json } => commands::status::run(&ctx, json),
+        Command::Show { id, json } => commands::show::run(&ctx, id, json),
         Command::Session(SessionCommand::Expire { session }) => {
             commands::session::expire(&ctx, &session)
         }

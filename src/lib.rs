@@ -8,5 +8,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod logging;
+pub mod output;
 
 pub use config::Config;

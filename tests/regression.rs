@@ -927,3 +927,51 @@ fn every_command_finds_the_same_database_wherever_it_runs() {
     ]);
     assert!(app.path("env.db").exists());
 }
+
+/// Item 18: there was no way to see one message's story, `status` did not show which rows were
+/// stuck and why, and `--json` times were bare epoch milliseconds.
+#[test]
+fn show_tells_a_rows_story_and_status_lists_stuck_rows() {
+    let config =
+        exec_config("echo 'far end down' >&2; exit 1", NO_SWEEP, "").replace("100ms", "1h");
+    let app = App::new(&config);
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    wait_until("a failed attempt", WAIT, || {
+        app.inbound()
+            .state_of(id)
+            .unwrap()
+            .unwrap()
+            .last_error
+            .is_some()
+    });
+    daemon.stop();
+    let row = json(&app.ok(&["show", &id.to_string(), "--json"]));
+    assert_eq!(
+        (row["state"].as_str(), row["attempts"].as_i64()),
+        (Some("pending"), Some(1))
+    );
+    assert_eq!(row["last_error"], "far end down");
+    assert_eq!(row["payload"]["content"], "hello");
+    let next = row["next_attempt_at"].as_str().unwrap();
+    assert!(
+        next.ends_with('Z') && next.contains('T'),
+        "RFC 3339: {next}"
+    );
+    assert!(row["next_attempt_at_ms"].as_i64().unwrap() > row["created_at_ms"].as_i64().unwrap());
+    let text = app.ok(&["show", &id.to_string()]);
+    assert!(
+        text.contains("next attempt") && text.contains("(in "),
+        "{text}"
+    );
+    assert!(text.contains("last error    far end down"), "{text}");
+    let status = app.ok(&["status"]);
+    assert!(
+        status.contains(&format!("row {id} inbound s attempt 1")),
+        "{status}"
+    );
+    assert!(status.contains("far end down"), "{status}");
+    assert_eq!(json(&app.ok(&["status", "--json"]))["stuck"][0]["id"], id);
+    let missing = app.run(&["show", "999"]);
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -9,8 +9,8 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::QueuePolicy;
 use crate::queue::{
-    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, DeadRow,
-    Queue,
+    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail,
+    stuck_heads, DeadRow, Queue, RowDetail,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -145,6 +145,16 @@ impl Engine {
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+
+    /// One row, whatever its queue and state.
+    pub fn row(&self, id: i64) -> Result<Option<RowDetail>> {
+        row_detail(&*self.db.read()?, id)
+    }
+
+    /// Pending rows that failed and hold up their key, oldest first.
+    pub fn stuck_heads(&self, limit: usize) -> Result<Vec<RowDetail>> {
+        stuck_heads(&*self.db.read()?, limit)
     }
 
     /// Dead rows of every queue, or of `queue`, oldest first.

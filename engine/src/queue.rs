@@ -939,6 +939,73 @@ pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) ->
         .execute(params![owner, now])?)
 }
 
+/// Every field of one row, as `relayq show` tells its story. Times are unix ms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowDetail {
+    pub id: i64,
+    pub queue: String,
+    pub key: String,
+    pub state: String,
+    pub attempts: u32,
+    pub created_at: i64,
+    pub next_attempt_at: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub finished_at: Option<i64>,
+    pub reason: Option<String>,
+    pub payload: String,
+}
+
+const DETAIL_COLUMNS: &str = "id, queue, key, state, attempts, created_at, next_attempt_at,
+     lease_owner, lease_expires_at, last_error, finished_at, reason, payload";
+
+fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
+    Ok(RowDetail {
+        id: r.get(0)?,
+        queue: r.get(1)?,
+        key: r.get(2)?,
+        state: r.get(3)?,
+        attempts: r.get(4)?,
+        created_at: r.get(5)?,
+        next_attempt_at: r.get(6)?,
+        lease_owner: r.get(7)?,
+        lease_expires_at: r.get(8)?,
+        last_error: r.get(9)?,
+        finished_at: r.get(10)?,
+        reason: r.get(11)?,
+        payload: r.get(12)?,
+    })
+}
+
+/// One row, whatever its queue and state.
+pub(crate) fn row_detail(conn: &rusqlite::Connection, id: i64) -> Result<Option<RowDetail>> {
+    let sql = format!("SELECT {DETAIL_COLUMNS} FROM queue_rows WHERE id = ?1");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![id], detail_from_row)
+        .optional()?)
+}
+
+/// Pending rows that failed and hold up their key (the oldest unfinished row of it), oldest
+/// first, at most `limit`: what an operator looks at first.
+pub(crate) fn stuck_heads(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<RowDetail>> {
+    let sql = format!(
+        "SELECT {DETAIL_COLUMNS} FROM queue_rows r
+         WHERE r.state = 'pending' AND r.last_error IS NOT NULL
+           AND NOT EXISTS (
+             SELECT 1 FROM queue_rows o
+             WHERE o.queue = r.queue AND o.key = r.key
+               AND o.state IN ('pending', 'leased') AND o.id < r.id)
+         ORDER BY r.id LIMIT ?1"
+    );
+    let rows = conn
+        .prepare_cached(&sql)?
+        .query_map(params![limit as i64], detail_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
 /// A dead row, as `relayq dead list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DeadRow {

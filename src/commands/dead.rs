@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{CliError, Context, DeadCommand, Selection};
 use crate::commands::open_existing;
+use crate::output::with_times;
 
 pub fn run(ctx: &Context, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
@@ -62,11 +63,14 @@ fn list(rows: &[DeadRow], as_json: bool) -> Result<(), CliError> {
             .map(|d| {
                 let payload = serde_json::from_str::<Value>(&d.payload)
                     .unwrap_or_else(|_| Value::String(d.payload.clone()));
-                json!({
-                    "id": d.id, "queue": d.queue, "key": d.key, "attempts": d.attempts,
-                    "created_at": d.created_at, "finished_at": d.finished_at,
-                    "reason": d.reason, "last_error": d.last_error, "payload": payload,
-                })
+                with_times(
+                    json!({
+                        "id": d.id, "queue": d.queue, "key": d.key, "attempts": d.attempts,
+                        "created_at": d.created_at, "finished_at": d.finished_at,
+                        "reason": d.reason, "last_error": d.last_error, "payload": payload,
+                    }),
+                    &["created_at", "finished_at"],
+                )
             })
             .collect();
         println!("{}", Value::Array(rows));

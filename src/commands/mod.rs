@@ -6,6 +6,7 @@ pub mod hook;
 pub mod prune;
 pub mod serve;
 pub mod session;
+pub mod show;
 pub mod status;
 
 use relayq_actors::store::Store;

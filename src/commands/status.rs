@@ -1,22 +1,39 @@
-//! `relayq status`: counts per queue and state, and how old the oldest unfinished row is.
+//! `relayq status`: counts per queue and state, how old the oldest unfinished row is, and the
+//! stuck rows (failed, holding up their key) with their last error.
 
 use serde_json::json;
 
 use crate::cli::{CliError, Context};
 use crate::commands::open_existing;
+use crate::commands::show::row_json;
+use crate::output::{relative, with_times};
+
+/// Stuck rows listed at most.
+const STUCK_SHOWN: usize = 20;
 
 pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
     let engine = open_existing(ctx)?.engine.clone();
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
+    let stuck = engine.stuck_heads(STUCK_SHOWN)?;
     let now = engine.now();
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
     if as_json {
         let oldest: Vec<_> = oldest
             .iter()
-            .map(|o| json!({"queue": o.queue, "id": o.id, "age_seconds": age_secs(o.created_at)}))
+            .map(|o| {
+                with_times(
+                    json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
+                           "age_seconds": age_secs(o.created_at)}),
+                    &["created_at"],
+                )
+            })
             .collect();
-        println!("{}", json!({"counts": counts, "oldest_pending": oldest}));
+        let stuck: Vec<_> = stuck.iter().map(row_json).collect();
+        println!(
+            "{}",
+            json!({"counts": counts, "oldest_pending": oldest, "stuck": stuck})
+        );
         return Ok(());
     }
     if counts.is_empty() {
@@ -43,6 +60,21 @@ pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
             o.id,
             age_secs(o.created_at)
         );
+    }
+    if !stuck.is_empty() {
+        println!("stuck (failed, holding up their key; `relayq show ID` for the story):");
+        for row in &stuck {
+            let error = row.last_error.as_deref().unwrap_or_default();
+            println!(
+                "  row {} {} {} attempt {}, next {}: {}",
+                row.id,
+                row.queue,
+                row.key,
+                row.attempts,
+                relative(row.next_attempt_at, now),
+                relayq_engine::hooks::head_of(error, 100).replace('\n', " ")
+            );
+        }
     }
     Ok(())
 }

@@ -1,0 +1,79 @@
+//! `relayq show ID [--json]`: one row's story, whatever its queue and state: where it goes,
+//! where it stands, how many attempts, the last error, when it is tried next, who holds it.
+
+use relayq_engine::RowDetail;
+use serde_json::{json, Value};
+
+use crate::cli::{CliError, Context};
+use crate::commands::open_existing;
+use crate::output::{now_ms, when, with_times};
+
+pub fn run(ctx: &Context, id: i64, as_json: bool) -> Result<(), CliError> {
+    let store = open_existing(ctx)?;
+    let Some(row) = store.engine.row(id)? else {
+        return Err(CliError::Usage(format!(
+            "there is no row {id} (pruned, or never written; `relayq status` shows what there is)"
+        )));
+    };
+    if as_json {
+        println!("{}", row_json(&row));
+    } else {
+        print!("{}", row_text(&row, now_ms()));
+    }
+    Ok(())
+}
+
+/// A row as JSON: every field, times in RFC 3339, the payload as JSON.
+pub fn row_json(row: &RowDetail) -> Value {
+    let payload =
+        serde_json::from_str::<Value>(&row.payload).unwrap_or_else(|_| row.payload.clone().into());
+    with_times(
+        json!({
+            "id": row.id, "queue": row.queue, "key": row.key, "state": row.state,
+            "attempts": row.attempts, "created_at": row.created_at,
+            "next_attempt_at": (row.state == "pending").then_some(row.next_attempt_at),
+            "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
+            "last_error": row.last_error, "finished_at": row.finished_at, "reason": row.reason,
+            "payload": payload,
+        }),
+        &[
+            "created_at",
+            "next_attempt_at",
+            "lease_expires_at",
+            "finished_at",
+        ],
+    )
+}
+
+fn row_text(row: &RowDetail, now: i64) -> String {
+    let mut out = format!(
+        "row {}: {} in queue {} (key {})\n",
+        row.id, row.state, row.queue, row.key
+    );
+    let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<14}{value}\n"));
+    line("created", when(row.created_at, now));
+    line("attempts", row.attempts.to_string());
+    match row.state.as_str() {
+        "pending" => line("next attempt", when(row.next_attempt_at, now)),
+        "leased" => {
+            let holder = row.lease_owner.clone().unwrap_or_default();
+            let until = row
+                .lease_expires_at
+                .map(|t| when(t, now))
+                .unwrap_or_default();
+            line("leased by", format!("{holder} until {until}"));
+        }
+        _ => {}
+    }
+    if let Some(at) = row.finished_at {
+        line("finished", when(at, now));
+    }
+    if let Some(reason) = &row.reason {
+        line("reason", reason.clone());
+    }
+    if let Some(error) = &row.last_error {
+        line("last error", error.clone());
+    }
+    line("payload", row.payload.clone());
+    out
+}

@@ -1,0 +1,65 @@
+//! How commands print times: RFC 3339 in `--json` output (with the unix milliseconds kept
+//! beside them as `<field>_ms`), and with "in 4.2s" / "3.1s ago" for people.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// Unix milliseconds as RFC 3339, UTC, to the millisecond.
+pub fn rfc3339(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `at` relative to `now` (both unix ms): "in 4.2s", "3.1s ago".
+pub fn relative(at: i64, now: i64) -> String {
+    let secs = (at - now) as f64 / 1000.0;
+    if secs >= 0.0 {
+        format!("in {secs:.1}s")
+    } else {
+        format!("{:.1}s ago", -secs)
+    }
+}
+
+/// A time for people: RFC 3339 and how far from now.
+pub fn when(at: i64, now: i64) -> String {
+    format!("{} ({})", rfc3339(at), relative(at, now))
+}
+
+/// Rewrites the named fields of a JSON object (unix ms) as RFC 3339, keeping the milliseconds
+/// as `<field>_ms`. Null fields stay null.
+pub fn with_times(mut value: Value, fields: &[&str]) -> Value {
+    if let Value::Object(map) = &mut value {
+        for field in fields {
+            if let Some(ms) = map.get(*field).and_then(Value::as_i64) {
+                map.insert(format!("{field}_ms"), ms.into());
+                map.insert(field.to_string(), rfc3339(ms).into());
+            }
+        }
+    }
+    value
+}
+
+/// Now, in unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_with_the_milliseconds_kept() {
+        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        let v = with_times(serde_json::json!({"at": 0, "none": null}), &["at", "none"]);
+        assert_eq!(
+            v,
+            serde_json::json!({"at": "1970-01-01T00:00:00.000Z", "at_ms": 0, "none": null})
+        );
+        assert_eq!(relative(5_000, 800), "in 4.2s");
+        assert_eq!(relative(0, 3_100), "3.1s ago");
+    }
+}
