@@ -239,14 +239,8 @@ impl Context {
     /// created (0700) if it does not exist yet.
     pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
         let db = self.config.db_config(self.db.as_deref());
-        let state = crate::config::state_dir();
-        if db.path.parent() == Some(state.as_path()) && !state.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&state)
-                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", state.display())))?;
+        if db.path.parent() == Some(crate::config::state_dir().as_path()) {
+            ensure_state_dir()?;
         }
         Ok(db)
     }
@@ -269,6 +263,21 @@ impl Context {
         }
         Ok(db)
     }
+}
+
+/// Creates the state directory (0700) if it does not exist: the default home of the database
+/// and of the built-in channels' files.
+pub fn ensure_state_dir() -> Result<(), CliError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let state = crate::config::state_dir();
+    if state.exists() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", state.display())))
 }
 
 /// Parses the arguments, runs the command, and maps the result to an exit code. Under `hook`

@@ -975,3 +975,107 @@ fn show_tells_a_rows_story_and_status_lists_stuck_rows() {
     let missing = app.run(&["show", "999"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// Item 19: SIGHUP killed the daemon without its graceful shutdown (exit 129). It reloads the
+/// config now; an invalid file keeps the running one.
+#[test]
+fn sighup_reloads_the_config_and_an_invalid_file_keeps_the_running_one() {
+    let config = |script: &str| exec_config(script, NO_SWEEP, "");
+    let app = App::new(&config("cat >> first.jsonl; echo >> first.jsonl"));
+    let mut daemon = app.serve();
+    let first = app.enqueue("s", "one");
+    wait_until("the first delivery", WAIT, || is_finished(&app, first));
+    std::fs::write(
+        app.path("config.toml"),
+        config("cat >> second.jsonl; echo >> second.jsonl"),
+    )
+    .unwrap();
+    let hup = |daemon: &Daemon| {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &daemon.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    hup(&daemon);
+    wait_until("the reload", WAIT, || {
+        daemon.log().contains("configuration reloaded")
+    });
+    let second = app.enqueue("s", "two");
+    wait_until("the second delivery", WAIT, || is_finished(&app, second));
+    assert!(
+        app.path("second.jsonl").exists(),
+        "delivered through the reloaded channel"
+    );
+    assert_eq!(
+        std::fs::read_to_string(app.path("first.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    // An invalid file: logged, the running configuration stays.
+    std::fs::write(
+        app.path("config.toml"),
+        "[daemon]\nsweep_interval = \"0s\"\n",
+    )
+    .unwrap();
+    hup(&daemon);
+    wait_until("the refusal", WAIT, || {
+        daemon.log().contains("keeping the running one")
+    });
+    // (The CLI reads the file too: this one enqueues on the built-in defaults.)
+    let mut enqueue = app.bare();
+    enqueue.arg("--db").arg(app.db()).args([
+        "enqueue",
+        "inbound",
+        "--session",
+        "s",
+        "--origin",
+        "t",
+        "three",
+    ]);
+    let third: i64 = String::from_utf8(enqueue.output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until("the third delivery", WAIT, || is_finished(&app, third));
+    assert!(daemon.child.try_wait().unwrap().is_none(), "still running");
+    assert!(daemon.signal("TERM").success(), "{}", daemon.log());
+    let second = std::fs::read_to_string(app.path("second.jsonl")).unwrap();
+    assert_eq!(second.matches("\"content\"").count(), 2, "{second}");
+}
+
+/// Item 16, found by the benchmark: with `--db` elsewhere and no config file, the built-in file
+/// channels write to the state directory, which must then exist (it was never created, and
+/// every delivery failed).
+#[test]
+fn built_in_channels_write_to_the_state_directory_when_the_database_is_elsewhere() {
+    let app = App::new("");
+    let mut serve = app.bare();
+    serve
+        .arg("--db")
+        .arg(app.db())
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    let mut daemon = serve.spawn().unwrap();
+    let socket = relayq_actors::wake::socket_path(&app.db());
+    wait_until("serve to start", WAIT, || socket.exists());
+    let mut enqueue = app.bare();
+    enqueue.arg("--db").arg(app.db()).args([
+        "enqueue",
+        "inbound",
+        "--session",
+        "s",
+        "--origin",
+        "t",
+        "hi",
+    ]);
+    assert!(enqueue.output().unwrap().status.success());
+    let out = app.path("xdg-state/relayq/relayq-deliveries.jsonl");
+    wait_until("the delivery", WAIT, || out.exists());
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+}

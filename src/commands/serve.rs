@@ -1,34 +1,26 @@
 //! `relayq serve`: the daemon in the foreground. SIGINT or SIGTERM stops the leasing, lets the
-//! deliveries in flight finish within `daemon.shutdown_grace`, and exits 0.
+//! deliveries in flight finish within `daemon.shutdown_grace`, and exits 0. SIGHUP reloads the
+//! config file: queue policies, routes, session channels and the channels themselves change at
+//! once; the database, claimer and daemon settings at the next start. An invalid file changes
+//! nothing (the error is logged).
 
-use relayq_actors::{ChannelConfig, Runtime};
+use relayq_actors::{ChannelConfig, Reload, Runtime};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{CliError, Context};
+use crate::config::Config;
 
 pub fn run(ctx: &Context) -> Result<(), CliError> {
     crate::logging::init("info");
-    let config = ctx.config.clone();
+    let mut config = ctx.config.clone();
+    // The built-in channels write there unless the config file says otherwise.
+    crate::cli::ensure_state_dir()?;
     let mut runtime_config = config.runtime_config(ctx.db.as_deref());
     runtime_config.db = ctx.db_config()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
-    for warning in config.warnings() {
-        tracing::warn!("{warning}");
-    }
-    let file = ctx
-        .config_file
-        .as_ref()
-        .map_or("(built-in defaults)".into(), |f| f.display().to_string());
-    for (name, channel) in &config.channels {
-        if let ChannelConfig::Exec(exec) = channel {
-            if let Err(e) = exec.environment() {
-                return Err(CliError::Usage(format!(
-                    "invalid configuration: {file}: channels.{name}.{e}"
-                )));
-            }
-        }
-    }
+    let file = describe(ctx.config_file.as_deref());
+    check_runnable(&config, &file).map_err(CliError::Usage)?;
     let system = actix_rt::System::new();
     system.block_on(async move {
         let mut builder = Runtime::builder(runtime_config);
@@ -36,16 +28,90 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
             builder = builder.channel(name, channel.spec());
         }
         let runtime = builder.start().await?;
-        let mut term = signal(SignalKind::terminate()).map_err(|e| CliError::Failed(e.to_string()))?;
-        let mut int = signal(SignalKind::interrupt()).map_err(|e| CliError::Failed(e.to_string()))?;
+        let grace = config.daemon.shutdown_grace;
+        let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
+        let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
+        let mut hup = listen(SignalKind::hangup())?;
         tracing::info!(config = %file, db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
-        let which = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
+        let which = loop {
+            tokio::select! {
+                _ = term.recv() => break "SIGTERM",
+                _ = int.recv() => break "SIGINT",
+                _ = hup.recv() => {
+                    if let Some(new) = reload(ctx, &config, &runtime) {
+                        config = new;
+                    }
+                }
+            }
         };
-        tracing::info!(signal = which, grace = ?config.daemon.shutdown_grace, "stopping: finishing in-flight deliveries");
-        runtime.shutdown(config.daemon.shutdown_grace).await;
+        tracing::info!(signal = which, ?grace, "stopping: finishing in-flight deliveries");
+        runtime.shutdown(grace).await;
         tracing::info!("relayq stopped");
         Ok(())
     })
+}
+
+/// The config file for logs and errors.
+fn describe(file: Option<&std::path::Path>) -> String {
+    file.map_or("(built-in defaults)".into(), |f| f.display().to_string())
+}
+
+/// What parsing cannot check because it depends on the daemon's environment; warnings logged.
+fn check_runnable(config: &Config, file: &str) -> Result<(), String> {
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    for (name, channel) in &config.channels {
+        if let ChannelConfig::Exec(exec) = channel {
+            exec.environment()
+                .map_err(|e| format!("invalid configuration: {file}: channels.{name}.{e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// SIGHUP: reads the config again (the same file, or the same search when there was none) and
+/// applies it. Returns the new config, or `None` (logged) when the running one stays.
+fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> {
+    let (new, file) = match Config::load(ctx.config_file.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            tracing::error!(error = %e, "SIGHUP: the configuration is not valid; keeping the running one");
+            return None;
+        }
+    };
+    let file = describe(file.as_deref());
+    if let Err(e) = check_runnable(&new, &file) {
+        tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
+        return None;
+    }
+    let runtime_config = new.runtime_config(ctx.db.as_deref());
+    let reloaded = runtime.reload(Reload {
+        queues: runtime_config.queues,
+        routes: runtime_config.routes,
+        routing: runtime_config.routing,
+        channels: new
+            .channels
+            .iter()
+            .map(|(name, c)| (name.clone(), c.spec()))
+            .collect(),
+    });
+    if let Err(e) = reloaded {
+        tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
+        return None;
+    }
+    for (section, changed) in [
+        ("database", new.database != running.database),
+        ("claimer", new.claimer != running.claimer),
+        ("daemon", new.daemon != running.daemon),
+    ] {
+        if changed {
+            tracing::warn!(
+                section,
+                "SIGHUP: [{section}] changed: it takes effect at the next start"
+            );
+        }
+    }
+    tracing::info!(config = %file, channels = ?new.channels.keys().collect::<Vec<_>>(), "SIGHUP: configuration reloaded");
+    Some(new)
 }
