@@ -305,6 +305,16 @@ impl ClaimerActor {
         }));
     }
 
+    /// Extends buffered hook rows' leases every third of the hook lease timeout, read afresh
+    /// each time (a reload may change it).
+    fn extend_every_third_of_the_lease(&mut self, ctx: &mut Context<Self>) {
+        let every = (self.store.hooks.policy().lease_timeout / 3).max(Duration::from_millis(10));
+        ctx.run_later(every, |act, ctx| {
+            act.extend_buffered_leases(ctx);
+            act.extend_every_third_of_the_lease(ctx);
+        });
+    }
+
     fn extend_buffered_leases(&mut self, ctx: &mut Context<Self>) {
         if self.workers.is_empty() {
             return;
@@ -339,8 +349,7 @@ impl Actor for ClaimerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let every = (self.store.hooks.policy().lease_timeout / 3).max(Duration::from_millis(10));
-        ctx.run_interval(every, |act, ctx| act.extend_buffered_leases(ctx));
+        self.extend_every_third_of_the_lease(ctx);
         self.claim_hooks(ctx);
         self.claim_outbound(ctx);
     }

@@ -27,5 +27,5 @@ pub mod wake;
 pub use channels::{ChannelConfig, ChannelSpec, Deliver, Delivery, Message, Outcome};
 pub use claimer::ClaimSettings;
 pub use error::{ActorError, Result};
-pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
+pub use runtime::{Reload, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use supervisor::Routing;

@@ -11,12 +11,12 @@ use relayq_engine::{
 };
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
-use crate::claimer::{ClaimOutbound, ClaimSettings, ClaimerActor, StopClaiming};
+use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimSettings, ClaimerActor, StopClaiming};
 use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
 use crate::recovery::RecoveryActor;
 use crate::store::Store;
-use crate::supervisor::{Enqueue, ExpireSession, Routing, Shutdown, Supervisor};
+use crate::supervisor::{Enqueue, ExpireSession, Routing, SetRouting, Shutdown, Supervisor};
 use crate::wake;
 
 /// Everything the actor system needs to run.
@@ -74,22 +74,7 @@ impl RuntimeBuilder {
     /// Starts relayq inside the current actix system.
     pub async fn start(self) -> Result<Runtime> {
         let RuntimeBuilder { config, channels } = self;
-        let routed = config
-            .routes
-            .default
-            .iter()
-            .chain(config.routes.sessions.values().flatten());
-        for name in std::iter::once(&config.routing.default_channel)
-            .chain(config.routing.sessions.values())
-            .chain(routed.map(|r| &r.channel))
-        {
-            if !channels.contains(name) {
-                return Err(ActorError::Invalid(format!(
-                    "channel '{name}' is not configured (configured: {})",
-                    channels.names().join(", ")
-                )));
-            }
-        }
+        check_channels(&config.routing, &config.routes, &channels.names())?;
         if config.listen_for_wakes {
             daemon_lock::check_private_directory(&config.db.path)?;
         }
@@ -214,6 +199,21 @@ impl Runtime {
         Ok(enqueued)
     }
 
+    /// Applies a reloaded configuration: queue policies, routes, which channel each session
+    /// uses, and the channels themselves. Everything is checked first; on an error nothing
+    /// changes. The database, claimer and daemon settings take effect at the next start.
+    pub fn reload(&self, reload: Reload) -> Result<()> {
+        let names: Vec<String> = reload.channels.iter().map(|(n, _)| n.clone()).collect();
+        check_channels(&reload.routing, &reload.routes, &names)?;
+        self.store.reconfigure(reload.queues, reload.routes);
+        self.channels.replace_all(reload.channels);
+        self.supervisor.do_send(SetRouting(reload.routing));
+        // Rows whose retry the new policies may have moved earlier.
+        self.claimer.do_send(ClaimHooks);
+        self.claimer.do_send(ClaimOutbound);
+        Ok(())
+    }
+
     /// Expires a session's pending rows and stops its actor.
     pub async fn expire_session(&self, session: &str) -> Result<usize> {
         self.supervisor.send(ExpireSession(session.into())).await?
@@ -240,6 +240,35 @@ impl Runtime {
         }
         wake::remove(&self.config.db.path);
     }
+}
+
+/// What a config reload changes (see [`Runtime::reload`]).
+pub struct Reload {
+    pub queues: QueuePolicies,
+    pub routes: Routes,
+    pub routing: Routing,
+    pub channels: Vec<(String, ChannelSpec)>,
+}
+
+/// Every channel the routing and the routes name must be one of `configured`.
+fn check_channels(routing: &Routing, routes: &Routes, configured: &[String]) -> Result<()> {
+    let routed = routes
+        .default
+        .iter()
+        .chain(routes.sessions.values().flatten())
+        .map(|r| &r.channel);
+    let named = std::iter::once(&routing.default_channel)
+        .chain(routing.sessions.values())
+        .chain(routed);
+    for name in named {
+        if !configured.contains(name) {
+            return Err(ActorError::Invalid(format!(
+                "channel '{name}' is not configured (configured: {})",
+                configured.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Stops an actor (used for the RecoveryActor at shutdown).

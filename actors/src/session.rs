@@ -34,6 +34,11 @@ const RECORD_WITHIN: Duration = Duration::from_millis(5);
 #[rtype(result = "()")]
 pub struct Wake;
 
+/// Deliver this session's next rows to this channel (the config was reloaded).
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct UseChannel(pub String);
+
 /// Finish the delivery in progress, then stop. Answers once stopped.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "()")]
@@ -329,6 +334,13 @@ impl Handler<Wake> for SessionActor {
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
         self.wakes_seen += 1;
         self.step(ctx);
+    }
+}
+
+impl Handler<UseChannel> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, UseChannel(channel): UseChannel, _: &mut Context<Self>) {
+        self.channel = channel;
     }
 }
 

@@ -68,7 +68,7 @@ impl Store {
             hooks: hooks.clone(),
             inbound: inbound.clone(),
             outbound: outbound.clone(),
-            routes: Arc::new(routes),
+            routes: routes.shared(),
         };
         Store(Arc::new(Handles {
             engine,
@@ -78,6 +78,15 @@ impl Store {
             processor,
             in_flight: Arc::default(),
         }))
+    }
+
+    /// Applies a reloaded configuration's queue policies and routes: rows leased and hook
+    /// events applied from now on follow them.
+    pub fn reconfigure(&self, policies: QueuePolicies, routes: Routes) {
+        self.inbound.set_policy(policies.inbound);
+        self.hooks.set_policy(policies.hooks);
+        self.outbound.set_policy(policies.outbound);
+        *self.processor.routes.write().expect("routes lock") = Arc::new(routes);
     }
 
     /// Waits until no call is running, or `limit` has passed. True when none is left.

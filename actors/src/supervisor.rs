@@ -68,6 +68,12 @@ pub struct Shutdown {
     pub grace: Duration,
 }
 
+/// Route sessions by this from now on (the config was reloaded); running sessions switch
+/// channel after the delivery in progress.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct SetRouting(pub Routing);
+
 /// How many SessionActors are running (for status and tests).
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "usize")]
@@ -254,6 +260,17 @@ impl Handler<ExpireSession> for Supervisor {
             }
             result
         }))
+    }
+}
+
+impl Handler<SetRouting> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, SetRouting(routing): SetRouting, _: &mut Context<Self>) {
+        for (session, running) in &self.sessions {
+            let channel = routing.channel_for(session).to_string();
+            running.addr.do_send(session::UseChannel(channel));
+        }
+        self.routing = routing;
     }
 }
 

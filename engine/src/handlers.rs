@@ -4,7 +4,7 @@
 //! lease never leaves half an effect and a replayed row never applies twice.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,7 +48,15 @@ pub struct Routes {
     pub sessions: HashMap<String, Vec<Route>>,
 }
 
+/// Routes that a config reload can replace while handlers read them.
+pub type SharedRoutes = Arc<RwLock<Arc<Routes>>>;
+
 impl Routes {
+    /// These routes, replaceable (see [`SharedRoutes`]).
+    pub fn shared(self) -> SharedRoutes {
+        Arc::new(RwLock::new(Arc::new(self)))
+    }
+
     pub fn for_session(&self, session: &str) -> &[Route] {
         self.sessions.get(session).unwrap_or(&self.default)
     }
@@ -83,7 +91,8 @@ pub struct HookProcessor {
     pub hooks: Queue,
     pub inbound: Queue,
     pub outbound: Queue,
-    pub routes: Arc<Routes>,
+    /// Shared with the runtime, which replaces them on a config reload.
+    pub routes: SharedRoutes,
 }
 
 impl HookProcessor {
@@ -173,7 +182,8 @@ impl HookProcessor {
             }
         }
         if let Some(text) = notice(event) {
-            let routes = self.routes.for_session(key);
+            let routes = self.routes.read().expect("routes lock").clone();
+            let routes = routes.for_session(key);
             for (n, route) in routes.iter().enumerate() {
                 if !route.events.contains(&event.event) {
                     continue;

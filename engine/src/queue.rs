@@ -6,7 +6,7 @@
 //! every lease bumps, so the late answer of an owner whose lease was taken over changes nothing.
 //! Within a key, a row is leased only when every older row of the key is terminal (strict FIFO).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -79,7 +79,8 @@ pub struct Queue {
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     name: Arc<str>,
-    policy: Arc<QueuePolicy>,
+    /// Shared by every clone of this handle, so a reload reaches them all.
+    policy: Arc<RwLock<Arc<QueuePolicy>>>,
 }
 
 /// The oldest unfinished row of a key (?1 queue, ?2 key). Public so a test can pin its plan.
@@ -185,7 +186,7 @@ impl Queue {
             clock,
             owner,
             name: name.into(),
-            policy: Arc::new(policy),
+            policy: Arc::new(RwLock::new(Arc::new(policy))),
         }
     }
 
@@ -193,8 +194,15 @@ impl Queue {
         &self.name
     }
 
-    pub fn policy(&self) -> &QueuePolicy {
-        &self.policy
+    /// The queue's current policy.
+    pub fn policy(&self) -> Arc<QueuePolicy> {
+        self.policy.read().expect("policy lock").clone()
+    }
+
+    /// Replaces the policy for every clone of this handle (a config reload): rows leased from
+    /// now on follow it.
+    pub fn set_policy(&self, policy: QueuePolicy) {
+        *self.policy.write().expect("policy lock") = Arc::new(policy);
     }
 
     /// The instance id written as lease owner.
@@ -344,7 +352,7 @@ impl Queue {
         if !is_leasable(state, *next, Some(first.expires_at), now) {
             return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
         }
-        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let mut leases: Vec<Lease> = rows
             .into_iter()
             .take_while(|(state, next, l)| is_leasable(state, *next, Some(l.expires_at), now))
@@ -441,7 +449,7 @@ impl Queue {
     /// goes dead, a row past `max_age` is expired. The limits are checked here, at every lease,
     /// not only when a failure is recorded or at a sweep. Returns the rows that may be tried.
     fn screen_in(&self, tx: &Transaction<'_>, leases: Vec<Lease>, now: i64) -> Result<Vec<Lease>> {
-        let policy = &self.policy;
+        let policy = self.policy();
         let too_old = |l: &Lease| {
             policy
                 .max_age
@@ -480,7 +488,7 @@ impl Queue {
     }
 
     fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
-        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
         tx.prepare_cached(LEASE_ROW_SQL)?
             .execute(params![id, &*self.owner, expires])?;
         Ok(tx
@@ -496,7 +504,7 @@ impl Queue {
 
     /// `extend` inside a caller's transaction.
     pub fn extend_in(&self, tx: &Transaction<'_>, id: i64, token: i64, now: i64) -> Result<bool> {
-        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let n = tx
             .prepare_cached(
                 "UPDATE queue_rows SET lease_expires_at = ?3
@@ -509,7 +517,7 @@ impl Queue {
     /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
     /// leased rows that wait behind the one being delivered).
     pub fn extend_key_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<usize> {
-        let expires = now.saturating_add(ms(self.policy.lease_timeout));
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
         Ok(tx
             .prepare_cached(
                 "UPDATE queue_rows SET lease_expires_at = ?4
@@ -521,7 +529,7 @@ impl Queue {
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
     /// a worker's buffer). Returns how many.
     pub fn extend_own(&self) -> Result<usize> {
-        let expires = self.now().saturating_add(ms(self.policy.lease_timeout));
+        let expires = self.now().saturating_add(ms(self.policy().lease_timeout));
         self.db.write(|tx| {
             Ok(tx
                 .prepare_cached(
@@ -647,7 +655,8 @@ impl Queue {
         retry_after: Option<Duration>,
         now: i64,
     ) -> Result<Retried> {
-        if self.policy.exhausted(lease.attempts) {
+        let policy = self.policy();
+        if policy.exhausted(lease.attempts) {
             let reason = format!("gave up after {} attempts", lease.attempts);
             let done = finish_in(
                 tx,
@@ -660,7 +669,7 @@ impl Queue {
             )?;
             return Ok(if done { Retried::Dead } else { Retried::Stale });
         }
-        let delay = retry_after.unwrap_or_else(|| self.policy.delay_after(lease.attempts));
+        let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
         let n = tx
             .prepare_cached(
@@ -732,7 +741,7 @@ impl Queue {
 
     /// Expires pending rows older than the policy's `max_age`, if it has one.
     pub fn expire_overdue(&self) -> Result<usize> {
-        let Some(max_age) = self.policy.max_age else {
+        let Some(max_age) = self.policy().max_age else {
             return Ok(0);
         };
         let now = self.now();
@@ -796,12 +805,13 @@ impl Queue {
     /// slices so writers are not starved.
     pub fn prune(&self, older_than: Option<Duration>, include_dead: bool) -> Result<usize> {
         let now = self.now();
-        let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(self.policy.retention)));
+        let policy = self.policy();
+        let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(policy.retention)));
         let mut total = self.prune_state("delivered", finished_cutoff)?
             + self.prune_state("expired", finished_cutoff)?;
         let dead_keep = match include_dead {
-            true => older_than.or(self.policy.dead_retention),
-            false => self.policy.dead_retention,
+            true => older_than.or(policy.dead_retention),
+            false => policy.dead_retention,
         };
         if let Some(keep) = dead_keep {
             total += self.prune_state("dead", now.saturating_sub(ms(keep)))?;

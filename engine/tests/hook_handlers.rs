@@ -51,7 +51,7 @@ fn fixture(max_attempts: u32) -> Fixture {
         ),
         inbound: engine.queue(inbound::QUEUE, QueuePolicy::inbound()),
         outbound: engine.queue(outbound::QUEUE, QueuePolicy::outbound()),
-        routes: Arc::new(routes),
+        routes: routes.shared(),
     };
     Fixture {
         _dir: dir,

@@ -196,6 +196,23 @@ impl ChannelDirectory {
         );
     }
 
+    /// Replaces every channel (a config reload): channels not in `specs` are removed, the
+    /// others start afresh with their new settings on their next delivery. Deliveries in flight
+    /// finish on the actor they started with.
+    pub fn replace_all(&self, specs: Vec<(String, ChannelSpec)>) {
+        let mut slots = self.slots.lock().unwrap();
+        slots.clear();
+        for (name, spec) in specs {
+            slots.insert(
+                name,
+                Slot {
+                    spec,
+                    running: None,
+                },
+            );
+        }
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.slots.lock().unwrap().contains_key(name)
     }
