@@ -152,8 +152,11 @@ fn main() -> Result<()> {
         let eff_default = repeat(runs, "effectum default", || {
             effectum::run(&eff_bin, "default", sizes.effectum_default_n)
         })?;
-        let eff_best = repeat(runs, "effectum best", || {
+        let eff_best = repeat(runs, "effectum best (WAL)", || {
             effectum::run(&eff_bin, "best", sizes.n)
+        })?;
+        let eff_shipped = repeat(runs, "effectum best as shipped", || {
+            effectum::run(&eff_bin, "best-as-shipped", sizes.n)
         })?;
         let ours = repeat(runs, "relayq S=100", || {
             flow::throughput(sizes.n, 100, Synchronous::Normal)
@@ -168,26 +171,32 @@ fn main() -> Result<()> {
                  enqueue to the last delivery, per-session order checked on every delivery. Raw \
                  SQLite: a single-threaded rusqlite loop on the same table and indexes doing insert, \
                  claim oldest per session, mark done. effectum 0.7: no-op jobs enqueued while its \
-                 worker runs them; best = batches of 100 and worker concurrency 100; default = one \
-                 enqueue per job and default worker ({} jobs).",
+                 worker runs them; best = batches of 100, worker concurrency 100 and the database \
+                 in WAL mode (effectum asks for WAL with a pragma SQLite ignores, so as shipped it \
+                 runs in rollback-journal mode: `best as shipped` is that figure); default = one \
+                 enqueue per job and default worker, as shipped ({} jobs).",
                 sizes.n, sizes.effectum_default_n
             ),
             checks: vec![
                 Check::at_least("≥ 70 % of raw batched", r / rb, 0.70, format!("{:.0} %", 100.0 * r / rb)),
-                Check::at_least("≥ 1.0× effectum best", r / eb, 1.0, format!("{:.2}×", r / eb)),
+                Check::at_least("≥ 1.0× effectum best (WAL)", r / eb, 1.0, format!("{:.2}×", r / eb)),
             ],
             figures: vec![
                 Figure::new("relayq, S = 100", "msgs/s", ours.clone()),
                 Figure::new("raw SQLite, one commit per operation", "msgs/s", raw_one.clone()),
                 Figure::new("raw SQLite, 100 per transaction", "msgs/s", raw_batched.clone()),
-                Figure::new("effectum best", "jobs/s", eff_best.clone()),
+                Figure::new("effectum best (WAL)", "jobs/s", eff_best.clone()),
+                Figure::new("effectum best, as shipped (rollback journal)", "jobs/s", eff_shipped.clone()),
                 Figure::new("effectum default", "jobs/s", eff_default.clone()),
             ],
         });
         report.bars.push(("raw 1/tx".into(), raw_one));
         report.bars.push(("raw 100/tx".into(), raw_batched));
         report.bars.push(("effectum default".into(), eff_default));
-        report.bars.push(("effectum best".into(), eff_best));
+        report
+            .bars
+            .push(("effectum as shipped".into(), eff_shipped));
+        report.bars.push(("effectum best (WAL)".into(), eff_best));
         report.bars.push(("relayq S=100".into(), ours.clone()));
         relayq_s100 = Some(ours);
     }
