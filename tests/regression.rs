@@ -976,6 +976,32 @@ fn show_tells_a_rows_story_and_status_lists_stuck_rows() {
     assert_eq!(missing.status.code(), Some(2));
 }
 
+/// `relayq --db DB enqueue inbound` for session `s`, no config file: the built-in defaults.
+fn enqueue_on_defaults(app: &App, text: &str) -> i64 {
+    let mut enqueue = app.bare();
+    enqueue.arg("--db").arg(app.db());
+    enqueue.args([
+        "enqueue",
+        "inbound",
+        "--session",
+        "s",
+        "--origin",
+        "t",
+        text,
+    ]);
+    let out = enqueue.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Item 19: SIGHUP killed the daemon without its graceful shutdown (exit 129). It reloads the
 /// config now; an invalid file keeps the running one.
 #[test]
@@ -1025,21 +1051,7 @@ fn sighup_reloads_the_config_and_an_invalid_file_keeps_the_running_one() {
         daemon.log().contains("keeping the running one")
     });
     // (The CLI reads the file too: this one enqueues on the built-in defaults.)
-    let mut enqueue = app.bare();
-    enqueue.arg("--db").arg(app.db()).args([
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "t",
-        "three",
-    ]);
-    let third: i64 = String::from_utf8(enqueue.output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let third = enqueue_on_defaults(&app, "three");
     wait_until("the third delivery", WAIT, || is_finished(&app, third));
     assert!(daemon.child.try_wait().unwrap().is_none(), "still running");
     assert!(daemon.signal("TERM").success(), "{}", daemon.log());
@@ -1063,17 +1075,7 @@ fn built_in_channels_write_to_the_state_directory_when_the_database_is_elsewhere
     let mut daemon = serve.spawn().unwrap();
     let socket = relayq_actors::wake::socket_path(&app.db());
     wait_until("serve to start", WAIT, || socket.exists());
-    let mut enqueue = app.bare();
-    enqueue.arg("--db").arg(app.db()).args([
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "t",
-        "hi",
-    ]);
-    assert!(enqueue.output().unwrap().status.success());
+    enqueue_on_defaults(&app, "hi");
     let out = app.path("xdg-state/relayq/relayq-deliveries.jsonl");
     wait_until("the delivery", WAIT, || out.exists());
     daemon.kill().unwrap();
