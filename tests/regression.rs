@@ -57,8 +57,11 @@ fn with_inbound(config: String, line: &str) -> String {
 
 /// The inbound row has reached a terminal state.
 fn is_finished(app: &App, id: i64) -> bool {
-    let state = app.inbound().state_of(id).unwrap().unwrap().state;
-    !matches!(state.as_str(), "pending" | "leased")
+    is_terminal(&app.inbound().state_of(id).unwrap().unwrap().state)
+}
+
+fn is_terminal(state: &str) -> bool {
+    !matches!(state, "pending" | "leased")
 }
 
 #[allow(dead_code)]
@@ -254,7 +257,7 @@ fn a_webhook_301_is_a_permanent_failure_not_a_delivery_by_get() {
     let daemon = app.serve();
     let id = send_outbound(&app, "ops", "deploy finished");
     wait_until("the row to end", WAIT, || {
-        !matches!(outbound_row(&app, id).state.as_str(), "pending" | "leased")
+        is_terminal(&outbound_row(&app, id).state)
     });
     daemon.stop();
     let row = outbound_row(&app, id);
