@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_actors::channels::file::FileConfig;
+use relayq_actors::channels::file;
 use relayq_actors::supervisor::Enqueue;
 use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
 use relayq_engine::{Enqueued, InboundMessage};
@@ -57,13 +57,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let out = dir.join("deliveries.jsonl");
     let config = RuntimeConfig::new(dir.join("relayq.db"), "agent-inbox");
-    let inbox = ChannelConfig::File(FileConfig {
-        path: out.clone(),
-        fsync: false,
+    let inbox = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
+        ..file::Config::new(out.clone())
     });
     let relayq = Runtime::builder(config)
-        .channel("agent-inbox", inbox.spec())
+        .channel("agent-inbox", inbox.spec()?)
         .start()
         .await?;
 

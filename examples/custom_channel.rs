@@ -1,5 +1,6 @@
-//! A custom channel in one file: an actix actor that handles `Deliver` and answers with an
-//! `Outcome`, registered under a name that sessions are routed to.
+//! A custom channel in one file: a type implementing relayq's `Channel` trait, registered under
+//! a name that sessions are routed to. relayq runs it in its own channel actor, restarts it (from
+//! a clone) if it panics, and records what it answers.
 //!
 //! This one "delivers" by printing the message in capitals, and refuses (transiently) the first
 //! attempt of any message containing "flaky", to show a retry: relayq keeps the row, waits out
@@ -9,30 +10,24 @@
 
 use std::time::Duration;
 
-use actix::prelude::*;
-use relayq_actors::{ChannelSpec, Deliver, Outcome, Runtime, RuntimeConfig};
+use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig};
 use relayq_engine::{InboundMessage, QueuePolicy};
 use tokio::sync::mpsc;
 
 /// The channel: the only code that talks to "the outside world" (here, stdout).
+#[derive(Clone)]
 struct ShoutChannel {
     delivered: mpsc::UnboundedSender<String>,
 }
 
-impl Actor for ShoutChannel {
-    type Context = Context<Self>;
-}
-
-impl Handler<Deliver> for ShoutChannel {
-    type Result = MessageResult<Deliver>;
-
-    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for ShoutChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
         if delivery.text().contains("flaky") && delivery.attempt == 1 {
             println!(
                 "  [shout] row {} attempt 1: pretending the far end is down",
                 delivery.id
             );
-            return MessageResult(Outcome::retry("far end unavailable"));
+            return Outcome::retry("far end unavailable").into();
         }
         println!(
             "  [shout] {} <- {}",
@@ -40,7 +35,12 @@ impl Handler<Deliver> for ShoutChannel {
             delivery.text().to_uppercase()
         );
         let _ = self.delivered.send(delivery.text().to_string());
-        MessageResult(Outcome::Delivered)
+        // A channel that waits on the far end answers `Answer::later(async move { ... })`.
+        Outcome::delivered().into()
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
     }
 }
 
@@ -55,14 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let (tx, mut delivered) = mpsc::unbounded_channel();
-    // The factory is called again if the actor dies, so a panicking channel is restarted.
-    let shout = ChannelSpec::new(Duration::from_secs(5), move || {
-        ShoutChannel {
-            delivered: tx.clone(),
-        }
-        .start()
-        .recipient()
-    });
+    let shout = ChannelSpec::of(ShoutChannel { delivered: tx });
     let relayq = Runtime::builder(config)
         .channel("shout", shout)
         .start()

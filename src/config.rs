@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use relayq_actors::channels::file::FileConfig;
+use relayq_actors::channels::file;
 use relayq_actors::hook_buffer::Limits;
 use relayq_actors::{ChannelConfig, ClaimSettings, Routing, RuntimeConfig};
 use relayq_engine::handlers::relayed_events;
@@ -229,13 +229,7 @@ impl Default for SessionsConfig {
 
 impl Default for Config {
     fn default() -> Self {
-        let file = |path: &str| {
-            ChannelConfig::File(FileConfig {
-                path: path.into(),
-                fsync: false,
-                timeout: Duration::from_secs(30),
-            })
-        };
+        let file = |path: &str| ChannelConfig::File(file::Config::new(path));
         Config {
             database: DatabaseConfig::default(),
             daemon: DaemonConfig::default(),
@@ -259,7 +253,6 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 const LEASE_TIMEOUT: Range = (SECOND, DAY);
 const SWEEP_INTERVAL: Range = (Duration::from_millis(100), DAY);
 const PRUNE_INTERVAL: Range = (SECOND, Duration::from_secs(7 * 24 * 3600));
-const CHANNEL_TIMEOUT: Range = (Duration::from_millis(10), Duration::from_secs(3600));
 const MAX_GRACE: Duration = Duration::from_secs(3600);
 const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
 const MAX_KEEP: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -365,9 +358,7 @@ impl Config {
             resolve(db);
         }
         for channel in self.channels.values_mut() {
-            if let ChannelConfig::File(file) = channel {
-                resolve(&mut file.path);
-            }
+            channel.resolve_paths(base);
         }
     }
 
@@ -549,21 +540,9 @@ impl Config {
             }
         }
         for (name, channel) in &self.channels {
-            let key = format!("channels.{name}.timeout");
-            within(channel.timeout(), CHANNEL_TIMEOUT, "").map_err(|m| err(&key, m))?;
-            if let ChannelConfig::Webhook(hook) = channel {
-                if let Err(e) = hook.check() {
-                    return Err(err(&format!("channels.{name}"), e));
-                }
-            }
-            if let ChannelConfig::Exec(exec) = channel {
-                if exec.command.first().is_none_or(|p| p.is_empty()) {
-                    return Err(err(
-                        &format!("channels.{name}.command"),
-                        "must name a program, e.g. [\"sh\", \"-c\", \"...\"]".into(),
-                    ));
-                }
-            }
+            channel
+                .check()
+                .map_err(|e| err(&format!("channels.{name}.{}", e.key), e.message))?;
         }
         Ok(())
     }
@@ -826,7 +805,7 @@ mod tests {
             "{e}"
         );
         let e = error("[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n");
-        assert!(e.starts_with("c.toml: channels.w: url is not a URL"), "{e}");
+        assert!(e.starts_with("c.toml: channels.w.url: is not a URL"), "{e}");
         let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
         let routes = c.runtime_config(None).routes;
         assert!(routes.for_session("quiet").is_empty());

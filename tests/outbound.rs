@@ -287,3 +287,69 @@ fn enqueue_outbound_refuses_an_unknown_channel_and_bad_input_without_writing() {
         "nothing written"
     );
 }
+
+#[test]
+fn a_throttled_send_does_not_use_up_an_attempt() {
+    // One attempt allowed: a 429 counted as an attempt would leave the row dead.
+    let hook = Endpoint::start(|n| match n {
+        0 | 1 => Reply {
+            headers: vec![("Retry-After", "0.2".into())],
+            body: "slow down".into(),
+            ..Reply::status(429)
+        },
+        _ => Reply::status(200),
+    });
+    let app = App::new(&config(&hook.url, "5s").replace("max_attempts = 5", "max_attempts = 1"));
+    let daemon = app.serve();
+    let id = send(&app, &["hi"]);
+    let row = wait_state(&app, id, "delivered");
+    assert_eq!(hook.calls().len(), 3);
+    assert_eq!(row.attempts, 1, "only the send that went through counts");
+    assert_eq!(row.last_error.as_deref(), Some("HTTP 429: slow down"));
+    daemon.stop();
+}
+
+#[test]
+fn a_delivered_row_keeps_the_far_ends_receipt() {
+    let hook = Endpoint::start(|_| Reply {
+        body: r#"{"id": "evt-77"}"#.into(),
+        ..Reply::status(200)
+    });
+    let app = App::new(&config(&hook.url, "5s"));
+    let daemon = app.serve();
+    let id = send(&app, &["hi"]);
+    wait_state(&app, id, "delivered");
+    daemon.stop();
+    let shown: Value = serde_json::from_str(&app.ok(&["show", &id.to_string(), "--json"])).unwrap();
+    assert_eq!(shown["receipt"], "evt-77");
+    assert!(
+        shown["took_ms"].as_i64().is_some_and(|ms| ms >= 0),
+        "{shown}"
+    );
+    let text = app.ok(&["show", &id.to_string()]);
+    assert!(
+        text.contains("receipt") && text.contains("evt-77"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_webhook_url_may_come_from_the_daemons_environment() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    let app = App::new(
+        &config("unused", "5s").replace("url = \"unused\"", "url_env = \"RELAYQ_TEST_HOOK_URL\""),
+    );
+    // Without the variable the daemon refuses to start, naming the key.
+    let out = app.run(&["serve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("channels.hook.url_env: names $RELAYQ_TEST_HOOK_URL, which is not set"),
+        "{stderr}"
+    );
+    let daemon = app.serve_with_env(&[("RELAYQ_TEST_HOOK_URL", &hook.url)]);
+    let id = send(&app, &["hi"]);
+    wait_state(&app, id, "delivered");
+    assert_eq!(hook.calls().len(), 1);
+    daemon.stop();
+}

@@ -735,7 +735,7 @@ fn exec_exit_65_is_permanent_and_env_values_come_from_the_daemons_environment() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("channels.bridge.env.BOT_TOKEN takes $TEST_SECRET"),
+        stderr.contains("channels.bridge.env.BOT_TOKEN: takes $TEST_SECRET"),
         "{stderr}"
     );
 }
@@ -780,7 +780,7 @@ fn a_config_error_never_prints_the_urls_secret() {
     let out = app.run(&["status"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("channels.w: url is not a URL"), "{stderr}");
+    assert!(stderr.contains("channels.w.url: is not a URL"), "{stderr}");
     assert!(!stderr.contains("s3cr3t"), "{stderr}");
 }
 

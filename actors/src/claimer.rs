@@ -17,7 +17,7 @@ use actix::prelude::*;
 use relayq_engine::{Lease, OutboundMessage, Queue};
 use tokio::sync::oneshot;
 
-use crate::channels::{ChannelDirectory, Message};
+use crate::channels::{ChannelDirectory, Content};
 use crate::delivery::deliver;
 use crate::hook_buffer::Limits;
 use crate::hook_worker::{HookWorker, Rows, StopWorker};
@@ -284,7 +284,7 @@ impl ClaimerActor {
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload)
-                .map(|m| (m.channel.clone(), Message::Outbound(m)));
+                .map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
             if let Err(e) = deliver(&store, &queue, &lease, &channels, message).await {
                 tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");

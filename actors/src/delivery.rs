@@ -6,7 +6,7 @@ use std::time::Duration;
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{EngineError, Lease, Queue, Retried};
 
-use crate::channels::{ChannelDirectory, ChannelHandle, Deliver, Delivery, Message, Outcome};
+use crate::channels::{ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -17,6 +17,11 @@ const BACKSTOP_MARGIN: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     Delivered,
+    /// The far end said "not now": pending again, due at this time (unix ms), the attempt not
+    /// counted.
+    Throttled {
+        at: i64,
+    },
     Retried(Retried),
     Dead,
     Expired,
@@ -32,7 +37,7 @@ pub async fn deliver(
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
-    message: Result<(String, Message), EngineError>,
+    message: Result<(String, Content), EngineError>,
 ) -> Result<Recorded> {
     let tried = try_delivery(store, queue, lease, channels, message).await;
     let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
@@ -67,6 +72,9 @@ impl Tried {
             (_, Outcome::Expired { reason }) => {
                 tracing::warn!(queue, row, channel, attempt, reason = %reason, "expired: not deliverable where it is addressed")
             }
+            (_, Outcome::Throttled { reason, wait }) => {
+                tracing::info!(queue, row, channel, reason = %reason, wait = ?wait, "throttled by the far end; the attempt is not counted")
+            }
             _ => {}
         }
     }
@@ -80,7 +88,7 @@ pub async fn try_delivery(
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
-    message: Result<(String, Message), EngineError>,
+    message: Result<(String, Content), EngineError>,
 ) -> Tried {
     match message {
         Err(e) => Tried {
@@ -89,7 +97,7 @@ pub async fn try_delivery(
                 reason: e.to_string(),
             },
         },
-        Ok((name, message)) => {
+        Ok((name, content)) => {
             let outcome = match channels.get(&name) {
                 None => Outcome::Permanent {
                     reason: format!(
@@ -102,7 +110,7 @@ pub async fn try_delivery(
                         queue: queue.name().to_string(),
                         attempt: lease.attempts,
                         created_at: lease.created_at,
-                        message,
+                        content,
                     };
                     attempt(store, queue, lease, &channel, delivery).await
                 }
@@ -127,6 +135,7 @@ pub async fn attempt(
     channel: &ChannelHandle,
     delivery: Delivery,
 ) -> Outcome {
+    let started = std::time::Instant::now();
     let send = channel.recipient.send(Deliver(delivery));
     let deadline = tokio::time::sleep(channel.timeout + BACKSTOP_MARGIN);
     tokio::pin!(send, deadline);
@@ -135,7 +144,14 @@ pub async fn attempt(
     loop {
         tokio::select! {
             answer = &mut send => {
-                return answer.unwrap_or_else(|e| Outcome::retry(format!("channel {} failed: {e}", channel.name)));
+                return match answer {
+                    Ok(Outcome::Delivered(mut receipt)) => {
+                        receipt.took.get_or_insert(started.elapsed());
+                        Outcome::Delivered(receipt)
+                    }
+                    Ok(outcome) => outcome,
+                    Err(e) => Outcome::retry(format!("channel {} failed: {e}", channel.name)),
+                };
             }
             _ = &mut deadline => {
                 return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
@@ -167,13 +183,17 @@ pub fn record_in(
     now: i64,
 ) -> relayq_engine::Result<Recorded> {
     Ok(match outcome {
-        Outcome::Delivered => {
-            if q.complete_in(tx, l.id, l.token, None, now)? {
+        Outcome::Delivered(receipt) => {
+            if q.delivered_in(tx, l, &receipt, now)? {
                 Recorded::Delivered
             } else {
                 Recorded::Stale
             }
         }
+        Outcome::Throttled { reason, wait } => match q.throttle_in(tx, l, &reason, wait, now)? {
+            Some(at) => Recorded::Throttled { at },
+            None => Recorded::Stale,
+        },
         Outcome::Retry { error, after } => match q.retry_later_in(tx, l, &error, after, now)? {
             Retried::Stale => Recorded::Stale,
             Retried::Dead => Recorded::Dead,

@@ -24,7 +24,10 @@ pub mod store;
 pub mod supervisor;
 pub mod wake;
 
-pub use channels::{ChannelConfig, ChannelSpec, Deliver, Delivery, Message, Outcome};
+pub use channels::{
+    Answer, Channel, ChannelConfig, ChannelKind, ChannelSpec, Content, Deliver, Delivery, Outcome,
+    Receipt,
+};
 pub use claimer::ClaimSettings;
 pub use error::{ActorError, Result};
 pub use runtime::{Reload, Runtime, RuntimeBuilder, RuntimeConfig};

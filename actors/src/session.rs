@@ -14,7 +14,7 @@ use actix::prelude::*;
 use relayq_engine::{Head, InboundMessage, Lease};
 use tokio::sync::oneshot;
 
-use crate::channels::{ChannelDirectory, Message, Outcome};
+use crate::channels::{ChannelDirectory, Content};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
 use crate::store::Store;
 use crate::supervisor::{SessionIdle, Supervisor};
@@ -165,8 +165,7 @@ impl SessionActor {
     fn must_record(&self) -> bool {
         match (self.answers.last(), self.answers_since) {
             (Some(last), Some(since)) => {
-                !matches!(last.tried.outcome, Outcome::Delivered)
-                    || since.elapsed() >= RECORD_WITHIN
+                !last.tried.outcome.is_delivered() || since.elapsed() >= RECORD_WITHIN
             }
             _ => false,
         }
@@ -175,7 +174,7 @@ impl SessionActor {
     fn deliver(&mut self, mut lease: Lease, ctx: &mut Context<Self>) {
         // Read once here; the answered row (kept, cloned for the log) needs no payload.
         let message = InboundMessage::from_payload(&std::mem::take(&mut lease.payload))
-            .map(|m| (self.channel.clone(), Message::Inbound(m)));
+            .map(|m| (self.channel.clone(), Content::Inbound(m)));
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let tried = async move {
             let started = Instant::now();
@@ -200,10 +199,7 @@ impl SessionActor {
     /// when this one is used up.
     fn write(&mut self, ctx: &mut Context<Self>) {
         self.busy = true;
-        let failed = self
-            .answers
-            .iter()
-            .any(|a| !matches!(a.tried.outcome, Outcome::Delivered));
+        let failed = self.answers.iter().any(|a| !a.tried.outcome.is_delivered());
         let sync = Sync {
             answers: std::mem::take(&mut self.answers),
             give_back: if failed {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
-use relayq_actors::channels::file::FileConfig;
+use relayq_actors::channels::file;
 use relayq_actors::hook_buffer::Limits;
 use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
 use relayq_engine::handlers::relayed_events;
@@ -67,12 +67,12 @@ async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime,
         .iter()
         .map(|e| e.id)
         .collect();
-    let spec = ChannelConfig::File(FileConfig {
-        path: dir.join("out.jsonl"),
-        fsync: false,
+    let spec = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
+        ..file::Config::new(dir.join("out.jsonl"))
     })
-    .spec();
+    .spec()
+    .unwrap();
     let rt = Runtime::builder(config(dir, limits))
         .channel("out", spec)
         .start()
@@ -291,12 +291,12 @@ async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
             hooks.enqueue(&row).unwrap().id
         })
         .collect();
-    let spec = ChannelConfig::File(FileConfig {
-        path: dir.path().join("out.jsonl"),
-        fsync: false,
+    let spec = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
+        ..file::Config::new(dir.path().join("out.jsonl"))
     })
-    .spec();
+    .spec()
+    .unwrap();
     let rt = Runtime::builder(config(dir.path(), Limits::default()))
         .channel("out", spec)
         .start()

@@ -4,10 +4,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::prelude::*;
-use relayq_actors::channels::file::FileConfig;
+use relayq_actors::channels::file;
 use relayq_actors::supervisor::RunningSessions;
-use relayq_actors::{ChannelConfig, ChannelSpec, Deliver, Outcome, Runtime, RuntimeConfig};
+use relayq_actors::{
+    Answer, Channel, ChannelConfig, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig,
+};
 use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy, RowState};
 
 fn config(dir: &std::path::Path) -> RuntimeConfig {
@@ -21,12 +22,12 @@ fn config(dir: &std::path::Path) -> RuntimeConfig {
 }
 
 fn file_channel(dir: &std::path::Path) -> ChannelSpec {
-    ChannelConfig::File(FileConfig {
-        path: dir.join("out.jsonl"),
-        fsync: false,
+    ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
+        ..file::Config::new(dir.join("out.jsonl"))
     })
     .spec()
+    .unwrap()
 }
 
 fn lines(dir: &std::path::Path) -> Vec<serde_json::Value> {
@@ -115,19 +116,19 @@ async fn every_session_gets_its_messages_in_order_and_idle_actors_stop() {
 }
 
 /// A channel that panics on its first call, then delivers.
+#[derive(Clone)]
 struct Flaky {
     calls: Arc<AtomicU32>,
 }
-impl Actor for Flaky {
-    type Context = Context<Self>;
-}
-impl Handler<Deliver> for Flaky {
-    type Result = MessageResult<Deliver>;
-    fn handle(&mut self, _: Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for Flaky {
+    fn deliver(&mut self, _: Delivery) -> Answer {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
             panic!("flaky channel blew up");
         }
-        MessageResult(Outcome::Delivered)
+        Outcome::delivered().into()
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
     }
 }
 
@@ -136,13 +137,7 @@ async fn a_panicking_channel_is_restarted_and_the_row_retried() {
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
-    let rt = start(
-        dir.path(),
-        ChannelSpec::new(Duration::from_secs(5), move || {
-            Flaky { calls: c.clone() }.start().recipient()
-        }),
-    )
-    .await;
+    let rt = start(dir.path(), ChannelSpec::of(Flaky { calls: c })).await;
     let row = deliver(&rt, "hello").await;
     assert_eq!(row.attempts, 2);
     assert!(row.last_error.unwrap().contains("channel out failed"));
@@ -153,22 +148,23 @@ async fn a_panicking_channel_is_restarted_and_the_row_retried() {
 }
 
 /// A channel that never answers its first call.
+#[derive(Clone)]
 struct Hangs {
     calls: Arc<AtomicU32>,
+    timeout: Duration,
 }
-impl Actor for Hangs {
-    type Context = Context<Self>;
-}
-impl Handler<Deliver> for Hangs {
-    type Result = ResponseFuture<Outcome>;
-    fn handle(&mut self, _: Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for Hangs {
+    fn deliver(&mut self, _: Delivery) -> Answer {
         let first = self.calls.fetch_add(1, Ordering::SeqCst) == 0;
-        Box::pin(async move {
+        Answer::later(async move {
             if first {
                 std::future::pending::<()>().await;
             }
-            Outcome::Delivered
+            Outcome::delivered()
         })
+    }
+    fn timeout(&self) -> Duration {
+        self.timeout
     }
 }
 
@@ -179,8 +175,9 @@ async fn a_hanging_channel_times_out_and_the_row_is_retried() {
     let c = calls.clone();
     let rt = start(
         dir.path(),
-        ChannelSpec::new(Duration::from_millis(200), move || {
-            Hangs { calls: c.clone() }.start().recipient()
+        ChannelSpec::of(Hangs {
+            calls: c,
+            timeout: Duration::from_millis(200),
         }),
     )
     .await;
@@ -242,12 +239,9 @@ async fn a_second_daemon_on_the_same_database_is_refused() {
 #[actix::test]
 async fn expiring_a_session_expires_its_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = ChannelSpec::new(Duration::from_secs(1), || {
-        Hangs {
-            calls: Arc::new(AtomicU32::new(0)),
-        }
-        .start()
-        .recipient()
+    let spec = ChannelSpec::of(Hangs {
+        calls: Arc::new(AtomicU32::new(0)),
+        timeout: Duration::from_secs(1),
     });
     let rt = Runtime::builder(config(dir.path()))
         .channel("out", spec)
@@ -368,6 +362,7 @@ async fn all_delivered(q: &relayq_engine::Queue, ids: &[i64]) {
 }
 
 /// Records each call's text and attempt; fails text "3" once, and answers after `delay`.
+#[derive(Clone)]
 struct Recorder {
     calls: Arc<std::sync::Mutex<Vec<(String, u32)>>>,
     delay: Duration,
@@ -375,12 +370,11 @@ struct Recorder {
     unrecorded_before: Arc<std::sync::Mutex<Vec<i64>>>,
     queue: relayq_engine::Queue,
 }
-impl Actor for Recorder {
-    type Context = Context<Self>;
-}
-impl Handler<Deliver> for Recorder {
-    type Result = ResponseFuture<Outcome>;
-    fn handle(&mut self, Deliver(d): Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for Recorder {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+    fn deliver(&mut self, d: Delivery) -> Answer {
         let previous = self.queue.state_of(d.id - 1).unwrap();
         if previous.is_some_and(|p| p.state != "delivered") && d.attempt == 1 {
             self.unrecorded_before.lock().unwrap().push(d.id - 1);
@@ -389,7 +383,7 @@ impl Handler<Deliver> for Recorder {
         let first_try_of_3 = d.text() == "3" && !calls.iter().any(|(t, _)| t == "3");
         calls.push((d.text().to_string(), d.attempt));
         let delay = self.delay;
-        Box::pin(async move {
+        Answer::later(async move {
             tokio::time::sleep(delay).await;
             if first_try_of_3 {
                 Outcome::Retry {
@@ -397,7 +391,7 @@ impl Handler<Deliver> for Recorder {
                     after: Some(Duration::from_millis(30)),
                 }
             } else {
-                Outcome::Delivered
+                Outcome::delivered()
             }
         })
     }
@@ -420,15 +414,11 @@ async fn start_recorder(
         .unwrap()
         .queue("inbound", QueuePolicy::inbound());
     let (c, u) = (calls.clone(), unrecorded.clone());
-    let spec = ChannelSpec::new(Duration::from_secs(5), move || {
-        Recorder {
-            calls: c.clone(),
-            delay,
-            unrecorded_before: u.clone(),
-            queue: queue.clone(),
-        }
-        .start()
-        .recipient()
+    let spec = ChannelSpec::of(Recorder {
+        calls: c,
+        delay,
+        unrecorded_before: u,
+        queue,
     });
     let mut cfg = config(dir);
     adjust(&mut cfg);

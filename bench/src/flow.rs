@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use anyhow::{bail, ensure, Context as _, Result};
 use relayq_actors::supervisor::{Enqueue, Supervisor};
-use relayq_actors::{ChannelSpec, Deliver, Outcome, Runtime, RuntimeConfig};
+use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig};
 use relayq_engine::{DbConfig, Engine, InboundMessage, NewRow, Synchronous};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -22,24 +22,24 @@ pub struct Delivered {
 }
 
 /// The no-op channel: answers `Delivered` at once and reports the delivery.
+#[derive(Clone)]
 struct NoOpChannel {
     seen: mpsc::UnboundedSender<Delivered>,
 }
 
-impl Actor for NoOpChannel {
-    type Context = Context<Self>;
-}
+impl Channel for NoOpChannel {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
 
-impl Handler<Deliver> for NoOpChannel {
-    type Result = MessageResult<Deliver>;
-    fn handle(&mut self, Deliver(d): Deliver, _: &mut Context<Self>) -> Self::Result {
+    fn deliver(&mut self, d: Delivery) -> Answer {
         let seq = d.text().parse().unwrap_or(u64::MAX);
         let _ = self.seen.send(Delivered {
             session: d.address().to_string(),
             seq,
             at: Instant::now(),
         });
-        MessageResult(Outcome::Delivered)
+        Outcome::delivered().into()
     }
 }
 
@@ -55,9 +55,7 @@ impl Flow {
         config.db.synchronous = sync;
         config.listen_for_wakes = listen_for_wakes;
         let (tx, delivered) = mpsc::unbounded_channel();
-        let spec = ChannelSpec::new(Duration::from_secs(30), move || {
-            NoOpChannel { seen: tx.clone() }.start().recipient()
-        });
+        let spec = ChannelSpec::of(NoOpChannel { seen: tx });
         let runtime = Runtime::builder(config)
             .channel("noop", spec)
             .start()

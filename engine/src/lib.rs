@@ -30,6 +30,8 @@ pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use outbound::OutboundMessage;
 pub use policy::{QueuePolicies, QueuePolicy};
-pub use queue::{DeadRow, Enqueued, Head, Lease, NewRow, Queue, Retried, RowDetail, RowState};
+pub use queue::{
+    DeadRow, Enqueued, Head, Lease, NewRow, Queue, Receipt, Retried, RowDetail, RowState,
+};
 pub use rusqlite;
 pub use sessions::SessionRecord;

@@ -48,6 +48,15 @@ pub struct Lease {
     pub created_at: i64,
 }
 
+/// What the far end said when it took a row, kept with the delivered row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Receipt {
+    /// The platform's id for the message it made (a Telegram `message_id`, a Slack `ts`).
+    pub message_id: Option<String>,
+    /// How long the send took.
+    pub took: Option<Duration>,
+}
+
 /// What a retry request turned into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retried {
@@ -595,6 +604,54 @@ impl Queue {
         finish_in(tx, id, token, "delivered", reason, None, now)
     }
 
+    /// Marks a leased row delivered by a channel, with the far end's receipt. False (and
+    /// nothing changed) if the token is stale.
+    pub fn delivered_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        receipt: &Receipt,
+        now: i64,
+    ) -> Result<bool> {
+        let took_ms = receipt.took.map(ms);
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'delivered', finished_at = ?3, receipt = ?4,
+                        took_ms = ?5, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![
+                lease.id,
+                lease.token,
+                now,
+                receipt.message_id,
+                took_ms
+            ])?;
+        Ok(n == 1)
+    }
+
+    /// The far end said "not now, until `wait` from now": the row is pending again, due then,
+    /// and the attempt is not counted (being throttled is not a failure of the row). The reason
+    /// is kept as its last error. Returns when it is due, or `None` if the token is stale.
+    pub fn throttle_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        reason: &str,
+        wait: Duration,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let at = now.saturating_add(ms(wait));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
+                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![lease.id, lease.token, at, reason])?;
+        Ok((n == 1).then_some(at))
+    }
+
     /// Marks a leased row done although it failed, keeping the error: retrying cannot help and
     /// is not wanted (an undecodable hook event, a handler's refusal, a coalesced row).
     pub fn complete_with_error(
@@ -965,10 +1022,14 @@ pub struct RowDetail {
     pub finished_at: Option<i64>,
     pub reason: Option<String>,
     pub payload: String,
+    /// The platform's message id, when a channel delivered it and the far end gave one.
+    pub receipt: Option<String>,
+    /// How long the delivering send took.
+    pub took_ms: Option<i64>,
 }
 
 const DETAIL_COLUMNS: &str = "id, queue, key, state, attempts, created_at, next_attempt_at,
-     lease_owner, lease_expires_at, last_error, finished_at, reason, payload";
+     lease_owner, lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms";
 
 fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
     Ok(RowDetail {
@@ -985,6 +1046,8 @@ fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
         finished_at: r.get(10)?,
         reason: r.get(11)?,
         payload: r.get(12)?,
+        receipt: r.get(13)?,
+        took_ms: r.get(14)?,
     })
 }
 

@@ -4,7 +4,7 @@
 //! once; the database, claimer and daemon settings at the next start. An invalid file changes
 //! nothing (the error is logged).
 
-use relayq_actors::{ChannelConfig, Reload, Runtime};
+use relayq_actors::{ChannelSpec, Reload, Runtime};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{CliError, Context};
@@ -20,12 +20,12 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     let file = describe(ctx.config_file.as_deref());
-    check_runnable(&config, &file).map_err(CliError::Usage)?;
+    let channels = build_channels(&config, &file).map_err(CliError::Usage)?;
     let system = actix_rt::System::new();
     system.block_on(async move {
         let mut builder = Runtime::builder(runtime_config);
-        for (name, channel) in &config.channels {
-            builder = builder.channel(name, channel.spec());
+        for (name, spec) in channels {
+            builder = builder.channel(&name, spec);
         }
         let runtime = builder.start().await?;
         let grace = config.daemon.shutdown_grace;
@@ -56,18 +56,24 @@ fn describe(file: Option<&std::path::Path>) -> String {
     file.map_or("(built-in defaults)".into(), |f| f.display().to_string())
 }
 
-/// What parsing cannot check because it depends on the daemon's environment; warnings logged.
-fn check_runnable(config: &Config, file: &str) -> Result<(), String> {
+/// Builds every channel: what parsing cannot check because it depends on the daemon's
+/// environment (`*_env` variables, `*_file` secrets) fails here; warnings and channels that are
+/// not ready (a program not installed) are logged.
+fn build_channels(config: &Config, file: &str) -> Result<Vec<(String, ChannelSpec)>, String> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    let mut specs = Vec::new();
     for (name, channel) in &config.channels {
-        if let ChannelConfig::Exec(exec) = channel {
-            exec.environment()
-                .map_err(|e| format!("invalid configuration: {file}: channels.{name}.{e}"))?;
+        let spec = channel
+            .spec()
+            .map_err(|e| format!("invalid configuration: {file}: channels.{name}.{e}"))?;
+        if let Err(why) = spec.readiness() {
+            tracing::warn!(channel = %name, "channel not ready: {why}; its deliveries are tried anyway");
         }
+        specs.push((name.clone(), spec));
     }
-    Ok(())
+    Ok(specs)
 }
 
 /// SIGHUP: reads the config again (the same file, or the same search when there was none) and
@@ -81,20 +87,19 @@ fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> 
         }
     };
     let file = describe(file.as_deref());
-    if let Err(e) = check_runnable(&new, &file) {
-        tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
-        return None;
-    }
+    let channels = match build_channels(&new, &file) {
+        Ok(channels) => channels,
+        Err(e) => {
+            tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
+            return None;
+        }
+    };
     let runtime_config = new.runtime_config(ctx.db.as_deref());
     let reloaded = runtime.reload(Reload {
         queues: runtime_config.queues,
         routes: runtime_config.routes,
         routing: runtime_config.routing,
-        channels: new
-            .channels
-            .iter()
-            .map(|(name, c)| (name.clone(), c.spec()))
-            .collect(),
+        channels,
     });
     if let Err(e) = reloaded {
         tracing::error!(error = %e, "SIGHUP: keeping the running configuration");

@@ -1,5 +1,6 @@
 //! `relayq show ID [--json]`: one row's story, whatever its queue and state: where it goes,
-//! where it stands, how many attempts, the last error, when it is tried next, who holds it.
+//! where it stands, how many attempts, the last error, when it is tried next, who holds it, and
+//! for a delivered row the far end's receipt (its message id, how long the send took).
 
 use relayq_engine::RowDetail;
 use serde_json::{json, Value};
@@ -34,7 +35,7 @@ pub fn row_json(row: &RowDetail) -> Value {
             "next_attempt_at": (row.state == "pending").then_some(row.next_attempt_at),
             "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
             "last_error": row.last_error, "finished_at": row.finished_at, "reason": row.reason,
-            "payload": payload,
+            "receipt": row.receipt, "took_ms": row.took_ms, "payload": payload,
         }),
         &[
             "created_at",
@@ -67,6 +68,10 @@ fn row_text(row: &RowDetail, now: i64) -> String {
     }
     if let Some(at) = row.finished_at {
         line("finished", when(at, now));
+    }
+    if let Some(took) = row.took_ms {
+        let id = row.receipt.as_deref().unwrap_or("no message id");
+        line("receipt", format!("{id} (the send took {took} ms)"));
     }
     if let Some(reason) = &row.reason {
         line("reason", reason.clone());

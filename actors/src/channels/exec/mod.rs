@@ -14,14 +14,15 @@
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
-use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::{default_timeout, tail, Deliver, Delivery, Outcome};
+use super::kit::{default_timeout, on_path, tail};
+use super::{Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
 /// sysexits.h EX_TEMPFAIL: "try again later".
 pub const EXIT_TEMPFAIL: i32 = 75;
@@ -38,7 +39,7 @@ const GUARD: &str = r#"trap 'kill -KILL 0' TERM; exec 3<&0; "$@" <&3 3<&- & wait
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExecConfig {
+pub struct Config {
     /// Program and arguments, e.g. `["sh", "-c", "my-bridge --deliver"]`.
     pub command: Vec<String>,
     #[serde(default = "default_timeout", with = "humantime_serde")]
@@ -57,43 +58,70 @@ pub enum EnvValue {
     FromEnv { from_env: String },
 }
 
-impl ExecConfig {
+impl ChannelKind for Config {
+    type Channel = ExecChannel;
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn check(&self) -> Result<(), SettingError> {
+        match self.command.first() {
+            Some(program) if !program.is_empty() => Ok(()),
+            _ => Err(SettingError::new(
+                "command",
+                "must name a program, e.g. [\"sh\", \"-c\", \"...\"]",
+            )),
+        }
+    }
+
     /// Resolves `env` against the daemon's environment; the error names the missing variable.
-    pub fn environment(&self) -> Result<Vec<(String, String)>, String> {
-        self.env
+    fn build(&self) -> Result<ExecChannel, SettingError> {
+        let env = self
+            .env
             .iter()
             .map(|(name, value)| match value {
                 EnvValue::Literal(v) => Ok((name.clone(), v.clone())),
                 EnvValue::FromEnv { from_env } => std::env::var(from_env)
                     .map(|v| (name.clone(), v))
                     .map_err(|_| {
-                        format!("env.{name} takes ${from_env}, which is not set in relayq's environment")
+                        SettingError::new(
+                            format!("env.{name}"),
+                            format!("takes ${from_env}, which is not set in relayq's environment"),
+                        )
                     }),
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(ExecChannel {
+            config: Arc::new(self.clone()),
+            env: Arc::new(env),
+        })
     }
 }
 
+#[derive(Clone)]
 pub struct ExecChannel {
-    config: ExecConfig,
+    config: Arc<Config>,
+    /// `env`, resolved when the channel was built.
+    env: Arc<Vec<(String, String)>>,
 }
 
-impl ExecChannel {
-    pub fn new(config: ExecConfig) -> Self {
-        ExecChannel { config }
+impl Channel for ExecChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let channel = self.clone();
+        Answer::later(async move { channel.run(&delivery).await })
     }
-}
 
-impl Actor for ExecChannel {
-    type Context = Context<Self>;
-}
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
 
-impl Handler<Deliver> for ExecChannel {
-    type Result = ResponseFuture<Outcome>;
-
-    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
-        let config = self.config.clone();
-        Box::pin(async move { run(&config, &delivery).await })
+    fn readiness(&self) -> Result<(), String> {
+        let program = &self.config.command[0];
+        match on_path(program) {
+            true => Ok(()),
+            false => Err(format!("{program} is not found (not a file, nor on PATH)")),
+        }
     }
 }
 
@@ -110,15 +138,13 @@ impl Drop for Group {
     }
 }
 
-async fn run(config: &ExecConfig, delivery: &Delivery) -> Outcome {
+impl ExecChannel {
+async fn run(&self, delivery: &Delivery) -> Outcome {
+    let (config, env) = (&self.config, self.env.iter().cloned());
     let Some(program) = config.command.first() else {
         return Outcome::Permanent {
             reason: "exec channel has an empty command".into(),
         };
-    };
-    let env = match config.environment() {
-        Ok(env) => env,
-        Err(e) => return Outcome::retry(e),
     };
     let daemon = std::process::id() as i32;
     let mut command = Command::new("/bin/sh");
@@ -182,7 +208,7 @@ async fn run(config: &ExecConfig, delivery: &Delivery) -> Outcome {
     };
     let stderr = tail(&String::from_utf8_lossy(&stderr), KEPT_STDERR);
     match status.code() {
-        Some(0) => Outcome::Delivered,
+        Some(0) => Outcome::delivered(),
         Some(EXIT_PERMANENT) => Outcome::Permanent {
             reason: format!("exit 65 (permanent){}", with_detail(&stderr)),
         },
@@ -193,6 +219,7 @@ async fn run(config: &ExecConfig, delivery: &Delivery) -> Outcome {
         Some(_) => Outcome::retry(stderr),
         None => Outcome::retry(format!("killed by a signal{}", with_detail(&stderr))),
     }
+}
 }
 
 fn with_detail(stderr: &str) -> String {

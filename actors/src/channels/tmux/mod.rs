@@ -20,16 +20,16 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::{tail, Deliver, Delivery, Outcome};
+use super::kit::{on_path, tail};
+use super::{Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct TmuxConfig {
+pub struct Config {
     /// The target pane; `{session}` is replaced by the session id (for an outbound message,
     /// by its destination). The part before the first `:` names a tmux session, matched
     /// exactly; `{session}:1.0` picks a window and pane of it.
@@ -73,34 +73,48 @@ fn default_missing_grace() -> Duration {
 /// Why a row whose pane never appeared is expired.
 pub const SESSION_NOT_FOUND: &str = "session not found";
 
-pub struct TmuxChannel {
-    config: TmuxConfig,
-}
+impl ChannelKind for Config {
+    type Channel = TmuxChannel;
 
-impl TmuxChannel {
-    pub fn new(config: TmuxConfig) -> Self {
-        TmuxChannel { config }
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn build(&self) -> Result<TmuxChannel, SettingError> {
+        Ok(TmuxChannel {
+            config: self.clone(),
+        })
     }
 }
 
-impl Actor for TmuxChannel {
-    type Context = Context<Self>;
+#[derive(Clone)]
+pub struct TmuxChannel {
+    config: Config,
 }
 
-impl Handler<Deliver> for TmuxChannel {
-    type Result = ResponseFuture<Outcome>;
-
-    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for TmuxChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
         let config = self.config.clone();
-        Box::pin(async move {
+        Answer::later(async move {
             match tokio::time::timeout(config.timeout, paste(&config, &delivery)).await {
-                Ok(Ok(())) => Outcome::Delivered,
+                Ok(Ok(())) => Outcome::delivered(),
                 Ok(Err(outcome)) => outcome,
                 Err(_) => {
                     Outcome::retry(format!("tmux did not answer within {:?}", config.timeout))
                 }
             }
         })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match on_path("tmux") {
+            true => Ok(()),
+            false => Err("tmux is not installed (not on PATH)".into()),
+        }
     }
 }
 
@@ -145,7 +159,7 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-async fn paste(config: &TmuxConfig, delivery: &Delivery) -> Result<(), Outcome> {
+async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
     let (name, rest) = target_for(&config.target, delivery.address())
         .map_err(|reason| Outcome::Permanent { reason })?;
     let target = format!("{name}:{rest}");
@@ -187,7 +201,7 @@ async fn paste(config: &TmuxConfig, delivery: &Delivery) -> Result<(), Outcome> 
 /// name here, then addressed by its id: tmux itself would also take `name` as a session id
 /// (`$0`), a client, a prefix or a pattern.
 async fn find_pane(
-    config: &TmuxConfig,
+    config: &Config,
     name: &str,
     rest: &str,
 ) -> Result<Option<(String, String)>, Outcome> {
@@ -237,7 +251,7 @@ fn no_server(error: &str) -> bool {
 
 /// The pane does not exist: wait for it within the grace (the agent may be starting), then
 /// expire the row.
-fn missing(config: &TmuxConfig, delivery: &Delivery, target: &str) -> Outcome {
+fn missing(config: &Config, delivery: &Delivery, target: &str) -> Outcome {
     let age_ms = now_ms().saturating_sub(delivery.created_at);
     if age_ms > relayq_engine::clock::ms(config.missing_grace) {
         Outcome::Expired {
@@ -259,7 +273,7 @@ fn now_ms() -> i64 {
 }
 
 /// Runs one tmux command; its stdout, or a retry carrying its stderr.
-async fn tmux(config: &TmuxConfig, args: &[&str], stdin: Option<&str>) -> Result<String, Outcome> {
+async fn tmux(config: &Config, args: &[&str], stdin: Option<&str>) -> Result<String, Outcome> {
     let mut cmd = Command::new("tmux");
     if let Some(socket) = &config.socket_name {
         cmd.args(["-L", socket]);

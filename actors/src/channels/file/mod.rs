@@ -3,17 +3,17 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{default_timeout, Deliver, Outcome};
+use super::kit::default_timeout;
+use super::{resolve_path, Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Config {
     /// The file to append to (created if missing).
     pub path: PathBuf,
     /// fsync after every line: survives power loss, costs a disk flush per message.
@@ -23,16 +23,52 @@ pub struct FileConfig {
     pub timeout: Duration,
 }
 
+impl Config {
+    /// Appends to `path`, without fsync.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Config {
+            path: path.into(),
+            fsync: false,
+            timeout: default_timeout(),
+        }
+    }
+}
+
+impl ChannelKind for Config {
+    type Channel = FileChannel;
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn build(&self) -> Result<FileChannel, SettingError> {
+        Ok(FileChannel {
+            config: self.clone(),
+            file: None,
+        })
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        resolve_path(&mut self.path, base);
+    }
+}
+
 pub struct FileChannel {
-    config: FileConfig,
+    config: Config,
     file: Option<File>,
 }
 
-impl FileChannel {
-    pub fn new(config: FileConfig) -> Self {
-        FileChannel { config, file: None }
+/// A copy opens the file anew.
+impl Clone for FileChannel {
+    fn clone(&self) -> Self {
+        FileChannel {
+            config: self.config.clone(),
+            file: None,
+        }
     }
+}
 
+impl FileChannel {
     fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
         if self.file.is_none() {
             self.file = Some(
@@ -52,18 +88,12 @@ impl FileChannel {
     }
 }
 
-impl Actor for FileChannel {
-    type Context = Context<Self>;
-}
-
-impl Handler<Deliver> for FileChannel {
-    type Result = MessageResult<Deliver>;
-
-    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+impl Channel for FileChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
         let mut line = serde_json::to_vec(&delivery).expect("a delivery always serialises");
         line.push(b'\n');
-        MessageResult(match self.append(&line) {
-            Ok(()) => Outcome::Delivered,
+        match self.append(&line) {
+            Ok(()) => Outcome::delivered(),
             Err(e) => {
                 self.file = None; // reopen next time: the file may have been moved or fixed
                 Outcome::retry(format!(
@@ -71,6 +101,20 @@ impl Handler<Deliver> for FileChannel {
                     self.config.path.display()
                 ))
             }
-        })
+        }
+        .into()
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match self.config.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+                Err(format!("{} is not a directory", dir.display()))
+            }
+            _ => Ok(()),
+        }
     }
 }

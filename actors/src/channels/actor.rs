@@ -1,0 +1,38 @@
+//! The one actor that runs any [`Channel`]: a platform is settings, a client and a
+//! classification, never actix code of its own.
+
+use actix::prelude::*;
+
+use super::contract::{Answer, Channel, Delivery, Outcome};
+
+/// Ask a channel to deliver one row.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "Outcome")]
+pub struct Deliver(pub Delivery);
+
+/// Runs channel `C`: one delivery per [`Deliver`] message, answered when the channel's answer
+/// is known. An answer that comes later does not hold up the next message.
+pub struct ChannelActor<C: Channel> {
+    channel: C,
+}
+
+impl<C: Channel> ChannelActor<C> {
+    pub fn new(channel: C) -> Self {
+        ChannelActor { channel }
+    }
+}
+
+impl<C: Channel> Actor for ChannelActor<C> {
+    type Context = Context<Self>;
+}
+
+impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
+    type Result = actix::Response<Outcome>;
+
+    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+        match self.channel.deliver(delivery) {
+            Answer::Now(outcome) => actix::Response::reply(outcome),
+            Answer::Later(future) => actix::Response::fut(future),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The channel contract: what a channel is given ([`Delivery`]), what it answers ([`Outcome`]),
+//! and the trait every channel implements ([`Channel`]), built in or written by embedding code.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use relayq_engine::{InboundMessage, OutboundMessage};
+use serde::Serialize;
+
+pub use relayq_engine::Receipt;
+
+/// A row to deliver, as a channel sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delivery {
+    /// The row id: stable across retries, usable as an idempotency key by the far end.
+    pub id: i64,
+    pub queue: String,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// When the row was written (unix ms).
+    pub created_at: i64,
+    #[serde(flatten)]
+    pub content: Content,
+}
+
+/// What is being delivered.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// A chat message for an agent session.
+    Inbound(InboundMessage),
+    /// A message for a chat platform or webhook.
+    Outbound(OutboundMessage),
+}
+
+impl Delivery {
+    /// Where it goes on the channel: the session for inbound, the destination for outbound.
+    pub fn address(&self) -> &str {
+        match &self.content {
+            Content::Inbound(m) => &m.session,
+            Content::Outbound(m) => &m.to,
+        }
+    }
+
+    /// The agent session it is for or about, when there is one.
+    pub fn session(&self) -> Option<&str> {
+        match &self.content {
+            Content::Inbound(m) => Some(&m.session),
+            Content::Outbound(m) => m.session.as_deref(),
+        }
+    }
+
+    /// The text to type or send.
+    pub fn text(&self) -> &str {
+        match &self.content {
+            Content::Inbound(m) => &m.content,
+            Content::Outbound(m) => &m.text,
+        }
+    }
+}
+
+/// How a delivery went. Expected outcomes are values, not errors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The far end confirmed it. Only then: a send whose result is unknown is a `Retry`.
+    Delivered(Receipt),
+    /// The far end said "not now": try again after `wait`, without counting the attempt.
+    Throttled { reason: String, wait: Duration },
+    /// Transient: try again later (after `after` if the far end said, else per policy).
+    Retry {
+        error: String,
+        after: Option<Duration>,
+    },
+    /// Permanent: retrying cannot help; the row is dead.
+    Permanent { reason: String },
+    /// The row can no longer be delivered where it is addressed (its session is gone): it is
+    /// expired with this reason, neither retried nor kept as a dead letter.
+    Expired { reason: String },
+}
+
+impl Outcome {
+    /// Delivered, with no message id to keep.
+    pub fn delivered() -> Self {
+        Outcome::Delivered(Receipt::default())
+    }
+
+    /// Delivered; the far end's id for the message it made.
+    pub fn delivered_as(message_id: impl Into<String>) -> Self {
+        Outcome::Delivered(Receipt {
+            message_id: Some(message_id.into()),
+            took: None,
+        })
+    }
+
+    pub fn retry(error: impl Into<String>) -> Self {
+        Outcome::Retry {
+            error: error.into(),
+            after: None,
+        }
+    }
+
+    pub fn is_delivered(&self) -> bool {
+        matches!(self, Outcome::Delivered(_))
+    }
+
+    /// The words kept with the row when it was not delivered.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Outcome::Delivered(_) => None,
+            Outcome::Throttled { reason: t, .. }
+            | Outcome::Retry { error: t, .. }
+            | Outcome::Permanent { reason: t }
+            | Outcome::Expired { reason: t } => Some(t),
+        }
+    }
+}
+
+/// A channel's answer to one delivery: known at once, or when the far end replies.
+pub enum Answer {
+    Now(Outcome),
+    Later(Pin<Box<dyn Future<Output = Outcome>>>),
+}
+
+impl Answer {
+    /// The answer comes when `future` ends. The future must own what it uses (clone the
+    /// channel's client or settings into it): the channel takes the next delivery meanwhile.
+    pub fn later(future: impl Future<Output = Outcome> + 'static) -> Self {
+        Answer::Later(Box::pin(future))
+    }
+}
+
+impl From<Outcome> for Answer {
+    fn from(outcome: Outcome) -> Self {
+        Answer::Now(outcome)
+    }
+}
+
+/// A channel: the only code that talks to the outside world. relayq runs each one in a
+/// [`ChannelActor`](super::ChannelActor), which restarts it from a clone of its settings if it
+/// panics; a channel is therefore its settings plus cheap handles (an HTTP client), `Clone`.
+///
+/// Implement this for a custom channel and register it with
+/// [`ChannelSpec::of`](super::ChannelSpec::of) (see `examples/custom_channel.rs`); a channel
+/// kind configured in `config.toml` also implements [`ChannelKind`](super::ChannelKind).
+pub trait Channel: Clone + Send + Sync + Unpin + 'static {
+    /// Delivers one row and says how it went. Sessions wait for the answer before their next
+    /// row; different sessions' deliveries may overlap.
+    fn deliver(&mut self, delivery: Delivery) -> Answer;
+
+    /// How long one delivery may take before it is abandoned and retried.
+    fn timeout(&self) -> Duration;
+
+    /// Whether the channel can deliver now, as far as it can tell without sending anything (a
+    /// program is installed, a directory exists). Said at start-up; deliveries are tried anyway.
+    fn readiness(&self) -> Result<(), String> {
+        Ok(())
+    }
+}

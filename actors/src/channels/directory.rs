@@ -1,0 +1,119 @@
+//! The registered channels by name, each started on first use and started again if its actor
+//! died.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::actor::{ChannelActor, Deliver};
+use super::contract::Channel;
+
+/// How to run one named channel: start its actor (again, after a panic), its timeout, and its
+/// readiness.
+#[derive(Clone)]
+pub struct ChannelSpec {
+    start: Arc<dyn Fn() -> Recipient<Deliver> + Send + Sync>,
+    readiness: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    /// A delivery taking longer than this is abandoned and retried.
+    pub timeout: Duration,
+}
+
+impl ChannelSpec {
+    /// Runs `channel` in a [`ChannelActor`]; a restart starts from a clone of it.
+    pub fn of<C: Channel>(channel: C) -> Self {
+        let timeout = channel.timeout();
+        let probe = channel.clone();
+        ChannelSpec {
+            start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
+            readiness: Arc::new(move || probe.readiness()),
+            timeout,
+        }
+    }
+
+    /// See [`Channel::readiness`].
+    pub fn readiness(&self) -> Result<(), String> {
+        (self.readiness)()
+    }
+}
+
+/// A running channel: its current actor and its timeout.
+#[derive(Clone)]
+pub struct ChannelHandle {
+    pub name: String,
+    pub recipient: Recipient<Deliver>,
+    pub timeout: Duration,
+}
+
+struct Slot {
+    spec: ChannelSpec,
+    running: Option<Recipient<Deliver>>,
+}
+
+/// The registered channels. Hands out the running actor of a channel, starting a new one when
+/// the previous one died (a panic in a handler closes the actor's mailbox), so a crashing
+/// channel costs a retry, never the daemon.
+#[derive(Clone, Default)]
+pub struct ChannelDirectory {
+    slots: Arc<Mutex<HashMap<String, Slot>>>,
+}
+
+impl ChannelDirectory {
+    pub fn register(&self, name: &str, spec: ChannelSpec) {
+        self.slots
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), Slot::new(spec));
+    }
+
+    /// Replaces every channel (a config reload): channels not in `specs` are removed, the
+    /// others start afresh with their new settings on their next delivery. Deliveries in flight
+    /// finish on the actor they started with.
+    pub fn replace_all(&self, specs: Vec<(String, ChannelSpec)>) {
+        let mut slots = self.slots.lock().unwrap();
+        slots.clear();
+        slots.extend(
+            specs
+                .into_iter()
+                .map(|(name, spec)| (name, Slot::new(spec))),
+        );
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.slots.lock().unwrap().contains_key(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.slots.lock().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The live actor of channel `name`, (re)started if needed. Must run inside an actix system.
+    pub fn get(&self, name: &str) -> Option<ChannelHandle> {
+        let mut slots = self.slots.lock().unwrap();
+        let slot = slots.get_mut(name)?;
+        let alive = slot.running.as_ref().is_some_and(|r| r.connected());
+        if !alive {
+            if slot.running.is_some() {
+                tracing::warn!(channel = name, "channel actor died; starting a new one");
+            }
+            slot.running = Some((slot.spec.start)());
+        }
+        Some(ChannelHandle {
+            name: name.to_string(),
+            recipient: slot.running.clone().expect("just started"),
+            timeout: slot.spec.timeout,
+        })
+    }
+}
+
+impl Slot {
+    fn new(spec: ChannelSpec) -> Self {
+        Slot {
+            spec,
+            running: None,
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! What a channel kind configured in `config.toml` provides: its settings type, checked when the
+//! file is read and built into a [`Channel`] when the daemon starts. Vector's `SinkConfig::build`
+//! is the model: the binary never names a kind; each kind checks its own settings.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::contract::Channel;
+use super::directory::ChannelSpec;
+
+/// The timeouts a channel may have: below, a delivery cannot finish; above, a stuck far end
+/// holds its session for longer than anyone waits.
+pub const TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(3600));
+
+/// A problem with one setting of a channel: its key (within `[channels.NAME]`) and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct SettingError {
+    pub key: String,
+    pub message: String,
+}
+
+impl SettingError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        SettingError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A kind of channel as `config.toml` names it (`kind = "webhook"`), implemented by the
+/// kind's `Config` in `channels/<kind>/`.
+pub trait ChannelKind {
+    type Channel: Channel;
+
+    /// How long one delivery may take before it is abandoned and retried.
+    fn timeout(&self) -> Duration;
+
+    /// Checks what the file alone can tell (every command reads the config, not only the
+    /// daemon); the error names the key.
+    fn check(&self) -> Result<(), SettingError> {
+        Ok(())
+    }
+
+    /// Makes the channel, reading what comes from the daemon's environment (`*_env`
+    /// variables, `*_file` secrets). Run by the daemon at start and at each reload.
+    fn build(&self) -> Result<Self::Channel, SettingError>;
+
+    /// Makes relative paths relative to `base`, the config file's folder.
+    fn resolve_paths(&mut self, _base: &Path) {}
+}
+
+/// [`ChannelKind`] without its associated type, so that one `match` serves every kind.
+pub(super) trait AnyKind {
+    fn check(&self) -> Result<(), SettingError>;
+    fn spec(&self) -> Result<ChannelSpec, SettingError>;
+    fn resolve_paths(&mut self, base: &Path);
+}
+
+impl<K: ChannelKind> AnyKind for K {
+    fn check(&self) -> Result<(), SettingError> {
+        let (min, max) = TIMEOUT_RANGE;
+        let timeout = ChannelKind::timeout(self);
+        if timeout < min || timeout > max {
+            let show = |d: Duration| humantime::format_duration(d).to_string();
+            return Err(SettingError::new(
+                "timeout",
+                format!(
+                    "{} is out of range: between {} and {}",
+                    show(timeout),
+                    show(min),
+                    show(max)
+                ),
+            ));
+        }
+        ChannelKind::check(self)
+    }
+
+    fn spec(&self) -> Result<ChannelSpec, SettingError> {
+        AnyKind::check(self)?;
+        self.build().map(ChannelSpec::of)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        ChannelKind::resolve_paths(self, base)
+    }
+}
+
+/// `path` made relative to `base` when it is relative.
+pub fn resolve_path(path: &mut std::path::PathBuf, base: &Path) {
+    if path.is_relative() {
+        *path = base.join(&*path);
+    }
+}

@@ -1,0 +1,156 @@
+//! The conformance suite every HTTP channel runs against a local mock server (wiremock): the
+//! same production code path as against the platform, only the base URL differs.
+//!
+//! | the far end                                | the outcome                                |
+//! |--------------------------------------------|--------------------------------------------|
+//! | the platform's success answer              | delivered, with its message id and a time  |
+//! | 429 with `Retry-After`                     | throttled for that long                    |
+//! | each of the platform's permanent errors    | permanent                                  |
+//! | 500, 502, 503; no answer in time; refused  | retry                                      |
+//!
+//! and in no case does an error text hold one of the channel's secrets, even when the far end
+//! echoes them back.
+
+use std::time::{Duration, Instant};
+
+use relayq_engine::OutboundMessage;
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
+
+/// Makes the channel under test, talking to a base URL (the mock server's, no trailing slash)
+/// with a timeout.
+pub type Build<C> = Box<dyn Fn(&str, Duration) -> C>;
+
+/// How a platform answers, for the suite to play back.
+pub struct Platform<C> {
+    pub build: Build<C>,
+    /// The secrets the channel was built with: none may show in an error.
+    pub secrets: Vec<String>,
+    /// The platform's answer to a successful send, and the message id it carries.
+    pub success: (ResponseTemplate, Option<String>),
+    /// The platform's answer when it throttles, with `Retry-After: 7` (and the same in its body
+    /// where the platform puts it there).
+    pub throttled: ResponseTemplate,
+    /// The platform's answers that no retry can fix (bad token, unknown chat, blocked...).
+    pub permanent: Vec<ResponseTemplate>,
+}
+
+/// The row the suite delivers.
+pub fn delivery() -> Delivery {
+    Delivery {
+        id: 42,
+        queue: "outbound".into(),
+        attempt: 1,
+        created_at: 1_700_000_000_000,
+        content: Content::Outbound(OutboundMessage {
+            channel: "under-test".into(),
+            to: "12345".into(),
+            kind: Default::default(),
+            text: "hello from relayq".into(),
+            idempotency_key: None,
+            session: Some("s1".into()),
+            event: None,
+        }),
+    }
+}
+
+/// Delivers [`delivery`] through `channel` and waits for the answer.
+pub async fn deliver<C: Channel>(channel: &mut C) -> Outcome {
+    match channel.deliver(delivery()) {
+        Answer::Now(outcome) => outcome,
+        Answer::Later(future) => future.await,
+    }
+}
+
+/// Runs every case; panics naming the first that fails.
+pub async fn run<C: Channel>(platform: Platform<C>) {
+    let timeout = Duration::from_millis(500);
+    let echo_secrets = format!("upstream failed for {}", platform.secrets.join(" and "));
+    let no_secret = |case: &str, outcome: &Outcome| {
+        let text = outcome.text().unwrap_or_default();
+        for secret in &platform.secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "{case}: a secret in {text:?}"
+            );
+        }
+    };
+    let answer = |template| play(&platform, template, timeout);
+
+    let (expected, id) = platform.success.clone();
+    let (outcome, requests, _) = answer(expected).await;
+    assert_eq!(requests, 1, "success: one request");
+    match outcome {
+        Outcome::Delivered(receipt) => assert_eq!(receipt.message_id, id, "success: message id"),
+        other => panic!("success: {other:?}, not delivered"),
+    }
+
+    let (outcome, _, _) = answer(platform.throttled.clone()).await;
+    assert!(
+        matches!(&outcome, Outcome::Throttled { wait, .. } if *wait == Duration::from_secs(7)),
+        "429 with Retry-After: 7: {outcome:?}, not throttled for 7 s"
+    );
+    no_secret("throttled", &outcome);
+
+    for (n, template) in platform.permanent.iter().enumerate() {
+        let (outcome, _, _) = answer(template.clone()).await;
+        assert!(
+            matches!(outcome, Outcome::Permanent { .. }),
+            "permanent error #{n}: {outcome:?}"
+        );
+        no_secret("permanent", &outcome);
+    }
+
+    for status in [500, 502, 503] {
+        let template = ResponseTemplate::new(status).set_body_string(echo_secrets.clone());
+        let (outcome, _, _) = answer(template).await;
+        assert!(
+            matches!(outcome, Outcome::Retry { .. }),
+            "HTTP {status}: {outcome:?}"
+        );
+        no_secret(&format!("HTTP {status}"), &outcome);
+    }
+
+    let slow = ResponseTemplate::new(200).set_delay(timeout * 4);
+    let (outcome, _, took) = answer(slow).await;
+    assert!(
+        matches!(outcome, Outcome::Retry { .. }),
+        "no answer in time: {outcome:?}"
+    );
+    assert!(
+        took < timeout * 3,
+        "the channel waited {took:?} past its timeout"
+    );
+    no_secret("timeout", &outcome);
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let outcome = deliver(&mut (platform.build)(&base, timeout)).await;
+    assert!(
+        matches!(&outcome, Outcome::Retry { error, .. } if error.contains("connection refused")),
+        "refused: {outcome:?}"
+    );
+    no_secret("refused", &outcome);
+}
+
+/// Starts a mock server answering `template`, delivers through a channel built for it, and
+/// returns the outcome, how many requests the server saw and how long the delivery took.
+async fn play<C: Channel>(
+    platform: &Platform<C>,
+    template: ResponseTemplate,
+    timeout: Duration,
+) -> (Outcome, usize, Duration) {
+    let server = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(template)
+        .mount(&server)
+        .await;
+    let mut channel = (platform.build)(&server.uri(), timeout);
+    let started = Instant::now();
+    let outcome = deliver(&mut channel).await;
+    let requests = server.received_requests().await.unwrap_or_default().len();
+    (outcome, requests, started.elapsed())
+}

@@ -1,0 +1,126 @@
+//! The webhook's settings: where to POST, extra headers, the timeout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::WebhookChannel;
+use crate::channels::kit::http::{self, HttpClient};
+use crate::channels::kit::secret::{Secret, SecretSetting};
+use crate::channels::kit::default_timeout;
+use crate::channels::{resolve_path, ChannelKind, SettingError};
+
+/// A URL path segment this long may be a token (Slack's are 24 characters, Discord's 68).
+const TOKEN_LENGTH: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where to POST, e.g. `https://bridge.example.com/relayq`; or `url_env` / `url_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_file: Option<PathBuf>,
+    /// Extra request headers, e.g. `{ Authorization = "Bearer ..." }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Secret>,
+    /// Extra request headers whose values come from the daemon's environment:
+    /// `{ Authorization = "BRIDGE_AUTH" }` sends `$BRIDGE_AUTH`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_env: BTreeMap<String, String>,
+    /// A request not answered within this is abandoned and retried.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Config {
+    /// A webhook to `url` with no extra headers.
+    pub fn new(url: &str) -> Self {
+        Config {
+            url: Some(Secret::new(url)),
+            url_env: None,
+            url_file: None,
+            headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
+            timeout: default_timeout(),
+        }
+    }
+
+    fn url(&self) -> SecretSetting<'_> {
+        SecretSetting {
+            key: "url",
+            inline: self.url.as_ref(),
+            env: self.url_env.as_deref(),
+            file: self.url_file.as_deref(),
+        }
+    }
+}
+
+impl ChannelKind for Config {
+    type Channel = WebhookChannel;
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn check(&self) -> Result<(), SettingError> {
+        self.url().check()?;
+        if let Some(url) = &self.url {
+            http::check_url("url", url.expose())?;
+        }
+        http::headers(&self.headers)?;
+        Ok(())
+    }
+
+    fn build(&self) -> Result<WebhookChannel, SettingError> {
+        let url = self.url().resolve()?;
+        let parsed = http::check_url("url", url.expose())?;
+        // A far end may echo part of the URL back: its password, query, and the path
+        // segments long enough to be tokens (Slack's and Discord's are) are secret too.
+        let parts: Vec<&str> = parsed
+            .path_segments()
+            .into_iter()
+            .flatten()
+            .chain(parsed.query())
+            .filter(|part| part.len() >= TOKEN_LENGTH)
+            .chain(parsed.password())
+            .collect();
+        let mut headers = self.headers.clone();
+        for (name, var) in &self.headers_env {
+            let value = std::env::var(var).map_err(|_| {
+                SettingError::new(
+                    format!("headers_env.{name}"),
+                    format!("names ${var}, which is not set in relayq's environment"),
+                )
+            })?;
+            headers.insert(name.clone(), Secret::new(value));
+        }
+        let secrets = std::iter::once(url.clone())
+            .chain(parts.into_iter().map(Secret::new))
+            .chain(headers.values().flat_map(credentials))
+            .collect();
+        Ok(WebhookChannel {
+            http: HttpClient::new(self.timeout, http::headers(&headers)?, secrets),
+            url,
+            timeout: self.timeout,
+        })
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        if let Some(file) = &mut self.url_file {
+            resolve_path(file, base);
+        }
+    }
+}
+
+/// A header value and, when it is `<scheme> <credential>` (`Bearer abc`), the credential alone:
+/// a far end echoing the token back would show it without the scheme.
+fn credentials(value: &Secret) -> Vec<Secret> {
+    let words: Vec<&str> = value.expose().split_whitespace().collect();
+    let credential = (words.len() > 1).then(|| Secret::new(words[1..].join(" ")));
+    std::iter::once(value.clone()).chain(credential).collect()
+}
