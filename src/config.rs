@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use relayq_actors::channels::file;
 use relayq_actors::hook_buffer::Limits;
+use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, Routing, RuntimeConfig};
 use relayq_engine::handlers::relayed_events;
 use relayq_engine::{inbound, DbConfig, QueuePolicies, QueuePolicy, Route, Routes, Synchronous};
@@ -27,6 +28,8 @@ pub struct Config {
     /// `[channels.NAME]` tables, each with a `kind`; they add to the built-in `deliveries` and
     /// `notices` file channels, or replace them by name.
     pub channels: BTreeMap<String, ChannelConfig>,
+    /// `[sources.NAME]` tables, each with a `kind`: inbound platforms the daemon reads.
+    pub sources: BTreeMap<String, SourceConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -241,6 +244,7 @@ impl Default for Config {
                 (DEFAULT_CHANNEL.to_string(), file("relayq-deliveries.jsonl")),
                 (NOTICES_CHANNEL.to_string(), file("relayq-notices.jsonl")),
             ]),
+            sources: BTreeMap::new(),
         }
     }
 }
@@ -359,6 +363,9 @@ impl Config {
         }
         for channel in self.channels.values_mut() {
             channel.resolve_paths(base);
+        }
+        for source in self.sources.values_mut() {
+            source.resolve_paths(base);
         }
     }
 
@@ -543,6 +550,11 @@ impl Config {
             channel
                 .check()
                 .map_err(|e| err(&format!("channels.{name}.{}", e.key), e.message))?;
+        }
+        for (name, source) in &self.sources {
+            source
+                .check()
+                .map_err(|e| err(&format!("sources.{name}.{}", e.key), e.message))?;
         }
         Ok(())
     }

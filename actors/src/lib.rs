@@ -20,6 +20,8 @@ pub mod hook_worker;
 pub mod recovery;
 pub mod runtime;
 pub mod session;
+pub mod settings;
+pub mod sources;
 pub mod store;
 pub mod supervisor;
 pub mod wake;

@@ -15,6 +15,7 @@ use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimSettings, ClaimerActor, Sto
 use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
 use crate::recovery::RecoveryActor;
+use crate::sources::{SourceSpec, StopSource};
 use crate::store::Store;
 use crate::supervisor::{Enqueue, ExpireSession, Routing, SetRouting, Shutdown, Supervisor};
 use crate::wake;
@@ -58,10 +59,11 @@ impl RuntimeConfig {
     }
 }
 
-/// Collects the channels, then starts relayq.
+/// Collects the channels and sources, then starts relayq.
 pub struct RuntimeBuilder {
     config: RuntimeConfig,
     channels: ChannelDirectory,
+    sources: Vec<(String, SourceSpec)>,
 }
 
 impl RuntimeBuilder {
@@ -71,9 +73,19 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Registers inbound source `name`; it starts reading once relayq has started.
+    pub fn source(mut self, name: &str, spec: SourceSpec) -> Self {
+        self.sources.push((name.to_string(), spec));
+        self
+    }
+
     /// Starts relayq inside the current actix system.
     pub async fn start(self) -> Result<Runtime> {
-        let RuntimeBuilder { config, channels } = self;
+        let RuntimeBuilder {
+            config,
+            channels,
+            sources,
+        } = self;
         check_channels(&config.routing, &config.routes, &channels.names())?;
         if config.listen_for_wakes {
             daemon_lock::check_private_directory(&config.db.path)?;
@@ -120,8 +132,10 @@ impl RuntimeBuilder {
         } else {
             None
         };
+        let running_sources = start_sources(&sources, &store, &supervisor);
         Ok(Runtime {
             config,
+            sources: std::sync::Mutex::new(running_sources),
             store,
             supervisor,
             claimer,
@@ -142,6 +156,8 @@ pub struct Runtime {
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     channels: ChannelDirectory,
+    /// The running sources, stopped first at shutdown and replaced at a reload.
+    sources: std::sync::Mutex<Vec<Recipient<StopSource>>>,
     _lock: DaemonLock,
 }
 
@@ -150,6 +166,7 @@ impl Runtime {
         RuntimeBuilder {
             config,
             channels: ChannelDirectory::default(),
+            sources: Vec::new(),
         }
     }
 
@@ -208,6 +225,11 @@ impl Runtime {
         self.store.reconfigure(reload.queues, reload.routes);
         self.channels.replace_all(reload.channels);
         self.supervisor.do_send(SetRouting(reload.routing));
+        // Sources start afresh from their stored offsets with their new settings.
+        let started = start_sources(&reload.sources, &self.store, &self.supervisor);
+        for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
+            stopped.do_send(StopSource);
+        }
         // Rows whose retry the new policies may have moved earlier.
         self.claimer.do_send(ClaimHooks);
         self.claimer.do_send(ClaimOutbound);
@@ -223,6 +245,9 @@ impl Runtime {
     pub async fn shutdown(self, grace: Duration) {
         if let Some(listener) = &self.listener {
             listener.abort();
+        }
+        for source in self.sources.lock().unwrap().drain(..) {
+            source.do_send(StopSource);
         }
         self.recovery.do_send(StopActor);
         let started = std::time::Instant::now();
@@ -248,6 +273,19 @@ pub struct Reload {
     pub routes: Routes,
     pub routing: Routing,
     pub channels: Vec<(String, ChannelSpec)>,
+    pub sources: Vec<(String, SourceSpec)>,
+}
+
+/// Starts each source, handing what it reads to the Supervisor.
+fn start_sources(
+    sources: &[(String, SourceSpec)],
+    store: &Store,
+    supervisor: &Addr<Supervisor>,
+) -> Vec<Recipient<StopSource>> {
+    sources
+        .iter()
+        .map(|(name, spec)| spec.start(name, store.clone(), supervisor.clone().recipient()))
+        .collect()
 }
 
 /// Every channel the routing and the routes name must be one of `configured`.

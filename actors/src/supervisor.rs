@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::{inbound, Enqueued, InboundMessage};
+use relayq_engine::{inbound, sources, Enqueued, InboundMessage};
 
 use crate::channels::ChannelDirectory;
 use crate::error::{ActorError, Result};
@@ -31,6 +31,17 @@ impl Routing {
 #[derive(Debug, actix::Message)]
 #[rtype(result = "Result<Enqueued>")]
 pub struct Enqueue(pub InboundMessage);
+
+/// A source's batch: enqueue the messages and store the source's new offset, in one
+/// transaction, then wake their sessions. Answers, for each message in order, its row or why it
+/// was refused (an invalid message is not written; the offset moves past it all the same).
+#[derive(Debug, actix::Message)]
+#[rtype(result = "Result<Vec<std::result::Result<Enqueued, String>>>")]
+pub struct EnqueueFrom {
+    pub source: String,
+    pub messages: Vec<InboundMessage>,
+    pub offset: String,
+}
 
 /// Rows for this session were written elsewhere (the CLI, another process): deliver them.
 #[derive(Debug, Clone, actix::Message)]
@@ -187,6 +198,45 @@ impl Handler<Enqueue> for Supervisor {
                 act.wake(&session, ctx);
             }
             result
+        }))
+    }
+}
+
+impl Handler<EnqueueFrom> for Supervisor {
+    type Result = ResponseActFuture<Self, Result<Vec<std::result::Result<Enqueued, String>>>>;
+
+    fn handle(&mut self, batch: EnqueueFrom, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
+        }
+        let checked: Vec<std::result::Result<InboundMessage, String>> = batch
+            .messages
+            .into_iter()
+            .map(|m| match m.validate(self.max_body_bytes) {
+                Ok(()) => Ok(m),
+                Err(e) => Err(e.to_string()),
+            })
+            .collect();
+        let valid: Vec<InboundMessage> = checked.iter().flatten().cloned().collect();
+        let EnqueueFrom { source, offset, .. } = batch;
+        let write = self.store.write(move |s, tx| {
+            let q = &s.inbound;
+            sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())
+        });
+        Box::pin(write.into_actor(self).map(move |result, act, ctx| {
+            let mut enqueued = result?.into_iter();
+            let answers = checked
+                .into_iter()
+                .map(|message| {
+                    let message = message?;
+                    let row = enqueued.next().expect("one answer per valid message");
+                    if !row.duplicate && row.expired.is_none() {
+                        act.wake(&message.session, ctx);
+                    }
+                    Ok(row)
+                })
+                .collect();
+            Ok(answers)
         }))
     }
 }

@@ -64,6 +64,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_queue_rows_cheaper_checks.sql"),
     include_str!("../migrations/0004_inbound_dedup_per_chat.sql"),
     include_str!("../migrations/0005_delivery_receipts.sql"),
+    include_str!("../migrations/0006_source_offsets.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)

@@ -175,6 +175,11 @@ impl Engine {
     }
 
     /// The session registry (most recently active first).
+    /// Where inbound source `name` stopped reading, if it ever read.
+    pub fn source_offset(&self, name: &str) -> Result<Option<String>> {
+        crate::sources::offset(&*self.db.read()?, name)
+    }
+
     pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::list(&*self.db.read()?)
     }

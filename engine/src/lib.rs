@@ -19,6 +19,7 @@ pub mod outbound;
 pub mod policy;
 pub mod queue;
 pub mod sessions;
+pub mod sources;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};

@@ -4,6 +4,7 @@
 //! once; the database, claimer and daemon settings at the next start. An invalid file changes
 //! nothing (the error is logged).
 
+use relayq_actors::sources::SourceSpec;
 use relayq_actors::{ChannelSpec, Reload, Runtime};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -20,12 +21,15 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     let file = describe(ctx.config_file.as_deref());
-    let channels = build_channels(&config, &file).map_err(CliError::Usage)?;
+    let (channels, sources) = build(&config, &file).map_err(CliError::Usage)?;
     let system = actix_rt::System::new();
     system.block_on(async move {
         let mut builder = Runtime::builder(runtime_config);
         for (name, spec) in channels {
             builder = builder.channel(&name, spec);
+        }
+        for (name, spec) in sources {
+            builder = builder.source(&name, spec);
         }
         let runtime = builder.start().await?;
         let grace = config.daemon.shutdown_grace;
@@ -56,24 +60,34 @@ fn describe(file: Option<&std::path::Path>) -> String {
     file.map_or("(built-in defaults)".into(), |f| f.display().to_string())
 }
 
-/// Builds every channel: what parsing cannot check because it depends on the daemon's
-/// environment (`*_env` variables, `*_file` secrets) fails here; warnings and channels that are
-/// not ready (a program not installed) are logged.
-fn build_channels(config: &Config, file: &str) -> Result<Vec<(String, ChannelSpec)>, String> {
+type Built = (Vec<(String, ChannelSpec)>, Vec<(String, SourceSpec)>);
+
+/// Builds every channel and source: what parsing cannot check because it depends on the
+/// daemon's environment (`*_env` variables, `*_file` secrets) fails here; warnings and channels
+/// that are not ready (a program not installed) are logged.
+fn build(config: &Config, file: &str) -> Result<Built, String> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
-    let mut specs = Vec::new();
+    let invalid = |section: &str, name: &str, e: relayq_actors::settings::SettingError| {
+        format!("invalid configuration: {file}: {section}.{name}.{e}")
+    };
+    let mut channels = Vec::new();
     for (name, channel) in &config.channels {
-        let spec = channel
-            .spec()
-            .map_err(|e| format!("invalid configuration: {file}: channels.{name}.{e}"))?;
+        let spec = channel.spec().map_err(|e| invalid("channels", name, e))?;
         if let Err(why) = spec.readiness() {
             tracing::warn!(channel = %name, "channel not ready: {why}; its deliveries are tried anyway");
         }
-        specs.push((name.clone(), spec));
+        channels.push((name.clone(), spec));
     }
-    Ok(specs)
+    let mut sources = Vec::new();
+    for (name, source) in &config.sources {
+        sources.push((
+            name.clone(),
+            source.spec().map_err(|e| invalid("sources", name, e))?,
+        ));
+    }
+    Ok((channels, sources))
 }
 
 /// SIGHUP: reads the config again (the same file, or the same search when there was none) and
@@ -87,8 +101,8 @@ fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> 
         }
     };
     let file = describe(file.as_deref());
-    let channels = match build_channels(&new, &file) {
-        Ok(channels) => channels,
+    let (channels, sources) = match build(&new, &file) {
+        Ok(built) => built,
         Err(e) => {
             tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
             return None;
@@ -100,6 +114,7 @@ fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> 
         routes: runtime_config.routes,
         routing: runtime_config.routing,
         channels,
+        sources,
     });
     if let Err(e) = reloaded {
         tracing::error!(error = %e, "SIGHUP: keeping the running configuration");

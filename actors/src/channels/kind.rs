@@ -7,28 +7,12 @@ use std::time::Duration;
 
 use super::contract::Channel;
 use super::directory::ChannelSpec;
+use crate::settings::SettingError;
 
 /// The timeouts a channel may have: below, a delivery cannot finish; above, a stuck far end
 /// holds its session for longer than anyone waits.
 pub const TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(10), Duration::from_secs(3600));
-
-/// A problem with one setting of a channel: its key (within `[channels.NAME]`) and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct SettingError {
-    pub key: String,
-    pub message: String,
-}
-
-impl SettingError {
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        SettingError {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// A kind of channel as `config.toml` names it (`kind = "webhook"`), implemented by the
 /// kind's `Config` in `channels/<kind>/`.
@@ -85,12 +69,5 @@ impl<K: ChannelKind> AnyKind for K {
 
     fn resolve_paths(&mut self, base: &Path) {
         ChannelKind::resolve_paths(self, base)
-    }
-}
-
-/// `path` made relative to `base` when it is relative.
-pub fn resolve_path(path: &mut std::path::PathBuf, base: &Path) {
-    if path.is_relative() {
-        *path = base.join(&*path);
     }
 }

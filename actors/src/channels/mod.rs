@@ -15,8 +15,8 @@
 //!
 //! **Adding a kind** (a platform): create `channels/<kind>/mod.rs` with a `Config` that
 //! implements [`ChannelKind`] (settings, `check`, `build`) and the channel that implements
-//! [`Channel`] (deliver, classify), with its tests beside it; then add one line to
-//! `channel_kinds!` below. `kind = "<kind>"` in `[channels.NAME]` then selects it.
+//! [`Channel`] (deliver, classify), with its tests beside it; then add one line to the
+//! `kinds!` list below. `kind = "<kind>"` in `[channels.NAME]` then selects it.
 
 mod actor;
 pub mod contract;
@@ -26,49 +26,21 @@ pub mod kit;
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};
 pub use contract::{Answer, Channel, Content, Delivery, Outcome, Receipt};
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
-pub use kind::{resolve_path, ChannelKind, SettingError, TIMEOUT_RANGE};
+pub use kind::{ChannelKind, TIMEOUT_RANGE};
 
 use kind::AnyKind;
 
-/// Declares the channel kinds: `Variant(folder)` for each, the folder's `Config` implementing
-/// [`ChannelKind`]. The kind's name in `config.toml` is the variant's, lower-cased.
-macro_rules! channel_kinds {
-    ($($variant:ident($kind:ident)),* $(,)?) => {
-        $(pub mod $kind;)*
-
-        /// One `[channels.NAME]` table: its `kind` and that kind's settings.
-        #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-        #[serde(tag = "kind", rename_all = "lowercase")]
-        pub enum ChannelConfig {
-            $($variant($kind::Config),)*
-        }
-
-        impl ChannelConfig {
-            fn settings(&self) -> &dyn AnyKind {
-                match self {
-                    $(ChannelConfig::$variant(c) => c,)*
-                }
-            }
-
-            fn settings_mut(&mut self) -> &mut dyn AnyKind {
-                match self {
-                    $(ChannelConfig::$variant(c) => c,)*
-                }
-            }
-        }
-    };
-}
-
-channel_kinds! {
-    File(file),
-    Exec(exec),
-    Tmux(tmux),
-    Webhook(webhook),
+crate::settings::kinds! {
+    ChannelConfig: dyn AnyKind {
+        File(file),
+        Exec(exec),
+        Tmux(tmux),
+        Webhook(webhook),
+    }
 }
 
 impl ChannelConfig {

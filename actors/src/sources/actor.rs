@@ -1,0 +1,134 @@
+//! The one actor that runs any [`Source`]: fetch from the stored offset, hand the batch to the
+//! Supervisor, which writes the rows and the new offset in one transaction, then fetch again.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::contract::{Batch, Source};
+use crate::store::Store;
+use crate::supervisor::EnqueueFrom;
+
+/// After an empty batch, at least this long before the next fetch (a source that does not
+/// wait when idle must not spin).
+const IDLE_PAUSE: Duration = Duration::from_millis(50);
+
+/// After a failure, wait this long, doubled each time in a row, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Stop reading. A batch already handed over is still written (with its offset) or not at all.
+#[derive(Debug, Clone, Copy, actix::Message)]
+#[rtype(result = "()")]
+pub struct StopSource;
+
+pub struct SourceActor<S: Source> {
+    name: String,
+    source: S,
+    store: Store,
+    enqueue: Recipient<EnqueueFrom>,
+    /// Where the next fetch starts: the stored offset, once read.
+    offset: Option<String>,
+    failures: u32,
+}
+
+impl<S: Source> SourceActor<S> {
+    pub fn new(name: String, source: S, store: Store, enqueue: Recipient<EnqueueFrom>) -> Self {
+        SourceActor {
+            name,
+            source,
+            store,
+            enqueue,
+            offset: None,
+            failures: 0,
+        }
+    }
+
+    /// Reads the stored offset, then starts fetching.
+    fn resume(&mut self, ctx: &mut Context<Self>) {
+        let name = self.name.clone();
+        let read = self.store.run(move |s| s.engine.source_offset(&name));
+        ctx.spawn(read.into_actor(self).map(|result, act, ctx| match result {
+            Ok(offset) => {
+                tracing::info!(source = act.name, offset = ?offset, "source reading");
+                act.offset = offset;
+                act.fetch(ctx);
+            }
+            Err(e) => act.failed(
+                format!("cannot read the stored offset: {e}"),
+                ctx,
+                Self::resume,
+            ),
+        }));
+    }
+
+    fn fetch(&mut self, ctx: &mut Context<Self>) {
+        let fetch = self.source.fetch(self.offset.clone());
+        ctx.spawn(fetch.into_actor(self).map(|result, act, ctx| match result {
+            Ok(batch)
+                if batch.messages.is_empty() && act.offset.as_ref() == Some(&batch.offset) =>
+            {
+                act.failures = 0;
+                ctx.run_later(IDLE_PAUSE, |act, ctx| act.fetch(ctx));
+            }
+            Ok(batch) => act.hand_over(batch, ctx),
+            Err(e) => act.failed(e, ctx, Self::fetch),
+        }));
+    }
+
+    /// Sends the batch to the Supervisor; the offset moves only once it is committed.
+    fn hand_over(&mut self, batch: Batch, ctx: &mut Context<Self>) {
+        let offset = batch.offset.clone();
+        let send = self.enqueue.send(EnqueueFrom {
+            source: self.name.clone(),
+            messages: batch.messages,
+            offset: batch.offset,
+        });
+        ctx.spawn(send.into_actor(self).map(move |answer, act, ctx| {
+            let results = match answer {
+                Ok(Ok(results)) => results,
+                Ok(Err(e)) => return act.failed(e.to_string(), ctx, Self::fetch),
+                Err(e) => return act.failed(e.to_string(), ctx, Self::fetch),
+            };
+            for (n, refused) in results.iter().enumerate() {
+                if let Err(why) = refused {
+                    tracing::error!(source = act.name, message = n, offset = %offset, "message not enqueued: {why}");
+                }
+            }
+            tracing::debug!(source = act.name, rows = results.len(), offset = %offset, "batch enqueued");
+            act.offset = Some(offset);
+            act.failures = 0;
+            act.fetch(ctx);
+        }));
+    }
+
+    /// Logs the failure and runs `again` after the backoff, from the same offset.
+    fn failed(
+        &mut self,
+        error: String,
+        ctx: &mut Context<Self>,
+        again: fn(&mut Self, &mut Context<Self>),
+    ) {
+        let wait = FIRST_BACKOFF
+            .saturating_mul(1 << self.failures.min(10))
+            .min(MAX_BACKOFF);
+        self.failures += 1;
+        tracing::warn!(source = self.name, error = %error, retry_in = ?wait, "source failed; trying again from the same offset");
+        ctx.run_later(wait, again);
+    }
+}
+
+impl<S: Source> Actor for SourceActor<S> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.resume(ctx);
+    }
+}
+
+impl<S: Source> Handler<StopSource> for SourceActor<S> {
+    type Result = ();
+    fn handle(&mut self, _: StopSource, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}

@@ -1,0 +1,28 @@
+//! The source contract: what a source returns ([`Batch`]) and the trait every source implements.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use relayq_engine::InboundMessage;
+
+/// What one fetch read: the messages, and the offset to start the next fetch from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub messages: Vec<InboundMessage>,
+    /// Where the next fetch starts (Telegram: the last `update_id` + 1; a file: a byte
+    /// position). Stored with the messages, in one transaction.
+    pub offset: String,
+}
+
+/// A fetch in progress.
+pub type Fetch = Pin<Box<dyn Future<Output = Result<Batch, String>>>>;
+
+/// An inbound source: reads its platform from an offset. relayq runs each one in a
+/// [`SourceActor`](super::SourceActor), which stores the offset with the rows and starts again
+/// from a clone of the source (and the stored offset) after a failure.
+pub trait Source: Clone + Send + Sync + Unpin + 'static {
+    /// Reads what came after `offset` (`None`: the source has never read). When nothing has
+    /// come, waits for it a while (a long poll) and returns an empty batch at the same offset.
+    /// The future owns what it uses. An error is retried with backoff from the same offset.
+    fn fetch(&mut self, offset: Option<String>) -> Fetch;
+}

@@ -1,0 +1,55 @@
+//! Sources: where inbound platforms live (a Telegram poller, a spool file), mirroring
+//! [`channels`](crate::channels). A source reads its platform and hands what it read to the
+//! Supervisor as typed messages, the way an embedded chat adapter does:
+//!
+//! ```text
+//!   SourceActor<S> ──S::fetch(offset)──▶ platform          (long poll; waits when idle)
+//!        │ ◀──────Batch { messages, offset }─┘
+//!        └──EnqueueFrom { source, messages, offset }──▶ Supervisor
+//!                 ──store.write──▶ commit thread: rows + source_offsets in ONE transaction
+//!                 ◀── Vec<Result<Enqueued>> ── and each session with a new row is woken
+//! ```
+//!
+//! Because the offset moves in the transaction that writes the rows read up to it, a crash
+//! neither loses a batch nor enqueues it twice; the platform is only told "confirmed" by the
+//! next fetch, which starts from the stored offset.
+//!
+//! **Adding a kind**: create `sources/<kind>/mod.rs` with a `Config` implementing
+//! [`SourceKind`] and a type implementing [`Source`], then add one line to the `kinds!` list
+//! below; `[sources.NAME] kind = "<kind>"` selects it.
+
+mod actor;
+mod contract;
+mod kind;
+
+use std::path::Path;
+
+pub use actor::{SourceActor, StopSource};
+pub use contract::{Batch, Fetch, Source};
+pub use kind::{SourceKind, SourceSpec};
+
+use crate::settings::SettingError;
+use kind::AnyKind;
+
+crate::settings::kinds! {
+    SourceConfig: dyn AnyKind {
+        Jsonl(jsonl),
+    }
+}
+
+impl SourceConfig {
+    /// Checks what the file alone can tell.
+    pub fn check(&self) -> Result<(), SettingError> {
+        self.settings().check()
+    }
+
+    /// Checks, then builds the source: the daemon's step at start and reload.
+    pub fn spec(&self) -> Result<SourceSpec, SettingError> {
+        self.settings().spec()
+    }
+
+    /// Makes relative paths relative to `base`, the config file's folder.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        self.settings_mut().resolve_paths(base)
+    }
+}

@@ -1,0 +1,90 @@
+//! The `source_offsets` table: how far each inbound source has read. A source's batch of
+//! messages and its new offset are written in one transaction ([`enqueue_batch_in`]).
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use crate::error::Result;
+use crate::inbound::{self, InboundMessage};
+use crate::queue::{Enqueued, Queue};
+
+/// Where source `name` stopped reading, if it ever read.
+pub fn offset(conn: &Connection, name: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(r#"SELECT "offset" FROM source_offsets WHERE source = ?1"#)?
+        .query_row(params![name], |r| r.get(0))
+        .optional()?)
+}
+
+/// Records that source `name` has read up to `offset`.
+pub fn set_offset_in(tx: &Transaction<'_>, name: &str, offset: &str, now: i64) -> Result<()> {
+    tx.prepare_cached(
+        r#"INSERT INTO source_offsets (source, "offset", updated_at) VALUES (?1, ?2, ?3)
+           ON CONFLICT (source) DO UPDATE SET "offset" = excluded."offset",
+                                              updated_at = excluded.updated_at"#,
+    )?
+    .execute(params![name, offset, now])?;
+    Ok(())
+}
+
+/// Enqueues a source's batch (already validated) and moves its offset, in the caller's
+/// transaction: both or neither are kept.
+pub fn enqueue_batch_in(
+    queue: &Queue,
+    tx: &Transaction<'_>,
+    name: &str,
+    messages: &[InboundMessage],
+    offset: &str,
+    now: i64,
+) -> Result<Vec<Enqueued>> {
+    let enqueued = messages
+        .iter()
+        .map(|m| inbound::enqueue_in(queue, tx, &m.to_row(), now))
+        .collect::<Result<Vec<_>>>()?;
+    set_offset_in(tx, name, offset, now)?;
+    Ok(enqueued)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DbConfig, Engine, QueuePolicy};
+
+    #[test]
+    fn a_batch_and_its_offset_are_kept_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let q = engine.queue("inbound", QueuePolicy::inbound());
+        let db = engine.database();
+        let batch = [
+            InboundMessage::text("s", "test", "one"),
+            InboundMessage::text("s", "test", "two"),
+        ];
+        db.write(|tx| enqueue_batch_in(&q, tx, "src", &batch, "2", 0))
+            .unwrap();
+        assert_eq!(
+            offset(&db.read().unwrap(), "src").unwrap().as_deref(),
+            Some("2")
+        );
+
+        // A failure after the batch is written rolls back the rows and the offset alike.
+        let failed: Result<()> = db.write(|tx| {
+            enqueue_batch_in(&q, tx, "src", &batch, "4", 0)?;
+            Err(crate::EngineError::Invalid("crash".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(
+            offset(&db.read().unwrap(), "src").unwrap().as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            engine
+                .counts()
+                .unwrap()
+                .iter()
+                .map(|c| c.count)
+                .sum::<i64>(),
+            2
+        );
+        assert_eq!(offset(&db.read().unwrap(), "other").unwrap(), None);
+    }
+}
