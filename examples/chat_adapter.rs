@@ -1,7 +1,7 @@
 //! A chat adapter embedded in the same process as relayq: the way a Rust bridge uses it.
 //!
 //! The adapter is an actor that receives chat updates (simulated here) and hands each one to
-//! relayq's Supervisor as a typed `Enqueue` message. It gets an answer as soon as the message
+//! relayq's SupervisorActor as a typed `Enqueue` message. It gets an answer as soon as the message
 //! is committed to SQLite, and returns; relayq delivers it to the session's channel in order.
 //! A platform that redelivers an update (same origin and message id) is answered `duplicate`.
 //!

@@ -1,4 +1,4 @@
-//! HookWorker: one per session with claimed hook rows. Buffers the rows the ClaimerActor hands
+//! HookWorker: one per session with claimed hook rows. Buffers the rows the HookClaimer hands
 //! it (bounded, coalescing bursty events) and runs them through the handlers strictly one after
 //! another. Sessions have their own workers, so they run in parallel.
 
@@ -9,27 +9,43 @@ use relayq_engine::{EventType, Lease, Processed, Retried};
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor, WorkerLevel};
+use crate::claiming::{ClaimHooks, ClaimOutbound};
 use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
+use crate::lifecycle::Stop;
 use crate::store::Store;
-use crate::supervisor::{SessionEnded, Supervisor};
+use crate::supervisor::SessionEnded;
 
 /// Rows claimed for this session, oldest first.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "()")]
 pub struct Rows(pub Vec<Lease>);
 
-/// Finish the row in progress, give the buffered rows back to the store, stop. Answers once
-/// stopped.
-#[derive(Debug, actix::Message)]
+/// The worker's buffer changed (to the HookClaimer, which pauses and stops workers by it).
+#[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
-pub struct StopWorker;
+pub struct WorkerLevel {
+    pub session: String,
+    pub len: usize,
+    /// Nothing buffered and nothing running.
+    pub idle: bool,
+    /// `Rows` messages handled; the claimer compares it with the batches it sent.
+    pub batches_seen: u64,
+}
+
+/// Where a worker reports, upward: its level and "claim again" to the HookClaimer, "outbound
+/// rows written" to the OutboundSender, "session ended" to the SupervisorActor.
+#[derive(Clone)]
+pub struct Reports {
+    pub level: Recipient<WorkerLevel>,
+    pub claim: Recipient<ClaimHooks>,
+    pub outbound: Recipient<ClaimOutbound>,
+    pub session_ended: Recipient<SessionEnded>,
+}
 
 pub struct HookWorker {
     session: String,
     store: Store,
-    claimer: Addr<ClaimerActor>,
-    supervisor: Addr<Supervisor>,
+    reports: Reports,
     buffer: HookBuffer,
     /// A row is being processed.
     busy: bool,
@@ -39,18 +55,11 @@ pub struct HookWorker {
 }
 
 impl HookWorker {
-    pub fn new(
-        session: String,
-        store: Store,
-        claimer: Addr<ClaimerActor>,
-        supervisor: Addr<Supervisor>,
-        limits: Limits,
-    ) -> Self {
+    pub fn new(session: String, store: Store, reports: Reports, limits: Limits) -> Self {
         HookWorker {
             session,
             store,
-            claimer,
-            supervisor,
+            reports,
             buffer: HookBuffer::new(limits),
             busy: false,
             batches_seen: 0,
@@ -59,7 +68,7 @@ impl HookWorker {
     }
 
     fn report(&self) {
-        self.claimer.do_send(WorkerLevel {
+        self.reports.level.do_send(WorkerLevel {
             session: self.session.clone(),
             len: self.buffer.len(),
             idle: !self.busy && self.buffer.is_empty(),
@@ -97,10 +106,12 @@ impl HookWorker {
             Ok(Processed::Applied(effects)) => {
                 tracing::debug!(session, row = lease.id, "hook event applied");
                 if effects.session_ended {
-                    self.supervisor.do_send(SessionEnded(self.session.clone()));
+                    self.reports
+                        .session_ended
+                        .do_send(SessionEnded(self.session.clone()));
                 }
                 if !effects.outbound_keys.is_empty() {
-                    self.claimer.do_send(ClaimOutbound);
+                    self.reports.outbound.do_send(ClaimOutbound);
                 }
             }
             Ok(Processed::DoneWithError { reason, error }) => {
@@ -217,7 +228,7 @@ impl Handler<Rows> for HookWorker {
                 if let Err(e) = result {
                     tracing::error!(session, error = %e, "cannot give hook rows back; they return when their lease expires");
                 }
-                act.claimer.do_send(ClaimHooks);
+                act.reports.claim.do_send(ClaimHooks);
             }));
         }
         self.step(ctx);
@@ -225,10 +236,10 @@ impl Handler<Rows> for HookWorker {
     }
 }
 
-impl Handler<StopWorker> for HookWorker {
+impl Handler<Stop> for HookWorker {
     type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: StopWorker, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.stopping.push(tx);
         if !self.busy {

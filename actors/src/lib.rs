@@ -1,6 +1,6 @@
 //! relayq's actor system, on actix.
 //!
-//! - [`supervisor::Supervisor`] owns one [`session::SessionActor`] per session with pending
+//! - [`supervisor::SupervisorActor`] owns one [`session::SessionActor`] per session with pending
 //!   inbound rows, routes enqueues and wake-ups, and replaces actors that die.
 //! - [`session::SessionActor`] delivers its session's rows one at a time, oldest first.
 //! - [`claimer::ClaimerActor`] leases hook rows in batches for each session's
@@ -11,12 +11,16 @@
 //! Every SQLite call goes through [`store::Store`], which runs it off the executor's threads.
 
 pub mod channels;
-pub mod claimer;
+pub mod children;
+pub mod claiming;
 pub mod daemon_lock;
 pub mod delivery;
 pub mod error;
 pub mod hook_buffer;
+pub mod hook_claimer;
 pub mod hook_worker;
+pub mod lifecycle;
+pub mod outbound_sender;
 pub mod recovery;
 pub mod runtime;
 pub mod session;
@@ -30,7 +34,7 @@ pub use channels::{
     Answer, Channel, ChannelConfig, ChannelKind, ChannelSpec, Content, Deliver, Delivery, Outcome,
     Receipt,
 };
-pub use claimer::ClaimSettings;
+pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};
 pub use runtime::{Reload, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use supervisor::Routing;

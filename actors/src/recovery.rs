@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor};
+use crate::lifecycle::Stop;
 use crate::store::Store;
-use crate::supervisor::{Resume, Supervisor};
+use crate::supervisor::Resume;
+use crate::wake::Wakers;
 
 pub struct RecoveryActor {
     store: Store,
-    supervisor: Addr<Supervisor>,
-    claimer: Addr<ClaimerActor>,
+    wakers: Wakers,
     sweep_interval: Duration,
     prune_interval: Duration,
 }
@@ -21,15 +21,13 @@ pub struct RecoveryActor {
 impl RecoveryActor {
     pub fn new(
         store: Store,
-        supervisor: Addr<Supervisor>,
-        claimer: Addr<ClaimerActor>,
+        wakers: Wakers,
         sweep_interval: Duration,
         prune_interval: Duration,
     ) -> Self {
         RecoveryActor {
             store,
-            supervisor,
-            claimer,
+            wakers,
             sweep_interval,
             prune_interval,
         }
@@ -37,8 +35,7 @@ impl RecoveryActor {
 
     fn sweep(&mut self, ctx: &mut Context<Self>, at_start: bool) {
         let store = self.store.clone();
-        let supervisor = self.supervisor.clone();
-        let claimer = self.claimer.clone();
+        let wakers = self.wakers.clone();
         let work = async move {
             let found = store
                 .run(move |s| {
@@ -64,10 +61,9 @@ impl RecoveryActor {
                             "recovery sweep"
                         );
                     }
-                    supervisor.do_send(Resume(sessions));
+                    wakers.resume.do_send(Resume(sessions));
                     // A lost wake-up for the other queues costs at most one sweep interval.
-                    claimer.do_send(ClaimHooks);
-                    claimer.do_send(ClaimOutbound);
+                    wakers.claim_all();
                 }
                 Err(e) => tracing::error!(error = %e, "recovery sweep failed"),
             }
@@ -103,5 +99,12 @@ impl Actor for RecoveryActor {
         ctx.run_interval(self.sweep_interval, |act, ctx| act.sweep(ctx, false));
         self.prune(ctx);
         ctx.run_interval(self.prune_interval, |act, ctx| act.prune(ctx));
+    }
+}
+
+impl Handler<Stop> for RecoveryActor {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }

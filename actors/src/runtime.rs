@@ -1,5 +1,5 @@
 //! Starting and stopping the actor system: opens the engine, takes the daemon lock, starts the
-//! channels, the Supervisor, the RecoveryActor and the wake listener. The binary's `serve` and
+//! channels, the SupervisorActor, the RecoveryActor and the wake listener. The binary's `serve` and
 //! Rust programs that embed relayq (see `examples/`) both start relayq through this.
 
 use std::path::PathBuf;
@@ -11,14 +11,17 @@ use relayq_engine::{
 };
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
-use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimSettings, ClaimerActor, StopClaiming};
+use crate::claiming::{ClaimOutbound, ClaimSettings};
 use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
+use crate::hook_claimer::HookClaimer;
+use crate::lifecycle::{Shutdown, Stop};
+use crate::outbound_sender::OutboundSender;
 use crate::recovery::RecoveryActor;
-use crate::sources::{SourceSpec, StopSource};
+use crate::sources::SourceSpec;
 use crate::store::Store;
-use crate::supervisor::{Enqueue, ExpireSession, Routing, SetRouting, Shutdown, Supervisor};
-use crate::wake;
+use crate::supervisor::{Enqueue, ExpireSession, Routing, SetRouting, SupervisorActor};
+use crate::wake::{self, Wakers};
 
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone)]
@@ -99,30 +102,41 @@ impl RuntimeBuilder {
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();
-        let supervisor = Supervisor::new(
+        let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
             config.routing.clone(),
             config.max_body_bytes,
         )
         .start_unbounded();
-        let claimer = ClaimerActor::new(
+        let sender = OutboundSender::new(
             store.clone(),
             known_channels.clone(),
-            supervisor.clone(),
-            config.claims,
+            config.claims.outbound_in_flight,
         )
         .start();
+        let claimer = HookClaimer::start(
+            store.clone(),
+            config.claims.hook_batch,
+            config.claims.hook_buffer,
+            sender.clone().recipient(),
+            supervisor.clone().recipient(),
+        );
+        let wakers = Wakers {
+            session: supervisor.clone().recipient(),
+            resume: supervisor.clone().recipient(),
+            hooks: claimer.clone().recipient(),
+            outbound: sender.clone().recipient(),
+        };
         let recovery = RecoveryActor::new(
             store.clone(),
-            supervisor.clone(),
-            claimer.clone(),
+            wakers.clone(),
             config.sweep_interval,
             config.prune_interval,
         )
         .start();
         let listener = if config.listen_for_wakes {
-            match wake::listen(&config.db.path, supervisor.clone(), claimer.clone()) {
+            match wake::listen(&config.db.path, wakers.clone()) {
                 Ok(task) => Some(task),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot listen for wake-ups; rows from other processes wait for the next sweep");
@@ -139,6 +153,8 @@ impl RuntimeBuilder {
             store,
             supervisor,
             claimer,
+            sender,
+            wakers,
             recovery,
             listener,
             channels: known_channels,
@@ -151,13 +167,15 @@ impl RuntimeBuilder {
 pub struct Runtime {
     config: RuntimeConfig,
     store: Store,
-    supervisor: Addr<Supervisor>,
-    claimer: Addr<ClaimerActor>,
+    supervisor: Addr<SupervisorActor>,
+    claimer: Addr<HookClaimer>,
+    sender: Addr<OutboundSender>,
+    wakers: Wakers,
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     channels: ChannelDirectory,
     /// The running sources, stopped first at shutdown and replaced at a reload.
-    sources: std::sync::Mutex<Vec<Recipient<StopSource>>>,
+    sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
     _lock: DaemonLock,
 }
 
@@ -170,12 +188,8 @@ impl Runtime {
         }
     }
 
-    pub fn supervisor(&self) -> Addr<Supervisor> {
+    pub fn supervisor(&self) -> Addr<SupervisorActor> {
         self.supervisor.clone()
-    }
-
-    pub fn claimer(&self) -> Addr<ClaimerActor> {
-        self.claimer.clone()
     }
 
     pub fn store(&self) -> &Store {
@@ -211,7 +225,7 @@ impl Runtime {
             .write_one_statement(move |s, tx| s.outbound.enqueue_in(tx, &row, s.outbound.now()))
             .await?;
         if !enqueued.duplicate {
-            self.claimer.do_send(ClaimOutbound);
+            self.sender.do_send(ClaimOutbound);
         }
         Ok(enqueued)
     }
@@ -228,11 +242,10 @@ impl Runtime {
         // Sources start afresh from their stored offsets with their new settings.
         let started = start_sources(&reload.sources, &self.store, &self.supervisor);
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
-            stopped.do_send(StopSource);
+            stopped.do_send(Stop);
         }
         // Rows whose retry the new policies may have moved earlier.
-        self.claimer.do_send(ClaimHooks);
-        self.claimer.do_send(ClaimOutbound);
+        self.wakers.claim_all();
         Ok(())
     }
 
@@ -247,13 +260,14 @@ impl Runtime {
             listener.abort();
         }
         for source in self.sources.lock().unwrap().drain(..) {
-            source.do_send(StopSource);
+            source.do_send(Stop);
         }
-        self.recovery.do_send(StopActor);
+        self.recovery.do_send(Stop);
         let started = std::time::Instant::now();
         let _ = tokio::join!(
             self.supervisor.send(Shutdown { grace }),
-            self.claimer.send(StopClaiming { grace })
+            self.claimer.send(Shutdown { grace }),
+            self.sender.send(Shutdown { grace })
         );
         // Database calls already on blocking threads finish before relayq reports it stopped.
         if !self
@@ -276,12 +290,12 @@ pub struct Reload {
     pub sources: Vec<(String, SourceSpec)>,
 }
 
-/// Starts each source, handing what it reads to the Supervisor.
+/// Starts each source, handing what it reads to the SupervisorActor.
 fn start_sources(
     sources: &[(String, SourceSpec)],
     store: &Store,
-    supervisor: &Addr<Supervisor>,
-) -> Vec<Recipient<StopSource>> {
+    supervisor: &Addr<SupervisorActor>,
+) -> Vec<Recipient<Stop>> {
     sources
         .iter()
         .map(|(name, spec)| spec.start(name, store.clone(), supervisor.clone().recipient()))
@@ -307,16 +321,4 @@ fn check_channels(routing: &Routing, routes: &Routes, configured: &[String]) -> 
         }
     }
     Ok(())
-}
-
-/// Stops an actor (used for the RecoveryActor at shutdown).
-#[derive(Debug, actix::Message)]
-#[rtype(result = "()")]
-struct StopActor;
-
-impl Handler<StopActor> for RecoveryActor {
-    type Result = ();
-    fn handle(&mut self, _: StopActor, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
 }

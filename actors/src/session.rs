@@ -1,5 +1,5 @@
 //! SessionActor: one per session with pending inbound rows. Delivers the session's rows one at
-//! a time, oldest first; sleeps until a scheduled retry is due; tells the Supervisor when it
+//! a time, oldest first; sleeps until a scheduled retry is due; tells the SupervisorActor when it
 //! has nothing left so it can be stopped. No polling: new rows arrive as `Wake` messages.
 //!
 //! It leases the session's due rows in runs (one statement for up to [`RUN_LIMIT`] rows) and,
@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
+use crate::lifecycle::Stop;
 use crate::store::Store;
-use crate::supervisor::{SessionIdle, Supervisor};
 
 /// Most rows leased at once for one session.
 pub const RUN_LIMIT: usize = 64;
@@ -39,10 +39,15 @@ pub struct Wake;
 #[rtype(result = "()")]
 pub struct UseChannel(pub String);
 
-/// Finish the delivery in progress, then stop. Answers once stopped.
-#[derive(Debug, actix::Message)]
+/// The session has nothing left to do (to the SupervisorActor, which stops it unless a wake is
+/// still on its way to it).
+#[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct SessionIdle {
+    pub session: String,
+    /// Wake messages handled; compared with the wakes sent.
+    pub wakes_seen: u64,
+}
 
 /// A delivered row whose answer is not recorded yet.
 struct Answered {
@@ -52,14 +57,14 @@ struct Answered {
 
 /// One write of the delivery loop: record answers in order, give back leased rows that must not
 /// be delivered now, and lease the next run.
-struct Sync {
+struct StepWrite {
     answers: Vec<Answered>,
     give_back: Vec<Lease>,
     lease_next: bool,
 }
 
-/// What a `Sync` found.
-struct Synced {
+/// What a `StepWrite` found.
+struct StepWritten {
     recorded: Vec<Recorded>,
     /// The next run, or when to look again; `None` when no lease was asked for.
     next: Option<Result<Vec<Lease>, Head>>,
@@ -70,12 +75,13 @@ pub struct SessionActor {
     channel: String,
     store: Store,
     channels: ChannelDirectory,
-    supervisor: Addr<Supervisor>,
+    /// Told when the session has nothing left to do.
+    idle: Recipient<SessionIdle>,
     /// A delivery or a write is running.
     busy: bool,
     /// A Wake came while busy: look again after this step.
     woken: bool,
-    /// Wake messages handled, reported with `SessionIdle` so the Supervisor can tell whether a
+    /// Wake messages handled, reported with `SessionIdle` so the SupervisorActor can tell whether a
     /// wake is still in flight.
     wakes_seen: u64,
     timer: Option<SpawnHandle>,
@@ -96,7 +102,7 @@ impl SessionActor {
         channel: String,
         store: Store,
         channels: ChannelDirectory,
-        supervisor: Addr<Supervisor>,
+        idle: Recipient<SessionIdle>,
         release_leases_first: bool,
     ) -> Self {
         SessionActor {
@@ -104,7 +110,7 @@ impl SessionActor {
             channel,
             store,
             channels,
-            supervisor,
+            idle,
             busy: false,
             woken: false,
             wakes_seen: 0,
@@ -200,7 +206,7 @@ impl SessionActor {
     fn write(&mut self, ctx: &mut Context<Self>) {
         self.busy = true;
         let failed = self.answers.iter().any(|a| !a.tried.outcome.is_delivered());
-        let sync = Sync {
+        let step = StepWrite {
             answers: std::mem::take(&mut self.answers),
             give_back: if failed {
                 self.run.drain(..).collect()
@@ -210,9 +216,9 @@ impl SessionActor {
             lease_next: failed || self.run.is_empty(),
         };
         let since = self.answers_since.take();
-        let given_back = sync.give_back.clone();
+        let given_back = step.give_back.clone();
         let key = self.session.clone();
-        let outcomes: Vec<(Lease, Tried)> = sync
+        let outcomes: Vec<(Lease, Tried)> = step
             .answers
             .iter()
             .map(|a| (a.lease.clone(), a.tried.clone()))
@@ -220,17 +226,17 @@ impl SessionActor {
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let now = q.now();
-            let recorded = sync
+            let recorded = step
                 .answers
                 .into_iter()
                 .map(|a| record_in(q, tx, &a.lease, a.tried.outcome, now))
                 .collect::<relayq_engine::Result<_>>()?;
-            q.defer_in(tx, &sync.give_back, Duration::ZERO, now)?;
-            let next = match sync.lease_next {
+            q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
+            let next = match step.lease_next {
                 true => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
                 false => None,
             };
-            Ok(Synced { recorded, next })
+            Ok(StepWritten { recorded, next })
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
@@ -273,7 +279,7 @@ impl SessionActor {
         let wait_until = |at: i64| Duration::from_millis(at.saturating_sub(now).max(0) as u64);
         match head {
             Head::Due => self.step(ctx),
-            Head::Empty => self.supervisor.do_send(SessionIdle {
+            Head::Empty => self.idle.do_send(SessionIdle {
                 session: self.session.clone(),
                 wakes_seen: self.wakes_seen,
             }),

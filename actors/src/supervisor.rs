@@ -1,16 +1,17 @@
-//! Supervisor: owns the SessionActors. Routes enqueues and wake-ups to the session that owns
+//! SupervisorActor: owns the SessionActors. Routes enqueues and wake-ups to the session that owns
 //! them (starting its actor on demand), replaces an actor that died, stops actors whose
 //! session has nothing left, expires sessions, and drives a graceful shutdown.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::{inbound, sources, Enqueued, InboundMessage};
 
 use crate::channels::ChannelDirectory;
+use crate::children::Children;
 use crate::error::{ActorError, Result};
-use crate::session::{self, SessionActor};
+use crate::lifecycle::{Shutdown, Stop};
+use crate::session::{self, SessionActor, SessionIdle};
 use crate::store::Store;
 
 /// Which channel each session's messages go to.
@@ -64,21 +65,6 @@ pub struct ExpireSession(pub String);
 #[rtype(result = "()")]
 pub struct SessionEnded(pub String);
 
-/// A SessionActor found nothing left to do.
-#[derive(Debug, Clone, actix::Message)]
-#[rtype(result = "()")]
-pub struct SessionIdle {
-    pub session: String,
-    pub wakes_seen: u64,
-}
-
-/// Stop taking work, let in-flight deliveries finish within `grace`, then answer.
-#[derive(Debug, Clone, actix::Message)]
-#[rtype(result = "()")]
-pub struct Shutdown {
-    pub grace: Duration,
-}
-
 /// Route sessions by this from now on (the config was reloaded); running sessions switch
 /// channel after the delivery in progress.
 #[derive(Debug, Clone, actix::Message)]
@@ -90,86 +76,69 @@ pub struct SetRouting(pub Routing);
 #[rtype(result = "usize")]
 pub struct RunningSessions;
 
-struct Running {
-    addr: Addr<SessionActor>,
-    /// Wake messages sent to this actor; compared with its `wakes_seen` on idle.
-    wakes_sent: u64,
-}
-
-pub struct Supervisor {
+pub struct SupervisorActor {
     store: Store,
     channels: ChannelDirectory,
     routing: Routing,
     max_body_bytes: usize,
-    sessions: HashMap<String, Running>,
+    /// Each session's actor, with the wakes sent to it.
+    sessions: Children<SessionActor>,
     shutting_down: bool,
 }
 
-impl Supervisor {
+impl SupervisorActor {
     pub fn new(
         store: Store,
         channels: ChannelDirectory,
         routing: Routing,
         max_body_bytes: usize,
     ) -> Self {
-        Supervisor {
+        SupervisorActor {
             store,
             channels,
             routing,
             max_body_bytes,
-            sessions: HashMap::new(),
+            sessions: Children::default(),
             shutting_down: false,
         }
-    }
-
-    /// The session's running actor, started (or replaced, if it died) as needed.
-    fn actor_for(&mut self, session: &str, ctx: &mut Context<Self>) -> &mut Running {
-        let died = self
-            .sessions
-            .get(session)
-            .is_some_and(|r| !r.addr.connected());
-        if died {
-            tracing::warn!(session, "session actor died; starting a new one");
-            self.sessions.remove(session);
-        }
-        let (store, channels, me) = (self.store.clone(), self.channels.clone(), ctx.address());
-        let channel = self.routing.channel_for(session).to_string();
-        self.sessions
-            .entry(session.to_string())
-            .or_insert_with(|| Running {
-                addr: SessionActor::new(session.to_string(), channel, store, channels, me, died)
-                    .start(),
-                wakes_sent: 0,
-            })
     }
 
     fn wake(&mut self, session: &str, ctx: &mut Context<Self>) {
         if self.shutting_down {
             return;
         }
-        let running = self.actor_for(session, ctx);
-        running.wakes_sent += 1;
+        let (store, channels, idle) = (
+            self.store.clone(),
+            self.channels.clone(),
+            ctx.address().recipient(),
+        );
+        let channel = self.routing.channel_for(session).to_string();
+        // A replaced actor died holding leases: the new one frees them first.
+        let running = self.sessions.get_or_start(session, |died| {
+            SessionActor::new(session.to_string(), channel, store, channels, idle, died).start()
+        });
+        running.sent += 1;
         running.addr.do_send(session::Wake);
     }
 }
 
-impl Supervisor {
-    /// Starts the Supervisor with an unbounded mailbox, set before any message can arrive: a
+impl SupervisorActor {
+    /// Starts the SupervisorActor with an unbounded mailbox, set before any message can arrive: a
     /// bounded mailbox makes `send` hold a message back when full and send it when its future
     /// is next polled, which would let a later enqueue overtake it.
-    pub fn start_unbounded(self) -> Addr<Supervisor> {
-        Supervisor::create(|ctx| {
+    pub fn start_unbounded(self) -> Addr<SupervisorActor> {
+        SupervisorActor::create(|ctx| {
             ctx.set_mailbox_capacity(0);
             self
         })
     }
 }
 
-impl Actor for Supervisor {
+impl Actor for SupervisorActor {
     type Context = Context<Self>;
 }
 
-impl Handler<Enqueue> for Supervisor {
+impl Handler<Enqueue> for SupervisorActor {
     type Result = ResponseActFuture<Self, Result<Enqueued>>;
 
     fn handle(&mut self, Enqueue(message): Enqueue, _: &mut Context<Self>) -> Self::Result {
@@ -202,7 +171,7 @@ impl Handler<Enqueue> for Supervisor {
     }
 }
 
-impl Handler<EnqueueFrom> for Supervisor {
+impl Handler<EnqueueFrom> for SupervisorActor {
     type Result = ResponseActFuture<Self, Result<Vec<std::result::Result<Enqueued, String>>>>;
 
     fn handle(&mut self, batch: EnqueueFrom, _: &mut Context<Self>) -> Self::Result {
@@ -241,54 +210,47 @@ impl Handler<EnqueueFrom> for Supervisor {
     }
 }
 
-impl Handler<WakeSession> for Supervisor {
+impl Handler<WakeSession> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, WakeSession(session): WakeSession, ctx: &mut Context<Self>) {
         self.wake(&session, ctx);
     }
 }
 
-impl Handler<Resume> for Supervisor {
+impl Handler<Resume> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, Resume(sessions): Resume, ctx: &mut Context<Self>) {
         for session in sessions {
-            let running = self
-                .sessions
-                .get(&session)
-                .is_some_and(|r| r.addr.connected());
-            if !running {
+            if !self.sessions.is_running(&session) {
                 self.wake(&session, ctx);
             }
         }
     }
 }
 
-impl Handler<SessionIdle> for Supervisor {
+impl Handler<SessionIdle> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, idle: SessionIdle, _: &mut Context<Self>) {
         // A wake sent after the actor's last look is still in its mailbox: keep it running.
-        let settled = self
+        if let Some(running) = self
             .sessions
-            .get(&idle.session)
-            .is_some_and(|r| r.wakes_sent == idle.wakes_seen);
-        if settled {
-            if let Some(running) = self.sessions.remove(&idle.session) {
-                running.addr.do_send(session::Stop);
-            }
+            .remove_if_settled(&idle.session, idle.wakes_seen)
+        {
+            running.addr.do_send(Stop);
         }
     }
 }
 
-impl Handler<SessionEnded> for Supervisor {
+impl Handler<SessionEnded> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, SessionEnded(session): SessionEnded, _: &mut Context<Self>) {
         if let Some(running) = self.sessions.remove(&session) {
-            running.addr.do_send(session::Stop);
+            running.addr.do_send(Stop);
         }
     }
 }
 
-impl Handler<ExpireSession> for Supervisor {
+impl Handler<ExpireSession> for SupervisorActor {
     type Result = ResponseActFuture<Self, Result<usize>>;
 
     fn handle(
@@ -306,17 +268,17 @@ impl Handler<ExpireSession> for Supervisor {
         Box::pin(expire.into_actor(self).map(move |result, act, _| {
             // Its in-flight delivery, if any, finishes and its answer is fenced off.
             if let Some(running) = act.sessions.remove(&session) {
-                running.addr.do_send(session::Stop);
+                running.addr.do_send(Stop);
             }
             result
         }))
     }
 }
 
-impl Handler<SetRouting> for Supervisor {
+impl Handler<SetRouting> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, SetRouting(routing): SetRouting, _: &mut Context<Self>) {
-        for (session, running) in &self.sessions {
+        for (session, running) in self.sessions.iter() {
             let channel = routing.channel_for(session).to_string();
             running.addr.do_send(session::UseChannel(channel));
         }
@@ -324,26 +286,19 @@ impl Handler<SetRouting> for Supervisor {
     }
 }
 
-impl Handler<RunningSessions> for Supervisor {
+impl Handler<RunningSessions> for SupervisorActor {
     type Result = usize;
     fn handle(&mut self, _: RunningSessions, _: &mut Context<Self>) -> usize {
-        self.sessions
-            .values()
-            .filter(|r| r.addr.connected())
-            .count()
+        self.sessions.alive()
     }
 }
 
-impl Handler<Shutdown> for Supervisor {
+impl Handler<Shutdown> for SupervisorActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.shutting_down = true;
-        let stops: Vec<_> = self
-            .sessions
-            .drain()
-            .map(|(_, r)| r.addr.send(session::Stop))
-            .collect();
+        let stops: Vec<_> = self.sessions.drain().map(|r| r.addr.send(Stop)).collect();
         let in_flight = stops.len();
         Box::pin(async move {
             let all = async {

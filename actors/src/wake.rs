@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::claimer::{ClaimHooks, ClaimOutbound, ClaimerActor};
-use crate::supervisor::{Supervisor, WakeSession};
+use crate::claiming::{ClaimHooks, ClaimOutbound};
+use crate::supervisor::{Resume, WakeSession};
 
 /// What a wake datagram says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,14 +39,29 @@ pub fn notify(db: &Path, queue: &str, key: &str) {
     }
 }
 
-/// Binds the socket beside `db` and forwards each note: inbound rows to the Supervisor (which
-/// wakes the session), hook and outbound rows to the ClaimerActor. The caller must hold the
-/// daemon lock (a stale socket file of a dead daemon is replaced). The socket is made 0600.
-pub fn listen(
-    db: &Path,
-    supervisor: Addr<Supervisor>,
-    claimer: Addr<ClaimerActor>,
-) -> std::io::Result<actix_rt::task::JoinHandle<()>> {
+/// Who is told that rows may be due: the SupervisorActor (a session's inbound rows), the
+/// HookClaimer and the OutboundSender.
+#[derive(Clone)]
+pub struct Wakers {
+    pub session: Recipient<WakeSession>,
+    pub resume: Recipient<Resume>,
+    pub hooks: Recipient<ClaimHooks>,
+    pub outbound: Recipient<ClaimOutbound>,
+}
+
+impl Wakers {
+    /// Both claimers look for due rows.
+    pub fn claim_all(&self) {
+        self.hooks.do_send(ClaimHooks);
+        self.outbound.do_send(ClaimOutbound);
+    }
+}
+
+/// Binds the socket beside `db` and forwards each note: inbound rows to the SupervisorActor
+/// (which wakes the session), hook rows to the HookClaimer, outbound rows to the
+/// OutboundSender. The caller must hold the daemon lock (a stale socket file of a dead daemon
+/// is replaced). The socket is made 0600.
+pub fn listen(db: &Path, wakers: Wakers) -> std::io::Result<actix_rt::task::JoinHandle<()>> {
     let path = socket_path(db);
     let _ = std::fs::remove_file(&path);
     let socket = tokio::net::UnixDatagram::bind(&path)?;
@@ -58,9 +73,11 @@ pub fn listen(
             match socket.recv(&mut buf).await {
                 Ok(n) => match serde_json::from_slice::<WakeNote>(&buf[..n]) {
                     Ok(note) => match note.queue.as_str() {
-                        relayq_engine::inbound::QUEUE => supervisor.do_send(WakeSession(note.key)),
-                        relayq_engine::hooks::QUEUE => claimer.do_send(ClaimHooks),
-                        relayq_engine::outbound::QUEUE => claimer.do_send(ClaimOutbound),
+                        relayq_engine::inbound::QUEUE => {
+                            wakers.session.do_send(WakeSession(note.key))
+                        }
+                        relayq_engine::hooks::QUEUE => wakers.hooks.do_send(ClaimHooks),
+                        relayq_engine::outbound::QUEUE => wakers.outbound.do_send(ClaimOutbound),
                         _ => {}
                     },
                     Err(e) => tracing::debug!(error = %e, "ignoring a malformed wake datagram"),

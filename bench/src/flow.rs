@@ -1,4 +1,4 @@
-//! relayq's inbound flow, in process: the real runtime (Supervisor, SessionActors, group
+//! relayq's inbound flow, in process: the real runtime (SupervisorActor, SessionActors, group
 //! commit, recovery) on a real SQLite file, delivering to a no-op channel that records what
 //! arrived and when. The harness checks per-session order on every run.
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use anyhow::{bail, ensure, Context as _, Result};
-use relayq_actors::supervisor::{Enqueue, Supervisor};
+use relayq_actors::supervisor::{Enqueue, SupervisorActor};
 use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig};
 use relayq_engine::{DbConfig, Engine, InboundMessage, NewRow, Synchronous};
 use tokio::sync::{mpsc, Semaphore};
@@ -132,7 +132,7 @@ const PRODUCER_WINDOW: usize = 64;
 
 /// One producer task per session, each enqueuing its session's share in order, up to
 /// `PRODUCER_WINDOW` in flight, each answered after its commit.
-fn spawn_producers(supervisor: Addr<Supervisor>, n: usize, sessions: usize) {
+fn spawn_producers(supervisor: Addr<SupervisorActor>, n: usize, sessions: usize) {
     let sessions = sessions.min(n);
     for s in 0..sessions {
         let supervisor = supervisor.clone();

@@ -166,7 +166,7 @@ fn main() -> Result<()> {
             title: "1. Inbound throughput, S = 100".into(),
             how: format!(
                 "{} messages over 100 sessions, synchronous = NORMAL. relayq: each session's producer \
-                 enqueues in order through the Supervisor (each enqueue answered after its commit) \
+                 enqueues in order through the SupervisorActor (each enqueue answered after its commit) \
                  while SessionActors lease, deliver to a no-op channel and complete; from the first \
                  enqueue to the last delivery, per-session order checked on every delivery. Raw \
                  SQLite: a single-threaded rusqlite loop on the same table and indexes doing insert, \

@@ -1,11 +1,12 @@
 //! The one actor that runs any [`Source`]: fetch from the stored offset, hand the batch to the
-//! Supervisor, which writes the rows and the new offset in one transaction, then fetch again.
+//! SupervisorActor, which writes the rows and the new offset in one transaction, then fetch again.
 
 use std::time::Duration;
 
 use actix::prelude::*;
 
 use super::contract::{Batch, Source};
+use crate::lifecycle::Stop;
 use crate::store::Store;
 use crate::supervisor::EnqueueFrom;
 
@@ -16,11 +17,6 @@ const IDLE_PAUSE: Duration = Duration::from_millis(50);
 /// After a failure, wait this long, doubled each time in a row, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Stop reading. A batch already handed over is still written (with its offset) or not at all.
-#[derive(Debug, Clone, Copy, actix::Message)]
-#[rtype(result = "()")]
-pub struct StopSource;
 
 pub struct SourceActor<S: Source> {
     name: String,
@@ -76,7 +72,7 @@ impl<S: Source> SourceActor<S> {
         }));
     }
 
-    /// Sends the batch to the Supervisor; the offset moves only once it is committed.
+    /// Sends the batch to the SupervisorActor; the offset moves only once it is committed.
     fn hand_over(&mut self, batch: Batch, ctx: &mut Context<Self>) {
         let offset = batch.offset.clone();
         let send = self.enqueue.send(EnqueueFrom {
@@ -126,9 +122,10 @@ impl<S: Source> Actor for SourceActor<S> {
     }
 }
 
-impl<S: Source> Handler<StopSource> for SourceActor<S> {
+/// Stops reading. A batch already handed over is still written (with its offset) or not at all.
+impl<S: Source> Handler<Stop> for SourceActor<S> {
     type Result = ();
-    fn handle(&mut self, _: StopSource, ctx: &mut Context<Self>) {
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         ctx.stop();
     }
 }

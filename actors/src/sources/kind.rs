@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::actor::{SourceActor, StopSource};
+use super::actor::SourceActor;
 use super::contract::Source;
+use crate::lifecycle::Stop;
 use crate::settings::SettingError;
 use crate::store::Store;
 use crate::supervisor::EnqueueFrom;
@@ -51,7 +52,7 @@ impl<K: SourceKind> AnyKind for K {
     }
 }
 
-type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>) -> Recipient<StopSource> + Send + Sync;
+type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>) -> Recipient<Stop> + Send + Sync;
 
 /// How to run one named source.
 #[derive(Clone)]
@@ -77,7 +78,7 @@ impl SourceSpec {
         name: &str,
         store: Store,
         enqueue: Recipient<EnqueueFrom>,
-    ) -> Recipient<StopSource> {
+    ) -> Recipient<Stop> {
         (self.start)(name.to_string(), store, enqueue)
     }
 }

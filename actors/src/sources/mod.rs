@@ -1,11 +1,11 @@
 //! Sources: where inbound platforms live (a Telegram poller, a spool file), mirroring
 //! [`channels`](crate::channels). A source reads its platform and hands what it read to the
-//! Supervisor as typed messages, the way an embedded chat adapter does:
+//! SupervisorActor as typed messages, the way an embedded chat adapter does:
 //!
 //! ```text
 //!   SourceActor<S> ──S::fetch(offset)──▶ platform          (long poll; waits when idle)
 //!        │ ◀──────Batch { messages, offset }─┘
-//!        └──EnqueueFrom { source, messages, offset }──▶ Supervisor
+//!        └──EnqueueFrom { source, messages, offset }──▶ SupervisorActor
 //!                 ──store.write──▶ commit thread: rows + source_offsets in ONE transaction
 //!                 ◀── Vec<Result<Enqueued>> ── and each session with a new row is woken
 //! ```
@@ -24,7 +24,7 @@ mod kind;
 
 use std::path::Path;
 
-pub use actor::{SourceActor, StopSource};
+pub use actor::SourceActor;
 pub use contract::{Batch, Fetch, Source};
 pub use kind::{SourceKind, SourceSpec};
 

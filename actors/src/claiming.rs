@@ -1,0 +1,92 @@
+//! What the two claimers (the [`HookClaimer`](crate::hook_claimer::HookClaimer) and the
+//! [`OutboundSender`](crate::outbound_sender::OutboundSender)) share: their settings and the
+//! claim loop that runs at most one claim at a time, again when asked meanwhile, and at the
+//! next row's due time.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::{Lease, Queue};
+
+use crate::hook_buffer::Limits;
+
+/// Hook rows may be due: claim them (to the HookClaimer).
+#[derive(Debug, Clone, Copy, actix::Message)]
+#[rtype(result = "()")]
+pub struct ClaimHooks;
+
+/// Outbound rows may be due: claim them (to the OutboundSender).
+#[derive(Debug, Clone, Copy, actix::Message)]
+#[rtype(result = "()")]
+pub struct ClaimOutbound;
+
+/// How the claimers batch and bound their work (`[claimer]` in config.toml).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimSettings {
+    /// Hook rows leased per claim.
+    pub hook_batch: usize,
+    /// Each session's hook buffer.
+    pub hook_buffer: Limits,
+    /// Outbound sends running at once, across destinations.
+    pub outbound_in_flight: usize,
+}
+
+impl Default for ClaimSettings {
+    fn default() -> Self {
+        ClaimSettings {
+            hook_batch: 25,
+            hook_buffer: Limits::default(),
+            outbound_in_flight: 32,
+        }
+    }
+}
+
+/// One claim loop's state: at most one claim runs; a request meanwhile runs another after it.
+#[derive(Default)]
+pub struct ClaimLoop {
+    pub running: bool,
+    pub again: bool,
+    pub timer: Option<SpawnHandle>,
+}
+
+impl ClaimLoop {
+    /// Starting a claim: false if one is running (it will run again after).
+    pub fn begin<A: Actor<Context = Context<A>>>(&mut self, ctx: &mut Context<A>) -> bool {
+        if self.running {
+            self.again = true;
+            return false;
+        }
+        self.running = true;
+        self.again = false;
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        true
+    }
+}
+
+/// When a claim got less than it asked for: look again when the next row is due. A row due
+/// already is one that cannot be claimed now (paused session, blocked destination): what frees
+/// it claims again; the one-second timer is the backstop.
+pub fn delay_until(next_due: Option<i64>, now: i64) -> Option<Duration> {
+    let wait = next_due?.saturating_sub(now);
+    Some(if wait > 0 {
+        Duration::from_millis(wait as u64)
+    } else {
+        Duration::from_secs(1)
+    })
+}
+
+/// A claim's leases, and when it got fewer than `limit`, when the queue's next row is due.
+pub fn with_next_due(
+    queue: &Queue,
+    leases: Vec<Lease>,
+    limit: usize,
+) -> relayq_engine::Result<(Vec<Lease>, Option<i64>)> {
+    let next = if leases.len() < limit {
+        queue.next_due()?
+    } else {
+        None
+    };
+    Ok((leases, next))
+}
