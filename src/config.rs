@@ -9,9 +9,11 @@ use std::time::Duration;
 use relayq_actors::channels::file;
 use relayq_actors::hook_buffer::Limits;
 use relayq_actors::sources::SourceConfig;
-use relayq_actors::{ChannelConfig, ClaimSettings, Routing, RuntimeConfig};
+use relayq_actors::{ChannelConfig, ClaimSettings, RuntimeConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
-use relayq_engine::{inbound, DbConfig, QueuePolicies, QueuePolicy, Route, Routes, Synchronous};
+use relayq_engine::{
+    inbound, DbConfig, NoticeRoute, NoticeRoutes, QueuePolicies, QueuePolicy, Synchronous,
+};
 use serde::{Deserialize, Deserializer};
 
 /// The whole configuration file.
@@ -166,9 +168,9 @@ impl ClaimerConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RoutesConfig {
     /// For sessions without their own routes.
-    pub default: Vec<Route>,
+    pub default: Vec<NoticeRoute>,
     /// Per-session routes (replacing the default ones): session key → routes.
-    pub sessions: BTreeMap<String, Vec<Route>>,
+    pub sessions: BTreeMap<String, Vec<NoticeRoute>>,
 }
 
 /// The built-in notices channel and the default route to it.
@@ -177,7 +179,7 @@ pub const NOTICES_CHANNEL: &str = "notices";
 impl Default for RoutesConfig {
     fn default() -> Self {
         RoutesConfig {
-            default: vec![Route {
+            default: vec![NoticeRoute {
                 channel: NOTICES_CHANNEL.into(),
                 to: "log".into(),
                 events: relayed_events(),
@@ -608,8 +610,8 @@ impl Config {
     }
 
     /// Where hook events' notices go.
-    pub fn routes(&self) -> Routes {
-        Routes {
+    pub fn notice_routes(&self) -> NoticeRoutes {
+        NoticeRoutes {
             default: self.routes.default.clone(),
             sessions: self.routes.sessions.clone().into_iter().collect(),
         }
@@ -620,11 +622,11 @@ impl Config {
         RuntimeConfig {
             db: self.db_config(db_override),
             queues: self.queues.clone(),
-            routing: Routing {
+            session_channels: SessionChannels {
                 default_channel: self.sessions.default_channel.clone(),
                 sessions: self.sessions.channels.clone().into_iter().collect(),
             },
-            routes: self.routes(),
+            notice_routes: self.notice_routes(),
             claims: self.claimer.settings(),
             max_body_bytes: self.daemon.max_body_bytes,
             sweep_interval: self.daemon.sweep_interval,
@@ -819,7 +821,7 @@ mod tests {
         let e = error("[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n");
         assert!(e.starts_with("c.toml: channels.w.url: is not a URL"), "{e}");
         let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
-        let routes = c.runtime_config(None).routes;
+        let routes = c.runtime_config(None).notice_routes;
         assert!(routes.for_session("quiet").is_empty());
         assert_eq!(routes.for_session("other")[0].channel, NOTICES_CHANNEL);
     }
@@ -831,7 +833,7 @@ mod tests {
             "c.toml",
         )
         .unwrap();
-        let r = c.runtime_config(None).routing;
+        let r = c.runtime_config(None).session_channels;
         assert_eq!(
             (r.channel_for("alpha"), r.channel_for("beta")),
             ("tmux", "deliveries")

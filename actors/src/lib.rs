@@ -37,4 +37,4 @@ pub use channels::{
 pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};
 pub use runtime::{Reload, Runtime, RuntimeBuilder, RuntimeConfig};
-pub use supervisor::Routing;
+pub use supervisor::SessionChannels;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::{
-    inbound, DbConfig, Engine, Enqueued, InboundMessage, OutboundMessage, QueuePolicies, Routes,
+    inbound, DbConfig, Engine, Enqueued, InboundMessage, NoticeRoutes, OutboundMessage,
+    QueuePolicies,
 };
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
@@ -20,7 +21,9 @@ use crate::outbound_sender::OutboundSender;
 use crate::recovery::RecoveryActor;
 use crate::sources::SourceSpec;
 use crate::store::Store;
-use crate::supervisor::{Enqueue, ExpireSession, Routing, SetRouting, SupervisorActor};
+use crate::supervisor::{
+    Enqueue, ExpireSession, SessionChannels, SetSessionChannels, SupervisorActor,
+};
 use crate::wake::{self, Wakers};
 
 /// Everything the actor system needs to run.
@@ -29,9 +32,9 @@ pub struct RuntimeConfig {
     pub db: DbConfig,
     pub queues: QueuePolicies,
     /// Which channel each session's inbound messages go to.
-    pub routing: Routing,
+    pub session_channels: SessionChannels,
     /// Where hook events' notices (agent finished, needs you, error) go.
-    pub routes: Routes,
+    pub notice_routes: NoticeRoutes,
     pub claims: ClaimSettings,
     pub max_body_bytes: usize,
     /// How often expired leases are reclaimed and sessions with pending rows re-resumed.
@@ -48,11 +51,11 @@ impl RuntimeConfig {
         RuntimeConfig {
             db: DbConfig::new(db),
             queues: QueuePolicies::default(),
-            routing: Routing {
+            session_channels: SessionChannels {
                 default_channel: default_channel.into(),
                 sessions: Default::default(),
             },
-            routes: Routes::default(),
+            notice_routes: NoticeRoutes::default(),
             claims: ClaimSettings::default(),
             max_body_bytes: inbound::DEFAULT_MAX_BODY_BYTES,
             sweep_interval: Duration::from_secs(10),
@@ -89,7 +92,11 @@ impl RuntimeBuilder {
             channels,
             sources,
         } = self;
-        check_channels(&config.routing, &config.routes, &channels.names())?;
+        check_channels(
+            &config.session_channels,
+            &config.notice_routes,
+            &channels.names(),
+        )?;
         if config.listen_for_wakes {
             daemon_lock::check_private_directory(&config.db.path)?;
         }
@@ -98,14 +105,18 @@ impl RuntimeBuilder {
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
         let lock = daemon_lock::take(&config.db.path)?;
-        let store = Store::new(engine.clone(), config.queues.clone(), config.routes.clone());
+        let store = Store::new(
+            engine.clone(),
+            config.queues.clone(),
+            config.notice_routes.clone(),
+        );
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
-            config.routing.clone(),
+            config.session_channels.clone(),
             config.max_body_bytes,
         )
         .start_unbounded();
@@ -235,10 +246,11 @@ impl Runtime {
     /// changes. The database, claimer and daemon settings take effect at the next start.
     pub fn reload(&self, reload: Reload) -> Result<()> {
         let names: Vec<String> = reload.channels.iter().map(|(n, _)| n.clone()).collect();
-        check_channels(&reload.routing, &reload.routes, &names)?;
-        self.store.reconfigure(reload.queues, reload.routes);
+        check_channels(&reload.session_channels, &reload.notice_routes, &names)?;
+        self.store.reconfigure(reload.queues, reload.notice_routes);
         self.channels.replace_all(reload.channels);
-        self.supervisor.do_send(SetRouting(reload.routing));
+        self.supervisor
+            .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.
         let started = start_sources(&reload.sources, &self.store, &self.supervisor);
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
@@ -284,8 +296,8 @@ impl Runtime {
 /// What a config reload changes (see [`Runtime::reload`]).
 pub struct Reload {
     pub queues: QueuePolicies,
-    pub routes: Routes,
-    pub routing: Routing,
+    pub notice_routes: NoticeRoutes,
+    pub session_channels: SessionChannels,
     pub channels: Vec<(String, ChannelSpec)>,
     pub sources: Vec<(String, SourceSpec)>,
 }
@@ -302,15 +314,19 @@ fn start_sources(
         .collect()
 }
 
-/// Every channel the routing and the routes name must be one of `configured`.
-fn check_channels(routing: &Routing, routes: &Routes, configured: &[String]) -> Result<()> {
+/// Every channel the session_channels and the routes name must be one of `configured`.
+fn check_channels(
+    session_channels: &SessionChannels,
+    routes: &NoticeRoutes,
+    configured: &[String],
+) -> Result<()> {
     let routed = routes
         .default
         .iter()
         .chain(routes.sessions.values().flatten())
         .map(|r| &r.channel);
-    let named = std::iter::once(&routing.default_channel)
-        .chain(routing.sessions.values())
+    let named = std::iter::once(&session_channels.default_channel)
+        .chain(session_channels.sessions.values())
         .chain(routed);
     for name in named {
         if !configured.contains(name) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::Atomicity;
 use relayq_engine::{
-    hooks, inbound, outbound, Engine, HookProcessor, Queue, QueuePolicies, Routes,
+    hooks, inbound, outbound, Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies,
 };
 use tokio::sync::Notify;
 
@@ -59,7 +59,7 @@ impl Drop for Running {
 }
 
 impl Store {
-    pub fn new(engine: Engine, policies: QueuePolicies, routes: Routes) -> Self {
+    pub fn new(engine: Engine, policies: QueuePolicies, routes: NoticeRoutes) -> Self {
         let inbound = engine.queue(inbound::QUEUE, policies.inbound);
         let hooks = engine.queue(hooks::QUEUE, policies.hooks);
         let outbound = engine.queue(outbound::QUEUE, policies.outbound);
@@ -82,7 +82,7 @@ impl Store {
 
     /// Applies a reloaded configuration's queue policies and routes: rows leased and hook
     /// events applied from now on follow them.
-    pub fn reconfigure(&self, policies: QueuePolicies, routes: Routes) {
+    pub fn reconfigure(&self, policies: QueuePolicies, routes: NoticeRoutes) {
         self.inbound.set_policy(policies.inbound);
         self.hooks.set_policy(policies.hooks);
         self.outbound.set_policy(policies.outbound);

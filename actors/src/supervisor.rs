@@ -1,4 +1,4 @@
-//! SupervisorActor: owns the SessionActors. Routes enqueues and wake-ups to the session that owns
+//! SupervisorActor: owns the SessionActors. NoticeRoutes enqueues and wake-ups to the session that owns
 //! them (starting its actor on demand), replaces an actor that died, stops actors whose
 //! session has nothing left, expires sessions, and drives a graceful shutdown.
 
@@ -16,13 +16,13 @@ use crate::store::Store;
 
 /// Which channel each session's messages go to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Routing {
+pub struct SessionChannels {
     pub default_channel: String,
     /// Per-session overrides: session id → channel name.
     pub sessions: HashMap<String, String>,
 }
 
-impl Routing {
+impl SessionChannels {
     pub fn channel_for(&self, session: &str) -> &str {
         self.sessions.get(session).unwrap_or(&self.default_channel)
     }
@@ -65,11 +65,11 @@ pub struct ExpireSession(pub String);
 #[rtype(result = "()")]
 pub struct SessionEnded(pub String);
 
-/// Route sessions by this from now on (the config was reloaded); running sessions switch
+/// NoticeRoute sessions by this from now on (the config was reloaded); running sessions switch
 /// channel after the delivery in progress.
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
-pub struct SetRouting(pub Routing);
+pub struct SetSessionChannels(pub SessionChannels);
 
 /// How many SessionActors are running (for status and tests).
 #[derive(Debug, Clone, actix::Message)]
@@ -79,7 +79,7 @@ pub struct RunningSessions;
 pub struct SupervisorActor {
     store: Store,
     channels: ChannelDirectory,
-    routing: Routing,
+    session_channels: SessionChannels,
     max_body_bytes: usize,
     /// Each session's actor, with the wakes sent to it.
     sessions: Children<SessionActor>,
@@ -90,13 +90,13 @@ impl SupervisorActor {
     pub fn new(
         store: Store,
         channels: ChannelDirectory,
-        routing: Routing,
+        session_channels: SessionChannels,
         max_body_bytes: usize,
     ) -> Self {
         SupervisorActor {
             store,
             channels,
-            routing,
+            session_channels,
             max_body_bytes,
             sessions: Children::default(),
             shutting_down: false,
@@ -112,7 +112,7 @@ impl SupervisorActor {
             self.channels.clone(),
             ctx.address().recipient(),
         );
-        let channel = self.routing.channel_for(session).to_string();
+        let channel = self.session_channels.channel_for(session).to_string();
         // A replaced actor died holding leases: the new one frees them first.
         let running = self.sessions.get_or_start(session, |died| {
             SessionActor::new(session.to_string(), channel, store, channels, idle, died).start()
@@ -275,14 +275,18 @@ impl Handler<ExpireSession> for SupervisorActor {
     }
 }
 
-impl Handler<SetRouting> for SupervisorActor {
+impl Handler<SetSessionChannels> for SupervisorActor {
     type Result = ();
-    fn handle(&mut self, SetRouting(routing): SetRouting, _: &mut Context<Self>) {
+    fn handle(
+        &mut self,
+        SetSessionChannels(session_channels): SetSessionChannels,
+        _: &mut Context<Self>,
+    ) {
         for (session, running) in self.sessions.iter() {
-            let channel = routing.channel_for(session).to_string();
+            let channel = session_channels.channel_for(session).to_string();
             running.addr.do_send(session::UseChannel(channel));
         }
-        self.routing = routing;
+        self.session_channels = session_channels;
     }
 }
 

@@ -11,7 +11,7 @@ use relayq_actors::hook_buffer::Limits;
 use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
 use relayq_engine::handlers::relayed_events;
 use relayq_engine::{
-    Agent, DbConfig, Engine, EventType, HookEvent, NewRow, QueuePolicy, Route, Routes,
+    Agent, DbConfig, Engine, EventType, HookEvent, NewRow, NoticeRoute, NoticeRoutes, QueuePolicy,
 };
 use serde_json::{json, Value};
 
@@ -21,8 +21,8 @@ fn config(dir: &Path, limits: Limits) -> RuntimeConfig {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::hooks()
     };
-    c.routes = Routes {
-        default: vec![Route {
+    c.notice_routes = NoticeRoutes {
+        default: vec![NoticeRoute {
             channel: "out".into(),
             to: "log".into(),
             events: relayed_events(),

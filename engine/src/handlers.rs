@@ -22,7 +22,7 @@ pub const MAX_NOTICE_BYTES: usize = 16 * 1024;
 /// One place a session's notices go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Route {
+pub struct NoticeRoute {
     /// A configured channel.
     pub channel: String,
     /// The destination on it.
@@ -43,21 +43,21 @@ pub fn relayed_events() -> Vec<EventType> {
 
 /// Where each session's notices go: its own routes, else the default ones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Routes {
-    pub default: Vec<Route>,
-    pub sessions: HashMap<String, Vec<Route>>,
+pub struct NoticeRoutes {
+    pub default: Vec<NoticeRoute>,
+    pub sessions: HashMap<String, Vec<NoticeRoute>>,
 }
 
-/// Routes that a config reload can replace while handlers read them.
-pub type SharedRoutes = Arc<RwLock<Arc<Routes>>>;
+/// NoticeRoutes that a config reload can replace while handlers read them.
+pub type SharedNoticeRoutes = Arc<RwLock<Arc<NoticeRoutes>>>;
 
-impl Routes {
-    /// These routes, replaceable (see [`SharedRoutes`]).
-    pub fn shared(self) -> SharedRoutes {
+impl NoticeRoutes {
+    /// These routes, replaceable (see [`SharedNoticeRoutes`]).
+    pub fn shared(self) -> SharedNoticeRoutes {
         Arc::new(RwLock::new(Arc::new(self)))
     }
 
-    pub fn for_session(&self, session: &str) -> &[Route] {
+    pub fn for_session(&self, session: &str) -> &[NoticeRoute] {
         self.sessions.get(session).unwrap_or(&self.default)
     }
 }
@@ -92,7 +92,7 @@ pub struct HookProcessor {
     pub inbound: Queue,
     pub outbound: Queue,
     /// Shared with the runtime, which replaces them on a config reload.
-    pub routes: SharedRoutes,
+    pub routes: SharedNoticeRoutes,
 }
 
 impl HookProcessor {

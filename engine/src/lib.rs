@@ -26,7 +26,7 @@ pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Synchronous};
 pub use engine::{Engine, OldestPending, StateCount};
 pub use error::{EngineError, Result};
-pub use handlers::{HookProcessor, Processed, Route, Routes};
+pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};
 pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use outbound::OutboundMessage;

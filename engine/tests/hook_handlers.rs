@@ -7,8 +7,8 @@ use std::sync::Arc;
 use relayq_engine::handlers::Effects;
 use relayq_engine::{
     hooks, inbound, outbound, Agent, Database, DbConfig, Engine, EventType, HookEvent,
-    HookProcessor, InboundMessage, ManualClock, NewRow, OutboundMessage, Processed, QueuePolicy,
-    Retried, Route, Routes,
+    HookProcessor, InboundMessage, ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage,
+    Processed, QueuePolicy, Retried,
 };
 use serde_json::{json, Value};
 
@@ -24,12 +24,12 @@ fn fixture(max_attempts: u32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
     let engine = Engine::with_clock(db, Arc::new(ManualClock::new(T0)));
-    let route = |channel: &str, to: &str, events: Vec<EventType>| Route {
+    let route = |channel: &str, to: &str, events: Vec<EventType>| NoticeRoute {
         channel: channel.into(),
         to: to.into(),
         events,
     };
-    let routes = Routes {
+    let routes = NoticeRoutes {
         default: vec![route(
             "team",
             "ops",

@@ -29,6 +29,6 @@ fn store(ctx: &Context, engine: Engine) -> Result<Store, CliError> {
     Ok(Store::new(
         engine,
         ctx.config.queues.clone(),
-        ctx.config.routes(),
+        ctx.config.notice_routes(),
     ))
 }

@@ -111,8 +111,8 @@ fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> 
     let runtime_config = new.runtime_config(ctx.db.as_deref());
     let reloaded = runtime.reload(Reload {
         queues: runtime_config.queues,
-        routes: runtime_config.routes,
-        routing: runtime_config.routing,
+        notice_routes: runtime_config.notice_routes,
+        session_channels: runtime_config.session_channels,
         channels,
         sources,
     });
