@@ -111,8 +111,8 @@ pub enum DeadCommand {
         #[arg(long)]
         json: bool,
         /// Only this queue (inbound, hooks, outbound)
-        #[arg(long)]
-        queue: Option<String>,
+        #[arg(long, value_parser = parse_queue)]
+        queue: Option<relayq_engine::QueueName>,
     },
     /// Make dead rows pending again, with a fresh attempt count
     Retry(Selection),
@@ -341,6 +341,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Prune { older_than, dead } => commands::prune::run(&ctx, older_than, dead),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
     }
+}
+
+/// A queue name, refused with the names there are.
+fn parse_queue(name: &str) -> Result<relayq_engine::QueueName, String> {
+    name.parse()
+        .map_err(|e: relayq_engine::EngineError| e.to_string())
 }
 
 #[cfg(test)]

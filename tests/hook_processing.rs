@@ -154,7 +154,7 @@ fn kill_9_during_the_handlers_never_leaves_half_an_effect() {
     }
     let total = rows.len() as i64;
     app.engine()
-        .queue("hooks", QueuePolicy::hooks())
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks())
         .enqueue_many(&rows)
         .unwrap();
 

@@ -50,9 +50,10 @@ fn send(app: &App, args: &[&str]) -> i64 {
 
 /// Waits until row `id` of the outbound queue is in `state`; returns its row.
 fn wait_state(app: &App, id: i64, state: &str) -> relayq_engine::RowState {
-    let q = app
-        .engine()
-        .queue("outbound", relayq_engine::QueuePolicy::outbound());
+    let q = app.engine().queue(
+        relayq_engine::QueueName::Outbound,
+        relayq_engine::QueuePolicy::outbound(),
+    );
     wait_until(
         &format!("row {id} {state}"),
         Duration::from_secs(20),
@@ -250,9 +251,10 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
         .ok(&["dead", "purge", "--all"])
         .contains("purged 1 dead row(s)"));
     assert_eq!(app.ok(&["dead", "list"]).trim(), "no dead rows");
-    let q = app
-        .engine()
-        .queue("outbound", relayq_engine::QueuePolicy::outbound());
+    let q = app.engine().queue(
+        relayq_engine::QueueName::Outbound,
+        relayq_engine::QueuePolicy::outbound(),
+    );
     assert!(q.state_of(second).unwrap().is_none());
     assert_eq!(hook.calls().len(), 3);
     daemon.stop();

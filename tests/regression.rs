@@ -236,7 +236,10 @@ fn send_outbound(app: &App, to: &str, text: &str) -> i64 {
 
 fn outbound_row(app: &App, id: i64) -> relayq_engine::RowState {
     app.engine()
-        .queue("outbound", relayq_engine::QueuePolicy::outbound())
+        .queue(
+            relayq_engine::QueueName::Outbound,
+            relayq_engine::QueuePolicy::outbound(),
+        )
         .state_of(id)
         .unwrap()
         .unwrap()
@@ -501,9 +504,10 @@ fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refus
 #[test]
 fn a_hook_backlog_drains_without_waiting_for_timers() {
     let app = App::new(&file_config());
-    let q = app
-        .engine()
-        .queue("hooks", relayq_engine::QueuePolicy::hooks());
+    let q = app.engine().queue(
+        relayq_engine::QueueName::Hooks,
+        relayq_engine::QueuePolicy::hooks(),
+    );
     let prompt: Value = json(include_str!("fixtures/claude-code/UserPromptSubmit.json"));
     let rows: Vec<_> = (0..200)
         .map(|_| {

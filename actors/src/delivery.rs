@@ -59,8 +59,12 @@ pub struct Tried {
 impl Tried {
     /// Logs what became of the row: failures at warn, since someone may have to act.
     pub fn log(&self, queue: &Queue, lease: &Lease, recorded: &Recorded) {
-        let (queue, row, attempt, channel) =
-            (queue.name(), lease.id, lease.attempts, &self.channel);
+        let (queue, row, attempt, channel) = (
+            queue.name().as_str(),
+            lease.id,
+            lease.attempts,
+            &self.channel,
+        );
         match (recorded, &self.outcome) {
             (Recorded::Delivered, _) => tracing::debug!(queue, row, channel, "delivered"),
             (Recorded::Stale, _) => {

@@ -8,6 +8,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
+use relayq_engine::QueueName;
 use serde::{Deserialize, Serialize};
 
 use crate::claiming::{ClaimHooks, ClaimOutbound};
@@ -16,7 +17,7 @@ use crate::supervisor::{Resume, WakeSession};
 /// What a wake datagram says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WakeNote {
-    pub queue: String,
+    pub queue: QueueName,
     pub key: String,
 }
 
@@ -28,9 +29,9 @@ pub fn socket_path(db: &Path) -> PathBuf {
 }
 
 /// Tells a running daemon (if any) that `queue`/`key` has new rows. Never fails the caller.
-pub fn notify(db: &Path, queue: &str, key: &str) {
+pub fn notify(db: &Path, queue: QueueName, key: &str) {
     let note = serde_json::to_vec(&WakeNote {
-        queue: queue.into(),
+        queue,
         key: key.into(),
     })
     .expect("serialises");
@@ -72,13 +73,10 @@ pub fn listen(db: &Path, wakers: Wakers) -> std::io::Result<actix_rt::task::Join
         loop {
             match socket.recv(&mut buf).await {
                 Ok(n) => match serde_json::from_slice::<WakeNote>(&buf[..n]) {
-                    Ok(note) => match note.queue.as_str() {
-                        relayq_engine::inbound::QUEUE => {
-                            wakers.session.do_send(WakeSession(note.key))
-                        }
-                        relayq_engine::hooks::QUEUE => wakers.hooks.do_send(ClaimHooks),
-                        relayq_engine::outbound::QUEUE => wakers.outbound.do_send(ClaimOutbound),
-                        _ => {}
+                    Ok(note) => match note.queue {
+                        QueueName::Inbound => wakers.session.do_send(WakeSession(note.key)),
+                        QueueName::Hooks => wakers.hooks.do_send(ClaimHooks),
+                        QueueName::Outbound => wakers.outbound.do_send(ClaimOutbound),
                     },
                     Err(e) => tracing::debug!(error = %e, "ignoring a malformed wake datagram"),
                 },

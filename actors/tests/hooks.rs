@@ -61,7 +61,7 @@ fn tool(session: &str, i: usize) -> NewRow {
 async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime, Engine) {
     let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
     let ids = engine
-        .queue("hooks", QueuePolicy::hooks())
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks())
         .enqueue_many(rows)
         .unwrap()
         .iter()
@@ -269,7 +269,7 @@ async fn many_sessions_at_once_each_strictly_in_order() {
 async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
-    let hooks = engine.queue("hooks", QueuePolicy::hooks());
+    let hooks = engine.queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     // 1500 critical rows written first for one session, then three for another.
     let chatty: Vec<NewRow> = (0..1500)
         .map(|i| {

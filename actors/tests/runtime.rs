@@ -196,7 +196,7 @@ async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
         let engine = Engine::open(&DbConfig::new(dir.path().join("q.db")))
             .unwrap()
             .with_owner("dead-process");
-        let q = engine.queue("inbound", QueuePolicy::inbound());
+        let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
         for i in 0..3 {
             q.enqueue(&InboundMessage::text("a", "t", &i.to_string()).to_row())
                 .unwrap();
@@ -343,7 +343,7 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
 /// `n` rows of session "s", written before relayq starts, so its actor leases them as one run.
 fn rows_before_start(dir: &std::path::Path, n: usize) -> Vec<i64> {
     let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
-    let q = engine.queue("inbound", QueuePolicy::inbound());
+    let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
     (0..n)
         .map(|i| {
             q.enqueue(&InboundMessage::text("s", "t", &i.to_string()).to_row())
@@ -412,7 +412,7 @@ async fn start_recorder(
     let unrecorded = Arc::new(std::sync::Mutex::new(Vec::new()));
     let queue = Engine::open(&DbConfig::new(dir.join("q.db")))
         .unwrap()
-        .queue("inbound", QueuePolicy::inbound());
+        .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
     let (c, u) = (calls.clone(), unrecorded.clone());
     let spec = ChannelSpec::of(Recorder {
         calls: c,

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::policy::QueuePolicy;
 use crate::queue::{
     dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail,
-    stuck_heads, DeadRow, Queue, RowDetail,
+    stuck_heads, DeadRow, Queue, QueueName, RowDetail,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -24,7 +24,7 @@ pub struct Engine {
 /// Row counts of one queue in one state.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StateCount {
-    pub queue: String,
+    pub queue: QueueName,
     pub state: String,
     /// Why terminal rows ended, when they say (e.g. `coalesced`, `session expired`).
     pub reason: Option<String>,
@@ -34,7 +34,7 @@ pub struct StateCount {
 /// The oldest unfinished row of a queue.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct OldestPending {
-    pub queue: String,
+    pub queue: QueueName,
     pub id: i64,
     pub created_at: i64,
 }
@@ -84,7 +84,7 @@ impl Engine {
     }
 
     /// A handle on queue `name` under `policy`.
-    pub fn queue(&self, name: &str, policy: QueuePolicy) -> Queue {
+    pub fn queue(&self, name: QueueName, policy: QueuePolicy) -> Queue {
         Queue::new(
             self.db.clone(),
             self.clock.clone(),
@@ -158,13 +158,13 @@ impl Engine {
     }
 
     /// Dead rows of every queue, or of `queue`, oldest first.
-    pub fn dead_rows(&self, queue: Option<&str>) -> Result<Vec<DeadRow>> {
+    pub fn dead_rows(&self, queue: Option<QueueName>) -> Result<Vec<DeadRow>> {
         dead_rows(&*self.db.read()?, queue)
     }
 
     /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
     /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
-    pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+    pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, QueueName, String)>> {
         let now = self.now();
         self.db.write(|tx| revive_dead_in(tx, ids, now))
     }

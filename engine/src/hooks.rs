@@ -8,7 +8,7 @@ use crate::policy::QueuePolicy;
 use crate::queue::NewRow;
 
 /// The name of the hook-event queue.
-pub const QUEUE: &str = "hooks";
+pub const QUEUE: crate::QueueName = crate::QueueName::Hooks;
 
 /// How much of an undecodable input is kept in the `error` row.
 pub const MAX_KEPT_INPUT: usize = 4096;

@@ -10,7 +10,7 @@ use crate::queue::{Enqueued, NewRow, Queue};
 use crate::sessions;
 
 /// The name of the inbound queue.
-pub const QUEUE: &str = "inbound";
+pub const QUEUE: crate::QueueName = crate::QueueName::Inbound;
 
 /// Largest message body accepted unless configured otherwise (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;

@@ -1,25 +1,28 @@
 //! relayq's storage engine: durable queues on one SQLite file.
 //!
-//! One engine serves every flow (inbound messages, hook events, outbound messages); each queue
-//! differs only by its [`QueuePolicy`]. Hook events also keep the session registry
-//! ([`sessions`]) through their [`handlers`]. The engine is synchronous and knows nothing of actors or
-//! async runtimes: callers run it on blocking threads. Time comes from a [`Clock`], so tests
+//! Two layers:
+//! - [`storage`]: SQLite, the queue table and its statements, the commit thread, time and
+//!   policies. It knows nothing of what the rows mean.
+//! - the flows built on it: [`inbound`] messages, [`hooks`] events and their [`handlers`]
+//!   (which keep the session registry, [`sessions`], and write notices), [`outbound`] messages,
+//!   and [`sources`]' offsets.
+//!
+//! [`Engine`] is the door: it opens the database and hands out queue handles; one-shot
+//! commands use it directly. The engine is synchronous and knows nothing of actors or async
+//! runtimes: the daemon runs it on blocking threads. Time comes from a [`Clock`], so tests
 //! control it.
 
-mod checkpoint;
-pub mod clock;
-pub mod commit;
-pub mod db;
 pub mod engine;
 pub mod error;
 pub mod handlers;
 pub mod hooks;
 pub mod inbound;
 pub mod outbound;
-pub mod policy;
-pub mod queue;
 pub mod sessions;
 pub mod sources;
+pub mod storage;
+
+pub use storage::{clock, commit, db, policy, queue};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};
@@ -32,7 +35,7 @@ pub use inbound::{InboundMessage, MessageType};
 pub use outbound::OutboundMessage;
 pub use policy::{QueuePolicies, QueuePolicy};
 pub use queue::{
-    DeadRow, Enqueued, Head, Lease, NewRow, Queue, Receipt, Retried, RowDetail, RowState,
+    DeadRow, Enqueued, Head, Lease, NewRow, Queue, QueueName, Receipt, Retried, RowDetail, RowState,
 };
 pub use rusqlite;
 pub use sessions::SessionRecord;

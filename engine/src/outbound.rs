@@ -8,7 +8,7 @@ use crate::policy::{secs, QueuePolicy};
 use crate::queue::NewRow;
 
 /// The name of the outbound queue.
-pub const QUEUE: &str = "outbound";
+pub const QUEUE: crate::QueueName = crate::QueueName::Outbound;
 
 /// What part of an agent's reply a message is (the far end may render them differently).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -53,7 +53,7 @@ mod tests {
     fn a_batch_and_its_offset_are_kept_together_or_not_at_all() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
-        let q = engine.queue("inbound", QueuePolicy::inbound());
+        let q = engine.queue(crate::QueueName::Inbound, QueuePolicy::inbound());
         let db = engine.database();
         let batch = [
             InboundMessage::text("s", "test", "one"),

@@ -374,5 +374,11 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
             Retried::Dead
         ]
     );
-    assert_eq!(f.engine.dead_rows(Some("hooks")).unwrap()[0].id, id);
+    assert_eq!(
+        f.engine
+            .dead_rows(Some(relayq_engine::QueueName::Hooks))
+            .unwrap()[0]
+            .id,
+        id
+    );
 }

@@ -46,7 +46,7 @@ fn state(q: &Queue, id: i64) -> String {
 #[test]
 fn enqueue_then_lease_then_complete() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let e = q.enqueue(&row("s1", "a")).unwrap();
     assert!(!e.duplicate);
     let lease = q.lease_next("s1").unwrap().expect("due row is leased");
@@ -65,7 +65,7 @@ fn enqueue_then_lease_then_complete() {
 #[test]
 fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let mut r = row("s1", "first");
     r.dedup_key = Some("tg:1".into());
     let a = q.enqueue(&r).unwrap();
@@ -86,14 +86,14 @@ fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
     // Still a duplicate after delivery (until pruned): a replayed webhook is not redelivered.
     assert!(q.enqueue(&r).unwrap().duplicate);
     // The same dedup key in another queue is a different message.
-    let other = f.engine.queue("outbound", policy());
+    let other = f.engine.queue(relayq_engine::QueueName::Outbound, policy());
     assert!(!other.enqueue(&r).unwrap().duplicate);
 }
 
 #[test]
 fn batch_enqueue_dedups_within_the_batch() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let mut r = row("s", "x");
     r.dedup_key = Some("d".into());
     let out = q.enqueue_many(&[r.clone(), row("s", "y"), r]).unwrap();
@@ -104,7 +104,7 @@ fn batch_enqueue_dedups_within_the_batch() {
 #[test]
 fn a_key_is_strictly_fifo_a_newer_row_waits_for_the_older_one() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let a = q.enqueue(&row("s1", "a")).unwrap().id;
     let b = q.enqueue(&row("s1", "b")).unwrap().id;
     let other = q.enqueue(&row("s2", "c")).unwrap().id;
@@ -141,7 +141,7 @@ fn a_key_is_strictly_fifo_a_newer_row_waits_for_the_older_one() {
 #[test]
 fn backoff_follows_the_schedule_and_never_gives_up_without_a_limit() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let id = q.enqueue(&row("s", "x")).unwrap().id;
     let mut delays = vec![];
     for _ in 0..9 {
@@ -171,7 +171,7 @@ impl Fixture {
 #[test]
 fn retry_after_from_the_far_end_overrides_the_schedule() {
     let f = fixture();
-    let q = f.engine.queue("outbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Outbound, policy());
     q.enqueue(&row("d", "x")).unwrap();
     let lease = q.lease_next("d").unwrap().unwrap();
     let r = q
@@ -184,7 +184,7 @@ fn retry_after_from_the_far_end_overrides_the_schedule() {
 fn max_attempts_turns_the_last_failure_into_a_dead_row() {
     let f = fixture();
     let q = f.engine.queue(
-        "hooks",
+        relayq_engine::QueueName::Hooks,
         QueuePolicy {
             max_attempts: Some(2),
             ..policy()
@@ -208,12 +208,15 @@ fn max_attempts_turns_the_last_failure_into_a_dead_row() {
 #[test]
 fn a_stale_lease_token_changes_nothing() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let id = q.enqueue(&row("s", "x")).unwrap().id;
     let old = q.lease_next("s").unwrap().unwrap();
     // The first owner stalls past its lease; a second worker takes the row over.
     f.clock.advance(Duration::from_secs(301));
-    let other = f.engine.with_owner("other").queue("inbound", policy());
+    let other = f
+        .engine
+        .with_owner("other")
+        .queue(relayq_engine::QueueName::Inbound, policy());
     let new = other
         .lease_next("s")
         .unwrap()
@@ -239,13 +242,16 @@ fn a_stale_lease_token_changes_nothing() {
 #[test]
 fn extend_keeps_a_live_lease_from_being_taken_over() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     q.enqueue(&row("s", "x")).unwrap();
     let lease = q.lease_next("s").unwrap().unwrap();
     f.clock.advance(Duration::from_secs(200));
     assert!(q.extend(lease.id, lease.token).unwrap());
     f.clock.advance(Duration::from_secs(200)); // 400 s after the lease, 200 s after the extension
-    let other = f.engine.with_owner("other").queue("inbound", policy());
+    let other = f
+        .engine
+        .with_owner("other")
+        .queue(relayq_engine::QueueName::Inbound, policy());
     assert_eq!(
         other.lease_next("s").unwrap(),
         None,
@@ -258,7 +264,7 @@ fn extend_keeps_a_live_lease_from_being_taken_over() {
 #[test]
 fn lease_due_takes_only_heads_of_keys_and_only_due_rows() {
     let f = fixture();
-    let q = f.engine.queue("outbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Outbound, policy());
     let a1 = q.enqueue(&row("a", "1")).unwrap().id;
     let _a2 = q.enqueue(&row("a", "2")).unwrap().id;
     let b1 = q.enqueue(&row("b", "1")).unwrap().id;
@@ -287,7 +293,7 @@ fn lease_due_takes_only_heads_of_keys_and_only_due_rows() {
 fn lease_due_takes_over_expired_leases() {
     let f = fixture();
     let q = f.engine.queue(
-        "outbound",
+        relayq_engine::QueueName::Outbound,
         QueuePolicy {
             lease_timeout: Duration::from_secs(30),
             ..policy()
@@ -311,7 +317,7 @@ fn lease_due_takes_over_expired_leases() {
 #[test]
 fn expire_key_expires_pending_and_leased_rows_and_fences_the_holder() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let a = q.enqueue(&row("s", "a")).unwrap().id;
     let b = q.enqueue(&row("s", "b")).unwrap().id;
     let keep = q.enqueue(&row("t", "c")).unwrap().id;
@@ -335,12 +341,12 @@ fn expire_key_expires_pending_and_leased_rows_and_fences_the_holder() {
 #[test]
 fn reclaim_expired_and_foreign_leases() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let mine = q.enqueue(&row("a", "1")).unwrap().id;
     let theirs = q.enqueue(&row("b", "1")).unwrap().id;
     q.lease_next("a").unwrap().unwrap();
     let prev = f.engine.with_owner("previous-process");
-    prev.queue("inbound", policy())
+    prev.queue(relayq_engine::QueueName::Inbound, policy())
         .lease_next("b")
         .unwrap()
         .unwrap();
@@ -362,7 +368,7 @@ fn reclaim_expired_and_foreign_leases() {
 #[test]
 fn release_own_leases_frees_a_dead_workers_key() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let id = q.enqueue(&row("a", "1")).unwrap().id;
     q.lease_next("a").unwrap().unwrap();
     assert_eq!(q.release_own_leases("a").unwrap(), 1);
@@ -372,7 +378,7 @@ fn release_own_leases_frees_a_dead_workers_key() {
 #[test]
 fn prune_deletes_only_terminal_rows_past_retention() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let done = q.enqueue(&row("a", "1")).unwrap().id;
     let l = q.lease_next("a").unwrap().unwrap();
     q.complete(l.id, l.token, None).unwrap();
@@ -406,7 +412,7 @@ fn prune_deletes_only_terminal_rows_past_retention() {
 fn expire_overdue_follows_max_age() {
     let f = fixture();
     let q = f.engine.queue(
-        "outbound",
+        relayq_engine::QueueName::Outbound,
         QueuePolicy {
             max_age: Some(Duration::from_secs(60)),
             ..policy()
@@ -422,7 +428,7 @@ fn expire_overdue_follows_max_age() {
     );
     assert_eq!(
         f.engine
-            .queue("inbound", policy())
+            .queue(relayq_engine::QueueName::Inbound, policy())
             .expire_overdue()
             .unwrap(),
         0,
@@ -433,7 +439,7 @@ fn expire_overdue_follows_max_age() {
 #[test]
 fn counts_and_oldest_pending() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let first = q.enqueue(&row("a", "1")).unwrap().id;
     f.clock.advance(Duration::from_secs(1));
     q.enqueue(&row("a", "2")).unwrap();
@@ -445,7 +451,7 @@ fn counts_and_oldest_pending() {
         .counts()
         .unwrap()
         .into_iter()
-        .map(|c| (c.queue, c.state, c.reason, c.count))
+        .map(|c| (c.queue.to_string(), c.state, c.reason, c.count))
         .collect();
     assert_eq!(
         counts,
@@ -467,7 +473,7 @@ fn counts_and_oldest_pending() {
 #[test]
 fn empty_key_is_refused() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     assert!(q
         .enqueue(&row("", "x"))
         .unwrap_err()
@@ -482,7 +488,7 @@ fn fifo_holds_under_concurrent_lessees() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.db");
     let setup = Engine::open(&DbConfig::new(&path)).unwrap();
-    let q = setup.queue("inbound", policy());
+    let q = setup.queue(relayq_engine::QueueName::Inbound, policy());
     let keys = ["a", "b", "c"];
     let per_key = 60;
     for i in 0..per_key {
@@ -499,7 +505,7 @@ fn fifo_holds_under_concurrent_lessees() {
                 let engine = Engine::open(&DbConfig::new(&path))
                     .unwrap()
                     .with_owner(&format!("w{w}"));
-                let q = engine.queue("inbound", QueuePolicy::inbound());
+                let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
                 let mut idle = 0;
                 while idle < 50 {
                     let mut progressed = false;
@@ -548,7 +554,7 @@ fn fifo_holds_under_concurrent_lessees() {
 #[test]
 fn lease_queries_are_served_by_the_active_row_indexes() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let rows: Vec<NewRow> = (0..2000)
         .map(|i| row(&format!("k{}", i % 50), "x"))
         .collect();
@@ -606,7 +612,9 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
 #[test]
 fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let f = fixture();
-    let q = f.engine.queue("hooks", QueuePolicy::hooks());
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     let a: Vec<i64> = (0..3)
         .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
         .collect();
@@ -625,7 +633,7 @@ fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let other = f
         .engine
         .with_owner("other")
-        .queue("hooks", QueuePolicy::hooks());
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     assert_eq!(other.lease_next("b").unwrap().unwrap().id, b[0]);
 
     assert_eq!(ids(&q.lease_runs(10, &[]).unwrap()), vec![c]);
@@ -654,7 +662,9 @@ fn ids(leases: &[relayq_engine::Lease]) -> Vec<i64> {
 #[test]
 fn defer_gives_a_row_back_without_counting_the_attempt() {
     let f = fixture();
-    let q = f.engine.queue("hooks", QueuePolicy::hooks());
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     let id = q.enqueue(&row("s", "x")).unwrap().id;
     let lease = q.lease_next("s").unwrap().unwrap();
     assert!(q.defer(&lease, Duration::from_secs(2)).unwrap());
@@ -673,7 +683,9 @@ fn defer_gives_a_row_back_without_counting_the_attempt() {
 #[test]
 fn extend_own_keeps_every_buffered_lease_alive() {
     let f = fixture();
-    let q = f.engine.queue("hooks", QueuePolicy::hooks());
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     for k in ["a", "b"] {
         q.enqueue(&row(k, "x")).unwrap();
     }
@@ -685,7 +697,7 @@ fn extend_own_keeps_every_buffered_lease_alive() {
     let other = f
         .engine
         .with_owner("other")
-        .queue("hooks", QueuePolicy::hooks());
+        .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     assert!(other.lease_runs(10, &[]).unwrap().is_empty());
     for l in leases {
         assert!(q.complete(l.id, l.token, None).unwrap());
@@ -699,8 +711,10 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
         max_attempts: Some(1),
         ..QueuePolicy::outbound()
     };
-    let out = f.engine.queue("outbound", policy.clone());
-    let hooks = f.engine.queue("hooks", policy);
+    let out = f
+        .engine
+        .queue(relayq_engine::QueueName::Outbound, policy.clone());
+    let hooks = f.engine.queue(relayq_engine::QueueName::Hooks, policy);
     let mut dead = vec![];
     for (q, key) in [(&out, "d1"), (&out, "d2"), (&hooks, "h1")] {
         let id = q.enqueue(&row(key, "x")).unwrap().id;
@@ -718,12 +732,22 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
         listed[0].reason.as_deref(),
         Some("gave up after 1 attempts")
     );
-    assert_eq!(f.engine.dead_rows(Some("hooks")).unwrap().len(), 1);
+    assert_eq!(
+        f.engine
+            .dead_rows(Some(relayq_engine::QueueName::Hooks))
+            .unwrap()
+            .len(),
+        1
+    );
 
     let revived = f.engine.retry_dead(Some(&[dead[0], 9999])).unwrap();
     assert_eq!(
         revived,
-        vec![(dead[0], "outbound".to_string(), "d1".to_string())]
+        vec![(
+            dead[0],
+            relayq_engine::QueueName::Outbound,
+            "d1".to_string()
+        )]
     );
     let s = out.state_of(dead[0]).unwrap().unwrap();
     assert_eq!((s.state.as_str(), s.attempts), ("pending", 0));
@@ -748,7 +772,7 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
 #[test]
 fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one() {
     let f = fixture();
-    let q = f.engine.queue("inbound", policy());
+    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
     let ids: Vec<i64> = (0..5)
         .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
         .collect();

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use relayq_engine::DeadRow;
+use relayq_engine::{DeadRow, QueueName};
 use serde_json::{json, Value};
 
 use crate::cli::{CliError, Context, DeadCommand, Selection};
@@ -16,16 +16,14 @@ pub fn run(ctx: &Context, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let engine = &store.engine;
     match command {
-        DeadCommand::List { json, queue } => list(&engine.dead_rows(queue.as_deref())?, json),
+        DeadCommand::List { json, queue } => list(&engine.dead_rows(queue)?, json),
         DeadCommand::Retry(selection) => {
             let ids = selected(engine, &selection)?;
             let revived = engine.retry_dead(ids.as_deref())?;
-            let keys: BTreeSet<(String, String)> = revived
-                .iter()
-                .map(|(_, q, k)| (q.clone(), k.clone()))
-                .collect();
+            let keys: BTreeSet<(QueueName, String)> =
+                revived.iter().map(|(_, q, k)| (*q, k.clone())).collect();
             for (queue, key) in keys {
-                relayq_actors::wake::notify(engine.database().path(), &queue, &key);
+                relayq_actors::wake::notify(engine.database().path(), queue, &key);
             }
             println!("{} dead row(s) are pending again", revived.len());
             Ok(())

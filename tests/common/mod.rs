@@ -160,7 +160,8 @@ impl App {
     }
 
     pub fn inbound(&self) -> relayq_engine::Queue {
-        self.engine().queue("inbound", QueuePolicy::inbound())
+        self.engine()
+            .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound())
     }
 
     /// JSON lines of a file (empty if the file does not exist yet).

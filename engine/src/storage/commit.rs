@@ -13,8 +13,8 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use crate::checkpoint::{self, Checkpointer};
 use crate::error::{EngineError, Result};
+use crate::storage::checkpoint::{self, Checkpointer};
 
 /// At most this many operations share a transaction, so a flood cannot hold the write lock
 /// (and every caller's answer) for long.

@@ -59,12 +59,12 @@ impl DbConfig {
 /// The schema, oldest first; `PRAGMA user_version` counts those applied. Never edit a released
 /// migration: add a new one.
 const MIGRATIONS: &[&str] = &[
-    include_str!("../migrations/0001_queue_rows.sql"),
-    include_str!("../migrations/0002_sessions.sql"),
-    include_str!("../migrations/0003_queue_rows_cheaper_checks.sql"),
-    include_str!("../migrations/0004_inbound_dedup_per_chat.sql"),
-    include_str!("../migrations/0005_delivery_receipts.sql"),
-    include_str!("../migrations/0006_source_offsets.sql"),
+    include_str!("../../migrations/0001_queue_rows.sql"),
+    include_str!("../../migrations/0002_sessions.sql"),
+    include_str!("../../migrations/0003_queue_rows_cheaper_checks.sql"),
+    include_str!("../../migrations/0004_inbound_dedup_per_chat.sql"),
+    include_str!("../../migrations/0005_delivery_receipts.sql"),
+    include_str!("../../migrations/0006_source_offsets.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
@@ -428,7 +428,7 @@ mod tests {
         .unwrap();
         drop(conn);
         let engine = crate::Engine::open(&DbConfig::new(&path)).unwrap();
-        let q = engine.queue("inbound", crate::QueuePolicy::inbound());
+        let q = engine.queue(crate::QueueName::Inbound, crate::QueuePolicy::inbound());
         let again = q.enqueue(&m.to_row()).unwrap();
         assert_eq!((again.id, again.duplicate), (1, true));
     }

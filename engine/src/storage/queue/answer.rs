@@ -1,0 +1,200 @@
+//! Recording what became of a leased row, each fenced by its lease token: delivered (with a
+//! receipt), throttled, retried later, dead, expired.
+
+use std::time::Duration;
+
+use rusqlite::{params, Transaction};
+
+use super::{finish_in, Lease, Queue, Receipt, Retried};
+use crate::clock::ms;
+use crate::error::Result;
+
+impl Queue {
+    /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
+    pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
+        let now = self.now();
+        self.db
+            .write(|tx| self.complete_in(tx, id, token, reason, now))
+    }
+
+    /// `complete` inside a caller's transaction.
+    pub fn complete_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "delivered", reason, None, now)
+    }
+
+    /// Marks a leased row delivered by a channel, with the far end's receipt. False (and
+    /// nothing changed) if the token is stale.
+    pub fn delivered_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        receipt: &Receipt,
+        now: i64,
+    ) -> Result<bool> {
+        let took_ms = receipt.took.map(ms);
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'delivered', finished_at = ?3, receipt = ?4,
+                        took_ms = ?5, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![
+                lease.id,
+                lease.token,
+                now,
+                receipt.message_id,
+                took_ms
+            ])?;
+        Ok(n == 1)
+    }
+
+    /// The far end said "not now, until `wait` from now": the row is pending again, due then,
+    /// and the attempt is not counted (being throttled is not a failure of the row). The reason
+    /// is kept as its last error. Returns when it is due, or `None` if the token is stale.
+    pub fn throttle_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        reason: &str,
+        wait: Duration,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let at = now.saturating_add(ms(wait));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
+                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![lease.id, lease.token, at, reason])?;
+        Ok((n == 1).then_some(at))
+    }
+
+    /// Marks a leased row done although it failed, keeping the error: retrying cannot help and
+    /// is not wanted (an undecodable hook event, a handler's refusal, a coalesced row).
+    pub fn complete_with_error(
+        &self,
+        id: i64,
+        token: i64,
+        reason: &str,
+        error: Option<&str>,
+    ) -> Result<bool> {
+        let now = self.now();
+        self.db
+            .write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error, now))
+    }
+
+    /// Ends many leased rows at once without running them (one transaction), each with its
+    /// reason: rows a worker dropped (`coalesced`, `evicted`). Returns how many were still ours.
+    pub fn drop_leased(&self, rows: &[(Lease, &str)]) -> Result<usize> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let now = self.now();
+        self.db.write(|tx| {
+            let mut n = 0;
+            for (lease, reason) in rows {
+                n += finish_in(
+                    tx,
+                    lease.id,
+                    lease.token,
+                    "delivered",
+                    Some(reason),
+                    None,
+                    now,
+                )? as usize;
+            }
+            Ok(n)
+        })
+    }
+
+    /// Schedules another attempt after the policy's backoff (or `retry_after` when the far end
+    /// said when); buries the row instead when the attempt limit is reached.
+    pub fn retry_later(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<Retried> {
+        let now = self.now();
+        self.db
+            .write(|tx| self.retry_later_in(tx, lease, error, retry_after, now))
+    }
+
+    /// `retry_later` inside a caller's transaction.
+    pub fn retry_later_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        error: &str,
+        retry_after: Option<Duration>,
+        now: i64,
+    ) -> Result<Retried> {
+        let policy = self.policy();
+        if policy.exhausted(lease.attempts) {
+            let reason = format!("gave up after {} attempts", lease.attempts);
+            let done = finish_in(
+                tx,
+                lease.id,
+                lease.token,
+                "dead",
+                Some(&reason),
+                Some(error),
+                now,
+            )?;
+            return Ok(if done { Retried::Dead } else { Retried::Stale });
+        }
+        let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
+        let at = now.saturating_add(ms(delay));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![lease.id, lease.token, at, error])?;
+        Ok(if n == 1 {
+            Retried::Scheduled { at }
+        } else {
+            Retried::Stale
+        })
+    }
+
+    /// Marks a leased row dead (a permanent failure). False if the token is stale.
+    pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
+        let now = self.now();
+        self.db.write(|tx| self.bury_in(tx, id, token, reason, now))
+    }
+
+    /// `bury` inside a caller's transaction.
+    pub fn bury_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "dead", Some(reason), Some(reason), now)
+    }
+
+    /// Expires a leased row (it cannot be delivered where it is addressed). False if the token
+    /// is stale.
+    pub fn expire_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        token: i64,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "expired", Some(reason), None, now)
+    }
+}

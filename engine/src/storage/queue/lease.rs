@@ -1,0 +1,371 @@
+//! Handing rows out: the due head of a key, a run of a key's rows, the due heads or runs of
+//! many keys; extending leases while work runs; giving leased rows back uncounted.
+
+use std::time::Duration;
+
+use rusqlite::{params, Row, Transaction};
+
+use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
+use crate::clock::ms;
+use crate::error::{EngineError, Result};
+
+/// Due pending rows that head their key (?1 queue, ?2 now, ?3 limit), oldest first.
+pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
+     WHERE r.queue = ?1 AND r.state = 'pending' AND r.next_attempt_at <= ?2
+       AND NOT EXISTS (
+         SELECT 1 FROM queue_rows o
+         WHERE o.queue = ?1 AND o.key = r.key
+           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+     ORDER BY r.id LIMIT ?3";
+
+/// Due pending rows in runs per key (?1 queue, ?2 now, ?3 owner, ?4 JSON list of keys to skip,
+/// ?5 limit): every row of a key before the key's first row that blocks it (pending but not
+/// due, or leased by another owner), oldest first.
+pub const DUE_RUNS_SQL: &str = "WITH active AS (
+       SELECT id, key, state, next_attempt_at, lease_owner FROM queue_rows
+       WHERE queue = ?1 AND state IN ('pending', 'leased')
+         AND key NOT IN (SELECT value FROM json_each(?4))
+     ), blocked AS (
+       SELECT key, MIN(id) AS first FROM active
+       WHERE (state = 'pending' AND next_attempt_at > ?2)
+          OR (state = 'leased' AND lease_owner IS NOT ?3)
+       GROUP BY key
+     )
+     SELECT a.id FROM active a LEFT JOIN blocked b ON b.key = a.key
+     WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
+     ORDER BY a.id LIMIT ?5";
+
+/// The columns a `Lease` is read from, in `lease_from_row`'s order.
+macro_rules! lease_columns {
+    () => {
+        "id, key, payload, attempts, lease_token, lease_expires_at, created_at"
+    };
+}
+
+/// Leases row ?1 for owner ?2 until ?3: bumps the attempt count and the fencing token.
+/// (Without RETURNING, whose temporary b-tree costs more than reading the row back by id.)
+const LEASE_ROW_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
+     WHERE id = ?1";
+
+/// A key's unfinished rows, oldest first (?1 queue, ?2 key, ?3 limit): the state that decides
+/// whether each may be leased now, then the row as a `Lease` reads it.
+const KEY_RUN_SQL: &str = concat!(
+    "SELECT state, next_attempt_at, ",
+    lease_columns!(),
+    " FROM queue_rows WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+     ORDER BY id LIMIT ?3"
+);
+
+/// Leases the unfinished rows of key ?2 in queue ?1 with ids from ?5 to ?6, for owner ?3 until
+/// ?4: `LEASE_ROW_SQL` for a run of rows at once. Public so a test can pin its plan.
+pub const LEASE_KEY_RANGE_SQL: &str =
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = ?3, lease_token = lease_token + 1, lease_expires_at = ?4
+     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased') AND id BETWEEN ?5 AND ?6";
+
+/// Reads a row as a `Lease` (?1 id).
+const LEASE_OF_SQL: &str = concat!(
+    "SELECT ",
+    lease_columns!(),
+    " FROM queue_rows WHERE id = ?1"
+);
+
+fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        id: r.get(0)?,
+        key: r.get(1)?,
+        payload: r.get(2)?,
+        attempts: r.get(3)?,
+        token: r.get(4)?,
+        expires_at: r.get(5)?,
+        created_at: r.get(6)?,
+    })
+}
+
+impl Queue {
+    /// Leases the oldest unfinished row of `key` if it is due (or its lease expired);
+    /// `None` when the key's head is not due, is leased by someone alive, or there is none.
+    pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
+        let now = self.now();
+        self.db.write(|tx| self.lease_next_in(tx, key, now))
+    }
+
+    /// `lease_next` inside a caller's transaction.
+    pub fn lease_next_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<Lease>> {
+        loop {
+            match head_query(tx, self.name.as_str(), key)? {
+                Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                    let lease = self.lease_row(tx, id, now)?;
+                    if let Some(lease) = self.screen_in(tx, vec![lease], now)?.pop() {
+                        return Ok(Some(lease));
+                    } // it ended at the lease: the next row is the head now
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// Leases `key`'s rows in order, up to `limit`, stopping at the first one that is not due
+    /// (or is leased by someone alive): a session worker delivers them one by one and records
+    /// their answers together. When the head itself cannot be leased, says when to look again.
+    pub fn lease_run_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+        limit: usize,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        let rows: Vec<(String, i64, Lease)> = tx
+            .prepare_cached(KEY_RUN_SQL)?
+            .query_map(params![self.name.as_str(), key, limit as i64], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    Lease {
+                        id: r.get(2)?,
+                        key: r.get(3)?,
+                        payload: r.get(4)?,
+                        attempts: r.get(5)?,
+                        token: r.get(6)?,
+                        expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                        created_at: r.get(8)?,
+                    },
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let Some((state, next, first)) = rows.first() else {
+            return Ok(Err(Head::Empty));
+        };
+        if !is_leasable(state, *next, Some(first.expires_at), now) {
+            return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
+        }
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
+        let mut leases: Vec<Lease> = rows
+            .into_iter()
+            .take_while(|(state, next, l)| is_leasable(state, *next, Some(l.expires_at), now))
+            .map(|(_, _, lease)| lease)
+            .collect();
+        // The run is every unfinished row of the key from its first id to its last: one
+        // statement leases them all.
+        let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
+        let leased = tx.prepare_cached(LEASE_KEY_RANGE_SQL)?.execute(params![
+            self.name.as_str(),
+            key,
+            &*self.owner,
+            expires,
+            first,
+            last
+        ])?;
+        if leased != leases.len() {
+            return Err(EngineError::Invalid(format!(
+                "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
+                leases.len()
+            )));
+        }
+        for lease in &mut leases {
+            lease.attempts += 1;
+            lease.token += 1;
+            lease.expires_at = expires;
+        }
+        // Possibly empty, when every row of the run ended at its lease: the caller leases again.
+        Ok(Ok(self.screen_in(tx, leases, now)?))
+    }
+
+    /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
+    pub fn lease_due(&self, limit: usize) -> Result<Vec<Lease>> {
+        let now = self.now();
+        self.db.write(|tx| {
+            reclaim_expired_in(tx, now)?;
+            self.lease_ids_in(tx, now, limit, |want| {
+                tx.prepare_cached(DUE_HEADS_SQL)?
+                    .query_map(params![self.name.as_str(), now, want as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+        })
+    }
+
+    /// Leases up to `limit` due rows, oldest first, several per key: a key's rows are taken in
+    /// order up to the first one that is not due or is leased by another owner, so a worker that
+    /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
+    /// (their worker is full).
+    pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        let now = self.now();
+        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
+        self.db.write(|tx| {
+            reclaim_expired_in(tx, now)?;
+            self.lease_ids_in(tx, now, limit, |want| {
+                tx.prepare_cached(DUE_RUNS_SQL)?
+                    .query_map(
+                        params![self.name.as_str(), now, &*self.owner, skip, want as i64],
+                        |r| r.get(0),
+                    )?
+                    .collect::<rusqlite::Result<_>>()
+            })
+        })
+    }
+
+    /// Leases the rows `find(n)` names (up to n due rows), screens them, and asks again while
+    /// rows ended at their lease made room: the rows behind them may be due now.
+    fn lease_ids_in(
+        &self,
+        tx: &Transaction<'_>,
+        now: i64,
+        limit: usize,
+        find: impl Fn(usize) -> rusqlite::Result<Vec<i64>>,
+    ) -> Result<Vec<Lease>> {
+        let mut leases = Vec::new();
+        loop {
+            let want = limit - leases.len();
+            let ids = find(want)?;
+            let found = ids.len();
+            let leased = ids
+                .into_iter()
+                .map(|id| self.lease_row(tx, id, now))
+                .collect::<Result<Vec<_>>>()?;
+            let kept = self.screen_in(tx, leased, now)?;
+            let ended = found - kept.len();
+            leases.extend(kept);
+            if ended == 0 || found < want || leases.len() >= limit {
+                return Ok(leases);
+            }
+        }
+    }
+
+    /// Ends, inside the leasing transaction, the leased rows that must not be tried again: a
+    /// row past its attempt limit (killed during its last attempt, or the limit was lowered)
+    /// goes dead, a row past `max_age` is expired. The limits are checked here, at every lease,
+    /// not only when a failure is recorded or at a sweep. Returns the rows that may be tried.
+    fn screen_in(&self, tx: &Transaction<'_>, leases: Vec<Lease>, now: i64) -> Result<Vec<Lease>> {
+        let policy = self.policy();
+        let too_old = |l: &Lease| {
+            policy
+                .max_age
+                .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
+        };
+        let mut kept = Vec::with_capacity(leases.len());
+        for lease in leases {
+            // `attempts` counts this lease: the row was tried `attempts - 1` times before.
+            let tried = lease.attempts.saturating_sub(1);
+            if policy.exhausted(tried) {
+                let max = policy.max_attempts.unwrap_or_default();
+                tx.prepare_cached(
+                    "UPDATE queue_rows SET state = 'dead', attempts = ?3, finished_at = ?4,
+                            reason = ?5, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND lease_token = ?2",
+                )?
+                .execute(params![
+                    lease.id,
+                    lease.token,
+                    tried,
+                    now,
+                    format!("gave up after {tried} attempts (max_attempts = {max})")
+                ])?;
+            } else if too_old(&lease) {
+                tx.prepare_cached(
+                    "UPDATE queue_rows SET state = 'expired', attempts = ?3, finished_at = ?4,
+                            reason = 'max age', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?1 AND lease_token = ?2",
+                )?
+                .execute(params![lease.id, lease.token, tried, now])?;
+            } else {
+                kept.push(lease);
+            }
+        }
+        Ok(kept)
+    }
+
+    fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
+        tx.prepare_cached(LEASE_ROW_SQL)?
+            .execute(params![id, &*self.owner, expires])?;
+        Ok(tx
+            .prepare_cached(LEASE_OF_SQL)?
+            .query_row(params![id], lease_from_row)?)
+    }
+
+    /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
+    pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
+        let now = self.now();
+        self.db.write(|tx| self.extend_in(tx, id, token, now))
+    }
+
+    /// `extend` inside a caller's transaction.
+    pub fn extend_in(&self, tx: &Transaction<'_>, id: i64, token: i64, now: i64) -> Result<bool> {
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
+        let n = tx
+            .prepare_cached(
+                "UPDATE queue_rows SET lease_expires_at = ?3
+                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+            )?
+            .execute(params![id, token, expires])?;
+        Ok(n == 1)
+    }
+
+    /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
+    /// leased rows that wait behind the one being delivered).
+    pub fn extend_key_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<usize> {
+        let expires = now.saturating_add(ms(self.policy().lease_timeout));
+        Ok(tx
+            .prepare_cached(
+                "UPDATE queue_rows SET lease_expires_at = ?4
+                 WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
+            )?
+            .execute(params![self.name.as_str(), key, &*self.owner, expires])?)
+    }
+
+    /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
+    /// a worker's buffer). Returns how many.
+    pub fn extend_own(&self) -> Result<usize> {
+        let expires = self.now().saturating_add(ms(self.policy().lease_timeout));
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET lease_expires_at = ?3
+                     WHERE queue = ?1 AND state = 'leased' AND lease_owner = ?2",
+                )?
+                .execute(params![self.name.as_str(), &*self.owner, expires])?)
+        })
+    }
+
+    /// Gives a leased row back, due after `delay`, without counting the attempt: the worker had
+    /// no room for it or must not run it yet. False if the token is stale.
+    pub fn defer(&self, lease: &Lease, delay: Duration) -> Result<bool> {
+        Ok(self.defer_many(std::slice::from_ref(lease), delay)? == 1)
+    }
+
+    /// `defer` for many rows in one transaction. Returns how many were still ours.
+    pub fn defer_many(&self, leases: &[Lease], delay: Duration) -> Result<usize> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let now = self.now();
+        self.db.write(|tx| self.defer_in(tx, leases, delay, now))
+    }
+
+    /// `defer_many` inside a caller's transaction.
+    pub fn defer_in(
+        &self,
+        tx: &Transaction<'_>,
+        leases: &[Lease],
+        delay: Duration,
+        now: i64,
+    ) -> Result<usize> {
+        let at = now.saturating_add(ms(delay));
+        let mut stmt = tx.prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
+                    attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+        )?;
+        let mut n = 0;
+        for lease in leases {
+            n += stmt.execute(params![lease.id, lease.token, at])?;
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,288 @@
+//! The `queue_rows` table: every statement that touches it lives here.
+//!
+//! A row is `pending` until leased; a lease (owner, token, expiry) makes it `leased`; the lease
+//! holder completes it (`delivered`), schedules a retry (`pending` again with a later
+//! `next_attempt_at`) or buries it (`dead`). Each of those is fenced by the lease token, which
+//! every lease bumps, so the late answer of an owner whose lease was taken over changes nothing.
+//! Within a key, a row is leased only when every older row of the key is terminal (strict FIFO).
+//!
+//! The statements are grouped by what they do, one file each: [`enqueue`] writes rows,
+//! [`lease`] hands them out (and extends or gives back leases), [`answer`] records what became
+//! of a leased row, [`upkeep`] expires, reclaims, prunes and revives, [`read`] looks.
+
+mod answer;
+mod enqueue;
+mod lease;
+mod read;
+mod upkeep;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use crate::clock::Clock;
+use crate::db::Database;
+use crate::error::{EngineError, Result};
+use crate::policy::QueuePolicy;
+
+pub use lease::{DUE_HEADS_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
+pub(crate) use read::{dead_rows, row_detail, stuck_heads};
+pub use read::{DeadRow, RowDetail, RowState};
+pub use upkeep::PRUNE_SQL;
+pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};
+
+/// The queues relayq keeps, by the name each row stores in its `queue` column.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueName {
+    /// Chat messages for agent sessions, keyed by session.
+    Inbound,
+    /// Agent hook events, keyed by session.
+    Hooks,
+    /// Messages for chat platforms and webhooks, keyed by channel and destination.
+    Outbound,
+}
+
+impl QueueName {
+    pub const ALL: [QueueName; 3] = [QueueName::Inbound, QueueName::Hooks, QueueName::Outbound];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueName::Inbound => "inbound",
+            QueueName::Hooks => "hooks",
+            QueueName::Outbound => "outbound",
+        }
+    }
+}
+
+impl std::fmt::Display for QueueName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for QueueName {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        QueueName::ALL
+            .into_iter()
+            .find(|q| q.as_str() == s)
+            .ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "unknown queue '{s}': use inbound, hooks or outbound"
+                ))
+            })
+    }
+}
+
+impl PartialEq<&str> for QueueName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl rusqlite::ToSql for QueueName {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for QueueName {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: EngineError| rusqlite::types::FromSqlError::Other(e.into()))
+    }
+}
+
+/// What a caller hands in to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRow {
+    pub key: String,
+    pub payload: String,
+    pub dedup_key: Option<String>,
+}
+
+/// The answer to an enqueue: the row's id, and whether it already existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Enqueued {
+    pub id: i64,
+    pub duplicate: bool,
+    /// The row was written already expired, for this reason (e.g. `session ended`): it will
+    /// not be delivered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired: Option<&'static str>,
+}
+
+/// A leased row: what the holder needs to do the work and to answer for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub id: i64,
+    pub key: String,
+    pub payload: String,
+    /// Attempts including this one.
+    pub attempts: u32,
+    pub token: i64,
+    pub expires_at: i64,
+    pub created_at: i64,
+}
+
+/// What the far end said when it took a row, kept with the delivered row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Receipt {
+    /// The platform's id for the message it made (a Telegram `message_id`, a Slack `ts`).
+    pub message_id: Option<String>,
+    /// How long the send took.
+    pub took: Option<Duration>,
+}
+
+/// What a retry request turned into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retried {
+    /// Pending again, due at this time (unix ms).
+    Scheduled { at: i64 },
+    /// The attempt limit was reached: the row is dead.
+    Dead,
+    /// The lease token is no longer current: nothing changed.
+    Stale,
+}
+
+/// The state of a key's oldest unfinished row: tells a session worker when to look again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// Nothing pending or leased for this key.
+    Empty,
+    /// The head can be leased now.
+    Due,
+    /// The head is pending until this time.
+    NotBefore(i64),
+    /// The head is leased until this time.
+    LeasedUntil(i64),
+}
+
+/// A handle on one queue: the engine's operations under this queue's policy.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    name: QueueName,
+    /// Shared by every clone of this handle, so a reload reaches them all.
+    policy: Arc<RwLock<Arc<QueuePolicy>>>,
+}
+
+/// The oldest unfinished row of a key (?1 queue, ?2 key). Public so a test can pin its plan.
+pub const HEAD_SQL: &str = "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
+     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+     ORDER BY id LIMIT 1";
+
+impl Queue {
+    pub(crate) fn new(
+        db: Database,
+        clock: Arc<dyn Clock>,
+        owner: Arc<str>,
+        name: QueueName,
+        policy: QueuePolicy,
+    ) -> Self {
+        Queue {
+            db,
+            clock,
+            owner,
+            name,
+            policy: Arc::new(RwLock::new(Arc::new(policy))),
+        }
+    }
+
+    pub fn name(&self) -> QueueName {
+        self.name
+    }
+
+    /// The queue's current policy.
+    pub fn policy(&self) -> Arc<QueuePolicy> {
+        self.policy.read().expect("policy lock").clone()
+    }
+
+    /// Replaces the policy for every clone of this handle (a config reload): rows leased from
+    /// now on follow it.
+    pub fn set_policy(&self, policy: QueuePolicy) {
+        *self.policy.write().expect("policy lock") = Arc::new(policy);
+    }
+
+    /// The instance id written as lease owner.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+type HeadRow = (i64, String, i64, Option<i64>);
+
+fn head_query(
+    conn: &rusqlite::Connection,
+    queue: &str,
+    key: &str,
+) -> rusqlite::Result<Option<HeadRow>> {
+    conn.prepare_cached(HEAD_SQL)?
+        .query_row(params![queue, key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()
+}
+
+fn head_of(conn: &rusqlite::Connection, queue: &str, key: &str, now: i64) -> Result<Head> {
+    Ok(match head_query(conn, queue, key)? {
+        None => Head::Empty,
+        Some((_, state, next, expires)) => head_from(&state, next, expires, now),
+    })
+}
+
+/// What an unfinished head row's state means for its key's worker.
+fn head_from(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> Head {
+    if is_leasable(state, next_attempt_at, lease_expires_at, now) {
+        Head::Due
+    } else if state == "leased" {
+        Head::LeasedUntil(lease_expires_at.unwrap_or(now))
+    } else {
+        Head::NotBefore(next_attempt_at)
+    }
+}
+
+fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>, now: i64) -> bool {
+    match state {
+        "pending" => next_attempt_at <= now,
+        "leased" => lease_expires_at.is_some_and(|t| t <= now),
+        _ => false,
+    }
+}
+
+/// Moves a leased row to a terminal state if `token` is still its lease token.
+fn finish_in(
+    tx: &Transaction<'_>,
+    id: i64,
+    token: i64,
+    state: &str,
+    reason: Option<&str>,
+    error: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = ?3, finished_at = ?4, reason = ?5,
+                    last_error = COALESCE(?6, last_error), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
+        )?
+        .execute(params![id, token, state, now, reason, error])?;
+    Ok(n == 1)
+}
+
+/// `?1` as a JSON list of row ids, or NULL for every dead row.
+fn id_filter(ids: Option<&[i64]>) -> Option<String> {
+    ids.map(|ids| serde_json::to_string(ids).expect("a list of ids serialises"))
+}

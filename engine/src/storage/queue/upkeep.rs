@@ -1,0 +1,171 @@
+//! Keeping the table tidy and recoverable: expiring rows past their age or of an ended
+//! session, reclaiming leases of dead owners, pruning finished rows, reviving or purging dead
+//! letters.
+
+use std::time::Duration;
+
+use rusqlite::{params, Transaction};
+
+use super::{id_filter, Queue, QueueName};
+use crate::clock::ms;
+use crate::error::Result;
+
+/// Rows deleted per prune transaction, so writers are not held up for long.
+const PRUNE_SLICE: usize = 5000;
+
+/// One slice of terminal rows of one state (?1 queue, ?2 state, ?3 finished before). The
+/// `NOT IN` repeats the finished index's condition word for word, or SQLite would not use it.
+/// Public so a test can pin its plan.
+pub const PRUNE_SQL: &str = "DELETE FROM queue_rows WHERE id IN (
+       SELECT id FROM queue_rows
+       WHERE queue = ?1 AND state NOT IN ('pending', 'leased') AND state = ?2 AND finished_at < ?3
+       LIMIT 5000)";
+
+impl Queue {
+    /// Expires every pending or leased row of `key` (the session ended). Returns how many.
+    pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
+        let now = self.now();
+        self.db.write(|tx| self.expire_key_in(tx, key, reason, now))
+    }
+
+    /// `expire_key` inside a caller's transaction.
+    pub fn expire_key_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<usize> {
+        Ok(tx
+            .prepare_cached(
+                "UPDATE queue_rows SET state = 'expired', finished_at = ?3, reason = ?4,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')",
+            )?
+            .execute(params![self.name.as_str(), key, now, reason])?)
+    }
+
+    /// Expires pending rows older than the policy's `max_age`, if it has one.
+    pub fn expire_overdue(&self) -> Result<usize> {
+        let Some(max_age) = self.policy().max_age else {
+            return Ok(0);
+        };
+        let now = self.now();
+        let cutoff = now.saturating_sub(ms(max_age));
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'expired', finished_at = ?2, reason = 'max age'
+                     WHERE queue = ?1 AND state = 'pending' AND created_at < ?3",
+                )?
+                .execute(params![self.name.as_str(), now, cutoff])?)
+        })
+    }
+
+    /// Puts this process's leases on `key` back to pending: used when the worker holding them
+    /// died inside this process, so its replacement need not wait for the leases to expire.
+    pub fn release_own_leases(&self, key: &str) -> Result<usize> {
+        self.db.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
+                )?
+                .execute(params![self.name.as_str(), key, &*self.owner])?)
+        })
+    }
+
+    /// Deletes delivered and expired rows that finished more than `older_than` ago (the
+    /// policy's retention when `None`), and dead rows past `dead_retention`. Dead letters wait
+    /// for an operator: `older_than` applies to them too only with `include_dead`. Deletes in
+    /// slices so writers are not starved.
+    pub fn prune(&self, older_than: Option<Duration>, include_dead: bool) -> Result<usize> {
+        let now = self.now();
+        let policy = self.policy();
+        let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(policy.retention)));
+        let mut total = self.prune_state("delivered", finished_cutoff)?
+            + self.prune_state("expired", finished_cutoff)?;
+        let dead_keep = match include_dead {
+            true => older_than.or(policy.dead_retention),
+            false => policy.dead_retention,
+        };
+        if let Some(keep) = dead_keep {
+            total += self.prune_state("dead", now.saturating_sub(ms(keep)))?;
+        }
+        Ok(total)
+    }
+
+    fn prune_state(&self, state: &str, cutoff: i64) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let n = self.db.write(|tx| {
+                Ok(tx.prepare_cached(PRUNE_SQL)?.execute(params![
+                    self.name.as_str(),
+                    state,
+                    cutoff
+                ])?)
+            })?;
+            total += n;
+            if n < PRUNE_SLICE {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+/// Returns rows whose lease expired to pending, due at once.
+pub(crate) fn reclaim_expired_in(tx: &Transaction<'_>, now: i64) -> Result<usize> {
+    Ok(tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = ?1
+             WHERE state = 'leased' AND lease_expires_at <= ?1",
+        )?
+        .execute(params![now])?)
+}
+
+/// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
+/// previous process (one daemon per database is enforced by a lock file).
+pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) -> Result<usize> {
+    Ok(tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = MIN(next_attempt_at, ?2)
+             WHERE state = 'leased' AND lease_owner IS NOT ?1",
+        )?
+        .execute(params![owner, now])?)
+}
+
+/// Makes dead rows pending again with a fresh attempt count (the last error is kept), due now.
+/// `None` revives every dead row. Returns the (id, queue, key) of each row revived.
+pub(crate) fn revive_dead_in(
+    tx: &Transaction<'_>,
+    ids: Option<&[i64]>,
+    now: i64,
+) -> Result<Vec<(i64, QueueName, String)>> {
+    let rows = tx
+        .prepare_cached(
+            "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = ?2,
+                    finished_at = NULL, reason = NULL
+             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
+             RETURNING id, queue, key",
+        )?
+        .query_map(params![id_filter(ids), now], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Deletes dead rows (`None`: every one). Returns the ids deleted.
+pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
+    let rows = tx
+        .prepare_cached(
+            "DELETE FROM queue_rows
+             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
+             RETURNING id",
+        )?
+        .query_map(params![id_filter(ids)], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
