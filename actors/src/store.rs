@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::Atomicity;
-use relayq_engine::{
-    hooks, inbound, outbound, Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies,
-};
+use relayq_engine::{Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies, Queues};
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
@@ -60,9 +58,12 @@ impl Drop for Running {
 
 impl Store {
     pub fn new(engine: Engine, policies: QueuePolicies, routes: NoticeRoutes) -> Self {
-        let inbound = engine.queue(inbound::QUEUE, policies.inbound);
-        let hooks = engine.queue(hooks::QUEUE, policies.hooks);
-        let outbound = engine.queue(outbound::QUEUE, policies.outbound);
+        let Queues {
+            engine,
+            inbound,
+            hooks,
+            outbound,
+        } = engine.queues(&policies);
         let processor = HookProcessor {
             engine: engine.clone(),
             hooks: hooks.clone(),

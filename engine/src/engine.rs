@@ -7,7 +7,7 @@ use rusqlite::params;
 use crate::clock::{Clock, SystemClock};
 use crate::db::{Database, DbConfig};
 use crate::error::Result;
-use crate::policy::QueuePolicy;
+use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
     dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail,
     stuck_heads, DeadRow, Queue, QueueName, RowDetail,
@@ -81,6 +81,17 @@ impl Engine {
     /// This process's instance id, written as the owner of its leases.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The three queues under `policies`, with this engine: the synchronous door one-shot
+    /// commands use (the daemon wraps the same in the actors' async `Store`).
+    pub fn queues(&self, policies: &QueuePolicies) -> Queues {
+        Queues {
+            inbound: self.queue(QueueName::Inbound, policies.inbound.clone()),
+            hooks: self.queue(QueueName::Hooks, policies.hooks.clone()),
+            outbound: self.queue(QueueName::Outbound, policies.outbound.clone()),
+            engine: self.clone(),
+        }
     }
 
     /// A handle on queue `name` under `policy`.
@@ -188,4 +199,13 @@ impl Engine {
     pub fn session(&self, key: &str) -> Result<Option<crate::sessions::SessionRecord>> {
         crate::sessions::get(&*self.db.read()?, key)
     }
+}
+
+/// An engine and its three queues (see [`Engine::queues`]).
+#[derive(Debug, Clone)]
+pub struct Queues {
+    pub engine: Engine,
+    pub inbound: Queue,
+    pub hooks: Queue,
+    pub outbound: Queue,
 }

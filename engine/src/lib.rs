@@ -27,7 +27,7 @@ pub use storage::{clock, commit, db, policy, queue};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Synchronous};
-pub use engine::{Engine, OldestPending, StateCount};
+pub use engine::{Engine, OldestPending, Queues, StateCount};
 pub use error::{EngineError, Result};
 pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};
 pub use hooks::{Agent, EventType, HookEvent};

@@ -3,8 +3,9 @@
 
 use std::io::Read;
 
-use relayq_actors::store::Store;
-use relayq_engine::{inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName};
+use relayq_engine::{
+    inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName, Queues,
+};
 
 use crate::cli::{CliError, Context, InboundArgs, OutboundArgs};
 use crate::commands::open;
@@ -90,7 +91,7 @@ pub fn outbound(ctx: &Context, args: OutboundArgs) -> Result<(), CliError> {
 }
 
 /// Wakes a running daemon for a new row, and prints the id (or `{"id":N,"duplicate":bool}`).
-fn answer(store: &Store, queue: QueueName, key: &str, enqueued: Enqueued, json: bool) {
+fn answer(store: &Queues, queue: QueueName, key: &str, enqueued: Enqueued, json: bool) {
     if !enqueued.duplicate && enqueued.expired.is_none() {
         relayq_actors::wake::notify(store.engine.database().path(), queue, key);
     }

@@ -9,26 +9,17 @@ pub mod session;
 pub mod show;
 pub mod status;
 
-use relayq_actors::store::Store;
-use relayq_engine::Engine;
+use relayq_engine::{Engine, Queues};
 
 use crate::cli::{CliError, Context};
 
 /// The engine and the queue handles under the configured policies, for commands that work on
-/// the database directly.
-pub(crate) fn open(ctx: &Context) -> Result<Store, CliError> {
-    store(ctx, Engine::open(&ctx.db_config()?)?)
+/// the database directly (synchronously: one-shot commands run no actor system).
+pub(crate) fn open(ctx: &Context) -> Result<Queues, CliError> {
+    Ok(Engine::open(&ctx.db_config()?)?.queues(&ctx.config.queues))
 }
 
 /// `open` for commands that only read: a missing database is an error, not created.
-pub(crate) fn open_existing(ctx: &Context) -> Result<Store, CliError> {
-    store(ctx, Engine::open(&ctx.existing_db_config()?)?)
-}
-
-fn store(ctx: &Context, engine: Engine) -> Result<Store, CliError> {
-    Ok(Store::new(
-        engine,
-        ctx.config.queues.clone(),
-        ctx.config.notice_routes(),
-    ))
+pub(crate) fn open_existing(ctx: &Context) -> Result<Queues, CliError> {
+    Ok(Engine::open(&ctx.existing_db_config()?)?.queues(&ctx.config.queues))
 }

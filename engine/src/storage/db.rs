@@ -72,7 +72,7 @@ const MIGRATIONS: &[&str] = &[
 /// daemon starting while hooks fire) apply each migration once: the others wait for the lock
 /// (the busy timeout), then find the schema current. A database written by a newer relayq is
 /// refused rather than misread.
-fn migrate(conn: &mut Connection, target: usize) -> Result<()> {
+pub(crate) fn migrate(conn: &mut Connection, target: usize) -> Result<()> {
     let version = |c: &Connection| -> rusqlite::Result<usize> {
         c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
             .map(|v| v.max(0) as usize)
@@ -408,29 +408,6 @@ mod tests {
             [],
         );
         assert!(bad.is_err(), "the state CHECK still holds");
-    }
-
-    /// A message stored before dedup keys carried the chat id is still found by its retry.
-    #[test]
-    fn upgrade_keeps_deduplicating_inbound_rows_stored_before_the_chat_id_was_in_the_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let mut conn = Connection::open(&path).unwrap();
-        migrate(&mut conn, 3).unwrap();
-        let mut m = crate::InboundMessage::text("s", "telegram", "hi");
-        m.source_message_id = Some("42".into());
-        m.source_channel_id = Some("-100".into());
-        conn.execute(
-            "INSERT INTO queue_rows(queue,key,dedup_key,payload,created_at,next_attempt_at)
-             VALUES('inbound','s','[\"telegram\",\"42\"]',?1,0,0)",
-            [serde_json::to_string(&m).unwrap()],
-        )
-        .unwrap();
-        drop(conn);
-        let engine = crate::Engine::open(&DbConfig::new(&path)).unwrap();
-        let q = engine.queue(crate::QueueName::Inbound, crate::QueuePolicy::inbound());
-        let again = q.enqueue(&m.to_row()).unwrap();
-        assert_eq!((again.id, again.duplicate), (1, true));
     }
 
     #[test]

@@ -3,11 +3,29 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, Transaction};
+use rusqlite::{named_params, Transaction};
 
 use super::{finish_in, Lease, Queue, Receipt, Retried};
 use crate::clock::ms;
 use crate::error::Result;
+
+/// Delivered, with the receipt; fenced by the lease token.
+const DELIVERED_SQL: &str =
+    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = :receipt,
+                        took_ms = :took_ms, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
+/// Pending again at `:at`, the attempt given back; fenced.
+const THROTTLE_SQL: &str =
+    "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
+                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
+/// Pending again at `:at` with the error; fenced.
+const RETRY_LATER_SQL: &str =
+    "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :error,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 impl Queue {
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
@@ -40,18 +58,8 @@ impl Queue {
     ) -> Result<bool> {
         let took_ms = receipt.took.map(ms);
         let n = tx
-            .prepare_cached(
-                "UPDATE queue_rows SET state = 'delivered', finished_at = ?3, receipt = ?4,
-                        took_ms = ?5, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-            )?
-            .execute(params![
-                lease.id,
-                lease.token,
-                now,
-                receipt.message_id,
-                took_ms
-            ])?;
+            .prepare_cached(DELIVERED_SQL)?
+            .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now, ":receipt": receipt.message_id, ":took_ms": took_ms})?;
         Ok(n == 1)
     }
 
@@ -67,13 +75,9 @@ impl Queue {
         now: i64,
     ) -> Result<Option<i64>> {
         let at = now.saturating_add(ms(wait));
-        let n = tx
-            .prepare_cached(
-                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
-                        attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-            )?
-            .execute(params![lease.id, lease.token, at, reason])?;
+        let n = tx.prepare_cached(THROTTLE_SQL)?.execute(
+            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason},
+        )?;
         Ok((n == 1).then_some(at))
     }
 
@@ -153,13 +157,9 @@ impl Queue {
         }
         let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
-        let n = tx
-            .prepare_cached(
-                "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3, last_error = ?4,
-                        lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-            )?
-            .execute(params![lease.id, lease.token, at, error])?;
+        let n = tx.prepare_cached(RETRY_LATER_SQL)?.execute(
+            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error},
+        )?;
         Ok(if n == 1 {
             Retried::Scheduled { at }
         } else {
@@ -167,6 +167,7 @@ impl Queue {
         })
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Marks a leased row dead (a permanent failure). False if the token is stale.
     pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
         let now = self.now();
@@ -198,3 +199,7 @@ impl Queue {
         finish_in(tx, id, token, "expired", Some(reason), None, now)
     }
 }
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[DELIVERED_SQL, THROTTLE_SQL, RETRY_LATER_SQL];

@@ -1,9 +1,19 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
-use rusqlite::{params, Transaction};
+use rusqlite::{named_params, Transaction};
 
 use super::{Enqueued, NewRow, Queue};
 use crate::error::{EngineError, Result};
+
+/// Writes a row, unless one with the same dedup key exists.
+const INSERT_SQL: &str = "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
+                                         state, finished_at, reason)
+                 VALUES (:queue, :key, :dedup_key, :payload, :now, :now, :state, :finished_at, :reason)
+                 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING";
+
+/// The row an insert found by its dedup key.
+const FIND_DUPLICATE_SQL: &str =
+    "SELECT id FROM queue_rows WHERE queue = :queue AND dedup_key = :dedup_key";
 
 impl Queue {
     /// Writes one row, or finds the row with the same dedup key and writes nothing.
@@ -49,23 +59,16 @@ impl Queue {
         }
         // No RETURNING: SQLite collects RETURNING rows in a temporary b-tree, which costs more
         // than the insert; the changes count and the last rowid say the same.
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
-                                         state, finished_at, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
-            )?
-            .execute(params![
-                self.name.as_str(),
-                row.key,
-                row.dedup_key,
-                row.payload,
-                now,
-                if expired.is_some() { "expired" } else { "pending" },
-                expired.map(|_| now),
-                expired
-            ])?;
+        let inserted = tx.prepare_cached(INSERT_SQL)?.execute(named_params! {
+            ":queue": self.name,
+            ":key": row.key,
+            ":dedup_key": row.dedup_key,
+            ":payload": row.payload,
+            ":now": now,
+            ":state": if expired.is_some() { "expired" } else { "pending" },
+            ":finished_at": expired.map(|_| now),
+            ":reason": expired,
+        })?;
         if inserted == 1 {
             return Ok(Enqueued {
                 id: tx.last_insert_rowid(),
@@ -73,9 +76,10 @@ impl Queue {
                 expired,
             });
         }
-        let id = tx
-            .prepare_cached("SELECT id FROM queue_rows WHERE queue = ?1 AND dedup_key = ?2")?
-            .query_row(params![self.name.as_str(), row.dedup_key], |r| r.get(0))?;
+        let id = tx.prepare_cached(FIND_DUPLICATE_SQL)?.query_row(
+            named_params! {":queue": self.name, ":dedup_key": row.dedup_key},
+            |r| r.get(0),
+        )?;
         Ok(Enqueued {
             id,
             duplicate: true,
@@ -83,3 +87,7 @@ impl Queue {
         })
     }
 }
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[INSERT_SQL, FIND_DUPLICATE_SQL];

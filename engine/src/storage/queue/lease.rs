@@ -3,37 +3,66 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, Row, Transaction};
+use rusqlite::{named_params, Row, Transaction};
 
 use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
 use crate::clock::ms;
 use crate::error::{EngineError, Result};
 
-/// Due pending rows that head their key (?1 queue, ?2 now, ?3 limit), oldest first.
+/// Ends a row leased past its attempt limit as dead.
+const BURY_EXHAUSTED_SQL: &str =
+    "UPDATE queue_rows SET state = 'dead', attempts = :tried, finished_at = :now,
+                            reason = :reason, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = :id AND lease_token = :token";
+
+/// Ends a row leased past its max age as expired.
+const EXPIRE_TOO_OLD_SQL: &str =
+    "UPDATE queue_rows SET state = 'expired', attempts = :tried, finished_at = :now,
+                            reason = 'max age', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = :id AND lease_token = :token";
+
+/// Pushes one live lease out; fenced.
+const EXTEND_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
+/// Pushes out this owner's other leases on a key (rows waiting behind a delivery).
+const EXTEND_KEY_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
+                 WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner";
+
+/// Pushes out every lease this owner holds in the queue.
+const EXTEND_OWN_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
+                     WHERE queue = :queue AND state = 'leased' AND lease_owner = :owner";
+
+/// Gives a leased row back uncounted, due at `:at`; fenced.
+const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at,
+                    attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
+/// Due pending rows that head their key, oldest first.
 pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
-     WHERE r.queue = ?1 AND r.state = 'pending' AND r.next_attempt_at <= ?2
+     WHERE r.queue = :queue AND r.state = 'pending' AND r.next_attempt_at <= :now
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
-         WHERE o.queue = ?1 AND o.key = r.key
+         WHERE o.queue = :queue AND o.key = r.key
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
-     ORDER BY r.id LIMIT ?3";
+     ORDER BY r.id LIMIT :limit";
 
-/// Due pending rows in runs per key (?1 queue, ?2 now, ?3 owner, ?4 JSON list of keys to skip,
-/// ?5 limit): every row of a key before the key's first row that blocks it (pending but not
+/// Due pending rows in runs per key (`:skip` is a JSON list of keys to leave out): every row
+/// of a key before the key's first row that blocks it (pending but not
 /// due, or leased by another owner), oldest first.
 pub const DUE_RUNS_SQL: &str = "WITH active AS (
        SELECT id, key, state, next_attempt_at, lease_owner FROM queue_rows
-       WHERE queue = ?1 AND state IN ('pending', 'leased')
-         AND key NOT IN (SELECT value FROM json_each(?4))
+       WHERE queue = :queue AND state IN ('pending', 'leased')
+         AND key NOT IN (SELECT value FROM json_each(:skip))
      ), blocked AS (
        SELECT key, MIN(id) AS first FROM active
-       WHERE (state = 'pending' AND next_attempt_at > ?2)
-          OR (state = 'leased' AND lease_owner IS NOT ?3)
+       WHERE (state = 'pending' AND next_attempt_at > :now)
+          OR (state = 'leased' AND lease_owner IS NOT :owner)
        GROUP BY key
      )
      SELECT a.id FROM active a LEFT JOIN blocked b ON b.key = a.key
      WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
-     ORDER BY a.id LIMIT ?5";
+     ORDER BY a.id LIMIT :limit";
 
 /// The columns a `Lease` is read from, in `lease_from_row`'s order.
 macro_rules! lease_columns {
@@ -42,33 +71,34 @@ macro_rules! lease_columns {
     };
 }
 
-/// Leases row ?1 for owner ?2 until ?3: bumps the attempt count and the fencing token.
+/// Leases one row: bumps the attempt count and the fencing token.
 /// (Without RETURNING, whose temporary b-tree costs more than reading the row back by id.)
 const LEASE_ROW_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
-            lease_owner = ?2, lease_token = lease_token + 1, lease_expires_at = ?3
-     WHERE id = ?1";
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires
+     WHERE id = :id";
 
-/// A key's unfinished rows, oldest first (?1 queue, ?2 key, ?3 limit): the state that decides
+/// A key's unfinished rows, oldest first: the state that decides
 /// whether each may be leased now, then the row as a `Lease` reads it.
 const KEY_RUN_SQL: &str = concat!(
     "SELECT state, next_attempt_at, ",
     lease_columns!(),
-    " FROM queue_rows WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
-     ORDER BY id LIMIT ?3"
+    " FROM queue_rows WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
+     ORDER BY id LIMIT :limit"
 );
 
-/// Leases the unfinished rows of key ?2 in queue ?1 with ids from ?5 to ?6, for owner ?3 until
-/// ?4: `LEASE_ROW_SQL` for a run of rows at once. Public so a test can pin its plan.
+/// Leases the unfinished rows of a key with ids from `:first` to `:last`: `LEASE_ROW_SQL` for a
+/// run of rows at once. Public so a test can pin its plan.
 pub const LEASE_KEY_RANGE_SQL: &str =
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
-            lease_owner = ?3, lease_token = lease_token + 1, lease_expires_at = ?4
-     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased') AND id BETWEEN ?5 AND ?6";
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
+       AND id BETWEEN :first AND :last";
 
-/// Reads a row as a `Lease` (?1 id).
+/// Reads a row as a `Lease`.
 const LEASE_OF_SQL: &str = concat!(
     "SELECT ",
     lease_columns!(),
-    " FROM queue_rows WHERE id = ?1"
+    " FROM queue_rows WHERE id = :id"
 );
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
@@ -123,21 +153,24 @@ impl Queue {
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
         let rows: Vec<(String, i64, Lease)> = tx
             .prepare_cached(KEY_RUN_SQL)?
-            .query_map(params![self.name.as_str(), key, limit as i64], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    Lease {
-                        id: r.get(2)?,
-                        key: r.get(3)?,
-                        payload: r.get(4)?,
-                        attempts: r.get(5)?,
-                        token: r.get(6)?,
-                        expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
-                        created_at: r.get(8)?,
-                    },
-                ))
-            })?
+            .query_map(
+                named_params! {":queue": self.name, ":key": key, ":limit": limit as i64},
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        Lease {
+                            id: r.get(2)?,
+                            key: r.get(3)?,
+                            payload: r.get(4)?,
+                            attempts: r.get(5)?,
+                            token: r.get(6)?,
+                            expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                            created_at: r.get(8)?,
+                        },
+                    ))
+                },
+            )?
             .collect::<rusqlite::Result<_>>()?;
         let Some((state, next, first)) = rows.first() else {
             return Ok(Err(Head::Empty));
@@ -154,14 +187,16 @@ impl Queue {
         // The run is every unfinished row of the key from its first id to its last: one
         // statement leases them all.
         let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
-        let leased = tx.prepare_cached(LEASE_KEY_RANGE_SQL)?.execute(params![
-            self.name.as_str(),
-            key,
-            &*self.owner,
-            expires,
-            first,
-            last
-        ])?;
+        let leased = tx
+            .prepare_cached(LEASE_KEY_RANGE_SQL)?
+            .execute(named_params! {
+                ":queue": self.name,
+                ":key": key,
+                ":owner": &*self.owner,
+                ":expires": expires,
+                ":first": first,
+                ":last": last,
+            })?;
         if leased != leases.len() {
             return Err(EngineError::Invalid(format!(
                 "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
@@ -184,7 +219,10 @@ impl Queue {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
                 tx.prepare_cached(DUE_HEADS_SQL)?
-                    .query_map(params![self.name.as_str(), now, want as i64], |r| r.get(0))?
+                    .query_map(
+                        named_params! {":queue": self.name, ":now": now, ":limit": want as i64},
+                        |r| r.get(0),
+                    )?
                     .collect::<rusqlite::Result<_>>()
             })
         })
@@ -202,7 +240,13 @@ impl Queue {
             self.lease_ids_in(tx, now, limit, |want| {
                 tx.prepare_cached(DUE_RUNS_SQL)?
                     .query_map(
-                        params![self.name.as_str(), now, &*self.owner, skip, want as i64],
+                        named_params! {
+                            ":queue": self.name,
+                            ":now": now,
+                            ":owner": &*self.owner,
+                            ":skip": skip,
+                            ":limit": want as i64,
+                        },
                         |r| r.get(0),
                     )?
                     .collect::<rusqlite::Result<_>>()
@@ -254,25 +298,17 @@ impl Queue {
             let tried = lease.attempts.saturating_sub(1);
             if policy.exhausted(tried) {
                 let max = policy.max_attempts.unwrap_or_default();
-                tx.prepare_cached(
-                    "UPDATE queue_rows SET state = 'dead', attempts = ?3, finished_at = ?4,
-                            reason = ?5, lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?1 AND lease_token = ?2",
-                )?
-                .execute(params![
-                    lease.id,
-                    lease.token,
-                    tried,
-                    now,
-                    format!("gave up after {tried} attempts (max_attempts = {max})")
-                ])?;
+                tx.prepare_cached(BURY_EXHAUSTED_SQL)?
+                    .execute(named_params! {
+                        ":id": lease.id,
+                        ":token": lease.token,
+                        ":tried": tried,
+                        ":now": now,
+                        ":reason": format!("gave up after {tried} attempts (max_attempts = {max})"),
+                    })?;
             } else if too_old(&lease) {
-                tx.prepare_cached(
-                    "UPDATE queue_rows SET state = 'expired', attempts = ?3, finished_at = ?4,
-                            reason = 'max age', lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?1 AND lease_token = ?2",
-                )?
-                .execute(params![lease.id, lease.token, tried, now])?;
+                tx.prepare_cached(EXPIRE_TOO_OLD_SQL)?
+                .execute(named_params! {":id": lease.id, ":token": lease.token, ":tried": tried, ":now": now})?;
             } else {
                 kept.push(lease);
             }
@@ -283,12 +319,13 @@ impl Queue {
     fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         tx.prepare_cached(LEASE_ROW_SQL)?
-            .execute(params![id, &*self.owner, expires])?;
+            .execute(named_params! {":id": id, ":owner": &*self.owner, ":expires": expires})?;
         Ok(tx
             .prepare_cached(LEASE_OF_SQL)?
-            .query_row(params![id], lease_from_row)?)
+            .query_row(named_params! {":id": id}, lease_from_row)?)
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
     pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
         let now = self.now();
@@ -299,11 +336,8 @@ impl Queue {
     pub fn extend_in(&self, tx: &Transaction<'_>, id: i64, token: i64, now: i64) -> Result<bool> {
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let n = tx
-            .prepare_cached(
-                "UPDATE queue_rows SET lease_expires_at = ?3
-                 WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-            )?
-            .execute(params![id, token, expires])?;
+            .prepare_cached(EXTEND_SQL)?
+            .execute(named_params! {":id": id, ":token": token, ":expires": expires})?;
         Ok(n == 1)
     }
 
@@ -312,11 +346,8 @@ impl Queue {
     pub fn extend_key_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<usize> {
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         Ok(tx
-            .prepare_cached(
-                "UPDATE queue_rows SET lease_expires_at = ?4
-                 WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
-            )?
-            .execute(params![self.name.as_str(), key, &*self.owner, expires])?)
+            .prepare_cached(EXTEND_KEY_SQL)?
+            .execute(named_params! {":queue": self.name, ":key": key, ":owner": &*self.owner, ":expires": expires})?)
     }
 
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
@@ -324,15 +355,13 @@ impl Queue {
     pub fn extend_own(&self) -> Result<usize> {
         let expires = self.now().saturating_add(ms(self.policy().lease_timeout));
         self.db.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET lease_expires_at = ?3
-                     WHERE queue = ?1 AND state = 'leased' AND lease_owner = ?2",
-                )?
-                .execute(params![self.name.as_str(), &*self.owner, expires])?)
+            Ok(tx.prepare_cached(EXTEND_OWN_SQL)?.execute(
+                named_params! {":queue": self.name, ":owner": &*self.owner, ":expires": expires},
+            )?)
         })
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Gives a leased row back, due after `delay`, without counting the attempt: the worker had
     /// no room for it or must not run it yet. False if the token is stale.
     pub fn defer(&self, lease: &Lease, delay: Duration) -> Result<bool> {
@@ -357,15 +386,28 @@ impl Queue {
         now: i64,
     ) -> Result<usize> {
         let at = now.saturating_add(ms(delay));
-        let mut stmt = tx.prepare_cached(
-            "UPDATE queue_rows SET state = 'pending', next_attempt_at = ?3,
-                    attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-        )?;
+        let mut stmt = tx.prepare_cached(DEFER_SQL)?;
         let mut n = 0;
         for lease in leases {
-            n += stmt.execute(params![lease.id, lease.token, at])?;
+            n += stmt.execute(named_params! {":id": lease.id, ":token": lease.token, ":at": at})?;
         }
         Ok(n)
     }
 }
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[
+    BURY_EXHAUSTED_SQL,
+    EXPIRE_TOO_OLD_SQL,
+    EXTEND_SQL,
+    EXTEND_KEY_SQL,
+    EXTEND_OWN_SQL,
+    DEFER_SQL,
+    DUE_HEADS_SQL,
+    DUE_RUNS_SQL,
+    LEASE_ROW_SQL,
+    KEY_RUN_SQL,
+    LEASE_KEY_RANGE_SQL,
+    LEASE_OF_SQL,
+];

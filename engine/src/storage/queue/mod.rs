@@ -19,12 +19,17 @@ mod upkeep;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{named_params, OptionalExtension, Transaction};
 
 use crate::clock::Clock;
 use crate::db::Database;
 use crate::error::{EngineError, Result};
 use crate::policy::QueuePolicy;
+
+/// Moves a leased row to a terminal state; fenced.
+const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :now, reason = :reason,
+                    last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 pub use lease::{DUE_HEADS_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
 pub(crate) use read::{dead_rows, row_detail, stuck_heads};
@@ -175,9 +180,9 @@ pub struct Queue {
     policy: Arc<RwLock<Arc<QueuePolicy>>>,
 }
 
-/// The oldest unfinished row of a key (?1 queue, ?2 key). Public so a test can pin its plan.
+/// The oldest unfinished row of a key. Public so a test can pin its plan.
 pub const HEAD_SQL: &str = "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
-     WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
      ORDER BY id LIMIT 1";
 
 impl Queue {
@@ -230,17 +235,10 @@ fn head_query(
     key: &str,
 ) -> rusqlite::Result<Option<HeadRow>> {
     conn.prepare_cached(HEAD_SQL)?
-        .query_row(params![queue, key], |r| {
+        .query_row(named_params! {":queue": queue, ":key": key}, |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()
-}
-
-fn head_of(conn: &rusqlite::Connection, queue: &str, key: &str, now: i64) -> Result<Head> {
-    Ok(match head_query(conn, queue, key)? {
-        None => Head::Empty,
-        Some((_, state, next, expires)) => head_from(&state, next, expires, now),
-    })
 }
 
 /// What an unfinished head row's state means for its key's worker.
@@ -273,16 +271,46 @@ fn finish_in(
     now: i64,
 ) -> Result<bool> {
     let n = tx
-        .prepare_cached(
-            "UPDATE queue_rows SET state = ?3, finished_at = ?4, reason = ?5,
-                    last_error = COALESCE(?6, last_error), lease_owner = NULL, lease_expires_at = NULL
-             WHERE id = ?1 AND state = 'leased' AND lease_token = ?2",
-        )?
-        .execute(params![id, token, state, now, reason, error])?;
+        .prepare_cached(FINISH_SQL)?
+        .execute(named_params! {":id": id, ":token": token, ":state": state, ":now": now, ":reason": reason, ":error": error})?;
     Ok(n == 1)
 }
 
-/// `?1` as a JSON list of row ids, or NULL for every dead row.
+/// `:ids` as a JSON list of row ids, or NULL for every dead row.
 fn id_filter(ids: Option<&[i64]>) -> Option<String> {
     ids.map(|ids| serde_json::to_string(ids).expect("a list of ids serialises"))
+}
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[FINISH_SQL, HEAD_SQL];
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Database, DbConfig};
+
+    /// Every statement on `queue_rows`, prepared against a database migrated to the latest
+    /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
+    /// and not in production.
+    #[test]
+    fn every_statement_prepares_against_a_migrated_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let conn = db.read().unwrap();
+        let all = [
+            super::STATEMENTS,
+            super::enqueue::STATEMENTS,
+            super::lease::STATEMENTS,
+            super::answer::STATEMENTS,
+            super::upkeep::STATEMENTS,
+            super::read::STATEMENTS,
+        ]
+        .concat();
+        assert!(all.len() >= 30, "only {} statements listed", all.len());
+        for sql in all {
+            if let Err(e) = conn.prepare(sql) {
+                panic!("{e}\nin: {sql}");
+            }
+        }
+    }
 }

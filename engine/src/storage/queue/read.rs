@@ -1,27 +1,47 @@
 //! Looking without changing: a key's head, the active keys, the next due time, one row's
 //! story, the stuck heads, the dead letters.
 
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{named_params, OptionalExtension, Row};
 
-use super::{head_of, Head, Queue, QueueName};
+use super::{Queue, QueueName};
 use crate::error::Result;
 
+/// Keys with pending or leased rows.
+const ACTIVE_KEYS_SQL: &str =
+    "SELECT DISTINCT key FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')";
+
+/// When the queue's earliest pending row is due.
+const NEXT_DUE_SQL: &str =
+    "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = :queue AND state = 'pending'";
+
+/// One row's lifecycle fields.
+#[cfg(any(test, feature = "test-helpers"))]
+const STATE_OF_SQL: &str =
+    "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
+                 WHERE id = :id AND queue = :queue";
+
+/// Dead rows of every queue, or of `:queue`.
+const DEAD_ROWS_SQL: &str = "SELECT id, queue, key, attempts, created_at, finished_at, reason, last_error, payload
+             FROM queue_rows WHERE state = 'dead' AND (:queue IS NULL OR queue = :queue) ORDER BY id";
+
 impl Queue {
+    #[cfg(any(test, feature = "test-helpers"))]
     /// The key's oldest unfinished row, as a worker needs it to decide when to look again.
-    pub fn head(&self, key: &str) -> Result<Head> {
+    pub fn head(&self, key: &str) -> Result<super::Head> {
         let now = self.now();
         let conn = self.db.read()?;
-        head_of(&conn, self.name.as_str(), key, now)
+        Ok(match super::head_query(&conn, self.name.as_str(), key)? {
+            None => super::Head::Empty,
+            Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
+        })
     }
 
     /// Keys that have pending or leased rows: the sessions to resume after a restart.
     pub fn active_keys(&self) -> Result<Vec<String>> {
         let conn = self.db.read()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT DISTINCT key FROM queue_rows WHERE queue = ?1 AND state IN ('pending', 'leased')",
-        )?;
+        let mut stmt = conn.prepare_cached(ACTIVE_KEYS_SQL)?;
         let keys = stmt
-            .query_map(params![self.name.as_str()], |r| r.get(0))?
+            .query_map(named_params! {":queue": self.name}, |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(keys)
     }
@@ -30,22 +50,18 @@ impl Queue {
     pub fn next_due(&self) -> Result<Option<i64>> {
         let conn = self.db.read()?;
         let at = conn
-            .prepare_cached(
-                "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = ?1 AND state = 'pending'",
-            )?
-            .query_row(params![self.name.as_str()], |r| r.get(0))?;
+            .prepare_cached(NEXT_DUE_SQL)?
+            .query_row(named_params! {":queue": self.name}, |r| r.get(0))?;
         Ok(at)
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Reads a row's current state (for tests and tools).
     pub fn state_of(&self, id: i64) -> Result<Option<RowState>> {
         let conn = self.db.read()?;
         let state = conn
-            .prepare_cached(
-                "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
-                 WHERE id = ?1 AND queue = ?2",
-            )?
-            .query_row(params![id, self.name.as_str()], |r| {
+            .prepare_cached(STATE_OF_SQL)?
+            .query_row(named_params! {":id": id, ":queue": self.name}, |r| {
                 Ok(RowState {
                     state: r.get(0)?,
                     attempts: r.get(1)?,
@@ -91,8 +107,33 @@ pub struct RowDetail {
     pub took_ms: Option<i64>,
 }
 
-const DETAIL_COLUMNS: &str = "id, queue, key, state, attempts, created_at, next_attempt_at,
-     lease_owner, lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms";
+/// The columns a `RowDetail` is read from, in `detail_from_row`'s order.
+macro_rules! detail_columns {
+    () => {
+        "id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
+         lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms"
+    };
+}
+
+/// One row by id.
+const ROW_DETAIL_SQL: &str = concat!(
+    "SELECT ",
+    detail_columns!(),
+    " FROM queue_rows WHERE id = :id"
+);
+
+/// Pending rows that failed and hold up their key, oldest first.
+const STUCK_HEADS_SQL: &str = concat!(
+    "SELECT ",
+    detail_columns!(),
+    " FROM queue_rows r
+     WHERE r.state = 'pending' AND r.last_error IS NOT NULL
+       AND NOT EXISTS (
+         SELECT 1 FROM queue_rows o
+         WHERE o.queue = r.queue AND o.key = r.key
+           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+     ORDER BY r.id LIMIT :limit"
+);
 
 fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
     Ok(RowDetail {
@@ -116,28 +157,18 @@ fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
 
 /// One row, whatever its queue and state.
 pub(crate) fn row_detail(conn: &rusqlite::Connection, id: i64) -> Result<Option<RowDetail>> {
-    let sql = format!("SELECT {DETAIL_COLUMNS} FROM queue_rows WHERE id = ?1");
     Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![id], detail_from_row)
+        .prepare_cached(ROW_DETAIL_SQL)?
+        .query_row(named_params! {":id": id}, detail_from_row)
         .optional()?)
 }
 
 /// Pending rows that failed and hold up their key (the oldest unfinished row of it), oldest
 /// first, at most `limit`: what an operator looks at first.
 pub(crate) fn stuck_heads(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<RowDetail>> {
-    let sql = format!(
-        "SELECT {DETAIL_COLUMNS} FROM queue_rows r
-         WHERE r.state = 'pending' AND r.last_error IS NOT NULL
-           AND NOT EXISTS (
-             SELECT 1 FROM queue_rows o
-             WHERE o.queue = r.queue AND o.key = r.key
-               AND o.state IN ('pending', 'leased') AND o.id < r.id)
-         ORDER BY r.id LIMIT ?1"
-    );
     let rows = conn
-        .prepare_cached(&sql)?
-        .query_map(params![limit as i64], detail_from_row)?
+        .prepare_cached(STUCK_HEADS_SQL)?
+        .query_map(named_params! {":limit": limit as i64}, detail_from_row)?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
@@ -162,23 +193,34 @@ pub(crate) fn dead_rows(
     queue: Option<QueueName>,
 ) -> Result<Vec<DeadRow>> {
     let rows = conn
-        .prepare_cached(
-            "SELECT id, queue, key, attempts, created_at, finished_at, reason, last_error, payload
-             FROM queue_rows WHERE state = 'dead' AND (?1 IS NULL OR queue = ?1) ORDER BY id",
+        .prepare_cached(DEAD_ROWS_SQL)?
+        .query_map(
+            named_params! {":queue": queue.map(QueueName::as_str)},
+            |r| {
+                Ok(DeadRow {
+                    id: r.get(0)?,
+                    queue: r.get(1)?,
+                    key: r.get(2)?,
+                    attempts: r.get(3)?,
+                    created_at: r.get(4)?,
+                    finished_at: r.get(5)?,
+                    reason: r.get(6)?,
+                    last_error: r.get(7)?,
+                    payload: r.get(8)?,
+                })
+            },
         )?
-        .query_map(params![queue.map(QueueName::as_str)], |r| {
-            Ok(DeadRow {
-                id: r.get(0)?,
-                queue: r.get(1)?,
-                key: r.get(2)?,
-                attempts: r.get(3)?,
-                created_at: r.get(4)?,
-                finished_at: r.get(5)?,
-                reason: r.get(6)?,
-                last_error: r.get(7)?,
-                payload: r.get(8)?,
-            })
-        })?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[
+    ACTIVE_KEYS_SQL,
+    NEXT_DUE_SQL,
+    STATE_OF_SQL,
+    DEAD_ROWS_SQL,
+    ROW_DETAIL_SQL,
+    STUCK_HEADS_SQL,
+];

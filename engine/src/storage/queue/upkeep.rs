@@ -4,21 +4,61 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, Transaction};
+use rusqlite::{named_params, Transaction};
 
 use super::{id_filter, Queue, QueueName};
 use crate::clock::ms;
 use crate::error::Result;
 
+/// Expires a key's unfinished rows.
+const EXPIRE_KEY_SQL: &str =
+    "UPDATE queue_rows SET state = 'expired', finished_at = :now, reason = :reason,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')";
+
+/// Expires pending rows created before `:cutoff` (max age).
+const EXPIRE_OVERDUE_SQL: &str =
+    "UPDATE queue_rows SET state = 'expired', finished_at = :now, reason = 'max age'
+                     WHERE queue = :queue AND state = 'pending' AND created_at < :cutoff";
+
+/// Frees this owner's leases on a key, due at once.
+const RELEASE_OWN_LEASES_SQL: &str = "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner";
+
+/// Returns expired leases to pending, due at once.
+const RECLAIM_EXPIRED_SQL: &str =
+    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = :now
+             WHERE state = 'leased' AND lease_expires_at <= :now";
+
+/// Returns every other owner's leases to pending.
+const RECLAIM_FOREIGN_SQL: &str =
+    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = MIN(next_attempt_at, :now)
+             WHERE state = 'leased' AND lease_owner IS NOT :owner";
+
+/// Makes dead rows pending with a fresh attempt count.
+const REVIVE_DEAD_SQL: &str =
+    "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = :now,
+                    finished_at = NULL, reason = NULL
+             WHERE state = 'dead' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+             RETURNING id, queue, key";
+
+/// Deletes dead rows.
+const PURGE_DEAD_SQL: &str = "DELETE FROM queue_rows
+             WHERE state = 'dead' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+             RETURNING id";
+
 /// Rows deleted per prune transaction, so writers are not held up for long.
 const PRUNE_SLICE: usize = 5000;
 
-/// One slice of terminal rows of one state (?1 queue, ?2 state, ?3 finished before). The
+/// One slice of terminal rows of one state, finished before `:before`. The
 /// `NOT IN` repeats the finished index's condition word for word, or SQLite would not use it.
 /// Public so a test can pin its plan.
 pub const PRUNE_SQL: &str = "DELETE FROM queue_rows WHERE id IN (
        SELECT id FROM queue_rows
-       WHERE queue = ?1 AND state NOT IN ('pending', 'leased') AND state = ?2 AND finished_at < ?3
+       WHERE queue = :queue AND state NOT IN ('pending', 'leased') AND state = :state
+         AND finished_at < :before
        LIMIT 5000)";
 
 impl Queue {
@@ -36,13 +76,9 @@ impl Queue {
         reason: &str,
         now: i64,
     ) -> Result<usize> {
-        Ok(tx
-            .prepare_cached(
-                "UPDATE queue_rows SET state = 'expired', finished_at = ?3, reason = ?4,
-                        lease_owner = NULL, lease_expires_at = NULL
-                 WHERE queue = ?1 AND key = ?2 AND state IN ('pending', 'leased')",
-            )?
-            .execute(params![self.name.as_str(), key, now, reason])?)
+        Ok(tx.prepare_cached(EXPIRE_KEY_SQL)?.execute(
+            named_params! {":queue": self.name, ":key": key, ":now": now, ":reason": reason},
+        )?)
     }
 
     /// Expires pending rows older than the policy's `max_age`, if it has one.
@@ -54,11 +90,8 @@ impl Queue {
         let cutoff = now.saturating_sub(ms(max_age));
         self.db.write(|tx| {
             Ok(tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET state = 'expired', finished_at = ?2, reason = 'max age'
-                     WHERE queue = ?1 AND state = 'pending' AND created_at < ?3",
-                )?
-                .execute(params![self.name.as_str(), now, cutoff])?)
+                .prepare_cached(EXPIRE_OVERDUE_SQL)?
+                .execute(named_params! {":queue": self.name, ":now": now, ":cutoff": cutoff})?)
         })
     }
 
@@ -66,12 +99,9 @@ impl Queue {
     /// died inside this process, so its replacement need not wait for the leases to expire.
     pub fn release_own_leases(&self, key: &str) -> Result<usize> {
         self.db.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
-                     WHERE queue = ?1 AND key = ?2 AND state = 'leased' AND lease_owner = ?3",
-                )?
-                .execute(params![self.name.as_str(), key, &*self.owner])?)
+            Ok(tx.prepare_cached(RELEASE_OWN_LEASES_SQL)?.execute(
+                named_params! {":queue": self.name, ":key": key, ":owner": &*self.owner},
+            )?)
         })
     }
 
@@ -99,11 +129,9 @@ impl Queue {
         let mut total = 0;
         loop {
             let n = self.db.write(|tx| {
-                Ok(tx.prepare_cached(PRUNE_SQL)?.execute(params![
-                    self.name.as_str(),
-                    state,
-                    cutoff
-                ])?)
+                Ok(tx.prepare_cached(PRUNE_SQL)?.execute(
+                    named_params! {":queue": self.name, ":state": state, ":before": cutoff},
+                )?)
             })?;
             total += n;
             if n < PRUNE_SLICE {
@@ -116,24 +144,16 @@ impl Queue {
 /// Returns rows whose lease expired to pending, due at once.
 pub(crate) fn reclaim_expired_in(tx: &Transaction<'_>, now: i64) -> Result<usize> {
     Ok(tx
-        .prepare_cached(
-            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-                    next_attempt_at = ?1
-             WHERE state = 'leased' AND lease_expires_at <= ?1",
-        )?
-        .execute(params![now])?)
+        .prepare_cached(RECLAIM_EXPIRED_SQL)?
+        .execute(named_params! {":now": now})?)
 }
 
 /// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
 /// previous process (one daemon per database is enforced by a lock file).
 pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) -> Result<usize> {
     Ok(tx
-        .prepare_cached(
-            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-                    next_attempt_at = MIN(next_attempt_at, ?2)
-             WHERE state = 'leased' AND lease_owner IS NOT ?1",
-        )?
-        .execute(params![owner, now])?)
+        .prepare_cached(RECLAIM_FOREIGN_SQL)?
+        .execute(named_params! {":owner": owner, ":now": now})?)
 }
 
 /// Makes dead rows pending again with a fresh attempt count (the last error is kept), due now.
@@ -144,13 +164,8 @@ pub(crate) fn revive_dead_in(
     now: i64,
 ) -> Result<Vec<(i64, QueueName, String)>> {
     let rows = tx
-        .prepare_cached(
-            "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = ?2,
-                    finished_at = NULL, reason = NULL
-             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
-             RETURNING id, queue, key",
-        )?
-        .query_map(params![id_filter(ids), now], |r| {
+        .prepare_cached(REVIVE_DEAD_SQL)?
+        .query_map(named_params! {":ids": id_filter(ids), ":now": now}, |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -160,12 +175,21 @@ pub(crate) fn revive_dead_in(
 /// Deletes dead rows (`None`: every one). Returns the ids deleted.
 pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
     let rows = tx
-        .prepare_cached(
-            "DELETE FROM queue_rows
-             WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
-             RETURNING id",
-        )?
-        .query_map(params![id_filter(ids)], |r| r.get(0))?
+        .prepare_cached(PURGE_DEAD_SQL)?
+        .query_map(named_params! {":ids": id_filter(ids)}, |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
+
+/// Every statement of this file, for the test that prepares them all.
+#[cfg(test)]
+pub(super) const STATEMENTS: &[&str] = &[
+    EXPIRE_KEY_SQL,
+    EXPIRE_OVERDUE_SQL,
+    RELEASE_OWN_LEASES_SQL,
+    RECLAIM_EXPIRED_SQL,
+    RECLAIM_FOREIGN_SQL,
+    REVIVE_DEAD_SQL,
+    PURGE_DEAD_SQL,
+    PRUNE_SQL,
+];
