@@ -37,10 +37,13 @@ fn outbound_texts(app: &App) -> BTreeMap<String, Vec<String>> {
         .unwrap();
     let mut map = BTreeMap::<String, Vec<String>>::new();
     for payload in stmt.query_map([], |r| r.get::<_, String>(0)).unwrap() {
-        let v: Value = serde_json::from_str(&payload.unwrap()).unwrap();
-        map.entry(v["session"].as_str().unwrap().into())
-            .or_default()
-            .push(v["text"].as_str().unwrap().into());
+        let m = relayq_engine::OutboundMessage::from_payload(&payload.unwrap()).unwrap();
+        // A notice is stored as data; this is the plain text a file or webhook channel sends.
+        let text = match &m.notice {
+            Some(notice) => relayq_actors::channels::kit::notice::plain(notice),
+            None => m.text.clone(),
+        };
+        map.entry(m.session.clone().unwrap()).or_default().push(text);
     }
     map
 }

@@ -7,17 +7,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::hooks::{head_of, EventType, HookEvent};
+use crate::hooks::{EventType, HookEvent};
+use crate::notice::Notice;
 use crate::outbound::{Kind, OutboundMessage};
 use crate::queue::{Lease, Queue, Retried};
 use crate::sessions;
-
-/// Longest text a hook event puts in one outbound message; the rest is cut.
-pub const MAX_NOTICE_BYTES: usize = 16 * 1024;
 
 /// One place a session's notices go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,10 +165,10 @@ impl HookProcessor {
         match event.event {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
-                sessions::begin_turn(tx, key, text(&event.data, &["prompt"]))?;
+                sessions::begin_turn(tx, key, event.field(&["prompt"]))?;
             }
             EventType::AgentStop => {
-                sessions::complete_turn(tx, key, last_assistant_message(&event.data))?;
+                sessions::complete_turn(tx, key, event.last_assistant_message())?;
             }
             EventType::Notification | EventType::Error => {}
             EventType::SessionEnd => {
@@ -181,7 +178,7 @@ impl HookProcessor {
                 effects.session_ended = true;
             }
         }
-        if let Some(text) = notice(event) {
+        if let Some(notice) = Notice::of(event) {
             let routes = self.routes.read().expect("routes lock").clone();
             let routes = routes.for_session(key);
             for (n, route) in routes.iter().enumerate() {
@@ -192,7 +189,8 @@ impl HookProcessor {
                     channel: route.channel.clone(),
                     to: route.to.clone(),
                     kind: Kind::Final,
-                    text: text.clone(),
+                    text: String::new(),
+                    notice: Some(notice.clone()),
                     idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
                     session: Some(key.to_string()),
                     event: Some(event_name(event.event)),
@@ -208,143 +206,9 @@ impl HookProcessor {
     }
 }
 
-/// The message a relayed event sends: "agent finished" with the agent's last answer, "needs
-/// you" with what it asks, or the error. `None` for the events that do not relay.
-pub fn notice(event: &HookEvent) -> Option<String> {
-    let session = &event.session;
-    let data = &event.data;
-    let text = match event.event {
-        EventType::AgentStop => match last_assistant_message(data) {
-            Some(m) => format!("{session}: agent finished\n\n{m}"),
-            None => format!("{session}: agent finished"),
-        },
-        EventType::Notification => {
-            let what = text(data, &["message", "title"])
-                .map(str::to_string)
-                .or_else(|| {
-                    text(data, &["tool_name"]).map(|tool| match command_of(data) {
-                        Some(cmd) => format!("permission to use {tool}: {cmd}"),
-                        None => format!("permission to use {tool}"),
-                    })
-                })
-                .unwrap_or_else(|| "the agent is waiting for you".into());
-            format!("{session} needs you: {what}")
-        }
-        EventType::Error => {
-            let what = text(data, &["error", "message"]).unwrap_or("unknown error");
-            match text(data, &["error_details", "details"]) {
-                Some(details) => format!("{session}: error: {what} ({details})"),
-                None => format!("{session}: error: {what}"),
-            }
-        }
-        _ => return None,
-    };
-    Some(cut(text))
-}
-
-/// The agent's final answer: Claude and Codex hooks, Codex `notify`, Gemini `AfterAgent`.
-fn last_assistant_message(data: &Value) -> Option<&str> {
-    text(
-        data,
-        &[
-            "last_assistant_message",
-            "last-assistant-message",
-            "prompt_response",
-        ],
-    )
-}
-
-/// The first of `fields` that is a non-empty string.
-fn text<'a>(data: &'a Value, fields: &[&str]) -> Option<&'a str> {
-    fields
-        .iter()
-        .filter_map(|f| data.get(*f).and_then(Value::as_str))
-        .find(|s| !s.trim().is_empty())
-}
-
-fn command_of(data: &Value) -> Option<&str> {
-    data.get("tool_input")
-        .and_then(|i| i.get("command"))
-        .and_then(Value::as_str)
-}
-
-fn cut(text: String) -> String {
-    if text.len() <= MAX_NOTICE_BYTES {
-        return text;
-    }
-    format!("{}…", head_of(&text, MAX_NOTICE_BYTES - 3))
-}
-
 fn event_name(event: EventType) -> String {
     serde_json::to_value(event)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hooks::Agent;
-    use serde_json::json;
-
-    fn event(kind: EventType, data: Value) -> HookEvent {
-        HookEvent {
-            agent: Agent::Claude,
-            event: kind,
-            native_event: None,
-            session: "s1".into(),
-            native_session_id: None,
-            received_at: 0,
-            data,
-        }
-    }
-
-    #[test]
-    fn notices_carry_the_last_answer_the_question_or_the_error() {
-        let n = |kind, data| notice(&event(kind, data));
-        assert_eq!(
-            n(
-                EventType::AgentStop,
-                json!({"last_assistant_message": "All pass."})
-            )
-            .unwrap(),
-            "s1: agent finished\n\nAll pass."
-        );
-        assert_eq!(
-            n(EventType::AgentStop, json!({"prompt_response": "Fixed."})).unwrap(),
-            "s1: agent finished\n\nFixed."
-        );
-        assert_eq!(
-            n(
-                EventType::Notification,
-                json!({"message": "May I run Bash?"})
-            )
-            .unwrap(),
-            "s1 needs you: May I run Bash?"
-        );
-        assert_eq!(
-            n(
-                EventType::Notification,
-                json!({"tool_name": "Bash", "tool_input": {"command": "ls"}})
-            )
-            .unwrap(),
-            "s1 needs you: permission to use Bash: ls"
-        );
-        assert_eq!(
-            n(
-                EventType::Error,
-                json!({"error": "rate_limit", "error_details": "429"})
-            )
-            .unwrap(),
-            "s1: error: rate_limit (429)"
-        );
-        assert_eq!(n(EventType::ToolUse, json!({})), None);
-        let long = n(
-            EventType::AgentStop,
-            json!({"last_assistant_message": "x".repeat(100_000)}),
-        )
-        .unwrap();
-        assert!(long.len() <= MAX_NOTICE_BYTES && long.ends_with('…'));
-    }
 }

@@ -135,6 +135,23 @@ pub struct HookEvent {
 }
 
 impl HookEvent {
+    /// The first of `fields` of the event's data that is a non-empty string.
+    pub fn field(&self, fields: &[&str]) -> Option<&str> {
+        fields
+            .iter()
+            .filter_map(|f| self.data.get(*f).and_then(serde_json::Value::as_str))
+            .find(|s| !s.trim().is_empty())
+    }
+
+    /// The agent's final answer: Claude and Codex hooks, Codex `notify`, Gemini `AfterAgent`.
+    pub fn last_assistant_message(&self) -> Option<&str> {
+        self.field(&[
+            "last_assistant_message",
+            "last-assistant-message",
+            "prompt_response",
+        ])
+    }
+
     /// Reads a stored row back. The receiver decodes every row it writes with this too, so a
     /// payload the daemon could not read (nested past serde_json's depth limit, say) is caught
     /// while the agent still waits for the answer, not lost later as `undecodable`.

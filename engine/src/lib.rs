@@ -17,6 +17,7 @@ pub mod error;
 pub mod handlers;
 pub mod hooks;
 pub mod inbound;
+pub mod notice;
 pub mod outbound;
 pub mod sessions;
 pub mod sources;
@@ -32,6 +33,7 @@ pub use error::{EngineError, Result};
 pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};
 pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
+pub use notice::Notice;
 pub use outbound::OutboundMessage;
 pub use policy::{QueuePolicies, QueuePolicy};
 pub use queue::{

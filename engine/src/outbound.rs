@@ -47,7 +47,13 @@ pub struct OutboundMessage {
     pub to: String,
     #[serde(default)]
     pub kind: Kind,
+    /// The text to send. Empty for a hook event's notice, which each channel renders from
+    /// `notice` in its platform's markup.
+    #[serde(default)]
     pub text: String,
+    /// A hook event's notice, as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::notice::Notice>,
     /// Sent to the far end (e.g. the webhook's `Idempotency-Key` header); a second enqueue with
     /// the same key on the same channel is not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +75,9 @@ impl OutboundMessage {
         }
         if self.to.trim().is_empty() {
             return invalid("the destination is empty: say where on the channel to send".into());
+        }
+        if self.text.is_empty() && self.notice.is_none() {
+            return invalid("the message text is empty: say what to send".into());
         }
         if self.idempotency_key.as_deref().is_some_and(str::is_empty) {
             return invalid("the idempotency key is empty: omit it or give a key".into());
@@ -146,6 +155,7 @@ mod tests {
             to: "ops".into(),
             kind: Kind::Final,
             text: "done".into(),
+            notice: None,
             idempotency_key: None,
             session: None,
             event: None,

@@ -158,13 +158,18 @@ fn a_turn_updates_the_registry_and_agent_stop_sends_the_last_answer_to_the_route
     );
     let out = f.outbound();
     assert_eq!(out.len(), 1);
+    // The notice is stored as data; each channel renders it (plain text: "s1: agent
+    // finished\n\nAll pass.", see relayq_actors::channels::kit::notice).
+    let notice = out[0].notice.clone().expect("a notice");
     assert_eq!(
         (
             out[0].channel.as_str(),
             out[0].to.as_str(),
-            out[0].text.as_str()
+            notice.session.as_str(),
+            notice.headline.as_str(),
+            notice.body.as_deref()
         ),
-        ("team", "ops", "s1: agent finished\n\nAll pass.")
+        ("team", "ops", "s1", "agent finished", Some("All pass."))
     );
     assert_eq!(
         (out[0].session.as_deref(), out[0].event.as_deref()),
@@ -192,9 +197,14 @@ fn a_session_route_replaces_the_default_and_filters_events() {
     ));
     let out = f.outbound();
     assert_eq!(out.len(), 1);
+    let notice = out[0].notice.clone().expect("a notice");
     assert_eq!(
-        (out[0].channel.as_str(), out[0].text.as_str()),
-        ("pager", "quiet needs you: May I?")
+        (
+            out[0].channel.as_str(),
+            notice.headline.as_str(),
+            notice.question.as_deref()
+        ),
+        ("pager", "needs you", Some("May I?"))
     );
 }
 

@@ -78,6 +78,7 @@ pub fn outbound(ctx: &Context, args: OutboundArgs) -> Result<(), CliError> {
         to: args.to,
         kind: args.kind,
         text,
+        notice: None,
         idempotency_key: args.idempotency_key,
         session: None,
         event: None,

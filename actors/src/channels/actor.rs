@@ -3,7 +3,7 @@
 
 use actix::prelude::*;
 
-use super::contract::{Answer, Channel, Delivery, Outcome};
+use super::contract::{Answer, Channel, Content, Delivery, Outcome};
 
 /// Ask a channel to deliver one row.
 #[derive(Debug, Clone, actix::Message)]
@@ -29,7 +29,13 @@ impl<C: Channel> Actor for ChannelActor<C> {
 impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
     type Result = actix::Response<Outcome>;
 
-    fn handle(&mut self, Deliver(delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, Deliver(mut delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+        // A notice is stored as data; this channel writes it in its own markup.
+        if let Content::Outbound(message) = &mut delivery.content {
+            if let (true, Some(notice)) = (message.text.is_empty(), &message.notice) {
+                message.text = self.channel.render(notice);
+            }
+        }
         match self.channel.deliver(delivery) {
             Answer::Now(outcome) => actix::Response::reply(outcome),
             Answer::Later(future) => actix::Response::fut(future),

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use relayq_engine::{InboundMessage, OutboundMessage};
+use relayq_engine::{InboundMessage, Notice, OutboundMessage};
 use serde::Serialize;
 
 pub use relayq_engine::Receipt;
@@ -150,6 +150,12 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
 
     /// How long one delivery may take before it is abandoned and retried.
     fn timeout(&self) -> Duration;
+
+    /// A hook event's notice as this channel's far end reads it: plain text unless the
+    /// platform has markup (see [`kit::notice`](super::kit::notice)).
+    fn render(&self, notice: &Notice) -> String {
+        super::kit::notice::plain(notice)
+    }
 
     /// Whether the channel can deliver now, as far as it can tell without sending anything (a
     /// program is installed, a directory exists). Said at start-up; deliveries are tried anyway.

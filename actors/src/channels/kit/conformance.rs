@@ -49,6 +49,7 @@ pub fn delivery() -> Delivery {
             to: "12345".into(),
             kind: Default::default(),
             text: "hello from relayq".into(),
+            notice: None,
             idempotency_key: None,
             session: Some("s1".into()),
             event: None,

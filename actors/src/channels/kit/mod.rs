@@ -1,10 +1,11 @@
 //! What channel kinds share, so that a platform is its settings, its requests and its
 //! classification: the HTTP client and the words for its failures ([`http`]), secret settings
-//! ([`secret`]), and the conformance suite every HTTP channel passes (`conformance`, tests only).
+//! ([`secret`]), notices rendered in each platform's markup ([`notice`]), and the conformance suite every HTTP channel passes (`conformance`, tests only).
 
 #[cfg(test)]
 pub mod conformance;
 pub mod http;
+pub mod notice;
 pub mod secret;
 
 use std::time::Duration;

@@ -1,0 +1,158 @@
+//! What a relayed hook event tells the people watching: a [`Notice`], kept as data in the
+//! outbound row. The engine never writes chat text: each channel renders the notice in its
+//! platform's markup (see `relayq_actors::channels::kit::notice`), so a Telegram message gets
+//! HTML within Telegram's limits and a webhook gets the structured notice beside plain text.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hooks::{head_of, EventType, HookEvent};
+
+/// Longest body or question a notice keeps; the rest is cut.
+pub const MAX_NOTICE_BYTES: usize = 16 * 1024;
+
+/// A hook event's notice: which session, what happened, and what it says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    pub session: String,
+    pub event: EventType,
+    /// One line: `agent finished`, `needs you`, `error`.
+    pub headline: String,
+    /// The agent's last answer, or the error and its details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// What the agent asks of the person (a permission, a question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+}
+
+impl Notice {
+    /// The notice a relayed event sends: "agent finished" with the agent's last answer, "needs
+    /// you" with what it asks, or the error. `None` for the events that do not relay.
+    pub fn of(event: &HookEvent) -> Option<Notice> {
+        let notice = |headline: &str, body: Option<String>, question: Option<String>| Notice {
+            session: event.session.clone(),
+            event: event.event,
+            headline: headline.into(),
+            body: body.map(cut),
+            question: question.map(cut),
+        };
+        Some(match event.event {
+            EventType::AgentStop => notice(
+                "agent finished",
+                event.last_assistant_message().map(str::to_string),
+                None,
+            ),
+            EventType::Notification => {
+                let what = event
+                    .field(&["message", "title"])
+                    .map(str::to_string)
+                    .or_else(|| {
+                        event
+                            .field(&["tool_name"])
+                            .map(|tool| match command_of(event) {
+                                Some(cmd) => format!("permission to use {tool}: {cmd}"),
+                                None => format!("permission to use {tool}"),
+                            })
+                    })
+                    .unwrap_or_else(|| "the agent is waiting for you".into());
+                notice("needs you", None, Some(what))
+            }
+            EventType::Error => {
+                let what = event
+                    .field(&["error", "message"])
+                    .unwrap_or("unknown error");
+                let body = match event.field(&["error_details", "details"]) {
+                    Some(details) => format!("{what} ({details})"),
+                    None => what.to_string(),
+                };
+                notice("error", Some(body), None)
+            }
+            _ => return None,
+        })
+    }
+}
+
+fn command_of(event: &HookEvent) -> Option<&str> {
+    event
+        .data
+        .get("tool_input")
+        .and_then(|i| i.get("command"))
+        .and_then(serde_json::Value::as_str)
+}
+
+fn cut(text: String) -> String {
+    if text.len() <= MAX_NOTICE_BYTES {
+        return text;
+    }
+    format!("{}…", head_of(&text, MAX_NOTICE_BYTES - 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Agent;
+    use serde_json::{json, Value};
+
+    fn notice(kind: EventType, data: Value) -> Option<Notice> {
+        Notice::of(&HookEvent {
+            agent: Agent::Claude,
+            event: kind,
+            native_event: None,
+            session: "s1".into(),
+            native_session_id: None,
+            received_at: 0,
+            data,
+        })
+    }
+
+    fn parts(n: Notice) -> (String, Option<String>, Option<String>) {
+        (n.headline, n.body, n.question)
+    }
+
+    #[test]
+    fn notices_carry_the_last_answer_the_question_or_the_error() {
+        let some = |s: &str| Some(s.to_string());
+        let n = |kind, data| parts(notice(kind, data).unwrap());
+        assert_eq!(
+            n(
+                EventType::AgentStop,
+                json!({"last_assistant_message": "All pass."})
+            ),
+            ("agent finished".into(), some("All pass."), None)
+        );
+        assert_eq!(
+            n(EventType::AgentStop, json!({"prompt_response": "Fixed."})).1,
+            some("Fixed.")
+        );
+        assert_eq!(
+            n(
+                EventType::Notification,
+                json!({"message": "May I run Bash?"})
+            ),
+            ("needs you".into(), None, some("May I run Bash?"))
+        );
+        assert_eq!(
+            n(
+                EventType::Notification,
+                json!({"tool_name": "Bash", "tool_input": {"command": "ls"}})
+            )
+            .2,
+            some("permission to use Bash: ls")
+        );
+        assert_eq!(
+            n(
+                EventType::Error,
+                json!({"error": "rate_limit", "error_details": "429"})
+            ),
+            ("error".into(), some("rate_limit (429)"), None)
+        );
+        assert_eq!(notice(EventType::ToolUse, json!({})), None);
+        let long = n(
+            EventType::AgentStop,
+            json!({"last_assistant_message": "x".repeat(100_000)}),
+        )
+        .1
+        .unwrap();
+        assert!(long.len() <= MAX_NOTICE_BYTES && long.ends_with('…'));
+    }
+}
