@@ -63,6 +63,10 @@ pub enum Command {
         /// The payload, when passed as an argument (Codex `notify`); read from stdin otherwise
         payload: Option<String>,
     },
+    /// The effective configuration: check it (builds every channel and source as serve would)
+    /// or show it (TOML, defaults written out, secrets masked)
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Delete delivered and expired rows past retention (or older than --older-than), and dead
     /// rows past dead_retention
     Prune {
@@ -73,6 +77,14 @@ pub enum Command {
         #[arg(long)]
         dead: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check that the configuration works here: parse it, build every channel and source
+    Check,
+    /// Print the effective configuration (file, then RELAYQ_* variables) as TOML
+    Show,
 }
 
 #[derive(Debug, Subcommand)]
@@ -332,6 +344,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
         Command::Enqueue(EnqueueCommand::Outbound(args)) => commands::enqueue::outbound(&ctx, args),
         Command::Dead(command) => commands::dead::run(&ctx, command),
+        Command::Config(ConfigCommand::Check) => commands::config::check(&ctx),
+        Command::Config(ConfigCommand::Show) => commands::config::show(&ctx),
         Command::Session(SessionCommand::List { json }) => commands::session::list(&ctx, json),
         Command::Status { json } => commands::status::run(&ctx, json),
         Command::Show { id, json } => commands::show::run(&ctx, id, json),

@@ -7,24 +7,20 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use relayq_actors::channels::file;
-use relayq_actors::hook_buffer::Limits;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RuntimeConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
-use relayq_engine::{
-    inbound, DbConfig, NoticeRoute, NoticeRoutes, QueuePolicies, QueuePolicy, Synchronous,
-};
-use serde::{Deserialize, Deserializer};
+use relayq_engine::{inbound, DbConfig, NoticeRoute, NoticeRoutes, QueuePolicies, Synchronous};
+use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub database: DatabaseConfig,
     pub daemon: DaemonConfig,
-    #[serde(deserialize_with = "queue_policies")]
     pub queues: QueuePolicies,
-    pub claimer: ClaimerConfig,
+    pub claimer: ClaimSettings,
     pub sessions: SessionsConfig,
     pub routes: RoutesConfig,
     /// `[channels.NAME]` tables, each with a `kind`; they add to the built-in `deliveries` and
@@ -34,26 +30,19 @@ pub struct Config {
     pub sources: BTreeMap<String, SourceConfig>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// The database file; relative to the config file. Unset: `relayq.db` in the state
     /// directory (see [`state_dir`]).
     pub path: Option<PathBuf>,
-    pub synchronous: SynchronousSetting,
+    pub synchronous: Synchronous,
     #[serde(with = "humantime_serde")]
     pub busy_timeout: Duration,
     pub readers: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SynchronousSetting {
-    Normal,
-    Full,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
     /// On SIGINT/SIGTERM, how long in-flight deliveries may take to finish.
@@ -66,105 +55,8 @@ pub struct DaemonConfig {
     pub max_body_bytes: usize,
 }
 
-/// `[queues.inbound]`, `[queues.hooks]`, `[queues.outbound]` as written in the file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct QueuesFile {
-    inbound: QueueConfig,
-    hooks: QueueConfig,
-    outbound: QueueConfig,
-}
-
-/// A queue's settings as written in the file; each one left out keeps that queue's default.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct QueueConfig {
-    pub backoff: Option<Vec<humantime_serde::Serde<Duration>>>,
-    #[serde(with = "humantime_serde")]
-    pub lease_timeout: Option<Duration>,
-    /// 0: never give up.
-    pub max_attempts: Option<u32>,
-    /// "0s": never expire.
-    #[serde(with = "humantime_serde")]
-    pub max_age: Option<Duration>,
-    #[serde(with = "humantime_serde")]
-    pub retention: Option<Duration>,
-    #[serde(with = "humantime_serde")]
-    pub dead_retention: Option<Duration>,
-}
-
-impl QueueConfig {
-    /// The queue's policy: `base` with this file's settings applied.
-    pub fn apply(&self, base: QueuePolicy) -> QueuePolicy {
-        QueuePolicy {
-            backoff: match &self.backoff {
-                Some(list) => list.iter().map(|d| **d).collect(),
-                None => base.backoff,
-            },
-            lease_timeout: self.lease_timeout.unwrap_or(base.lease_timeout),
-            max_attempts: match self.max_attempts {
-                Some(0) => None,
-                Some(n) => Some(n),
-                None => base.max_attempts,
-            },
-            max_age: match self.max_age {
-                Some(d) if d.is_zero() => None,
-                Some(d) => Some(d),
-                None => base.max_age,
-            },
-            retention: self.retention.unwrap_or(base.retention),
-            dead_retention: self.dead_retention.or(base.dead_retention),
-        }
-    }
-}
-
-fn queue_policies<'de, D: Deserializer<'de>>(d: D) -> Result<QueuePolicies, D::Error> {
-    let file = QueuesFile::deserialize(d)?;
-    let base = QueuePolicies::default();
-    Ok(QueuePolicies {
-        inbound: file.inbound.apply(base.inbound),
-        hooks: file.hooks.apply(base.hooks),
-        outbound: file.outbound.apply(base.outbound),
-    })
-}
-
-/// `[claimer]`: how hook and outbound rows are leased and buffered.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClaimerConfig {
-    pub hook_batch: usize,
-    pub hook_buffer: usize,
-    pub hook_reserved_critical: usize,
-    pub outbound_in_flight: usize,
-}
-
-impl Default for ClaimerConfig {
-    fn default() -> Self {
-        let d = ClaimSettings::default();
-        ClaimerConfig {
-            hook_batch: d.hook_batch,
-            hook_buffer: d.hook_buffer.capacity,
-            hook_reserved_critical: d.hook_buffer.reserved_critical,
-            outbound_in_flight: d.outbound_in_flight,
-        }
-    }
-}
-
-impl ClaimerConfig {
-    pub fn settings(&self) -> ClaimSettings {
-        ClaimSettings {
-            hook_batch: self.hook_batch,
-            hook_buffer: Limits {
-                capacity: self.hook_buffer,
-                reserved_critical: self.hook_reserved_critical,
-            },
-            outbound_in_flight: self.outbound_in_flight,
-        }
-    }
-}
-
 /// `[routes]`: where hook events' notices go.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RoutesConfig {
     /// For sessions without their own routes.
@@ -189,7 +81,7 @@ impl Default for RoutesConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionsConfig {
     /// The channel for sessions not listed in `channels`.
@@ -202,7 +94,7 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
             path: None,
-            synchronous: SynchronousSetting::Normal,
+            synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
         }
@@ -239,7 +131,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             daemon: DaemonConfig::default(),
             queues: QueuePolicies::default(),
-            claimer: ClaimerConfig::default(),
+            claimer: ClaimSettings::default(),
             sessions: SessionsConfig::default(),
             routes: RoutesConfig::default(),
             channels: BTreeMap::from([
@@ -283,6 +175,69 @@ fn within(value: Duration, (min, max): Range, why: &str) -> Result<(), String> {
         message.push_str(&format!(" ({why})"));
     }
     Err(message)
+}
+
+/// `line N` of `text` where `span` starts.
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    span.map(|s| {
+        format!(
+            "line {}",
+            text[..s.start.min(text.len())].lines().count().max(1)
+        )
+    })
+}
+
+/// The prefix of environment variables that set a setting: `RELAYQ_<SECTION>__<KEY>`, with
+/// `__` between the parts of the key (`RELAYQ_QUEUES__INBOUND__MAX_ATTEMPTS=3`).
+pub const SETTING_ENV_PREFIX: &str = "RELAYQ_";
+
+/// One setting given by an environment variable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvSetting {
+    pub var: String,
+    /// The key, lower-cased: `["queues", "inbound", "max_attempts"]`.
+    pub path: Vec<String>,
+    /// A TOML value (`3`, `true`, `["1s", "2s"]`), else taken as a string (`1s`, a URL).
+    pub value: String,
+}
+
+impl EnvSetting {
+    fn apply(&self, table: &mut toml::Table) -> Result<(), String> {
+        let value = format!("v = {}", self.value)
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(self.value.clone()));
+        let (last, parents) = self.path.split_last().ok_or("names no key")?;
+        let mut at = table;
+        for part in parents {
+            let entry = at
+                .entry(part.clone())
+                .or_insert_with(|| toml::Value::Table(Default::default()));
+            at = entry
+                .as_table_mut()
+                .ok_or_else(|| format!("`{part}` is not a table, so it has no keys to set"))?;
+        }
+        at.insert(last.clone(), value);
+        Ok(())
+    }
+}
+
+/// The settings `RELAYQ_*__*` environment variables give, in name order. Variables without
+/// `__` (`RELAYQ_DB`, `RELAYQ_CONFIG`) are not settings.
+pub fn settings_from_env() -> Vec<EnvSetting> {
+    let mut settings: Vec<EnvSetting> = std::env::vars()
+        .filter_map(|(var, value)| {
+            let key = var.strip_prefix(SETTING_ENV_PREFIX)?;
+            key.contains("__").then(|| EnvSetting {
+                path: key.split("__").map(str::to_lowercase).collect(),
+                var: var.clone(),
+                value,
+            })
+        })
+        .collect();
+    settings.sort_by(|a, b| a.var.cmp(&b.var));
+    settings
 }
 
 /// A configuration problem, said in the words a person needs to fix it.
@@ -336,8 +291,9 @@ impl Config {
                 None => user_file.exists().then_some(user_file),
             },
         };
+        let env = settings_from_env();
         let Some(path) = path else {
-            let mut config = Config::default();
+            let mut config = Config::parse_with(&env, "", "(built-in defaults)")?;
             config.resolve_paths(&state_dir());
             return Ok((config, None));
         };
@@ -348,7 +304,7 @@ impl Config {
             key: "(file)".into(),
             message: format!("cannot read it: {e}"),
         })?;
-        let mut config = Config::parse(&text, &file)?;
+        let mut config = Config::parse_with(&env, &text, &file)?;
         config.resolve_paths(path.parent().unwrap_or(Path::new("/")));
         Ok((config, Some(path)))
     }
@@ -373,14 +329,54 @@ impl Config {
 
     /// Parses and checks a configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let line_of = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| {
-                format!(
-                    "line {}",
-                    text[..s.start.min(text.len())].lines().count().max(1)
-                )
-            })
+        Config::parse_with(&[], text, file)
+    }
+
+    /// [`Config::parse`], with `env` settings (see [`settings_from_env`]) over the file's.
+    pub fn parse_with(env: &[EnvSetting], text: &str, file: &str) -> Result<Config, ConfigError> {
+        if env.is_empty() {
+            return Config::parse_text(text, file);
+        }
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
+            file: file.into(),
+            key: line_of(text, e.span()).unwrap_or_else(|| "(file)".into()),
+            message: e.message().trim().to_string(),
+        })?;
+        for setting in env {
+            setting.apply(&mut table).map_err(|message| ConfigError {
+                file: format!("${}", setting.var),
+                key: setting.path.join("."),
+                message,
+            })?;
+        }
+        // A problem with a key an environment variable set is that variable's.
+        let blame = |e: ConfigError| match env.iter().find(|s| e.key.starts_with(&s.path.join(".")))
+        {
+            Some(s) => ConfigError {
+                file: format!("${}", s.var),
+                ..e
+            },
+            None => e,
         };
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let path = e.path().to_string();
+                ConfigError {
+                    file: file.into(),
+                    key: if path.is_empty() || path == "." {
+                        "(top level)".into()
+                    } else {
+                        path
+                    },
+                    message: e.into_inner().message().trim().to_string(),
+                }
+            })
+            .map_err(blame)?;
+        config.finish(file).map_err(blame)
+    }
+
+    fn parse_text(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let line_of = |span| line_of(text, span);
         let de = toml::de::Deserializer::parse(text).map_err(|e| ConfigError {
             file: file.into(),
             key: line_of(e.span()).unwrap_or_else(|| "(file)".into()),
@@ -400,13 +396,16 @@ impl Config {
                 message: inner.message().trim().to_string(),
             }
         })?;
-        let mut config = config;
-        // The built-in channels are always there unless a table of the same name replaces them.
+        config.finish(file)
+    }
+
+    /// Adds the built-in channels (unless a table of the same name replaces them) and checks.
+    fn finish(mut self, file: &str) -> Result<Config, ConfigError> {
         for (name, channel) in Config::default().channels {
-            config.channels.entry(name).or_insert(channel);
+            self.channels.entry(name).or_insert(channel);
         }
-        config.check(file)?;
-        Ok(config)
+        self.check(file)?;
+        Ok(self)
     }
 
     /// Checks that parsing alone cannot: references between sections, empty lists.
@@ -600,10 +599,7 @@ impl Config {
     pub fn db_config(&self, db_override: Option<&Path>) -> DbConfig {
         DbConfig {
             path: self.db_path(db_override),
-            synchronous: match self.database.synchronous {
-                SynchronousSetting::Normal => Synchronous::Normal,
-                SynchronousSetting::Full => Synchronous::Full,
-            },
+            synchronous: self.database.synchronous,
             busy_timeout: self.database.busy_timeout,
             readers: self.database.readers,
         }
@@ -627,7 +623,7 @@ impl Config {
                 sessions: self.sessions.channels.clone().into_iter().collect(),
             },
             notice_routes: self.notice_routes(),
-            claims: self.claimer.settings(),
+            claims: self.claimer,
             max_body_bytes: self.daemon.max_body_bytes,
             sweep_interval: self.daemon.sweep_interval,
             prune_interval: self.daemon.prune_interval,
@@ -639,6 +635,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use relayq_engine::QueuePolicy;
 
     #[test]
     fn the_repo_config_toml_parses_and_equals_the_built_in_defaults() {

@@ -43,7 +43,9 @@ fn outbound_texts(app: &App) -> BTreeMap<String, Vec<String>> {
             Some(notice) => relayq_actors::channels::kit::notice::plain(notice),
             None => m.text.clone(),
         };
-        map.entry(m.session.clone().unwrap()).or_default().push(text);
+        map.entry(m.session.clone().unwrap())
+            .or_default()
+            .push(text);
     }
     map
 }

@@ -21,22 +21,37 @@ pub struct ClaimHooks;
 pub struct ClaimOutbound;
 
 /// How the claimers batch and bound their work (`[claimer]` in config.toml).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ClaimSettings {
     /// Hook rows leased per claim.
     pub hook_batch: usize,
-    /// Each session's hook buffer.
-    pub hook_buffer: Limits,
+    /// Rows each session's hook worker buffers; claiming pauses for it when full.
+    pub hook_buffer: usize,
+    /// Buffer slots only critical events (prompt, stop, ...) may use.
+    pub hook_reserved_critical: usize,
     /// Outbound sends running at once, across destinations.
     pub outbound_in_flight: usize,
 }
 
 impl Default for ClaimSettings {
     fn default() -> Self {
+        let limits = Limits::default();
         ClaimSettings {
             hook_batch: 25,
-            hook_buffer: Limits::default(),
+            hook_buffer: limits.capacity,
+            hook_reserved_critical: limits.reserved_critical,
             outbound_in_flight: 32,
+        }
+    }
+}
+
+impl ClaimSettings {
+    /// Each session's hook buffer.
+    pub fn hook_limits(&self) -> Limits {
+        Limits {
+            capacity: self.hook_buffer,
+            reserved_critical: self.hook_reserved_critical,
         }
     }
 }

@@ -129,7 +129,7 @@ impl RuntimeBuilder {
         let claimer = HookClaimer::start(
             store.clone(),
             config.claims.hook_batch,
-            config.claims.hook_buffer,
+            config.claims.hook_limits(),
             sender.clone().recipient(),
             supervisor.clone().recipient(),
         );

@@ -29,7 +29,8 @@ fn config(dir: &Path, limits: Limits) -> RuntimeConfig {
         }],
         sessions: HashMap::new(),
     };
-    c.claims.hook_buffer = limits;
+    c.claims.hook_buffer = limits.capacity;
+    c.claims.hook_reserved_critical = limits.reserved_critical;
     c.listen_for_wakes = false;
     c
 }

@@ -4,11 +4,11 @@
 //! once; the database, claimer and daemon settings at the next start. An invalid file changes
 //! nothing (the error is logged).
 
-use relayq_actors::sources::SourceSpec;
-use relayq_actors::{ChannelSpec, Reload, Runtime};
+use relayq_actors::{Reload, Runtime};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{CliError, Context};
+use crate::commands::config::{build, describe, Built};
 use crate::config::Config;
 
 pub fn run(ctx: &Context) -> Result<(), CliError> {
@@ -21,7 +21,14 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     let file = describe(ctx.config_file.as_deref());
-    let (channels, sources) = build(&config, &file).map_err(CliError::Usage)?;
+    let Built {
+        channels,
+        sources,
+        notes,
+    } = build(&config, &file).map_err(CliError::Usage)?;
+    for note in notes {
+        tracing::warn!("{note}");
+    }
     let system = actix_rt::System::new();
     system.block_on(async move {
         let mut builder = Runtime::builder(runtime_config);
@@ -55,41 +62,6 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     })
 }
 
-/// The config file for logs and errors.
-fn describe(file: Option<&std::path::Path>) -> String {
-    file.map_or("(built-in defaults)".into(), |f| f.display().to_string())
-}
-
-type Built = (Vec<(String, ChannelSpec)>, Vec<(String, SourceSpec)>);
-
-/// Builds every channel and source: what parsing cannot check because it depends on the
-/// daemon's environment (`*_env` variables, `*_file` secrets) fails here; warnings and channels
-/// that are not ready (a program not installed) are logged.
-fn build(config: &Config, file: &str) -> Result<Built, String> {
-    for warning in config.warnings() {
-        tracing::warn!("{warning}");
-    }
-    let invalid = |section: &str, name: &str, e: relayq_actors::settings::SettingError| {
-        format!("invalid configuration: {file}: {section}.{name}.{e}")
-    };
-    let mut channels = Vec::new();
-    for (name, channel) in &config.channels {
-        let spec = channel.spec().map_err(|e| invalid("channels", name, e))?;
-        if let Err(why) = spec.readiness() {
-            tracing::warn!(channel = %name, "channel not ready: {why}; its deliveries are tried anyway");
-        }
-        channels.push((name.clone(), spec));
-    }
-    let mut sources = Vec::new();
-    for (name, source) in &config.sources {
-        sources.push((
-            name.clone(),
-            source.spec().map_err(|e| invalid("sources", name, e))?,
-        ));
-    }
-    Ok((channels, sources))
-}
-
 /// SIGHUP: reads the config again (the same file, or the same search when there was none) and
 /// applies it. Returns the new config, or `None` (logged) when the running one stays.
 fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> {
@@ -102,7 +74,12 @@ fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> 
     };
     let file = describe(file.as_deref());
     let (channels, sources) = match build(&new, &file) {
-        Ok(built) => built,
+        Ok(built) => {
+            for note in &built.notes {
+                tracing::warn!("{note}");
+            }
+            (built.channels, built.sources)
+        }
         Err(e) => {
             tracing::error!(error = %e, "SIGHUP: keeping the running configuration");
             return None;

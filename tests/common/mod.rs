@@ -46,6 +46,12 @@ impl App {
             .env("XDG_CONFIG_HOME", self.path("xdg-config"))
             .env_remove("RELAYQ_DB")
             .env_remove("RELAYQ_CONFIG");
+        // Settings from the environment (RELAYQ_SECTION__KEY) would change what is tested.
+        for (var, _) in
+            std::env::vars().filter(|(v, _)| v.starts_with("RELAYQ_") && v.contains("__"))
+        {
+            c.env_remove(var);
+        }
         c
     }
 

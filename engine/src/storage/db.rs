@@ -18,7 +18,8 @@ use crate::error::{EngineError, Result};
 
 /// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
 /// never corrupts; FULL also survives power loss, at the cost of an fsync per commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Synchronous {
     #[default]
     Normal,

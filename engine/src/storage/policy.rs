@@ -1,6 +1,10 @@
-//! Per-queue policy: how a queue retries, leases, gives up and forgets.
+//! Per-queue policy: how a queue retries, leases, gives up and forgets, and how it is written
+//! in `config.toml` (`[queues.inbound]`, `[queues.hooks]`, `[queues.outbound]`): each setting
+//! left out keeps that queue's default.
 
 use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// How one queue behaves. The engine is the same for every queue; only this differs.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +29,94 @@ pub struct QueuePolicies {
     pub inbound: QueuePolicy,
     pub hooks: QueuePolicy,
     pub outbound: QueuePolicy,
+}
+
+impl<'de> Deserialize<'de> for QueuePolicies {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let file = PoliciesFile::deserialize(d)?;
+        let base = QueuePolicies::default();
+        Ok(QueuePolicies {
+            inbound: file.inbound.apply(base.inbound),
+            hooks: file.hooks.apply(base.hooks),
+            outbound: file.outbound.apply(base.outbound),
+        })
+    }
+}
+
+impl Serialize for QueuePolicies {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        PoliciesFile {
+            inbound: PolicyFile::from(&self.inbound),
+            hooks: PolicyFile::from(&self.hooks),
+            outbound: PolicyFile::from(&self.outbound),
+        }
+        .serialize(s)
+    }
+}
+
+/// The three queues' tables as written in the file.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+struct PoliciesFile {
+    inbound: PolicyFile,
+    hooks: PolicyFile,
+    outbound: PolicyFile,
+}
+
+/// A queue's settings as written in the file; each one left out keeps that queue's default.
+/// `max_attempts = 0` never gives up; `max_age = "0s"` never expires.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+struct PolicyFile {
+    backoff: Option<Vec<humantime_serde::Serde<Duration>>>,
+    #[serde(with = "humantime_serde")]
+    lease_timeout: Option<Duration>,
+    max_attempts: Option<u32>,
+    #[serde(with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    retention: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    dead_retention: Option<Duration>,
+}
+
+impl PolicyFile {
+    /// `base` with this file's settings applied.
+    fn apply(self, base: QueuePolicy) -> QueuePolicy {
+        QueuePolicy {
+            backoff: match self.backoff {
+                Some(list) => list.into_iter().map(|d| *d).collect(),
+                None => base.backoff,
+            },
+            lease_timeout: self.lease_timeout.unwrap_or(base.lease_timeout),
+            max_attempts: match self.max_attempts {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => base.max_attempts,
+            },
+            max_age: match self.max_age {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => base.max_age,
+            },
+            retention: self.retention.unwrap_or(base.retention),
+            dead_retention: self.dead_retention.or(base.dead_retention),
+        }
+    }
+}
+
+impl From<&QueuePolicy> for PolicyFile {
+    /// Every setting written out, in the file's conventions.
+    fn from(p: &QueuePolicy) -> Self {
+        PolicyFile {
+            backoff: Some(p.backoff.iter().map(|d| (*d).into()).collect()),
+            lease_timeout: Some(p.lease_timeout),
+            max_attempts: Some(p.max_attempts.unwrap_or(0)),
+            max_age: Some(p.max_age.unwrap_or_default()),
+            retention: Some(p.retention),
+            dead_retention: p.dead_retention,
+        }
+    }
 }
 
 impl Default for QueuePolicies {
@@ -80,6 +172,21 @@ mod tests {
         let got: Vec<u64> = (1..=9).map(|n| p.delay_after(n).as_secs()).collect();
         assert_eq!(got, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
         assert!(!p.exhausted(1_000_000), "inbound never gives up");
+    }
+
+    #[test]
+    fn a_file_sets_only_what_it_names_and_shows_everything() {
+        let p: QueuePolicies =
+            serde_json::from_str(r#"{"hooks": {"max_attempts": 0, "backoff": ["1s"]}}"#).unwrap();
+        assert_eq!(p.inbound, QueuePolicy::inbound());
+        assert_eq!(p.hooks.max_attempts, None);
+        assert_eq!(p.hooks.backoff, vec![Duration::from_secs(1)]);
+        assert_eq!(p.hooks.lease_timeout, QueuePolicy::hooks().lease_timeout);
+        let shown = serde_json::to_value(&p).unwrap();
+        assert_eq!(shown["hooks"]["max_attempts"], 0);
+        assert_eq!(shown["inbound"]["lease_timeout"], "5m");
+        let again: QueuePolicies = serde_json::from_value(shown).unwrap();
+        assert_eq!(again, p, "what is shown reads back the same");
     }
 
     #[test]
