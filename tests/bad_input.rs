@@ -1,10 +1,8 @@
 //! Bad input: a one-line error saying what to fix, exit code 2, and nothing written.
 
-mod common;
-
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
@@ -170,7 +168,7 @@ fn an_oversized_body_on_stdin_writes_nothing() {
 
 #[test]
 fn a_second_serve_on_the_same_database_is_refused() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     let out = app.run(&["serve"]);
     assert_usage_error(&out, "another relayq daemon is already serving");

@@ -1,9 +1,7 @@
 //! The effective configuration: the file, `RELAYQ_<SECTION>__<KEY>` environment variables over
 //! it, and `relayq config check | show`.
 
-mod common;
-
-use common::App;
+use crate::common::App;
 
 fn output(app: &App, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let out = app.cmd(args).envs(env.iter().copied()).output().unwrap();

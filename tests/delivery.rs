@@ -1,15 +1,13 @@
 //! Inbound delivery through the built binary: `serve` running, the CLI enqueueing from other
 //! processes, real channels (file, exec, tmux).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn rows_enqueued_by_the_cli_while_serving_reach_the_file_in_order_per_session() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     let sessions = 8;
     let per_session = 12;
@@ -37,7 +35,7 @@ fn rows_enqueued_by_the_cli_while_serving_reach_the_file_in_order_per_session() 
 
 #[test]
 fn a_duplicate_source_id_is_delivered_once() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     let args = [
         "enqueue",
@@ -69,7 +67,7 @@ fn a_duplicate_source_id_is_delivered_once() {
 
 #[test]
 fn stdin_body_type_actor_and_payload_reach_the_channel() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     let mut child = app
         .cmd(&[
@@ -126,7 +124,7 @@ fn exec_channel_failing_twice_then_succeeding_delivers_once_with_the_errors_reco
 if [ $n -eq 1 ]; then exit 75; fi
 if [ $n -eq 2 ]; then echo "bridge unreachable" >&2; exit 3; fi
 line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
-    let app = App::new(&exec_config(script, "", ""));
+    let app = App::new(exec_config(script));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", Duration::from_secs(15), || {
@@ -154,7 +152,7 @@ line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
 #[test]
 fn exec_channel_that_hangs_is_killed_and_retried() {
     let script = r#"if [ ! -f first ]; then touch first; sleep 30; fi; line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
-    let app = App::new(&exec_config(script, "", r#"timeout = "300ms""#));
+    let app = App::new(exec_config(script).set("channels.bridge", r#"timeout = "300ms""#));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", Duration::from_secs(15), || {
@@ -172,7 +170,7 @@ fn exec_channel_that_hangs_is_killed_and_retried() {
 fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
     let tmux = Tmux::new("paste");
     tmux.start("agent-1", CAT_PANE);
-    let app = App::new(&tmux.config("submit_delay = \"50ms\"\nprograms = [\"cat\"]"));
+    let app = App::new(tmux.config("submit_delay = \"50ms\"\nprograms = [\"cat\"]"));
     let daemon = app.serve();
     let first = app.enqueue("agent-1", "hello from relayq");
     let second = app.enqueue("agent-1", "second message");
@@ -199,7 +197,7 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
 #[test]
 fn tmux_channel_retries_while_the_pane_does_not_exist() {
     let tmux = Tmux::new("missing");
-    let app = App::new(&tmux.config(""));
+    let app = App::new(tmux.config(""));
     let daemon = app.serve();
     let id = app.enqueue("nobody-here", "hello");
     let q = app.inbound();

@@ -1,13 +1,11 @@
 //! `relayq hook`: every agent fixture fed to the receiver, with the row it must write (or not),
 //! with no daemon running; bad input; the exit codes agent CLIs depend on.
 
-mod common;
-
 use std::path::PathBuf;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn fixtures(agent: &str) -> PathBuf {

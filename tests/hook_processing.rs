@@ -2,20 +2,18 @@
 //! daemon is down, processed in order once it starts; and `kill -9` in the middle of the
 //! handlers never leaves half an effect.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{wait_until, App};
+use crate::common::{wait_until, App, Config};
 use relayq_engine::{Agent, EventType, HookEvent, QueuePolicy};
 use serde_json::{json, Value};
 
-const CONFIG: &str = r#"
-[daemon]
-sweep_interval = "200ms"
-shutdown_grace = "5s"
-"#;
+fn config() -> Config {
+    Config::default()
+        .set("daemon", "sweep_interval = \"200ms\"")
+        .set("daemon", "shutdown_grace = \"5s\"")
+}
 
 /// Hook rows not yet finished.
 fn unfinished(app: &App) -> i64 {
@@ -52,7 +50,7 @@ fn outbound_texts(app: &App) -> BTreeMap<String, Vec<String>> {
 
 #[test]
 fn hooks_fired_while_the_daemon_is_down_are_processed_in_order_once_it_starts() {
-    let app = App::new(CONFIG);
+    let app = App::new(config());
     // Three agent sessions, as three Claude Code instances would fire them, daemon down.
     let sessions = ["alpha", "beta", "gamma"];
     for round in 0..4 {
@@ -128,7 +126,7 @@ fn hooks_fired_while_the_daemon_is_down_are_processed_in_order_once_it_starts() 
 
 #[test]
 fn kill_9_during_the_handlers_never_leaves_half_an_effect() {
-    let app = App::new(CONFIG);
+    let app = App::new(config());
     let sessions: Vec<String> = (0..20).map(|n| format!("s{n:02}")).collect();
     let rounds = 60;
     let mut rows = Vec::new();

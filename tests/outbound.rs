@@ -2,31 +2,17 @@
 //! `relayq serve` runs, against a real HTTP server on loopback answering as a webhook receiver
 //! would. The sweep is off, so every send is started by the wake-up path.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{wait_until, App, Endpoint, Reply};
+use crate::common::{webhook_config, App, Config, Endpoint, Reply};
 use serde_json::Value;
 
-fn config(url: &str, channel_timeout: &str) -> String {
-    format!(
-        r#"
-[daemon]
-sweep_interval = "1h"
-shutdown_grace = "5s"
-
-[queues.outbound]
-backoff = ["200ms"]
-lease_timeout = "1s"
-max_attempts = 5
-
-[channels.hook]
-kind = "webhook"
-url = "{url}"
-timeout = "{channel_timeout}"
-"#
-    )
+fn config(url: &str, channel_timeout: &str) -> Config {
+    webhook_config(url)
+        .set("daemon", "shutdown_grace = \"5s\"")
+        .set("queues.outbound", "lease_timeout = \"1s\"")
+        .set("queues.outbound", "max_attempts = 5")
+        .set("channels.hook", &format!("timeout = {channel_timeout:?}"))
 }
 
 /// `relayq enqueue outbound --channel hook --to chat-42 ARGS`; returns stdout.
@@ -50,22 +36,13 @@ fn send(app: &App, args: &[&str]) -> i64 {
 
 /// Waits until row `id` of the outbound queue is in `state`; returns its row.
 fn wait_state(app: &App, id: i64, state: &str) -> relayq_engine::RowState {
-    let q = app.engine().queue(
-        relayq_engine::QueueName::Outbound,
-        relayq_engine::QueuePolicy::outbound(),
-    );
-    wait_until(
-        &format!("row {id} {state}"),
-        Duration::from_secs(20),
-        || q.state_of(id).unwrap().unwrap().state == state,
-    );
-    q.state_of(id).unwrap().unwrap()
+    app.wait_state(relayq_engine::QueueName::Outbound, id, state)
 }
 
 #[test]
 fn a_2xx_answer_delivers_once_with_the_idempotency_key_and_the_message() {
     let hook = Endpoint::start(|_| Reply::status(204));
-    let app = App::new(&config(&hook.url, "5s"));
+    let app = App::new(config(&hook.url, "5s"));
     let daemon = app.serve();
     let keyed = send(
         &app,
@@ -112,7 +89,7 @@ fn a_2xx_answer_delivers_once_with_the_idempotency_key_and_the_message() {
 #[test]
 fn a_5xx_answer_is_retried_with_the_same_key_until_delivered() {
     let hook = Endpoint::start(|n| Reply::status(if n < 2 { 503 } else { 200 }));
-    let app = App::new(&config(&hook.url, "5s"));
+    let app = App::new(config(&hook.url, "5s"));
     let daemon = app.serve();
     let id = send(&app, &["hi"]);
     let row = wait_state(&app, id, "delivered");
@@ -137,7 +114,7 @@ fn a_429_waits_for_retry_after_instead_of_the_backoff() {
         },
         _ => Reply::status(200),
     });
-    let app = App::new(&config(&hook.url, "5s"));
+    let app = App::new(config(&hook.url, "5s"));
     let daemon = app.serve();
     let id = send(&app, &["hi"]);
     let row = wait_state(&app, id, "delivered");
@@ -159,7 +136,7 @@ fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
         delay: Duration::from_millis(3500),
         ..Reply::status(200)
     });
-    let app = App::new(&config(&hook.url, "10s"));
+    let app = App::new(config(&hook.url, "10s"));
     let daemon = app.serve();
     let id = send(&app, &["slow"]);
     // Past the lease timeout, a new row for the same destination makes the claimer look: an
@@ -188,7 +165,7 @@ fn a_webhook_that_does_not_answer_in_time_is_retried() {
         },
         ..Reply::status(200)
     });
-    let app = App::new(&config(&hook.url, "300ms"));
+    let app = App::new(config(&hook.url, "300ms"));
     let daemon = app.serve();
     let id = send(&app, &["hi"]);
     let row = wait_state(&app, id, "delivered");
@@ -207,7 +184,7 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
         1 => Reply::status(200),
         _ => Reply::status(410),
     });
-    let app = App::new(&config(&hook.url, "5s"));
+    let app = App::new(config(&hook.url, "5s"));
     let daemon = app.serve();
     let first = send(&app, &["one"]);
     let row = wait_state(&app, first, "dead");
@@ -262,7 +239,7 @@ fn a_4xx_answer_is_permanent_and_dead_rows_can_be_listed_retried_and_purged() {
 
 #[test]
 fn enqueue_outbound_refuses_an_unknown_channel_and_bad_input_without_writing() {
-    let app = App::new(&config("http://127.0.0.1:9/hook", "5s"));
+    let app = App::new(config("http://127.0.0.1:9/hook", "5s"));
     // (channel, to, extra flags, what the error says)
     let cases: &[(&str, &str, &[&str], &str)] = &[
         ("nope", "x", &[], "channel 'nope' is not configured"),
@@ -301,7 +278,7 @@ fn a_throttled_send_does_not_use_up_an_attempt() {
         },
         _ => Reply::status(200),
     });
-    let app = App::new(&config(&hook.url, "5s").replace("max_attempts = 5", "max_attempts = 1"));
+    let app = App::new(config(&hook.url, "5s").set("queues.outbound", "max_attempts = 1"));
     let daemon = app.serve();
     let id = send(&app, &["hi"]);
     let row = wait_state(&app, id, "delivered");
@@ -317,7 +294,7 @@ fn a_delivered_row_keeps_the_far_ends_receipt() {
         body: r#"{"id": "evt-77"}"#.into(),
         ..Reply::status(200)
     });
-    let app = App::new(&config(&hook.url, "5s"));
+    let app = App::new(config(&hook.url, "5s"));
     let daemon = app.serve();
     let id = send(&app, &["hi"]);
     wait_state(&app, id, "delivered");
@@ -338,9 +315,11 @@ fn a_delivered_row_keeps_the_far_ends_receipt() {
 #[test]
 fn the_webhook_url_may_come_from_the_daemons_environment() {
     let hook = Endpoint::start(|_| Reply::status(200));
-    let app = App::new(
-        &config("unused", "5s").replace("url = \"unused\"", "url_env = \"RELAYQ_TEST_HOOK_URL\""),
-    );
+    let app = App::new(Config::default().no_sweep().channel(
+        "hook",
+        "webhook",
+        &["url_env = \"RELAYQ_TEST_HOOK_URL\""],
+    ));
     // Without the variable the daemon refuses to start, naming the key.
     let out = app.run(&["serve"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,16 +1,14 @@
 //! Crashes, restarts and shutdowns of the built binary.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use relayq_engine::InboundMessage;
 
 #[test]
 fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
-    let app = App::new(&exec_config(APPEND_LINE, "", ""));
+    let app = App::new(exec_config(APPEND_LINE));
     let sessions = 10;
     let per_session = 60;
     let total = sessions * per_session;
@@ -75,7 +73,7 @@ fn kill_9_mid_stream_then_restart_delivers_everything_in_order_per_session() {
 #[test]
 fn sigterm_lets_the_delivery_in_flight_finish_and_exits_0() {
     let script = format!("touch started; sleep 1; {APPEND_LINE}");
-    let app = App::new(&exec_config(&script, r#"shutdown_grace = "10s""#, ""));
+    let app = App::new(exec_config(&script).set("daemon", r#"shutdown_grace = "10s""#));
     let mut daemon = app.serve();
     let first = app.enqueue("s", "in flight");
     let second = app.enqueue("s", "waits");
@@ -105,7 +103,7 @@ fn sigterm_lets_the_delivery_in_flight_finish_and_exits_0() {
 #[test]
 fn a_delivery_outliving_the_grace_period_is_redelivered_after_restart() {
     let script = format!("if [ ! -f slept ]; then touch slept; sleep 3; fi; {APPEND_LINE}");
-    let app = App::new(&exec_config(&script, r#"shutdown_grace = "200ms""#, ""));
+    let app = App::new(exec_config(&script).set("daemon", r#"shutdown_grace = "200ms""#));
     let mut daemon = app.serve();
     let id = app.enqueue("s", "slow one");
     wait_until("the delivery to start", Duration::from_secs(10), || {
@@ -174,7 +172,7 @@ command = ["sh", "-c", "exit 75"]
 
 #[test]
 fn prune_deletes_finished_rows_past_retention_and_keeps_pending_ones() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     for i in 0..3 {
         app.enqueue("a", &i.to_string());
@@ -208,7 +206,7 @@ fn prune_deletes_finished_rows_past_retention_and_keeps_pending_ones() {
 
 #[test]
 fn status_shows_counts_and_the_oldest_pending_row() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let id = app.enqueue("a", "x");
     app.enqueue("b", "y");
     let text = app.ok(&["status"]);

@@ -1,12 +1,10 @@
 //! Regression tests: each one names a fault found by trying relayq from outside (issue 10:
 //! "no silent failures") and fails on the code that had it.
 
-mod common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// The hook rows stored in the app's database.
@@ -43,21 +41,9 @@ fn concurrent_first_use_of_a_new_database_loses_no_hook_event() {
     }
 }
 
-/// No sweeps: what happens must happen on the delivery path.
-const NO_SWEEP: &str = "sweep_interval = \"1h\"";
-
-/// `config` (from `exec_config`) with `line` added to its `[queues.inbound]` table.
-fn with_inbound(config: String, line: &str) -> String {
-    config.replacen(
-        "[queues.inbound]\n",
-        &format!("[queues.inbound]\n{line}\n"),
-        1,
-    )
-}
-
 /// The inbound row has reached a terminal state.
 fn is_finished(app: &App, id: i64) -> bool {
-    is_terminal(&app.inbound().state_of(id).unwrap().unwrap().state)
+    is_terminal(&app.row(relayq_engine::QueueName::Inbound, id).state)
 }
 
 fn is_terminal(state: &str) -> bool {
@@ -79,10 +65,11 @@ fn a_row_killed_during_its_last_attempt_is_not_sent_again_after_restart() {
     let script = r#"echo "$RELAYQ_ATTEMPT" >> attempts.txt
 if [ "$RELAYQ_ATTEMPT" = 2 ]; then kill -9 "$(cat daemon.pid)"; sleep 2; fi
 exit 1"#;
-    let app = App::new(&with_inbound(
-        exec_config(script, NO_SWEEP, ""),
-        "max_attempts = 2",
-    ));
+    let app = App::new(
+        exec_config(script)
+            .no_sweep()
+            .set("queues.inbound", "max_attempts = 2"),
+    );
     let mut daemon = app.serve();
     std::fs::write(app.path("daemon.pid"), daemon.child.id().to_string()).unwrap();
     let id = app.enqueue("s", "hello");
@@ -108,18 +95,17 @@ exit 1"#;
 /// Item 3, second half: a limit lowered below a row's attempts was ignored.
 #[test]
 fn a_lowered_attempt_limit_ends_rows_already_past_it() {
-    let app = App::new(&exec_config("exit 1", NO_SWEEP, ""));
+    let app = App::new(exec_config("exit 1").no_sweep());
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("three attempts", WAIT, || {
         app.inbound().state_of(id).unwrap().unwrap().attempts >= 3
     });
     daemon.stop();
-    let lowered = with_inbound(
-        exec_config("echo sent >> sent.txt", NO_SWEEP, ""),
-        "max_attempts = 2",
-    );
-    std::fs::write(app.path("config.toml"), lowered).unwrap();
+    let lowered = exec_config("echo sent >> sent.txt")
+        .no_sweep()
+        .set("queues.inbound", "max_attempts = 2");
+    app.write_config(lowered);
     let daemon = app.serve();
     wait_until("the row to go dead", WAIT, || {
         app.inbound().state_of(id).unwrap().unwrap().state == "dead"
@@ -134,8 +120,10 @@ fn a_lowered_attempt_limit_ends_rows_already_past_it() {
 fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
     // Attempt 1 fails; attempt 2 comes 1.5 s later, past the 1 s max age.
     let script = r#"if [ "$RELAYQ_ATTEMPT" = 1 ]; then exit 1; fi; echo sent >> sent.txt"#;
-    let config = exec_config(script, NO_SWEEP, "").replace("100ms", "1500ms");
-    let app = App::new(&with_inbound(config, "max_age = \"1s\""));
+    let config = exec_config(script)
+        .no_sweep()
+        .set("queues.inbound", "backoff = [\"1500ms\"]");
+    let app = App::new(config.set("queues.inbound", "max_age = \"1s\""));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("the row to end", WAIT, || is_finished(&app, id));
@@ -151,10 +139,11 @@ fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
 /// Item 8: `prune --older-than` deleted dead letters, against its help and `dead_retention`.
 #[test]
 fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
-    let app = App::new(&with_inbound(
-        exec_config("exit 1", NO_SWEEP, ""),
-        "max_attempts = 1",
-    ));
+    let app = App::new(
+        exec_config("exit 1")
+            .no_sweep()
+            .set("queues.inbound", "max_attempts = 1"),
+    );
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("the row to go dead", WAIT, || is_finished(&app, id));
@@ -176,7 +165,7 @@ fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
 /// per chat only: a second chat's message with the same id was answered duplicate and dropped.
 #[test]
 fn the_same_message_id_in_two_chats_is_two_messages() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let enqueue = |chat: &str, text: &str| {
         json(&app.ok(&[
             "enqueue",
@@ -210,22 +199,6 @@ fn the_same_message_id_in_two_chats_is_two_messages() {
     daemon.stop();
 }
 
-/// `[channels.hook]`, a webhook to `url`, and quick outbound retries.
-fn webhook_config(url: &str) -> String {
-    format!(
-        r#"
-[daemon]
-sweep_interval = "1h"
-[queues.outbound]
-backoff = ["200ms"]
-[channels.hook]
-kind = "webhook"
-url = "{url}"
-timeout = "5s"
-"#
-    )
-}
-
 /// Enqueues an outbound message for the `hook` channel; returns the row id.
 fn send_outbound(app: &App, to: &str, text: &str) -> i64 {
     app.ok(&["enqueue", "outbound", "--channel", "hook", "--to", to, text])
@@ -235,14 +208,7 @@ fn send_outbound(app: &App, to: &str, text: &str) -> i64 {
 }
 
 fn outbound_row(app: &App, id: i64) -> relayq_engine::RowState {
-    app.engine()
-        .queue(
-            relayq_engine::QueueName::Outbound,
-            relayq_engine::QueuePolicy::outbound(),
-        )
-        .state_of(id)
-        .unwrap()
-        .unwrap()
+    app.row(relayq_engine::QueueName::Outbound, id)
 }
 
 /// Item 2: a 301/302/303 was followed as a bodyless GET, and the GET's 2xx marked the row
@@ -256,7 +222,7 @@ fn a_webhook_301_is_a_permanent_failure_not_a_delivery_by_get() {
         },
         _ => Reply::status(200),
     });
-    let app = App::new(&webhook_config(&hook.url));
+    let app = App::new(webhook_config(&hook.url));
     let daemon = app.serve();
     let id = send_outbound(&app, "ops", "deploy finished");
     wait_until("the row to end", WAIT, || {
@@ -294,7 +260,7 @@ fn a_webhook_307_is_followed_with_its_body_within_the_origin_only() {
             ..Reply::status(308)
         },
     });
-    let app = App::new(&webhook_config(&hook.url));
+    let app = App::new(webhook_config(&hook.url));
     let daemon = app.serve();
     let followed = send_outbound(&app, "a", "first");
     wait_until("delivery", WAIT, || {
@@ -378,7 +344,7 @@ fn session_state(app: &App, session: &str) -> Option<String> {
 /// there now.
 #[test]
 fn a_message_for_an_ended_session_is_expired_at_once_not_delivered() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     let env = [("RELAYQ_SESSION", "agent-1")];
     assert!(app
@@ -453,7 +419,7 @@ fn serve_through(app: &App, db: &std::path::Path) -> std::process::Output {
 /// second replayed the first's in-flight rows.
 #[test]
 fn a_second_daemon_through_a_symlink_or_a_hard_link_is_refused() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let daemon = app.serve();
     std::os::unix::fs::symlink(app.db(), app.path("symlink.db")).unwrap();
     std::fs::hard_link(app.db(), app.path("hardlink.db")).unwrap();
@@ -471,7 +437,7 @@ fn a_second_daemon_through_a_symlink_or_a_hard_link_is_refused() {
 #[test]
 fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refused() {
     use std::os::unix::fs::PermissionsExt;
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let mut child = std::process::Command::new("sh")
         .current_dir(app.dir.path())
         .args(["-c", "umask 000; exec \"$@\"", "sh"])
@@ -489,7 +455,7 @@ fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refus
     child.wait().unwrap();
     assert_eq!((mode, db_mode), (0o600, 0o600));
 
-    let shared = App::new(&file_config());
+    let shared = App::new(file_config());
     std::fs::set_permissions(shared.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = serve_through(&shared, &shared.db());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -503,7 +469,7 @@ fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refus
 /// below what the old 1-second steps cost.)
 #[test]
 fn a_hook_backlog_drains_without_waiting_for_timers() {
-    let app = App::new(&file_config());
+    let app = App::new(file_config());
     let q = app.engine().queue(
         relayq_engine::QueueName::Hooks,
         relayq_engine::QueuePolicy::hooks(),
@@ -558,7 +524,7 @@ fn enqueue_for(app: &App, session: &str, text: &str) -> i64 {
 fn tmux_session_ids_reach_only_the_session_named_exactly() {
     let tmux = Tmux::new("exact");
     tmux.start("victory", CAT_PANE);
-    let app = App::new(&tmux.config("programs = [\"cat\"]\nmissing_grace = \"1h\""));
+    let app = App::new(tmux.config("programs = [\"cat\"]\nmissing_grace = \"1h\""));
     let daemon = app.serve();
     let ids: Vec<(String, i64)> = [
         "victo", "-x", "+1", "%0", "$0", "@1", "oth?r", "vict*", "x;",
@@ -592,7 +558,7 @@ fn tmux_session_ids_reach_only_the_session_named_exactly() {
 fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
     let tmux = Tmux::new("breakout");
     tmux.start("agent", CAT_PANE);
-    let app = App::new(&tmux.config("programs = [\"cat\"]\nsubmit_delay = \"50ms\""));
+    let app = App::new(tmux.config("programs = [\"cat\"]\nsubmit_delay = \"50ms\""));
     let daemon = app.serve();
     let id = app.enqueue("agent", "before\x1b[201~after\x03\x1b[A end");
     wait_until("delivery", WAIT, || {
@@ -616,7 +582,7 @@ fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
 fn tmux_never_pastes_into_a_shell_and_expires_rows_for_a_pane_that_never_came() {
     let tmux = Tmux::new("shell");
     // The agent has exited: the pane shows an interactive shell prompt.
-    let app = App::new(&tmux.config("missing_grace = \"1s\""));
+    let app = App::new(tmux.config("missing_grace = \"1s\""));
     tmux.start("agent", &format!("cd {:?} && exec sh -i", app.dir.path()));
     let daemon = app.serve();
     let into_shell = app.enqueue("agent", "touch pwned");
@@ -678,7 +644,11 @@ fn settings_that_break_the_daemon_are_refused_naming_file_key_and_range() {
 fn an_exec_command_past_its_timeout_is_killed_with_everything_it_started() {
     let script = r#"if [ "$RELAYQ_ATTEMPT" = 1 ]; then (sleep 1; echo late >> late.txt); fi
 echo "$RELAYQ_ATTEMPT" >> done.txt"#;
-    let app = App::new(&exec_config(script, NO_SWEEP, "timeout = \"300ms\""));
+    let app = App::new(
+        exec_config(script)
+            .no_sweep()
+            .set("channels.bridge", "timeout = \"300ms\""),
+    );
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", WAIT, || is_finished(&app, id));
@@ -696,7 +666,7 @@ echo "$RELAYQ_ATTEMPT" >> done.txt"#;
 #[test]
 fn exec_children_die_with_the_daemon() {
     let script = r#"touch started.txt; (sleep 1; echo orphan >> orphan.txt) | cat; sleep 5"#;
-    let app = App::new(&exec_config(script, NO_SWEEP, ""));
+    let app = App::new(exec_config(script).no_sweep());
     let mut daemon = app.serve();
     app.enqueue("s", "hello");
     wait_until("the command to start", WAIT, || {
@@ -718,7 +688,11 @@ fn exec_exit_65_is_permanent_and_env_values_come_from_the_daemons_environment() 
     let script = r#"echo "$BOT_TOKEN $MODE $RELAYQ_ADDRESS" >> env.txt
 [ "$RELAYQ_SESSION" = bad ] && { echo "no such chat" >&2; exit 65; }; exit 0"#;
     let channel = r#"env = { BOT_TOKEN = { from_env = "TEST_SECRET" }, MODE = "test" }"#;
-    let app = App::new(&exec_config(script, NO_SWEEP, channel));
+    let app = App::new(
+        exec_config(script)
+            .no_sweep()
+            .set("channels.bridge", channel),
+    );
     let daemon = app.serve_with_env(&[("TEST_SECRET", "s3cr3t")]);
     let good = app.enqueue("good", "hello");
     let bad = app.enqueue("bad", "hello");
@@ -762,7 +736,7 @@ fn webhook_network_errors_name_their_cause() {
         ("http://relayq-test.invalid/hook", "DNS lookup failed"),
         (tls_to_plain.as_str(), "TLS failed"),
     ] {
-        let app = App::new(&webhook_config(url));
+        let app = App::new(webhook_config(url));
         let daemon = app.serve();
         let id = send_outbound(&app, "ops", "hello");
         wait_until("an attempt", WAIT, || {
@@ -939,8 +913,9 @@ fn every_command_finds_the_same_database_wherever_it_runs() {
 /// stuck and why, and `--json` times were bare epoch milliseconds.
 #[test]
 fn show_tells_a_rows_story_and_status_lists_stuck_rows() {
-    let config =
-        exec_config("echo 'far end down' >&2; exit 1", NO_SWEEP, "").replace("100ms", "1h");
+    let config = exec_config("echo 'far end down' >&2; exit 1")
+        .no_sweep()
+        .set("queues.inbound", "backoff = [\"1h\"]");
     let app = App::new(&config);
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
@@ -1013,16 +988,12 @@ fn enqueue_on_defaults(app: &App, text: &str) -> i64 {
 /// config now; an invalid file keeps the running one.
 #[test]
 fn sighup_reloads_the_config_and_an_invalid_file_keeps_the_running_one() {
-    let config = |script: &str| exec_config(script, NO_SWEEP, "");
-    let app = App::new(&config("cat >> first.jsonl; echo >> first.jsonl"));
+    let config = |script: &str| exec_config(script).no_sweep();
+    let app = App::new(config("cat >> first.jsonl; echo >> first.jsonl"));
     let mut daemon = app.serve();
     let first = app.enqueue("s", "one");
     wait_until("the first delivery", WAIT, || is_finished(&app, first));
-    std::fs::write(
-        app.path("config.toml"),
-        config("cat >> second.jsonl; echo >> second.jsonl"),
-    )
-    .unwrap();
+    app.write_config(config("cat >> second.jsonl; echo >> second.jsonl"));
     let hup = |daemon: &Daemon| {
         let sent = std::process::Command::new("kill")
             .args(["-HUP", &daemon.child.id().to_string()])

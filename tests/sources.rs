@@ -2,25 +2,20 @@
 //! with SIGKILL while it reads. The source's offset is stored with the rows it read, so each
 //! line becomes exactly one row, whatever moment the daemon died at.
 
-mod common;
-
 use std::io::Write;
 use std::time::Duration;
 
-use common::{by_session, file_config, wait_until, App};
+use crate::common::{by_session, file_config, wait_until, App, Config};
 
 const WAIT: Duration = Duration::from_secs(30);
 const ROUNDS: usize = 6;
 
-fn config() -> String {
+fn config() -> Config {
     file_config()
-        + r#"
-[sources.spool]
-kind = "jsonl"
-path = "spool.jsonl"
-poll_interval = "20ms"
-batch = 3
-"#
+        .set("sources.spool", "kind = \"jsonl\"")
+        .set("sources.spool", "path = \"spool.jsonl\"")
+        .set("sources.spool", "poll_interval = \"20ms\"")
+        .set("sources.spool", "batch = 3")
 }
 
 /// Appends `n` messages numbered from `from`, spread over three sessions, to the spool.
@@ -54,7 +49,7 @@ fn inbound_rows(app: &App) -> i64 {
 
 #[test]
 fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
-    let app = App::new(&config());
+    let app = App::new(config());
     let per_round = 150;
     for round in 0..ROUNDS {
         append(&app, round * per_round, per_round);
@@ -102,8 +97,12 @@ fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
 
 #[test]
 fn a_bad_source_setting_names_the_key() {
-    let app =
-        App::new(&(config() + "\n[sources.other]\nkind = \"jsonl\"\npath = \"x\"\nbatch = 0\n"));
+    let app = App::new(
+        config()
+            .set("sources.other", "kind = \"jsonl\"")
+            .set("sources.other", "path = \"x\"")
+            .set("sources.other", "batch = 0"),
+    );
     let out = app.run(&["status"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

@@ -1,6 +1,5 @@
 //! Helpers for tests that run the built `relayq` binary: a fresh directory with a config file
 //! and a database, and a `serve` process that is waited for and stopped.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,10 +21,15 @@ pub struct App {
 
 impl App {
     /// A directory whose config is `config` (written to config.toml).
-    pub fn new(config: &str) -> App {
+    pub fn new(config: impl std::fmt::Display) -> App {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        std::fs::write(dir.path().join("config.toml"), config.to_string()).unwrap();
         App { dir }
+    }
+
+    /// Replaces config.toml (for a reload, or the next command).
+    pub fn write_config(&self, config: impl std::fmt::Display) {
+        std::fs::write(self.path("config.toml"), config.to_string()).unwrap();
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -165,6 +169,35 @@ impl App {
         Engine::open(&DbConfig::new(self.db())).unwrap()
     }
 
+    /// Row `id` of `queue` as it is now.
+    pub fn row(&self, queue: relayq_engine::QueueName, id: i64) -> relayq_engine::RowState {
+        let policies = relayq_engine::QueuePolicies::default();
+        let queues = self.engine().queues(&policies);
+        let q = match queue {
+            relayq_engine::QueueName::Inbound => queues.inbound,
+            relayq_engine::QueueName::Hooks => queues.hooks,
+            relayq_engine::QueueName::Outbound => queues.outbound,
+        };
+        q.state_of(id)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no row {id} in {queue}"))
+    }
+
+    /// Waits (up to 20 s) until row `id` of `queue` is in `state`; returns the row.
+    pub fn wait_state(
+        &self,
+        queue: relayq_engine::QueueName,
+        id: i64,
+        state: &str,
+    ) -> relayq_engine::RowState {
+        wait_until(
+            &format!("row {id} {state}"),
+            Duration::from_secs(20),
+            || self.row(queue, id).state == state,
+        );
+        self.row(queue, id)
+    }
+
     pub fn inbound(&self) -> relayq_engine::Queue {
         self.engine()
             .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound())
@@ -254,49 +287,100 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// A config with one file channel `out` writing `out.jsonl`, short backoff, and no sweep (so
-/// rows from other processes must arrive by wake-up, not by polling).
-pub fn file_config() -> String {
-    r#"
-[daemon]
-sweep_interval = "1h"
-shutdown_grace = "5s"
+/// A `config.toml` for a test, built table by table. `set` puts a `key = value` line in a
+/// table, replacing the line of the same key, so a test states only what it changes:
+/// `file_config().set("queues.inbound", "max_age = \"1s\"")`.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    tables: Vec<(String, Vec<String>)>,
+}
 
-[queues.inbound]
-backoff = ["100ms"]
+impl Config {
+    pub fn set(mut self, table: &str, line: &str) -> Self {
+        let key = |l: &str| l.split('=').next().unwrap_or_default().trim().to_string();
+        let lines = match self.tables.iter_mut().find(|(t, _)| t == table) {
+            Some((_, lines)) => lines,
+            None => {
+                self.tables.push((table.to_string(), Vec::new()));
+                &mut self.tables.last_mut().unwrap().1
+            }
+        };
+        lines.retain(|l| key(l) != key(line));
+        lines.push(line.to_string());
+        self
+    }
 
-[sessions]
-default_channel = "out"
+    /// No sweeps: what happens must happen by wake-up or on the delivery path, not by polling.
+    pub fn no_sweep(self) -> Self {
+        self.set("daemon", "sweep_interval = \"1h\"")
+    }
 
-[channels.out]
-kind = "file"
-path = "out.jsonl"
-"#
-    .to_string()
+    /// A channel `name` of `kind`, with `lines` for its table.
+    pub fn channel(mut self, name: &str, kind: &str, lines: &[&str]) -> Self {
+        let table = format!("channels.{name}");
+        self = self.set(&table, &format!("kind = {kind:?}"));
+        for line in lines {
+            self = self.set(&table, line);
+        }
+        self
+    }
+
+    /// Sessions go to channel `name`.
+    pub fn default_channel(self, name: &str) -> Self {
+        self.set("sessions", &format!("default_channel = {name:?}"))
+    }
+}
+
+impl std::fmt::Display for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (table, lines) in &self.tables {
+            writeln!(f, "[{table}]")?;
+            for line in lines {
+                writeln!(f, "{line}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// One file channel `out` writing `out.jsonl` for every session, a 100 ms backoff, and no
+/// sweep (so rows from other processes must arrive by wake-up, not by polling).
+pub fn file_config() -> Config {
+    Config::default()
+        .no_sweep()
+        .set("daemon", "shutdown_grace = \"5s\"")
+        .set("queues.inbound", "backoff = [\"100ms\"]")
+        .default_channel("out")
+        .channel("out", "file", &["path = \"out.jsonl\""])
 }
 
 /// A shell script for an exec channel that appends the delivery as one line to `out.jsonl`
 /// (one write, so a kill never tears it).
 pub const APPEND_LINE: &str = r#"line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
 
-/// A config whose default channel is the exec channel `bridge` running `sh -c SCRIPT`, with a
-/// 100 ms backoff; `daemon` and `channel` are extra lines for the `[daemon]` and
-/// `[channels.bridge]` tables.
-pub fn exec_config(script: &str, daemon: &str, channel: &str) -> String {
-    format!(
-        r#"
-[daemon]
-{daemon}
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "bridge"
-[channels.bridge]
-kind = "exec"
-command = ["sh", "-c", {script:?}]
-{channel}
-"#
-    )
+/// Every session to the exec channel `bridge` running `sh -c SCRIPT`, with a 100 ms backoff.
+pub fn exec_config(script: &str) -> Config {
+    Config::default()
+        .set("queues.inbound", "backoff = [\"100ms\"]")
+        .default_channel("bridge")
+        .channel(
+            "bridge",
+            "exec",
+            &[&format!("command = [\"sh\", \"-c\", {script:?}]")],
+        )
+}
+
+/// The webhook channel `hook` to `url`, quick outbound retries, and no sweep.
+pub fn webhook_config(url: &str) -> Config {
+    Config::default()
+        .no_sweep()
+        .set("queues.outbound", "backoff = [\"200ms\"]")
+        .channel(
+            "hook",
+            "webhook",
+            &[&format!("url = {url:?}"), "timeout = \"5s\""],
+        )
 }
 
 /// The contents of each session's deliveries, in the order they were written.

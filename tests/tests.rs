@@ -1,0 +1,15 @@
+//! relayq from the outside, as a user runs it: the built binary on real SQLite files, real
+//! processes, real HTTP on loopback and real tmux. One test binary (ripgrep's layout), so the
+//! helpers in `common` are compiled and linked once.
+
+mod common;
+
+mod bad_input;
+mod config;
+mod delivery;
+mod hook;
+mod hook_processing;
+mod outbound;
+mod recovery;
+mod regression;
+mod sources;
