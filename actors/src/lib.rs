@@ -1,12 +1,16 @@
-//! relayq's actor system, on actix.
+//! relayq's actor system, on actix. `docs/flows.md` follows a message through it hop by hop.
 //!
-//! - [`supervisor::SupervisorActor`] owns one [`session::SessionActor`] per session with pending
-//!   inbound rows, routes enqueues and wake-ups, and replaces actors that die.
+//! - [`supervisor::SupervisorActor`] owns one [`session::SessionActor`] per session with
+//!   pending inbound rows, routes enqueues (and [`sources`]' batches) and wake-ups, and
+//!   replaces actors that die.
 //! - [`session::SessionActor`] delivers its session's rows one at a time, oldest first.
-//! - [`claimer::ClaimerActor`] leases hook rows in batches for each session's
-//!   [`hook_worker::HookWorker`], and outbound rows for their channels.
+//! - [`hook_claimer::HookClaimer`] leases hook rows in batches for each session's
+//!   [`hook_worker::HookWorker`]; [`outbound_sender::OutboundSender`] leases each
+//!   destination's head row and sends it, a bounded number at once.
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
-//! - [`channels`] are the actors that talk to the outside world (file, exec, tmux, yours).
+//! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
+//!   the kit platforms share, and one folder per kind (file, exec, tmux, webhook).
+//! - [`sources`]: inbound platforms, read from a stored offset.
 //!
 //! Every SQLite call goes through [`store::Store`], which runs it off the executor's threads.
 
