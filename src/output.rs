@@ -47,6 +47,24 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Prints a list as a JSON array (`--json`, each item by `json`), or `empty` when there is
+/// nothing to list. False when neither: the caller prints its table.
+pub fn list_printed<T>(
+    items: &[T],
+    as_json: bool,
+    json: impl Fn(&T) -> Value,
+    empty: &str,
+) -> bool {
+    if as_json {
+        println!("{}", Value::Array(items.iter().map(json).collect()));
+    } else if items.is_empty() {
+        println!("{empty}");
+    } else {
+        return false;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

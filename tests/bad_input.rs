@@ -1,22 +1,6 @@
 //! Bad input: a one-line error saying what to fix, exit code 2, and nothing written.
 
-use std::process::Output;
-
 use crate::common::*;
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-/// Exit 2, one line on stderr starting with `relayq: error:` and containing `needle`.
-fn assert_usage_error(out: &Output, needle: &str) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(2), "exit code for: {err}");
-    assert!(err.contains(needle), "expected {needle:?} in: {err}");
-    if err.starts_with("relayq: error:") {
-        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    }
-}
 
 #[test]
 fn invalid_config_names_file_and_key_and_serve_exits_before_touching_the_database() {
@@ -67,31 +51,21 @@ fn unwritable_database_path_is_a_one_line_error() {
         ],
         vec!["serve"],
     ] {
-        let out = app
-            .bare()
-            .arg("--db")
-            .arg(&db)
-            .args(&args)
-            .output()
-            .unwrap();
-        assert_usage_error(&out, "does not exist; create it first");
+        assert_usage_error(
+            &with_db(&app, &db, &args),
+            "does not exist; create it first",
+        );
     }
-    let out = app
-        .bare()
-        .arg("--db")
-        .arg(&db)
-        .arg("status")
-        .output()
-        .unwrap();
-    assert_usage_error(&out, "no database at");
-    let out = app
-        .bare()
-        .arg("--db")
-        .arg(app.dir.path())
-        .arg("status")
-        .output()
-        .unwrap();
-    assert_usage_error(&out, "it is a directory");
+    assert_usage_error(&with_db(&app, &db, &["status"]), "no database at");
+    assert_usage_error(
+        &with_db(&app, app.dir.path(), &["status"]),
+        "it is a directory",
+    );
+}
+
+/// `relayq --db DB ARGS`, with no config file.
+fn with_db(app: &App, db: &std::path::Path, args: &[&str]) -> std::process::Output {
+    app.bare().arg("--db").arg(db).args(args).output().unwrap()
 }
 
 fn enqueue_refused(app: &App, args: &[&str], needle: &str) {

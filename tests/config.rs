@@ -1,29 +1,30 @@
 //! The effective configuration: the file, `RELAYQ_<SECTION>__<KEY>` environment variables over
 //! it, and `relayq config check | show`.
 
-use crate::common::App;
+use std::process::Output;
 
-fn output(app: &App, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let out = app.cmd(args).envs(env.iter().copied()).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+use crate::common::{assert_usage_error, App};
+
+/// `relayq ARGS` with `env` added to its environment.
+fn run_with(app: &App, args: &[&str], env: &[(&str, &str)]) -> Output {
+    app.cmd(args).envs(env.iter().copied()).output().unwrap()
+}
+
+/// stdout of a run that must succeed.
+fn stdout_of(out: Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
 fn settings_from_the_environment_override_the_file_and_errors_name_the_variable() {
     let app = App::new("[daemon]\nsweep_interval = \"1h\"\n[queues.inbound]\nmax_attempts = 9\n");
-    let (code, shown, err) = output(
-        &app,
-        &["config", "show"],
-        &[
-            ("RELAYQ_DAEMON__SWEEP_INTERVAL", "2s"),
-            ("RELAYQ_QUEUES__INBOUND__MAX_ATTEMPTS", "3"),
-        ],
-    );
-    assert_eq!(code, Some(0), "{err}");
+    let env = [
+        ("RELAYQ_DAEMON__SWEEP_INTERVAL", "2s"),
+        ("RELAYQ_QUEUES__INBOUND__MAX_ATTEMPTS", "3"),
+    ];
+    let shown = stdout_of(run_with(&app, &["config", "show"], &env));
     assert!(shown.contains("sweep_interval = \"2s\""), "{shown}");
     assert!(shown.contains("max_attempts = 3"), "{shown}");
     assert!(
@@ -33,26 +34,14 @@ fn settings_from_the_environment_override_the_file_and_errors_name_the_variable(
     let file_only = app.ok(&["config", "show"]);
     assert!(file_only.contains("sweep_interval = \"1h\""), "{file_only}");
 
-    let (code, _, err) = output(
-        &app,
-        &["status"],
-        &[("RELAYQ_DAEMON__SWEEP_INTERVAL", "0s")],
+    let bad = [("RELAYQ_DAEMON__SWEEP_INTERVAL", "0s")];
+    assert_usage_error(
+        &run_with(&app, &["status"], &bad),
+        "$RELAYQ_DAEMON__SWEEP_INTERVAL: daemon.sweep_interval: 0s is out of range",
     );
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains("$RELAYQ_DAEMON__SWEEP_INTERVAL: daemon.sweep_interval: 0s is out of range"),
-        "{err}"
-    );
-    let (code, _, err) = output(
-        &app,
-        &["status"],
-        &[("RELAYQ_DAEMON__SWEEP_INTREVAL", "1s")],
-    );
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains("$RELAYQ_DAEMON__SWEEP_INTREVAL") && err.contains("unknown field"),
-        "{err}"
-    );
+    let misspelt = [("RELAYQ_DAEMON__SWEEP_INTREVAL", "1s")];
+    let err = assert_usage_error(&run_with(&app, &["status"], &misspelt), "unknown field");
+    assert!(err.contains("$RELAYQ_DAEMON__SWEEP_INTREVAL"), "{err}");
 }
 
 #[test]
@@ -65,15 +54,15 @@ url_env = "TEAM_HOOK_URL"
 headers = { Authorization = "Bearer t0k3n-s3cr3t" }
 "#,
     );
-    let (code, _, err) = output(&app, &["config", "check"], &[]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("channels.team.url_env: names $TEAM_HOOK_URL, which is not set"),
-        "{err}"
+    assert_usage_error(
+        &run_with(&app, &["config", "check"], &[]),
+        "channels.team.url_env: names $TEAM_HOOK_URL, which is not set",
     );
-    let url = "https://hooks.example.com/services/T0/B0/abcdefghijklmnop";
-    let (code, checked, err) = output(&app, &["config", "check"], &[("TEAM_HOOK_URL", url)]);
-    assert_eq!(code, Some(0), "{err}");
+    let url = [(
+        "TEAM_HOOK_URL",
+        "https://hooks.example.com/services/T0/B0/abcdefghijklmnop",
+    )];
+    let checked = stdout_of(run_with(&app, &["config", "check"], &url));
     assert!(
         checked.contains("configuration ok") && checked.contains("team"),
         "{checked}"

@@ -170,7 +170,7 @@ fn exec_channel_that_hangs_is_killed_and_retried() {
 fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
     let tmux = Tmux::new("paste");
     tmux.start("agent-1", CAT_PANE);
-    let app = App::new(tmux.config("submit_delay = \"50ms\"\nprograms = [\"cat\"]"));
+    let app = App::new(tmux.config(&["submit_delay = \"50ms\"", "programs = [\"cat\"]"]));
     let daemon = app.serve();
     let first = app.enqueue("agent-1", "hello from relayq");
     let second = app.enqueue("agent-1", "second message");
@@ -197,7 +197,7 @@ fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
 #[test]
 fn tmux_channel_retries_while_the_pane_does_not_exist() {
     let tmux = Tmux::new("missing");
-    let app = App::new(tmux.config(""));
+    let app = App::new(tmux.config(&[]));
     let daemon = app.serve();
     let id = app.enqueue("nobody-here", "hello");
     let q = app.inbound();

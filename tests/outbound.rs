@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::common::{webhook_config, App, Config, Endpoint, Reply};
+use crate::common::{assert_usage_error, webhook_config, App, Config, Endpoint, Reply};
 use serde_json::Value;
 
 fn config(url: &str, channel_timeout: &str) -> Config {
@@ -321,12 +321,9 @@ fn the_webhook_url_may_come_from_the_daemons_environment() {
         &["url_env = \"RELAYQ_TEST_HOOK_URL\""],
     ));
     // Without the variable the daemon refuses to start, naming the key.
-    let out = app.run(&["serve"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("channels.hook.url_env: names $RELAYQ_TEST_HOOK_URL, which is not set"),
-        "{stderr}"
+    assert_usage_error(
+        &app.run(&["serve"]),
+        "channels.hook.url_env: names $RELAYQ_TEST_HOOK_URL, which is not set",
     );
     let daemon = app.serve_with_env(&[("RELAYQ_TEST_HOOK_URL", &hook.url)]);
     let id = send(&app, &["hi"]);

@@ -124,21 +124,15 @@ fn a_delivery_outliving_the_grace_period_is_redelivered_after_restart() {
 
 #[test]
 fn session_expire_expires_pending_rows_and_other_sessions_go_on() {
-    let config = r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "out"
-[sessions.channels]
-stuck = "never"
-[channels.out]
-kind = "file"
-path = "out.jsonl"
-[channels.never]
-kind = "exec"
-command = ["sh", "-c", "exit 75"]
-"#;
-    let app = App::new(config);
+    let app = App::new(
+        file_config()
+            .set("sessions.channels", "stuck = \"never\"")
+            .channel(
+                "never",
+                "exec",
+                &["command = [\"sh\", \"-c\", \"exit 75\"]"],
+            ),
+    );
     let daemon = app.serve();
     let ids: Vec<i64> = (0..3)
         .map(|i| app.enqueue("stuck", &format!("m{i}")))

@@ -524,7 +524,7 @@ fn enqueue_for(app: &App, session: &str, text: &str) -> i64 {
 fn tmux_session_ids_reach_only_the_session_named_exactly() {
     let tmux = Tmux::new("exact");
     tmux.start("victory", CAT_PANE);
-    let app = App::new(tmux.config("programs = [\"cat\"]\nmissing_grace = \"1h\""));
+    let app = App::new(tmux.config(&["programs = [\"cat\"]", "missing_grace = \"1h\""]));
     let daemon = app.serve();
     let ids: Vec<(String, i64)> = [
         "victo", "-x", "+1", "%0", "$0", "@1", "oth?r", "vict*", "x;",
@@ -558,7 +558,7 @@ fn tmux_session_ids_reach_only_the_session_named_exactly() {
 fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
     let tmux = Tmux::new("breakout");
     tmux.start("agent", CAT_PANE);
-    let app = App::new(tmux.config("programs = [\"cat\"]\nsubmit_delay = \"50ms\""));
+    let app = App::new(tmux.config(&["programs = [\"cat\"]", "submit_delay = \"50ms\""]));
     let daemon = app.serve();
     let id = app.enqueue("agent", "before\x1b[201~after\x03\x1b[A end");
     wait_until("delivery", WAIT, || {
@@ -582,7 +582,7 @@ fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
 fn tmux_never_pastes_into_a_shell_and_expires_rows_for_a_pane_that_never_came() {
     let tmux = Tmux::new("shell");
     // The agent has exited: the pane shows an interactive shell prompt.
-    let app = App::new(tmux.config("missing_grace = \"1s\""));
+    let app = App::new(tmux.config(&["missing_grace = \"1s\""]));
     tmux.start("agent", &format!("cd {:?} && exec sh -i", app.dir.path()));
     let daemon = app.serve();
     let into_shell = app.enqueue("agent", "touch pwned");
@@ -709,12 +709,9 @@ fn exec_exit_65_is_permanent_and_env_values_come_from_the_daemons_environment() 
     let env = std::fs::read_to_string(app.path("env.txt")).unwrap();
     assert!(env.contains("s3cr3t test good"), "{env}");
     // A variable the daemon does not have is a configuration error at start.
-    let out = app.run(&["serve"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("channels.bridge.env.BOT_TOKEN: takes $TEST_SECRET"),
-        "{stderr}"
+    assert_usage_error(
+        &app.run(&["serve"]),
+        "channels.bridge.env.BOT_TOKEN: takes $TEST_SECRET",
     );
 }
 
@@ -755,10 +752,7 @@ fn a_config_error_never_prints_the_urls_secret() {
     let app = App::new(
         "[channels.w]\nkind = \"webhook\"\nurl = \"hooks.example.com/services/T0/B0/s3cr3t\"\n",
     );
-    let out = app.run(&["status"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("channels.w.url: is not a URL"), "{stderr}");
+    let stderr = assert_usage_error(&app.run(&["status"]), "channels.w.url: is not a URL");
     assert!(!stderr.contains("s3cr3t"), "{stderr}");
 }
 

@@ -5,17 +5,21 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::common::{by_session, file_config, wait_until, App, Config};
+use crate::common::{assert_usage_error, by_session, file_config, wait_until, App, Config};
 
 const WAIT: Duration = Duration::from_secs(30);
 const ROUNDS: usize = 6;
 
 fn config() -> Config {
-    file_config()
-        .set("sources.spool", "kind = \"jsonl\"")
-        .set("sources.spool", "path = \"spool.jsonl\"")
-        .set("sources.spool", "poll_interval = \"20ms\"")
-        .set("sources.spool", "batch = 3")
+    file_config().table(
+        "sources.spool",
+        &[
+            "kind = \"jsonl\"",
+            "path = \"spool.jsonl\"",
+            "poll_interval = \"20ms\"",
+            "batch = 3",
+        ],
+    )
 }
 
 /// Appends `n` messages numbered from `from`, spread over three sessions, to the spool.
@@ -97,17 +101,12 @@ fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
 
 #[test]
 fn a_bad_source_setting_names_the_key() {
-    let app = App::new(
-        config()
-            .set("sources.other", "kind = \"jsonl\"")
-            .set("sources.other", "path = \"x\"")
-            .set("sources.other", "batch = 0"),
-    );
-    let out = app.run(&["status"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("sources.other.batch: 0 is out of range"),
-        "{stderr}"
+    let app = App::new(config().table(
+        "sources.other",
+        &["kind = \"jsonl\"", "path = \"x\"", "batch = 0"],
+    ));
+    assert_usage_error(
+        &app.run(&["status"]),
+        "sources.other.batch: 0 is out of range",
     );
 }

@@ -204,14 +204,14 @@ pub fn record_in(
             r => Recorded::Retried(r),
         },
         Outcome::Permanent { reason } => {
-            if q.bury_in(tx, l.id, l.token, &reason, now)? {
+            if q.bury_in(tx, l, &reason, now)? {
                 Recorded::Dead
             } else {
                 Recorded::Stale
             }
         }
         Outcome::Expired { reason } => {
-            if q.expire_in(tx, l.id, l.token, &reason, now)? {
+            if q.expire_in(tx, l, &reason, now)? {
                 Recorded::Expired
             } else {
                 Recorded::Stale

@@ -17,7 +17,7 @@ use crate::children::Children;
 use crate::claiming::{delay_until, with_next_due, ClaimHooks, ClaimLoop};
 use crate::hook_buffer::Limits;
 use crate::hook_worker::{HookWorker, Reports, Rows, WorkerLevel};
-use crate::lifecycle::{Shutdown, Stop};
+use crate::lifecycle::{all_stopped, Shutdown, Stop};
 use crate::store::Store;
 
 pub struct HookClaimer {
@@ -216,12 +216,7 @@ impl Handler<Shutdown> for HookClaimer {
         self.stopping = true;
         let stops: Vec<_> = self.workers.drain().map(|w| w.addr.send(Stop)).collect();
         Box::pin(async move {
-            let all = async {
-                for stop in stops {
-                    let _ = stop.await;
-                }
-            };
-            if tokio::time::timeout(grace, all).await.is_err() {
+            if !all_stopped(stops, grace).await {
                 tracing::warn!(?grace, "hook handlers still running after the grace period; they will be retried at next start");
             }
         })

@@ -7,11 +7,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::{EventType, Lease, Processed, Retried};
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
 use crate::claiming::{ClaimHooks, ClaimOutbound};
 use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
-use crate::lifecycle::Stop;
+use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
 use crate::supervisor::SessionEnded;
 
@@ -51,7 +50,7 @@ pub struct HookWorker {
     busy: bool,
     /// `Rows` messages handled; the claimer compares it with the batches it sent.
     batches_seen: u64,
-    stopping: Vec<oneshot::Sender<()>>,
+    stopping: Stopping,
 }
 
 impl HookWorker {
@@ -63,7 +62,7 @@ impl HookWorker {
             buffer: HookBuffer::new(limits),
             busy: false,
             batches_seen: 0,
-            stopping: Vec::new(),
+            stopping: Stopping::default(),
         }
     }
 
@@ -80,7 +79,7 @@ impl HookWorker {
         if self.busy {
             return;
         }
-        if !self.stopping.is_empty() {
+        if self.stopping.requested() {
             self.give_back_and_stop(ctx);
             return;
         }
@@ -177,9 +176,7 @@ impl Actor for HookWorker {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        for tx in self.stopping.drain(..) {
-            let _ = tx.send(());
-        }
+        self.stopping.done();
     }
 }
 
@@ -240,14 +237,11 @@ impl Handler<Stop> for HookWorker {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.stopping.push(tx);
+        let stopped = self.stopping.wait();
         if !self.busy {
             self.give_back_and_stop(ctx);
         }
-        Box::pin(async move {
-            let _ = rx.await;
-        })
+        stopped
     }
 }
 

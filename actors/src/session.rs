@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use relayq_engine::{Head, InboundMessage, Lease};
-use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
-use crate::lifecycle::Stop;
+use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
 
 /// Most rows leased at once for one session.
@@ -85,7 +84,7 @@ pub struct SessionActor {
     /// wake is still in flight.
     wakes_seen: u64,
     timer: Option<SpawnHandle>,
-    stopping: Vec<oneshot::Sender<()>>,
+    stopping: Stopping,
     /// The previous actor of this session died holding leases: free them before the first step.
     release_leases_first: bool,
     /// Leased rows not yet attempted, oldest first.
@@ -115,7 +114,7 @@ impl SessionActor {
             woken: false,
             wakes_seen: 0,
             timer: None,
-            stopping: Vec::new(),
+            stopping: Stopping::default(),
             release_leases_first,
             run: VecDeque::new(),
             answers: Vec::new(),
@@ -130,7 +129,7 @@ impl SessionActor {
             self.woken = true;
             return;
         }
-        if !self.stopping.is_empty() {
+        if self.stopping.requested() {
             self.finish(ctx);
             return;
         }
@@ -272,7 +271,7 @@ impl SessionActor {
             }
             Some(Err(head)) => head,
         };
-        if !self.stopping.is_empty() || self.woken {
+        if self.stopping.requested() || self.woken {
             return self.step(ctx);
         }
         let now = self.store.engine.now();
@@ -325,9 +324,7 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        for tx in self.stopping.drain(..) {
-            let _ = tx.send(());
-        }
+        self.stopping.done();
     }
 }
 
@@ -349,13 +346,10 @@ impl Handler<UseChannel> for SessionActor {
 impl Handler<Stop> for SessionActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.stopping.push(tx);
+        let stopped = self.stopping.wait();
         if !self.busy {
             self.finish(ctx);
         }
-        Box::pin(async move {
-            let _ = rx.await;
-        })
+        stopped
     }
 }

@@ -28,30 +28,44 @@ pub fn resolve_path(path: &mut PathBuf, base: &Path) {
 }
 
 /// Declares the kinds of a registry (channels, sources): `Variant(folder)` for each, the
-/// folder's `Config` implementing the registry's kind trait (through the object-safe `$any`).
-/// Makes `pub mod folder;` for each, and the `$config` enum that `config.toml` tables
-/// deserialise into, by `kind = "<variant, lower-cased>"`.
+/// folder's `Config` implementing the registry's kind trait. Makes `pub mod folder;` for each,
+/// the `$config` enum that `config.toml` tables deserialise into by `kind = "<variant,
+/// lower-cased>"`, and its `check`, `spec` and `resolve_paths`, which run the registry's
+/// generic `$check` and `$spec` functions on whichever kind the table is.
 macro_rules! kinds {
-    ($config:ident: dyn $any:ident { $($variant:ident($kind:ident)),* $(,)? }) => {
-        $(pub mod $kind;)*
+    (
+        $config:ident -> $spec:ty, trait $kind:ident, check $check:path, spec $build:path,
+        { $($variant:ident($module:ident)),* $(,)? }
+    ) => {
+        $(pub mod $module;)*
 
         /// One `config.toml` table of this registry: its `kind` and that kind's settings.
         #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
         #[serde(tag = "kind", rename_all = "lowercase")]
         pub enum $config {
-            $($variant($kind::Config),)*
+            $($variant($module::Config),)*
         }
 
         impl $config {
-            fn settings(&self) -> &dyn $any {
+            /// Checks what the file alone can tell (every command reads the config).
+            pub fn check(&self) -> Result<(), $crate::settings::SettingError> {
                 match self {
-                    $($config::$variant(c) => c,)*
+                    $($config::$variant(c) => $check(c),)*
                 }
             }
 
-            fn settings_mut(&mut self) -> &mut dyn $any {
+            /// Checks, then builds it, reading `*_env` and `*_file` settings: the daemon's step
+            /// at start and at each reload.
+            pub fn spec(&self) -> Result<$spec, $crate::settings::SettingError> {
                 match self {
-                    $($config::$variant(c) => c,)*
+                    $($config::$variant(c) => $build(c),)*
+                }
+            }
+
+            /// Makes relative paths relative to `base`, the config file's folder.
+            pub fn resolve_paths(&mut self, base: &std::path::Path) {
+                match self {
+                    $($config::$variant(c) => $kind::resolve_paths(c, base),)*
                 }
             }
         }

@@ -10,7 +10,7 @@ use relayq_engine::{inbound, sources, Enqueued, InboundMessage};
 use crate::channels::ChannelDirectory;
 use crate::children::Children;
 use crate::error::{ActorError, Result};
-use crate::lifecycle::{Shutdown, Stop};
+use crate::lifecycle::{all_stopped, Shutdown, Stop};
 use crate::session::{self, SessionActor, SessionIdle};
 use crate::store::Store;
 
@@ -305,15 +305,10 @@ impl Handler<Shutdown> for SupervisorActor {
         let stops: Vec<_> = self.sessions.drain().map(|r| r.addr.send(Stop)).collect();
         let in_flight = stops.len();
         Box::pin(async move {
-            let all = async {
-                for stop in stops {
-                    let _ = stop.await;
-                }
-            };
-            if tokio::time::timeout(grace, all).await.is_err() {
-                tracing::warn!(?grace, "deliveries still running after the grace period; they will be retried at next start");
-            } else {
+            if all_stopped(stops, grace).await {
                 tracing::info!(sessions = in_flight, "all session actors stopped");
+            } else {
+                tracing::warn!(?grace, "deliveries still running after the grace period; they will be retried at next start");
             }
         })
     }

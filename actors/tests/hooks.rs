@@ -57,6 +57,21 @@ fn tool(session: &str, i: usize) -> NewRow {
     hook(session, kind, json!({"tool_name": "Bash", "n": i}))
 }
 
+/// relayq on `dir` with `limits`, every notice and delivery to the file channel `out`.
+async fn start(dir: &Path, limits: Limits) -> Runtime {
+    let spec = ChannelConfig::File(file::Config {
+        timeout: Duration::from_secs(5),
+        ..file::Config::new(dir.join("out.jsonl"))
+    })
+    .spec()
+    .unwrap();
+    Runtime::builder(config(dir, limits))
+        .channel("out", spec)
+        .start()
+        .await
+        .unwrap()
+}
+
 /// Writes the rows (as `relayq hook` would, daemon down), then starts relayq and waits until
 /// no hook row is left pending or leased. Returns the row ids and the running runtime.
 async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime, Engine) {
@@ -68,17 +83,7 @@ async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime,
         .iter()
         .map(|e| e.id)
         .collect();
-    let spec = ChannelConfig::File(file::Config {
-        timeout: Duration::from_secs(5),
-        ..file::Config::new(dir.join("out.jsonl"))
-    })
-    .spec()
-    .unwrap();
-    let rt = Runtime::builder(config(dir, limits))
-        .channel("out", spec)
-        .start()
-        .await
-        .unwrap();
+    let rt = start(dir, limits).await;
     let unfinished = || {
         engine
             .counts()
@@ -292,17 +297,7 @@ async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
             hooks.enqueue(&row).unwrap().id
         })
         .collect();
-    let spec = ChannelConfig::File(file::Config {
-        timeout: Duration::from_secs(5),
-        ..file::Config::new(dir.path().join("out.jsonl"))
-    })
-    .spec()
-    .unwrap();
-    let rt = Runtime::builder(config(dir.path(), Limits::default()))
-        .channel("out", spec)
-        .start()
-        .await
-        .unwrap();
+    let rt = start(dir.path(), Limits::default()).await;
     let quiet_done = || {
         quiet
             .iter()

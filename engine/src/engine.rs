@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 
-use rusqlite::params;
-
 use crate::clock::{Clock, SystemClock};
 use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
-    dead_rows, purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail,
-    stuck_heads, DeadRow, Queue, QueueName, RowDetail,
+    counts, dead_rows, oldest_pending, purge_dead_in, reclaim_expired_in, reclaim_foreign_in,
+    revive_dead_in, row_detail, stuck_heads, OldestPending, Queue, QueueName, RowDetail,
+    StateCount,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -19,24 +18,6 @@ pub struct Engine {
     db: Database,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
-}
-
-/// Row counts of one queue in one state.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StateCount {
-    pub queue: QueueName,
-    pub state: String,
-    /// Why terminal rows ended, when they say (e.g. `coalesced`, `session expired`).
-    pub reason: Option<String>,
-    pub count: i64,
-}
-
-/// The oldest unfinished row of a queue.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct OldestPending {
-    pub queue: QueueName,
-    pub id: i64,
-    pub created_at: i64,
 }
 
 impl Engine {
@@ -120,42 +101,12 @@ impl Engine {
 
     /// Row counts per queue, state and terminal reason.
     pub fn counts(&self) -> Result<Vec<StateCount>> {
-        let conn = self.db.read()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT queue, state, reason, COUNT(*) FROM queue_rows
-             GROUP BY queue, state, reason ORDER BY queue, state, reason",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(StateCount {
-                    queue: r.get(0)?,
-                    state: r.get(1)?,
-                    reason: r.get(2)?,
-                    count: r.get(3)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        counts(&*self.db.read()?)
     }
 
     /// The oldest pending or leased row of each queue.
     pub fn oldest_pending(&self) -> Result<Vec<OldestPending>> {
-        let conn = self.db.read()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT queue, id, created_at FROM queue_rows WHERE id IN (
-               SELECT MIN(id) FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue)
-             ORDER BY queue",
-        )?;
-        let rows = stmt
-            .query_map(params![], |r| {
-                Ok(OldestPending {
-                    queue: r.get(0)?,
-                    id: r.get(1)?,
-                    created_at: r.get(2)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        oldest_pending(&*self.db.read()?)
     }
 
     /// One row, whatever its queue and state.
@@ -169,7 +120,7 @@ impl Engine {
     }
 
     /// Dead rows of every queue, or of `queue`, oldest first.
-    pub fn dead_rows(&self, queue: Option<QueueName>) -> Result<Vec<DeadRow>> {
+    pub fn dead_rows(&self, queue: Option<QueueName>) -> Result<Vec<RowDetail>> {
         dead_rows(&*self.db.read()?, queue)
     }
 

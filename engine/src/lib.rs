@@ -28,7 +28,7 @@ pub use storage::{clock, commit, db, policy, queue};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Synchronous};
-pub use engine::{Engine, OldestPending, Queues, StateCount};
+pub use engine::{Engine, Queues};
 pub use error::{EngineError, Result};
 pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};
 pub use hooks::{Agent, EventType, HookEvent};
@@ -37,7 +37,8 @@ pub use notice::Notice;
 pub use outbound::OutboundMessage;
 pub use policy::{QueuePolicies, QueuePolicy};
 pub use queue::{
-    DeadRow, Enqueued, Head, Lease, NewRow, Queue, QueueName, Receipt, Retried, RowDetail, RowState,
+    Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried, RowDetail,
+    RowState, StateCount,
 };
 pub use rusqlite;
 pub use sessions::SessionRecord;

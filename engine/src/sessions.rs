@@ -5,6 +5,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
 
+use crate::db::query_all;
 use crate::error::Result;
 use crate::hooks::HookEvent;
 
@@ -136,9 +137,5 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
 /// Every session, most recently active first.
 pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions ORDER BY last_activity_at DESC, key");
-    let rows = conn
-        .prepare_cached(&sql)?
-        .query_map([], from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    query_all(conn, &sql, [], from_row)
 }

@@ -47,14 +47,13 @@ pub fn enqueue_batch_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DbConfig, Engine, QueuePolicy};
+    use crate::{Engine, QueueName, QueuePolicy, SystemClock};
 
     #[test]
     fn a_batch_and_its_offset_are_kept_together_or_not_at_all() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
-        let q = engine.queue(crate::QueueName::Inbound, QueuePolicy::inbound());
-        let db = engine.database();
+        let (_dir, db) = crate::db::temp_database();
+        let engine = Engine::with_clock(db.clone(), std::sync::Arc::new(SystemClock));
+        let q = engine.queue(QueueName::Inbound, QueuePolicy::inbound());
         let batch = [
             InboundMessage::text("s", "test", "one"),
             InboundMessage::text("s", "test", "two"),

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use relayq_engine::{DeadRow, QueueName};
+use relayq_engine::{QueueName, RowDetail};
 use serde_json::{json, Value};
 
 use crate::cli::{CliError, Context, DeadCommand, Selection};
 use crate::commands::open_existing;
-use crate::output::with_times;
+use crate::output::{list_printed, with_times};
 
 pub fn run(ctx: &Context, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
@@ -54,28 +54,20 @@ fn selected(
     Ok(Some(selection.ids.clone()))
 }
 
-fn list(rows: &[DeadRow], as_json: bool) -> Result<(), CliError> {
-    if as_json {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|d| {
-                let payload = serde_json::from_str::<Value>(&d.payload)
-                    .unwrap_or_else(|_| Value::String(d.payload.clone()));
-                with_times(
-                    json!({
-                        "id": d.id, "queue": d.queue, "key": d.key, "attempts": d.attempts,
-                        "created_at": d.created_at, "finished_at": d.finished_at,
-                        "reason": d.reason, "last_error": d.last_error, "payload": payload,
-                    }),
-                    &["created_at", "finished_at"],
-                )
-            })
-            .collect();
-        println!("{}", Value::Array(rows));
-        return Ok(());
-    }
-    if rows.is_empty() {
-        println!("no dead rows");
+fn list(rows: &[RowDetail], as_json: bool) -> Result<(), CliError> {
+    let json = |d: &RowDetail| {
+        let payload = serde_json::from_str::<Value>(&d.payload)
+            .unwrap_or_else(|_| Value::String(d.payload.clone()));
+        with_times(
+            json!({
+                "id": d.id, "queue": d.queue, "key": d.key, "attempts": d.attempts,
+                "created_at": d.created_at, "finished_at": d.finished_at,
+                "reason": d.reason, "last_error": d.last_error, "payload": payload,
+            }),
+            &["created_at", "finished_at"],
+        )
+    };
+    if list_printed(rows, as_json, json, "no dead rows") {
         return Ok(());
     }
     println!(

@@ -6,7 +6,7 @@ use relayq_engine::inbound;
 
 use crate::cli::{CliError, Context};
 use crate::commands::open_existing;
-use crate::output::with_times;
+use crate::output::{list_printed, with_times};
 
 pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
@@ -24,19 +24,12 @@ pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
 pub fn list(ctx: &Context, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let sessions = store.engine.sessions()?;
-    if as_json {
-        let sessions: Vec<_> = sessions
-            .iter()
-            .map(|s| {
-                let value = serde_json::to_value(s).expect("serialises");
-                with_times(value, &["started_at", "ended_at", "last_activity_at"])
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(sessions));
-        return Ok(());
-    }
-    if sessions.is_empty() {
-        println!("no sessions yet (they appear when hook events are processed)");
+    let json = |s: &relayq_engine::SessionRecord| {
+        let value = serde_json::to_value(s).expect("serialises");
+        with_times(value, &["started_at", "ended_at", "last_activity_at"])
+    };
+    let empty = "no sessions yet (they appear when hook events are processed)";
+    if list_printed(&sessions, as_json, json, empty) {
         return Ok(());
     }
     println!(

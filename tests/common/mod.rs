@@ -287,6 +287,18 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Exit 2, and `needle` in stderr, which is one line when it is relayq's own error: how every
+/// refusal of bad input looks. Returns stderr.
+pub fn assert_usage_error(out: &Output, needle: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "exit code for: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    if err.starts_with("relayq: error:") {
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+    err
+}
+
 /// A `config.toml` for a test, built table by table. `set` puts a `key = value` line in a
 /// table, replacing the line of the same key, so a test states only what it changes:
 /// `file_config().set("queues.inbound", "max_age = \"1s\"")`.
@@ -313,6 +325,14 @@ impl Config {
     /// No sweeps: what happens must happen by wake-up or on the delivery path, not by polling.
     pub fn no_sweep(self) -> Self {
         self.set("daemon", "sweep_interval = \"1h\"")
+    }
+
+    /// `lines` in `table`.
+    pub fn table(mut self, table: &str, lines: &[&str]) -> Self {
+        for line in lines {
+            self = self.set(table, line);
+        }
+        self
     }
 
     /// A channel `name` of `kind`, with `lines` for its table.
@@ -543,22 +563,15 @@ impl Tmux {
             .to_string()
     }
 
-    /// A config whose default channel is the tmux channel `pane` on this server; `extra` is
-    /// more lines for `[channels.pane]`.
-    pub fn config(&self, extra: &str) -> String {
-        format!(
-            r#"
-[queues.inbound]
-backoff = ["100ms"]
-[sessions]
-default_channel = "pane"
-[channels.pane]
-kind = "tmux"
-socket_name = "{}"
-{extra}
-"#,
-            self.socket
-        )
+    /// Every session to the tmux channel `pane` on this server, with `lines` for its table,
+    /// and a 100 ms backoff.
+    pub fn config(&self, lines: &[&str]) -> Config {
+        let socket = format!("socket_name = {:?}", self.socket);
+        Config::default()
+            .set("queues.inbound", "backoff = [\"100ms\"]")
+            .default_channel("pane")
+            .channel("pane", "tmux", &[&socket])
+            .table("channels.pane", lines)
     }
 }
 

@@ -36,38 +36,27 @@ pub trait ChannelKind {
     fn resolve_paths(&mut self, _base: &Path) {}
 }
 
-/// [`ChannelKind`] without its associated type, so that one `match` serves every kind.
-pub(super) trait AnyKind {
-    fn check(&self) -> Result<(), SettingError>;
-    fn spec(&self) -> Result<ChannelSpec, SettingError>;
-    fn resolve_paths(&mut self, base: &Path);
+/// Checks a kind's settings: the timeout's range, then the kind's own checks.
+pub(super) fn check<K: ChannelKind>(kind: &K) -> Result<(), SettingError> {
+    let (min, max) = TIMEOUT_RANGE;
+    let timeout = kind.timeout();
+    if timeout < min || timeout > max {
+        let show = |d: Duration| humantime::format_duration(d).to_string();
+        return Err(SettingError::new(
+            "timeout",
+            format!(
+                "{} is out of range: between {} and {}",
+                show(timeout),
+                show(min),
+                show(max)
+            ),
+        ));
+    }
+    kind.check()
 }
 
-impl<K: ChannelKind> AnyKind for K {
-    fn check(&self) -> Result<(), SettingError> {
-        let (min, max) = TIMEOUT_RANGE;
-        let timeout = ChannelKind::timeout(self);
-        if timeout < min || timeout > max {
-            let show = |d: Duration| humantime::format_duration(d).to_string();
-            return Err(SettingError::new(
-                "timeout",
-                format!(
-                    "{} is out of range: between {} and {}",
-                    show(timeout),
-                    show(min),
-                    show(max)
-                ),
-            ));
-        }
-        ChannelKind::check(self)
-    }
-
-    fn spec(&self) -> Result<ChannelSpec, SettingError> {
-        AnyKind::check(self)?;
-        self.build().map(ChannelSpec::of)
-    }
-
-    fn resolve_paths(&mut self, base: &Path) {
-        ChannelKind::resolve_paths(self, base)
-    }
+/// Checks, then builds the channel a kind's settings describe.
+pub(super) fn spec<K: ChannelKind>(kind: &K) -> Result<ChannelSpec, SettingError> {
+    check(kind)?;
+    kind.build().map(ChannelSpec::of)
 }

@@ -24,39 +24,17 @@ mod directory;
 mod kind;
 pub mod kit;
 
-use std::path::Path;
-
 pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};
 pub use contract::{Answer, Channel, Content, Delivery, Outcome, Receipt};
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};
 
-use kind::AnyKind;
-
 crate::settings::kinds! {
-    ChannelConfig: dyn AnyKind {
+    ChannelConfig -> ChannelSpec, trait ChannelKind, check kind::check, spec kind::spec, {
         File(file),
         Exec(exec),
         Tmux(tmux),
         Webhook(webhook),
-    }
-}
-
-impl ChannelConfig {
-    /// Checks what the file alone can tell: the timeout's range and the kind's own checks.
-    pub fn check(&self) -> Result<(), SettingError> {
-        self.settings().check()
-    }
-
-    /// Checks, then builds the channel (reading `*_env` and `*_file` settings): the daemon's
-    /// step at start and reload.
-    pub fn spec(&self) -> Result<ChannelSpec, SettingError> {
-        self.settings().spec()
-    }
-
-    /// Makes relative paths relative to `base`, the config file's folder.
-    pub fn resolve_paths(&mut self, base: &Path) {
-        self.settings_mut().resolve_paths(base)
     }
 }

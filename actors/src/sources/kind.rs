@@ -30,26 +30,10 @@ pub trait SourceKind {
     fn resolve_paths(&mut self, _base: &Path) {}
 }
 
-/// [`SourceKind`] without its associated type, so that one `match` serves every kind.
-pub(super) trait AnyKind {
-    fn check(&self) -> Result<(), SettingError>;
-    fn spec(&self) -> Result<SourceSpec, SettingError>;
-    fn resolve_paths(&mut self, base: &Path);
-}
-
-impl<K: SourceKind> AnyKind for K {
-    fn check(&self) -> Result<(), SettingError> {
-        SourceKind::check(self)
-    }
-
-    fn spec(&self) -> Result<SourceSpec, SettingError> {
-        SourceKind::check(self)?;
-        self.build().map(SourceSpec::of)
-    }
-
-    fn resolve_paths(&mut self, base: &Path) {
-        SourceKind::resolve_paths(self, base)
-    }
+/// Checks, then builds the source a kind's settings describe.
+pub(super) fn spec<K: SourceKind>(kind: &K) -> Result<SourceSpec, SettingError> {
+    kind.check()?;
+    kind.build().map(SourceSpec::of)
 }
 
 type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>) -> Recipient<Stop> + Send + Sync;

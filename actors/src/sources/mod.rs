@@ -22,34 +22,12 @@ mod actor;
 mod contract;
 mod kind;
 
-use std::path::Path;
-
 pub use actor::SourceActor;
 pub use contract::{Batch, Fetch, Source};
 pub use kind::{SourceKind, SourceSpec};
 
-use crate::settings::SettingError;
-use kind::AnyKind;
-
 crate::settings::kinds! {
-    SourceConfig: dyn AnyKind {
+    SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec, {
         Jsonl(jsonl),
-    }
-}
-
-impl SourceConfig {
-    /// Checks what the file alone can tell.
-    pub fn check(&self) -> Result<(), SettingError> {
-        self.settings().check()
-    }
-
-    /// Checks, then builds the source: the daemon's step at start and reload.
-    pub fn spec(&self) -> Result<SourceSpec, SettingError> {
-        self.settings().spec()
-    }
-
-    /// Makes relative paths relative to `base`, the config file's folder.
-    pub fn resolve_paths(&mut self, base: &Path) {
-        self.settings_mut().resolve_paths(base)
     }
 }

@@ -280,6 +280,27 @@ fn create_private_file(path: &Path) -> Result<()> {
     }
 }
 
+/// A new database in a temporary directory, kept while the directory lives.
+#[cfg(test)]
+pub(crate) fn temp_database() -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    (dir, db)
+}
+
+/// Every row `sql` returns for `params`, each read by `read`, through the statement cache.
+pub fn query_all<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(params, read)?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,8 +366,7 @@ mod tests {
 
     #[test]
     fn normal_synchronous_is_the_default() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let (_dir, db) = temp_database();
         let sync: i64 = db
             .read()
             .unwrap()

@@ -32,28 +32,21 @@ fn status_classes() {
             "{s}"
         );
     }
-    let slow_down = Reply {
-        retry_after: Some(Duration::from_secs(7)),
-        ..reply(429, "slow down")
+    let seven = Some(Duration::from_secs(7));
+    let after_7s = |status, body| Reply {
+        retry_after: seven,
+        ..reply(status, body)
     };
-    assert_eq!(
-        classify(&slow_down),
-        Outcome::Throttled {
-            reason: "HTTP 429: slow down".into(),
-            wait: Duration::from_secs(7)
-        }
-    );
-    let unavailable = Reply {
-        retry_after: Some(Duration::from_secs(7)),
-        ..reply(503, "")
+    let throttled = Outcome::Throttled {
+        reason: "HTTP 429: slow down".into(),
+        wait: Duration::from_secs(7),
     };
-    assert_eq!(
-        classify(&unavailable),
-        Outcome::Retry {
-            error: "HTTP 503".into(),
-            after: Some(Duration::from_secs(7))
-        }
-    );
+    assert_eq!(classify(&after_7s(429, "slow down")), throttled);
+    let retry = Outcome::Retry {
+        error: "HTTP 503".into(),
+        after: seven,
+    };
+    assert_eq!(classify(&after_7s(503, "")), retry);
 }
 
 #[test]

@@ -30,9 +30,7 @@ const RETRY_LATER_SQL: &str =
 impl Queue {
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
     pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
-        let now = self.now();
-        self.db
-            .write(|tx| self.complete_in(tx, id, token, reason, now))
+        self.write_now(|tx, now| self.complete_in(tx, id, token, reason, now))
     }
 
     /// `complete` inside a caller's transaction.
@@ -90,9 +88,7 @@ impl Queue {
         reason: &str,
         error: Option<&str>,
     ) -> Result<bool> {
-        let now = self.now();
-        self.db
-            .write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error, now))
+        self.write_now(|tx, now| finish_in(tx, id, token, "delivered", Some(reason), error, now))
     }
 
     /// Ends many leased rows at once without running them (one transaction), each with its
@@ -101,8 +97,7 @@ impl Queue {
         if rows.is_empty() {
             return Ok(0);
         }
-        let now = self.now();
-        self.db.write(|tx| {
+        self.write_now(|tx, now| {
             let mut n = 0;
             for (lease, reason) in rows {
                 n += finish_in(
@@ -127,9 +122,7 @@ impl Queue {
         error: &str,
         retry_after: Option<Duration>,
     ) -> Result<Retried> {
-        let now = self.now();
-        self.db
-            .write(|tx| self.retry_later_in(tx, lease, error, retry_after, now))
+        self.write_now(|tx, now| self.retry_later_in(tx, lease, error, retry_after, now))
     }
 
     /// `retry_later` inside a caller's transaction.
@@ -170,19 +163,19 @@ impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
     /// Marks a leased row dead (a permanent failure). False if the token is stale.
     pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
-        let now = self.now();
-        self.db.write(|tx| self.bury_in(tx, id, token, reason, now))
+        self.write_now(|tx, now| finish_in(tx, id, token, "dead", Some(reason), Some(reason), now))
     }
 
-    /// `bury` inside a caller's transaction.
+    /// Marks a leased row dead (a permanent failure) inside a caller's transaction. False if
+    /// the token is stale.
     pub fn bury_in(
         &self,
         tx: &Transaction<'_>,
-        id: i64,
-        token: i64,
+        lease: &Lease,
         reason: &str,
         now: i64,
     ) -> Result<bool> {
+        let (id, token) = (lease.id, lease.token);
         finish_in(tx, id, token, "dead", Some(reason), Some(reason), now)
     }
 
@@ -191,12 +184,19 @@ impl Queue {
     pub fn expire_in(
         &self,
         tx: &Transaction<'_>,
-        id: i64,
-        token: i64,
+        lease: &Lease,
         reason: &str,
         now: i64,
     ) -> Result<bool> {
-        finish_in(tx, id, token, "expired", Some(reason), None, now)
+        finish_in(
+            tx,
+            lease.id,
+            lease.token,
+            "expired",
+            Some(reason),
+            None,
+            now,
+        )
     }
 }
 

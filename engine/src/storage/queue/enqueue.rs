@@ -18,15 +18,12 @@ const FIND_DUPLICATE_SQL: &str =
 impl Queue {
     /// Writes one row, or finds the row with the same dedup key and writes nothing.
     pub fn enqueue(&self, row: &NewRow) -> Result<Enqueued> {
-        let now = self.now();
-        self.db.write(|tx| self.enqueue_in(tx, row, now))
+        self.write_now(|tx, now| self.enqueue_in(tx, row, now))
     }
 
     /// Writes many rows in one transaction (one commit, one fsync).
     pub fn enqueue_many(&self, rows: &[NewRow]) -> Result<Vec<Enqueued>> {
-        let now = self.now();
-        self.db
-            .write(|tx| rows.iter().map(|r| self.enqueue_in(tx, r, now)).collect())
+        self.write_now(|tx, now| rows.iter().map(|r| self.enqueue_in(tx, r, now)).collect())
     }
 
     /// Enqueue inside a caller's transaction, so a handler's effects and its rows commit together.

@@ -7,6 +7,7 @@ use rusqlite::{named_params, Row, Transaction};
 
 use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
 use crate::clock::ms;
+use crate::db::query_all;
 use crate::error::{EngineError, Result};
 
 /// Ends a row leased past its attempt limit as dead.
@@ -117,8 +118,7 @@ impl Queue {
     /// Leases the oldest unfinished row of `key` if it is due (or its lease expired);
     /// `None` when the key's head is not due, is leased by someone alive, or there is none.
     pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
-        let now = self.now();
-        self.db.write(|tx| self.lease_next_in(tx, key, now))
+        self.write_now(|tx, now| self.lease_next_in(tx, key, now))
     }
 
     /// `lease_next` inside a caller's transaction.
@@ -214,16 +214,12 @@ impl Queue {
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize) -> Result<Vec<Lease>> {
-        let now = self.now();
-        self.db.write(|tx| {
+        self.write_now(|tx, now| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
-                tx.prepare_cached(DUE_HEADS_SQL)?
-                    .query_map(
-                        named_params! {":queue": self.name, ":now": now, ":limit": want as i64},
-                        |r| r.get(0),
-                    )?
-                    .collect::<rusqlite::Result<_>>()
+                let params =
+                    named_params! {":queue": self.name, ":now": now, ":limit": want as i64};
+                query_all(tx, DUE_HEADS_SQL, params, |r| r.get(0))
             })
         })
     }
@@ -238,18 +234,14 @@ impl Queue {
         self.db.write(|tx| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
-                tx.prepare_cached(DUE_RUNS_SQL)?
-                    .query_map(
-                        named_params! {
-                            ":queue": self.name,
-                            ":now": now,
-                            ":owner": &*self.owner,
-                            ":skip": skip,
-                            ":limit": want as i64,
-                        },
-                        |r| r.get(0),
-                    )?
-                    .collect::<rusqlite::Result<_>>()
+                let params = named_params! {
+                    ":queue": self.name,
+                    ":now": now,
+                    ":owner": &*self.owner,
+                    ":skip": skip,
+                    ":limit": want as i64,
+                };
+                query_all(tx, DUE_RUNS_SQL, params, |r| r.get(0))
             })
         })
     }
@@ -261,7 +253,7 @@ impl Queue {
         tx: &Transaction<'_>,
         now: i64,
         limit: usize,
-        find: impl Fn(usize) -> rusqlite::Result<Vec<i64>>,
+        find: impl Fn(usize) -> Result<Vec<i64>>,
     ) -> Result<Vec<Lease>> {
         let mut leases = Vec::new();
         loop {
@@ -328,8 +320,7 @@ impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
     /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
     pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
-        let now = self.now();
-        self.db.write(|tx| self.extend_in(tx, id, token, now))
+        self.write_now(|tx, now| self.extend_in(tx, id, token, now))
     }
 
     /// `extend` inside a caller's transaction.
@@ -373,8 +364,7 @@ impl Queue {
         if leases.is_empty() {
             return Ok(0);
         }
-        let now = self.now();
-        self.db.write(|tx| self.defer_in(tx, leases, delay, now))
+        self.write_now(|tx, now| self.defer_in(tx, leases, delay, now))
     }
 
     /// `defer_many` inside a caller's transaction.

@@ -32,8 +32,8 @@ const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :n
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 pub use lease::{DUE_HEADS_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
-pub(crate) use read::{dead_rows, row_detail, stuck_heads};
-pub use read::{DeadRow, RowDetail, RowState};
+pub(crate) use read::{counts, dead_rows, oldest_pending, row_detail, stuck_heads};
+pub use read::{OldestPending, RowDetail, RowState, StateCount};
 pub use upkeep::PRUNE_SQL;
 pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};
 
@@ -225,6 +225,13 @@ impl Queue {
     pub fn now(&self) -> i64 {
         self.clock.now_ms()
     }
+
+    /// Runs `f` in a transaction of its own, with the time it starts at: the one-shot form of
+    /// every `*_in` operation.
+    fn write_now<T>(&self, f: impl FnOnce(&Transaction<'_>, i64) -> Result<T>) -> Result<T> {
+        let now = self.now();
+        self.db.write(|tx| f(tx, now))
+    }
 }
 
 type HeadRow = (i64, String, i64, Option<i64>);
@@ -287,15 +294,12 @@ pub(super) const STATEMENTS: &[&str] = &[FINISH_SQL, HEAD_SQL];
 
 #[cfg(test)]
 mod tests {
-    use crate::db::{Database, DbConfig};
-
     /// Every statement on `queue_rows`, prepared against a database migrated to the latest
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
     #[test]
     fn every_statement_prepares_against_a_migrated_database() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let (_dir, db) = crate::db::temp_database();
         let conn = db.read().unwrap();
         let all = [
             super::STATEMENTS,

@@ -4,6 +4,7 @@
 use rusqlite::{named_params, OptionalExtension, Row};
 
 use super::{Queue, QueueName};
+use crate::db::query_all;
 use crate::error::Result;
 
 /// Keys with pending or leased rows.
@@ -20,10 +21,6 @@ const STATE_OF_SQL: &str =
     "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
                  WHERE id = :id AND queue = :queue";
 
-/// Dead rows of every queue, or of `:queue`.
-const DEAD_ROWS_SQL: &str = "SELECT id, queue, key, attempts, created_at, finished_at, reason, last_error, payload
-             FROM queue_rows WHERE state = 'dead' AND (:queue IS NULL OR queue = :queue) ORDER BY id";
-
 impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
     /// The key's oldest unfinished row, as a worker needs it to decide when to look again.
@@ -39,10 +36,12 @@ impl Queue {
     /// Keys that have pending or leased rows: the sessions to resume after a restart.
     pub fn active_keys(&self) -> Result<Vec<String>> {
         let conn = self.db.read()?;
-        let mut stmt = conn.prepare_cached(ACTIVE_KEYS_SQL)?;
-        let keys = stmt
-            .query_map(named_params! {":queue": self.name}, |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let keys = query_all(
+            &conn,
+            ACTIVE_KEYS_SQL,
+            named_params! {":queue": self.name},
+            |r| r.get(0),
+        )?;
         Ok(keys)
     }
 
@@ -122,6 +121,22 @@ const ROW_DETAIL_SQL: &str = concat!(
     " FROM queue_rows WHERE id = :id"
 );
 
+/// Row counts per queue, state and reason.
+const COUNTS_SQL: &str = "SELECT queue, state, reason, COUNT(*) FROM queue_rows
+     GROUP BY queue, state, reason ORDER BY queue, state, reason";
+
+/// The oldest pending or leased row of each queue.
+const OLDEST_PENDING_SQL: &str = "SELECT queue, id, created_at FROM queue_rows WHERE id IN (
+       SELECT MIN(id) FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue)
+     ORDER BY queue";
+
+/// Dead rows of every queue, or of `:queue`, oldest first.
+const DEAD_ROWS_SQL: &str = concat!(
+    "SELECT ",
+    detail_columns!(),
+    " FROM queue_rows WHERE state = 'dead' AND (:queue IS NULL OR queue = :queue) ORDER BY id"
+);
+
 /// Pending rows that failed and hold up their key, oldest first.
 const STUCK_HEADS_SQL: &str = concat!(
     "SELECT ",
@@ -166,57 +181,74 @@ pub(crate) fn row_detail(conn: &rusqlite::Connection, id: i64) -> Result<Option<
 /// Pending rows that failed and hold up their key (the oldest unfinished row of it), oldest
 /// first, at most `limit`: what an operator looks at first.
 pub(crate) fn stuck_heads(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<RowDetail>> {
-    let rows = conn
-        .prepare_cached(STUCK_HEADS_SQL)?
-        .query_map(named_params! {":limit": limit as i64}, detail_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    let limit = limit as i64;
+    query_all(
+        conn,
+        STUCK_HEADS_SQL,
+        named_params! {":limit": limit},
+        detail_from_row,
+    )
 }
 
-/// A dead row, as `relayq dead list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct DeadRow {
-    pub id: i64,
-    pub queue: QueueName,
-    pub key: String,
-    pub attempts: u32,
-    pub created_at: i64,
-    pub finished_at: Option<i64>,
-    pub reason: Option<String>,
-    pub last_error: Option<String>,
-    pub payload: String,
-}
-
-/// Dead rows of every queue (or of `queue`), oldest first.
+/// Dead rows of every queue (or of `queue`), oldest first, as `relayq dead list` shows them.
 pub(crate) fn dead_rows(
     conn: &rusqlite::Connection,
     queue: Option<QueueName>,
-) -> Result<Vec<DeadRow>> {
-    let rows = conn
-        .prepare_cached(DEAD_ROWS_SQL)?
-        .query_map(
-            named_params! {":queue": queue.map(QueueName::as_str)},
-            |r| {
-                Ok(DeadRow {
-                    id: r.get(0)?,
-                    queue: r.get(1)?,
-                    key: r.get(2)?,
-                    attempts: r.get(3)?,
-                    created_at: r.get(4)?,
-                    finished_at: r.get(5)?,
-                    reason: r.get(6)?,
-                    last_error: r.get(7)?,
-                    payload: r.get(8)?,
-                })
-            },
-        )?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+) -> Result<Vec<RowDetail>> {
+    query_all(
+        conn,
+        DEAD_ROWS_SQL,
+        named_params! {":queue": queue},
+        detail_from_row,
+    )
+}
+
+/// Row counts of one queue in one state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StateCount {
+    pub queue: QueueName,
+    pub state: String,
+    /// Why terminal rows ended, when they say (e.g. `coalesced`, `session expired`).
+    pub reason: Option<String>,
+    pub count: i64,
+}
+
+/// The oldest unfinished row of a queue.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OldestPending {
+    pub queue: QueueName,
+    pub id: i64,
+    pub created_at: i64,
+}
+
+/// Row counts per queue, state and (for finished rows) reason.
+pub(crate) fn counts(conn: &rusqlite::Connection) -> Result<Vec<StateCount>> {
+    query_all(conn, COUNTS_SQL, [], |r| {
+        Ok(StateCount {
+            queue: r.get(0)?,
+            state: r.get(1)?,
+            reason: r.get(2)?,
+            count: r.get(3)?,
+        })
+    })
+}
+
+/// The oldest unfinished row of each queue.
+pub(crate) fn oldest_pending(conn: &rusqlite::Connection) -> Result<Vec<OldestPending>> {
+    query_all(conn, OLDEST_PENDING_SQL, [], |r| {
+        Ok(OldestPending {
+            queue: r.get(0)?,
+            id: r.get(1)?,
+            created_at: r.get(2)?,
+        })
+    })
 }
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    COUNTS_SQL,
+    OLDEST_PENDING_SQL,
     ACTIVE_KEYS_SQL,
     NEXT_DUE_SQL,
     STATE_OF_SQL,

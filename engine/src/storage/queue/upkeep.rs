@@ -8,6 +8,7 @@ use rusqlite::{named_params, Transaction};
 
 use super::{id_filter, Queue, QueueName};
 use crate::clock::ms;
+use crate::db::query_all;
 use crate::error::Result;
 
 /// Expires a key's unfinished rows.
@@ -64,8 +65,7 @@ pub const PRUNE_SQL: &str = "DELETE FROM queue_rows WHERE id IN (
 impl Queue {
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
     pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
-        let now = self.now();
-        self.db.write(|tx| self.expire_key_in(tx, key, reason, now))
+        self.write_now(|tx, now| self.expire_key_in(tx, key, reason, now))
     }
 
     /// `expire_key` inside a caller's transaction.
@@ -163,22 +163,20 @@ pub(crate) fn revive_dead_in(
     ids: Option<&[i64]>,
     now: i64,
 ) -> Result<Vec<(i64, QueueName, String)>> {
-    let rows = tx
-        .prepare_cached(REVIVE_DEAD_SQL)?
-        .query_map(named_params! {":ids": id_filter(ids), ":now": now}, |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    let params = named_params! {":ids": id_filter(ids), ":now": now};
+    query_all(tx, REVIVE_DEAD_SQL, params, |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })
 }
 
 /// Deletes dead rows (`None`: every one). Returns the ids deleted.
 pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
-    let rows = tx
-        .prepare_cached(PURGE_DEAD_SQL)?
-        .query_map(named_params! {":ids": id_filter(ids)}, |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    query_all(
+        tx,
+        PURGE_DEAD_SQL,
+        named_params! {":ids": id_filter(ids)},
+        |r| r.get(0),
+    )
 }
 
 /// Every statement of this file, for the test that prepares them all.
