@@ -1,4 +1,4 @@
-//! Hook rows processed by the running actor system (ClaimerActor → HookWorker → handlers) on
+//! Hook rows processed by the running actor system (HookClaimer → HookWorker → handlers) on
 //! real SQLite files: order per session, coalescing, critical rows under a flood, and the
 //! notices the handlers send through a real file channel.
 
