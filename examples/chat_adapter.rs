@@ -12,7 +12,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_actors::channels::file;
 use relayq_actors::supervisor::Enqueue;
-use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
+use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
 use relayq_engine::{Enqueued, InboundMessage};
 
 /// An update as a chat platform would send it.
@@ -56,12 +56,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("relayq-chat-adapter-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let out = dir.join("deliveries.jsonl");
-    let config = RuntimeConfig::new(dir.join("relayq.db"), "agent-inbox");
+    let config = RelayqConfig::new(dir.join("relayq.db"), "agent-inbox");
     let inbox = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
         ..file::Config::new(out.clone())
     });
-    let relayq = Runtime::builder(config)
+    let relayq = Relayq::builder(config)
         .channel("agent-inbox", inbox.spec()?)
         .start()
         .await?;

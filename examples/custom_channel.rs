@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig};
+use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig};
 use relayq_engine::{InboundMessage, QueuePolicy};
 use tokio::sync::mpsc;
 
@@ -48,7 +48,7 @@ impl Channel for ShoutChannel {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("relayq-custom-channel-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut config = RuntimeConfig::new(dir.join("relayq.db"), "shout");
+    let mut config = RelayqConfig::new(dir.join("relayq.db"), "shout");
     config.queues.inbound = QueuePolicy {
         backoff: vec![Duration::from_millis(200)],
         ..QueuePolicy::inbound()
@@ -56,7 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (tx, mut delivered) = mpsc::unbounded_channel();
     let shout = ChannelSpec::of(ShoutChannel { delivered: tx });
-    let relayq = Runtime::builder(config)
+    let relayq = Relayq::builder(config)
         .channel("shout", shout)
         .start()
         .await?;

@@ -240,13 +240,13 @@ impl From<relayq_actors::ActorError> for CliError {
 
 /// What every command gets: the loaded configuration, the file it came from, and the `--db`
 /// override.
-pub struct Context {
+pub struct Invocation {
     pub config: Config,
     pub config_file: Option<PathBuf>,
     pub db: Option<PathBuf>,
 }
 
-impl Context {
+impl Invocation {
     /// The database settings, for a command that writes: the default state directory is
     /// created (0700) if it does not exist yet.
     pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
@@ -334,7 +334,7 @@ fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
 
 fn run(cli: Cli) -> Result<(), CliError> {
     let (config, config_file) = Config::load(cli.config.as_deref())?;
-    let ctx = Context {
+    let ctx = Invocation {
         config,
         config_file,
         db: cli.db,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use relayq_actors::channels::file;
 use relayq_actors::sources::SourceConfig;
-use relayq_actors::{ChannelConfig, ClaimSettings, RuntimeConfig, SessionChannels};
+use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
 use relayq_engine::{inbound, DbConfig, NoticeRoute, NoticeRoutes, QueuePolicies, Synchronous};
 use serde::{Deserialize, Serialize};
@@ -614,8 +614,8 @@ impl Config {
     }
 
     /// What the actor system needs.
-    pub fn runtime_config(&self, db_override: Option<&Path>) -> RuntimeConfig {
-        RuntimeConfig {
+    pub fn runtime_config(&self, db_override: Option<&Path>) -> RelayqConfig {
+        RelayqConfig {
             db: self.db_config(db_override),
             queues: self.queues.clone(),
             session_channels: SessionChannels {

@@ -40,5 +40,5 @@ pub use channels::{
 };
 pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};
-pub use runtime::{Reload, Runtime, RuntimeBuilder, RuntimeConfig};
+pub use runtime::{Relayq, RelayqBuilder, RelayqConfig, Reload};
 pub use supervisor::SessionChannels;

@@ -28,7 +28,7 @@ use crate::wake::{self, Wakers};
 
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone)]
-pub struct RuntimeConfig {
+pub struct RelayqConfig {
     pub db: DbConfig,
     pub queues: QueuePolicies,
     /// Which channel each session's inbound messages go to.
@@ -45,10 +45,10 @@ pub struct RuntimeConfig {
     pub listen_for_wakes: bool,
 }
 
-impl RuntimeConfig {
+impl RelayqConfig {
     /// Defaults for a database at `db` delivering every session to channel `default_channel`.
     pub fn new(db: impl Into<PathBuf>, default_channel: &str) -> Self {
-        RuntimeConfig {
+        RelayqConfig {
             db: DbConfig::new(db),
             queues: QueuePolicies::default(),
             session_channels: SessionChannels {
@@ -66,13 +66,13 @@ impl RuntimeConfig {
 }
 
 /// Collects the channels and sources, then starts relayq.
-pub struct RuntimeBuilder {
-    config: RuntimeConfig,
+pub struct RelayqBuilder {
+    config: RelayqConfig,
     channels: ChannelDirectory,
     sources: Vec<(String, SourceSpec)>,
 }
 
-impl RuntimeBuilder {
+impl RelayqBuilder {
     /// Registers channel `name`: a channel from config, or a custom channel actor.
     pub fn channel(self, name: &str, spec: ChannelSpec) -> Self {
         self.channels.register(name, spec);
@@ -86,8 +86,8 @@ impl RuntimeBuilder {
     }
 
     /// Starts relayq inside the current actix system.
-    pub async fn start(self) -> Result<Runtime> {
-        let RuntimeBuilder {
+    pub async fn start(self) -> Result<Relayq> {
+        let RelayqBuilder {
             config,
             channels,
             sources,
@@ -158,7 +158,7 @@ impl RuntimeBuilder {
             None
         };
         let running_sources = start_sources(&sources, &store, &supervisor);
-        Ok(Runtime {
+        Ok(Relayq {
             config,
             sources: std::sync::Mutex::new(running_sources),
             store,
@@ -175,8 +175,8 @@ impl RuntimeBuilder {
 }
 
 /// A running relayq. Drop it only after `shutdown`.
-pub struct Runtime {
-    config: RuntimeConfig,
+pub struct Relayq {
+    config: RelayqConfig,
     store: Store,
     supervisor: Addr<SupervisorActor>,
     claimer: Addr<HookClaimer>,
@@ -190,9 +190,9 @@ pub struct Runtime {
     _lock: DaemonLock,
 }
 
-impl Runtime {
-    pub fn builder(config: RuntimeConfig) -> RuntimeBuilder {
-        RuntimeBuilder {
+impl Relayq {
+    pub fn builder(config: RelayqConfig) -> RelayqBuilder {
+        RelayqBuilder {
             config,
             channels: ChannelDirectory::default(),
             sources: Vec::new(),
@@ -293,7 +293,7 @@ impl Runtime {
     }
 }
 
-/// What a config reload changes (see [`Runtime::reload`]).
+/// What a config reload changes (see [`Relayq::reload`]).
 pub struct Reload {
     pub queues: QueuePolicies,
     pub notice_routes: NoticeRoutes,

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use relayq_actors::channels::file;
 use relayq_actors::hook_buffer::Limits;
-use relayq_actors::{ChannelConfig, Runtime, RuntimeConfig};
+use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
 use relayq_engine::handlers::relayed_events;
 use relayq_engine::{
     Agent, DbConfig, Engine, EventType, HookEvent, NewRow, NoticeRoute, NoticeRoutes, QueuePolicy,
 };
 use serde_json::{json, Value};
 
-fn config(dir: &Path, limits: Limits) -> RuntimeConfig {
-    let mut c = RuntimeConfig::new(dir.join("q.db"), "out");
+fn config(dir: &Path, limits: Limits) -> RelayqConfig {
+    let mut c = RelayqConfig::new(dir.join("q.db"), "out");
     c.queues.hooks = QueuePolicy {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::hooks()
@@ -58,14 +58,14 @@ fn tool(session: &str, i: usize) -> NewRow {
 }
 
 /// relayq on `dir` with `limits`, every notice and delivery to the file channel `out`.
-async fn start(dir: &Path, limits: Limits) -> Runtime {
+async fn start(dir: &Path, limits: Limits) -> Relayq {
     let spec = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
         ..file::Config::new(dir.join("out.jsonl"))
     })
     .spec()
     .unwrap();
-    Runtime::builder(config(dir, limits))
+    Relayq::builder(config(dir, limits))
         .channel("out", spec)
         .start()
         .await
@@ -74,7 +74,7 @@ async fn start(dir: &Path, limits: Limits) -> Runtime {
 
 /// Writes the rows (as `relayq hook` would, daemon down), then starts relayq and waits until
 /// no hook row is left pending or leased. Returns the row ids and the running runtime.
-async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Runtime, Engine) {
+async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Relayq, Engine) {
     let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
     let ids = engine
         .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks())

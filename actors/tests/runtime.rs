@@ -7,12 +7,12 @@ use std::time::Duration;
 use relayq_actors::channels::file;
 use relayq_actors::supervisor::RunningSessions;
 use relayq_actors::{
-    Answer, Channel, ChannelConfig, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig,
+    Answer, Channel, ChannelConfig, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig,
 };
 use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy, RowState};
 
-fn config(dir: &std::path::Path) -> RuntimeConfig {
-    let mut c = RuntimeConfig::new(dir.join("q.db"), "out");
+fn config(dir: &std::path::Path) -> RelayqConfig {
+    let mut c = RelayqConfig::new(dir.join("q.db"), "out");
     c.queues.inbound = QueuePolicy {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::inbound()
@@ -48,8 +48,8 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-async fn start(dir: &std::path::Path, spec: ChannelSpec) -> Runtime {
-    Runtime::builder(config(dir))
+async fn start(dir: &std::path::Path, spec: ChannelSpec) -> Relayq {
+    Relayq::builder(config(dir))
         .channel("out", spec)
         .start()
         .await
@@ -57,7 +57,7 @@ async fn start(dir: &std::path::Path, spec: ChannelSpec) -> Runtime {
 }
 
 /// Enqueues one message for session `s` and waits until it is delivered; returns its row.
-async fn deliver(rt: &Runtime, text: &str) -> RowState {
+async fn deliver(rt: &Relayq, text: &str) -> RowState {
     let id = rt
         .enqueue(InboundMessage::text("s", "test", text))
         .await
@@ -205,7 +205,7 @@ async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
         }
         assert!(q.lease_next("a").unwrap().is_some());
     }
-    let rt = Runtime::builder(cfg)
+    let rt = Relayq::builder(cfg)
         .channel("out", file_channel(dir.path()))
         .start()
         .await
@@ -224,7 +224,7 @@ async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
 async fn a_second_daemon_on_the_same_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path(), file_channel(dir.path())).await;
-    let second = Runtime::builder(config(dir.path()))
+    let second = Relayq::builder(config(dir.path()))
         .channel("out", file_channel(dir.path()))
         .start()
         .await;
@@ -243,7 +243,7 @@ async fn expiring_a_session_expires_its_rows() {
         calls: Arc::new(AtomicU32::new(0)),
         timeout: Duration::from_secs(1),
     });
-    let rt = Runtime::builder(config(dir.path()))
+    let rt = Relayq::builder(config(dir.path()))
         .channel("out", spec)
         .start()
         .await
@@ -269,7 +269,7 @@ async fn expiring_a_session_expires_its_rows() {
 #[actix::test]
 async fn unknown_channel_in_routing_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Runtime::builder(config(dir.path()))
+    let err = Relayq::builder(config(dir.path()))
         .start()
         .await
         .err()
@@ -402,9 +402,9 @@ impl Channel for Recorder {
 async fn start_recorder(
     dir: &std::path::Path,
     delay: Duration,
-    adjust: impl FnOnce(&mut RuntimeConfig),
+    adjust: impl FnOnce(&mut RelayqConfig),
 ) -> (
-    Runtime,
+    Relayq,
     Arc<std::sync::Mutex<Vec<(String, u32)>>>,
     Arc<std::sync::Mutex<Vec<i64>>>,
 ) {
@@ -422,7 +422,7 @@ async fn start_recorder(
     });
     let mut cfg = config(dir);
     adjust(&mut cfg);
-    let rt = Runtime::builder(cfg)
+    let rt = Relayq::builder(cfg)
         .channel("out", spec)
         .start()
         .await

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use anyhow::{bail, ensure, Context as _, Result};
 use relayq_actors::supervisor::{Enqueue, SupervisorActor};
-use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Runtime, RuntimeConfig};
+use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig};
 use relayq_engine::{DbConfig, Engine, InboundMessage, NewRow, Synchronous};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -45,18 +45,18 @@ impl Channel for NoOpChannel {
 
 /// A running relayq with the no-op channel, and the stream of its deliveries.
 pub struct Flow {
-    pub runtime: Runtime,
+    pub runtime: Relayq,
     pub delivered: mpsc::UnboundedReceiver<Delivered>,
 }
 
 impl Flow {
     pub async fn start(db: &Path, sync: Synchronous, listen_for_wakes: bool) -> Result<Flow> {
-        let mut config = RuntimeConfig::new(db, "noop");
+        let mut config = RelayqConfig::new(db, "noop");
         config.db.synchronous = sync;
         config.listen_for_wakes = listen_for_wakes;
         let (tx, delivered) = mpsc::unbounded_channel();
         let spec = ChannelSpec::of(NoOpChannel { seen: tx });
-        let runtime = Runtime::builder(config)
+        let runtime = Relayq::builder(config)
             .channel("noop", spec)
             .start()
             .await?;

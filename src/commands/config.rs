@@ -5,7 +5,7 @@
 use relayq_actors::sources::SourceSpec;
 use relayq_actors::ChannelSpec;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::config::{settings_from_env, Config};
 
 /// Every channel and source built, and what the operator should know.
@@ -55,7 +55,7 @@ pub fn describe(file: Option<&std::path::Path>) -> String {
 }
 
 /// Where the effective configuration comes from, in words.
-fn origin(ctx: &Context) -> String {
+fn origin(ctx: &Invocation) -> String {
     let vars: Vec<String> = settings_from_env().into_iter().map(|s| s.var).collect();
     match vars.is_empty() {
         true => describe(ctx.config_file.as_deref()),
@@ -69,7 +69,7 @@ fn origin(ctx: &Context) -> String {
 
 /// `relayq config check`: the file parsed and checked (done before any command runs), then
 /// every channel and source built as `serve` would; exit 2 if one cannot be.
-pub fn check(ctx: &Context) -> Result<(), CliError> {
+pub fn check(ctx: &Invocation) -> Result<(), CliError> {
     let built =
         build(&ctx.config, &describe(ctx.config_file.as_deref())).map_err(CliError::Usage)?;
     println!("configuration ok: {}", origin(ctx));
@@ -97,7 +97,7 @@ pub fn check(ctx: &Context) -> Result<(), CliError> {
 
 /// `relayq config show`: the effective configuration as TOML, every default written out and
 /// every secret masked.
-pub fn show(ctx: &Context) -> Result<(), CliError> {
+pub fn show(ctx: &Invocation) -> Result<(), CliError> {
     let text = toml::to_string_pretty(&ctx.config)
         .map_err(|e| CliError::Failed(format!("cannot write the configuration as TOML: {e}")))?;
     println!("# effective configuration: {}", origin(ctx));

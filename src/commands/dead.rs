@@ -8,11 +8,11 @@ use std::collections::BTreeSet;
 use relayq_engine::{QueueName, RowDetail};
 use serde_json::{json, Value};
 
-use crate::cli::{CliError, Context, DeadCommand, Selection};
+use crate::cli::{CliError, DeadCommand, Invocation, Selection};
 use crate::commands::open_existing;
 use crate::output::{list_printed, with_times};
 
-pub fn run(ctx: &Context, command: DeadCommand) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let engine = &store.engine;
     match command {

@@ -7,10 +7,10 @@ use relayq_engine::{
     inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName, Queues,
 };
 
-use crate::cli::{CliError, Context, InboundArgs, OutboundArgs};
+use crate::cli::{CliError, InboundArgs, Invocation, OutboundArgs};
 use crate::commands::open;
 
-pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
+pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
     let content = if args.text == "-" {
         read_stdin(max)?
@@ -57,7 +57,7 @@ pub fn inbound(ctx: &Context, args: InboundArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn outbound(ctx: &Context, args: OutboundArgs) -> Result<(), CliError> {
+pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
     if !ctx.config.channels.contains_key(&args.channel) {
         let known: Vec<_> = ctx.config.channels.keys().cloned().collect();

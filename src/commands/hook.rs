@@ -14,12 +14,12 @@ use relayq_engine::hooks::{
 use relayq_engine::{Agent, Engine, EventType, HookEvent, QueuePolicy};
 use serde_json::{json, Value};
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 
 /// The longest the receiver waits for a database lock: the agent is waiting on us.
 const LOCK_WAIT: Duration = Duration::from_secs(1);
 
-pub fn run(ctx: &Context, agent: Agent, argument: Option<String>) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation, agent: Agent, argument: Option<String>) -> Result<(), CliError> {
     let input = match argument {
         Some(text) => text,
         None => {
@@ -88,7 +88,7 @@ fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookE
     }
 }
 
-fn store(ctx: &Context, mut event: HookEvent) -> Result<(), CliError> {
+fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     let mut db = ctx.db_config()?;
     db.busy_timeout = LOCK_WAIT;
     let engine = Engine::open(&db)?;

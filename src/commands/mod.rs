@@ -12,15 +12,15 @@ pub mod status;
 
 use relayq_engine::{Engine, Queues};
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 
 /// The engine and the queue handles under the configured policies, for commands that work on
 /// the database directly (synchronously: one-shot commands run no actor system).
-pub(crate) fn open(ctx: &Context) -> Result<Queues, CliError> {
+pub(crate) fn open(ctx: &Invocation) -> Result<Queues, CliError> {
     Ok(Engine::open(&ctx.db_config()?)?.queues(&ctx.config.queues))
 }
 
 /// `open` for commands that only read: a missing database is an error, not created.
-pub(crate) fn open_existing(ctx: &Context) -> Result<Queues, CliError> {
+pub(crate) fn open_existing(ctx: &Invocation) -> Result<Queues, CliError> {
     Ok(Engine::open(&ctx.existing_db_config()?)?.queues(&ctx.config.queues))
 }

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 
-pub fn run(ctx: &Context, older_than: Option<Duration>, dead: bool) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation, older_than: Option<Duration>, dead: bool) -> Result<(), CliError> {
     let s = open_existing(ctx)?;
     let n = s.inbound.prune(older_than, dead)?
         + s.hooks.prune(older_than, dead)?

@@ -4,14 +4,14 @@
 //! once; the database, claimer and daemon settings at the next start. An invalid file changes
 //! nothing (the error is logged).
 
-use relayq_actors::{Reload, Runtime};
+use relayq_actors::{Relayq, Reload};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::commands::config::{build, describe, Built};
 use crate::config::Config;
 
-pub fn run(ctx: &Context) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     crate::logging::init("info");
     let mut config = ctx.config.clone();
     // The built-in channels write there unless the config file says otherwise.
@@ -31,7 +31,7 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
     }
     let system = actix_rt::System::new();
     system.block_on(async move {
-        let mut builder = Runtime::builder(runtime_config);
+        let mut builder = Relayq::builder(runtime_config);
         for (name, spec) in channels {
             builder = builder.channel(&name, spec);
         }
@@ -64,7 +64,7 @@ pub fn run(ctx: &Context) -> Result<(), CliError> {
 
 /// SIGHUP: reads the config again (the same file, or the same search when there was none) and
 /// applies it. Returns the new config, or `None` (logged) when the running one stays.
-fn reload(ctx: &Context, running: &Config, runtime: &Runtime) -> Option<Config> {
+fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config> {
     let (new, file) = match Config::load(ctx.config_file.as_deref()) {
         Ok(loaded) => loaded,
         Err(e) => {

@@ -4,11 +4,11 @@
 
 use relayq_engine::inbound;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 use crate::output::{list_printed, with_times};
 
-pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
+pub fn expire(ctx: &Invocation, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
         return Err(CliError::Usage(
             "the session id is empty: give the session to expire".into(),
@@ -21,7 +21,7 @@ pub fn expire(ctx: &Context, session: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn list(ctx: &Context, as_json: bool) -> Result<(), CliError> {
+pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let sessions = store.engine.sessions()?;
     let json = |s: &relayq_engine::SessionRecord| {

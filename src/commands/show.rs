@@ -5,11 +5,11 @@
 use relayq_engine::RowDetail;
 use serde_json::{json, Value};
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 use crate::output::{now_ms, when, with_times};
 
-pub fn run(ctx: &Context, id: i64, as_json: bool) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation, id: i64, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let Some(row) = store.engine.row(id)? else {
         return Err(CliError::Usage(format!(

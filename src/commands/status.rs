@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 use crate::commands::show::row_json;
 use crate::output::{relative, with_times};
@@ -11,7 +11,7 @@ use crate::output::{relative, with_times};
 /// Stuck rows listed at most.
 const STUCK_SHOWN: usize = 20;
 
-pub fn run(ctx: &Context, as_json: bool) -> Result<(), CliError> {
+pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let engine = open_existing(ctx)?.engine.clone();
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
