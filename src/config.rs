@@ -10,7 +10,7 @@ use relayq_actors::channels::file;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
-use relayq_engine::{inbound, DbConfig, NoticeRoute, NoticeRoutes, QueuePolicies, Synchronous};
+use relayq_engine::{inbound, DbConfig, NoticeRoutes, QueuePolicies, Synchronous};
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
@@ -21,8 +21,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     pub queues: QueuePolicies,
     pub claimer: ClaimSettings,
-    pub sessions: SessionsConfig,
-    pub routes: RoutesConfig,
+    pub sessions: SessionChannels,
+    pub routes: NoticeRoutes,
     /// `[channels.NAME]` tables, each with a `kind`; they add to the built-in `deliveries` and
     /// `notices` file channels, or replace them by name.
     pub channels: BTreeMap<String, ChannelConfig>,
@@ -55,41 +55,6 @@ pub struct DaemonConfig {
     pub max_body_bytes: usize,
 }
 
-/// `[routes]`: where hook events' notices go.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RoutesConfig {
-    /// For sessions without their own routes.
-    pub default: Vec<NoticeRoute>,
-    /// Per-session routes (replacing the default ones): session key → routes.
-    pub sessions: BTreeMap<String, Vec<NoticeRoute>>,
-}
-
-/// The built-in notices channel and the default route to it.
-pub const NOTICES_CHANNEL: &str = "notices";
-
-impl Default for RoutesConfig {
-    fn default() -> Self {
-        RoutesConfig {
-            default: vec![NoticeRoute {
-                channel: NOTICES_CHANNEL.into(),
-                to: "log".into(),
-                events: relayed_events(),
-            }],
-            sessions: BTreeMap::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SessionsConfig {
-    /// The channel for sessions not listed in `channels`.
-    pub default_channel: String,
-    /// Per-session overrides: session id → channel name.
-    pub channels: BTreeMap<String, String>,
-}
-
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
@@ -112,17 +77,9 @@ impl Default for DaemonConfig {
     }
 }
 
-/// The built-in channel: every session's messages appended to a JSON-lines file.
-pub const DEFAULT_CHANNEL: &str = "deliveries";
-
-impl Default for SessionsConfig {
-    fn default() -> Self {
-        SessionsConfig {
-            default_channel: DEFAULT_CHANNEL.into(),
-            channels: BTreeMap::new(),
-        }
-    }
-}
+/// The built-in channels: every session's messages, and the notices, each appended to a
+/// JSON-lines file.
+pub use relayq_actors::channels::{DELIVERIES_CHANNEL as DEFAULT_CHANNEL, NOTICES_CHANNEL};
 
 impl Default for Config {
     fn default() -> Self {
@@ -132,8 +89,8 @@ impl Default for Config {
             daemon: DaemonConfig::default(),
             queues: QueuePolicies::default(),
             claimer: ClaimSettings::default(),
-            sessions: SessionsConfig::default(),
-            routes: RoutesConfig::default(),
+            sessions: SessionChannels::default(),
+            routes: NoticeRoutes::default(),
             channels: BTreeMap::from([
                 (DEFAULT_CHANNEL.to_string(), file("relayq-deliveries.jsonl")),
                 (NOTICES_CHANNEL.to_string(), file("relayq-notices.jsonl")),
@@ -607,10 +564,7 @@ impl Config {
 
     /// Where hook events' notices go.
     pub fn notice_routes(&self) -> NoticeRoutes {
-        NoticeRoutes {
-            default: self.routes.default.clone(),
-            sessions: self.routes.sessions.clone().into_iter().collect(),
-        }
+        self.routes.clone()
     }
 
     /// What the actor system needs.
@@ -618,10 +572,7 @@ impl Config {
         RelayqConfig {
             db: self.db_config(db_override),
             queues: self.queues.clone(),
-            session_channels: SessionChannels {
-                default_channel: self.sessions.default_channel.clone(),
-                sessions: self.sessions.channels.clone().into_iter().collect(),
-            },
+            session_channels: self.sessions.clone(),
             notice_routes: self.notice_routes(),
             claims: self.claimer,
             max_body_bytes: self.daemon.max_body_bytes,

@@ -51,11 +51,8 @@ impl RelayqConfig {
         RelayqConfig {
             db: DbConfig::new(db),
             queues: QueuePolicies::default(),
-            session_channels: SessionChannels {
-                default_channel: default_channel.into(),
-                sessions: Default::default(),
-            },
-            notice_routes: NoticeRoutes::default(),
+            session_channels: SessionChannels::all_to(default_channel),
+            notice_routes: NoticeRoutes::none(),
             claims: ClaimSettings::default(),
             max_body_bytes: inbound::DEFAULT_MAX_BODY_BYTES,
             sweep_interval: Duration::from_secs(10),
@@ -326,7 +323,7 @@ fn check_channels(
         .chain(routes.sessions.values().flatten())
         .map(|r| &r.channel);
     let named = std::iter::once(&session_channels.default_channel)
-        .chain(session_channels.sessions.values())
+        .chain(session_channels.channels.values())
         .chain(routed);
     for name in named {
         if !configured.contains(name) {

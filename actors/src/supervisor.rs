@@ -2,7 +2,7 @@
 //! them (starting its actor on demand), replaces an actor that died, stops actors whose
 //! session has nothing left, expires sessions, and drives a graceful shutdown.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use actix::prelude::*;
 use relayq_engine::{inbound, sources, Enqueued, InboundMessage};
@@ -14,17 +14,34 @@ use crate::lifecycle::{all_stopped, Shutdown, Stop};
 use crate::session::{self, SessionActor, SessionIdle};
 use crate::store::Store;
 
-/// Which channel each session's messages go to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which channel each session's messages go to (`[sessions]` in config.toml).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct SessionChannels {
+    /// The channel for sessions not listed in `channels`.
     pub default_channel: String,
     /// Per-session overrides: session id → channel name.
-    pub sessions: HashMap<String, String>,
+    pub channels: BTreeMap<String, String>,
+}
+
+/// Every session to relayq's built-in `deliveries` channel.
+impl Default for SessionChannels {
+    fn default() -> Self {
+        SessionChannels::all_to(crate::channels::DELIVERIES_CHANNEL)
+    }
 }
 
 impl SessionChannels {
+    /// Every session to `channel`.
+    pub fn all_to(channel: &str) -> Self {
+        SessionChannels {
+            default_channel: channel.into(),
+            channels: BTreeMap::new(),
+        }
+    }
+
     pub fn channel_for(&self, session: &str) -> &str {
-        self.sessions.get(session).unwrap_or(&self.default_channel)
+        self.channels.get(session).unwrap_or(&self.default_channel)
     }
 }
 

@@ -2,7 +2,7 @@
 //! real SQLite files: order per session, coalescing, critical rows under a flood, and the
 //! notices the handlers send through a real file channel.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ fn config(dir: &Path, limits: Limits) -> RelayqConfig {
             to: "log".into(),
             events: relayed_events(),
         }],
-        sessions: HashMap::new(),
+        sessions: Default::default(),
     };
     c.claims.hook_buffer = limits.capacity;
     c.claims.hook_reserved_critical = limits.reserved_critical;

@@ -3,7 +3,7 @@
 //! hook row commit in one transaction, fenced by the row's lease token, so a crash or a lost
 //! lease never leaves half an effect and a replayed row never applies twice.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -38,11 +38,32 @@ pub fn relayed_events() -> Vec<EventType> {
     ]
 }
 
-/// Where each session's notices go: its own routes, else the default ones.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The channel notices go to unless routes say otherwise: relayq's built-in `notices` file.
+pub const NOTICES_CHANNEL: &str = "notices";
+
+/// Where each session's notices go: its own routes, else the default ones (`[routes]` in
+/// config.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct NoticeRoutes {
+    /// For sessions without their own routes.
     pub default: Vec<NoticeRoute>,
-    pub sessions: HashMap<String, Vec<NoticeRoute>>,
+    /// Per-session routes (replacing the default ones): session key → routes.
+    pub sessions: BTreeMap<String, Vec<NoticeRoute>>,
+}
+
+/// Every relayed event of every session to the `notices` channel.
+impl Default for NoticeRoutes {
+    fn default() -> Self {
+        NoticeRoutes {
+            default: vec![NoticeRoute {
+                channel: NOTICES_CHANNEL.into(),
+                to: "log".into(),
+                events: relayed_events(),
+            }],
+            sessions: BTreeMap::new(),
+        }
+    }
 }
 
 /// NoticeRoutes that a config reload can replace while handlers read them.
@@ -52,6 +73,14 @@ impl NoticeRoutes {
     /// These routes, replaceable (see [`SharedNoticeRoutes`]).
     pub fn shared(self) -> SharedNoticeRoutes {
         Arc::new(RwLock::new(Arc::new(self)))
+    }
+
+    /// No notices at all.
+    pub fn none() -> Self {
+        NoticeRoutes {
+            default: Vec::new(),
+            sessions: BTreeMap::new(),
+        }
     }
 
     pub fn for_session(&self, session: &str) -> &[NoticeRoute] {

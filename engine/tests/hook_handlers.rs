@@ -1,7 +1,6 @@
 //! Hook rows processed by the handlers on real SQLite files: the session registry, the
 //! outbound rows for routes, and that a row's effects commit with its completion or not at all.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use relayq_engine::handlers::Effects;
@@ -35,7 +34,7 @@ fn fixture(max_attempts: u32) -> Fixture {
             "ops",
             relayq_engine::handlers::relayed_events(),
         )],
-        sessions: HashMap::from([(
+        sessions: std::collections::BTreeMap::from([(
             "quiet".to_string(),
             vec![route("pager", "me", vec![EventType::Notification])],
         )]),
