@@ -10,7 +10,7 @@ use relayq_actors::channels::file;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
-use relayq_engine::{inbound, DbConfig, NoticeRoutes, QueuePolicies, Synchronous};
+use relayq_engine::{DbConfig, NoticeRoutes, QueuePolicies, Synchronous};
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
@@ -55,24 +55,29 @@ pub struct DaemonConfig {
     pub max_body_bytes: usize,
 }
 
+/// The engine's defaults (`DbConfig::new`); the path is found by [`Config::db_path`].
 impl Default for DatabaseConfig {
     fn default() -> Self {
+        let engine = DbConfig::new("");
         DatabaseConfig {
             path: None,
-            synchronous: Synchronous::Normal,
-            busy_timeout: Duration::from_secs(5),
-            readers: 4,
+            synchronous: engine.synchronous,
+            busy_timeout: engine.busy_timeout,
+            readers: engine.readers,
         }
     }
 }
 
+/// The actor system's defaults (`RelayqConfig::new`), and the time `serve` gives in-flight
+/// deliveries at shutdown.
 impl Default for DaemonConfig {
     fn default() -> Self {
+        let actors = RelayqConfig::new("", "");
         DaemonConfig {
             shutdown_grace: Duration::from_secs(10),
-            sweep_interval: Duration::from_secs(10),
-            prune_interval: Duration::from_secs(300),
-            max_body_bytes: inbound::DEFAULT_MAX_BODY_BYTES,
+            sweep_interval: actors.sweep_interval,
+            prune_interval: actors.prune_interval,
+            max_body_bytes: actors.max_body_bytes,
         }
     }
 }
