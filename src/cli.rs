@@ -207,6 +207,9 @@ pub enum CliError {
     /// Something failed while running. Exit 1.
     #[error("{0}")]
     Failed(String),
+    /// The queue is full (`max_depth`, `max_key_depth`): nothing was written; try later. Exit 3.
+    #[error("{0}")]
+    Full(String),
 }
 
 impl From<ConfigError> for CliError {
@@ -219,6 +222,7 @@ impl From<EngineError> for CliError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::Invalid(_) | EngineError::Open { .. } => CliError::Usage(e.to_string()),
+            EngineError::QueueFull { .. } => CliError::Full(e.to_string()),
             e if e.is_busy() => CliError::Failed(format!(
                 "{e} (another process holds the database; try again)"
             )),
@@ -313,6 +317,7 @@ pub fn main() -> ExitCode {
                 _ if is_hook => 1,
                 CliError::Usage(_) => 2,
                 CliError::Failed(_) => 1,
+                CliError::Full(_) => 3,
             })
         }
     }

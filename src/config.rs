@@ -383,6 +383,12 @@ impl Config {
             ("hooks", &q.hooks),
             ("outbound", &q.outbound),
         ] {
+            if name == "hooks" && (policy.max_depth.is_some() || policy.max_key_depth.is_some()) {
+                return Err(err(
+                    "queues.hooks.max_depth",
+                    "hook events are never refused (the agent cannot send them again): leave max_depth and max_key_depth out of [queues.hooks]".into(),
+                ));
+            }
             if policy.backoff.is_empty() {
                 return Err(err(
                     &format!("queues.{name}.backoff"),

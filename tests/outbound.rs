@@ -331,3 +331,52 @@ fn the_webhook_url_may_come_from_the_daemons_environment() {
     assert_eq!(hook.calls().len(), 1);
     daemon.stop();
 }
+
+#[test]
+fn an_enqueue_past_max_depth_exits_3_and_writes_nothing() {
+    // No daemon: rows stay pending, so the queue fills.
+    let app = App::new(config("http://127.0.0.1:9/", "5s").set("queues.outbound", "max_depth = 2"));
+    send(&app, &["one"]);
+    let second = send(&app, &["two", "--idempotency-key", "k2"]);
+    let out = app.run(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "chat-42",
+        "three",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("QUEUE_FULL: the outbound queue holds 2 unfinished rows")
+            && err.contains("queues.outbound.max_depth = 2"),
+        "{err}"
+    );
+    // A retry of a message already written is still answered with its row.
+    let again = enqueue(&app, &["--idempotency-key", "k2", "--json", "two"]);
+    let again: Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(
+        (again["id"].as_i64(), again["duplicate"].as_bool()),
+        (Some(second), Some(true))
+    );
+    let rows: i64 = app
+        .engine()
+        .counts()
+        .unwrap()
+        .iter()
+        .filter(|c| c.queue == "outbound")
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(rows, 2, "nothing written past the limit");
+}
+
+#[test]
+fn hook_events_cannot_be_given_a_depth_limit() {
+    let app = App::new(Config::default().set("queues.hooks", "max_depth = 10"));
+    assert_usage_error(
+        &app.run(&["status"]),
+        "queues.hooks.max_depth: hook events are never refused",
+    );
+}

@@ -23,6 +23,14 @@ pub enum EngineError {
     /// The transaction the operation ran in did not commit (the operation itself succeeded).
     #[error("the write was not committed: {0}")]
     NotCommitted(String),
+    /// The queue (or the key) holds as many unfinished rows as its policy allows: nothing was
+    /// written. The caller may try again later.
+    #[error("QUEUE_FULL: {what} holds {depth} unfinished rows, its limit ({setting}); nothing was written: try again once it drains, or raise the limit")]
+    QueueFull {
+        what: String,
+        depth: u64,
+        setting: String,
+    },
     /// A hook handler refused its event: retrying cannot help, so the row is done with this.
     #[error("{0}")]
     Rejected(String),

@@ -21,6 +21,11 @@ pub struct QueuePolicy {
     pub retention: Duration,
     /// Dead rows are deleted this long after they died; `None` keeps them for an operator.
     pub dead_retention: Option<Duration>,
+    /// Most unfinished (pending or leased) rows in the queue; an enqueue past it is refused
+    /// (`QueueFull`), nothing written. `None`: no limit.
+    pub max_depth: Option<u64>,
+    /// Most unfinished rows of one key (a session, a destination); `None`: no limit.
+    pub max_key_depth: Option<u64>,
 }
 
 /// The policies of the three queues.
@@ -78,6 +83,8 @@ struct PolicyFile {
     retention: Option<Duration>,
     #[serde(with = "humantime_serde")]
     dead_retention: Option<Duration>,
+    max_depth: Option<u64>,
+    max_key_depth: Option<u64>,
 }
 
 impl PolicyFile {
@@ -101,7 +108,18 @@ impl PolicyFile {
             },
             retention: self.retention.unwrap_or(base.retention),
             dead_retention: self.dead_retention.or(base.dead_retention),
+            max_depth: limit(self.max_depth, base.max_depth),
+            max_key_depth: limit(self.max_key_depth, base.max_key_depth),
         }
+    }
+}
+
+/// A limit as written in the file: 0 is none; left out keeps `base`.
+fn limit(file: Option<u64>, base: Option<u64>) -> Option<u64> {
+    match file {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => base,
     }
 }
 
@@ -115,6 +133,8 @@ impl From<&QueuePolicy> for PolicyFile {
             max_age: Some(p.max_age.unwrap_or_default()),
             retention: Some(p.retention),
             dead_retention: p.dead_retention,
+            max_depth: Some(p.max_depth.unwrap_or(0)),
+            max_key_depth: Some(p.max_key_depth.unwrap_or(0)),
         }
     }
 }
@@ -142,6 +162,8 @@ impl QueuePolicy {
             max_age: None,
             retention: 7 * DAY,
             dead_retention: Some(30 * DAY),
+            max_depth: None,
+            max_key_depth: None,
         }
     }
 

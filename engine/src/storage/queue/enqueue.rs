@@ -1,6 +1,6 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
-use rusqlite::{named_params, Transaction};
+use rusqlite::{named_params, OptionalExtension, Transaction};
 
 use super::{Enqueued, NewRow, Queue};
 use crate::error::{EngineError, Result};
@@ -54,6 +54,11 @@ impl Queue {
         if row.key.is_empty() {
             return Err(EngineError::Invalid("the ordering key is empty".into()));
         }
+        if expired.is_none() {
+            if let Some(repeat) = self.refuse_past_depth(tx, row)? {
+                return Ok(repeat);
+            }
+        }
         // No RETURNING: SQLite collects RETURNING rows in a temporary b-tree, which costs more
         // than the insert; the changes count and the last rowid say the same.
         let inserted = tx.prepare_cached(INSERT_SQL)?.execute(named_params! {
@@ -85,6 +90,141 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Refuses a new row past the policy's `max_key_depth` or `max_depth` (`QueueFull`), unless
+    /// it repeats a row already written: then that row is the answer, as for any duplicate.
+    fn refuse_past_depth(&self, tx: &Transaction<'_>, row: &NewRow) -> Result<Option<Enqueued>> {
+        let policy = self.policy();
+        let count = |sql, params: &[(&str, &dyn rusqlite::ToSql)]| -> Result<u64> {
+            let n: i64 = tx.prepare_cached(sql)?.query_row(params, |r| r.get(0))?;
+            Ok(n.max(0) as u64)
+        };
+        let full = |what: String, depth: u64, key: &str, limit: u64| EngineError::QueueFull {
+            what,
+            depth,
+            setting: format!("queues.{}.{key} = {limit}", self.name),
+        };
+        let mut refusal = None;
+        if let Some(limit) = policy.max_key_depth {
+            let depth = count(
+                KEY_DEPTH_SQL,
+                named_params! {":queue": self.name, ":key": row.key},
+            )?;
+            if depth >= limit {
+                let what = format!("key {} of the {} queue", row.key, self.name);
+                refusal = Some(full(what, depth, "max_key_depth", limit));
+            }
+        }
+        if let (None, Some(limit)) = (&refusal, policy.max_depth) {
+            let depth = count(QUEUE_DEPTH_SQL, named_params! {":queue": self.name})?;
+            if depth >= limit {
+                refusal = Some(full(
+                    format!("the {} queue", self.name),
+                    depth,
+                    "max_depth",
+                    limit,
+                ));
+            }
+        }
+        let Some(refusal) = refusal else {
+            return Ok(None);
+        };
+        let repeat: Option<i64> = tx
+            .prepare_cached(FIND_DUPLICATE_SQL)?
+            .query_row(
+                named_params! {":queue": self.name, ":dedup_key": row.dedup_key},
+                |r| r.get(0),
+            )
+            .optional()?;
+        match repeat {
+            Some(id) => Ok(Some(Enqueued {
+                id,
+                duplicate: true,
+                expired: None,
+            })),
+            None => Err(refusal),
+        }
+    }
+}
+
+/// Unfinished rows of one key.
+const KEY_DEPTH_SQL: &str = "SELECT COUNT(*) FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')";
+
+/// Unfinished rows of the queue (a walk of its active rows: only run when `max_depth` is set).
+const QUEUE_DEPTH_SQL: &str =
+    "SELECT COUNT(*) FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')";
+
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[INSERT_SQL, FIND_DUPLICATE_SQL];
+pub(super) const STATEMENTS: &[&str] = &[
+    KEY_DEPTH_SQL,
+    QUEUE_DEPTH_SQL,
+    INSERT_SQL,
+    FIND_DUPLICATE_SQL,
+];
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineError, NewRow, QueueName, QueuePolicy, SystemClock};
+
+    fn row(key: &str, dedup: Option<&str>) -> NewRow {
+        NewRow {
+            key: key.into(),
+            payload: "{}".into(),
+            dedup_key: dedup.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_enqueue_past_max_depth_is_refused_and_writes_nothing_but_a_repeat_is_answered() {
+        let (_dir, db) = crate::db::temp_database();
+        let engine = Engine::with_clock(db, std::sync::Arc::new(SystemClock));
+        let policy = QueuePolicy {
+            max_depth: Some(3),
+            max_key_depth: Some(2),
+            ..QueuePolicy::outbound()
+        };
+        let q = engine.queue(QueueName::Outbound, policy);
+        let first = q.enqueue(&row("a", Some("k1"))).unwrap();
+        q.enqueue(&row("a", None)).unwrap();
+        let refused = q.enqueue(&row("a", None)).unwrap_err();
+        assert!(
+            matches!(&refused, EngineError::QueueFull { depth: 2, setting, .. } if setting == "queues.outbound.max_key_depth = 2"),
+            "{refused}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .starts_with("QUEUE_FULL: key a of the outbound queue"),
+            "{refused}"
+        );
+        let again = q.enqueue(&row("a", Some("k1"))).unwrap();
+        assert_eq!(
+            (again.id, again.duplicate),
+            (first.id, true),
+            "a retry of a row already written is its duplicate"
+        );
+
+        q.enqueue(&row("b", None)).unwrap();
+        let refused = q.enqueue(&row("c", None)).unwrap_err();
+        assert!(
+            refused.to_string().contains("the outbound queue holds 3"),
+            "{refused}"
+        );
+        assert_eq!(
+            engine
+                .counts()
+                .unwrap()
+                .iter()
+                .map(|c| c.count)
+                .sum::<i64>(),
+            3,
+            "nothing written"
+        );
+
+        let lease = q.lease_next("b").unwrap().unwrap();
+        q.complete(lease.id, lease.token, None).unwrap();
+        q.enqueue(&row("c", None)).unwrap();
+    }
+}
