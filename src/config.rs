@@ -383,6 +383,27 @@ impl Config {
             ("hooks", &q.hooks),
             ("outbound", &q.outbound),
         ] {
+            match (name, &policy.replay_kinds) {
+                ("outbound", Some(kinds)) => {
+                    if let Some(bad) = kinds
+                        .iter()
+                        .find(|k| !["final", "block", "tool"].contains(&k.as_str()))
+                    {
+                        return Err(err(
+                            "queues.outbound.replay_kinds",
+                            format!("{bad:?} is not a kind of message: use \"final\", \"block\" and \"tool\""),
+                        ));
+                    }
+                }
+                ("outbound", None) | (_, None) => {}
+                (_, Some(_)) => {
+                    return Err(err(
+                        &format!("queues.{name}.replay_kinds"),
+                        "only outbound messages have kinds: set replay_kinds in [queues.outbound]"
+                            .into(),
+                    ))
+                }
+            }
             if name == "hooks" && (policy.max_depth.is_some() || policy.max_key_depth.is_some()) {
                 return Err(err(
                     "queues.hooks.max_depth",

@@ -380,3 +380,39 @@ fn hook_events_cannot_be_given_a_depth_limit() {
         "queues.hooks.max_depth: hook events are never refused",
     );
 }
+
+#[test]
+fn progress_left_from_before_a_restart_is_superseded_and_final_messages_are_sent() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    for (replay, block_state) in [
+        (None, "expired"),
+        (Some("[\"final\", \"block\"]"), "delivered"),
+    ] {
+        let mut config = config(&hook.url, "5s");
+        if let Some(kinds) = replay {
+            config = config.set("queues.outbound", &format!("replay_kinds = {kinds}"));
+        }
+        let app = App::new(config);
+        // Written while no daemon runs, as a bridge would while relayq was down.
+        let block = send(&app, &["--kind", "block", "partial answer"]);
+        let tool = send(&app, &["--kind", "tool", "running tests"]);
+        let last = send(&app, &["the answer"]);
+        let daemon = app.serve();
+        wait_state(&app, last, "delivered");
+        daemon.stop();
+        let block = app.row(relayq_engine::QueueName::Outbound, block);
+        assert_eq!(block.state, block_state, "{replay:?}: {block:?}");
+        let tool = app.row(relayq_engine::QueueName::Outbound, tool);
+        assert_eq!(
+            (tool.state.as_str(), tool.reason.as_deref()),
+            ("expired", Some("superseded")),
+            "{replay:?}"
+        );
+    }
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(texts, ["the answer", "partial answer", "the answer"]);
+}

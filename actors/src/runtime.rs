@@ -107,6 +107,21 @@ impl RelayqBuilder {
             config.queues.clone(),
             config.notice_routes.clone(),
         );
+        // Before any actor can lease them: stale progress rows from before this start.
+        let superseded = store
+            .run(|s| {
+                let started = s.engine.now();
+                Ok(s.inbound.supersede_stale(started)?
+                    + s.hooks.supersede_stale(started)?
+                    + s.outbound.supersede_stale(started)?)
+            })
+            .await?;
+        if superseded > 0 {
+            tracing::info!(
+                superseded,
+                "rows of kinds not in replay_kinds, left from before this start, ended as superseded"
+            );
+        }
         tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();

@@ -134,12 +134,15 @@ impl OutboundMessage {
 
 impl QueuePolicy {
     /// The outbound queue's defaults (outbound delivery pipeline): 5 s, 25 s, 2 min, then
-    /// 10 min; dead after 10 attempts; a one-minute lease, extended while a send runs.
+    /// 10 min; dead after 10 attempts; a one-minute lease, extended while a send runs; only
+    /// final messages sent again after a restart.
     pub fn outbound() -> Self {
         QueuePolicy {
             backoff: secs(&[5, 25, 120, 600]),
             lease_timeout: std::time::Duration::from_secs(60),
             max_attempts: Some(10),
+            // Progress and streaming parts are stale after a restart; answers are not.
+            replay_kinds: Some(vec!["final".into()]),
             ..QueuePolicy::inbound()
         }
     }

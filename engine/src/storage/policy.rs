@@ -26,6 +26,10 @@ pub struct QueuePolicy {
     pub max_depth: Option<u64>,
     /// Most unfinished rows of one key (a session, a destination); `None`: no limit.
     pub max_key_depth: Option<u64>,
+    /// Which kinds of row (the payload's `kind`, `final` when it has none) a new daemon sends
+    /// when it finds them left from before it started; the others (progress, streaming parts)
+    /// end as expired, reason `superseded`. `None`: every row is sent.
+    pub replay_kinds: Option<Vec<String>>,
 }
 
 /// The policies of the three queues.
@@ -85,6 +89,7 @@ struct PolicyFile {
     dead_retention: Option<Duration>,
     max_depth: Option<u64>,
     max_key_depth: Option<u64>,
+    replay_kinds: Option<Vec<String>>,
 }
 
 impl PolicyFile {
@@ -110,6 +115,7 @@ impl PolicyFile {
             dead_retention: self.dead_retention.or(base.dead_retention),
             max_depth: limit(self.max_depth, base.max_depth),
             max_key_depth: limit(self.max_key_depth, base.max_key_depth),
+            replay_kinds: self.replay_kinds.or(base.replay_kinds),
         }
     }
 }
@@ -135,6 +141,7 @@ impl From<&QueuePolicy> for PolicyFile {
             dead_retention: p.dead_retention,
             max_depth: Some(p.max_depth.unwrap_or(0)),
             max_key_depth: Some(p.max_key_depth.unwrap_or(0)),
+            replay_kinds: p.replay_kinds.clone(),
         }
     }
 }
@@ -164,6 +171,7 @@ impl QueuePolicy {
             dead_retention: Some(30 * DAY),
             max_depth: None,
             max_key_depth: None,
+            replay_kinds: None,
         }
     }
 

@@ -63,6 +63,22 @@ pub const PRUNE_SQL: &str = "DELETE FROM queue_rows WHERE id IN (
        LIMIT 5000)";
 
 impl Queue {
+    /// At daemon start: the unfinished rows left from before `started` whose kind the
+    /// policy's `replay_kinds` does not name end as expired, reason `superseded`. Returns how
+    /// many.
+    pub fn supersede_stale(&self, started: i64) -> Result<usize> {
+        let Some(kinds) = self.policy().replay_kinds.clone() else {
+            return Ok(0);
+        };
+        let kinds = serde_json::to_string(&kinds).expect("a list of strings serialises");
+        self.write_now(|tx, now| {
+            let params = named_params! {
+                ":queue": self.name, ":now": now, ":started": started, ":kinds": kinds,
+            };
+            Ok(tx.prepare_cached(SUPERSEDE_SQL)?.execute(params)?)
+        })
+    }
+
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
     pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
         self.write_now(|tx, now| self.expire_key_in(tx, key, reason, now))
@@ -179,9 +195,18 @@ pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result
     )
 }
 
+/// Ends the unfinished rows created before `:started` whose kind is not in `:kinds` (a JSON
+/// list): stale progress a new daemon must not send.
+const SUPERSEDE_SQL: &str = "UPDATE queue_rows SET state = 'expired', finished_at = :now,
+            reason = 'superseded', lease_owner = NULL, lease_expires_at = NULL
+     WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :started
+       AND COALESCE(json_extract(payload, '$.kind'), 'final')
+           NOT IN (SELECT value FROM json_each(:kinds))";
+
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    SUPERSEDE_SQL,
     EXPIRE_KEY_SQL,
     EXPIRE_OVERDUE_SQL,
     RELEASE_OWN_LEASES_SQL,
