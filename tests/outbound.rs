@@ -416,3 +416,36 @@ fn progress_left_from_before_a_restart_is_superseded_and_final_messages_are_sent
         .collect();
     assert_eq!(texts, ["the answer", "partial answer", "the answer"]);
 }
+
+#[test]
+fn a_message_older_than_max_age_is_expired_or_sent_as_expire_action_says() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    for (action, expected) in [("expire", "expired"), ("deliver", "delivered")] {
+        let app = App::new(
+            config(&hook.url, "5s")
+                .set("queues.outbound", "max_age = \"1s\"")
+                .set("queues.outbound", &format!("expire_action = {action:?}")),
+        );
+        // Queued during an outage longer than max_age.
+        let id = send(&app, &[&format!("queued, then {action}")]);
+        std::thread::sleep(Duration::from_millis(1200));
+        let daemon = app.serve();
+        let row = wait_state(&app, id, expected);
+        daemon.stop();
+        if action == "expire" {
+            assert_eq!(row.reason.as_deref(), Some("max age"));
+            let status = app.ok(&["status"]);
+            assert!(status.contains("max age"), "counted by status: {status}");
+        }
+    }
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        ["queued, then deliver"],
+        "only the deliver policy sends it"
+    );
+}

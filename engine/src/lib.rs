@@ -35,7 +35,7 @@ pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use notice::Notice;
 pub use outbound::OutboundMessage;
-pub use policy::{QueuePolicies, QueuePolicy};
+pub use policy::{ExpireAction, QueuePolicies, QueuePolicy};
 pub use queue::{
     Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried, RowDetail,
     RowState, StateCount,

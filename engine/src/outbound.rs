@@ -135,7 +135,8 @@ impl OutboundMessage {
 impl QueuePolicy {
     /// The outbound queue's defaults (outbound delivery pipeline): 5 s, 25 s, 2 min, then
     /// 10 min; dead after 10 attempts; a one-minute lease, extended while a send runs; only
-    /// final messages sent again after a restart.
+    /// final messages sent again after a restart; a message still unsent after an hour is
+    /// expired (`max age`), not sent late.
     pub fn outbound() -> Self {
         QueuePolicy {
             backoff: secs(&[5, 25, 120, 600]),
@@ -143,6 +144,8 @@ impl QueuePolicy {
             max_attempts: Some(10),
             // Progress and streaming parts are stale after a restart; answers are not.
             replay_kinds: Some(vec!["final".into()]),
+            // A chat message an hour late is news nobody asked for: it is recorded, not sent.
+            max_age: Some(std::time::Duration::from_secs(3600)),
             ..QueuePolicy::inbound()
         }
     }

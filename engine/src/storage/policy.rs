@@ -15,8 +15,11 @@ pub struct QueuePolicy {
     pub lease_timeout: Duration,
     /// Give up (dead letter) after this many attempts; `None` retries forever.
     pub max_attempts: Option<u32>,
-    /// Pending rows older than this are expired; `None` keeps them until delivered.
+    /// How old a row may be when it is tried; what happens past it is `expire_action`.
+    /// `None`: no limit.
     pub max_age: Option<Duration>,
+    /// What becomes of a row past `max_age`.
+    pub expire_action: ExpireAction,
     /// Delivered and expired rows are deleted this long after they finished.
     pub retention: Duration,
     /// Dead rows are deleted this long after they died; `None` keeps them for an operator.
@@ -30,6 +33,17 @@ pub struct QueuePolicy {
     /// when it finds them left from before it started; the others (progress, streaming parts)
     /// end as expired, reason `superseded`. `None`: every row is sent.
     pub replay_kinds: Option<Vec<String>>,
+}
+
+/// What becomes of a row older than its queue's `max_age`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpireAction {
+    /// It is not sent: it ends as expired, reason `max age`, counted by `relayq status`.
+    #[default]
+    Expire,
+    /// It is sent however late (`max_age` then only names what counts as late).
+    Deliver,
 }
 
 /// The policies of the three queues.
@@ -83,6 +97,7 @@ struct PolicyFile {
     max_attempts: Option<u32>,
     #[serde(with = "humantime_serde")]
     max_age: Option<Duration>,
+    expire_action: Option<ExpireAction>,
     #[serde(with = "humantime_serde")]
     retention: Option<Duration>,
     #[serde(with = "humantime_serde")]
@@ -111,6 +126,7 @@ impl PolicyFile {
                 Some(d) => Some(d),
                 None => base.max_age,
             },
+            expire_action: self.expire_action.unwrap_or(base.expire_action),
             retention: self.retention.unwrap_or(base.retention),
             dead_retention: self.dead_retention.or(base.dead_retention),
             max_depth: limit(self.max_depth, base.max_depth),
@@ -137,6 +153,7 @@ impl From<&QueuePolicy> for PolicyFile {
             lease_timeout: Some(p.lease_timeout),
             max_attempts: Some(p.max_attempts.unwrap_or(0)),
             max_age: Some(p.max_age.unwrap_or_default()),
+            expire_action: Some(p.expire_action),
             retention: Some(p.retention),
             dead_retention: p.dead_retention,
             max_depth: Some(p.max_depth.unwrap_or(0)),
@@ -167,6 +184,7 @@ impl QueuePolicy {
             lease_timeout: Duration::from_secs(300),
             max_attempts: None,
             max_age: None,
+            expire_action: ExpireAction::Expire,
             retention: 7 * DAY,
             dead_retention: Some(30 * DAY),
             max_depth: None,
@@ -180,6 +198,15 @@ impl QueuePolicy {
         let last = self.backoff.len().saturating_sub(1);
         let index = (attempts.max(1) as usize - 1).min(last);
         self.backoff.get(index).copied().unwrap_or_default()
+    }
+
+    /// The age past which a row is expired instead of tried: `max_age` when the action is
+    /// `expire`.
+    pub fn expires_after(&self) -> Option<Duration> {
+        match self.expire_action {
+            ExpireAction::Expire => self.max_age,
+            ExpireAction::Deliver => None,
+        }
     }
 
     /// True when a row that has been tried `attempts` times must not be tried again.

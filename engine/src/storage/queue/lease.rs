@@ -281,7 +281,7 @@ impl Queue {
         let policy = self.policy();
         let too_old = |l: &Lease| {
             policy
-                .max_age
+                .expires_after()
                 .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
         };
         let mut kept = Vec::with_capacity(leases.len());

@@ -97,9 +97,10 @@ impl Queue {
         )?)
     }
 
-    /// Expires pending rows older than the policy's `max_age`, if it has one.
+    /// Expires pending rows older than the policy's `max_age`, if it has one and its
+    /// `expire_action` is `expire`.
     pub fn expire_overdue(&self) -> Result<usize> {
-        let Some(max_age) = self.policy().max_age else {
+        let Some(max_age) = self.policy().expires_after() else {
             return Ok(0);
         };
         let now = self.now();
