@@ -126,21 +126,48 @@ pub enum DeadCommand {
         #[arg(long, value_parser = parse_queue)]
         queue: Option<relayq_engine::QueueName>,
     },
-    /// Make dead rows pending again, with a fresh attempt count
-    Retry(Selection),
+    /// Make dead rows pending again, with a fresh attempt count; a destination's rows go in
+    /// their original order, and a row whose later messages were already delivered is refused
+    /// unless --force
+    Retry {
+        #[command(flatten)]
+        selection: Selection,
+        /// Replay rows whose later messages were already delivered (they arrive out of order)
+        #[arg(long)]
+        force: bool,
+    },
     /// Delete dead rows
-    Purge(Selection),
+    Purge {
+        #[command(flatten)]
+        selection: Selection,
+        /// Say which rows would be deleted, and delete nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
-/// Row ids, or --all.
+/// Row ids, or --all, or filters (which combine: rows that match every one given).
 #[derive(Debug, clap::Args)]
-#[group(required = true, multiple = false)]
+#[group(id = "which", required = true, multiple = true)]
 pub struct Selection {
     /// Row ids (as `relayq dead list` shows them)
+    #[arg(group = "which", conflicts_with_all = ["all", "queue", "key", "reason", "older_than"])]
     pub ids: Vec<i64>,
     /// Every dead row
-    #[arg(long)]
+    #[arg(long, group = "which")]
     pub all: bool,
+    /// Only rows of this queue (inbound, hooks, outbound)
+    #[arg(long, group = "which", value_parser = parse_queue)]
+    pub queue: Option<relayq_engine::QueueName>,
+    /// Only rows of this key (a session, or an outbound destination as `dead list` shows it)
+    #[arg(long, group = "which", allow_hyphen_values = true)]
+    pub key: Option<String>,
+    /// Only rows whose reason or last error contains this text
+    #[arg(long, group = "which")]
+    pub reason: Option<String>,
+    /// Only rows that died longer ago than this (e.g. 1h, 2d)
+    #[arg(long, group = "which", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub older_than: Option<Duration>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -449,3 +449,89 @@ fn a_message_older_than_max_age_is_expired_or_sent_as_expire_action_says() {
         "only the deliver policy sends it"
     );
 }
+
+#[test]
+fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_force() {
+    // Everything is refused until the endpoint is told to accept.
+    let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = accept.clone();
+    let hook = Endpoint::start(
+        move |_| match open.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Reply::status(200),
+            false => Reply::status(404),
+        },
+    );
+    let app = App::new(config(&hook.url, "5s"));
+    let daemon = app.serve();
+    let ids: Vec<i64> = ["one", "two", "three"]
+        .iter()
+        .map(|t| send(&app, &[t]))
+        .collect();
+    for id in &ids {
+        wait_state(&app, *id, "dead");
+    }
+    let other = app.ok(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "elsewhere",
+        "x",
+    ]);
+    wait_state(&app, other.trim().parse().unwrap(), "dead");
+
+    // Bulk selection: by key; purge --dry-run changes nothing.
+    let dry = app.ok(&[
+        "dead",
+        "purge",
+        "--key",
+        "[\"hook\",\"elsewhere\"]",
+        "--dry-run",
+    ]);
+    assert!(dry.contains("would purge 1 dead row(s)"), "{dry}");
+    assert_eq!(app.engine().dead_rows(None).unwrap().len(), 4);
+
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    app.ok(&[
+        "dead",
+        "retry",
+        "--queue",
+        "outbound",
+        "--key",
+        "[\"hook\",\"chat-42\"]",
+    ]);
+    for id in &ids {
+        wait_state(&app, *id, "delivered");
+    }
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .skip(4)
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        ["one", "two", "three"],
+        "replayed in their original order"
+    );
+
+    // A dead row whose later message was delivered is not replayed behind its back.
+    accept.store(false, std::sync::atomic::Ordering::SeqCst);
+    let early = send(&app, &["early"]);
+    wait_state(&app, early, "dead");
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let late = send(&app, &["late"]);
+    wait_state(&app, late, "delivered");
+    assert_usage_error(
+        &app.run(&["dead", "retry", &early.to_string()]),
+        "already delivered: replayed, it arrives after them; --force replays it anyway",
+    );
+    assert_eq!(
+        app.row(relayq_engine::QueueName::Outbound, early).state,
+        "dead"
+    );
+    app.ok(&["dead", "retry", &early.to_string(), "--force"]);
+    wait_state(&app, early, "delivered");
+    daemon.stop();
+}

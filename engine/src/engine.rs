@@ -7,9 +7,9 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
-    counts, dead_rows, oldest_pending, purge_dead_in, reclaim_expired_in, reclaim_foreign_in,
-    revive_dead_in, row_detail, stuck_heads, OldestPending, Queue, QueueName, RowDetail,
-    StateCount,
+    counts, dead_rows, delivered_after, oldest_pending, purge_dead_in, reclaim_expired_in,
+    reclaim_foreign_in, revive_dead_in, row_detail, stuck_heads, OldestPending, Queue, QueueName,
+    RowDetail, StateCount,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -126,6 +126,12 @@ impl Engine {
 
     /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
     /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
+    /// How many later rows of `row`'s key were already delivered (see
+    /// [`relayq dead retry`](crate::queue)): replaying `row` would put it out of order.
+    pub fn delivered_after(&self, row: &RowDetail) -> Result<i64> {
+        delivered_after(&*self.db.read()?, row)
+    }
+
     pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, QueueName, String)>> {
         let now = self.now();
         self.db.write(|tx| revive_dead_in(tx, ids, now))

@@ -10,48 +10,98 @@ use serde_json::{json, Value};
 
 use crate::cli::{CliError, DeadCommand, Invocation, Selection};
 use crate::commands::open_existing;
-use crate::output::{list_printed, with_times};
+use crate::output::{list_printed, now_ms, with_times};
 
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let engine = &store.engine;
     match command {
         DeadCommand::List { json, queue } => list(&engine.dead_rows(queue)?, json),
-        DeadCommand::Retry(selection) => {
-            let ids = selected(engine, &selection)?;
-            let revived = engine.retry_dead(ids.as_deref())?;
+        DeadCommand::Retry { selection, force } => {
+            let rows = selected(engine, &selection)?;
+            out_of_order(engine, &rows, force)?;
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let revived = engine.retry_dead(Some(&ids))?;
             let keys: BTreeSet<(QueueName, String)> =
                 revived.iter().map(|(_, q, k)| (*q, k.clone())).collect();
             for (queue, key) in keys {
                 relayq_actors::wake::notify(engine.database().path(), queue, &key);
             }
-            println!("{} dead row(s) are pending again", revived.len());
+            println!(
+                "{} dead row(s) are pending again, each destination's in their original order",
+                revived.len()
+            );
             Ok(())
         }
-        DeadCommand::Purge(selection) => {
-            let ids = selected(engine, &selection)?;
-            let purged = engine.purge_dead(ids.as_deref())?;
+        DeadCommand::Purge { selection, dry_run } => {
+            let rows = selected(engine, &selection)?;
+            if dry_run {
+                list(&rows, false)?;
+                println!(
+                    "would purge {} dead row(s); nothing was changed",
+                    rows.len()
+                );
+                return Ok(());
+            }
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let purged = engine.purge_dead(Some(&ids))?;
             println!("purged {} dead row(s)", purged.len());
             Ok(())
         }
     }
 }
 
-/// The ids asked for (`None`: all), after checking each is a dead row.
-fn selected(
+/// The dead rows asked for: by id (each checked to be a dead row), or every one matching the
+/// filters (possibly none).
+fn selected(engine: &relayq_engine::Engine, s: &Selection) -> Result<Vec<RowDetail>, CliError> {
+    let dead = engine.dead_rows(s.queue)?;
+    if !s.ids.is_empty() {
+        if let Some(id) = s.ids.iter().find(|id| !dead.iter().any(|d| d.id == **id)) {
+            return Err(CliError::Usage(format!(
+                "row {id} is not a dead row; `relayq dead list` shows them (nothing was changed)"
+            )));
+        }
+        return Ok(dead.into_iter().filter(|d| s.ids.contains(&d.id)).collect());
+    }
+    let died_before = s.older_than.map(|age| now_ms() - age.as_millis() as i64);
+    let mentions = |d: &RowDetail, text: &str| {
+        [&d.reason, &d.last_error]
+            .iter()
+            .any(|t| t.as_deref().is_some_and(|t| t.contains(text)))
+    };
+    let rows: Vec<RowDetail> = dead
+        .into_iter()
+        .filter(|d| s.key.as_ref().is_none_or(|k| &d.key == k))
+        .filter(|d| s.reason.as_deref().is_none_or(|r| mentions(d, r)))
+        .filter(|d| died_before.is_none_or(|t| d.finished_at.is_some_and(|f| f < t)))
+        .collect();
+    Ok(rows)
+}
+
+/// Refuses, unless `force`, to replay a row whose later messages to the same place were already
+/// delivered: it would arrive after them.
+fn out_of_order(
     engine: &relayq_engine::Engine,
-    selection: &Selection,
-) -> Result<Option<Vec<i64>>, CliError> {
-    if selection.all {
-        return Ok(None);
+    rows: &[RowDetail],
+    force: bool,
+) -> Result<(), CliError> {
+    for row in rows {
+        let later = engine.delivered_after(row)?;
+        if later == 0 {
+            continue;
+        }
+        let what = format!(
+            "row {} ({} {}) is older than {later} message(s) to the same place that were already delivered: replayed, it arrives after them",
+            row.id, row.queue, row.key
+        );
+        if !force {
+            return Err(CliError::Usage(format!(
+                "{what}; --force replays it anyway (nothing was changed)"
+            )));
+        }
+        eprintln!("relayq: warning: {what} (--force)");
     }
-    let dead: BTreeSet<i64> = engine.dead_rows(None)?.iter().map(|d| d.id).collect();
-    if let Some(id) = selection.ids.iter().find(|id| !dead.contains(id)) {
-        return Err(CliError::Usage(format!(
-            "row {id} is not a dead row; `relayq dead list` shows them (nothing was changed)"
-        )));
-    }
-    Ok(Some(selection.ids.clone()))
+    Ok(())
 }
 
 fn list(rows: &[RowDetail], as_json: bool) -> Result<(), CliError> {

@@ -121,6 +121,10 @@ const ROW_DETAIL_SQL: &str = concat!(
     " FROM queue_rows WHERE id = :id"
 );
 
+/// Rows of a key, written after `:id`, that were delivered.
+const DELIVERED_AFTER_SQL: &str = "SELECT COUNT(*) FROM queue_rows
+     WHERE queue = :queue AND key = :key AND id > :id AND state = 'delivered'";
+
 /// Row counts per queue, state and reason.
 const COUNTS_SQL: &str = "SELECT queue, state, reason, COUNT(*) FROM queue_rows
      GROUP BY queue, state, reason ORDER BY queue, state, reason";
@@ -221,6 +225,15 @@ pub struct OldestPending {
     pub created_at: i64,
 }
 
+/// How many rows of `row`'s key, written after it, were delivered (while they are kept):
+/// replaying `row` now would put it out of order.
+pub(crate) fn delivered_after(conn: &rusqlite::Connection, row: &RowDetail) -> Result<i64> {
+    let params = named_params! {":queue": row.queue, ":key": row.key, ":id": row.id};
+    Ok(conn
+        .prepare_cached(DELIVERED_AFTER_SQL)?
+        .query_row(params, |r| r.get(0))?)
+}
+
 /// Row counts per queue, state and (for finished rows) reason.
 pub(crate) fn counts(conn: &rusqlite::Connection) -> Result<Vec<StateCount>> {
     query_all(conn, COUNTS_SQL, [], |r| {
@@ -247,6 +260,7 @@ pub(crate) fn oldest_pending(conn: &rusqlite::Connection) -> Result<Vec<OldestPe
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    DELIVERED_AFTER_SQL,
     COUNTS_SQL,
     OLDEST_PENDING_SQL,
     ACTIVE_KEYS_SQL,
