@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use relayq_actors::channels::file;
+use relayq_actors::pacing::PaceSettings;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::relayed_events;
@@ -28,6 +29,8 @@ pub struct Config {
     pub channels: BTreeMap<String, ChannelConfig>,
     /// `[sources.NAME]` tables, each with a `kind`: inbound platforms the daemon reads.
     pub sources: BTreeMap<String, SourceConfig>,
+    /// `[pacing.NAME]`: a channel's budgets, over the ones its kind declares.
+    pub pacing: BTreeMap<String, PaceSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -101,6 +104,7 @@ impl Default for Config {
                 (NOTICES_CHANNEL.to_string(), file("relayq-notices.jsonl")),
             ]),
             sources: BTreeMap::new(),
+            pacing: BTreeMap::new(),
         }
     }
 }
@@ -540,6 +544,14 @@ impl Config {
             channel
                 .check()
                 .map_err(|e| err(&format!("channels.{name}.{}", e.key), e.message))?;
+        }
+        for name in self.pacing.keys() {
+            if !self.channels.contains_key(name) {
+                return Err(err(
+                    &format!("pacing.{name}"),
+                    format!("names channel '{name}', which has no [channels.{name}] table (configured: {})", known()),
+                ));
+            }
         }
         for (name, source) in &self.sources {
             source

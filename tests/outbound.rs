@@ -535,3 +535,50 @@ fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_fo
     wait_state(&app, early, "delivered");
     daemon.stop();
 }
+
+#[test]
+fn a_paced_destination_gets_its_budget_and_others_are_not_held_behind_it() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    let app = App::new(config(&hook.url, "5s").set("pacing.hook", "per_destination = \"1/400ms\""));
+    // A backlog to one chat, written while the daemon is down, and one message to another.
+    let backlog: Vec<i64> = (0..5).map(|i| send(&app, &[&format!("m{i}")])).collect();
+    let other = app.ok(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "other",
+        "hi",
+    ]);
+    let daemon = app.serve();
+    for id in &backlog {
+        wait_state(&app, *id, "delivered");
+    }
+    let other = wait_state(&app, other.trim().parse().unwrap(), "delivered");
+    daemon.stop();
+    let calls = hook.calls();
+    let to_chat: Vec<_> = calls.iter().filter(|c| c.body["to"] == "chat-42").collect();
+    let texts: Vec<_> = to_chat.iter().map(|c| c.body["text"].clone()).collect();
+    assert_eq!(texts, ["m0", "m1", "m2", "m3", "m4"], "in order");
+    for pair in to_chat.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= Duration::from_millis(350),
+            "sent {gap:?} apart, over the budget"
+        );
+    }
+    let to_other = calls.iter().position(|c| c.body["to"] == "other").unwrap();
+    assert!(
+        to_other < 3,
+        "the other chat's message waited behind the backlog: call {to_other}"
+    );
+    assert_eq!(other.attempts, 1);
+    for id in &backlog {
+        assert_eq!(
+            app.row(relayq_engine::QueueName::Outbound, *id).attempts,
+            1,
+            "waiting for the budget is not an attempt"
+        );
+    }
+}

@@ -25,6 +25,7 @@ pub mod hook_claimer;
 pub mod hook_worker;
 pub mod lifecycle;
 pub mod outbound_sender;
+pub mod pacing;
 pub mod recovery;
 pub mod runtime;
 pub mod session;

@@ -76,8 +76,13 @@ impl OutboundSender {
         self.sending += 1;
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let send = async move {
-            let message = OutboundMessage::from_payload(&lease.payload)
-                .map(|m| (m.channel.clone(), Content::Outbound(m)));
+            let message = OutboundMessage::from_payload(&lease.payload);
+            if let Ok(m) = &message {
+                if let Err(wait) = channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)) {
+                    return give_back_paced(&store, lease, wait).await;
+                }
+            }
+            let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
             if let Err(e) = deliver(&store, &queue, &lease, &channels, message).await {
                 tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
@@ -96,6 +101,22 @@ impl OutboundSender {
             // Room for one more send; the row behind this one may be due now.
             act.claim(ctx);
         }));
+    }
+}
+
+/// The destination's (or channel's) budget is spent: the row goes back, its attempt not
+/// counted, due when the budget allows.
+async fn give_back_paced(store: &Store, lease: Lease, wait: Duration) {
+    let (row, key) = (lease.id, lease.key.clone());
+    let give_back = store.write(move |s, tx| {
+        let q = &s.outbound;
+        q.defer_in(tx, std::slice::from_ref(&lease), wait, q.now())
+    });
+    match give_back.await {
+        Ok(_) => tracing::debug!(row, key, ?wait, "paced: the row waits for its budget"),
+        Err(e) => {
+            tracing::warn!(row, error = %e, "cannot give a paced row back; it returns when its lease expires")
+        }
     }
 }
 

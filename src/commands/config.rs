@@ -27,7 +27,10 @@ pub fn build(config: &Config, file: &str) -> Result<Built, String> {
     let mut notes = config.warnings();
     let mut channels = Vec::new();
     for (name, channel) in &config.channels {
-        let spec = channel.spec().map_err(|e| invalid("channels", name, e))?;
+        let spec = channel
+            .spec()
+            .map_err(|e| invalid("channels", name, e))?
+            .paced(config.pacing.get(name));
         if let Err(why) = spec.readiness() {
             notes.push(format!(
                 "channel {name} is not ready: {why}; its deliveries are tried anyway"

@@ -157,6 +157,12 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
         super::kit::notice::plain(notice)
     }
 
+    /// The platform's budgets: how fast it may send to one destination and in all (see
+    /// [`pacing`](crate::pacing)); none by default. `[pacing.NAME]` in config.toml overrides.
+    fn pace(&self) -> crate::pacing::Pace {
+        crate::pacing::Pace::default()
+    }
+
     /// Whether the channel can deliver now, as far as it can tell without sending anything (a
     /// program is installed, a directory exists). Said at start-up; deliveries are tried anyway.
     fn readiness(&self) -> Result<(), String> {

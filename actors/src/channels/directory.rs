@@ -9,6 +9,7 @@ use actix::prelude::*;
 
 use super::actor::{ChannelActor, Deliver};
 use super::contract::Channel;
+use crate::pacing::{Pace, PaceSettings, Pacer};
 
 /// How to run one named channel: start its actor (again, after a panic), its timeout, and its
 /// readiness.
@@ -18,18 +19,29 @@ pub struct ChannelSpec {
     readiness: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
+    /// How fast it may send.
+    pub pace: Pace,
 }
 
 impl ChannelSpec {
     /// Runs `channel` in a [`ChannelActor`]; a restart starts from a clone of it.
     pub fn of<C: Channel>(channel: C) -> Self {
-        let timeout = channel.timeout();
+        let (timeout, pace) = (channel.timeout(), channel.pace());
         let probe = channel.clone();
         ChannelSpec {
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
             readiness: Arc::new(move || probe.readiness()),
             timeout,
+            pace,
         }
+    }
+
+    /// The channel's own budgets with what `settings` (a `[pacing.NAME]` table) changes.
+    pub fn paced(mut self, settings: Option<&PaceSettings>) -> Self {
+        if let Some(settings) = settings {
+            self.pace = self.pace.overridden_by(settings);
+        }
+        self
     }
 
     /// See [`Channel::readiness`].
@@ -49,6 +61,7 @@ pub struct ChannelHandle {
 struct Slot {
     spec: ChannelSpec,
     running: Option<Recipient<Deliver>>,
+    pacer: Option<Arc<Pacer>>,
 }
 
 /// The registered channels. Hands out the running actor of a channel, starting a new one when
@@ -90,6 +103,11 @@ impl ChannelDirectory {
         names
     }
 
+    /// The budgets of channel `name`, if it has any.
+    pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
+        self.slots.lock().unwrap().get(name)?.pacer.clone()
+    }
+
     /// The live actor of channel `name`, (re)started if needed. Must run inside an actix system.
     pub fn get(&self, name: &str) -> Option<ChannelHandle> {
         let mut slots = self.slots.lock().unwrap();
@@ -112,6 +130,7 @@ impl ChannelDirectory {
 impl Slot {
     fn new(spec: ChannelSpec) -> Self {
         Slot {
+            pacer: Pacer::new(&spec.pace).map(Arc::new),
             spec,
             running: None,
         }

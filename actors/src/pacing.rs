@@ -1,0 +1,220 @@
+//! Pacing: how fast a channel may send, to one destination (a chat) and through the whole
+//! channel (a bot). A channel declares its platform's budgets ([`Channel::pace`]);
+//! `[pacing.NAME]` in config.toml overrides them. The budgets are kept by `governor` (GCRA, no
+//! burst: the platforms punish bursts). The OutboundSender asks the channel's [`Pacer`] as it
+//! takes a row: a row that would go over budget is given back, its attempt not counted, due when
+//! the budget allows.
+//!
+//! [`Channel::pace`]: crate::channels::Channel::pace
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A channel's budgets; `None` is no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pace {
+    /// Most messages to one destination per period, e.g. `"1/s"`, `"20/min"`; `"off"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_destination: Option<Rate>,
+    /// Most messages through the channel per period, e.g. `"30/s"`; `"off"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_channel: Option<Rate>,
+}
+
+impl Pace {
+    /// `self` with what `over` sets (a `[pacing.NAME]` table over a channel's own budgets).
+    pub fn overridden_by(&self, over: &PaceSettings) -> Pace {
+        let pick = |own: &Option<Rate>, set: &Option<Setting>| match set {
+            None => own.clone(),
+            Some(Setting::Off) => None,
+            Some(Setting::Rate(r)) => Some(r.clone()),
+        };
+        Pace {
+            per_destination: pick(&self.per_destination, &over.per_destination),
+            per_channel: pick(&self.per_channel, &over.per_channel),
+        }
+    }
+}
+
+/// `[pacing.NAME]` as written: each budget a rate, `"off"`, or left to the channel's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaceSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_destination: Option<Setting>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_channel: Option<Setting>,
+}
+
+/// One budget setting: a rate, or `"off"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    Off,
+    Rate(Rate),
+}
+
+/// `count` messages per `per`, written `"N/s"`, `"N/min"`, `"N/h"` or `"N/<duration>"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rate {
+    pub count: NonZeroU32,
+    pub per: Duration,
+}
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Rate, String> {
+        let bad = || format!("{text:?} is not a rate: write e.g. \"1/s\", \"20/min\", \"30/s\"");
+        let (count, per) = text.split_once('/').ok_or_else(bad)?;
+        let count: NonZeroU32 = count.trim().parse().map_err(|_| bad())?;
+        let per = match per.trim() {
+            "s" => Duration::from_secs(1),
+            "min" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            other => humantime::parse_duration(other).map_err(|_| bad())?,
+        };
+        if per.is_zero() || per > Duration::from_secs(24 * 3600) {
+            return Err(format!(
+                "{text:?}: the period must be between 1ms and 1 day"
+            ));
+        }
+        Ok(Rate { count, per })
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.count, humantime::format_duration(self.per))
+    }
+}
+
+impl Rate {
+    /// One message every `per / count`, no burst.
+    fn quota(&self) -> Quota {
+        let every = (self.per / self.count.get()).max(Duration::from_micros(1));
+        Quota::with_period(every).expect("a positive period")
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Setting {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Setting::Off => s.serialize_str("off"),
+            Setting::Rate(r) => r.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Setting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.as_str() {
+            "off" => Ok(Setting::Off),
+            _ => text
+                .parse()
+                .map(Setting::Rate)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A channel's budgets, kept.
+pub struct Pacer {
+    per_destination: Option<DefaultKeyedRateLimiter<String>>,
+    per_channel: Option<DefaultDirectRateLimiter>,
+}
+
+impl Pacer {
+    /// `None` when the pace sets no budget.
+    pub fn new(pace: &Pace) -> Option<Pacer> {
+        if pace.per_destination.is_none() && pace.per_channel.is_none() {
+            return None;
+        }
+        Some(Pacer {
+            per_destination: pace
+                .per_destination
+                .as_ref()
+                .map(|r| RateLimiter::keyed(r.quota())),
+            per_channel: pace
+                .per_channel
+                .as_ref()
+                .map(|r| RateLimiter::direct(r.quota())),
+        })
+    }
+
+    /// Takes one message's budget for `destination`, or says how long to wait for it.
+    pub fn take(&self, destination: &str) -> Result<(), Duration> {
+        let now = DefaultClock::default().now();
+        if let Some(limiter) = &self.per_destination {
+            limiter
+                .check_key(&destination.to_string())
+                .map_err(|until| until.wait_time_from(now))?;
+        }
+        if let Some(limiter) = &self.per_channel {
+            limiter.check().map_err(|until| until.wait_time_from(now))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_and_write_as_people_do() {
+        let r: Rate = "20/min".parse().unwrap();
+        assert_eq!((r.count.get(), r.per), (20, Duration::from_secs(60)));
+        assert_eq!(
+            "1/500ms".parse::<Rate>().unwrap().per,
+            Duration::from_millis(500)
+        );
+        for bad in ["20", "0/s", "x/s", "1/0s", "1/fortnight"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+        let setting: PaceSettings =
+            serde_json::from_str(r#"{"per_destination": "off", "per_channel": "30/s"}"#).unwrap();
+        let own = Pace {
+            per_destination: Some("1/s".parse().unwrap()),
+            per_channel: None,
+        };
+        let paced = own.overridden_by(&setting);
+        assert_eq!(paced.per_destination, None);
+        assert_eq!(paced.per_channel, Some("30/s".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_destination_gets_one_message_per_period_and_others_are_not_held() {
+        let pacer = Pacer::new(&Pace {
+            per_destination: Some("1/s".parse().unwrap()),
+            per_channel: None,
+        })
+        .unwrap();
+        pacer.take("chat-1").unwrap();
+        let wait = pacer.take("chat-1").unwrap_err();
+        assert!(
+            wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
+        pacer.take("chat-2").unwrap();
+        assert!(Pacer::new(&Pace::default()).is_none());
+    }
+}
