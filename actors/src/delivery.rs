@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use relayq_engine::rusqlite::Transaction;
-use relayq_engine::{EngineError, Lease, Queue, Retried};
+use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
 use crate::channels::{ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome};
 use crate::error::Result;
@@ -41,9 +41,28 @@ pub async fn deliver(
 ) -> Result<Recorded> {
     let tried = try_delivery(store, queue, lease, channels, message).await;
     let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
+    let penalty = match &outcome {
+        Outcome::Throttled {
+            wait,
+            channel_wide: true,
+            ..
+        } => Some((tried.channel.clone(), *wait)),
+        _ => None,
+    };
+    let kept = penalty.clone();
     let recorded = store
-        .write(move |_, tx| record_in(&q, tx, &l, outcome, q.now()))
+        .write(move |_, tx| {
+            let now = q.now();
+            if let Some((channel, wait)) = &kept {
+                penalties::set_in(tx, channel, now.saturating_add(wait.as_millis() as i64))?;
+            }
+            record_in(&q, tx, &l, outcome, now)
+        })
         .await?;
+    if let Some((channel, wait)) = penalty {
+        tracing::warn!(channel, ?wait, "the far end paused the whole channel");
+        channels.penalize(&channel, wait);
+    }
     tried.log(queue, lease, &recorded);
     Ok(recorded)
 }
@@ -76,7 +95,7 @@ impl Tried {
             (_, Outcome::Expired { reason }) => {
                 tracing::warn!(queue, row, channel, attempt, reason = %reason, "expired: not deliverable where it is addressed")
             }
-            (_, Outcome::Throttled { reason, wait }) => {
+            (_, Outcome::Throttled { reason, wait, .. }) => {
                 tracing::info!(queue, row, channel, reason = %reason, wait = ?wait, "throttled by the far end; the attempt is not counted")
             }
             _ => {}
@@ -194,10 +213,12 @@ pub fn record_in(
                 Recorded::Stale
             }
         }
-        Outcome::Throttled { reason, wait } => match q.throttle_in(tx, l, &reason, wait, now)? {
-            Some(at) => Recorded::Throttled { at },
-            None => Recorded::Stale,
-        },
+        Outcome::Throttled { reason, wait, .. } => {
+            match q.throttle_in(tx, l, &reason, wait, now)? {
+                Some(at) => Recorded::Throttled { at },
+                None => Recorded::Stale,
+            }
+        }
         Outcome::Retry { error, after } => match q.retry_later_in(tx, l, &error, after, now)? {
             Retried::Stale => Recorded::Stale,
             Retried::Dead => Recorded::Dead,

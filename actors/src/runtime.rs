@@ -116,6 +116,22 @@ impl RelayqBuilder {
                     + s.outbound.supersede_stale(started)?)
             })
             .await?;
+        // A far end that paused a whole channel before the restart is still owed its quiet.
+        let paused = store
+            .run(|s| {
+                relayq_engine::penalties::running(&*s.engine.database().read()?, s.engine.now())
+            })
+            .await?;
+        let now = engine.now();
+        for (channel, until) in paused {
+            let wait = Duration::from_millis(until.saturating_sub(now).max(0) as u64);
+            tracing::warn!(
+                channel,
+                ?wait,
+                "the far end paused this channel before the restart"
+            );
+            channels.penalize(&channel, wait);
+        }
         if superseded > 0 {
             tracing::info!(
                 superseded,

@@ -493,3 +493,79 @@ async fn leases_waiting_in_a_run_outlive_a_slow_delivery_ahead_of_them() {
     );
     rt.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Pauses the whole channel on its first call (a global rate limit), then delivers, noting
+/// when each call came.
+#[derive(Clone)]
+struct PausesChannel {
+    calls: Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>,
+    pause: Duration,
+}
+impl Channel for PausesChannel {
+    fn deliver(&mut self, d: Delivery) -> Answer {
+        let mut calls = self.calls.lock().unwrap();
+        calls.push((d.address().to_string(), std::time::Instant::now()));
+        if calls.len() == 1 {
+            return Outcome::Throttled {
+                reason: "global rate limit".into(),
+                wait: self.pause,
+                channel_wide: true,
+            }
+            .into();
+        }
+        Outcome::delivered().into()
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+}
+
+fn outbound(to: &str) -> relayq_engine::OutboundMessage {
+    relayq_engine::OutboundMessage {
+        channel: "out".into(),
+        to: to.into(),
+        kind: Default::default(),
+        text: "hi".into(),
+        notice: None,
+        idempotency_key: None,
+        session: None,
+        event: None,
+    }
+}
+
+#[actix::test]
+async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let channel = PausesChannel {
+        calls: calls.clone(),
+        pause: Duration::from_millis(1500),
+    };
+    let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
+    rt.enqueue_outbound(outbound("chat-1")).await.unwrap();
+    wait_for("the pausing answer", || calls.lock().unwrap().len() == 1).await;
+    let paused_at = calls.lock().unwrap()[0].1;
+    // Another destination of the same channel waits too.
+    rt.enqueue_outbound(outbound("chat-2")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        1,
+        "nothing is sent while paused"
+    );
+    rt.shutdown(Duration::from_secs(1)).await;
+
+    // A new daemon on the same database keeps the pause, for a message written after it too.
+    let rt = start(dir.path(), ChannelSpec::of(channel)).await;
+    rt.enqueue_outbound(outbound("chat-3")).await.unwrap();
+    wait_for("every message sent", || calls.lock().unwrap().len() == 4).await;
+    let calls = calls.lock().unwrap().clone();
+    for (to, at) in &calls[1..] {
+        assert!(
+            *at >= paused_at + Duration::from_millis(1400),
+            "{to} sent {:?} after a 1.5 s channel-wide pause",
+            *at - paused_at
+        );
+    }
+    rt.shutdown(Duration::from_secs(1)).await;
+}

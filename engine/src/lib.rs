@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod inbound;
 pub mod notice;
 pub mod outbound;
+pub mod penalties;
 pub mod sessions;
 pub mod sources;
 pub mod storage;

@@ -1,5 +1,6 @@
-//! `relayq status`: counts per queue and state, how old the oldest unfinished row is, and the
-//! stuck rows (failed, holding up their key) with their last error.
+//! `relayq status`: counts per queue and state, how old the oldest unfinished row is, the
+//! channels a far end paused, and the stuck rows (failed, holding up their key) with their
+//! last error.
 
 use serde_json::json;
 
@@ -17,6 +18,7 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let oldest = engine.oldest_pending()?;
     let stuck = engine.stuck_heads(STUCK_SHOWN)?;
     let now = engine.now();
+    let paused = relayq_engine::penalties::running(&*engine.database().read()?, now)?;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
     if as_json {
         let oldest: Vec<_> = oldest
@@ -30,9 +32,15 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             })
             .collect();
         let stuck: Vec<_> = stuck.iter().map(row_json).collect();
+        let paused: Vec<_> = paused
+            .iter()
+            .map(|(channel, until)| {
+                with_times(json!({"channel": channel, "until": until}), &["until"])
+            })
+            .collect();
         println!(
             "{}",
-            json!({"counts": counts, "oldest_pending": oldest, "stuck": stuck})
+            json!({"counts": counts, "oldest_pending": oldest, "paused_channels": paused, "stuck": stuck})
         );
         return Ok(());
     }
@@ -59,6 +67,12 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             o.queue,
             o.id,
             age_secs(o.created_at)
+        );
+    }
+    for (channel, until) in &paused {
+        println!(
+            "channel {channel} paused by the far end (a channel-wide rate limit) until {}",
+            relative(*until, now)
         );
     }
     if !stuck.is_empty() {

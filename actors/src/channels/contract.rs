@@ -65,8 +65,14 @@ impl Delivery {
 pub enum Outcome {
     /// The far end confirmed it. Only then: a send whose result is unknown is a `Retry`.
     Delivered(Receipt),
-    /// The far end said "not now": try again after `wait`, without counting the attempt.
-    Throttled { reason: String, wait: Duration },
+    /// The far end said "not now": try again after `wait`, without counting the attempt. When
+    /// `channel_wide` (a global rate limit), no destination of the channel is sent to before
+    /// then, even after a restart.
+    Throttled {
+        reason: String,
+        wait: Duration,
+        channel_wide: bool,
+    },
     /// Transient: try again later (after `after` if the far end said, else per policy).
     Retry {
         error: String,

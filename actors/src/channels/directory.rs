@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
@@ -70,6 +70,8 @@ struct Slot {
 #[derive(Clone, Default)]
 pub struct ChannelDirectory {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
+    /// Channels the far end paused altogether, until when (kept in SQLite too).
+    paused: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl ChannelDirectory {
@@ -101,6 +103,21 @@ impl ChannelDirectory {
         let mut names: Vec<String> = self.slots.lock().unwrap().keys().cloned().collect();
         names.sort();
         names
+    }
+
+    /// The far end paused channel `name` for `wait` (a channel-wide 429).
+    pub fn penalize(&self, name: &str, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut paused = self.paused.lock().unwrap();
+        let entry = paused.entry(name.to_string()).or_insert(until);
+        *entry = (*entry).max(until);
+    }
+
+    /// How long channel `name` is still paused, if it is.
+    pub fn penalty(&self, name: &str) -> Option<Duration> {
+        let paused = self.paused.lock().unwrap();
+        let left = paused.get(name)?.checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then_some(left)
     }
 
     /// The budgets of channel `name`, if it has any.

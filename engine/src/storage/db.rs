@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_inbound_dedup_per_chat.sql"),
     include_str!("../../migrations/0005_delivery_receipts.sql"),
     include_str!("../../migrations/0006_source_offsets.sql"),
+    include_str!("../../migrations/0007_channel_penalties.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)

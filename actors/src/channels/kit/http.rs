@@ -131,6 +131,7 @@ pub fn throttled(reply: &Reply, wait: Option<Duration>) -> Option<Outcome> {
     (reply.status == 429).then(|| Outcome::Throttled {
         reason: reply.error(),
         wait,
+        channel_wide: false,
     })
 }
 
@@ -327,7 +328,8 @@ mod tests {
             throttled(&reply(429, Some(Duration::from_secs(7))), None),
             Some(Outcome::Throttled {
                 reason: "HTTP 429: slow down".into(),
-                wait: Duration::from_secs(7)
+                wait: Duration::from_secs(7),
+                channel_wide: false,
             })
         );
         let body_says = throttled(&reply(429, None), Some(Duration::from_secs(2)));

@@ -40,6 +40,7 @@ fn status_classes() {
     let throttled = Outcome::Throttled {
         reason: "HTTP 429: slow down".into(),
         wait: Duration::from_secs(7),
+        channel_wide: false,
     };
     assert_eq!(classify(&after_7s(429, "slow down")), throttled);
     let retry = Outcome::Retry {
