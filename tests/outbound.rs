@@ -582,3 +582,42 @@ fn a_paced_destination_gets_its_budget_and_others_are_not_held_behind_it() {
         );
     }
 }
+
+#[test]
+fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
+    // The far end is down for its first 1.2 s, then answers.
+    let up_at = std::time::Instant::now() + Duration::from_millis(1200);
+    let hook = Endpoint::start(move |_| match std::time::Instant::now() >= up_at {
+        true => Reply::status(200),
+        false => Reply::status(503),
+    });
+    let app = App::new(
+        config(&hook.url, "5s")
+            .set("queues.outbound", "backoff = [\"100ms\"]")
+            .set("queues.outbound", "max_attempts = 3")
+            .table(
+                "pacing.hook",
+                &["breaker_after = 3", "breaker_open = \"1s\""],
+            ),
+    );
+    let daemon = app.serve();
+    let ids: Vec<i64> = ["a", "b", "c"]
+        .iter()
+        .map(|to| {
+            let out = app.ok(&["enqueue", "outbound", "--channel", "hook", "--to", to, "hi"]);
+            out.trim().parse().unwrap()
+        })
+        .collect();
+    crate::common::wait_until("the breaker to open", Duration::from_secs(10), || {
+        app.ok(&["status"])
+            .contains("breaker open after failed sends in a row")
+    });
+    for id in &ids {
+        let row = wait_state(&app, *id, "delivered");
+        assert!(row.attempts <= 3, "{row:?}");
+    }
+    daemon.stop();
+    // Without the breaker each row would have used its 3 attempts in 0.3 s and died.
+    let failed = hook.calls().iter().filter(|c| c.at < up_at).count();
+    assert!(failed <= 5, "{failed} sends while the far end was down");
+}

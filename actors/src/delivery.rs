@@ -41,26 +41,36 @@ pub async fn deliver(
 ) -> Result<Recorded> {
     let tried = try_delivery(store, queue, lease, channels, message).await;
     let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
+    // A pause of the whole channel: the far end asked for one, or its breaker opens now.
     let penalty = match &outcome {
         Outcome::Throttled {
             wait,
             channel_wide: true,
-            ..
-        } => Some((tried.channel.clone(), *wait)),
-        _ => None,
+            reason,
+        } => Some((
+            tried.channel.clone(),
+            *wait,
+            format!("rate limit: {reason}"),
+        )),
+        _ => channels.observe(&tried.channel, &outcome).map(|open| {
+            let why = outcome.text().unwrap_or_default();
+            let reason = format!("breaker open after failed sends in a row: {why}");
+            (tried.channel.clone(), open, reason)
+        }),
     };
     let kept = penalty.clone();
     let recorded = store
         .write(move |_, tx| {
             let now = q.now();
-            if let Some((channel, wait)) = &kept {
-                penalties::set_in(tx, channel, now.saturating_add(wait.as_millis() as i64))?;
+            if let Some((channel, wait, reason)) = &kept {
+                let until = now.saturating_add(wait.as_millis() as i64);
+                penalties::set_in(tx, channel, until, reason)?;
             }
             record_in(&q, tx, &l, outcome, now)
         })
         .await?;
-    if let Some((channel, wait)) = penalty {
-        tracing::warn!(channel, ?wait, "the far end paused the whole channel");
+    if let Some((channel, wait, reason)) = penalty {
+        tracing::warn!(channel, ?wait, reason, "channel paused");
         channels.penalize(&channel, wait);
     }
     tried.log(queue, lease, &recorded);

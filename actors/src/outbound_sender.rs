@@ -78,7 +78,7 @@ impl OutboundSender {
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
             if let Ok(m) = &message {
-                if let Some(wait) = channels.penalty(&m.channel) {
+                if let Err(wait) = channels.admit(&m.channel) {
                     return give_back_paced(&store, lease, wait).await;
                 }
                 if let Err(wait) = channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)) {

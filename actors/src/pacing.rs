@@ -24,6 +24,29 @@ pub struct Pace {
     /// Most messages through the channel per period, e.g. `"30/s"`; `"off"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_channel: Option<Rate>,
+    /// The circuit breaker: failed sends in a row (across destinations) that pause the channel,
+    /// and for how long at first (see `channels::directory`).
+    #[serde(default)]
+    pub breaker: BreakerSettings,
+}
+
+/// When a channel's breaker opens, and for how long at first (doubled each time it opens again
+/// without a success, up to 5 minutes). `after = 0`: no breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerSettings {
+    pub after: u32,
+    #[serde(with = "humantime_serde")]
+    pub open: Duration,
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        BreakerSettings {
+            after: 5,
+            open: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Pace {
@@ -37,6 +60,10 @@ impl Pace {
         Pace {
             per_destination: pick(&self.per_destination, &over.per_destination),
             per_channel: pick(&self.per_channel, &over.per_channel),
+            breaker: BreakerSettings {
+                after: over.breaker_after.unwrap_or(self.breaker.after),
+                open: over.breaker_open.unwrap_or(self.breaker.open),
+            },
         }
     }
 }
@@ -49,6 +76,16 @@ pub struct PaceSettings {
     pub per_destination: Option<Setting>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_channel: Option<Setting>,
+    /// Failed sends in a row that open the breaker (0: no breaker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_after: Option<u32>,
+    /// How long the breaker stays open the first time.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub breaker_open: Option<Duration>,
 }
 
 /// One budget setting: a rate, or `"off"`.
@@ -194,7 +231,7 @@ mod tests {
             serde_json::from_str(r#"{"per_destination": "off", "per_channel": "30/s"}"#).unwrap();
         let own = Pace {
             per_destination: Some("1/s".parse().unwrap()),
-            per_channel: None,
+            ..Pace::default()
         };
         let paced = own.overridden_by(&setting);
         assert_eq!(paced.per_destination, None);
@@ -205,7 +242,7 @@ mod tests {
     fn a_destination_gets_one_message_per_period_and_others_are_not_held() {
         let pacer = Pacer::new(&Pace {
             per_destination: Some("1/s".parse().unwrap()),
-            per_channel: None,
+            ..Pace::default()
         })
         .unwrap();
         pacer.take("chat-1").unwrap();

@@ -116,21 +116,23 @@ impl RelayqBuilder {
                     + s.outbound.supersede_stale(started)?)
             })
             .await?;
-        // A far end that paused a whole channel before the restart is still owed its quiet.
+        // A channel paused before the restart (the far end asked, or its breaker opened) stays
+        // paused: a far end that asked for quiet is still owed it.
         let paused = store
             .run(|s| {
                 relayq_engine::penalties::running(&*s.engine.database().read()?, s.engine.now())
             })
             .await?;
         let now = engine.now();
-        for (channel, until) in paused {
-            let wait = Duration::from_millis(until.saturating_sub(now).max(0) as u64);
+        for p in paused {
+            let wait = Duration::from_millis(p.until.saturating_sub(now).max(0) as u64);
             tracing::warn!(
-                channel,
+                channel = p.channel,
                 ?wait,
-                "the far end paused this channel before the restart"
+                reason = p.reason,
+                "channel paused before the restart"
             );
-            channels.penalize(&channel, wait);
+            channels.penalize(&p.channel, wait);
         }
         if superseded > 0 {
             tracing::info!(

@@ -34,8 +34,11 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         let stuck: Vec<_> = stuck.iter().map(row_json).collect();
         let paused: Vec<_> = paused
             .iter()
-            .map(|(channel, until)| {
-                with_times(json!({"channel": channel, "until": until}), &["until"])
+            .map(|p| {
+                with_times(
+                    json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
+                    &["until"],
+                )
             })
             .collect();
         println!(
@@ -69,10 +72,12 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             age_secs(o.created_at)
         );
     }
-    for (channel, until) in &paused {
+    for p in &paused {
         println!(
-            "channel {channel} paused by the far end (a channel-wide rate limit) until {}",
-            relative(*until, now)
+            "channel {} paused until {}: {}",
+            p.channel,
+            relative(p.until, now),
+            p.reason
         );
     }
     if !stuck.is_empty() {

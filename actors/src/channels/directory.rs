@@ -70,8 +70,25 @@ struct Slot {
 #[derive(Clone, Default)]
 pub struct ChannelDirectory {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
-    /// Channels the far end paused altogether, until when (kept in SQLite too).
+    /// Channels paused altogether (the far end said so, or the breaker opened), until when
+    /// (kept in SQLite too).
     paused: Arc<Mutex<HashMap<String, Instant>>>,
+    breakers: Arc<Mutex<HashMap<String, Breaker>>>,
+}
+
+/// The longest a breaker stays open: the first opening (`BreakerSettings::open`) doubles each
+/// time it opens again without a success in between, up to this.
+pub const BREAKER_MAX_OPEN: Duration = Duration::from_secs(300);
+
+/// A channel's circuit breaker: failed sends (`Retry`: refused, timed out, 5xx) in a row across
+/// all its destinations. At `BreakerSettings::after` it opens: the channel is paused, its rows
+/// wait uncharged instead of failing one by one. When the pause ends, one send at a time goes
+/// as a probe: a success closes it, a failure opens it again, for longer.
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: u32,
+    opens: u32,
+    probing: bool,
 }
 
 impl ChannelDirectory {
@@ -118,6 +135,62 @@ impl ChannelDirectory {
         let paused = self.paused.lock().unwrap();
         let left = paused.get(name)?.checked_duration_since(Instant::now())?;
         (!left.is_zero()).then_some(left)
+    }
+
+    /// Whether a row may go through channel `name` now: `Err(wait)` while the channel is paused,
+    /// or while its breaker's probe is out.
+    pub fn admit(&self, name: &str) -> Result<(), Duration> {
+        if let Some(left) = self.penalty(name) {
+            return Err(left);
+        }
+        let after = self.breaker_settings(name).after;
+        let mut breakers = self.breakers.lock().unwrap();
+        let Some(breaker) = breakers.get_mut(name) else {
+            return Ok(());
+        };
+        if after == 0 || breaker.failures < after {
+            return Ok(());
+        }
+        if breaker.probing {
+            return Err(Duration::from_secs(1));
+        }
+        breaker.probing = true;
+        Ok(())
+    }
+
+    /// Counts a send's outcome in channel `name`'s breaker; returns how long the channel is to
+    /// be paused when the breaker opens with it.
+    pub fn observe(&self, name: &str, outcome: &super::Outcome) -> Option<Duration> {
+        let settings = self.breaker_settings(name);
+        let mut breakers = self.breakers.lock().unwrap();
+        let breaker = breakers.entry(name.to_string()).or_default();
+        breaker.probing = false;
+        match outcome {
+            super::Outcome::Delivered(_) => {
+                *breaker = Breaker::default();
+                None
+            }
+            super::Outcome::Retry { .. } => {
+                breaker.failures += 1;
+                if settings.after == 0 || breaker.failures < settings.after {
+                    return None;
+                }
+                breaker.opens += 1;
+                let open = settings
+                    .open
+                    .saturating_mul(1 << (breaker.opens - 1).min(8));
+                Some(open.min(BREAKER_MAX_OPEN))
+            }
+            _ => None,
+        }
+    }
+
+    fn breaker_settings(&self, name: &str) -> crate::pacing::BreakerSettings {
+        let slots = self.slots.lock().unwrap();
+        slots
+            .get(name)
+            .map(|s| s.spec.pace.breaker)
+            .unwrap_or_default()
     }
 
     /// The budgets of channel `name`, if it has any.

@@ -20,7 +20,7 @@
 
 mod actor;
 pub mod contract;
-mod directory;
+pub mod directory;
 mod kind;
 pub mod kit;
 
