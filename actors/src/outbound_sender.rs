@@ -78,10 +78,15 @@ impl OutboundSender {
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
             if let Ok(m) = &message {
-                if let Err(wait) = channels.admit(&m.channel) {
+                // Paused channel first (no budget is spent on a row that cannot go), then the
+                // budget, then the breaker's probe slot (taken last: only a send gives it back).
+                if let Some(wait) = channels.penalty(&m.channel) {
                     return give_back_paced(&store, lease, wait).await;
                 }
                 if let Err(wait) = channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)) {
+                    return give_back_paced(&store, lease, wait).await;
+                }
+                if let Err(wait) = channels.admit(&m.channel) {
                     return give_back_paced(&store, lease, wait).await;
                 }
             }

@@ -125,6 +125,9 @@ impl ChannelDirectory {
     /// The far end paused channel `name` for `wait` (a channel-wide 429).
     pub fn penalize(&self, name: &str, wait: Duration) {
         let until = Instant::now() + wait;
+        if let Some(breaker) = self.breakers.lock().unwrap().get_mut(name) {
+            breaker.probing = false; // a probe answered with a pause is over
+        }
         let mut paused = self.paused.lock().unwrap();
         let entry = paused.entry(name.to_string()).or_insert(until);
         *entry = (*entry).max(until);
@@ -224,5 +227,63 @@ impl Slot {
             spec,
             running: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::Outcome;
+    use crate::pacing::{BreakerSettings, Pace};
+
+    #[derive(Clone)]
+    struct Quiet;
+    impl Channel for Quiet {
+        fn deliver(&mut self, _: super::super::Delivery) -> super::super::Answer {
+            Outcome::delivered().into()
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+    }
+
+    #[test]
+    fn the_breaker_opens_after_failures_in_a_row_lets_one_probe_through_and_closes_on_success() {
+        let channels = ChannelDirectory::default();
+        let mut spec = ChannelSpec::of(Quiet);
+        spec.pace = Pace {
+            breaker: BreakerSettings {
+                after: 2,
+                open: Duration::from_millis(50),
+            },
+            ..Pace::default()
+        };
+        channels.register("c", spec);
+        let fail = Outcome::retry("refused");
+        assert_eq!(channels.observe("c", &fail), None);
+        assert_eq!(
+            channels.observe("c", &Outcome::delivered()),
+            None,
+            "a success resets"
+        );
+        assert_eq!(channels.observe("c", &fail), None);
+        let open = channels
+            .observe("c", &fail)
+            .expect("opens at the second failure in a row");
+        assert_eq!(open, Duration::from_millis(50));
+        // The caller pauses the channel for `open`; after it, one probe at a time.
+        channels.admit("c").expect("the probe");
+        assert!(
+            channels.admit("c").is_err(),
+            "a second send waits for the probe"
+        );
+        let again = channels
+            .observe("c", &fail)
+            .expect("a failed probe opens it again");
+        assert_eq!(again, Duration::from_millis(100), "for twice as long");
+        channels.admit("c").expect("the next probe");
+        assert_eq!(channels.observe("c", &Outcome::delivered()), None);
+        channels.admit("c").unwrap();
+        channels.admit("c").expect("closed: no probe slot any more");
     }
 }
