@@ -58,21 +58,21 @@ pub async fn deliver(
             (tried.channel.clone(), open, reason)
         }),
     };
-    let kept = penalty.clone();
+    // Paused in memory at once, so no send starts in the channel while the pause is written.
+    if let Some((channel, wait, reason)) = &penalty {
+        tracing::warn!(channel, ?wait, reason, "channel paused");
+        channels.penalize(channel, *wait);
+    }
     let recorded = store
         .write(move |_, tx| {
             let now = q.now();
-            if let Some((channel, wait, reason)) = &kept {
+            if let Some((channel, wait, reason)) = &penalty {
                 let until = now.saturating_add(wait.as_millis() as i64);
                 penalties::set_in(tx, channel, until, reason)?;
             }
             record_in(&q, tx, &l, outcome, now)
         })
         .await?;
-    if let Some((channel, wait, reason)) = penalty {
-        tracing::warn!(channel, ?wait, reason, "channel paused");
-        channels.penalize(&channel, wait);
-    }
     tried.log(queue, lease, &recorded);
     Ok(recorded)
 }

@@ -542,8 +542,19 @@ async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
         pause: Duration::from_millis(1500),
     };
     let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
-    rt.enqueue_outbound(outbound("chat-1")).await.unwrap();
-    wait_for("the pausing answer", || calls.lock().unwrap().len() == 1).await;
+    let first = rt.enqueue_outbound(outbound("chat-1")).await.unwrap().id;
+    let outbound_queue = Engine::open(&DbConfig::new(dir.path().join("q.db")))
+        .unwrap()
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    wait_for("the pausing answer, recorded", || {
+        outbound_queue
+            .state_of(first)
+            .unwrap()
+            .unwrap()
+            .last_error
+            .is_some()
+    })
+    .await;
     let paused_at = calls.lock().unwrap()[0].1;
     // Another destination of the same channel waits too.
     rt.enqueue_outbound(outbound("chat-2")).await.unwrap();
