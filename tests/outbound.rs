@@ -15,9 +15,9 @@ fn config(url: &str, channel_timeout: &str) -> Config {
         .set("channels.hook", &format!("timeout = {channel_timeout:?}"))
 }
 
-/// `relayq enqueue outbound --channel hook --to chat-42 ARGS`; returns stdout.
-fn enqueue(app: &App, args: &[&str]) -> String {
-    let mut all = vec![
+/// `relayq enqueue outbound --channel hook --to chat-42 ARGS`.
+fn enqueue_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let to_chat = [
         "enqueue",
         "outbound",
         "--channel",
@@ -25,8 +25,17 @@ fn enqueue(app: &App, args: &[&str]) -> String {
         "--to",
         "chat-42",
     ];
-    all.extend_from_slice(args);
-    app.ok(&all)
+    [&to_chat[..], args].concat()
+}
+
+/// Runs it.
+fn run_enqueue(app: &App, args: &[&str]) -> std::process::Output {
+    app.run(&enqueue_args(args))
+}
+
+/// Runs it, expecting success; returns stdout.
+fn enqueue(app: &App, args: &[&str]) -> String {
+    app.ok(&enqueue_args(args))
 }
 
 /// Enqueues and returns the row id.
@@ -338,17 +347,9 @@ fn an_enqueue_past_max_depth_exits_3_and_writes_nothing() {
     let app = App::new(config("http://127.0.0.1:9/", "5s").set("queues.outbound", "max_depth = 2"));
     send(&app, &["one"]);
     let second = send(&app, &["two", "--idempotency-key", "k2"]);
-    let out = app.run(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "chat-42",
-        "three",
-    ]);
+    let out = run_enqueue(&app, &["three"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(out.status.code(), Some(3), "exit 3 for a full queue: {err}");
     assert!(
         err.contains("QUEUE_FULL: the outbound queue holds 2 unfinished rows")
             && err.contains("queues.outbound.max_depth = 2"),

@@ -14,29 +14,22 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A channel's budgets; `None` is no limit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// A channel's budgets (`None`: no limit) and breaker, as its kind declares them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pace {
-    /// Most messages to one destination per period, e.g. `"1/s"`, `"20/min"`; `"off"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Most messages to one destination per period.
     pub per_destination: Option<Rate>,
-    /// Most messages through the channel per period, e.g. `"30/s"`; `"off"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Most messages through the channel per period.
     pub per_channel: Option<Rate>,
-    /// The circuit breaker: failed sends in a row (across destinations) that pause the channel,
-    /// and for how long at first (see `channels::directory`).
-    #[serde(default)]
+    /// The circuit breaker (see `channels::directory`).
     pub breaker: BreakerSettings,
 }
 
-/// When a channel's breaker opens, and for how long at first (doubled each time it opens again
-/// without a success, up to 5 minutes). `after = 0`: no breaker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+/// When a channel's breaker opens: after `after` failed sends in a row (0: never), for `open`
+/// at first (doubled each time it opens again without a success, up to 5 minutes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerSettings {
     pub after: u32,
-    #[serde(with = "humantime_serde")]
     pub open: Duration,
 }
 
@@ -68,23 +61,17 @@ impl Pace {
     }
 }
 
-/// `[pacing.NAME]` as written: each budget a rate, `"off"`, or left to the channel's own.
+/// `[pacing.NAME]` as written: each budget a rate (`"1/s"`, `"20/min"`) or `"off"`, and the
+/// breaker's numbers; what is left out stays as the channel's kind declares it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct PaceSettings {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_destination: Option<Setting>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_channel: Option<Setting>,
     /// Failed sends in a row that open the breaker (0: no breaker).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_after: Option<u32>,
     /// How long the breaker stays open the first time.
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "humantime_serde")]
     pub breaker_open: Option<Duration>,
 }
 
@@ -125,7 +112,13 @@ impl std::str::FromStr for Rate {
 
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.count, humantime::format_duration(self.per))
+        let per = match self.per.as_millis() {
+            1_000 => "s".to_string(),
+            60_000 => "min".to_string(),
+            3_600_000 => "h".to_string(),
+            _ => humantime::format_duration(self.per).to_string(),
+        };
+        write!(f, "{}/{per}", self.count)
     }
 }
 
@@ -220,6 +213,7 @@ mod tests {
     fn rates_read_and_write_as_people_do() {
         let r: Rate = "20/min".parse().unwrap();
         assert_eq!((r.count.get(), r.per), (20, Duration::from_secs(60)));
+        assert_eq!(r.to_string(), "20/min", "written back as read");
         assert_eq!(
             "1/500ms".parse::<Rate>().unwrap().per,
             Duration::from_millis(500)

@@ -75,15 +75,8 @@ mod tests {
             offset(&db.read().unwrap(), "src").unwrap().as_deref(),
             Some("2")
         );
-        assert_eq!(
-            engine
-                .counts()
-                .unwrap()
-                .iter()
-                .map(|c| c.count)
-                .sum::<i64>(),
-            2
-        );
+        let rows: i64 = engine.counts().unwrap().iter().map(|c| c.count).sum();
+        assert_eq!(rows, 2);
         assert_eq!(offset(&db.read().unwrap(), "other").unwrap(), None);
     }
 }

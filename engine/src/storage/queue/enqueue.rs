@@ -212,16 +212,8 @@ mod tests {
             refused.to_string().contains("the outbound queue holds 3"),
             "{refused}"
         );
-        assert_eq!(
-            engine
-                .counts()
-                .unwrap()
-                .iter()
-                .map(|c| c.count)
-                .sum::<i64>(),
-            3,
-            "nothing written"
-        );
+        let rows: i64 = engine.counts().unwrap().iter().map(|c| c.count).sum();
+        assert_eq!(rows, 3, "nothing written");
 
         let lease = q.lease_next("b").unwrap().unwrap();
         q.complete(lease.id, lease.token, None).unwrap();
