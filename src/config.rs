@@ -480,6 +480,15 @@ impl Config {
             };
             return Err(err(key, "must be at least 1".into()));
         }
+        if c.drain_in_flight == 0 || c.drain_in_flight > c.outbound_in_flight {
+            return Err(err(
+                "claimer.drain_in_flight",
+                format!(
+                    "{} is out of range: between 1 and claimer.outbound_in_flight ({})",
+                    c.drain_in_flight, c.outbound_in_flight
+                ),
+            ));
+        }
         if c.hook_buffer <= c.hook_reserved_critical {
             return Err(err(
                 "claimer.hook_buffer",

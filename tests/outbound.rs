@@ -622,3 +622,73 @@ fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
     let failed = hook.calls().iter().filter(|c| c.at < up_at).count();
     assert!(failed <= 5, "{failed} sends while the far end was down");
 }
+
+#[test]
+fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_up() {
+    let hook = Endpoint::start(|_| Reply {
+        delay: Duration::from_millis(200),
+        ..Reply::status(200)
+    });
+    let app = App::new(
+        config(&hook.url, "5s")
+            .set("claimer", "outbound_in_flight = 4")
+            .set("claimer", "drain_in_flight = 2"),
+    );
+    // An outage's backlog: one message to each of 20 chats.
+    let backlog: Vec<i64> = (0..20)
+        .map(|i| {
+            let to = format!("chat-{i}");
+            let out = app.ok(&[
+                "enqueue",
+                "outbound",
+                "--channel",
+                "hook",
+                "--to",
+                &to,
+                "old",
+            ]);
+            out.trim().parse().unwrap()
+        })
+        .collect();
+    let daemon = app.serve();
+    std::thread::sleep(Duration::from_millis(300));
+    let live = app.ok(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "live",
+        "new",
+    ]);
+    wait_state(&app, live.trim().parse().unwrap(), "delivered");
+    for id in &backlog {
+        wait_state(&app, *id, "delivered");
+    }
+    crate::common::wait_until("the drain summary", Duration::from_secs(10), || {
+        daemon
+            .log()
+            .contains("outbound backlog from before the start drained")
+    });
+    let log = daemon.log();
+    daemon.stop();
+    let position = hook
+        .calls()
+        .iter()
+        .position(|c| c.body["to"] == "live")
+        .unwrap();
+    assert!(
+        position < 10,
+        "the new message waited behind the backlog: call {position}"
+    );
+    let summary = log
+        .lines()
+        .find(|l| l.contains("outbound backlog from before the start drained"))
+        .unwrap();
+    assert!(
+        summary.contains("attempted=20")
+            && summary.contains("delivered=20")
+            && summary.contains("failed=0"),
+        "{summary}"
+    );
+}

@@ -32,6 +32,9 @@ pub struct ClaimSettings {
     pub hook_reserved_critical: usize,
     /// Outbound sends running at once, across destinations.
     pub outbound_in_flight: usize,
+    /// Of those, most sends of rows written before the daemon started (the backlog of an
+    /// outage), so rows written since always have room.
+    pub drain_in_flight: usize,
 }
 
 impl Default for ClaimSettings {
@@ -42,6 +45,7 @@ impl Default for ClaimSettings {
             hook_buffer: limits.capacity,
             hook_reserved_critical: limits.reserved_critical,
             outbound_in_flight: 32,
+            drain_in_flight: 16,
         }
     }
 }

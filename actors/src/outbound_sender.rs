@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound};
-use crate::delivery::deliver;
+use crate::delivery::{deliver, Recorded};
 use crate::lifecycle::Shutdown;
 use crate::store::Store;
 
@@ -24,18 +24,61 @@ pub struct OutboundSender {
     in_flight: usize,
     sending: usize,
     claims: ClaimLoop,
+    /// The backlog left from before this start, while some of it is unfinished.
+    drain: Option<Drain>,
     stopping: bool,
     drained: Vec<oneshot::Sender<()>>,
 }
 
+/// The rows written before this sender started (an outage's backlog): sent beside the rows
+/// written since, within their own budget, and summed up in the log once all are finished.
+struct Drain {
+    /// Rows written before this (unix ms) are the backlog.
+    before: i64,
+    /// Most backlog sends at once.
+    budget: usize,
+    sending: usize,
+    began: std::time::Instant,
+    attempted: u64,
+    delivered: u64,
+    failed: u64,
+    deferred: u64,
+}
+
+/// What became of one send, for the drain's summary.
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    Delivered,
+    Failed,
+    /// Given back uncounted (paced, paused) or throttled by the far end.
+    Deferred,
+}
+
 impl OutboundSender {
-    pub fn new(store: Store, channels: ChannelDirectory, in_flight: usize) -> Self {
+    /// `drain_in_flight` bounds the sends of rows written before now (a restart's backlog).
+    pub fn new(
+        store: Store,
+        channels: ChannelDirectory,
+        in_flight: usize,
+        drain_in_flight: usize,
+    ) -> Self {
+        let drain = Drain {
+            before: store.engine.now(),
+            budget: drain_in_flight.clamp(1, in_flight.max(1)),
+            sending: 0,
+            began: std::time::Instant::now(),
+            attempted: 0,
+            delivered: 0,
+            failed: 0,
+            deferred: 0,
+        };
         OutboundSender {
             store,
             channels,
             in_flight,
             sending: 0,
             claims: ClaimLoop::default(),
+            drain: Some(drain),
             stopping: false,
             drained: Vec::new(),
         }
@@ -46,17 +89,34 @@ impl OutboundSender {
         if self.stopping || room == 0 || !self.claims.begin(ctx) {
             return;
         }
-        let work = self
-            .store
-            .run(move |s| with_next_due(&s.outbound, s.outbound.lease_due(room)?, room));
+        let backlog = self
+            .drain
+            .as_ref()
+            .map(|d| (d.before, d.budget.saturating_sub(d.sending)));
+        let work = self.store.run(move |s| {
+            let q = &s.outbound;
+            let Some((before, backlog_room)) = backlog else {
+                let (leases, next) = with_next_due(q, q.lease_due(room)?, room)?;
+                return Ok((leases, next, false));
+            };
+            // Rows written since the start first, then the backlog within its budget.
+            let mut leases = q.lease_due_written(room, before..i64::MAX)?;
+            let backlog_room = backlog_room.min(room - leases.len());
+            if backlog_room > 0 {
+                leases.extend(q.lease_due_written(backlog_room, i64::MIN..before)?);
+            }
+            let (leases, next) = with_next_due(q, leases, room)?;
+            Ok((leases, next, q.any_written_before(before)?))
+        });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.claims.running = false;
             match result {
-                Ok((leases, next)) => {
+                Ok((leases, next, backlog_left)) => {
                     let full = leases.len() >= room;
                     for lease in leases {
                         act.send(lease, ctx);
                     }
+                    act.end_drain_if_done(backlog_left);
                     if act.claims.again && !full {
                         ctx.notify(ClaimOutbound);
                     } else if let Some(wait) = delay_until(next, act.store.engine.now()) {
@@ -72,32 +132,76 @@ impl OutboundSender {
         }));
     }
 
+    /// Logs the drain's summary once no backlog row is left unfinished or in flight.
+    fn end_drain_if_done(&mut self, backlog_left: bool) {
+        let Some(d) = &self.drain else {
+            return;
+        };
+        if backlog_left || d.sending > 0 {
+            return;
+        }
+        if d.attempted > 0 {
+            tracing::info!(
+                attempted = d.attempted,
+                delivered = d.delivered,
+                failed = d.failed,
+                deferred = d.deferred,
+                duration = ?d.began.elapsed(),
+                "outbound backlog from before the start drained"
+            );
+        }
+        self.drain = None;
+    }
+
     fn send(&mut self, lease: Lease, ctx: &mut Context<Self>) {
         self.sending += 1;
+        let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
+        let backlog = match backlog {
+            Some(d) => {
+                d.sending += 1;
+                d.attempted += 1;
+                true
+            }
+            None => false,
+        };
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
             if let Ok(m) = &message {
                 // Paused channel first (no budget is spent on a row that cannot go), then the
                 // budget, then the breaker's probe slot (taken last: only a send gives it back).
-                if let Some(wait) = channels.penalty(&m.channel) {
-                    return give_back_paced(&store, lease, wait).await;
-                }
-                if let Err(wait) = channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)) {
-                    return give_back_paced(&store, lease, wait).await;
-                }
-                if let Err(wait) = channels.admit(&m.channel) {
-                    return give_back_paced(&store, lease, wait).await;
+                let gate = channels
+                    .penalty(&m.channel)
+                    .map_or(Ok(()), Err)
+                    .and_then(|()| channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)))
+                    .and_then(|()| channels.admit(&m.channel));
+                if let Err(wait) = gate {
+                    give_back_paced(&store, lease, wait).await;
+                    return Sent::Deferred;
                 }
             }
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
-            if let Err(e) = deliver(&store, &queue, &lease, &channels, message).await {
-                tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
+            match deliver(&store, &queue, &lease, &channels, message).await {
+                Ok(Recorded::Delivered) => Sent::Delivered,
+                Ok(Recorded::Throttled { .. }) => Sent::Deferred,
+                Ok(_) => Sent::Failed,
+                Err(e) => {
+                    tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
+                    Sent::Failed
+                }
             }
         };
-        ctx.spawn(send.into_actor(self).map(|_, act, ctx| {
+        ctx.spawn(send.into_actor(self).map(move |sent, act, ctx| {
             act.sending -= 1;
+            if let (true, Some(d)) = (backlog, act.drain.as_mut()) {
+                d.sending -= 1;
+                match sent {
+                    Sent::Delivered => d.delivered += 1,
+                    Sent::Failed => d.failed += 1,
+                    Sent::Deferred => d.deferred += 1,
+                }
+            }
             if act.stopping {
                 if act.sending == 0 {
                     for tx in act.drained.drain(..) {

@@ -154,6 +154,7 @@ impl RelayqBuilder {
             store.clone(),
             known_channels.clone(),
             config.claims.outbound_in_flight,
+            config.claims.drain_in_flight,
         )
         .start();
         let claimer = HookClaimer::start(

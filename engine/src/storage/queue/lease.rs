@@ -48,6 +48,21 @@ pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
      ORDER BY r.id LIMIT :limit";
 
+/// `DUE_HEADS_SQL` for rows written in `[:from, :before)`: a restart's backlog, or the rows
+/// written since, each with its own budget.
+const DUE_HEADS_WRITTEN_SQL: &str = "SELECT r.id FROM queue_rows r
+     WHERE r.queue = :queue AND r.state = 'pending' AND r.next_attempt_at <= :now
+       AND r.created_at >= :from AND r.created_at < :before
+       AND NOT EXISTS (
+         SELECT 1 FROM queue_rows o
+         WHERE o.queue = :queue AND o.key = r.key
+           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+     ORDER BY r.id LIMIT :limit";
+
+/// Whether any unfinished row was written before `:before`.
+const ANY_WRITTEN_BEFORE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM queue_rows
+     WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :before)";
+
 /// Due pending rows in runs per key (`:skip` is a JSON list of keys to leave out): every row
 /// of a key before the key's first row that blocks it (pending but not
 /// due, or leased by another owner), oldest first.
@@ -224,6 +239,35 @@ impl Queue {
         })
     }
 
+    /// `lease_due` for rows written in `written` (unix ms, `from..before`): a restart's backlog
+    /// and the live rows get separate budgets.
+    pub fn lease_due_written(
+        &self,
+        limit: usize,
+        written: std::ops::Range<i64>,
+    ) -> Result<Vec<Lease>> {
+        self.write_now(|tx, now| {
+            reclaim_expired_in(tx, now)?;
+            self.lease_ids_in(tx, now, limit, |want| {
+                let params = named_params! {
+                    ":queue": self.name, ":now": now, ":from": written.start,
+                    ":before": written.end, ":limit": want as i64,
+                };
+                query_all(tx, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
+            })
+        })
+    }
+
+    /// Whether any unfinished row was written before `before` (unix ms): a backlog is left.
+    pub fn any_written_before(&self, before: i64) -> Result<bool> {
+        let conn = self.db.read()?;
+        let params = named_params! {":queue": self.name, ":before": before};
+        let any = conn
+            .prepare_cached(ANY_WRITTEN_BEFORE_SQL)?
+            .query_row(params, |r| r.get(0))?;
+        Ok(any)
+    }
+
     /// Leases up to `limit` due rows, oldest first, several per key: a key's rows are taken in
     /// order up to the first one that is not due or is leased by another owner, so a worker that
     /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
@@ -388,6 +432,8 @@ impl Queue {
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    DUE_HEADS_WRITTEN_SQL,
+    ANY_WRITTEN_BEFORE_SQL,
     BURY_EXHAUSTED_SQL,
     EXPIRE_TOO_OLD_SQL,
     EXTEND_SQL,
