@@ -65,9 +65,39 @@ pub fn list_printed<T>(
     true
 }
 
+/// Text from outside (chat text, a far end's error, a session id) as it is printed for people:
+/// control characters (ESC, which would let the text drive the terminal; carriage returns;
+/// newlines) and the bidirectional overrides (which would let it reorder what is shown) are
+/// written as escapes (`\u{1b}`, `\n`), so the text is shown, never obeyed.
+pub fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The start of `text` (at most `max` bytes), on one line: newlines as spaces, then [`shown`].
+pub fn excerpt(text: &str, max: usize) -> String {
+    shown(&relayq_engine::hooks::head_of(text, max).replace('\n', " "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_text_is_shown_not_obeyed_by_the_terminal() {
+        assert_eq!(shown("red \u{1b}[31m\r\n"), "red \\u{1b}[31m\\r\\n");
+        assert_eq!(shown("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(shown("é ✓ tab"), "é ✓ tab");
+        assert_eq!(excerpt("one\ntwo \u{7}", 100), "one two \\u{7}");
+    }
 
     #[test]
     fn times_are_rfc3339_with_the_milliseconds_kept() {

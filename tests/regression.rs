@@ -1053,3 +1053,27 @@ fn built_in_channels_write_to_the_state_directory_when_the_database_is_elsewhere
     daemon.kill().unwrap();
     daemon.wait().unwrap();
 }
+
+/// Review: a far end's error text (and chat text, session ids) was printed as it came: an ESC
+/// sequence in a webhook's 404 body would drive the operator's terminal from `relayq dead
+/// list` or `relayq show`.
+#[test]
+fn a_far_ends_error_text_cannot_drive_the_terminal() {
+    let hook = Endpoint::start(|_| Reply {
+        body: "no such chat\u{1b}[2J\u{1b}]0;pwned\u{7}".into(),
+        ..Reply::status(404)
+    });
+    let app = App::new(webhook_config(&hook.url));
+    let daemon = app.serve();
+    let id = send_outbound(&app, "ops\u{1b}[31m", "hello");
+    app.wait_state(relayq_engine::QueueName::Outbound, id, "dead");
+    daemon.stop();
+    for args in [vec!["dead", "list"], vec!["show", &id.to_string()]] {
+        let out = app.ok(&args.iter().map(|a| a.as_ref()).collect::<Vec<&str>>());
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
+        assert!(out.contains("no such chat\\u{1b}[2J"), "{args:?}: {out}");
+    }
+}

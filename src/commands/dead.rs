@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{CliError, DeadCommand, Invocation, Selection};
 use crate::commands::open_existing;
-use crate::output::{list_printed, now_ms, with_times};
+use crate::output::{excerpt, list_printed, now_ms, shown, with_times};
 
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
@@ -92,7 +92,9 @@ fn out_of_order(
         }
         let what = format!(
             "row {} ({} {}) is older than {later} message(s) to the same place that were already delivered: replayed, it arrives after them",
-            row.id, row.queue, row.key
+            row.id,
+            row.queue,
+            shown(&row.key)
         );
         if !force {
             return Err(CliError::Usage(format!(
@@ -134,9 +136,9 @@ fn list(rows: &[RowDetail], as_json: bool) -> Result<(), CliError> {
             "{:>8} {:<9} {:<30} {:>8} {}",
             d.id,
             d.queue,
-            d.key,
+            shown(&d.key),
             d.attempts,
-            relayq_engine::hooks::head_of(error, 100).replace('\n', " ")
+            excerpt(error, 100)
         );
     }
     Ok(())

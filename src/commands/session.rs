@@ -6,7 +6,7 @@ use relayq_engine::inbound;
 
 use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
-use crate::output::{list_printed, with_times};
+use crate::output::{excerpt, list_printed, shown, with_times};
 
 pub fn expire(ctx: &Invocation, session: &str) -> Result<(), CliError> {
     if session.trim().is_empty() {
@@ -40,12 +40,12 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         let input = s.last_user_input.as_deref().unwrap_or("-");
         println!(
             "{:<38} {:<7} {:<7} {:>5} {:<8} {}",
-            s.key,
+            shown(&s.key),
             s.agent,
             s.state,
             s.current_turn,
             if s.turn_running { "yes" } else { "no" },
-            relayq_engine::hooks::head_of(input, 60).replace('\n', " ")
+            excerpt(input, 60)
         );
     }
     Ok(())

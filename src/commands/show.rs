@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
-use crate::output::{now_ms, when, with_times};
+use crate::output::{now_ms, shown, when, with_times};
 
 pub fn run(ctx: &Invocation, id: i64, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
@@ -49,9 +49,13 @@ pub fn row_json(row: &RowDetail) -> Value {
 fn row_text(row: &RowDetail, now: i64) -> String {
     let mut out = format!(
         "row {}: {} in queue {} (key {})\n",
-        row.id, row.state, row.queue, row.key
+        row.id,
+        row.state,
+        row.queue,
+        shown(&row.key)
     );
-    let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<14}{value}\n"));
+    let mut line =
+        |label: &str, value: String| out.push_str(&format!("  {label:<14}{}\n", shown(&value)));
     line("created", when(row.created_at, now));
     line("attempts", row.attempts.to_string());
     match row.state.as_str() {

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 use crate::commands::show::row_json;
-use crate::output::{relative, with_times};
+use crate::output::{excerpt, relative, shown, with_times};
 
 /// Stuck rows listed at most.
 const STUCK_SHOWN: usize = 20;
@@ -77,7 +77,7 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             "channel {} paused until {}: {}",
             p.channel,
             relative(p.until, now),
-            p.reason
+            excerpt(&p.reason, 200)
         );
     }
     if !stuck.is_empty() {
@@ -88,10 +88,10 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
                 "  row {} {} {} attempt {}, next {}: {}",
                 row.id,
                 row.queue,
-                row.key,
+                shown(&row.key),
                 row.attempts,
                 relative(row.next_attempt_at, now),
-                relayq_engine::hooks::head_of(error, 100).replace('\n', " ")
+                excerpt(error, 100)
             );
         }
     }
