@@ -286,4 +286,25 @@ mod tests {
         channels.admit("c").unwrap();
         channels.admit("c").expect("closed: no probe slot any more");
     }
+
+    /// Review: a probe answered with a pause (a channel-wide 429) kept the probe slot taken,
+    /// and the channel never sent again.
+    #[test]
+    fn a_pause_releases_the_probe_slot() {
+        let channels = ChannelDirectory::default();
+        let mut spec = ChannelSpec::of(Quiet);
+        spec.pace.breaker = BreakerSettings {
+            after: 1,
+            open: Duration::from_millis(1),
+        };
+        channels.register("c", spec);
+        channels.observe("c", &Outcome::retry("refused")).unwrap();
+        channels.admit("c").expect("the probe");
+        channels.penalize("c", Duration::from_millis(20));
+        assert!(channels.admit("c").is_err(), "paused");
+        std::thread::sleep(Duration::from_millis(30));
+        channels
+            .admit("c")
+            .expect("after the pause, a new probe may go");
+    }
 }
