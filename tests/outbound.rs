@@ -43,6 +43,12 @@ fn send(app: &App, args: &[&str]) -> i64 {
     enqueue(app, args).trim().parse().unwrap()
 }
 
+/// Enqueues `text` for destination `to` of the `hook` channel; returns the row id.
+fn send_to(app: &App, to: &str, text: &str) -> i64 {
+    let args = ["enqueue", "outbound", "--channel", "hook", "--to", to, text];
+    app.ok(&args).trim().parse().unwrap()
+}
+
 /// Waits until row `id` of the outbound queue is in `state`; returns its row.
 fn wait_state(app: &App, id: i64, state: &str) -> relayq_engine::RowState {
     app.wait_state(relayq_engine::QueueName::Outbound, id, state)
@@ -471,16 +477,8 @@ fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_fo
     for id in &ids {
         wait_state(&app, *id, "dead");
     }
-    let other = app.ok(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "elsewhere",
-        "x",
-    ]);
-    wait_state(&app, other.trim().parse().unwrap(), "dead");
+    let other = send_to(&app, "elsewhere", "x");
+    wait_state(&app, other, "dead");
 
     // Bulk selection: by key; purge --dry-run changes nothing.
     let dry = app.ok(&[
@@ -543,20 +541,12 @@ fn a_paced_destination_gets_its_budget_and_others_are_not_held_behind_it() {
     let app = App::new(config(&hook.url, "5s").set("pacing.hook", "per_destination = \"1/400ms\""));
     // A backlog to one chat, written while the daemon is down, and one message to another.
     let backlog: Vec<i64> = (0..5).map(|i| send(&app, &[&format!("m{i}")])).collect();
-    let other = app.ok(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "other",
-        "hi",
-    ]);
+    let other = send_to(&app, "other", "hi");
     let daemon = app.serve();
     for id in &backlog {
         wait_state(&app, *id, "delivered");
     }
-    let other = wait_state(&app, other.trim().parse().unwrap(), "delivered");
+    let other = wait_state(&app, other, "delivered");
     daemon.stop();
     let calls = hook.calls();
     let to_chat: Vec<_> = calls.iter().filter(|c| c.body["to"] == "chat-42").collect();
@@ -604,10 +594,7 @@ fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
     let daemon = app.serve();
     let ids: Vec<i64> = ["a", "b", "c"]
         .iter()
-        .map(|to| {
-            let out = app.ok(&["enqueue", "outbound", "--channel", "hook", "--to", to, "hi"]);
-            out.trim().parse().unwrap()
-        })
+        .map(|to| send_to(&app, to, "hi"))
         .collect();
     crate::common::wait_until("the breaker to open", Duration::from_secs(10), || {
         app.ok(&["status"])
@@ -638,30 +625,13 @@ fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_
     let backlog: Vec<i64> = (0..20)
         .map(|i| {
             let to = format!("chat-{i}");
-            let out = app.ok(&[
-                "enqueue",
-                "outbound",
-                "--channel",
-                "hook",
-                "--to",
-                &to,
-                "old",
-            ]);
-            out.trim().parse().unwrap()
+            send_to(&app, &to, "old")
         })
         .collect();
     let daemon = app.serve();
     std::thread::sleep(Duration::from_millis(300));
-    let live = app.ok(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "live",
-        "new",
-    ]);
-    wait_state(&app, live.trim().parse().unwrap(), "delivered");
+    let live = send_to(&app, "live", "new");
+    wait_state(&app, live, "delivered");
     for id in &backlog {
         wait_state(&app, *id, "delivered");
     }

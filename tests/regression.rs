@@ -263,13 +263,9 @@ fn a_webhook_307_is_followed_with_its_body_within_the_origin_only() {
     let app = App::new(webhook_config(&hook.url));
     let daemon = app.serve();
     let followed = send_outbound(&app, "a", "first");
-    wait_until("delivery", WAIT, || {
-        outbound_row(&app, followed).state == "delivered"
-    });
+    app.wait_state(relayq_engine::QueueName::Outbound, followed, "delivered");
     let other = send_outbound(&app, "b", "second");
-    wait_until("the row to end", WAIT, || {
-        outbound_row(&app, other).state == "dead"
-    });
+    app.wait_state(relayq_engine::QueueName::Outbound, other, "dead");
     daemon.stop();
     let calls = hook.calls();
     assert_eq!(
