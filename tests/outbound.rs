@@ -662,3 +662,122 @@ fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_
         "{summary}"
     );
 }
+
+/// The webhook's `max_chars` set to `max`, so a long text is split.
+fn chunked_config(url: &str, max: usize) -> Config {
+    config(url, "5s").set("channels.hook", &format!("max_chars = {max}"))
+}
+
+/// A text of `n` numbered lines, each 50 characters with its newline.
+fn numbered_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i:05} {}\n", "x".repeat(38)))
+        .collect()
+}
+
+#[test]
+fn a_long_text_goes_out_in_order_as_parts_and_a_failed_part_holds_back_the_rest() {
+    // The second request (part 2) fails once; every answer names the part it got.
+    let hook = Endpoint::start(|n| match n {
+        1 => Reply::status(503),
+        n => Reply {
+            body: format!(r#"{{"id": "msg-{n}"}}"#),
+            ..Reply::status(200)
+        },
+    });
+    let app = App::new(chunked_config(&hook.url, 4000));
+    let daemon = app.serve();
+    let text = numbered_lines(200); // 10,000 characters
+    let out = run_enqueue(&app, &["--json", &text]);
+    assert!(out.status.success(), "{out:?}");
+    let written: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(written["parts"], 3, "{written}");
+    let first = written["id"].as_i64().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("written as 3 parts"), "{stderr}");
+    for id in first..first + 3 {
+        wait_state(&app, id, "delivered");
+    }
+    daemon.stop();
+
+    let calls = hook.calls();
+    let parts: Vec<(u64, String)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.body["part"]["index"].as_u64().unwrap(),
+                c.body["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let order: Vec<u64> = parts.iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, vec![1, 2, 2, 3], "part 3 waits for part 2's retry");
+    for (_, part) in &parts {
+        assert!(part.chars().count() <= 4000);
+        assert!(
+            part.ends_with('\n'),
+            "cut at a line: {:?}",
+            &part[part.len() - 20..]
+        );
+    }
+    let joined: String = [&parts[0].1, &parts[2].1, &parts[3].1]
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(joined, text, "the parts joined are the text, once");
+    let receipts: Vec<Value> = (first..first + 3)
+        .map(|id| serde_json::from_str(&app.ok(&["show", &id.to_string(), "--json"])).unwrap())
+        .map(|shown: Value| shown["receipt"].clone())
+        .collect();
+    assert_eq!(
+        receipts,
+        vec!["msg-0", "msg-2", "msg-3"],
+        "each part its own receipt"
+    );
+}
+
+#[test]
+fn a_part_that_fails_for_good_takes_the_later_parts_to_the_dead_letters_and_retry_sends_them_in_order(
+) {
+    // Part 2's first request is refused for good (400); after `dead retry`, all is accepted.
+    let hook = Endpoint::start(|n| Reply::status(if n == 1 { 400 } else { 200 }));
+    let app = App::new(chunked_config(&hook.url, 100));
+    let daemon = app.serve();
+    let first = send(&app, &[&numbered_lines(6)]); // 300 characters: 3 parts
+    wait_state(&app, first, "delivered");
+    let dead = wait_state(&app, first + 1, "dead");
+    let later = wait_state(&app, first + 2, "dead");
+    assert_eq!(dead.reason.as_deref(), Some("HTTP 400"));
+    let why = later.reason.unwrap_or_default();
+    assert!(
+        why.contains(&format!("part 2 of 3 (row {}) failed", first + 1)),
+        "{why}"
+    );
+    assert_eq!(
+        hook.calls().len(),
+        2,
+        "part 3 was never sent without part 2"
+    );
+
+    app.ok(&["dead", "retry", "--queue", "outbound"]);
+    wait_state(&app, first + 2, "delivered");
+    daemon.stop();
+    let order: Vec<u64> = hook
+        .calls()
+        .iter()
+        .map(|c| c.body["part"]["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, vec![1, 2, 2, 3]);
+}
+
+#[test]
+fn max_chars_out_of_range_is_refused_with_the_key_and_the_range() {
+    let app = App::new(chunked_config("http://127.0.0.1:9/", 10));
+    let out = app.run(&["config", "check"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max_chars") && err.contains("between 64 and"),
+        "{err}"
+    );
+}

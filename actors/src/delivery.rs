@@ -39,6 +39,10 @@ pub async fn deliver(
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
 ) -> Result<Recorded> {
+    let part = match &message {
+        Ok((_, Content::Outbound(m))) => m.part,
+        _ => None,
+    };
     let tried = try_delivery(store, queue, lease, channels, message).await;
     let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
     // A pause of the whole channel: the far end asked for one, or its breaker opens now.
@@ -70,7 +74,15 @@ pub async fn deliver(
                 let until = now.saturating_add(wait.as_millis() as i64);
                 penalties::set_in(tx, channel, until, reason)?;
             }
-            record_in(&q, tx, &l, outcome, now)
+            let recorded = record_in(&q, tx, &l, outcome, now)?;
+            // The parts of a text after one that died would arrive without it: they wait as
+            // dead letters with it, and `dead retry` sends them again in order.
+            if let (Recorded::Dead, Some(part)) = (&recorded, part) {
+                let later = i64::from(part.of.saturating_sub(part.index));
+                let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
+                q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
+            }
+            Ok(recorded)
         })
         .await?;
     tried.log(queue, lease, &recorded);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::{
-    inbound, DbConfig, Engine, Enqueued, InboundMessage, NoticeRoutes, OutboundMessage,
+    inbound, outbound, DbConfig, Engine, Enqueued, InboundMessage, NoticeRoutes, OutboundMessage,
     QueuePolicies,
 };
 
@@ -252,7 +252,10 @@ impl Relayq {
 
     /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
     /// row is committed.
-    pub async fn enqueue_outbound(&self, message: OutboundMessage) -> Result<Enqueued> {
+    /// A text over the channel's limit is written as parts (see [`Channel::text_limit`]).
+    ///
+    /// [`Channel::text_limit`]: crate::channels::Channel::text_limit
+    pub async fn enqueue_outbound(&self, message: OutboundMessage) -> Result<outbound::Written> {
         message.validate(self.config.max_body_bytes)?;
         if !self.channels.contains(&message.channel) {
             return Err(ActorError::Invalid(format!(
@@ -261,12 +264,14 @@ impl Relayq {
                 self.channels.names().join(", ")
             )));
         }
-        let row = message.to_row();
+        let limit = self.channels.text_limit(&message.channel);
         let enqueued = self
             .store
-            .write_one_statement(move |s, tx| s.outbound.enqueue_in(tx, &row, s.outbound.now()))
+            .write(move |s, tx| {
+                outbound::enqueue_in(&s.outbound, tx, &message, limit, s.outbound.now())
+            })
             .await?;
-        if !enqueued.duplicate {
+        if !enqueued.first.duplicate {
             self.sender.do_send(ClaimOutbound);
         }
         Ok(enqueued)

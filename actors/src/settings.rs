@@ -31,10 +31,18 @@ pub fn resolve_path(path: &mut PathBuf, base: &Path) {
 /// folder's `Config` implementing the registry's kind trait. Makes `pub mod folder;` for each,
 /// the `$config` enum that `config.toml` tables deserialise into by `kind = "<variant,
 /// lower-cased>"`, and its `check`, `spec` and `resolve_paths`, which run the registry's
-/// generic `$check` and `$spec` functions on whichever kind the table is.
+/// generic `$check` and `$spec` functions on whichever kind the table is; `forward` names more
+/// of the kind trait's `&self` methods to call on whichever kind the table is.
 macro_rules! kinds {
     (
         $config:ident -> $spec:ty, trait $kind:ident, check $check:path, spec $build:path,
+        $list:tt
+        $(forward { $($method:ident -> $ret:ty),* $(,)? })?
+    ) => {
+        $crate::settings::kinds!(@registry $config -> $spec, $kind, $check, $build, $list);
+        $($($crate::settings::kinds!(@forward $config, $kind, $method, $ret, $list);)*)?
+    };
+    (@registry $config:ident -> $spec:ty, $kind:ident, $check:path, $build:path,
         { $($variant:ident($module:ident)),* $(,)? }
     ) => {
         $(pub mod $module;)*
@@ -66,6 +74,18 @@ macro_rules! kinds {
             pub fn resolve_paths(&mut self, base: &std::path::Path) {
                 match self {
                     $($config::$variant(c) => $kind::resolve_paths(c, base),)*
+                }
+            }
+        }
+    };
+    (@forward $config:ident, $kind:ident, $method:ident, $ret:ty,
+        { $($variant:ident($module:ident)),* $(,)? }
+    ) => {
+        impl $config {
+            #[doc = concat!("See [`", stringify!($kind), "::", stringify!($method), "`].")]
+            pub fn $method(&self) -> $ret {
+                match self {
+                    $($config::$variant(c) => $kind::$method(c),)*
                 }
             }
         }

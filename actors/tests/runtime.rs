@@ -530,6 +530,7 @@ fn outbound(to: &str) -> relayq_engine::OutboundMessage {
         idempotency_key: None,
         session: None,
         event: None,
+        part: None,
     }
 }
 

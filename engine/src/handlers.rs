@@ -223,6 +223,7 @@ impl HookProcessor {
                     idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
                     session: Some(key.to_string()),
                     event: Some(event_name(event.event)),
+                    part: None,
                 };
                 let row = message.to_row();
                 let written = self.outbound.enqueue_in(tx, &row, now)?;

@@ -12,6 +12,7 @@
 //! runtimes: the daemon runs it on blocking threads. Time comes from a [`Clock`], so tests
 //! control it.
 
+pub mod chunking;
 pub mod engine;
 pub mod error;
 pub mod handlers;
@@ -26,6 +27,7 @@ pub mod storage;
 
 pub use storage::{clock, commit, db, policy, queue};
 
+pub use chunking::{Markup, TextLimit};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Synchronous};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
 use crate::policy::{secs, QueuePolicy};
-use crate::queue::NewRow;
+use crate::queue::{Enqueued, NewRow};
 
 /// The name of the outbound queue.
 pub const QUEUE: crate::QueueName = crate::QueueName::Outbound;
@@ -64,6 +64,60 @@ pub struct OutboundMessage {
     /// The hook event that created it (`agent_stop`, `notification`, `error`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
+    /// Which part of a longer text this row is, when the text was split for its channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<Part>,
+}
+
+/// One part of a text split for its channel's limit (see [`chunking`](crate::chunking)): part
+/// `index` (from 1) of `of`. The parts are rows written together, one after another on the
+/// destination's queue, so they go out in order and each keeps its own receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    pub index: u32,
+    pub of: u32,
+}
+
+/// What an outbound enqueue wrote: the first row (or the one it repeats) and how many parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Written {
+    #[serde(flatten)]
+    pub first: Enqueued,
+    /// Rows written for the message: more than one when its text was split.
+    #[serde(skip_serializing_if = "is_one")]
+    pub parts: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// Writes `message` inside a caller's transaction, split into parts when its text is over
+/// `limit` (its channel's, when the channel has one). A message whose first part is already
+/// written (the same idempotency key) is a duplicate as a whole: nothing is written. A refusal
+/// (`QUEUE_FULL`) of any part is returned as the error, and the caller's transaction, rolled
+/// back, writes none of them.
+pub fn enqueue_in(
+    queue: &crate::Queue,
+    tx: &rusqlite::Transaction<'_>,
+    message: &OutboundMessage,
+    limit: Option<crate::TextLimit>,
+    now: i64,
+) -> Result<Written> {
+    let parts = message.parts(limit);
+    let mut rows = parts.iter().map(OutboundMessage::to_row);
+    let first_row = rows.next().expect("a message has at least one part");
+    let first = queue.enqueue_in(tx, &first_row, now)?;
+    if first.duplicate {
+        return Ok(Written { first, parts: 1 });
+    }
+    for row in rows {
+        queue.enqueue_in(tx, &row, now)?;
+    }
+    Ok(Written {
+        first,
+        parts: parts.len() as u32,
+    })
 }
 
 impl OutboundMessage {
@@ -99,6 +153,35 @@ impl OutboundMessage {
             ));
         }
         Ok(())
+    }
+
+    /// The message as the rows to write: itself when its text fits `limit`, else one message
+    /// per part of the text, each with its part number and its own idempotency key (the
+    /// caller's for the first part, with `#N` for part N), so parts go on the same FIFO.
+    pub fn parts(&self, limit: Option<crate::TextLimit>) -> Vec<OutboundMessage> {
+        let texts = match limit {
+            Some(limit) if crate::chunking::length(&self.text) > limit.max => {
+                crate::chunking::split(&self.text, limit)
+            }
+            _ => return vec![self.clone()],
+        };
+        let of = texts.len() as u32;
+        if of <= 1 {
+            return vec![self.clone()];
+        }
+        texts
+            .into_iter()
+            .zip(1..)
+            .map(|(text, index)| OutboundMessage {
+                text,
+                part: Some(Part { index, of }),
+                idempotency_key: self.idempotency_key.as_ref().map(|k| match index {
+                    1 => k.clone(),
+                    n => format!("{k}#{n}"),
+                }),
+                ..self.clone()
+            })
+            .collect()
     }
 
     /// The ordering key: one FIFO per (channel, destination).
@@ -165,6 +248,7 @@ mod tests {
             idempotency_key: None,
             session: None,
             event: None,
+            part: None,
         }
     }
 
@@ -207,5 +291,63 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("final, block or tool"));
+    }
+
+    #[test]
+    fn a_long_text_is_written_as_ordered_parts_and_a_repeat_writes_nothing() {
+        let (_dir, db) = crate::db::temp_database();
+        let engine = crate::Engine::with_clock(db, std::sync::Arc::new(crate::SystemClock));
+        let q = engine.queue(QUEUE, QueuePolicy::outbound());
+        let mut m = msg();
+        m.text = "word ".repeat(60); // 300 characters
+        m.idempotency_key = Some("k".into());
+        let limit = Some(crate::TextLimit {
+            max: 100,
+            markup: crate::Markup::Plain,
+        });
+        let write = |m: &OutboundMessage| {
+            engine
+                .database()
+                .write(|tx| enqueue_in(&q, tx, m, limit, q.now()))
+                .unwrap()
+        };
+        let written = write(&m);
+        assert_eq!((written.parts, written.first.duplicate), (3, false));
+        let mut texts = Vec::new();
+        for n in 1..=3u32 {
+            let lease = q.lease_next(&m.destination_key()).unwrap().unwrap();
+            assert_eq!(
+                lease.id,
+                written.first.id + i64::from(n) - 1,
+                "rows in order"
+            );
+            let part = OutboundMessage::from_payload(&lease.payload).unwrap();
+            assert_eq!(part.part, Some(Part { index: n, of: 3 }));
+            let key = if n == 1 {
+                "k".to_string()
+            } else {
+                format!("k#{n}")
+            };
+            assert_eq!(part.idempotency_key.as_deref(), Some(key.as_str()));
+            texts.push(part.text);
+            q.complete(lease.id, lease.token, None).unwrap();
+        }
+        assert_eq!(texts.concat(), m.text);
+        let again = write(&m);
+        assert_eq!(
+            (again.first.id, again.first.duplicate),
+            (written.first.id, true)
+        );
+        assert_eq!(
+            serde_json::to_string(&again).unwrap(),
+            format!(r#"{{"id":{},"duplicate":true}}"#, written.first.id)
+        );
+        m.text = "short".into();
+        m.idempotency_key = None;
+        assert_eq!(
+            m.parts(limit),
+            vec![m.clone()],
+            "a text that fits is one row"
+        );
     }
 }

@@ -53,13 +53,20 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
             enqueued.id, row.key
         );
     }
-    answer(&store, inbound::QUEUE, &row.key, enqueued, args.json);
+    answer(
+        &store,
+        inbound::QUEUE,
+        &row.key,
+        &enqueued,
+        &enqueued,
+        args.json,
+    );
     Ok(())
 }
 
 pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
-    if !ctx.config.channels.contains_key(&args.channel) {
+    let Some(channel) = ctx.config.channels.get(&args.channel) else {
         let known: Vec<_> = ctx.config.channels.keys().cloned().collect();
         return Err(CliError::Usage(format!(
             "channel '{}' is not configured (configured: {}); add a [channels.{}] table",
@@ -67,7 +74,8 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
             known.join(", "),
             args.channel
         )));
-    }
+    };
+    let limit = channel.text_limit();
     let text = if args.text == "-" {
         read_stdin(max)?
     } else {
@@ -82,22 +90,53 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
         idempotency_key: args.idempotency_key,
         session: None,
         event: None,
+        part: None,
     };
     message.validate(max)?;
     let store = open(ctx)?;
-    let row = message.to_row();
-    let enqueued = store.outbound.enqueue(&row)?;
-    answer(&store, outbound::QUEUE, &row.key, enqueued, args.json);
+    let q = &store.outbound;
+    let written = store
+        .engine
+        .database()
+        .write(|tx| outbound::enqueue_in(q, tx, &message, limit, q.now()))?;
+    if written.parts > 1 {
+        eprintln!(
+            "relayq: the text is over channel '{}''s limit of {} characters: written as {} \
+             parts, rows {} to {}",
+            message.channel,
+            limit.map_or(0, |l| l.max),
+            written.parts,
+            written.first.id,
+            written.first.id + i64::from(written.parts) - 1
+        );
+    }
+    let key = message.destination_key();
+    answer(
+        &store,
+        outbound::QUEUE,
+        &key,
+        &written.first,
+        &written,
+        args.json,
+    );
     Ok(())
 }
 
-/// Wakes a running daemon for a new row, and prints the id (or `{"id":N,"duplicate":bool}`).
-fn answer(store: &Queues, queue: QueueName, key: &str, enqueued: Enqueued, json: bool) {
+/// Wakes a running daemon for a new row, and prints the id (or, with `--json`, `written`:
+/// `{"id":N,"duplicate":bool}`, with `"parts":N` for a split text).
+fn answer(
+    store: &Queues,
+    queue: QueueName,
+    key: &str,
+    enqueued: &Enqueued,
+    written: &impl serde::Serialize,
+    json: bool,
+) {
     if !enqueued.duplicate && enqueued.expired.is_none() {
         relayq_actors::wake::notify(store.engine.database().path(), queue, key);
     }
     if json {
-        println!("{}", serde_json::to_string(&enqueued).expect("serialises"));
+        println!("{}", serde_json::to_string(written).expect("serialises"));
     } else {
         println!("{}", enqueued.id);
     }

@@ -34,6 +34,10 @@ impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
         if let Content::Outbound(message) = &mut delivery.content {
             if let (true, Some(notice)) = (message.text.is_empty(), &message.notice) {
                 message.text = self.channel.render(notice);
+                if let Some(limit) = self.channel.text_limit() {
+                    // Platform renderers fit their limit; plain text is cut here.
+                    message.text = super::kit::notice::fit(&message.text, limit);
+                }
             }
         }
         match self.channel.deliver(delivery) {

@@ -169,6 +169,13 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
         crate::pacing::Pace::default()
     }
 
+    /// The longest text one message may have on the platform, and its markup: a longer
+    /// outbound text is split into parts when it is written (see
+    /// [`chunking`](relayq_engine::chunking)). None: any length.
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        None
+    }
+
     /// Whether the channel can deliver now, as far as it can tell without sending anything (a
     /// program is installed, a directory exists). Said at start-up; deliveries are tried anyway.
     fn readiness(&self) -> Result<(), String> {

@@ -21,18 +21,21 @@ pub struct ChannelSpec {
     pub timeout: Duration,
     /// How fast it may send.
     pub pace: Pace,
+    /// Longer outbound texts are split into parts of at most this.
+    pub text_limit: Option<relayq_engine::TextLimit>,
 }
 
 impl ChannelSpec {
     /// Runs `channel` in a [`ChannelActor`]; a restart starts from a clone of it.
     pub fn of<C: Channel>(channel: C) -> Self {
-        let (timeout, pace) = (channel.timeout(), channel.pace());
+        let (timeout, pace, text_limit) = (channel.timeout(), channel.pace(), channel.text_limit());
         let probe = channel.clone();
         ChannelSpec {
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
             readiness: Arc::new(move || probe.readiness()),
             timeout,
             pace,
+            text_limit,
         }
     }
 
@@ -114,6 +117,11 @@ impl ChannelDirectory {
 
     pub fn contains(&self, name: &str) -> bool {
         self.slots.lock().unwrap().contains_key(name)
+    }
+
+    /// The text limit of channel `name` (see [`Channel::text_limit`]).
+    pub fn text_limit(&self, name: &str) -> Option<relayq_engine::TextLimit> {
+        self.slots.lock().unwrap().get(name)?.spec.text_limit
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -22,6 +22,12 @@ pub trait ChannelKind {
     /// How long one delivery may take before it is abandoned and retried.
     fn timeout(&self) -> Duration;
 
+    /// The longest text one message may have (see [`Channel::text_limit`]): known from the
+    /// settings alone, so `relayq enqueue` splits a text as the daemon would.
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        None
+    }
+
     /// Checks what the file alone can tell (every command reads the config, not only the
     /// daemon); the error names the key.
     fn check(&self) -> Result<(), SettingError> {

@@ -42,4 +42,5 @@ crate::settings::kinds! {
         Tmux(tmux),
         Webhook(webhook),
     }
+    forward { text_limit -> Option<relayq_engine::TextLimit> }
 }

@@ -53,6 +53,7 @@ pub fn delivery() -> Delivery {
             idempotency_key: None,
             session: Some("s1".into()),
             event: None,
+            part: None,
         }),
     }
 }

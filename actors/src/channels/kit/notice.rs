@@ -100,6 +100,26 @@ fn escape_markdown(text: &str) -> String {
 }
 
 /// At most `max` characters of `text`; when cut, the last one is `…`.
+/// A rendered notice within `limit`: plain text longer than it is cut, with `…` at the end
+/// (a notice is one message; the whole answer stays in the agent's transcript). Markup is the
+/// renderer's to fit.
+pub fn fit(text: &str, limit: relayq_engine::TextLimit) -> String {
+    use relayq_engine::chunking::length;
+    if limit.markup != relayq_engine::Markup::Plain || length(text) <= limit.max {
+        return text.to_string();
+    }
+    let (mut cut, mut units) = (String::new(), 0);
+    for c in text.chars() {
+        units += c.len_utf16();
+        if units + 1 > limit.max {
+            break;
+        }
+        cut.push(c);
+    }
+    cut.push('…');
+    cut
+}
+
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();

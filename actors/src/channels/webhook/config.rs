@@ -35,7 +35,15 @@ pub struct Config {
     /// A request not answered within this is abandoned and retried.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// Split an outbound text longer than this many characters (UTF-16 units) into parts, one
+    /// request each: for a far end that posts into a chat with a limit (a Slack incoming
+    /// webhook: 4000). None: any length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<usize>,
 }
+
+/// The `max_chars` a webhook may have.
+pub const MAX_CHARS_RANGE: (usize, usize) = (relayq_engine::chunking::MIN_LIMIT, 1 << 20);
 
 impl Config {
     /// A webhook to `url` with no extra headers.
@@ -47,6 +55,7 @@ impl Config {
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             timeout: default_timeout(),
+            max_chars: None,
         }
     }
 
@@ -67,8 +76,22 @@ impl ChannelKind for Config {
         self.timeout
     }
 
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        self.max_chars.map(|max| relayq_engine::TextLimit {
+            max,
+            markup: relayq_engine::Markup::Plain,
+        })
+    }
+
     fn check(&self) -> Result<(), SettingError> {
         self.url().check()?;
+        let (min, max) = MAX_CHARS_RANGE;
+        if let Some(n) = self.max_chars.filter(|n| !(min..=max).contains(n)) {
+            return Err(SettingError::new(
+                "max_chars",
+                format!("{n} is out of range: between {min} and {max}"),
+            ));
+        }
         if let Some(url) = &self.url {
             http::check_url("url", url.expose())?;
         }
@@ -107,6 +130,7 @@ impl ChannelKind for Config {
             http: HttpClient::new(self.timeout, http::headers(&headers)?, secrets),
             url,
             timeout: self.timeout,
+            text_limit: self.text_limit(),
         })
     }
 

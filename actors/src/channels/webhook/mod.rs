@@ -29,6 +29,7 @@ pub struct WebhookChannel {
     url: Secret,
     http: HttpClient,
     timeout: Duration,
+    text_limit: Option<relayq_engine::TextLimit>,
 }
 
 impl Channel for WebhookChannel {
@@ -51,6 +52,10 @@ impl Channel for WebhookChannel {
 
     fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        self.text_limit
     }
 }
 

@@ -26,6 +26,13 @@ const EXPIRE_OVERDUE_SQL: &str =
 const RELEASE_OWN_LEASES_SQL: &str = "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
                      WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner";
 
+/// Buries the pending rows of a key within an id range (the later parts of a split text whose
+/// earlier part died).
+const BURY_RANGE_SQL: &str =
+    "UPDATE queue_rows SET state = 'dead', finished_at = :now, reason = :reason, last_error = :reason
+                 WHERE queue = :queue AND key = :key AND id > :after AND id <= :upto
+                   AND state = 'pending'";
+
 /// Returns expired leases to pending, due at once.
 const RECLAIM_EXPIRED_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
@@ -95,6 +102,23 @@ impl Queue {
         Ok(tx.prepare_cached(EXPIRE_KEY_SQL)?.execute(
             named_params! {":queue": self.name, ":key": key, ":now": now, ":reason": reason},
         )?)
+    }
+
+    /// Buries the pending rows of `key` with ids in `after + 1 ..= upto`, for `reason`: rows
+    /// written together with a row that died and meaningless without it (the later parts of a
+    /// split text). Their dead letters go back together with `relayq dead retry`.
+    pub fn bury_range_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        (after, upto): (i64, i64),
+        reason: &str,
+        now: i64,
+    ) -> Result<usize> {
+        Ok(tx.prepare_cached(BURY_RANGE_SQL)?.execute(named_params! {
+            ":queue": self.name, ":key": key, ":after": after, ":upto": upto,
+            ":reason": reason, ":now": now,
+        })?)
     }
 
     /// Expires pending rows older than the policy's `max_age`, if it has one and its
@@ -210,6 +234,7 @@ pub(super) const STATEMENTS: &[&str] = &[
     SUPERSEDE_SQL,
     EXPIRE_KEY_SQL,
     EXPIRE_OVERDUE_SQL,
+    BURY_RANGE_SQL,
     RELEASE_OWN_LEASES_SQL,
     RECLAIM_EXPIRED_SQL,
     RECLAIM_FOREIGN_SQL,
