@@ -543,7 +543,12 @@ async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
         pause: Duration::from_millis(1500),
     };
     let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
-    let first = rt.enqueue_outbound(outbound("chat-1")).await.unwrap().id;
+    let first = rt
+        .enqueue_outbound(outbound("chat-1"))
+        .await
+        .unwrap()
+        .first
+        .id;
     let outbound_queue = Engine::open(&DbConfig::new(dir.path().join("q.db")))
         .unwrap()
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
