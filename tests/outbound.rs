@@ -781,3 +781,116 @@ fn max_chars_out_of_range_is_refused_with_the_key_and_the_range() {
         "{err}"
     );
 }
+
+/// Starts the daemon, waits until the endpoint holds the first request open, and kills the
+/// daemon with SIGKILL mid-send: whether the far end got the message is unknown.
+fn kill_mid_send(app: &App, hook: &Endpoint) -> i64 {
+    let mut daemon = app.serve();
+    let id = send(app, &["are you there?"]);
+    crate::common::wait_until("the request to arrive", Duration::from_secs(10), || {
+        !hook.calls().is_empty()
+    });
+    daemon.signal("KILL");
+    id
+}
+
+/// The first request is held open for a minute (the far end took it, the answer never
+/// comes); later ones are answered at once.
+fn held_then_answered(n: usize) -> Reply {
+    Reply {
+        delay: Duration::from_secs(if n == 0 { 60 } else { 0 }),
+        ..Reply::status(200)
+    }
+}
+
+#[test]
+fn a_send_cut_by_a_crash_is_sent_again_as_a_possible_repeat_with_the_same_key() {
+    let hook = Endpoint::start(held_then_answered);
+    let app = App::new(config(&hook.url, "30s"));
+    let id = kill_mid_send(&app, &hook);
+    let daemon = app.serve();
+    let row = wait_state(&app, id, "delivered");
+    daemon.stop();
+    let calls = hook.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].body.get("possible_repeat"), None);
+    assert_eq!(
+        calls[1].body["possible_repeat"], true,
+        "flagged for the far end"
+    );
+    assert_eq!(
+        calls[0].idempotency_key, calls[1].idempotency_key,
+        "the same key: a far end that honours it keeps exactly one copy"
+    );
+    let copies: std::collections::HashSet<_> =
+        calls.iter().map(|c| c.idempotency_key.clone()).collect();
+    assert_eq!(copies.len(), 1);
+    assert_eq!(row.attempts, 2);
+}
+
+#[test]
+fn a_send_cut_by_a_crash_is_held_for_an_operator_when_the_channel_says_hold() {
+    let hook = Endpoint::start(held_then_answered);
+    let app = App::new(config(&hook.url, "30s").set("channels.hook", "unknown_outcome = \"hold\""));
+    let id = kill_mid_send(&app, &hook);
+    let daemon = app.serve();
+    let row = wait_state(&app, id, "dead");
+    let why = row.reason.unwrap_or_default();
+    assert!(
+        why.starts_with("outcome unknown: a send started at"),
+        "{why}"
+    );
+    assert!(why.contains("relayq dead retry"), "says what to do: {why}");
+    assert_eq!(hook.calls().len(), 1, "not sent again by itself");
+
+    // The operator checked the far end and sends it.
+    app.ok(&["dead", "retry", &id.to_string()]);
+    wait_state(&app, id, "delivered");
+    daemon.stop();
+    let calls = hook.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[1].body.get("possible_repeat"),
+        None,
+        "an operator's retry is a fresh send"
+    );
+}
+
+#[test]
+fn an_unreachable_far_end_consumes_no_attempts() {
+    // Nothing listens on the port until the far end comes up.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let app = App::new(
+        config(&url, "5s")
+            .set("queues.outbound", "backoff = [\"100ms\"]")
+            .set("queues.outbound", "max_attempts = 2"),
+    );
+    let daemon = app.serve();
+    let id = send(&app, &["hello"]);
+    // Refused for 3 s: at 100 ms a try, ~30 tries against a limit of 2.
+    std::thread::sleep(Duration::from_secs(3));
+    // Read between two tries (a try holds the row leased for a moment).
+    let row = wait_state(&app, id, "pending");
+    assert_eq!(
+        (row.state.as_str(), row.attempts),
+        ("pending", 0),
+        "{row:?}"
+    );
+    assert!(
+        row.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("connection refused"),
+        "{row:?}"
+    );
+    let hook = Endpoint::start_on(port, |_| Reply::status(200));
+    let row = wait_state(&app, id, "delivered");
+    daemon.stop();
+    assert_eq!(row.attempts, 1);
+    assert_eq!(hook.calls().len(), 1);
+}

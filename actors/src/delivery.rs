@@ -6,7 +6,9 @@ use std::time::Duration;
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
-use crate::channels::{ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome};
+use crate::channels::{
+    ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome, UnknownOutcome,
+};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -111,7 +113,12 @@ impl Tried {
             (Recorded::Stale, _) => {
                 tracing::info!(queue, row, "answer ignored: the lease was lost")
             }
-            (_, Outcome::Retry { error, .. }) | (_, Outcome::Permanent { reason: error }) => {
+            (_, Outcome::Unreachable { error }) => {
+                tracing::warn!(queue, row, channel, error = %error, "far end unreachable; the attempt is not counted")
+            }
+            (_, Outcome::Retry { error, .. })
+            | (_, Outcome::Unknown { error })
+            | (_, Outcome::Permanent { reason: error }) => {
                 tracing::warn!(queue, row, channel, attempt, error = %error, outcome = ?recorded, "delivery failed")
             }
             (_, Outcome::Expired { reason }) => {
@@ -149,16 +156,22 @@ pub async fn try_delivery(
                         "channel '{name}' is not configured (was it removed from the config?)"
                     ),
                 },
-                Some(channel) => {
-                    let delivery = Delivery {
-                        id: lease.id,
-                        queue: queue.name().to_string(),
-                        attempt: lease.attempts,
-                        created_at: lease.created_at,
-                        content,
-                    };
-                    attempt(store, queue, lease, &channel, delivery).await
-                }
+                Some(channel) => match (lease.send_started, channel.unknown_outcome) {
+                    (Some(started), UnknownOutcome::Hold) => Outcome::Permanent {
+                        reason: held(started),
+                    },
+                    (started, _) => {
+                        let delivery = Delivery {
+                            id: lease.id,
+                            queue: queue.name().to_string(),
+                            attempt: lease.attempts,
+                            created_at: lease.created_at,
+                            possible_repeat: started.is_some(),
+                            content,
+                        };
+                        attempt(store, queue, lease, &channel, delivery).await
+                    }
+                },
             };
             Tried {
                 channel: name,
@@ -166,6 +179,18 @@ pub async fn try_delivery(
             }
         }
     }
+}
+
+/// The dead letter's reason for a row held by `unknown_outcome = "hold"`.
+fn held(started: i64) -> String {
+    let at = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + Duration::from_millis(started.max(0) as u64),
+    );
+    format!(
+        "outcome unknown: a send started at {at} got no answer, so the far end may have it; \
+         held (unknown_outcome = \"hold\"): check the far end, then `relayq dead retry` to send \
+         it again or `relayq dead purge` to drop it"
+    )
 }
 
 /// Sends `delivery` to `channel`, extending the lease every third of the lease timeout while it
@@ -195,11 +220,12 @@ pub async fn attempt(
                         Outcome::Delivered(receipt)
                     }
                     Ok(outcome) => outcome,
-                    Err(e) => Outcome::retry(format!("channel {} failed: {e}", channel.name)),
+                    // It may have died mid-send.
+                    Err(e) => Outcome::unknown(format!("channel {} failed: {e}", channel.name)),
                 };
             }
             _ = &mut deadline => {
-                return Outcome::retry(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
+                return Outcome::unknown(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
             }
             _ = extend.tick() => {
                 let (q, id, token, key) = (queue.clone(), lease.id, lease.token, lease.key.clone());
@@ -246,6 +272,22 @@ pub fn record_in(
             Retried::Dead => Recorded::Dead,
             r => Recorded::Retried(r),
         },
+        Outcome::Unreachable { error } => {
+            // Nothing went out: pending again after the backoff step it is at, uncounted.
+            let wait = q.policy().delay_after(l.attempts.saturating_sub(1).max(1));
+            match q.throttle_in(tx, l, &error, wait, now)? {
+                Some(at) => Recorded::Throttled { at },
+                None => Recorded::Stale,
+            }
+        }
+        Outcome::Unknown { error } => {
+            let error = format!("outcome unknown: {error}");
+            match q.retry_unknown_in(tx, l, &error, now)? {
+                Retried::Stale => Recorded::Stale,
+                Retried::Dead => Recorded::Dead,
+                r => Recorded::Retried(r),
+            }
+        }
         Outcome::Permanent { reason } => {
             if q.bury_in(tx, l, &reason, now)? {
                 Recorded::Dead

@@ -171,6 +171,7 @@ mod tests {
                 token: 1,
                 expires_at: 0,
                 created_at: 0,
+                send_started: None,
             },
             event: Some(event),
         }

@@ -37,7 +37,7 @@ pub mod wake;
 
 pub use channels::{
     Answer, Channel, ChannelConfig, ChannelKind, ChannelSpec, Content, Deliver, Delivery, Outcome,
-    Receipt,
+    Receipt, UnknownOutcome,
 };
 pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};

@@ -179,6 +179,9 @@ impl OutboundSender {
                     give_back_paced(&store, lease, wait).await;
                     return Sent::Deferred;
                 }
+                if !mark_send_started(&store, &lease).await {
+                    return Sent::Failed;
+                }
             }
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
@@ -213,6 +216,26 @@ impl OutboundSender {
             // Room for one more send; the row behind this one may be due now.
             act.claim(ctx);
         }));
+    }
+}
+
+/// Writes down that the row's send starts now, before the platform call (see
+/// [`Queue::mark_send_started_in`](relayq_engine::Queue::mark_send_started_in)): after a crash
+/// the row is known to be a possible repeat. False when the send must not start (the lease was
+/// lost, or the mark could not be written: the lease runs out and the row is tried again).
+async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
+    let l = lease.clone();
+    let mark = store.write(move |s, tx| s.outbound.mark_send_started_in(tx, &l, s.outbound.now()));
+    match mark.await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::info!(row = lease.id, "lease lost before the send; not sent");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(row = lease.id, error = %e, "cannot mark the send started; not sent");
+            false
+        }
     }
 }
 

@@ -815,3 +815,49 @@ fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one()
     }
     assert_eq!(run(10).unwrap_err(), Head::Empty);
 }
+
+#[test]
+fn a_send_started_mark_survives_a_lost_lease_and_an_unknown_outcome_and_any_answer_clears_it() {
+    let f = fixture();
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    let id = q.enqueue(&row("chat", "m")).unwrap().id;
+    let db = f.engine.database();
+    let mark = |l: &relayq_engine::Lease| {
+        db.write(|tx| q.mark_send_started_in(tx, l, q.now()))
+            .unwrap()
+    };
+
+    let first = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(first.send_started, None);
+    assert!(mark(&first));
+    // The process dies mid-send: the lease runs out and the row is taken again.
+    f.clock.advance(Duration::from_secs(61));
+    let second = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(
+        second.send_started,
+        Some(T0),
+        "the next lease knows a send started"
+    );
+    assert!(!mark(&first), "a stale lease cannot mark");
+
+    // No answer again: the mark stays.
+    db.write(|tx| q.retry_unknown_in(tx, &second, "no answer", q.now()))
+        .unwrap();
+    f.clock.advance(Duration::from_secs(600));
+    let third = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(third.send_started, Some(T0));
+    // The far end refused the connection: nothing went out, the mark is cleared.
+    db.write(|tx| q.retry_later_in(tx, &third, "refused", None, q.now()))
+        .unwrap();
+    f.clock.advance(Duration::from_secs(600));
+    let fourth = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(fourth.send_started, None);
+
+    // A row held dead for an operator is sent afresh when revived.
+    assert!(mark(&fourth));
+    assert!(q.bury(fourth.id, fourth.token, "outcome unknown").unwrap());
+    f.engine.retry_dead(Some(&[id])).unwrap();
+    assert_eq!(q.lease_next("chat").unwrap().unwrap().send_started, None);
+}

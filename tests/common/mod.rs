@@ -455,8 +455,16 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn start(script: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Endpoint {
+        Endpoint::start_on(0, script)
+    }
+
+    /// `start` on a given port of 127.0.0.1 (0: any free one).
+    pub fn start_on(
+        port: u16,
+        script: impl Fn(usize) -> Reply + Send + Sync + 'static,
+    ) -> Endpoint {
         use std::sync::{Arc, Mutex};
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let server = Arc::new(tiny_http::Server::http(("127.0.0.1", port)).unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
         let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
         let (srv, log, script) = (server.clone(), calls.clone(), Arc::new(script));

@@ -20,6 +20,12 @@ pub struct Delivery {
     pub attempt: u32,
     /// When the row was written (unix ms).
     pub created_at: i64,
+    /// An earlier send of this row went out and got no answer (the daemon stopped, or the far
+    /// end did not reply): the far end may already have it. A channel that can tell repeats
+    /// apart (an idempotency key, a nonce) sends as before; one that can look the message up
+    /// may answer `Delivered` without sending. See [`UnknownOutcome`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub possible_repeat: bool,
     #[serde(flatten)]
     pub content: Content,
 }
@@ -73,11 +79,21 @@ pub enum Outcome {
         wait: Duration,
         channel_wide: bool,
     },
-    /// Transient: try again later (after `after` if the far end said, else per policy).
+    /// Transient: the far end answered with an error. Try again later (after `after` if the
+    /// far end said, else per policy); the attempt counts.
     Retry {
         error: String,
         after: Option<Duration>,
     },
+    /// The far end could not be reached (DNS, refused, TLS): nothing went out, and the row is
+    /// not at fault. Tried again after the policy's backoff without counting the attempt (the
+    /// channel's breaker stops the tries while it stays down; `max_age` ends the wait).
+    Unreachable { error: String },
+    /// The request went out and no answer came (a timeout, a connection cut mid-request): the
+    /// far end may have the message. Tried again per policy, and the next attempt is a
+    /// [`possible_repeat`](Delivery::possible_repeat), handled as the channel's
+    /// [`UnknownOutcome`] says.
+    Unknown { error: String },
     /// Permanent: retrying cannot help; the row is dead.
     Permanent { reason: String },
     /// The row can no longer be delivered where it is addressed (its session is gone): it is
@@ -106,6 +122,13 @@ impl Outcome {
         }
     }
 
+    /// A send with no answer (see [`Outcome::Unknown`]).
+    pub fn unknown(error: impl Into<String>) -> Self {
+        Outcome::Unknown {
+            error: error.into(),
+        }
+    }
+
     pub fn is_delivered(&self) -> bool {
         matches!(self, Outcome::Delivered(_))
     }
@@ -116,10 +139,28 @@ impl Outcome {
             Outcome::Delivered(_) => None,
             Outcome::Throttled { reason: t, .. }
             | Outcome::Retry { error: t, .. }
+            | Outcome::Unknown { error: t }
+            | Outcome::Unreachable { error: t }
             | Outcome::Permanent { reason: t }
             | Outcome::Expired { reason: t } => Some(t),
         }
     }
+}
+
+/// What happens to a row whose earlier send may have reached the far end (it went out and no
+/// answer came; see [`Delivery::possible_repeat`]), per channel (`unknown_outcome` in
+/// `config.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownOutcome {
+    /// Send it again, flagged as a possible repeat (the webhook's JSON says
+    /// `"possible_repeat": true` and keeps its `Idempotency-Key`, so a far end that honours the
+    /// key keeps one copy).
+    #[default]
+    Resend,
+    /// Do not send it: it becomes a dead letter with reason `outcome unknown`, for an operator
+    /// to check the far end and `relayq dead retry` (send) or `purge` it.
+    Hold,
 }
 
 /// A channel's answer to one delivery: known at once, or when the far end replies.
@@ -167,6 +208,11 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// [`pacing`](crate::pacing)); none by default. `[pacing.NAME]` in config.toml overrides.
     fn pace(&self) -> crate::pacing::Pace {
         crate::pacing::Pace::default()
+    }
+
+    /// What to do with a row whose earlier send may have arrived (see [`UnknownOutcome`]).
+    fn unknown_outcome(&self) -> UnknownOutcome {
+        UnknownOutcome::Resend
     }
 
     /// The longest text one message may have on the platform, and its markup: a longer

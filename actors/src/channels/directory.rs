@@ -23,12 +23,15 @@ pub struct ChannelSpec {
     pub pace: Pace,
     /// Longer outbound texts are split into parts of at most this.
     pub text_limit: Option<relayq_engine::TextLimit>,
+    /// What a possible repeat gets (see [`Channel::unknown_outcome`]).
+    pub unknown_outcome: super::UnknownOutcome,
 }
 
 impl ChannelSpec {
     /// Runs `channel` in a [`ChannelActor`]; a restart starts from a clone of it.
     pub fn of<C: Channel>(channel: C) -> Self {
         let (timeout, pace, text_limit) = (channel.timeout(), channel.pace(), channel.text_limit());
+        let unknown_outcome = channel.unknown_outcome();
         let probe = channel.clone();
         ChannelSpec {
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
@@ -36,6 +39,7 @@ impl ChannelSpec {
             timeout,
             pace,
             text_limit,
+            unknown_outcome,
         }
     }
 
@@ -59,6 +63,7 @@ pub struct ChannelHandle {
     pub name: String,
     pub recipient: Recipient<Deliver>,
     pub timeout: Duration,
+    pub unknown_outcome: super::UnknownOutcome,
 }
 
 struct Slot {
@@ -181,7 +186,9 @@ impl ChannelDirectory {
                 *breaker = Breaker::default();
                 None
             }
-            super::Outcome::Retry { .. } => {
+            super::Outcome::Retry { .. }
+            | super::Outcome::Unknown { .. }
+            | super::Outcome::Unreachable { .. } => {
                 breaker.failures += 1;
                 if settings.after == 0 || breaker.failures < settings.after {
                     return None;
@@ -224,6 +231,7 @@ impl ChannelDirectory {
             name: name.to_string(),
             recipient: slot.running.clone().expect("just started"),
             timeout: slot.spec.timeout,
+            unknown_outcome: slot.spec.unknown_outcome,
         })
     }
 }

@@ -4,7 +4,8 @@
 //! stderr as the reason; 75 (EX_TEMPFAIL) and any other exit mean try again later, with the
 //! stderr as the error. The environment carries `RELAYQ_ROW_ID`, `RELAYQ_QUEUE`,
 //! `RELAYQ_SESSION`, `RELAYQ_ADDRESS` (the session, or the outbound destination) and
-//! `RELAYQ_ATTEMPT`, plus the channel's `env` (values written in the config, or taken from the
+//! `RELAYQ_ATTEMPT`, `RELAYQ_POSSIBLE_REPEAT=1` when an earlier run may have delivered it (it
+//! timed out or was killed, or the daemon died meanwhile), plus the channel's `env` (values written in the config, or taken from the
 //! daemon's environment, so a secret need not be in the command line).
 //!
 //! Each command runs in a process group of its own, under a small `sh` that kills the group
@@ -22,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::kit::{default_timeout, on_path, tail};
+use super::UnknownOutcome;
 use super::{Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
 /// sysexits.h EX_TEMPFAIL: "try again later".
@@ -48,6 +50,10 @@ pub struct Config {
     /// the daemon's own `$VAR`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, EnvValue>,
+    /// An outbound row whose earlier run may have delivered it: run again (`resend`, with
+    /// `RELAYQ_POSSIBLE_REPEAT=1`) or `hold` it as a dead letter for an operator.
+    #[serde(default)]
+    pub unknown_outcome: UnknownOutcome,
 }
 
 /// One value of `env`.
@@ -116,6 +122,10 @@ impl Channel for ExecChannel {
         self.config.timeout
     }
 
+    fn unknown_outcome(&self) -> UnknownOutcome {
+        self.config.unknown_outcome
+    }
+
     fn readiness(&self) -> Result<(), String> {
         let program = &self.config.command[0];
         match on_path(program) {
@@ -157,6 +167,10 @@ async fn run(&self, delivery: &Delivery) -> Outcome {
         .env("RELAYQ_SESSION", delivery.session().unwrap_or_default())
         .env("RELAYQ_ADDRESS", delivery.address())
         .env("RELAYQ_ATTEMPT", delivery.attempt.to_string())
+        .env(
+            "RELAYQ_POSSIBLE_REPEAT",
+            if delivery.possible_repeat { "1" } else { "0" },
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -196,7 +210,7 @@ async fn run(&self, delivery: &Delivery) -> Outcome {
     let (status, stderr) = match tokio::time::timeout(config.timeout, exchange).await {
         Ok(done) => done,
         Err(_) => {
-            return Outcome::retry(format!(
+            return Outcome::unknown(format!(
                 "command timed out after {:?}; it and everything it started were killed",
                 config.timeout
             ))
@@ -217,7 +231,7 @@ async fn run(&self, delivery: &Delivery) -> Outcome {
         }
         Some(code) if stderr.is_empty() => Outcome::retry(format!("exit {code}")),
         Some(_) => Outcome::retry(stderr),
-        None => Outcome::retry(format!("killed by a signal{}", with_detail(&stderr))),
+        None => Outcome::unknown(format!("killed by a signal{}", with_detail(&stderr))),
     }
 }
 }

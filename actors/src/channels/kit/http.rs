@@ -74,10 +74,16 @@ impl HttpClient {
     /// classify: no answer at all (retry) or a redirect that was not followed (permanent).
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Reply, Outcome> {
         let response = request.send().await.map_err(|e| {
-            Outcome::retry(match e.is_timeout() {
+            let error = match e.is_timeout() {
                 true => "the far end did not answer in time".to_string(),
                 false => self.scrub(&format!("request failed: {}", describe(&e))),
-            })
+            };
+            // No connection (DNS, refused, TLS): nothing went out. Past that, the far end may
+            // have the request.
+            match e.is_connect() {
+                true => Outcome::Unreachable { error },
+                false => Outcome::unknown(error),
+            }
         })?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers(), SystemTime::now());

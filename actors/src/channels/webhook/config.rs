@@ -10,7 +10,7 @@ use super::WebhookChannel;
 use crate::channels::kit::http::{self, HttpClient};
 use crate::channels::kit::secret::{Secret, SecretSetting};
 use crate::channels::kit::default_timeout;
-use crate::channels::{resolve_path, ChannelKind, SettingError};
+use crate::channels::{resolve_path, ChannelKind, SettingError, UnknownOutcome};
 
 /// A URL path segment this long may be a token (Slack's are 24 characters, Discord's 68).
 const TOKEN_LENGTH: usize = 16;
@@ -40,6 +40,11 @@ pub struct Config {
     /// webhook: 4000). None: any length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<usize>,
+    /// A row whose earlier request got no answer: send it again with the same
+    /// `Idempotency-Key` and `"possible_repeat": true` (`resend`), or `hold` it as a dead
+    /// letter for an operator.
+    #[serde(default)]
+    pub unknown_outcome: UnknownOutcome,
 }
 
 /// The `max_chars` a webhook may have.
@@ -56,6 +61,7 @@ impl Config {
             headers_env: BTreeMap::new(),
             timeout: default_timeout(),
             max_chars: None,
+            unknown_outcome: UnknownOutcome::Resend,
         }
     }
 
@@ -131,6 +137,7 @@ impl ChannelKind for Config {
             url,
             timeout: self.timeout,
             text_limit: self.text_limit(),
+            unknown_outcome: self.unknown_outcome,
         })
     }
 

@@ -3,7 +3,11 @@
 //!
 //! - 2xx: delivered; a JSON answer's `id` is kept as the receipt's message id.
 //! - 429 with `Retry-After`: throttled until then, the attempt not counted.
-//! - 408, 429, 5xx, timeouts and network errors: try again later, after the answer's
+//! - no connection (DNS, refused, TLS): try again later; nothing went out.
+//! - no answer after the request went out (a timeout, a cut connection): the outcome is
+//!   unknown; the next attempt carries `"possible_repeat": true` and the same key, or, with
+//!   `unknown_outcome = "hold"`, the row waits as a dead letter for an operator.
+//! - 408, 429, 5xx: try again later, after the answer's
 //!   `Retry-After` when it gives one.
 //! - any other 4xx: permanent (the request itself is wrong; sending it again cannot help).
 //! - redirects: 307 and 308 are followed within the URL's origin; any other 3xx is permanent
@@ -30,6 +34,7 @@ pub struct WebhookChannel {
     http: HttpClient,
     timeout: Duration,
     text_limit: Option<relayq_engine::TextLimit>,
+    unknown_outcome: super::UnknownOutcome,
 }
 
 impl Channel for WebhookChannel {
@@ -56,6 +61,10 @@ impl Channel for WebhookChannel {
 
     fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
         self.text_limit
+    }
+
+    fn unknown_outcome(&self) -> super::UnknownOutcome {
+        self.unknown_outcome
     }
 }
 

@@ -18,13 +18,16 @@ const DELIVERED_SQL: &str =
 /// Pending again at `:at`, the attempt given back; fenced.
 const THROTTLE_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
+                        send_started = NULL,
                         attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Pending again at `:at` with the error; fenced.
+/// Pending again at `:at` with the error; the send-started mark kept when the outcome is
+/// unknown (`:unknown`), cleared when the send is known not to have arrived; fenced.
 const RETRY_LATER_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :error,
-                        lease_owner = NULL, lease_expires_at = NULL
+                        lease_owner = NULL, lease_expires_at = NULL,
+                        send_started = CASE WHEN :unknown THEN send_started END
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 impl Queue {
@@ -125,13 +128,38 @@ impl Queue {
         self.write_now(|tx, now| self.retry_later_in(tx, lease, error, retry_after, now))
     }
 
-    /// `retry_later` inside a caller's transaction.
+    /// `retry_later` inside a caller's transaction. The send is known not to have reached the
+    /// far end: the send-started mark is cleared.
     pub fn retry_later_in(
         &self,
         tx: &Transaction<'_>,
         lease: &Lease,
         error: &str,
         retry_after: Option<Duration>,
+        now: i64,
+    ) -> Result<Retried> {
+        self.retry_in(tx, lease, error, retry_after, false, now)
+    }
+
+    /// `retry_later_in` for a send whose outcome is unknown (no answer after the request went
+    /// out): the send-started mark stays, so the next attempt knows it may repeat the message.
+    pub fn retry_unknown_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        error: &str,
+        now: i64,
+    ) -> Result<Retried> {
+        self.retry_in(tx, lease, error, None, true, now)
+    }
+
+    fn retry_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        error: &str,
+        retry_after: Option<Duration>,
+        unknown: bool,
         now: i64,
     ) -> Result<Retried> {
         let policy = self.policy();
@@ -151,7 +179,7 @@ impl Queue {
         let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
         let n = tx.prepare_cached(RETRY_LATER_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error},
+            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error, ":unknown": unknown},
         )?;
         Ok(if n == 1 {
             Retried::Scheduled { at }

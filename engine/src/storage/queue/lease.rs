@@ -34,6 +34,10 @@ const EXTEND_KEY_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
 const EXTEND_OWN_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
                      WHERE queue = :queue AND state = 'leased' AND lease_owner = :owner";
 
+/// Marks a leased row's send started; fenced.
+const SEND_STARTED_SQL: &str = "UPDATE queue_rows SET send_started = :now
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
 /// Gives a leased row back uncounted, due at `:at`; fenced.
 const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at,
                     attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
@@ -83,7 +87,7 @@ pub const DUE_RUNS_SQL: &str = "WITH active AS (
 /// The columns a `Lease` is read from, in `lease_from_row`'s order.
 macro_rules! lease_columns {
     () => {
-        "id, key, payload, attempts, lease_token, lease_expires_at, created_at"
+        "id, key, payload, attempts, lease_token, lease_expires_at, created_at, send_started"
     };
 }
 
@@ -126,6 +130,7 @@ fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
         token: r.get(4)?,
         expires_at: r.get(5)?,
         created_at: r.get(6)?,
+        send_started: r.get(7)?,
     })
 }
 
@@ -182,6 +187,7 @@ impl Queue {
                             token: r.get(6)?,
                             expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
                             created_at: r.get(8)?,
+                            send_started: r.get(9)?,
                         },
                     ))
                 },
@@ -411,6 +417,22 @@ impl Queue {
         self.write_now(|tx, now| self.defer_in(tx, leases, delay, now))
     }
 
+    /// Marks a leased row's send started, just before a platform call that is not safe to
+    /// repeat blindly: if no answer is recorded (a crash, no reply), the row's next lease
+    /// carries the mark (`Lease::send_started`) and its channel reconciles it. Any recorded
+    /// answer except an unknown outcome clears it. False if the token is stale.
+    pub fn mark_send_started_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        now: i64,
+    ) -> Result<bool> {
+        let n = tx
+            .prepare_cached(SEND_STARTED_SQL)?
+            .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now})?;
+        Ok(n == 1)
+    }
+
     /// `defer_many` inside a caller's transaction.
     pub fn defer_in(
         &self,
@@ -440,6 +462,7 @@ pub(super) const STATEMENTS: &[&str] = &[
     EXTEND_KEY_SQL,
     EXTEND_OWN_SQL,
     DEFER_SQL,
+    SEND_STARTED_SQL,
     DUE_HEADS_SQL,
     DUE_RUNS_SQL,
     LEASE_ROW_SQL,

@@ -136,6 +136,9 @@ pub struct Lease {
     pub token: i64,
     pub expires_at: i64,
     pub created_at: i64,
+    /// When an earlier send of this row started and got no answer (unix ms): it may have
+    /// reached the far end (see [`Queue::mark_send_started_in`]).
+    pub send_started: Option<i64>,
 }
 
 /// What the far end said when it took a row, kept with the delivered row.

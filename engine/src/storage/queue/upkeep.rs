@@ -48,7 +48,7 @@ const RECLAIM_FOREIGN_SQL: &str =
 /// Makes dead rows pending with a fresh attempt count.
 const REVIVE_DEAD_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = :now,
-                    finished_at = NULL, reason = NULL
+                    finished_at = NULL, reason = NULL, send_started = NULL
              WHERE state = 'dead' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
              RETURNING id, queue, key";
 
