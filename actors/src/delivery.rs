@@ -33,14 +33,16 @@ pub enum Recorded {
 
 /// Delivers a leased row through the named channel and records the answer: the whole of one
 /// attempt. `message` is the row's payload, read back with the channel it goes to (see
-/// [`try_delivery`]).
+/// [`try_delivery`]). With `then_next`, a delivered row's key has its next row leased in the
+/// same transaction (an index seek, where finding due rows anew scans the queue).
 pub async fn deliver(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
-) -> Result<Recorded> {
+    then_next: bool,
+) -> Result<(Recorded, Option<Lease>)> {
     let part = match &message {
         Ok((_, Content::Outbound(m))) => m.part,
         _ => None,
@@ -77,6 +79,10 @@ pub async fn deliver(
                 penalties::set_in(tx, channel, until, reason)?;
             }
             let recorded = record_in(&q, tx, &l, outcome, now)?;
+            if then_next && recorded == Recorded::Delivered {
+                let next = q.lease_next_in(tx, &l.key, now)?;
+                return Ok((recorded, next));
+            }
             // The parts of a text after one that died would arrive without it: they wait as
             // dead letters with it, and `dead retry` sends them again in order.
             if let (Recorded::Dead, Some(part)) = (&recorded, part) {
@@ -84,10 +90,10 @@ pub async fn deliver(
                 let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
                 q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
             }
-            Ok(recorded)
+            Ok((recorded, None))
         })
         .await?;
-    tried.log(queue, lease, &recorded);
+    tried.log(queue, lease, &recorded.0);
     Ok(recorded)
 }
 

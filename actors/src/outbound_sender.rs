@@ -28,6 +28,8 @@ pub struct OutboundSender {
     drain: Option<Drain>,
     stopping: bool,
     drained: Vec<oneshot::Sender<()>>,
+    /// Mark each send started before the platform call (see [`mark_send_started`]).
+    mark: bool,
 }
 
 /// The rows written before this sender started (an outage's backlog): sent beside the rows
@@ -81,7 +83,14 @@ impl OutboundSender {
             drain: Some(drain),
             stopping: false,
             drained: Vec::new(),
+            mark: true,
         }
+    }
+
+    /// Whether sends are marked started (on unless only measuring what the mark costs).
+    pub fn marking_send_started(mut self, mark: bool) -> Self {
+        self.mark = mark;
+        self
     }
 
     fn claim(&mut self, ctx: &mut Context<Self>) {
@@ -114,7 +123,7 @@ impl OutboundSender {
                 Ok((leases, next, backlog_left)) => {
                     let full = leases.len() >= room;
                     for lease in leases {
-                        act.send(lease, ctx);
+                        act.send(lease, 0, ctx);
                     }
                     act.end_drain_if_done(backlog_left);
                     if act.claims.again && !full {
@@ -153,8 +162,13 @@ impl OutboundSender {
         self.drain = None;
     }
 
-    fn send(&mut self, lease: Lease, ctx: &mut Context<Self>) {
+    /// Sends a leased row; `chain` is how many rows of its key were sent just before it, each
+    /// leasing the next (see [`CHAIN`]).
+    fn send(&mut self, lease: Lease, chain: u32, ctx: &mut Context<Self>) {
         self.sending += 1;
+        // The key's next row is leased with this one's answer, up to CHAIN in a row and not
+        // while a backlog drains within its own budget.
+        let then_next = chain < CHAIN && self.drain.is_none() && !self.stopping;
         let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
         let backlog = match backlog {
             Some(d) => {
@@ -164,7 +178,7 @@ impl OutboundSender {
             }
             None => false,
         };
-        let (store, channels) = (self.store.clone(), self.channels.clone());
+        let (store, channels, mark) = (self.store.clone(), self.channels.clone(), self.mark);
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
             if let Ok(m) = &message {
@@ -177,25 +191,25 @@ impl OutboundSender {
                     .and_then(|()| channels.admit(&m.channel));
                 if let Err(wait) = gate {
                     give_back_paced(&store, lease, wait).await;
-                    return Sent::Deferred;
+                    return (Sent::Deferred, None);
                 }
-                if !mark_send_started(&store, &lease).await {
-                    return Sent::Failed;
+                if mark && !mark_send_started(&store, &lease).await {
+                    return (Sent::Failed, None);
                 }
             }
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
-            match deliver(&store, &queue, &lease, &channels, message).await {
-                Ok(Recorded::Delivered) => Sent::Delivered,
-                Ok(Recorded::Throttled { .. }) => Sent::Deferred,
-                Ok(_) => Sent::Failed,
+            match deliver(&store, &queue, &lease, &channels, message, then_next).await {
+                Ok((Recorded::Delivered, next)) => (Sent::Delivered, next),
+                Ok((Recorded::Throttled { .. }, _)) => (Sent::Deferred, None),
+                Ok(_) => (Sent::Failed, None),
                 Err(e) => {
                     tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
-                    Sent::Failed
+                    (Sent::Failed, None)
                 }
             }
         };
-        ctx.spawn(send.into_actor(self).map(move |sent, act, ctx| {
+        ctx.spawn(send.into_actor(self).map(move |(sent, next), act, ctx| {
             act.sending -= 1;
             if let (true, Some(d)) = (backlog, act.drain.as_mut()) {
                 d.sending -= 1;
@@ -205,19 +219,45 @@ impl OutboundSender {
                     Sent::Deferred => d.deferred += 1,
                 }
             }
+            if let (Some(next), true) = (&next, act.stopping) {
+                // Taken while stopping: given back, due at once for the next start.
+                let (store, next) = (act.store.clone(), next.clone());
+                act.sending += 1;
+                ctx.spawn(
+                    async move { give_back_paced(&store, next, Duration::ZERO).await }
+                        .into_actor(act)
+                        .map(|(), act, _| {
+                            act.sending -= 1;
+                            act.notify_drained();
+                        }),
+                );
+            }
             if act.stopping {
-                if act.sending == 0 {
-                    for tx in act.drained.drain(..) {
-                        let _ = tx.send(());
-                    }
-                }
+                act.notify_drained();
                 return;
             }
-            // Room for one more send; the row behind this one may be due now.
-            act.claim(ctx);
+            match next {
+                Some(next) => act.send(next, chain + 1, ctx),
+                // Room for one more send; the row behind this one may be due now.
+                None => act.claim(ctx),
+            }
         }));
     }
+
+    /// Answers the shutdown once no send runs.
+    fn notify_drained(&mut self) {
+        if self.sending == 0 {
+            for tx in self.drained.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+    }
 }
+
+/// Rows of one key sent in a row, each leased with the previous one's answer, before the key's
+/// next row waits for a claim like any other (so a long backlog to one destination does not
+/// keep its send slot while other destinations wait).
+const CHAIN: u32 = 8;
 
 /// Writes down that the row's send starts now, before the platform call (see
 /// [`Queue::mark_send_started_in`](relayq_engine::Queue::mark_send_started_in)): after a crash

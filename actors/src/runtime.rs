@@ -43,6 +43,10 @@ pub struct RelayqConfig {
     pub prune_interval: Duration,
     /// Listen on the wake socket beside the database for rows written by other processes.
     pub listen_for_wakes: bool,
+    /// Write down each outbound send's start before the platform call, so a send cut by a
+    /// crash is known as a possible repeat. On; off only to measure what it costs
+    /// (`relayq-bench`): without it such a send is replayed as if new.
+    pub mark_send_started: bool,
 }
 
 impl RelayqConfig {
@@ -58,6 +62,7 @@ impl RelayqConfig {
             sweep_interval: Duration::from_secs(10),
             prune_interval: Duration::from_secs(300),
             listen_for_wakes: true,
+            mark_send_started: true,
         }
     }
 }
@@ -156,6 +161,7 @@ impl RelayqBuilder {
             config.claims.outbound_in_flight,
             config.claims.drain_in_flight,
         )
+        .marking_send_started(config.mark_send_started)
         .start();
         let claimer = HookClaimer::start(
             store.clone(),

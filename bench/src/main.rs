@@ -5,6 +5,7 @@
 mod effectum;
 mod flow;
 mod history;
+mod outbound;
 mod process;
 mod raw;
 mod report;
@@ -56,6 +57,9 @@ enum Scenario {
     Memory,
     /// 8: recovery after a kill vs steady state
     Recovery,
+    /// 9: outbound through the webhook channel to a no-op HTTP server, and the send-started
+    /// write's cost
+    Outbound,
     /// Not in `all`: relayq's throughput flows (S = 1, 100, 10 000, FULL) and the raw batched
     /// ceiling, printed and not written to the report, for measuring an engine change quickly
     Tune,
@@ -76,6 +80,7 @@ struct Sizes {
     memory_sessions: usize,
     recovery_rows: usize,
     recovery_sessions: usize,
+    outbound_n: usize,
 }
 
 impl Sizes {
@@ -95,6 +100,7 @@ impl Sizes {
                 memory_sessions: 1_000,
                 recovery_rows: 10_000,
                 recovery_sessions: 100,
+                outbound_n: 5_000,
             }
         } else {
             Sizes {
@@ -113,6 +119,7 @@ impl Sizes {
                 memory_sessions: 10_000,
                 recovery_rows: 100_000,
                 recovery_sessions: 1_000,
+                outbound_n: 20_000,
             }
         }
     }
@@ -465,6 +472,60 @@ fn main() -> Result<()> {
                 Figure::new("steady state, same work", "s", steady),
             ],
         });
+    }
+
+    if wants(Scenario::Outbound) {
+        let inbound = match relayq_s100.clone() {
+            Some(v) => v,
+            None => repeat(runs, "relayq S=100", || {
+                flow::throughput(sizes.n, 100, Synchronous::Normal)
+            })?,
+        };
+        let n = sizes.outbound_n;
+        let mut p99 = Vec::new();
+        let mut last = Vec::new();
+        let d100 = repeat(runs, "outbound, 100 destinations", || {
+            let r = outbound::run(n, 100, true)?;
+            p99.push(percentile(&r.latencies, 99.0));
+            last = r.latencies;
+            Ok(r.throughput)
+        })?;
+        let marked = repeat(
+            runs,
+            "outbound, 1000 destinations, send started marked",
+            || outbound::run(n, 1000, true).map(|r| r.throughput),
+        )?;
+        let unmarked = repeat(runs, "outbound, 1000 destinations, no mark", || {
+            outbound::run(n, 1000, false).map(|r| r.throughput)
+        })?;
+        let ratio = median(&d100) / median(&inbound);
+        let overhead = 1.0 - median(&marked) / median(&unmarked);
+        report.sections.push(Section {
+            title: "9. Outbound through HTTP".into(),
+            how: format!(
+                "{n} outbound rows over 100 destinations, each destination's rows written in order                  by its own producer with `Relayq::enqueue_outbound` while the OutboundSender                  leases them (32 sends in flight, the default), marks each send started, POSTs it                  with the real webhook channel (reqwest) to a keep-alive no-op HTTP/1.1 server on                  loopback and records it delivered; pacing off, synchronous = NORMAL; from the                  first enqueue to the last row recorded delivered; per-destination order checked                  at the server. Latency: enqueue call → request at the server, under that full                  load. Against scenario 1's inbound flow (S = 100, in-process no-op channel). The                  send-started mark's cost: the same run over 1000 destinations with the mark on                  and off (`RelayqConfig::mark_send_started`)."
+            ),
+            checks: vec![
+                Check::at_least("≥ 50 % of inbound throughput", ratio, 0.5, format!("{:.0} %", 100.0 * ratio)),
+                Check::at_most(
+                    "send-started write ≤ 15 % at 1000 destinations",
+                    overhead,
+                    0.15,
+                    format!("{:.1} %", 100.0 * overhead),
+                ),
+            ],
+            figures: vec![
+                Figure::new("outbound, 100 destinations", "rows/s", d100.clone()),
+                Figure::new("outbound latency p99, 100 destinations", "ms", p99),
+                Figure::new("inbound, S = 100", "msgs/s", inbound),
+                Figure::new("outbound, 1000 destinations, marked", "rows/s", marked),
+                Figure::new("outbound, 1000 destinations, no mark", "rows/s", unmarked),
+            ],
+        });
+        report.bars.push(("outbound D=100".into(), d100));
+        report
+            .latencies
+            .push(("outbound: enqueue → far end, full load".into(), last));
     }
 
     let command = format!(

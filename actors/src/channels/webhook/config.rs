@@ -128,13 +128,14 @@ impl ChannelKind for Config {
             })?;
             headers.insert(name.clone(), Secret::new(value));
         }
+        let target = parsed.clone();
         let secrets = std::iter::once(url.clone())
             .chain(parts.into_iter().map(Secret::new))
             .chain(headers.values().flat_map(credentials))
             .collect();
         Ok(WebhookChannel {
             http: HttpClient::new(self.timeout, http::headers(&headers)?, secrets),
-            url,
+            url: target,
             timeout: self.timeout,
             text_limit: self.text_limit(),
             unknown_outcome: self.unknown_outcome,

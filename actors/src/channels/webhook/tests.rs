@@ -5,6 +5,7 @@ use wiremock::ResponseTemplate;
 
 use super::*;
 use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::kit::secret::Secret;
 use crate::channels::{ChannelKind, ChannelConfig};
 
 fn reply(status: u16, body: &str) -> Reply {

@@ -1,0 +1,204 @@
+//! relayq's outbound flow, in process: rows written with `Relayq::enqueue_outbound`, leased by
+//! the OutboundSender, POSTed by the real webhook channel (reqwest, the production code path)
+//! to a no-op HTTP/1.1 server on loopback, and recorded delivered. Pacing is off (the webhook
+//! has no budgets unless configured). The server checks each destination's order.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _, Result};
+use relayq_actors::channels::{webhook, ChannelConfig};
+use relayq_actors::{Relayq, RelayqConfig};
+// (the producers share the runtime on the actix thread)
+use relayq_engine::{Engine, OutboundMessage, Synchronous};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// One run's figures.
+pub struct Run {
+    /// Rows per second, from the first enqueue to the last row recorded delivered.
+    pub throughput: f64,
+    /// Enqueue call → the request at the far end, in ms, one per row.
+    pub latencies: Vec<f64>,
+}
+
+/// `n` rows over `destinations` destinations, each destination's rows enqueued in order by
+/// its own producer, while relayq sends them. `mark` turns the send-started write on or off.
+pub fn run(n: usize, destinations: usize, mark: bool) -> Result<Run> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("relayq.db");
+    actix_rt::System::new().block_on(async move { measure(&db, n, destinations, mark).await })
+}
+
+async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result<Run> {
+    let (url, mut arrived) = noop_server().await?;
+    let mut config = RelayqConfig::new(db, "hook");
+    config.db.synchronous = Synchronous::Normal;
+    config.listen_for_wakes = false;
+    config.mark_send_started = mark;
+    let spec = ChannelConfig::Webhook(webhook::Config::new(&url))
+        .spec()
+        .map_err(|e| anyhow::anyhow!("webhook: {e}"))?;
+    let runtime = Rc::new(
+        Relayq::builder(config)
+            .channel("hook", spec)
+            .start()
+            .await?,
+    );
+
+    // Row id → (destination, sequence number, when its enqueue was called).
+    let sent: Arc<Mutex<HashMap<i64, (usize, u64, Instant)>>> = Arc::default();
+    let started = Instant::now();
+    let destinations = destinations.min(n);
+    for d in 0..destinations {
+        let (runtime, sent) = (runtime.clone(), sent.clone());
+        let count = n / destinations + usize::from(d < n % destinations);
+        actix_rt::spawn(async move {
+            for seq in 0..count as u64 {
+                let at = Instant::now();
+                let written = runtime
+                    .enqueue_outbound(message(d, seq))
+                    .await
+                    .expect("enqueue");
+                sent.lock().unwrap().insert(written.first.id, (d, seq, at));
+            }
+        });
+    }
+
+    // Every request, checked for order per destination; then every row recorded delivered.
+    let mut last: HashMap<usize, u64> = HashMap::new();
+    let mut latencies = Vec::with_capacity(n);
+    let mut seen = 0;
+    while seen < n {
+        let (id, at) = tokio::time::timeout(Duration::from_secs(60), arrived.recv())
+            .await
+            .context("no request for 60 s")?
+            .context("the server stopped")?;
+        // The request can beat the enqueue's answer to the producer: wait for the entry.
+        let entry = loop {
+            if let Some(e) = sent.lock().unwrap().get(&id).copied() {
+                break e;
+            }
+            tokio::time::sleep(Duration::from_micros(50)).await;
+        };
+        let (d, seq, enqueued) = entry;
+        match last.get(&d) {
+            Some(&prev) if seq == prev => continue, // an at-least-once repeat
+            Some(&prev) if seq < prev => bail!("destination {d} got {seq} after {prev}"),
+            _ => {}
+        }
+        last.insert(d, seq);
+        latencies.push(at.duration_since(enqueued).as_secs_f64() * 1000.0);
+        seen += 1;
+    }
+    let engine = Engine::open(&relayq_engine::DbConfig::new(db))?;
+    loop {
+        let delivered: i64 = engine
+            .counts()?
+            .iter()
+            .filter(|c| c.state == "delivered")
+            .map(|c| c.count)
+            .sum();
+        if delivered as usize >= n {
+            break;
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "rows not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let runtime = Rc::try_unwrap(runtime).map_err(|_| anyhow::anyhow!("a producer still runs"))?;
+    runtime.shutdown(Duration::from_secs(10)).await;
+    Ok(Run {
+        throughput: n as f64 / secs,
+        latencies,
+    })
+}
+
+fn message(destination: usize, seq: u64) -> OutboundMessage {
+    OutboundMessage {
+        channel: "hook".into(),
+        to: format!("chat-{destination}"),
+        kind: Default::default(),
+        text: seq.to_string(),
+        notice: None,
+        idempotency_key: None,
+        session: None,
+        event: None,
+        part: None,
+    }
+}
+
+/// A keep-alive HTTP/1.1 server on loopback that answers every request `200` with no body and
+/// reports the row id from its `Idempotency-Key` (`relayq-outbound-<id>`) and when it came. It
+/// runs on a thread of its own, as a far end runs in a process of its own.
+async fn noop_server() -> Result<(String, mpsc::UnboundedReceiver<(i64, Instant)>)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the server");
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(listener).expect("the listener");
+            while let Ok((socket, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let _ = serve_connection(socket, tx).await;
+                });
+            }
+        });
+    });
+    Ok((url, rx))
+}
+
+async fn serve_connection(
+    socket: tokio::net::TcpStream,
+    tx: mpsc::UnboundedSender<(i64, Instant)>,
+) -> std::io::Result<()> {
+    let (read, mut write) = socket.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = String::new();
+    let mut body = Vec::new();
+    loop {
+        let (mut length, mut id) = (0usize, None);
+        line.clear();
+        if reader.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        loop {
+            line.clear();
+            reader.read_line(&mut line).await?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').unwrap_or((header, ""));
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse().unwrap_or(0);
+            } else if name.eq_ignore_ascii_case("idempotency-key") {
+                id = value
+                    .strip_prefix("relayq-outbound-")
+                    .and_then(|v| v.parse().ok());
+            }
+        }
+        body.resize(length, 0);
+        reader.read_exact(&mut body).await?;
+        if let Some(id) = id {
+            let _ = tx.send((id, Instant::now()));
+        }
+        write
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await?;
+    }
+}
