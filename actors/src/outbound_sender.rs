@@ -182,10 +182,12 @@ impl OutboundSender {
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
             if let Ok(m) = &message {
-                // Paused channel first (no budget is spent on a row that cannot go), then the
-                // budget, then the breaker's probe slot (taken last: only a send gives it back).
+                // A channel not ready yet or paused first (no budget is spent on a row that
+                // cannot go), then the budget, then the breaker's probe slot (taken last: only a
+                // send gives it back).
                 let gate = channels
-                    .penalty(&m.channel)
+                    .unready(&m.channel)
+                    .or_else(|| channels.penalty(&m.channel))
                     .map_or(Ok(()), Err)
                     .and_then(|()| channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)))
                     .and_then(|()| channels.admit(&m.channel));

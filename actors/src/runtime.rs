@@ -163,6 +163,8 @@ impl RelayqBuilder {
         )
         .marking_send_started(config.mark_send_started)
         .start();
+        // Before the sender's first claim: channels without a ready check are ready now.
+        known_channels.check_readiness(sender.clone().recipient());
         let claimer = HookClaimer::start(
             store.clone(),
             config.claims.hook_batch,
@@ -291,6 +293,8 @@ impl Relayq {
         check_channels(&reload.session_channels, &reload.notice_routes, &names)?;
         self.store.reconfigure(reload.queues, reload.notice_routes);
         self.channels.replace_all(reload.channels);
+        self.channels
+            .check_readiness(self.sender.clone().recipient());
         self.supervisor
             .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.

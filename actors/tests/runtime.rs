@@ -586,3 +586,74 @@ async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
     }
     rt.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A channel whose far end answers its ready check only from the third time on, and records
+/// each send.
+#[derive(Clone)]
+struct SlowToWake {
+    checks: Arc<AtomicU32>,
+    sends: Arc<AtomicU32>,
+}
+
+impl Channel for SlowToWake {
+    fn deliver(&mut self, _: Delivery) -> Answer {
+        self.sends.fetch_add(1, Ordering::SeqCst);
+        Outcome::delivered().into()
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+    fn ready_check(&self) -> Option<relayq_actors::channels::ReadyCheck> {
+        let checks = self.checks.clone();
+        Some(Box::pin(async move {
+            match checks.fetch_add(1, Ordering::SeqCst) {
+                0 | 1 => Err("getMe: connection refused".to_string()),
+                _ => Ok(()),
+            }
+        }))
+    }
+}
+
+#[actix::test]
+async fn rows_wait_uncharged_until_their_channel_answers_its_ready_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let channel = SlowToWake {
+        checks: Arc::default(),
+        sends: Arc::default(),
+    };
+    let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
+    let id = rt
+        .enqueue_outbound(outbound("chat-1"))
+        .await
+        .unwrap()
+        .first
+        .id;
+    let outbound_queue = Engine::open(&DbConfig::new(dir.path().join("q.db")))
+        .unwrap()
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    // Two failed checks: the second comes 1 s after the first, the third 2 s after that.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(channel.checks.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        channel.sends.load(Ordering::SeqCst),
+        0,
+        "nothing sent before ready"
+    );
+    // Read between two give-backs (the row is leased for a moment each time).
+    wait_for("the row pending", || {
+        outbound_queue.state_of(id).unwrap().unwrap().state == "pending"
+    })
+    .await;
+    let row = outbound_queue.state_of(id).unwrap().unwrap();
+    assert_eq!(row.attempts, 0, "no attempt charged: {row:?}");
+    for _ in 0..400 {
+        if outbound_queue.state_of(id).unwrap().unwrap().state == "delivered" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let row = outbound_queue.state_of(id).unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.attempts), ("delivered", 1));
+    assert_eq!(channel.sends.load(Ordering::SeqCst), 1);
+    rt.shutdown(Duration::from_secs(1)).await;
+}

@@ -163,6 +163,9 @@ pub enum UnknownOutcome {
     Hold,
 }
 
+/// A [`Channel::ready_check`]: `Err` says why the far end is not ready.
+pub type ReadyCheck = Pin<Box<dyn Future<Output = Result<(), String>>>>;
+
 /// A channel's answer to one delivery: known at once, or when the far end replies.
 pub enum Answer {
     Now(Outcome),
@@ -219,6 +222,14 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// outbound text is split into parts when it is written (see
     /// [`chunking`](relayq_engine::chunking)). None: any length.
     fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        None
+    }
+
+    /// Asks the far end whether it takes sends (Telegram: `getMe` answered), before any row
+    /// goes to the channel after a start or a reload. relayq asks again, with growing pauses,
+    /// until it answers `Ok`; meanwhile the channel's rows wait, no attempt charged. `None` (the
+    /// default): ready at once.
+    fn ready_check(&self) -> Option<ReadyCheck> {
         None
     }
 

@@ -17,6 +17,7 @@ use crate::pacing::{Pace, PaceSettings, Pacer};
 pub struct ChannelSpec {
     start: Arc<dyn Fn() -> Recipient<Deliver> + Send + Sync>,
     readiness: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    ready_check: Arc<dyn Fn() -> Option<super::ReadyCheck> + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
     /// How fast it may send.
@@ -33,7 +34,9 @@ impl ChannelSpec {
         let (timeout, pace, text_limit) = (channel.timeout(), channel.pace(), channel.text_limit());
         let unknown_outcome = channel.unknown_outcome();
         let probe = channel.clone();
+        let asker = channel.clone();
         ChannelSpec {
+            ready_check: Arc::new(move || asker.ready_check()),
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
             readiness: Arc::new(move || probe.readiness()),
             timeout,
@@ -70,6 +73,8 @@ struct Slot {
     spec: ChannelSpec,
     running: Option<Recipient<Deliver>>,
     pacer: Option<Arc<Pacer>>,
+    /// False until the channel's ready check answers (see [`Channel::ready_check`]).
+    ready: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The registered channels. Hands out the running actor of a channel, starting a new one when
@@ -118,6 +123,70 @@ impl ChannelDirectory {
                 .into_iter()
                 .map(|(name, spec)| (name, Slot::new(spec))),
         );
+    }
+
+    /// Runs each channel's ready check (see [`Channel::ready_check`]) until it answers `Ok`,
+    /// pausing 1 s, then twice as long each time up to 30 s; tells `on_ready` when a channel
+    /// becomes ready. A channel without a check is ready at once. Run at start and after a
+    /// reload, inside the actix system; a check of a channel replaced meanwhile stops.
+    pub fn check_readiness(&self, on_ready: Recipient<crate::claiming::ClaimOutbound>) {
+        use std::sync::atomic::Ordering;
+        let slots = self.slots.lock().unwrap();
+        for (name, slot) in slots.iter() {
+            if slot.ready.load(Ordering::SeqCst) {
+                continue;
+            }
+            let Some(first) = (slot.spec.ready_check)() else {
+                slot.ready.store(true, Ordering::SeqCst);
+                continue;
+            };
+            let (name, flag, ask) = (
+                name.clone(),
+                slot.ready.clone(),
+                slot.spec.ready_check.clone(),
+            );
+            let (directory, on_ready) = (self.clone(), on_ready.clone());
+            actix_rt::spawn(async move {
+                let mut check = Some(first);
+                let mut pause = Duration::from_secs(1);
+                loop {
+                    let replaced = || {
+                        let slots = directory.slots.lock().unwrap();
+                        !slots
+                            .get(&name)
+                            .is_some_and(|s| Arc::ptr_eq(&s.ready, &flag))
+                    };
+                    if replaced() {
+                        return;
+                    }
+                    let Some(answer) = check.take().or_else(|| ask()) else {
+                        break;
+                    };
+                    match answer.await {
+                        Ok(()) => break,
+                        Err(why) => {
+                            tracing::warn!(channel = name, error = %why, retry_in = ?pause, "channel not ready; its rows wait, uncharged")
+                        }
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(30));
+                }
+                tracing::info!(channel = name, "channel ready");
+                flag.store(true, Ordering::SeqCst);
+                on_ready.do_send(crate::claiming::ClaimOutbound);
+            });
+        }
+    }
+
+    /// How long a row for channel `name` should wait because the channel has not answered its
+    /// ready check yet (see [`check_readiness`](Self::check_readiness)).
+    pub fn unready(&self, name: &str) -> Option<Duration> {
+        let slots = self.slots.lock().unwrap();
+        let ready = slots
+            .get(name)?
+            .ready
+            .load(std::sync::atomic::Ordering::SeqCst);
+        (!ready).then_some(Duration::from_secs(1))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -242,6 +311,7 @@ impl Slot {
             pacer: Pacer::new(&spec.pace).map(Arc::new),
             spec,
             running: None,
+            ready: Arc::default(),
         }
     }
 }

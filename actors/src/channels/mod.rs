@@ -31,7 +31,9 @@ pub use relayq_engine::handlers::NOTICES_CHANNEL;
 /// The channel every session's messages go to unless `[sessions]` says otherwise: relayq's
 /// built-in `deliveries` file.
 pub const DELIVERIES_CHANNEL: &str = "deliveries";
-pub use contract::{Answer, Channel, Content, Delivery, Outcome, Receipt, UnknownOutcome};
+pub use contract::{
+    Answer, Channel, Content, Delivery, Outcome, ReadyCheck, Receipt, UnknownOutcome,
+};
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};
 
