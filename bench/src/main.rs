@@ -503,10 +503,24 @@ fn main() -> Result<()> {
         report.sections.push(Section {
             title: "9. Outbound through HTTP".into(),
             how: format!(
-                "{n} outbound rows over 100 destinations, each destination's rows written in order                  by its own producer with `Relayq::enqueue_outbound` while the OutboundSender                  leases them (32 sends in flight, the default), marks each send started, POSTs it                  with the real webhook channel (reqwest) to a keep-alive no-op HTTP/1.1 server on                  loopback and records it delivered; pacing off, synchronous = NORMAL; from the                  first enqueue to the last row recorded delivered; per-destination order checked                  at the server. Latency: enqueue call → request at the server, under that full                  load. Against scenario 1's inbound flow (S = 100, in-process no-op channel). The                  send-started mark's cost: the same run over 1000 destinations with the mark on                  and off (`RelayqConfig::mark_send_started`)."
+                "{n} outbound rows over 100 destinations, each destination's rows written in order \
+                 by its own producer with `Relayq::enqueue_outbound` while the OutboundSender \
+                 leases them (32 sends in flight, the default), marks each send started, POSTs it \
+                 with the real webhook channel (reqwest) to a keep-alive no-op HTTP/1.1 server on \
+                 loopback and records it delivered; pacing off, synchronous = NORMAL; from the \
+                 first enqueue to the last row recorded delivered; per-destination order checked \
+                 at the server. Latency: enqueue call → request at the server, under that full \
+                 load. Against scenario 1's inbound flow (S = 100, in-process no-op channel). The \
+                 send-started mark's cost: the same run over 1000 destinations with the mark on \
+                 and off (`RelayqConfig::mark_send_started`)."
             ),
             checks: vec![
-                Check::at_least("≥ 50 % of inbound throughput", ratio, 0.5, format!("{:.0} %", 100.0 * ratio)),
+                Check::at_least(
+                    "≥ 50 % of inbound throughput",
+                    ratio,
+                    0.5,
+                    format!("{:.0} %", 100.0 * ratio),
+                ),
                 Check::at_most(
                     "send-started write ≤ 15 % at 1000 destinations",
                     overhead,

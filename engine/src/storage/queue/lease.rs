@@ -43,9 +43,12 @@ const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_a
                     attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Due pending rows that head their key, oldest first.
+/// Due pending rows that head their key, oldest first. The `+` keeps SQLite off the due index:
+/// through it, every due row is checked and sorted before the first is returned (a claim's cost
+/// grew with the backlog); through the pending index, rows come in id order and the walk stops
+/// at `:limit` heads.
 pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
-     WHERE r.queue = :queue AND r.state = 'pending' AND r.next_attempt_at <= :now
+     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
@@ -53,9 +56,9 @@ pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
      ORDER BY r.id LIMIT :limit";
 
 /// `DUE_HEADS_SQL` for rows written in `[:from, :before)`: a restart's backlog, or the rows
-/// written since, each with its own budget.
-const DUE_HEADS_WRITTEN_SQL: &str = "SELECT r.id FROM queue_rows r
-     WHERE r.queue = :queue AND r.state = 'pending' AND r.next_attempt_at <= :now
+/// written since, each with its own budget. Public so a test can pin its plan.
+pub const DUE_HEADS_WRITTEN_SQL: &str = "SELECT r.id FROM queue_rows r
+     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
        AND r.created_at >= :from AND r.created_at < :before
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o

@@ -31,7 +31,7 @@ const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :n
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-pub use lease::{DUE_HEADS_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
+pub use lease::{DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
 pub(crate) use read::{
     counts, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
 };
