@@ -33,16 +33,16 @@ pub enum Recorded {
 
 /// Delivers a leased row through the named channel and records the answer: the whole of one
 /// attempt. `message` is the row's payload, read back with the channel it goes to (see
-/// [`try_delivery`]). With `then_next`, a delivered row's key has its next row leased in the
-/// same transaction (an index seek, where finding due rows anew scans the queue).
+/// [`try_delivery`]). `then` says whether a delivered row's key has its next row taken in the
+/// same transaction (an index seek, where finding due rows anew walks the queue).
 pub async fn deliver(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
-    then_next: bool,
-) -> Result<(Recorded, Option<Lease>)> {
+    then: Then,
+) -> Result<(Recorded, Option<Taken>)> {
     let part = match &message {
         Ok((_, Content::Outbound(m))) => m.part,
         _ => None,
@@ -71,6 +71,12 @@ pub async fn deliver(
         tracing::warn!(channel, ?wait, reason, "channel paused");
         channels.penalize(channel, *wait);
     }
+    // The next row goes to the same channel and destination: when nothing holds the channel
+    // and it has no budget to take, it is cleared here and marked started as it is leased.
+    let then = match then {
+        Then::LeaseToSend { .. } if !channels.clear_to_send(&tried.channel) => Then::Lease,
+        then => then,
+    };
     let recorded = store
         .write(move |_, tx| {
             let now = q.now();
@@ -79,9 +85,22 @@ pub async fn deliver(
                 penalties::set_in(tx, channel, until, reason)?;
             }
             let recorded = record_in(&q, tx, &l, outcome, now)?;
-            if then_next && recorded == Recorded::Delivered {
-                let next = q.lease_next_in(tx, &l.key, now)?;
-                return Ok((recorded, next));
+            if then != Then::Stop && recorded == Recorded::Delivered {
+                let Some(next) = q.lease_next_in(tx, &l.key, now)? else {
+                    return Ok((recorded, None));
+                };
+                let cleared = match then {
+                    Then::LeaseToSend { mark: true } => q.mark_send_started_in(tx, &next, now)?,
+                    Then::LeaseToSend { mark: false } => true,
+                    _ => false,
+                };
+                return Ok((
+                    recorded,
+                    Some(Taken {
+                        lease: next,
+                        cleared,
+                    }),
+                ));
             }
             // The parts of a text after one that died would arrive without it: they wait as
             // dead letters with it, and `dead retry` sends them again in order.
@@ -95,6 +114,26 @@ pub async fn deliver(
         .await?;
     tried.log(queue, lease, &recorded.0);
     Ok(recorded)
+}
+
+/// What [`deliver`] does for the row behind a delivered one on its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// Nothing: the next row is found by the next claim.
+    Stop,
+    /// Lease it; the caller checks the channel's gates before sending it.
+    Lease,
+    /// The channel has no budget to take: lease it and, when nothing holds the channel,
+    /// clear it to be sent, marked started if `mark` (one write with the answer, not two).
+    LeaseToSend { mark: bool },
+}
+
+/// The row behind a delivered one, leased with its answer.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub lease: Lease,
+    /// Gates passed and marked started (as asked): send it as it is.
+    pub cleared: bool,
 }
 
 /// One attempt's answer, before it is recorded.

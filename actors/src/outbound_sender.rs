@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound};
-use crate::delivery::{deliver, Recorded};
+use crate::delivery::{deliver, Recorded, Then};
 use crate::lifecycle::Shutdown;
 use crate::store::Store;
 
@@ -123,7 +123,7 @@ impl OutboundSender {
                 Ok((leases, next, backlog_left)) => {
                     let full = leases.len() >= room;
                     for lease in leases {
-                        act.send(lease, 0, ctx);
+                        act.send(lease, 0, false, ctx);
                     }
                     act.end_drain_if_done(backlog_left);
                     if act.claims.again && !full {
@@ -163,12 +163,13 @@ impl OutboundSender {
     }
 
     /// Sends a leased row; `chain` is how many rows of its key were sent just before it, each
-    /// leasing the next (see [`CHAIN`]).
-    fn send(&mut self, lease: Lease, chain: u32, ctx: &mut Context<Self>) {
+    /// leasing the next (see [`CHAIN`]); `cleared`: its gates were passed and it is marked
+    /// started already (see [`Then::LeaseToSend`]).
+    fn send(&mut self, lease: Lease, chain: u32, cleared: bool, ctx: &mut Context<Self>) {
         self.sending += 1;
         // The key's next row is leased with this one's answer, up to CHAIN in a row and not
         // while a backlog drains within its own budget.
-        let then_next = chain < CHAIN && self.drain.is_none() && !self.stopping;
+        let chained = chain < CHAIN && self.drain.is_none() && !self.stopping;
         let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
         let backlog = match backlog {
             Some(d) => {
@@ -181,7 +182,12 @@ impl OutboundSender {
         let (store, channels, mark) = (self.store.clone(), self.channels.clone(), self.mark);
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
-            if let Ok(m) = &message {
+            let then = match &message {
+                _ if !chained => Then::Stop,
+                Ok(m) if channels.pacer(&m.channel).is_none() => Then::LeaseToSend { mark },
+                _ => Then::Lease,
+            };
+            if let (Ok(m), false) = (&message, cleared) {
                 // A channel not ready yet or paused first (no budget is spent on a row that
                 // cannot go), then the budget, then the breaker's probe slot (taken last: only a
                 // send gives it back).
@@ -201,7 +207,7 @@ impl OutboundSender {
             }
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
-            match deliver(&store, &queue, &lease, &channels, message, then_next).await {
+            match deliver(&store, &queue, &lease, &channels, message, then).await {
                 Ok((Recorded::Delivered, next)) => (Sent::Delivered, next),
                 Ok((Recorded::Throttled { .. }, _)) => (Sent::Deferred, None),
                 Ok(_) => (Sent::Failed, None),
@@ -222,11 +228,11 @@ impl OutboundSender {
                 }
             }
             if let (Some(next), true) = (&next, act.stopping) {
-                // Taken while stopping: given back, due at once for the next start.
-                let (store, next) = (act.store.clone(), next.clone());
+                // Taken while stopping: given back unsent, due at once for the next start.
+                let (store, next) = (act.store.clone(), next.lease.clone());
                 act.sending += 1;
                 ctx.spawn(
-                    async move { give_back_paced(&store, next, Duration::ZERO).await }
+                    async move { give_back_unsent(&store, next).await }
                         .into_actor(act)
                         .map(|(), act, _| {
                             act.sending -= 1;
@@ -239,7 +245,7 @@ impl OutboundSender {
                 return;
             }
             match next {
-                Some(next) => act.send(next, chain + 1, ctx),
+                Some(next) => act.send(next.lease, chain + 1, next.cleared, ctx),
                 // Room for one more send; the row behind this one may be due now.
                 None => act.claim(ctx),
             }
@@ -278,6 +284,20 @@ async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
             tracing::warn!(row = lease.id, error = %e, "cannot mark the send started; not sent");
             false
         }
+    }
+}
+
+/// A row leased (and maybe marked started) with the previous row's answer, given back unsent
+/// because the sender is stopping: its mark is what it was, its attempt not counted.
+async fn give_back_unsent(store: &Store, lease: Lease) {
+    let row = lease.id;
+    let give_back = store.write(move |s, tx| {
+        let q = &s.outbound;
+        q.restore_send_started_in(tx, &lease)?;
+        q.defer_in(tx, std::slice::from_ref(&lease), Duration::ZERO, q.now())
+    });
+    if let Err(e) = give_back.await {
+        tracing::warn!(row, error = %e, "cannot give an unsent row back; it returns when its lease expires");
     }
 }
 

@@ -902,3 +902,38 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
         assert!(!p.contains("TEMP B-TREE"), "the backlog is sorted: {p}");
     }
 }
+
+#[test]
+fn a_row_marked_started_but_given_back_unsent_keeps_the_mark_its_lease_found() {
+    let f = fixture();
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    q.enqueue(&row("chat", "m")).unwrap();
+    let db = f.engine.database();
+    let give_back = |l: &relayq_engine::Lease| {
+        db.write(|tx| {
+            assert!(q.mark_send_started_in(tx, l, q.now())?);
+            assert!(q.restore_send_started_in(tx, l)?);
+            q.defer_in(tx, std::slice::from_ref(l), Duration::ZERO, q.now())
+        })
+        .unwrap()
+    };
+    let fresh = q.lease_next("chat").unwrap().unwrap();
+    give_back(&fresh);
+    let again = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(again.send_started, None, "never sent: no possible repeat");
+    assert_eq!(again.attempts, 1, "the give-back was not counted");
+    // A row whose earlier send got no answer keeps that mark through a give-back.
+    db.write(|tx| q.mark_send_started_in(tx, &again, q.now()))
+        .unwrap();
+    db.write(|tx| q.retry_unknown_in(tx, &again, "no answer", q.now()))
+        .unwrap();
+    f.clock.advance(Duration::from_secs(600));
+    let unknown = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(unknown.send_started, Some(T0));
+    f.clock.advance(Duration::from_secs(1));
+    give_back(&unknown);
+    let after = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(after.send_started, Some(T0));
+}

@@ -280,6 +280,20 @@ impl ChannelDirectory {
             .unwrap_or_default()
     }
 
+    /// Whether channel `name` may send now as far as checks that take nothing can tell: ready,
+    /// not paused, breaker closed. (Budgets and the breaker's probe slot are taken by
+    /// [`admit`](Self::admit) and the pacer.)
+    pub fn clear_to_send(&self, name: &str) -> bool {
+        if self.unready(name).is_some() || self.penalty(name).is_some() {
+            return false;
+        }
+        let after = self.breaker_settings(name).after;
+        let breakers = self.breakers.lock().unwrap();
+        breakers
+            .get(name)
+            .is_none_or(|b| after == 0 || b.failures < after)
+    }
+
     /// The budgets of channel `name`, if it has any.
     pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
         self.slots.lock().unwrap().get(name)?.pacer.clone()

@@ -38,6 +38,10 @@ const EXTEND_OWN_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
 const SEND_STARTED_SQL: &str = "UPDATE queue_rows SET send_started = :now
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
+/// Puts a leased row's send-started mark back as the lease found it; fenced.
+const RESTORE_SEND_STARTED_SQL: &str = "UPDATE queue_rows SET send_started = :was
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
 /// Gives a leased row back uncounted, due at `:at`; fenced.
 const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at,
                     attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
@@ -436,6 +440,16 @@ impl Queue {
         Ok(n == 1)
     }
 
+    /// Undoes [`mark_send_started_in`](Self::mark_send_started_in) for a row marked but not
+    /// sent after all: the mark is what the lease found (an earlier unknown outcome's, or
+    /// none). False if the token is stale.
+    pub fn restore_send_started_in(&self, tx: &Transaction<'_>, lease: &Lease) -> Result<bool> {
+        let n = tx.prepare_cached(RESTORE_SEND_STARTED_SQL)?.execute(
+            named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
+        )?;
+        Ok(n == 1)
+    }
+
     /// `defer_many` inside a caller's transaction.
     pub fn defer_in(
         &self,
@@ -466,6 +480,7 @@ pub(super) const STATEMENTS: &[&str] = &[
     EXTEND_OWN_SQL,
     DEFER_SQL,
     SEND_STARTED_SQL,
+    RESTORE_SEND_STARTED_SQL,
     DUE_HEADS_SQL,
     DUE_RUNS_SQL,
     LEASE_ROW_SQL,
