@@ -520,6 +520,20 @@ impl Channel for PausesChannel {
     }
 }
 
+/// Starts relayq with `channel` as `out`, enqueues one message to `chat-1`; returns the runtime,
+/// the row id, and the outbound queue read from outside.
+async fn start_with_outbound(
+    dir: &std::path::Path,
+    channel: impl Channel,
+) -> (Relayq, i64, relayq_engine::Queue) {
+    let rt = start(dir, ChannelSpec::of(channel)).await;
+    let written = rt.enqueue_outbound(outbound("chat-1")).await.unwrap();
+    let queue = Engine::open(&DbConfig::new(dir.join("q.db")))
+        .unwrap()
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    (rt, written.first.id, queue)
+}
+
 fn outbound(to: &str) -> relayq_engine::OutboundMessage {
     relayq_engine::OutboundMessage {
         channel: "out".into(),
@@ -542,16 +556,7 @@ async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
         calls: calls.clone(),
         pause: Duration::from_millis(1500),
     };
-    let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
-    let first = rt
-        .enqueue_outbound(outbound("chat-1"))
-        .await
-        .unwrap()
-        .first
-        .id;
-    let outbound_queue = Engine::open(&DbConfig::new(dir.path().join("q.db")))
-        .unwrap()
-        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    let (rt, first, outbound_queue) = start_with_outbound(dir.path(), channel.clone()).await;
     wait_for("the pausing answer, recorded", || {
         outbound_queue
             .state_of(first)
@@ -621,16 +626,7 @@ async fn rows_wait_uncharged_until_their_channel_answers_its_ready_check() {
         checks: Arc::default(),
         sends: Arc::default(),
     };
-    let rt = start(dir.path(), ChannelSpec::of(channel.clone())).await;
-    let id = rt
-        .enqueue_outbound(outbound("chat-1"))
-        .await
-        .unwrap()
-        .first
-        .id;
-    let outbound_queue = Engine::open(&DbConfig::new(dir.path().join("q.db")))
-        .unwrap()
-        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    let (rt, id, outbound_queue) = start_with_outbound(dir.path(), channel.clone()).await;
     // Two failed checks: the second comes 1 s after the first, the third 2 s after that.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(channel.checks.load(Ordering::SeqCst), 2);
