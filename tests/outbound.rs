@@ -833,6 +833,8 @@ fn a_send_cut_by_a_crash_is_held_for_an_operator_when_the_channel_says_hold() {
     let hook = Endpoint::start(held_then_answered);
     let app = App::new(config(&hook.url, "30s").set("channels.hook", "unknown_outcome = \"hold\""));
     let id = kill_mid_send(&app, &hook);
+    let shown = app.ok(&["show", &id.to_string()]);
+    assert!(shown.contains("send started"), "the row says so: {shown}");
     let daemon = app.serve();
     let row = wait_state(&app, id, "dead");
     let why = row.reason.unwrap_or_default();

@@ -35,10 +35,12 @@ pub fn row_json(row: &RowDetail) -> Value {
             "next_attempt_at": (row.state == "pending").then_some(row.next_attempt_at),
             "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
             "last_error": row.last_error, "finished_at": row.finished_at, "reason": row.reason,
-            "receipt": row.receipt, "took_ms": row.took_ms, "payload": payload,
+            "receipt": row.receipt, "took_ms": row.took_ms, "send_started": row.send_started,
+            "payload": payload,
         }),
         &[
             "created_at",
+            "send_started",
             "next_attempt_at",
             "lease_expires_at",
             "finished_at",
@@ -77,6 +79,17 @@ fn row_text(row: &RowDetail, now: i64) -> String {
         let id = row.receipt.as_deref().unwrap_or("no message id");
         line("receipt", format!("{id} (the send took {took} ms)"));
     }
+    match (row.send_started, row.state.as_str()) {
+        (Some(at), "leased") => line("send started", when(at, now)),
+        (Some(at), "pending") => line(
+            "send started",
+            format!(
+                "{}, no answer: the far end may have it (outcome unknown)",
+                when(at, now)
+            ),
+        ),
+        _ => {}
+    }
     if let Some(reason) = &row.reason {
         line("reason", reason.clone());
     }
@@ -85,4 +98,46 @@ fn row_text(row: &RowDetail, now: i64) -> String {
     }
     line("payload", row.payload.clone());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(state: &str, send_started: Option<i64>) -> RowDetail {
+        RowDetail {
+            id: 7,
+            queue: relayq_engine::QueueName::Outbound,
+            key: r#"["hook","chat"]"#.into(),
+            state: state.into(),
+            attempts: 1,
+            created_at: 0,
+            next_attempt_at: 0,
+            lease_owner: None,
+            lease_expires_at: None,
+            last_error: None,
+            finished_at: None,
+            reason: None,
+            payload: "{}".into(),
+            receipt: None,
+            took_ms: None,
+            send_started,
+        }
+    }
+
+    #[test]
+    fn a_pending_row_whose_send_got_no_answer_says_its_outcome_is_unknown() {
+        let text = row_text(&row("pending", Some(1_000)), 61_000);
+        assert!(
+            text.contains("send started") && text.contains("outcome unknown"),
+            "{text}"
+        );
+        let sending = row_text(&row("leased", Some(1_000)), 2_000);
+        assert!(
+            sending.contains("send started") && !sending.contains("unknown"),
+            "{sending}"
+        );
+        assert!(!row_text(&row("pending", None), 2_000).contains("send started"));
+        assert!(row_json(&row("pending", Some(1_000)))["send_started"].is_string());
+    }
 }

@@ -104,13 +104,17 @@ pub struct RowDetail {
     pub receipt: Option<String>,
     /// How long the delivering send took.
     pub took_ms: Option<i64>,
+    /// When a send started that has no answer recorded (unix ms): in flight, or, for a row not
+    /// leased, an unknown outcome (the far end may have it).
+    pub send_started: Option<i64>,
 }
 
 /// The columns a `RowDetail` is read from, in `detail_from_row`'s order.
 macro_rules! detail_columns {
     () => {
         "id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
-         lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms"
+         lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms,
+         send_started"
     };
 }
 
@@ -171,6 +175,7 @@ fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
         payload: r.get(12)?,
         receipt: r.get(13)?,
         took_ms: r.get(14)?,
+        send_started: r.get(15)?,
     })
 }
 
