@@ -631,7 +631,8 @@ impl Config {
             max_body_bytes: self.daemon.max_body_bytes,
             sweep_interval: self.daemon.sweep_interval,
             prune_interval: self.daemon.prune_interval,
-            ..RelayqConfig::new(self.db_config(db_override).path, "")
+            listen_for_wakes: true,
+            mark_send_started: true,
         }
     }
 }

@@ -217,3 +217,36 @@ fn tmux_channel_retries_while_the_pane_does_not_exist() {
     );
     daemon.stop();
 }
+
+/// An outbound row whose command outlived its timeout may have been delivered: the row says
+/// `outcome unknown` and the next run is told it may be a repeat.
+#[test]
+fn exec_channel_rerun_after_a_timeout_is_told_it_may_be_a_repeat() {
+    let script = r#"echo "$RELAYQ_POSSIBLE_REPEAT" >> repeats; if [ ! -f first ]; then touch first; sleep 30; fi"#;
+    let app = App::new(
+        exec_config(script)
+            .set("channels.bridge", r#"timeout = "300ms""#)
+            .set("queues.outbound", r#"backoff = ["100ms"]"#),
+    );
+    let daemon = app.serve();
+    let out = app.ok(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "bridge",
+        "--to",
+        "ops",
+        "hi",
+    ]);
+    let id: i64 = out.trim().parse().unwrap();
+    let row = app.wait_state(relayq_engine::QueueName::Outbound, id, "delivered");
+    daemon.stop();
+    assert_eq!(row.attempts, 2);
+    let error = row.last_error.unwrap_or_default();
+    assert!(
+        error.starts_with("outcome unknown: command timed out"),
+        "{error}"
+    );
+    let repeats = std::fs::read_to_string(app.path("repeats")).unwrap();
+    assert_eq!(repeats, "0\n1\n", "the second run is flagged");
+}

@@ -307,31 +307,17 @@ pub fn record_in(
             }
         }
         Outcome::Throttled { reason, wait, .. } => {
-            match q.throttle_in(tx, l, &reason, wait, now)? {
-                Some(at) => Recorded::Throttled { at },
-                None => Recorded::Stale,
-            }
+            throttled(q.throttle_in(tx, l, &reason, wait, now)?)
         }
-        Outcome::Retry { error, after } => match q.retry_later_in(tx, l, &error, after, now)? {
-            Retried::Stale => Recorded::Stale,
-            Retried::Dead => Recorded::Dead,
-            r => Recorded::Retried(r),
-        },
+        Outcome::Retry { error, after } => retried(q.retry_later_in(tx, l, &error, after, now)?),
         Outcome::Unreachable { error } => {
             // Nothing went out: pending again after the backoff step it is at, uncounted.
             let wait = q.policy().delay_after(l.attempts.saturating_sub(1).max(1));
-            match q.throttle_in(tx, l, &error, wait, now)? {
-                Some(at) => Recorded::Throttled { at },
-                None => Recorded::Stale,
-            }
+            throttled(q.throttle_in(tx, l, &error, wait, now)?)
         }
         Outcome::Unknown { error } => {
             let error = format!("outcome unknown: {error}");
-            match q.retry_unknown_in(tx, l, &error, now)? {
-                Retried::Stale => Recorded::Stale,
-                Retried::Dead => Recorded::Dead,
-                r => Recorded::Retried(r),
-            }
+            retried(q.retry_unknown_in(tx, l, &error, now)?)
         }
         Outcome::Permanent { reason } => {
             if q.bury_in(tx, l, &reason, now)? {
@@ -348,4 +334,18 @@ pub fn record_in(
             }
         }
     })
+}
+
+/// A throttle's answer as recorded: pending again, due `at`, or stale.
+fn throttled(at: Option<i64>) -> Recorded {
+    at.map_or(Recorded::Stale, |at| Recorded::Throttled { at })
+}
+
+/// A retry's answer as recorded.
+fn retried(retried: Retried) -> Recorded {
+    match retried {
+        Retried::Stale => Recorded::Stale,
+        Retried::Dead => Recorded::Dead,
+        r => Recorded::Retried(r),
+    }
 }

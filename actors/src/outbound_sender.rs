@@ -198,7 +198,7 @@ impl OutboundSender {
                     .and_then(|()| channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)))
                     .and_then(|()| channels.admit(&m.channel));
                 if let Err(wait) = gate {
-                    give_back_paced(&store, lease, wait).await;
+                    give_back(&store, lease, wait).await;
                     return (Sent::Deferred, None);
                 }
                 if mark && !mark_send_started(&store, &lease).await {
@@ -232,7 +232,7 @@ impl OutboundSender {
                 let (store, next) = (act.store.clone(), next.lease.clone());
                 act.sending += 1;
                 ctx.spawn(
-                    async move { give_back_unsent(&store, next).await }
+                    async move { give_back(&store, next, Duration::ZERO).await }
                         .into_actor(act)
                         .map(|(), act, _| {
                             act.sending -= 1;
@@ -287,32 +287,20 @@ async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
     }
 }
 
-/// A row leased (and maybe marked started) with the previous row's answer, given back unsent
-/// because the sender is stopping: its mark is what it was, its attempt not counted.
-async fn give_back_unsent(store: &Store, lease: Lease) {
-    let row = lease.id;
-    let give_back = store.write(move |s, tx| {
-        let q = &s.outbound;
-        q.restore_send_started_in(tx, &lease)?;
-        q.defer_in(tx, std::slice::from_ref(&lease), Duration::ZERO, q.now())
-    });
-    if let Err(e) = give_back.await {
-        tracing::warn!(row, error = %e, "cannot give an unsent row back; it returns when its lease expires");
-    }
-}
-
-/// The destination's (or channel's) budget is spent: the row goes back, its attempt not
-/// counted, due when the budget allows.
-async fn give_back_paced(store: &Store, lease: Lease, wait: Duration) {
+/// A leased row goes back unsent, its attempt not counted, due after `wait`: its budget is
+/// spent, its channel paused or not ready, or the sender is stopping. A send-started mark set
+/// with its lease (see [`Then::LeaseToSend`]) is undone: the mark is what the lease found.
+async fn give_back(store: &Store, lease: Lease, wait: Duration) {
     let (row, key) = (lease.id, lease.key.clone());
     let give_back = store.write(move |s, tx| {
         let q = &s.outbound;
+        q.restore_send_started_in(tx, &lease)?;
         q.defer_in(tx, std::slice::from_ref(&lease), wait, q.now())
     });
     match give_back.await {
-        Ok(_) => tracing::debug!(row, key, ?wait, "paced: the row waits for its budget"),
+        Ok(_) => tracing::debug!(row, key, ?wait, "given back unsent"),
         Err(e) => {
-            tracing::warn!(row, error = %e, "cannot give a paced row back; it returns when its lease expires")
+            tracing::warn!(row, error = %e, "cannot give a row back; it returns when its lease expires")
         }
     }
 }

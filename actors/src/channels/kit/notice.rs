@@ -153,6 +153,21 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_notice_over_the_channel_limit_is_cut_with_an_ellipsis_and_markup_is_left_alone() {
+        let text = plain(&stop(&"word ".repeat(40)));
+        let limit = |markup| relayq_engine::TextLimit { max: 64, markup };
+        let cut = fit(&text, limit(relayq_engine::Markup::Plain));
+        assert_eq!(relayq_engine::chunking::length(&cut), 64);
+        assert!(cut.ends_with('…') && text.starts_with(cut.trim_end_matches('…')));
+        assert_eq!(fit("short", limit(relayq_engine::Markup::Plain)), "short");
+        assert_eq!(
+            fit(&text, limit(relayq_engine::Markup::Html)),
+            text,
+            "the renderer's to fit"
+        );
+    }
+
+    #[test]
     fn plain_text_is_what_relayq_always_wrote() {
         assert_eq!(plain(&stop("All pass.")), "s1: agent finished\n\nAll pass.");
         let bare = notice(EventType::AgentStop, "agent finished", None, None);
