@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{
     inbound, outbound, DbConfig, Engine, Enqueued, InboundMessage, NoticeRoutes, OutboundMessage,
     QueuePolicies,
@@ -259,30 +260,50 @@ impl Relayq {
     }
 
     /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
-    /// row is committed.
+    /// row is committed. As with [`Relayq::enqueue`], the write is handed over when this is
+    /// called, so messages enqueued one after another are written (and sent) in that order
+    /// even when their futures are awaited together: an adapter may keep several in flight.
     /// A text over the channel's limit is written as parts (see [`Channel::text_limit`]).
     ///
     /// [`Channel::text_limit`]: crate::channels::Channel::text_limit
-    pub async fn enqueue_outbound(&self, message: OutboundMessage) -> Result<outbound::Written> {
-        message.validate(self.config.max_body_bytes)?;
-        if !self.channels.contains(&message.channel) {
-            return Err(ActorError::Invalid(format!(
-                "channel '{}' is not configured (configured: {})",
-                message.channel,
-                self.channels.names().join(", ")
-            )));
+    pub fn enqueue_outbound(
+        &self,
+        message: OutboundMessage,
+    ) -> impl std::future::Future<Output = Result<outbound::Written>> + 'static {
+        let checked = message
+            .validate(self.config.max_body_bytes)
+            .map_err(ActorError::from)
+            .and_then(|()| match self.channels.contains(&message.channel) {
+                true => Ok(()),
+                false => Err(ActorError::Invalid(format!(
+                    "channel '{}' is not configured (configured: {})",
+                    message.channel,
+                    self.channels.names().join(", ")
+                ))),
+            });
+        let parts = message.parts(self.channels.text_limit(&message.channel));
+        let write = checked.map(|()| {
+            let one_part = parts.len() == 1;
+            let write = move |s: &Store, tx: &Transaction<'_>| {
+                outbound::enqueue_parts_in(&s.outbound, tx, &parts, s.outbound.now())
+            };
+            // One part is one INSERT: it needs no savepoint of its own.
+            let written: std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<outbound::Written>>>,
+            > = match one_part {
+                true => Box::pin(self.store.write_one_statement(write)),
+                false => Box::pin(self.store.write(write)),
+            };
+            written
+        });
+        let sender = self.sender.clone();
+        async move {
+            let enqueued = write?.await?;
+            if !enqueued.first.duplicate {
+                sender.do_send(ClaimOutbound);
+            }
+            Ok(enqueued)
         }
-        let limit = self.channels.text_limit(&message.channel);
-        let enqueued = self
-            .store
-            .write(move |s, tx| {
-                outbound::enqueue_in(&s.outbound, tx, &message, limit, s.outbound.now())
-            })
-            .await?;
-        if !enqueued.first.duplicate {
-            self.sender.do_send(ClaimOutbound);
-        }
-        Ok(enqueued)
     }
 
     /// Applies a reloaded configuration: queue policies, routes, which channel each session

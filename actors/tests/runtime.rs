@@ -340,6 +340,36 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
     rt.shutdown(Duration::from_secs(5)).await;
 }
 
+/// `enqueue_outbound` hands its write over when called, as `enqueue` does: outbound messages
+/// enqueued one after another are written and sent in that order however their futures are
+/// awaited (an adapter relaying a burst keeps several in flight).
+#[actix::test]
+async fn pipelined_outbound_enqueues_are_written_and_sent_in_call_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let message = |i: usize| relayq_engine::OutboundMessage {
+        text: i.to_string(),
+        ..outbound("chat-1")
+    };
+    let pending: Vec<_> = (0..300).map(|i| rt.enqueue_outbound(message(i))).collect();
+    let mut ids = Vec::new();
+    for answer in pending.into_iter().rev() {
+        ids.push(answer.await.unwrap().first.id);
+    }
+    ids.reverse();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "row ids follow call order: {ids:?}"
+    );
+    wait_for("all sent", || lines(dir.path()).len() == 300).await;
+    let texts: Vec<String> = lines(dir.path())
+        .iter()
+        .map(|l| l["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(texts, (0..300).map(|i| i.to_string()).collect::<Vec<_>>());
+    rt.shutdown(Duration::from_secs(5)).await;
+}
+
 /// `n` rows of session "s", written before relayq starts, so its actor leases them as one run.
 fn rows_before_start(dir: &std::path::Path, n: usize) -> Vec<i64> {
     let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();

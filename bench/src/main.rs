@@ -482,6 +482,9 @@ fn main() -> Result<()> {
             })?,
         };
         let n = sizes.outbound_n;
+        let ceiling = repeat(runs, "HTTP ceiling: reqwest alone, 32 in flight", || {
+            outbound::http_ceiling(n, 32)
+        })?;
         let mut p99 = Vec::new();
         let mut last = Vec::new();
         let d100 = repeat(runs, "outbound, 100 destinations", || {
@@ -512,7 +515,9 @@ fn main() -> Result<()> {
                  at the server. Latency: enqueue call → request at the server, under that full \
                  load. Against scenario 1's inbound flow (S = 100, in-process no-op channel). The \
                  send-started mark's cost: the same run over 1000 destinations with the mark on \
-                 and off (`RelayqConfig::mark_send_started`)."
+                 and off (`RelayqConfig::mark_send_started`). The HTTP ceiling: the same POSTs \
+                 from reqwest alone, 32 in flight on one thread, to the same server, no \
+                 database: what loopback HTTP alone allows on this machine."
             ),
             checks: vec![
                 Check::at_least(
@@ -532,6 +537,11 @@ fn main() -> Result<()> {
                 Figure::new("outbound, 100 destinations", "rows/s", d100.clone()),
                 Figure::new("outbound latency p99, 100 destinations", "ms", p99),
                 Figure::new("inbound, S = 100", "msgs/s", inbound),
+                Figure::new(
+                    "HTTP ceiling: reqwest alone, 32 in flight",
+                    "req/s",
+                    ceiling,
+                ),
                 Figure::new("outbound, 1000 destinations, marked", "rows/s", marked),
                 Figure::new("outbound, 1000 destinations, no mark", "rows/s", unmarked),
             ],

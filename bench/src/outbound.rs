@@ -58,13 +58,24 @@ async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result
         let (runtime, sent) = (runtime.clone(), sent.clone());
         let count = n / destinations + usize::from(d < n % destinations);
         actix_rt::spawn(async move {
+            // Up to PRODUCER_WINDOW enqueues in flight, as the inbound flow's producers.
+            let mut in_flight = std::collections::VecDeque::with_capacity(PRODUCER_WINDOW);
+            let record = |(seq, at, id): (u64, Instant, i64)| {
+                sent.lock().unwrap().insert(id, (d, seq, at));
+            };
             for seq in 0..count as u64 {
-                let at = Instant::now();
-                let written = runtime
-                    .enqueue_outbound(message(d, seq))
-                    .await
-                    .expect("enqueue");
-                sent.lock().unwrap().insert(written.first.id, (d, seq, at));
+                if in_flight.len() == PRODUCER_WINDOW {
+                    let (seq, at, write) = in_flight.pop_front().expect("a full window");
+                    record((seq, at, written(write).await));
+                }
+                in_flight.push_back((
+                    seq,
+                    Instant::now(),
+                    runtime.enqueue_outbound(message(d, seq)),
+                ));
+            }
+            while let Some((seq, at, write)) = in_flight.pop_front() {
+                record((seq, at, written(write).await));
             }
         });
     }
@@ -119,6 +130,16 @@ async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result
         throughput: n as f64 / secs,
         latencies,
     })
+}
+
+/// Enqueues each producer keeps in flight, as scenario 1's producers do.
+const PRODUCER_WINDOW: usize = 64;
+
+/// The first row id of an enqueue, once committed.
+async fn written(
+    write: impl std::future::Future<Output = relayq_actors::Result<relayq_engine::outbound::Written>>,
+) -> i64 {
+    write.await.expect("enqueue").first.id
 }
 
 fn message(destination: usize, seq: u64) -> OutboundMessage {
@@ -201,4 +222,44 @@ async fn serve_connection(
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             .await?;
     }
+}
+
+/// The HTTP ceiling: `n` POSTs of a webhook-sized body from reqwest alone, `concurrency` at a
+/// time, on one current-thread runtime (as relayq's actix thread), to the same no-op server.
+/// No database: what loopback HTTP costs this machine, for reading scenario 9.
+pub fn http_ceiling(n: usize, concurrency: usize) -> Result<f64> {
+    actix_rt::System::new().block_on(async move {
+        let (url, mut arrived) = noop_server().await?;
+        let client = reqwest::Client::new();
+        let started = Instant::now();
+        let next = Rc::new(std::cell::Cell::new(0usize));
+        for _ in 0..concurrency {
+            let (client, url, next) = (client.clone(), url.clone(), next.clone());
+            actix_rt::spawn(async move {
+                loop {
+                    let id = next.get();
+                    if id >= n {
+                        break;
+                    }
+                    next.set(id + 1);
+                    let body = format!(
+                        r#"{{"id":{id},"channel":"hook","to":"chat-{}","kind":"final","text":"{id}"}}"#,
+                        id % 100
+                    );
+                    let _ = client
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .header("idempotency-key", format!("relayq-outbound-{id}"))
+                        .body(body)
+                        .send()
+                        .await
+                        .and_then(|r| r.error_for_status());
+                }
+            });
+        }
+        for _ in 0..n {
+            arrived.recv().await.context("the server stopped")?;
+        }
+        Ok(n as f64 / started.elapsed().as_secs_f64())
+    })
 }

@@ -104,7 +104,17 @@ pub fn enqueue_in(
     limit: Option<crate::TextLimit>,
     now: i64,
 ) -> Result<Written> {
-    let parts = message.parts(limit);
+    enqueue_parts_in(queue, tx, &message.parts(limit), now)
+}
+
+/// [`enqueue_in`] for a message already split (see [`OutboundMessage::parts`]): a caller that
+/// splits first knows whether one statement writes it (one part) or several do.
+pub fn enqueue_parts_in(
+    queue: &crate::Queue,
+    tx: &rusqlite::Transaction<'_>,
+    parts: &[OutboundMessage],
+    now: i64,
+) -> Result<Written> {
     let mut rows = parts.iter().map(OutboundMessage::to_row);
     let first_row = rows.next().expect("a message has at least one part");
     let first = queue.enqueue_in(tx, &first_row, now)?;
