@@ -101,9 +101,15 @@ pub struct OutboundArgs {
     #[arg(long)]
     pub channel: String,
     /// Where on the channel: a chat id (a Telegram group's is negative: --to -100123), a
-    /// user, a thread
+    /// user, a channel
     #[arg(long, allow_hyphen_values = true)]
     pub to: String,
+    /// Post in this thread of the destination (a Telegram forum topic id, a Slack thread_ts)
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Answer this message of the destination (its platform id, e.g. a Telegram message_id)
+    #[arg(long)]
+    pub reply_to: Option<String>,
     #[arg(long, default_value = "final", value_parser = parse_kind)]
     pub kind: Kind,
     /// Sent to the far end; a second enqueue with the same key on the channel is not written

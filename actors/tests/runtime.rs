@@ -575,6 +575,8 @@ fn outbound(to: &str) -> relayq_engine::OutboundMessage {
         session: None,
         event: None,
         part: None,
+        thread: None,
+        reply_to: None,
     }
 }
 

@@ -153,6 +153,8 @@ fn message(destination: usize, seq: u64) -> OutboundMessage {
         session: None,
         event: None,
         part: None,
+        thread: None,
+        reply_to: None,
     }
 }
 

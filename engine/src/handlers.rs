@@ -224,6 +224,8 @@ impl HookProcessor {
                     session: Some(key.to_string()),
                     event: Some(event_name(event.event)),
                     part: None,
+                    thread: None,
+                    reply_to: None,
                 };
                 let row = message.to_row();
                 let written = self.outbound.enqueue_in(tx, &row, now)?;

@@ -67,6 +67,13 @@ pub struct OutboundMessage {
     /// Which part of a longer text this row is, when the text was split for its channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<Part>,
+    /// A thread of the destination to post in: a Telegram forum topic's `message_thread_id`, a
+    /// Slack `thread_ts`. Kept with the row, so a retry posts in the same thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// The platform's id of the message this one answers (Telegram `reply_parameters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
 }
 
 /// One part of a text split for its channel's limit (see [`chunking`](crate::chunking)): part
@@ -259,6 +266,8 @@ mod tests {
             session: None,
             event: None,
             part: None,
+            thread: None,
+            reply_to: None,
         }
     }
 

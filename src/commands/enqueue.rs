@@ -91,6 +91,8 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
         session: None,
         event: None,
         part: None,
+        thread: args.thread,
+        reply_to: args.reply_to,
     };
     message.validate(max)?;
     let store = open(ctx)?;

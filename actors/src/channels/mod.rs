@@ -11,7 +11,7 @@
 //! - [`ChannelKind`]: a kind's settings, checked and built into a channel.
 //! - [`kit`]: what platforms share: the HTTP client and its error words, secrets, the
 //!   conformance suite.
-//! - one folder per kind: `file/`, `exec/`, `tmux/`, `webhook/`.
+//! - one folder per kind: `file/`, `exec/`, `tmux/`, `webhook/`, `telegram/`.
 //!
 //! **Adding a kind** (a platform): create `channels/<kind>/mod.rs` with a `Config` that
 //! implements [`ChannelKind`] (settings, `check`, `build`) and the channel that implements
@@ -43,6 +43,7 @@ crate::settings::kinds! {
         Exec(exec),
         Tmux(tmux),
         Webhook(webhook),
+        Telegram(telegram),
     }
     forward { text_limit -> Option<relayq_engine::TextLimit> }
 }

@@ -55,6 +55,8 @@ pub fn delivery() -> Delivery {
             session: Some("s1".into()),
             event: None,
             part: None,
+            thread: None,
+            reply_to: None,
         }),
     }
 }

@@ -1,0 +1,279 @@
+//! `kind = "telegram"`: sends outbound rows with the Bot API's `sendMessage`.
+//!
+//! ```text
+//!   row ──▶ sendMessage {chat_id, text, parse_mode?, message_thread_id?, reply_parameters?}
+//!             ok: true                      → delivered, receipt = message_id
+//!             429 parameters.retry_after    → throttled that long (not counted)
+//!             400 migrate_to_chat_id        → sent again to the new chat id, which is kept
+//!             400 can't parse entities      → a notice sent again as plain text
+//!             400 / 403 (chat not found,    → permanent: no retry can fix it
+//!               blocked, kicked, deactivated, can't initiate, too long)
+//!             401 / 404 (a bad token)       → not sent, not the row's fault: uncounted, and
+//!                                              the breaker opens; `getMe` keeps it unready
+//!             5xx, no connection            → retry (no answer after sending: unknown)
+//! ```
+//!
+//! Texts are split at 4096 characters when written (see `text_limit`), and sent as plain text:
+//! an agent's answer cannot fail to parse. A notice is sent as HTML (the session in bold),
+//! falling back to its plain text if Telegram cannot parse it. Telegram has no idempotency key:
+//! after a send with no answer the row is sent again (`unknown_outcome = "resend"`, the
+//! default) or held for an operator (`"hold"`).
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::kit::http::{self, HttpClient, Reply};
+use super::kit::notice;
+use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
+use crate::pacing::Pace;
+
+pub use config::Config;
+
+/// Telegram's limit on a message's text (UTF-16 units after entities are parsed).
+pub const MAX_CHARS: usize = notice::TELEGRAM_MAX_CHARS;
+
+#[derive(Clone)]
+pub struct TelegramChannel {
+    /// `https://api.telegram.org/bot<token>/`: a method's URL is this joined with its name.
+    /// Secret (the token is in it): scrubbed from every error by `http`.
+    api: reqwest::Url,
+    http: HttpClient,
+    timeout: Duration,
+    pace: Pace,
+    unknown_outcome: UnknownOutcome,
+    /// Groups upgraded to supergroups: old chat id → new, as Telegram said
+    /// (`migrate_to_chat_id`). Later rows to the old id go to the new one.
+    migrated: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl Channel for TelegramChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let Content::Outbound(message) = &delivery.content else {
+            return Outcome::Permanent {
+                reason: "the telegram channel sends outbound messages; route a session's \
+                         inbound rows to a tmux, exec or file channel"
+                    .into(),
+            }
+            .into();
+        };
+        let chat = self.chat_for(&message.to);
+        let mut body = json!({
+            "chat_id": chat,
+            "text": message.text,
+            "link_preview_options": {"is_disabled": true},
+        });
+        if let Some(thread) = &message.thread {
+            body["message_thread_id"] = number_or_text(thread);
+        }
+        if let Some(reply_to) = &message.reply_to {
+            body["reply_parameters"] =
+                json!({"message_id": number_or_text(reply_to), "allow_sending_without_reply": true});
+        }
+        // A notice is rendered as HTML (see `render`); its plain text is the fallback.
+        let plain = message.notice.as_ref().map(|n| {
+            body["parse_mode"] = json!("HTML");
+            notice::fit(&notice::plain(n), text_limit())
+        });
+        let this = self.clone();
+        let original = message.to.clone();
+        Answer::later(async move { this.send_message(&original, body, plain).await })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn render(&self, n: &relayq_engine::Notice) -> String {
+        notice::telegram_html(n)
+    }
+
+    fn pace(&self) -> Pace {
+        self.pace.clone()
+    }
+
+    fn unknown_outcome(&self) -> UnknownOutcome {
+        self.unknown_outcome
+    }
+
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        Some(text_limit())
+    }
+
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.get_me().await.map(|_| ()) }))
+    }
+}
+
+/// The limit texts are split at: plain text, as rows are sent.
+pub fn text_limit() -> relayq_engine::TextLimit {
+    relayq_engine::TextLimit {
+        max: MAX_CHARS,
+        markup: relayq_engine::Markup::Plain,
+    }
+}
+
+impl TelegramChannel {
+    /// The chat a row addressed to `to` goes to: the supergroup it became, if it did.
+    fn chat_for(&self, to: &str) -> Value {
+        let migrated = self.migrated.lock().expect("migrations lock");
+        number_or_text(migrated.get(to).map_or(to, String::as_str))
+    }
+
+    /// A method's URL.
+    fn method(&self, name: &str) -> reqwest::Url {
+        self.api.join(name).expect("a method name joins the API URL")
+    }
+
+    /// Sends `body`, following one chat migration and falling back once to `plain` text.
+    async fn send_message(&self, to: &str, mut body: Value, mut plain: Option<String>) -> Outcome {
+        // At most: the send, one to the migrated chat, one as plain text.
+        for _ in 0..3 {
+            let request = self
+                .http
+                .client()
+                .post(self.method("sendMessage"))
+                .header("Content-Type", "application/json")
+                .body(body.to_string());
+            let reply = match self.http.send(request).await {
+                Ok(reply) => reply,
+                Err(no_answer) => return no_answer,
+            };
+            match classify(&reply) {
+                Verdict::Done(outcome) => return outcome,
+                Verdict::Migrated(chat) => {
+                    tracing::warn!(from = to, to = %chat, "the Telegram group became a supergroup; its rows now go to the new chat id (update your config)");
+                    self.migrated
+                        .lock()
+                        .expect("migrations lock")
+                        .insert(to.to_string(), chat.to_string());
+                    body["chat_id"] = chat;
+                }
+                Verdict::BadMarkup(error) => match plain.take() {
+                    Some(text) => {
+                        tracing::info!(error, "Telegram could not parse the notice's HTML; sending it as plain text");
+                        body["text"] = json!(text);
+                        if let Some(fields) = body.as_object_mut() {
+                            fields.remove("parse_mode");
+                        }
+                    }
+                    None => return Outcome::Permanent { reason: error },
+                },
+            }
+        }
+        Outcome::retry("Telegram asked to send elsewhere more than once; trying again later")
+    }
+
+    /// `getMe`: the bot's username when the token is good.
+    pub async fn get_me(&self) -> Result<String, String> {
+        let reply = self
+            .http
+            .send(self.http.client().get(self.method("getMe")))
+            .await
+            .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
+        match reply.json::<Answered>() {
+            Some(Answered {
+                ok: true,
+                result: Some(bot),
+                ..
+            }) => Ok(bot["username"].as_str().unwrap_or_default().to_string()),
+            _ => Err(describe(&reply)),
+        }
+    }
+}
+
+/// What one `sendMessage` answer means.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    Done(Outcome),
+    /// The group became a supergroup with this id: send there.
+    Migrated(Value),
+    /// Telegram could not parse the text's markup.
+    BadMarkup(String),
+}
+
+/// The Bot API's answer: `{"ok": true, "result": ...}` or
+/// `{"ok": false, "error_code": N, "description": "...", "parameters": {...}}`.
+#[derive(Debug, Deserialize)]
+pub struct Answered {
+    pub ok: bool,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub parameters: Option<Parameters>,
+}
+
+/// `ResponseParameters`.
+#[derive(Debug, Default, Deserialize)]
+pub struct Parameters {
+    pub retry_after: Option<u64>,
+    pub migrate_to_chat_id: Option<i64>,
+}
+
+fn classify(reply: &Reply) -> Verdict {
+    let answered = reply.json::<Answered>();
+    let parameters = answered.as_ref().and_then(|a| a.parameters.as_ref());
+    if reply.is_success() {
+        return Verdict::Done(match answered {
+            Some(Answered {
+                ok: true,
+                result: Some(message),
+                ..
+            }) => match &message["message_id"] {
+                Value::Number(id) => Outcome::delivered_as(id.to_string()),
+                _ => Outcome::delivered(),
+            },
+            // A 2xx that does not say ok: the message may or may not exist.
+            _ => Outcome::unknown(format!("unexpected answer: {}", reply.error())),
+        });
+    }
+    if let Some(chat) = parameters.and_then(|p| p.migrate_to_chat_id) {
+        return Verdict::Migrated(json!(chat));
+    }
+    let error = describe(reply);
+    let wait = parameters
+        .and_then(|p| p.retry_after)
+        .map(Duration::from_secs);
+    if let Some(throttled) = http::throttled(reply, wait) {
+        return Verdict::Done(throttled);
+    }
+    Verdict::Done(match reply.status {
+        400 if error.contains("can't parse entities") => return Verdict::BadMarkup(error),
+        // A bad or revoked token: nothing was sent and the row is not at fault. Uncounted;
+        // the breaker stops the tries and `getMe` keeps the channel unready until it is fixed.
+        401 | 404 => Outcome::Unreachable {
+            error: format!("{error}: check the bot token (token_env / token_file)"),
+        },
+        400 | 403 => Outcome::Permanent { reason: error },
+        _ => Outcome::Retry {
+            error,
+            after: reply.retry_after,
+        },
+    })
+}
+
+/// `Telegram 403: Forbidden: bot was blocked by the user`, or the HTTP status and body.
+fn describe(reply: &Reply) -> String {
+    match reply.json::<Answered>().and_then(|a| a.description) {
+        Some(d) => format!("Telegram {}: {d}", reply.status),
+        None => reply.error(),
+    }
+}
+
+/// A chat, thread or message id as Telegram takes it: a number when it is one (`-100123`), else
+/// text (`@channelname`).
+fn number_or_text(id: &str) -> Value {
+    id.trim()
+        .parse::<i64>()
+        .map_or_else(|_| json!(id.trim()), |n| json!(n))
+}

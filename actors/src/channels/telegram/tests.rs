@@ -1,0 +1,289 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::*;
+use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::ChannelKind;
+
+const TOKEN: &str = "123456:s3cr3t-T0KEN-abcdef";
+
+fn fixture(name: &str) -> Value {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/telegram")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+}
+
+/// The fixture as Telegram sends it: the status its `error_code` says (200 for `ok: true`).
+fn answer(name: &str) -> ResponseTemplate {
+    let body = fixture(name);
+    let status = body["error_code"].as_u64().unwrap_or(200) as u16;
+    ResponseTemplate::new(status).set_body_json(body)
+}
+
+fn channel(base: &str, timeout: Duration) -> TelegramChannel {
+    Config {
+        api_url: base.into(),
+        timeout,
+        ..Config::new(TOKEN)
+    }
+    .build()
+    .unwrap()
+}
+
+async fn deliver(channel: &mut TelegramChannel, delivery: Delivery) -> Outcome {
+    match channel.deliver(delivery) {
+        Answer::Now(outcome) => outcome,
+        Answer::Later(future) => future.await,
+    }
+}
+
+fn to(chat: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
+    let mut d = conformance::delivery();
+    if let Content::Outbound(m) = &mut d.content {
+        m.to = chat.into();
+        adjust(m);
+    }
+    d
+}
+
+async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+#[actix_rt::test]
+async fn telegram_passes_the_channel_conformance_suite() {
+    let permanent = [
+        "error_chat_not_found",
+        "error_blocked",
+        "error_user_deactivated",
+        "error_kicked",
+        "error_kicked_supergroup",
+        "error_cant_initiate",
+        "error_too_long",
+        "error_caption_too_long",
+    ];
+    conformance::run(Platform {
+        build: Box::new(channel),
+        secrets: vec![TOKEN.into()],
+        success: (answer("ok_send_message"), Some("4213".into())),
+        throttled: ResponseTemplate::new(429)
+            .insert_header("Retry-After", "7")
+            .set_body_json(json!({
+                "ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after 7 (bot{TOKEN})"),
+                "parameters": {"retry_after": 7}
+            })),
+        permanent: permanent.iter().map(|name| answer(name)).collect(),
+    })
+    .await;
+}
+
+/// Every Telegram answer in the fixtures, and what it makes of the row.
+#[test]
+fn telegram_errors_are_classified_as_the_bot_api_documents_them() {
+    let reply = |name: &str| {
+        let body = fixture(name);
+        Reply {
+            status: body["error_code"].as_u64().unwrap_or(200) as u16,
+            retry_after: None,
+            body: body.to_string(),
+        }
+    };
+    let permanent = |name: &str, words: &str| match classify(&reply(name)) {
+        Verdict::Done(Outcome::Permanent { reason }) => {
+            assert!(reason.contains(words), "{name}: {reason}")
+        }
+        other => panic!("{name}: {other:?}, not permanent"),
+    };
+    permanent("error_chat_not_found", "chat not found");
+    permanent("error_blocked", "bot was blocked by the user");
+    permanent("error_user_deactivated", "user is deactivated");
+    permanent("error_kicked", "kicked from the group chat");
+    permanent("error_kicked_supergroup", "kicked from the supergroup chat");
+    permanent("error_cant_initiate", "can't initiate conversation");
+    permanent("error_too_long", "message is too long");
+
+    assert_eq!(
+        classify(&reply("ok_send_message")),
+        Verdict::Done(Outcome::delivered_as("4213"))
+    );
+    // The body's retry_after, without the header.
+    match classify(&reply("error_429")) {
+        Verdict::Done(Outcome::Throttled {
+            wait, channel_wide, ..
+        }) => assert_eq!((wait, channel_wide), (Duration::from_secs(17), false)),
+        other => panic!("429: {other:?}"),
+    }
+    assert_eq!(
+        classify(&reply("error_migrated")),
+        Verdict::Migrated(json!(-1001234567890_i64))
+    );
+    assert!(matches!(
+        classify(&reply("error_cant_parse_entities")),
+        Verdict::BadMarkup(e) if e.contains("can't parse entities")
+    ));
+    match classify(&reply("error_unauthorized")) {
+        Verdict::Done(Outcome::Unreachable { error }) => {
+            assert!(error.contains("Unauthorized") && error.contains("token"), "{error}")
+        }
+        other => panic!("401: {other:?}, not an uncounted failure"),
+    }
+    // A 200 that does not say ok: the message may exist; never called delivered.
+    let odd = Reply {
+        status: 200,
+        retry_after: None,
+        body: "<html>proxy</html>".into(),
+    };
+    assert!(matches!(
+        classify(&odd),
+        Verdict::Done(Outcome::Unknown { .. })
+    ));
+}
+
+#[actix_rt::test]
+async fn a_group_upgraded_to_a_supergroup_is_followed_and_remembered() {
+    let server = MockServer::start().await;
+    Mock::given(body_partial_json(json!({"chat_id": 111})))
+        .respond_with(answer("error_migrated"))
+        .mount(&server)
+        .await;
+    Mock::given(body_partial_json(json!({"chat_id": -1001234567890_i64})))
+        .respond_with(answer("ok_send_message"))
+        .mount(&server)
+        .await;
+    let mut tg = channel(&server.uri(), Duration::from_secs(5));
+    let outcome = deliver(&mut tg, to("111", |_| {})).await;
+    assert_eq!(outcome, Outcome::delivered_as("4213"));
+    let outcome = deliver(&mut tg.clone(), to("111", |_| {})).await;
+    assert_eq!(outcome, Outcome::delivered_as("4213"));
+    let chats: Vec<Value> = bodies(&server)
+        .await
+        .iter()
+        .map(|b| b["chat_id"].clone())
+        .collect();
+    assert_eq!(
+        chats,
+        [json!(111), json!(-1001234567890_i64), json!(-1001234567890_i64)],
+        "the old id once; then the new id, also for the next row"
+    );
+}
+
+#[actix_rt::test]
+async fn a_notice_telegram_cannot_parse_is_sent_again_as_plain_text() {
+    let server = MockServer::start().await;
+    Mock::given(body_partial_json(json!({"parse_mode": "HTML"})))
+        .respond_with(answer("error_cant_parse_entities"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(answer("ok_send_message"))
+        .mount(&server)
+        .await;
+    let notice = relayq_engine::Notice {
+        session: "s1".into(),
+        event: relayq_engine::EventType::AgentStop,
+        headline: "agent finished".into(),
+        body: Some("All <tests> pass".into()),
+        question: None,
+    };
+    let mut tg = channel(&server.uri(), Duration::from_secs(5));
+    let text = tg.render(&notice);
+    let delivery = to("123456789", |m| {
+        m.text = text;
+        m.notice = Some(notice.clone());
+    });
+    assert_eq!(
+        deliver(&mut tg, delivery).await,
+        Outcome::delivered_as("4213")
+    );
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0]["parse_mode"], "HTML");
+    assert!(sent[0]["text"].as_str().unwrap().contains("<b>s1</b>"));
+    assert!(sent[1].get("parse_mode").is_none(), "{}", sent[1]);
+    assert_eq!(sent[1]["text"], "s1: agent finished\n\nAll <tests> pass");
+}
+
+#[actix_rt::test]
+async fn thread_and_reply_go_with_the_message_and_plain_text_has_no_parse_mode() {
+    let server = MockServer::start().await;
+    Mock::given(path(format!("/bot{TOKEN}/sendMessage")))
+        .respond_with(answer("ok_send_message"))
+        .mount(&server)
+        .await;
+    let mut tg = channel(&server.uri(), Duration::from_secs(5));
+    let delivery = to("-1001987654321", |m| {
+        m.text = "<b>not markup</b>".into();
+        m.thread = Some("42".into());
+        m.reply_to = Some("977".into());
+    });
+    assert_eq!(
+        deliver(&mut tg, delivery).await,
+        Outcome::delivered_as("4213")
+    );
+    let sent = bodies(&server).await;
+    assert_eq!(sent[0]["chat_id"], json!(-1001987654321_i64));
+    assert_eq!(sent[0]["message_thread_id"], json!(42));
+    assert_eq!(sent[0]["reply_parameters"]["message_id"], json!(977));
+    assert_eq!(sent[0]["text"], "<b>not markup</b>");
+    assert!(sent[0].get("parse_mode").is_none());
+}
+
+#[actix_rt::test]
+async fn ready_means_get_me_answered_with_the_bot() {
+    let server = MockServer::start().await;
+    Mock::given(path(format!("/bot{TOKEN}/getMe")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "ok": true,
+            "result": {"id": 7000000001_i64, "is_bot": true, "first_name": "Agent Relay", "username": "agent_relay_bot"}
+        })))
+        .mount(&server)
+        .await;
+    let tg = channel(&server.uri(), Duration::from_secs(5));
+    assert_eq!(tg.get_me().await.unwrap(), "agent_relay_bot");
+    assert_eq!(tg.ready_check().unwrap().await, Ok(()));
+
+    let refused = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(answer("error_unauthorized"))
+        .mount(&refused)
+        .await;
+    let error = channel(&refused.uri(), Duration::from_secs(5))
+        .ready_check()
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert!(error.contains("Unauthorized") && !error.contains(TOKEN), "{error}");
+}
+
+#[test]
+fn config_needs_one_token_and_never_shows_it() {
+    let none = Config {
+        token: None,
+        ..Config::new("")
+    };
+    assert_eq!(none.check().unwrap_err().key, "token");
+    let config = Config::new(TOKEN);
+    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let (url, _) = Config {
+        api_url: "http://127.0.0.1:9/tg".into(),
+        ..config
+    }
+    .bot_url()
+    .unwrap();
+    assert_eq!(url.as_str(), format!("http://127.0.0.1:9/tg/bot{TOKEN}/"));
+    let bad = Config::new("not a token").build().err().unwrap();
+    assert_eq!(bad.key, "token");
+}
