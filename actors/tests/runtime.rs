@@ -347,10 +347,7 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
 async fn pipelined_outbound_enqueues_are_written_and_sent_in_call_order() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path(), file_channel(dir.path())).await;
-    let message = |i: usize| relayq_engine::OutboundMessage {
-        text: i.to_string(),
-        ..outbound("chat-1")
-    };
+    let message = |i: usize| relayq_engine::OutboundMessage::text("out", "chat-1", &i.to_string());
     let pending: Vec<_> = (0..300).map(|i| rt.enqueue_outbound(message(i))).collect();
     let mut ids = Vec::new();
     for answer in pending.into_iter().rev() {
@@ -565,19 +562,7 @@ async fn start_with_outbound(
 }
 
 fn outbound(to: &str) -> relayq_engine::OutboundMessage {
-    relayq_engine::OutboundMessage {
-        channel: "out".into(),
-        to: to.into(),
-        kind: Default::default(),
-        text: "hi".into(),
-        notice: None,
-        idempotency_key: None,
-        session: None,
-        event: None,
-        part: None,
-        thread: None,
-        reply_to: None,
-    }
+    relayq_engine::OutboundMessage::text("out", to, "hi")
 }
 
 #[actix::test]

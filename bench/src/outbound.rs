@@ -143,19 +143,7 @@ async fn written(
 }
 
 fn message(destination: usize, seq: u64) -> OutboundMessage {
-    OutboundMessage {
-        channel: "hook".into(),
-        to: format!("chat-{destination}"),
-        kind: Default::default(),
-        text: seq.to_string(),
-        notice: None,
-        idempotency_key: None,
-        session: None,
-        event: None,
-        part: None,
-        thread: None,
-        reply_to: None,
-    }
+    OutboundMessage::text("hook", &format!("chat-{destination}"), &seq.to_string())
 }
 
 /// A keep-alive HTTP/1.1 server on loopback that answers every request `200` with no body and

@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::hooks::{EventType, HookEvent};
 use crate::notice::Notice;
-use crate::outbound::{Kind, OutboundMessage};
+use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Queue, Retried};
 use crate::sessions;
 
@@ -215,17 +215,11 @@ impl HookProcessor {
                     continue;
                 }
                 let message = OutboundMessage {
-                    channel: route.channel.clone(),
-                    to: route.to.clone(),
-                    kind: Kind::Final,
-                    text: String::new(),
                     notice: Some(notice.clone()),
                     idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
                     session: Some(key.to_string()),
                     event: Some(event_name(event.event)),
-                    part: None,
-                    thread: None,
-                    reply_to: None,
+                    ..OutboundMessage::text(&route.channel, &route.to, "")
                 };
                 let row = message.to_row();
                 let written = self.outbound.enqueue_in(tx, &row, now)?;

@@ -138,6 +138,24 @@ pub fn enqueue_parts_in(
 }
 
 impl OutboundMessage {
+    /// A final message of `text` to `to` on `channel`; the optional fields unset (set them
+    /// with struct update syntax: `OutboundMessage { thread, ..OutboundMessage::text(..) }`).
+    pub fn text(channel: &str, to: &str, text: &str) -> Self {
+        OutboundMessage {
+            channel: channel.into(),
+            to: to.into(),
+            kind: Kind::Final,
+            text: text.into(),
+            notice: None,
+            idempotency_key: None,
+            session: None,
+            event: None,
+            part: None,
+            thread: None,
+            reply_to: None,
+        }
+    }
+
     /// Checks what must hold before the message is written; the error says what to fix.
     pub fn validate(&self, max_body_bytes: usize) -> Result<()> {
         let invalid = |m: String| Err(EngineError::Invalid(m));
@@ -256,19 +274,7 @@ mod tests {
     use super::*;
 
     fn msg() -> OutboundMessage {
-        OutboundMessage {
-            channel: "team".into(),
-            to: "ops".into(),
-            kind: Kind::Final,
-            text: "done".into(),
-            notice: None,
-            idempotency_key: None,
-            session: None,
-            event: None,
-            part: None,
-            thread: None,
-            reply_to: None,
-        }
+        OutboundMessage::text("team", "ops", "done")
     }
 
     #[test]

@@ -82,17 +82,11 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
         args.text
     };
     let message = OutboundMessage {
-        channel: args.channel,
-        to: args.to,
         kind: args.kind,
-        text,
-        notice: None,
         idempotency_key: args.idempotency_key,
-        session: None,
-        event: None,
-        part: None,
         thread: args.thread,
         reply_to: args.reply_to,
+        ..OutboundMessage::text(&args.channel, &args.to, &text)
     };
     message.validate(max)?;
     let store = open(ctx)?;

@@ -46,17 +46,8 @@ pub fn delivery() -> Delivery {
         created_at: 1_700_000_000_000,
         possible_repeat: false,
         content: Content::Outbound(OutboundMessage {
-            channel: "under-test".into(),
-            to: "12345".into(),
-            kind: Default::default(),
-            text: "hello from relayq".into(),
-            notice: None,
-            idempotency_key: None,
             session: Some("s1".into()),
-            event: None,
-            part: None,
-            thread: None,
-            reply_to: None,
+            ..OutboundMessage::text("under-test", "12345", "hello from relayq")
         }),
     }
 }

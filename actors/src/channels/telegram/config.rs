@@ -102,12 +102,12 @@ impl Config {
     }
 
     /// An HTTP client whose errors never show the token.
-    pub fn client(&self, token: &Secret) -> Result<HttpClient, SettingError> {
-        Ok(HttpClient::new(
+    pub fn client(&self, token: &Secret) -> HttpClient {
+        HttpClient::new(
             self.timeout,
             reqwest::header::HeaderMap::new(),
             vec![token.clone()],
-        ))
+        )
     }
 }
 
@@ -131,7 +131,7 @@ impl ChannelKind for Config {
     fn build(&self) -> Result<TelegramChannel, SettingError> {
         let (api, token) = self.bot_url()?;
         Ok(TelegramChannel {
-            http: self.client(&token)?,
+            http: self.client(&token),
             api,
             timeout: self.timeout,
             pace: pace(),

@@ -77,8 +77,10 @@ impl Channel for TelegramChannel {
             body["reply_parameters"] =
                 json!({"message_id": number_or_text(reply_to), "allow_sending_without_reply": true});
         }
-        // A notice is rendered as HTML (see `render`); its plain text is the fallback.
-        let plain = message.notice.as_ref().map(|n| {
+        // A notice rendered here is HTML (see `render`), with its plain text as the fallback;
+        // any other text, a writer's own, is sent as it is.
+        let rendered = message.notice.as_ref().filter(|n| message.text == self.render(n));
+        let plain = rendered.map(|n| {
             body["parse_mode"] = json!("HTML");
             notice::fit(&notice::plain(n), text_limit())
         });
@@ -169,7 +171,7 @@ impl TelegramChannel {
                 },
             }
         }
-        Outcome::retry("Telegram asked to send elsewhere more than once; trying again later")
+        Outcome::retry("Telegram kept asking to send elsewhere or differently; trying again later")
     }
 
     /// `getMe`: the bot's username when the token is good.

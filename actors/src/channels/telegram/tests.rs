@@ -223,8 +223,16 @@ async fn thread_and_reply_go_with_the_message_and_plain_text_has_no_parse_mode()
         .mount(&server)
         .await;
     let mut tg = channel(&server.uri(), Duration::from_secs(5));
+    // A writer's own text beside a notice is its text, not the notice's HTML.
     let delivery = to("-1001987654321", |m| {
         m.text = "<b>not markup</b>".into();
+        m.notice = Some(relayq_engine::Notice {
+            session: "s1".into(),
+            event: relayq_engine::EventType::AgentStop,
+            headline: "agent finished".into(),
+            body: None,
+            question: None,
+        });
         m.thread = Some("42".into());
         m.reply_to = Some("977".into());
     });
