@@ -192,6 +192,10 @@ pub struct InboundArgs {
     /// ts are unique per chat only (Telegram: chat.id; Discord: channel_id; Slack: channel)
     #[arg(long, allow_hyphen_values = true)]
     pub source_channel_id: Option<String>,
+    /// The thread in that chat (Telegram: message_thread_id; Slack: thread_ts); with the chat,
+    /// it becomes the session's origin, where `to = "origin"` notices go
+    #[arg(long, allow_hyphen_values = true)]
+    pub source_thread_id: Option<String>,
     #[arg(long = "type", default_value = "text", value_parser = parse_type)]
     pub message_type: MessageType,
     #[arg(long)]

@@ -10,7 +10,7 @@ use relayq_actors::channels::file;
 use relayq_actors::pacing::PaceSettings;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
-use relayq_engine::handlers::relayed_events;
+use relayq_engine::handlers::{relayed_events, ORIGIN};
 use relayq_engine::{DbConfig, NoticeRoutes, QueuePolicies, Synchronous};
 use serde::{Deserialize, Serialize};
 
@@ -371,6 +371,15 @@ impl Config {
             self.channels.entry(name).or_insert(channel);
         }
         self.check(file)?;
+        // A source that answers its chats through a channel the file does not configure gets
+        // one made from its own settings (a bot reads and writes with one token).
+        for (name, source) in &self.sources {
+            if let Some(replies) = source.replies(name) {
+                self.channels
+                    .entry(replies.channel)
+                    .or_insert(replies.default_config);
+            }
+        }
         Ok(self)
     }
 
@@ -531,22 +540,25 @@ impl Config {
                 .map(move |r| (format!("routes.sessions.{session}"), r))
         });
         for (key, route) in routes.chain(session_routes) {
-            if !self.channels.contains_key(&route.channel) {
+            if let Some(e) = route.events.iter().find(|e| !relayed_events().contains(e)) {
+                return Err(err(&key, format!("event {e:?} is not relayed; routes take agent_stop, notification and error")));
+            }
+            let channel = match &route.channel {
+                Some(channel) => channel,
+                None if route.to == ORIGIN => continue,
+                None => return Err(err(&key, format!("the route to '{}' names no channel: add channel = \"NAME\", or write to = \"origin\" for the chat the session's messages come from", route.to))),
+            };
+            if !self.channels.contains_key(channel) {
                 return Err(err(
                     &key,
                     format!(
-                        "names channel '{}', which has no [channels.{}] table (configured: {})",
-                        route.channel,
-                        route.channel,
+                        "names channel '{channel}', which has no [channels.{channel}] table (configured: {})",
                         known()
                     ),
                 ));
             }
             if route.to.trim().is_empty() {
-                return Err(err(&key, format!("the route to channel '{}' has an empty `to`: say where on the channel to send", route.channel)));
-            }
-            if let Some(e) = route.events.iter().find(|e| !relayed_events().contains(e)) {
-                return Err(err(&key, format!("event {e:?} is not relayed; routes take agent_stop, notification and error")));
+                return Err(err(&key, format!("the route to channel '{channel}' has an empty `to`: say where on the channel to send")));
             }
         }
         for (name, channel) in &self.channels {
@@ -617,7 +629,14 @@ impl Config {
 
     /// Where hook events' notices go.
     pub fn notice_routes(&self) -> NoticeRoutes {
-        self.routes.clone()
+        let mut routes = self.routes.clone();
+        routes.replies = self
+            .sources
+            .iter()
+            .filter_map(|(name, source)| source.replies(name))
+            .map(|r| (r.origin, r.channel))
+            .collect();
+        routes
     }
 
     /// What the actor system needs.
@@ -825,7 +844,39 @@ mod tests {
         let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
         let routes = c.runtime_config(None).notice_routes;
         assert!(routes.for_session("quiet").is_empty());
-        assert_eq!(routes.for_session("other")[0].channel, NOTICES_CHANNEL);
+        let default: Vec<_> = routes
+            .for_session("other")
+            .iter()
+            .map(|r| (r.channel.as_deref(), r.to.as_str()))
+            .collect();
+        assert_eq!(default, [(None, "origin"), (Some(NOTICES_CHANNEL), "log")]);
+        let e = error("[routes]\ndefault = [{ to = \"ops\" }]\n");
+        assert!(
+            e.starts_with("c.toml: routes.default: the route to 'ops' names no channel"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_telegram_source_answers_through_a_channel_made_from_its_own_settings() {
+        let source = "[sources.mybot]\nkind = \"telegram\"\ntoken_env = \"T\"\nallowed_users = [1]\nchats = { \"1\" = \"agent\" }\n";
+        let c = Config::parse(source, "c.toml").unwrap();
+        match &c.channels["mybot"] {
+            ChannelConfig::Telegram(bot) => assert_eq!(bot.token_env.as_deref(), Some("T")),
+            other => panic!("{other:?}"),
+        }
+        let routes = c.notice_routes();
+        assert_eq!(routes.replies["telegram:mybot"], "mybot");
+
+        // A channel of that name in the file is kept; reply_channel names another.
+        let own = format!("{source}[channels.mybot]\nkind = \"file\"\npath = \"x\"\n");
+        let c = Config::parse(&own, "c.toml").unwrap();
+        assert!(matches!(c.channels["mybot"], ChannelConfig::File(_)));
+        let e = error("[sources.mybot]\nkind = \"telegram\"\ntoken_env = \"T\"\nchats = { \"1\" = \"agent\" }\n");
+        assert!(
+            e.starts_with("c.toml: sources.mybot.allowed_users: is required"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub mod settings;
 pub mod sources;
 pub mod store;
 pub mod supervisor;
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod testing;
 pub mod wake;
 
 pub use channels::{

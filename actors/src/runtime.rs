@@ -197,7 +197,7 @@ impl RelayqBuilder {
         } else {
             None
         };
-        let running_sources = start_sources(&sources, &store, &supervisor);
+        let running_sources = start_sources(&sources, &store, &supervisor, &known_channels);
         Ok(Relayq {
             config,
             sources: std::sync::Mutex::new(running_sources),
@@ -319,7 +319,12 @@ impl Relayq {
         self.supervisor
             .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.
-        let started = start_sources(&reload.sources, &self.store, &self.supervisor);
+        let started = start_sources(
+            &reload.sources,
+            &self.store,
+            &self.supervisor,
+            &self.channels,
+        );
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
@@ -369,15 +374,20 @@ pub struct Reload {
     pub sources: Vec<(String, SourceSpec)>,
 }
 
-/// Starts each source, handing what it reads to the SupervisorActor.
+/// Starts each source, handing what it reads to the SupervisorActor; its cosmetic calls share
+/// its reply channel's budget.
 fn start_sources(
     sources: &[(String, SourceSpec)],
     store: &Store,
     supervisor: &Addr<SupervisorActor>,
+    channels: &ChannelDirectory,
 ) -> Vec<Recipient<Stop>> {
     sources
         .iter()
-        .map(|(name, spec)| spec.start(name, store.clone(), supervisor.clone().recipient()))
+        .map(|(name, spec)| {
+            let budget = spec.reply_channel.as_ref().and_then(|c| channels.pacer(c));
+            spec.start(name, store.clone(), supervisor.clone().recipient(), budget)
+        })
         .collect()
 }
 
@@ -391,7 +401,8 @@ fn check_channels(
         .default
         .iter()
         .chain(routes.sessions.values().flatten())
-        .map(|r| &r.channel);
+        .filter_map(|r| r.channel.as_ref())
+        .chain(routes.replies.values());
     let named = std::iter::once(&session_channels.default_channel)
         .chain(session_channels.channels.values())
         .chain(routed);

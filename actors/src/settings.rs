@@ -32,15 +32,16 @@ pub fn resolve_path(path: &mut PathBuf, base: &Path) {
 /// the `$config` enum that `config.toml` tables deserialise into by `kind = "<variant,
 /// lower-cased>"`, and its `check`, `spec` and `resolve_paths`, which run the registry's
 /// generic `$check` and `$spec` functions on whichever kind the table is; `forward` names more
-/// of the kind trait's `&self` methods to call on whichever kind the table is.
+/// of the kind trait's `&self` methods (`name(arg: Type) -> Ret`) to call on whichever kind the
+/// table is.
 macro_rules! kinds {
     (
         $config:ident -> $spec:ty, trait $kind:ident, check $check:path, spec $build:path,
         $list:tt
-        $(forward { $($method:ident -> $ret:ty),* $(,)? })?
+        $(forward { $($method:ident($($arg:ident: $arg_ty:ty),*) -> $ret:ty),* $(,)? })?
     ) => {
         $crate::settings::kinds!(@registry $config -> $spec, $kind, $check, $build, $list);
-        $($($crate::settings::kinds!(@forward $config, $kind, $method, $ret, $list);)*)?
+        $($($crate::settings::kinds!(@forward $config, $kind, $method($($arg: $arg_ty),*), ($($arg),*), $ret, $list);)*)?
     };
     (@registry $config:ident -> $spec:ty, $kind:ident, $check:path, $build:path,
         { $($variant:ident($module:ident)),* $(,)? }
@@ -50,6 +51,7 @@ macro_rules! kinds {
         /// One `config.toml` table of this registry: its `kind` and that kind's settings.
         #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
         #[serde(tag = "kind", rename_all = "lowercase")]
+        #[allow(clippy::large_enum_variant)] // a few per config file: size does not matter
         pub enum $config {
             $($variant($module::Config),)*
         }
@@ -78,17 +80,20 @@ macro_rules! kinds {
             }
         }
     };
-    (@forward $config:ident, $kind:ident, $method:ident, $ret:ty,
+    (@forward $config:ident, $kind:ident, $method:ident($($arg:ident: $arg_ty:ty),*), $args:tt, $ret:ty,
         { $($variant:ident($module:ident)),* $(,)? }
     ) => {
         impl $config {
             #[doc = concat!("See [`", stringify!($kind), "::", stringify!($method), "`].")]
-            pub fn $method(&self) -> $ret {
+            pub fn $method(&self, $($arg: $arg_ty),*) -> $ret {
                 match self {
-                    $($config::$variant(c) => $kind::$method(c),)*
+                    $($config::$variant(c) => $crate::settings::kinds!(@call $kind, $method, c, $args),)*
                 }
             }
         }
+    };
+    (@call $kind:ident, $method:ident, $c:ident, ($($arg:ident),*)) => {
+        $kind::$method($c, $($arg),*)
     };
 }
 pub(crate) use kinds;

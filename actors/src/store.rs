@@ -111,7 +111,7 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
     {
-        self.submit(Atomicity::Savepoint, f)
+        self.write_as(Atomicity::Savepoint, f)
     }
 
     /// [`Store::write`] for `f` that writes with a single statement: it needs no savepoint of
@@ -124,10 +124,11 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
     {
-        self.submit(Atomicity::OneStatement, f)
+        self.write_as(Atomicity::OneStatement, f)
     }
 
-    fn submit<T, F>(
+    /// [`Store::write`] with the atomicity the caller knows `f` needs.
+    pub fn write_as<T, F>(
         &self,
         atomicity: Atomicity,
         f: F,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use relayq_engine::{inbound, sources, Enqueued, InboundMessage};
+use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage};
 
 use crate::channels::ChannelDirectory;
 use crate::children::Children;
@@ -166,11 +166,14 @@ impl Handler<Enqueue> for SupervisorActor {
             return Box::pin(fut::ready(Err(e.into())));
         }
         let session = message.session.clone();
-        let row = message.to_row();
-        let store = self.store.clone();
+        let atomicity = if message.writes_one_statement() {
+            Atomicity::OneStatement
+        } else {
+            Atomicity::Savepoint
+        };
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
-        let write = store.write_one_statement(move |s, tx| {
-            inbound::enqueue_in(&s.inbound, tx, &row, s.inbound.now())
+        let write = self.store.write_as(atomicity, move |s, tx| {
+            inbound::enqueue_in(&s.inbound, tx, &message, s.inbound.now())
         });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
             if matches!(

@@ -23,11 +23,12 @@ fn config(dir: &Path, limits: Limits) -> RelayqConfig {
     };
     c.notice_routes = NoticeRoutes {
         default: vec![NoticeRoute {
-            channel: "out".into(),
+            channel: Some("out".into()),
             to: "log".into(),
             events: relayed_events(),
         }],
         sessions: Default::default(),
+        replies: Default::default(),
     };
     c.claims.hook_buffer = limits.capacity;
     c.claims.hook_reserved_critical = limits.reserved_critical;

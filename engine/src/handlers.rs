@@ -20,9 +20,12 @@ use crate::sessions;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoticeRoute {
-    /// A configured channel.
-    pub channel: String,
-    /// The destination on it.
+    /// A configured channel; left out with `to = "origin"`: the channel that answers the
+    /// session's origin (its source's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// The destination on it, or [`ORIGIN`]: the chat (and thread) the session's last message
+    /// that named its chat came from.
     pub to: String,
     /// Which events are sent here; the default is all three that relay.
     #[serde(default = "relayed_events")]
@@ -41,6 +44,9 @@ pub fn relayed_events() -> Vec<EventType> {
 /// The channel notices go to unless routes say otherwise: relayq's built-in `notices` file.
 pub const NOTICES_CHANNEL: &str = "notices";
 
+/// `to = "origin"`: the session's [origin](crate::sessions::Origin).
+pub const ORIGIN: &str = "origin";
+
 /// Where each session's notices go: its own routes, else the default ones (`[routes]` in
 /// config.toml).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,18 +56,31 @@ pub struct NoticeRoutes {
     pub default: Vec<NoticeRoute>,
     /// Per-session routes (replacing the default ones): session key → routes.
     pub sessions: BTreeMap<String, Vec<NoticeRoute>>,
+    /// Which channel answers each origin (`telegram:mybot` → the bot's channel), from the
+    /// sources that declare one; not written in `[routes]`.
+    #[serde(skip)]
+    pub replies: BTreeMap<String, String>,
 }
 
-/// Every relayed event of every session to the `notices` channel.
+/// Every relayed event of every session back to its origin, when a source answers it, and to
+/// the `notices` channel.
 impl Default for NoticeRoutes {
     fn default() -> Self {
         NoticeRoutes {
-            default: vec![NoticeRoute {
-                channel: NOTICES_CHANNEL.into(),
-                to: "log".into(),
-                events: relayed_events(),
-            }],
+            default: vec![
+                NoticeRoute {
+                    channel: None,
+                    to: ORIGIN.into(),
+                    events: relayed_events(),
+                },
+                NoticeRoute {
+                    channel: Some(NOTICES_CHANNEL.into()),
+                    to: "log".into(),
+                    events: relayed_events(),
+                },
+            ],
             sessions: BTreeMap::new(),
+            replies: BTreeMap::new(),
         }
     }
 }
@@ -80,11 +99,34 @@ impl NoticeRoutes {
         NoticeRoutes {
             default: Vec::new(),
             sessions: BTreeMap::new(),
+            replies: BTreeMap::new(),
         }
     }
 
     pub fn for_session(&self, session: &str) -> &[NoticeRoute] {
         self.sessions.get(session).unwrap_or(&self.default)
+    }
+
+    /// Where `route` sends a notice of `session` now, as (channel, destination, thread); `None`
+    /// for an origin route while the session has no origin, or none this relayq answers.
+    fn resolve(
+        &self,
+        route: &NoticeRoute,
+        conn: &rusqlite::Connection,
+        session: &str,
+    ) -> Result<Option<(String, String, Option<String>)>> {
+        if route.to != ORIGIN {
+            let channel = route.channel.clone().unwrap_or_default();
+            return Ok(Some((channel, route.to.clone(), None)));
+        }
+        let Some(origin) = sessions::origin(conn, session)? else {
+            return Ok(None);
+        };
+        let channel = match &route.channel {
+            Some(channel) => Some(channel.clone()),
+            None => self.replies.get(&origin.origin).cloned(),
+        };
+        Ok(channel.map(|channel| (channel, origin.chat, origin.thread)))
     }
 }
 
@@ -209,17 +251,20 @@ impl HookProcessor {
         }
         if let Some(notice) = Notice::of(event) {
             let routes = self.routes.read().expect("routes lock").clone();
-            let routes = routes.for_session(key);
-            for (n, route) in routes.iter().enumerate() {
+            for (n, route) in routes.for_session(key).iter().enumerate() {
                 if !route.events.contains(&event.event) {
                     continue;
                 }
+                let Some((channel, to, thread)) = routes.resolve(route, tx, key)? else {
+                    continue;
+                };
                 let message = OutboundMessage {
                     notice: Some(notice.clone()),
                     idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
                     session: Some(key.to_string()),
                     event: Some(event_name(event.event)),
-                    ..OutboundMessage::text(&route.channel, &route.to, "")
+                    thread,
+                    ..OutboundMessage::text(&channel, &to, "")
                 };
                 let row = message.to_row();
                 let written = self.outbound.enqueue_in(tx, &row, now)?;

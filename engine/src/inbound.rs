@@ -25,13 +25,25 @@ pub const SESSION_ENDED: &str = "session ended";
 /// Writes an inbound row inside a caller's transaction. For a session the registry shows
 /// ended (its agent exited and no `session_start` came since), the row is written expired with
 /// reason `session ended`: typed into the pane, it would reach whatever answers there now.
-/// One write statement, like [`Queue::enqueue_in`].
-pub fn enqueue_in(queue: &Queue, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
-    if sessions::is_ended(tx, &row.key)? {
-        queue.enqueue_expired_in(tx, row, SESSION_ENDED, now)
+/// A new message that names its chat also becomes the session's [origin](sessions::Origin):
+/// a second write, so only a message without a chat is written with one statement (see
+/// [`InboundMessage::writes_one_statement`]).
+pub fn enqueue_in(
+    queue: &Queue,
+    tx: &Transaction<'_>,
+    message: &InboundMessage,
+    now: i64,
+) -> Result<Enqueued> {
+    let row = message.to_row();
+    let enqueued = if sessions::is_ended(tx, &row.key)? {
+        queue.enqueue_expired_in(tx, &row, SESSION_ENDED, now)?
     } else {
-        queue.enqueue_in(tx, row, now)
+        queue.enqueue_in(tx, &row, now)?
+    };
+    if let (Some(origin), false) = (message.reply_origin(), enqueued.duplicate) {
+        sessions::set_origin_in(tx, &message.session, &origin, now)?;
     }
+    Ok(enqueued)
 }
 
 /// The kinds of user message the spec allows.
@@ -76,6 +88,10 @@ pub struct InboundMessage {
     /// Telegram message ids and Slack `ts` are unique only within a chat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_channel_id: Option<String>,
+    /// The thread in that chat (a Telegram forum topic's `message_thread_id`, a Slack
+    /// `thread_ts`): replies to the session go back into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_thread_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +113,7 @@ impl InboundMessage {
             content: content.into(),
             source_message_id: None,
             source_channel_id: None,
+            source_thread_id: None,
             actor_id: None,
             actor_name: None,
             actor_avatar_url: None,
@@ -164,6 +181,21 @@ impl InboundMessage {
             payload: serde_json::to_string(self).expect("an inbound message always serialises"),
             dedup_key,
         }
+    }
+
+    /// Where an answer to this message goes, when it names its chat.
+    pub fn reply_origin(&self) -> Option<sessions::Origin> {
+        Some(sessions::Origin {
+            origin: self.origin.clone(),
+            chat: self.source_channel_id.clone()?,
+            thread: self.source_thread_id.clone(),
+        })
+    }
+
+    /// Whether [`enqueue_in`] writes this message with a single statement (it has no chat to
+    /// record as the session's origin), so a caller may skip the savepoint.
+    pub fn writes_one_statement(&self) -> bool {
+        self.source_channel_id.is_none()
     }
 
     /// Reads a row's payload back.

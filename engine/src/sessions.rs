@@ -125,6 +125,45 @@ pub fn is_ended(conn: &Connection, key: &str) -> Result<bool> {
         .exists(params![key])?)
 }
 
+/// The chat a session's conversation is in: where its last inbound message that named its chat
+/// came from. `to = "origin"` notice routes send there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    /// The message's origin (`telegram:mybot`): which source, hence which channel answers.
+    pub origin: String,
+    /// The chat (the message's `source_channel_id`).
+    pub chat: String,
+    /// The thread or forum topic in the chat (`source_thread_id`).
+    pub thread: Option<String>,
+}
+
+/// Records `origin` as the session's, in the caller's transaction (with the inbound row).
+pub fn set_origin_in(tx: &Transaction<'_>, key: &str, origin: &Origin, now: i64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO session_origins (session, origin, chat, thread, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (session) DO UPDATE SET origin = excluded.origin, chat = excluded.chat,
+                                             thread = excluded.thread,
+                                             updated_at = excluded.updated_at",
+    )?
+    .execute(params![key, origin.origin, origin.chat, origin.thread, now])?;
+    Ok(())
+}
+
+/// The session's origin, if a message that named its chat ever reached it.
+pub fn origin(conn: &Connection, key: &str) -> Result<Option<Origin>> {
+    Ok(conn
+        .prepare_cached("SELECT origin, chat, thread FROM session_origins WHERE session = ?1")?
+        .query_row(params![key], |r| {
+            Ok(Origin {
+                origin: r.get(0)?,
+                chat: r.get(1)?,
+                thread: r.get(2)?,
+            })
+        })
+        .optional()?)
+}
+
 /// One session, if known.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1");

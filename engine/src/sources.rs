@@ -38,7 +38,7 @@ pub fn enqueue_batch_in(
 ) -> Result<Vec<Enqueued>> {
     let enqueued = messages
         .iter()
-        .map(|m| inbound::enqueue_in(queue, tx, &m.to_row(), now))
+        .map(|m| inbound::enqueue_in(queue, tx, m, now))
         .collect::<Result<Vec<_>>>()?;
     set_offset_in(tx, name, offset, now)?;
     Ok(enqueued)

@@ -24,7 +24,7 @@ fn fixture(max_attempts: u32) -> Fixture {
     let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
     let engine = Engine::with_clock(db, Arc::new(ManualClock::new(T0)));
     let route = |channel: &str, to: &str, events: Vec<EventType>| NoticeRoute {
-        channel: channel.into(),
+        channel: Some(channel.into()),
         to: to.into(),
         events,
     };
@@ -38,6 +38,7 @@ fn fixture(max_attempts: u32) -> Fixture {
             "quiet".to_string(),
             vec![route("pager", "me", vec![EventType::Notification])],
         )]),
+        replies: Default::default(),
     };
     let processor = HookProcessor {
         engine: engine.clone(),
@@ -389,5 +390,83 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
             .unwrap()[0]
             .id,
         id
+    );
+}
+
+#[test]
+fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() {
+    let f = fixture(20);
+    let origin_route = NoticeRoute {
+        channel: None,
+        to: relayq_engine::handlers::ORIGIN.into(),
+        events: relayq_engine::handlers::relayed_events(),
+    };
+    *f.processor.routes.write().unwrap() = Arc::new(NoticeRoutes {
+        default: vec![origin_route],
+        sessions: Default::default(),
+        replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
+    });
+    let from = |chat: &str, thread: Option<&str>, id: &str| InboundMessage {
+        source_channel_id: Some(chat.into()),
+        source_thread_id: thread.map(str::to_string),
+        source_message_id: Some(id.into()),
+        ..InboundMessage::text("s1", "telegram:bot", "hi")
+    };
+    let write = |m: &InboundMessage| {
+        let q = &f.processor.inbound;
+        f.engine
+            .database()
+            .write(|tx| inbound::enqueue_in(q, tx, m, q.now()))
+            .unwrap()
+    };
+
+    f.run(event(
+        "s1",
+        EventType::AgentStop,
+        json!({"last_assistant_message": "alone"}),
+    ));
+    assert!(f.outbound().is_empty(), "no origin yet: nothing to answer");
+
+    write(&from("111", None, "1"));
+    write(&from("222", Some("7"), "2"));
+    write(&from("111", None, "1")); // a duplicate of an older message does not move the origin
+    write(&InboundMessage::text("s1", "cli", "typed locally")); // names no chat: no origin
+    write(&InboundMessage {
+        source_channel_id: Some("333".into()),
+        ..InboundMessage::text("s2", "slack:other", "elsewhere")
+    });
+    f.run(event(
+        "s1",
+        EventType::AgentStop,
+        json!({"last_assistant_message": "done"}),
+    ));
+    f.run(event("s2", EventType::AgentStop, json!({})));
+    let out = f.outbound();
+    assert_eq!(
+        out.len(),
+        1,
+        "s2's origin has no channel that answers it: {out:?}"
+    );
+    assert_eq!(
+        (
+            out[0].channel.as_str(),
+            out[0].to.as_str(),
+            out[0].thread.as_deref()
+        ),
+        ("tg", "222", Some("7"))
+    );
+    assert_eq!(
+        f.engine
+            .database()
+            .read()
+            .unwrap()
+            .query_row(
+                "SELECT origin FROM session_origins WHERE session = 's1'",
+                [],
+                |r| r.get::<_, String>(0)
+            )
+            .unwrap(),
+        "telegram:bot",
+        "the registry keeps it"
     );
 }

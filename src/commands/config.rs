@@ -40,9 +40,10 @@ pub fn build(config: &Config, file: &str) -> Result<Built, String> {
     }
     let mut sources = Vec::new();
     for (name, source) in &config.sources {
+        let spec = source.spec().map_err(|e| invalid("sources", name, e))?;
         sources.push((
             name.clone(),
-            source.spec().map_err(|e| invalid("sources", name, e))?,
+            spec.answered_by(source.replies(name).map(|r| r.channel)),
         ));
     }
     Ok(Built {

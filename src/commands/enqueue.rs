@@ -32,6 +32,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         content,
         source_message_id: args.source_id,
         source_channel_id: args.source_channel_id,
+        source_thread_id: args.source_thread_id,
         actor_id: args.actor_id,
         actor_name: args.actor_name,
         actor_avatar_url: None,
@@ -45,7 +46,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let enqueued = store
         .engine
         .database()
-        .write(|tx| inbound::enqueue_in(q, tx, &row, q.now()))?;
+        .write(|tx| inbound::enqueue_in(q, tx, &message, q.now()))?;
     if let Some(reason) = enqueued.expired {
         eprintln!(
             "relayq: warning: row {} was expired at once ({reason}): session '{}' has ended, \

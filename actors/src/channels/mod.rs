@@ -45,5 +45,5 @@ crate::settings::kinds! {
         Webhook(webhook),
         Telegram(telegram),
     }
-    forward { text_limit -> Option<relayq_engine::TextLimit> }
+    forward { text_limit() -> Option<relayq_engine::TextLimit> }
 }

@@ -3,10 +3,13 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 
 use super::contract::{Batch, Source};
 use crate::lifecycle::Stop;
+use crate::pacing::Pacer;
 use crate::store::Store;
 use crate::supervisor::EnqueueFrom;
 
@@ -23,18 +26,29 @@ pub struct SourceActor<S: Source> {
     source: S,
     store: Store,
     enqueue: Recipient<EnqueueFrom>,
+    /// The reply channel's budgets, for the source's cosmetic calls.
+    budget: Option<Arc<Pacer>>,
     /// Where the next fetch starts: the stored offset, once read.
     offset: Option<String>,
     failures: u32,
 }
 
 impl<S: Source> SourceActor<S> {
-    pub fn new(name: String, source: S, store: Store, enqueue: Recipient<EnqueueFrom>) -> Self {
+    pub fn new(
+        name: String,
+        source: S,
+        store: Store,
+        enqueue: Recipient<EnqueueFrom>,
+        budget: Option<Arc<Pacer>>,
+    ) -> Self {
+        let mut source = source;
+        source.named(&name);
         SourceActor {
             name,
             source,
             store,
             enqueue,
+            budget,
             offset: None,
             failures: 0,
         }
@@ -75,6 +89,7 @@ impl<S: Source> SourceActor<S> {
     /// Sends the batch to the SupervisorActor; the offset moves only once it is committed.
     fn hand_over(&mut self, batch: Batch, ctx: &mut Context<Self>) {
         let offset = batch.offset.clone();
+        let messages = batch.messages.clone();
         let send = self.enqueue.send(EnqueueFrom {
             source: self.name.clone(),
             messages: batch.messages,
@@ -86,10 +101,18 @@ impl<S: Source> SourceActor<S> {
                 Ok(Err(e)) => return act.failed(e.to_string(), ctx, Self::fetch),
                 Err(e) => return act.failed(e.to_string(), ctx, Self::fetch),
             };
-            for (n, refused) in results.iter().enumerate() {
-                if let Err(why) = refused {
-                    tracing::error!(source = act.name, message = n, offset = %offset, "message not enqueued: {why}");
+            let mut new = Vec::new();
+            for (n, (result, message)) in results.iter().zip(messages).enumerate() {
+                match result {
+                    Err(why) => {
+                        tracing::error!(source = act.name, message = n, offset = %offset, "message not enqueued: {why}")
+                    }
+                    Ok(row) if !row.duplicate && row.expired.is_none() => new.push(message),
+                    Ok(_) => {}
                 }
+            }
+            if !new.is_empty() {
+                act.source.committed(new, act.budget.clone());
             }
             tracing::debug!(source = act.name, rows = results.len(), offset = %offset, "batch enqueued");
             act.offset = Some(offset);

@@ -8,7 +8,9 @@ use actix::prelude::*;
 
 use super::actor::SourceActor;
 use super::contract::Source;
+use crate::channels::ChannelConfig;
 use crate::lifecycle::Stop;
+use crate::pacing::Pacer;
 use crate::settings::SettingError;
 use crate::store::Store;
 use crate::supervisor::EnqueueFrom;
@@ -28,6 +30,25 @@ pub trait SourceKind {
 
     /// Makes relative paths relative to `base`, the config file's folder.
     fn resolve_paths(&mut self, _base: &Path) {}
+
+    /// How the sessions this source feeds answer its chats, if they can (`name` is the
+    /// source's, from `[sources.NAME]`).
+    fn replies(&self, _name: &str) -> Option<Replies> {
+        None
+    }
+}
+
+/// How sessions answer a source's chats: notices routed `to = "origin"` go to the chat a
+/// session's last message came from, through `channel`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replies {
+    /// The origin the source's messages carry (`telegram:NAME`).
+    pub origin: String,
+    /// The channel that sends the answers.
+    pub channel: String,
+    /// That channel's settings, made from the source's, for when config.toml has no
+    /// `[channels.<channel>]` (a bot that reads also writes, with the same token).
+    pub default_config: ChannelConfig,
 }
 
 /// Checks, then builds the source a kind's settings describe.
@@ -36,33 +57,46 @@ pub(super) fn spec<K: SourceKind>(kind: &K) -> Result<SourceSpec, SettingError> 
     kind.build().map(SourceSpec::of)
 }
 
-type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>) -> Recipient<Stop> + Send + Sync;
+type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -> Recipient<Stop>
+    + Send
+    + Sync;
 
 /// How to run one named source.
 #[derive(Clone)]
 pub struct SourceSpec {
     start: Arc<Start>,
+    /// The channel that answers the source's chats, whose budget its cosmetic calls share.
+    pub reply_channel: Option<String>,
 }
 
 impl SourceSpec {
     /// Runs `source` in a [`SourceActor`].
     pub fn of<S: Source>(source: S) -> Self {
         SourceSpec {
-            start: Arc::new(move |name, store, enqueue| {
-                SourceActor::new(name, source.clone(), store, enqueue)
+            start: Arc::new(move |name, store, enqueue, budget| {
+                SourceActor::new(name, source.clone(), store, enqueue, budget)
                     .start()
                     .recipient()
             }),
+            reply_channel: None,
         }
     }
 
-    /// Starts the source's actor; it hands what it reads to `enqueue`.
+    /// This spec, its chats answered through `channel`.
+    pub fn answered_by(mut self, channel: Option<String>) -> Self {
+        self.reply_channel = channel;
+        self
+    }
+
+    /// Starts the source's actor; it hands what it reads to `enqueue`. `budget`: the reply
+    /// channel's pacing.
     pub fn start(
         &self,
         name: &str,
         store: Store,
         enqueue: Recipient<EnqueueFrom>,
+        budget: Option<Arc<Pacer>>,
     ) -> Recipient<Stop> {
-        (self.start)(name.to_string(), store, enqueue)
+        (self.start)(name.to_string(), store, enqueue, budget)
     }
 }

@@ -24,10 +24,12 @@ mod kind;
 
 pub use actor::SourceActor;
 pub use contract::{Batch, Fetch, Source};
-pub use kind::{SourceKind, SourceSpec};
+pub use kind::{Replies, SourceKind, SourceSpec};
 
 crate::settings::kinds! {
     SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec, {
         Jsonl(jsonl),
+        Telegram(telegram),
     }
+    forward { replies(name: &str) -> Option<Replies> }
 }

@@ -35,7 +35,7 @@ use super::kit::notice;
 use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
 use crate::pacing::Pace;
 
-pub use config::Config;
+pub use config::{Config, API_URL};
 
 /// Telegram's limit on a message's text (UTF-16 units after entities are parsed).
 pub const MAX_CHARS: usize = notice::TELEGRAM_MAX_CHARS;
@@ -265,7 +265,7 @@ fn classify(reply: &Reply) -> Verdict {
 }
 
 /// `Telegram 403: Forbidden: bot was blocked by the user`, or the HTTP status and body.
-fn describe(reply: &Reply) -> String {
+pub(crate) fn describe(reply: &Reply) -> String {
     match reply.json::<Answered>().and_then(|a| a.description) {
         Some(d) => format!("Telegram {}: {d}", reply.status),
         None => reply.error(),
@@ -274,7 +274,7 @@ fn describe(reply: &Reply) -> String {
 
 /// A chat, thread or message id as Telegram takes it: a number when it is one (`-100123`), else
 /// text (`@channelname`).
-fn number_or_text(id: &str) -> Value {
+pub(crate) fn number_or_text(id: &str) -> Value {
     id.trim()
         .parse::<i64>()
         .map_or_else(|_| json!(id.trim()), |n| json!(n))

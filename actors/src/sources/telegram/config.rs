@@ -1,0 +1,198 @@
+//! The Telegram source's settings: the bot (the same token settings as the channel), who may
+//! write to the agents, which chat feeds which session, and how to poll.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::TelegramSource;
+use crate::channels::kit::secret::Secret;
+use crate::channels::telegram::Config as BotConfig;
+use crate::channels::{ChannelConfig, ChannelKind};
+use crate::settings::{resolve_path, SettingError};
+use crate::sources::{Replies, SourceKind};
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The bot's token, as for the channel: better `token_env` or `token_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// The Bot API's base URL.
+    #[serde(default = "api_url")]
+    pub api_url: String,
+    /// Telegram user ids whose messages are accepted, in any chat the bot is in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_users: Vec<i64>,
+    /// Chat ids whose every member's messages are accepted (a group you trust).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_chats: Vec<i64>,
+    /// Chat id → the session its messages go to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chats: BTreeMap<String, String>,
+    /// For chats not in `chats`: one session per chat, named from this (`{chat}` is the chat
+    /// id), e.g. `"tg{chat}"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_template: Option<String>,
+    /// The channel that answers these chats (`to = "origin"` notices); the default is the
+    /// channel named like this source, made from these settings if config.toml has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_channel: Option<String>,
+    /// How long one `getUpdates` waits for news (a long poll).
+    #[serde(default = "default_poll_timeout", with = "humantime_serde")]
+    pub poll_timeout: Duration,
+    /// Where voice notes and documents are downloaded (their path is added to the message);
+    /// not set: messages carry the `file_id` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_dir: Option<PathBuf>,
+    /// Larger files are not downloaded (the Bot API serves at most 20 MB).
+    #[serde(default = "default_max_download_bytes")]
+    pub max_download_bytes: u64,
+    /// Show "typing…" in the chat once its message is queued.
+    #[serde(default = "default_typing")]
+    pub typing: bool,
+}
+
+fn api_url() -> String {
+    crate::channels::telegram::API_URL.to_string()
+}
+fn default_poll_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_download_bytes() -> u64 {
+    20 * 1024 * 1024
+}
+fn default_typing() -> bool {
+    true
+}
+
+/// `{chat}` in `session_template`.
+pub const CHAT_PLACEHOLDER: &str = "{chat}";
+
+impl Config {
+    /// A bot with this token, accepting `user`'s messages, chat `chat` feeding `session`.
+    pub fn new(token: &str, user: i64, chat: i64, session: &str) -> Self {
+        Config {
+            token: Some(Secret::new(token)),
+            token_env: None,
+            token_file: None,
+            api_url: api_url(),
+            allowed_users: vec![user],
+            allowed_chats: Vec::new(),
+            chats: BTreeMap::from([(chat.to_string(), session.to_string())]),
+            session_template: None,
+            reply_channel: None,
+            poll_timeout: default_poll_timeout(),
+            download_dir: None,
+            max_download_bytes: default_max_download_bytes(),
+            typing: true,
+        }
+    }
+
+    /// The same bot as a channel: how the source reaches the API, and the reply channel made
+    /// when config.toml has none.
+    pub fn bot(&self) -> BotConfig {
+        BotConfig {
+            token: self.token.clone(),
+            token_env: self.token_env.clone(),
+            token_file: self.token_file.clone(),
+            api_url: self.api_url.clone(),
+            ..BotConfig::new("")
+        }
+    }
+}
+
+impl SourceKind for Config {
+    type Source = TelegramSource;
+
+    fn check(&self) -> Result<(), SettingError> {
+        self.bot().check()?;
+        if self.allowed_users.is_empty() && self.allowed_chats.is_empty() {
+            return Err(SettingError::new(
+                "allowed_users",
+                "is required: the agent behind a session can run commands, so relayq reads only \
+                 the people you name. List your Telegram user id (allowed_users = [123456789]; \
+                 message @userinfobot to learn it) or trusted chat ids (allowed_chats)",
+            ));
+        }
+        for (chat, session) in &self.chats {
+            if chat.trim().parse::<i64>().is_err() {
+                return Err(SettingError::new(
+                    format!("chats.{chat}"),
+                    "is not a chat id: chat ids are numbers (-100... for groups)",
+                ));
+            }
+            if session.trim().is_empty() {
+                return Err(SettingError::new(
+                    format!("chats.{chat}"),
+                    "names no session",
+                ));
+            }
+        }
+        match &self.session_template {
+            Some(t) if !t.contains(CHAT_PLACEHOLDER) => {
+                return Err(SettingError::new(
+                    "session_template",
+                    format!("{t:?} has no {CHAT_PLACEHOLDER}: write e.g. \"tg{CHAT_PLACEHOLDER}\" for one session per chat"),
+                ))
+            }
+            None if self.chats.is_empty() => {
+                return Err(SettingError::new(
+                    "chats",
+                    "is required: say which session each chat feeds (chats = { \"123456789\" = \"my-agent\" }), or set session_template = \"tg{chat}\" for one session per chat",
+                ))
+            }
+            _ => {}
+        }
+        let (min, max) = (Duration::from_secs(1), Duration::from_secs(50));
+        if self.poll_timeout < min || self.poll_timeout > max {
+            return Err(SettingError::new(
+                "poll_timeout",
+                format!(
+                    "{} is out of range: between 1s and 50s (a long poll; shorter polls only cost more requests)",
+                    humantime::format_duration(self.poll_timeout)
+                ),
+            ));
+        }
+        if self.max_download_bytes == 0 {
+            return Err(SettingError::new(
+                "max_download_bytes",
+                "is 0: leave download_dir out to download nothing",
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(&self) -> Result<TelegramSource, SettingError> {
+        TelegramSource::new(self.clone())
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        if let Some(file) = &mut self.token_file {
+            resolve_path(file, base);
+        }
+        if let Some(dir) = &mut self.download_dir {
+            resolve_path(dir, base);
+        }
+    }
+
+    fn replies(&self, name: &str) -> Option<Replies> {
+        Some(Replies {
+            origin: super::origin(name),
+            channel: self.reply_channel.clone().unwrap_or_else(|| name.to_string()),
+            default_config: ChannelConfig::Telegram(self.bot()),
+        })
+    }
+}
+
+/// The poll's HTTP timeout: the long poll plus time for the answer.
+pub(super) fn request_timeout(config: &Config) -> Duration {
+    config.poll_timeout + Duration::from_secs(10)
+}
+

@@ -1,0 +1,524 @@
+//! `kind = "telegram"`: a bot's messages, read with the Bot API's `getUpdates` long poll, become
+//! inbound rows for the session their chat feeds.
+//!
+//! ```text
+//!   getUpdates {offset, timeout} ──▶ updates
+//!     each message: allowed sender or chat?  no → skipped, logged (never typed into a pane)
+//!                   chat → session (`chats`, or `session_template`)
+//!                   → InboundMessage { origin "telegram:NAME", source_channel_id chat.id,
+//!                                      source_message_id message_id, actor from.id, ... }
+//!   Batch { messages, offset = last update_id + 1 } ──▶ rows + offset in ONE transaction
+//!   committed ──▶ sendChatAction "typing" (only within the reply channel's budget)
+//! ```
+//!
+//! Telegram forgets an update only when a later `getUpdates` asks from past it, and relayq
+//! asks from the stored offset, which moves with the rows: a crash between the poll and the
+//! commit reads the same updates again, and the rows' dedup key (origin, chat, message id)
+//! keeps a second read from writing twice. 409 (another poller on the token), 401 (a bad token)
+//! and network errors are failures of the fetch, retried from the same offset with backoff.
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use relayq_engine::{InboundMessage, MessageType};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::channels::kit::http::{HttpClient, Reply};
+use crate::channels::telegram::{describe, number_or_text, Answered};
+use crate::pacing::Pacer;
+use crate::settings::SettingError;
+use crate::sources::{Batch, Fetch, Source};
+
+pub use config::{Config, CHAT_PLACEHOLDER};
+
+/// The origin of source `name`'s messages.
+pub fn origin(name: &str) -> String {
+    format!("telegram:{name}")
+}
+
+#[derive(Clone)]
+pub struct TelegramSource {
+    inner: Arc<Inner>,
+    /// `telegram:NAME`, once started as `[sources.NAME]`.
+    origin: Arc<str>,
+}
+
+struct Inner {
+    config: Config,
+    /// `<api_url>/bot<token>/`: secret, scrubbed from errors by `http`.
+    api: reqwest::Url,
+    /// `<api_url>/file/bot<token>/`, where downloads are.
+    files: reqwest::Url,
+    /// For the long poll: its timeout covers the poll.
+    http: HttpClient,
+    /// For short calls (typing, getFile, downloads).
+    short: HttpClient,
+}
+
+impl TelegramSource {
+    pub fn new(config: Config) -> Result<Self, SettingError> {
+        let bot = config.bot();
+        let (api, token) = bot.bot_url()?;
+        let files = api
+            .join(&format!("../file/bot{}/", token.expose()))
+            .map_err(|e| SettingError::new("api_url", format!("cannot hold a file path: {e}")))?;
+        let http = HttpClient::new(
+            config::request_timeout(&config),
+            Default::default(),
+            vec![token.clone()],
+        );
+        Ok(TelegramSource {
+            inner: Arc::new(Inner {
+                short: bot.client(&token),
+                config,
+                api,
+                files,
+                http,
+            }),
+            origin: origin("telegram").into(),
+        })
+    }
+}
+
+impl Source for TelegramSource {
+    fn named(&mut self, name: &str) {
+        self.origin = origin(name).into();
+    }
+
+    fn fetch(&mut self, offset: Option<String>) -> Fetch {
+        let (inner, origin) = (self.inner.clone(), self.origin.clone());
+        Box::pin(async move { inner.fetch(offset, &origin).await })
+    }
+
+    fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<Pacer>>) {
+        if !self.inner.config.typing {
+            return;
+        }
+        let chats: BTreeSet<(String, Option<String>)> = new
+            .into_iter()
+            .filter_map(|m| Some((m.source_channel_id?, m.source_thread_id)))
+            .collect();
+        for (chat, thread) in chats {
+            // Cosmetic: only within the chat's budget, never at the cost of an answer.
+            if budget.as_ref().is_some_and(|b| b.take(&chat).is_err()) {
+                tracing::debug!(chat, "no typing indicator: the chat's budget is short");
+                continue;
+            }
+            let inner = self.inner.clone();
+            actix_rt::spawn(async move { inner.typing(&chat, thread.as_deref()).await });
+        }
+    }
+}
+
+impl Inner {
+    fn method(&self, name: &str) -> reqwest::Url {
+        self.api.join(name).expect("a method name joins the API URL")
+    }
+
+    /// Calls `method` with a JSON body on `client`; the answer's status and body.
+    async fn call(&self, client: &HttpClient, method: &str, body: &Value) -> Result<Reply, String> {
+        let request = client
+            .client()
+            .post(self.method(method))
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        client
+            .send(request)
+            .await
+            .map_err(|no_answer| format!("cannot reach Telegram: {}", no_answer.text().unwrap_or("no answer")))
+    }
+
+    async fn fetch(&self, offset: Option<String>, origin: &str) -> Result<Batch, String> {
+        let from = match offset.as_deref() {
+            None => 0, // from the earliest update Telegram still holds
+            Some(o) => o
+                .parse::<i64>()
+                .map_err(|_| format!("the stored offset {o:?} is not a Telegram update id"))?,
+        };
+        let body = json!({
+            "offset": from,
+            "timeout": self.config.poll_timeout.as_secs(),
+            "allowed_updates": ["message"],
+        });
+        let reply = self.call(&self.http, "getUpdates", &body).await?;
+        let updates = match answered(&reply) {
+            Ok(result) => result,
+            Err(Refusal::Wait(wait)) => {
+                tracing::warn!(?wait, "Telegram asks relayq to slow down (429); polling again after the wait");
+                tokio::time::sleep(wait).await;
+                return Ok(empty(from));
+            }
+            Err(Refusal::Failed(error)) => return Err(error),
+        };
+        let updates = match updates {
+            Value::Array(updates) => updates,
+            other => return Err(format!("getUpdates answered a result that is not a list: {other}")),
+        };
+        let mut next = from;
+        let mut messages = Vec::new();
+        for update in updates {
+            let Some(id) = update["update_id"].as_i64() else {
+                tracing::error!("skipping an update without an update_id");
+                continue;
+            };
+            next = next.max(id + 1);
+            if let Some(message) = self.accept(id, update, origin).await {
+                messages.push(message);
+            }
+        }
+        Ok(Batch {
+            messages,
+            offset: next.to_string(),
+        })
+    }
+
+    /// The inbound message an update makes, if it is a message relayq takes.
+    async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<InboundMessage> {
+        let Some(raw) = update.get("message") else {
+            tracing::debug!(update = id, "skipping an update that is not a new message");
+            return None;
+        };
+        let message = match Message::deserialize(raw) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(update = id, error = %e, "skipping a message relayq cannot read");
+                return None;
+            }
+        };
+        let chat = message.chat.id.to_string();
+        let sender = message.from.as_ref().map(|u| u.id);
+        if !self.allowed(sender, message.chat.id) {
+            tracing::warn!(update = id, chat, user = ?sender, username = ?message.from.as_ref().and_then(|u| u.username.as_deref()),
+                "ignored a message from a user and chat that are not allowed (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
+            return None;
+        }
+        let Some(session) = self.session_for(&chat) else {
+            tracing::warn!(update = id, chat, "ignored a message from a chat that feeds no session: add it to `chats` (or set session_template)");
+            return None;
+        };
+        if message.text.as_deref().map(str::trim) == Some("/start") {
+            tracing::info!(chat, "the chat started the bot (/start); not passed to the agent");
+            return None;
+        }
+        let (message_type, content, payload) = self.content_of(&message).await?;
+        Some(InboundMessage {
+            session,
+            origin: origin.to_string(),
+            message_type,
+            content,
+            source_message_id: Some(message.message_id.to_string()),
+            source_channel_id: Some(chat),
+            source_thread_id: message
+                .is_topic_message
+                .then_some(message.message_thread_id)
+                .flatten()
+                .map(|t| t.to_string()),
+            actor_id: sender.map(|s| s.to_string()),
+            actor_name: message.from.as_ref().map(User::name),
+            actor_avatar_url: None,
+            payload,
+        })
+    }
+
+    /// Whether the sender or the chat is on the allowlist.
+    fn allowed(&self, sender: Option<i64>, chat: i64) -> bool {
+        sender.is_some_and(|s| self.config.allowed_users.contains(&s))
+            || self.config.allowed_chats.contains(&chat)
+    }
+
+    /// The session chat `chat` feeds.
+    fn session_for(&self, chat: &str) -> Option<String> {
+        if let Some(session) = self
+            .config
+            .chats
+            .iter()
+            .find(|(id, _)| id.trim() == chat)
+            .map(|(_, s)| s.clone())
+        {
+            return Some(session);
+        }
+        let template = self.config.session_template.as_ref()?;
+        Some(template.replace(CHAT_PLACEHOLDER, chat))
+    }
+
+    /// The row's type, text and payload: a text as it is; a voice note or file as its caption
+    /// and a line saying what is attached (its local path once downloaded), the `file_id` and
+    /// details in the payload. `None` for what an agent cannot use (stickers, locations...).
+    async fn content_of(&self, m: &Message) -> Option<(MessageType, String, Option<Value>)> {
+        if let Some(text) = &m.text {
+            return Some((MessageType::Text, text.clone(), None));
+        }
+        let (kind, file, name, what) = if let Some(voice) = &m.voice {
+            let what = format!("voice message, {} s", voice.duration.unwrap_or(0));
+            (MessageType::Voice, voice, "voice.oga".to_string(), what)
+        } else if let Some(doc) = &m.document {
+            let name = doc.file_name.clone().unwrap_or_else(|| "document".into());
+            let what = format!("file {name}");
+            (MessageType::File, &doc.file, name, what)
+        } else if let Some(photo) = m.photo.as_ref().and_then(|sizes| sizes.last()) {
+            (MessageType::File, photo, "photo.jpg".into(), "photo".into())
+        } else {
+            tracing::info!(chat = m.chat.id, message = m.message_id, "skipping a message with nothing an agent can read (a sticker, a location...)");
+            return None;
+        };
+        let mut payload = json!({
+            "file_id": file.file_id,
+            "file_unique_id": file.file_unique_id,
+            "file_name": name,
+        });
+        for (key, value) in [
+            ("mime_type", json!(file.mime_type)),
+            ("file_size", json!(file.file_size)),
+            ("duration", json!(file.duration)),
+        ] {
+            if !value.is_null() {
+                payload[key] = value;
+            }
+        }
+        let attached = match self.download(m, file, &name).await {
+            Some(Ok(path)) => {
+                payload["path"] = json!(path.display().to_string());
+                format!("[{what}: {}]", path.display())
+            }
+            Some(Err(error)) => {
+                tracing::warn!(chat = m.chat.id, message = m.message_id, error, "could not download the attachment; the message carries its file_id");
+                payload["download_error"] = json!(error);
+                format!("[{what}, not downloaded: {error}]")
+            }
+            None => format!("[{what}, Telegram file_id {}]", file.file_id),
+        };
+        let content = match m.caption.as_deref() {
+            Some(caption) if !caption.is_empty() => format!("{caption}\n{attached}"),
+            _ => attached,
+        };
+        Some((kind, content, Some(payload)))
+    }
+
+    /// Downloads the file into `download_dir`, if one is set: `getFile`, then the file.
+    async fn download(&self, m: &Message, file: &FileRef, name: &str) -> Option<Result<PathBuf, String>> {
+        let dir = self.config.download_dir.as_ref()?;
+        Some(self.fetch_file(dir, m, file, name).await)
+    }
+
+    async fn fetch_file(&self, dir: &Path, m: &Message, file: &FileRef, name: &str) -> Result<PathBuf, String> {
+        let limit = self.config.max_download_bytes;
+        if file.file_size.is_some_and(|size| size > limit) {
+            return Err(format!("{} bytes, over max_download_bytes ({limit})", file.file_size.unwrap_or(0)));
+        }
+        let reply = self
+            .call(&self.short, "getFile", &json!({"file_id": file.file_id}))
+            .await?;
+        let found = answered(&reply).map_err(|r| r.to_string())?;
+        let Some(remote) = found["file_path"].as_str() else {
+            return Err("getFile gave no file_path".into());
+        };
+        let url = self
+            .files
+            .join(remote.trim_start_matches('/'))
+            .map_err(|e| format!("bad file_path: {e}"))?;
+        let mut response = self
+            .short
+            .client()
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| self.short.scrub(&format!("download failed: {e}")))?;
+        if !response.status().is_success() {
+            return Err(format!("download failed: HTTP {}", response.status()));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.short.scrub(&format!("download failed: {e}")))?
+        {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(format!("over max_download_bytes ({limit})"));
+            }
+        }
+        let path = dir.join(format!("{}_{}_{}", m.chat.id, m.message_id, safe_file_name(name)));
+        write_file(dir, &path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// `sendChatAction typing`: the chat sees the agent has its message. Failures are only
+    /// logged; nothing depends on it.
+    async fn typing(&self, chat: &str, thread: Option<&str>) {
+        let mut body = json!({"chat_id": number_or_text(chat), "action": "typing"});
+        if let Some(thread) = thread {
+            body["message_thread_id"] = number_or_text(thread);
+        }
+        match self.call(&self.short, "sendChatAction", &body).await {
+            Ok(reply) if reply.is_success() => {}
+            Ok(reply) => tracing::debug!(chat, error = describe(&reply), "typing indicator refused"),
+            Err(error) => tracing::debug!(chat, error, "typing indicator not sent"),
+        }
+    }
+}
+
+/// No news: the same offset.
+fn empty(offset: i64) -> Batch {
+    Batch {
+        messages: Vec::new(),
+        offset: offset.to_string(),
+    }
+}
+
+/// Why a Bot API call did not give a result.
+#[derive(Debug)]
+enum Refusal {
+    /// 429: come back after this.
+    Wait(Duration),
+    Failed(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Wait(wait) => write!(f, "Telegram asks to wait {wait:?} (429)"),
+            Refusal::Failed(error) => f.write_str(error),
+        }
+    }
+}
+
+/// The `result` of an `ok: true` answer, or what went wrong, in words an operator can act on.
+fn answered(reply: &Reply) -> Result<Value, Refusal> {
+    let answer = reply.json::<Answered>();
+    if reply.is_success() {
+        if let Some(Answered {
+            ok: true,
+            result: Some(result),
+            ..
+        }) = answer
+        {
+            return Ok(result);
+        }
+    }
+    let error = describe(reply);
+    Err(match reply.status {
+        409 => Refusal::Failed(format!(
+            "{error}: another program is reading this bot's updates (a second relayq, another bot \
+             framework, or a webhook set with setWebhook). Stop it, or give relayq a bot of its own"
+        )),
+        401 | 404 => Refusal::Failed(format!(
+            "{error}: Telegram does not know this bot token; check token_env / token_file"
+        )),
+        429 => {
+            let wait = answer
+                .and_then(|a| a.parameters)
+                .and_then(|p| p.retry_after)
+                .map(Duration::from_secs)
+                .or(reply.retry_after)
+                .unwrap_or(Duration::from_secs(5));
+            Refusal::Wait(wait.min(crate::channels::kit::http::MAX_RETRY_AFTER))
+        }
+        _ => Refusal::Failed(error),
+    })
+}
+
+/// `name` kept to letters, digits, `.`, `-` and `_`, never starting with a dot: a file name from
+/// a chat cannot climb out of the download folder or hide.
+fn safe_file_name(name: &str) -> String {
+    let kept: String = name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
+            _ => '_',
+        })
+        .take(100)
+        .collect();
+    match kept.trim_start_matches('.') {
+        "" => "file".into(),
+        rest => rest.to_string(),
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed), making `dir`
+/// (mode 0700: the files are the user's messages) if needed.
+fn write_file(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path)
+}
+
+/// The parts of a Telegram `Message` relayq reads.
+#[derive(Debug, Deserialize)]
+struct Message {
+    message_id: i64,
+    #[serde(default)]
+    message_thread_id: Option<i64>,
+    #[serde(default)]
+    is_topic_message: bool,
+    #[serde(default)]
+    from: Option<User>,
+    chat: Chat,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    caption: Option<String>,
+    #[serde(default)]
+    voice: Option<FileRef>,
+    #[serde(default)]
+    document: Option<Document>,
+    #[serde(default)]
+    photo: Option<Vec<FileRef>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct User {
+    id: i64,
+    #[serde(default)]
+    first_name: String,
+    #[serde(default)]
+    username: Option<String>,
+}
+
+impl User {
+    /// `@username`, or the first name.
+    fn name(&self) -> String {
+        match &self.username {
+            Some(u) => format!("@{u}"),
+            None => self.first_name.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Chat {
+    id: i64,
+}
+
+/// A voice note, a photo size or a document's file.
+#[derive(Debug, Deserialize)]
+struct FileRef {
+    file_id: String,
+    #[serde(default)]
+    file_unique_id: Option<String>,
+    #[serde(default)]
+    file_size: Option<u64>,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    duration: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Document {
+    #[serde(flatten)]
+    file: FileRef,
+    #[serde(default)]
+    file_name: Option<String>,
+}

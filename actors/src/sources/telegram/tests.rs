@@ -1,0 +1,228 @@
+//! The Telegram source against a local Bot API (`testing::fake_telegram`) fed the fixtures'
+//! updates: what becomes a row, what is refused, and how failures read.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::pacing::{Pace, Pacer};
+use crate::channels::kit::secret::Secret;
+use crate::sources::SourceKind;
+use crate::testing::fake_telegram::FakeTelegram;
+
+const TOKEN: &str = "123456:test-token";
+const ALICE: i64 = 123456789;
+const GROUP: i64 = -1001987654321;
+
+fn fixture(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/telegram")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn config(fake: &FakeTelegram) -> Config {
+    Config {
+        api_url: fake.url.clone(),
+        poll_timeout: Duration::from_secs(1),
+        chats: [(ALICE.to_string(), "alice-agent".to_string())].into(),
+        session_template: Some("tg{chat}".into()),
+        ..Config::new(TOKEN, ALICE, ALICE, "alice-agent")
+    }
+}
+
+fn started(config: Config) -> TelegramSource {
+    let mut source = config.build().unwrap();
+    source.named("bot");
+    source
+}
+
+async fn fetch(source: &mut TelegramSource, offset: Option<&str>) -> Result<Batch, String> {
+    source.fetch(offset.map(str::to_string)).await
+}
+
+#[actix_rt::test]
+async fn fixture_updates_become_rows_with_their_chat_message_sender_and_file() {
+    let fake = FakeTelegram::start(TOKEN);
+    for update in fixture("get_updates_ok.json")["result"].as_array().unwrap() {
+        fake.push_message(update["message"].clone());
+    }
+    let mut source = started(config(&fake));
+    let batch = fetch(&mut source, None).await.unwrap();
+    assert_eq!(batch.messages.len(), 3, "{batch:#?}");
+    let [text, voice, document] = &batch.messages[..] else { unreachable!() };
+
+    assert_eq!(text.session, "alice-agent", "the chat's session from `chats`");
+    assert_eq!(text.origin, "telegram:bot");
+    assert_eq!(text.content, "please run the tests again");
+    assert_eq!(text.source_channel_id.as_deref(), Some("123456789"));
+    assert_eq!(text.source_message_id.as_deref(), Some("4211"));
+    assert_eq!(text.actor_id.as_deref(), Some("123456789"));
+    assert_eq!(text.actor_name.as_deref(), Some("@alice_dev"));
+
+    assert_eq!(voice.message_type, MessageType::Voice);
+    let file_id = "AwACAgIAAxkBAAIQxGZfakeVoiceFileId0123456789abcdEF";
+    assert_eq!(voice.payload.as_ref().unwrap()["file_id"], file_id);
+    assert!(voice.content.contains(file_id), "{}", voice.content);
+
+    assert_eq!(document.session, "tg-1001987654321", "a group from the template");
+    assert_eq!(document.message_type, MessageType::File);
+    assert!(document.content.starts_with("log from the failing CI run\n[file build.log"));
+    assert_eq!(document.payload.as_ref().unwrap()["mime_type"], "text/plain");
+
+    assert_eq!(batch.offset, "700000003", "the last update_id + 1");
+    // The next poll from that offset confirms them: Telegram forgets them, nothing comes twice.
+    let next = fetch(&mut source, Some(&batch.offset)).await.unwrap();
+    assert!(next.messages.is_empty());
+    assert_eq!(next.offset, batch.offset, "no news keeps the offset");
+}
+
+#[actix_rt::test]
+async fn a_message_from_someone_not_allowed_is_skipped_but_its_update_is_passed() {
+    let fake = FakeTelegram::start(TOKEN);
+    let stranger = 555;
+    fake.push_text(stranger, stranger, "rm -rf ~");
+    fake.push_text(GROUP, stranger, "hello from the group");
+    fake.push_text(ALICE, ALICE, "/start");
+    fake.push_text(ALICE, ALICE, "real work");
+    let mut source = started(config(&fake));
+    let batch = fetch(&mut source, None).await.unwrap();
+    let texts: Vec<_> = batch.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["real work"], "strangers and /start are not typed into a pane");
+    assert_eq!(batch.offset, "700000004", "the skipped updates are confirmed too");
+
+    // A trusted group lets its members in.
+    fake.push_text(GROUP, stranger, "hello again");
+    let mut trusting = started(Config {
+        allowed_chats: vec![GROUP],
+        ..config(&fake)
+    });
+    let batch = fetch(&mut trusting, Some(&batch.offset)).await.unwrap();
+    assert_eq!(batch.messages[0].content, "hello again");
+    assert_eq!(batch.messages[0].session, format!("tg{GROUP}"));
+}
+
+#[actix_rt::test]
+async fn a_chat_that_feeds_no_session_is_skipped() {
+    let fake = FakeTelegram::start(TOKEN);
+    fake.push_text(GROUP, ALICE, "which session?");
+    let mut source = started(Config {
+        session_template: None,
+        ..config(&fake)
+    });
+    let batch = fetch(&mut source, None).await.unwrap();
+    assert!(batch.messages.is_empty());
+    assert_eq!(batch.offset, "700000001");
+}
+
+#[actix_rt::test]
+async fn forum_topics_are_kept_as_the_thread_and_attachments_are_downloaded_safely() {
+    let fake = FakeTelegram::start(TOKEN);
+    let dir = tempfile::tempdir().unwrap();
+    fake.add_file("doc-1", "documents/file_7.log", b"the log");
+    fake.push_message(json!({
+        "message_id": 9, "message_thread_id": 77, "is_topic_message": true,
+        "from": {"id": ALICE, "is_bot": false, "first_name": "Alice"},
+        "chat": {"id": GROUP, "type": "supergroup", "is_forum": true},
+        "date": 1767225600,
+        "document": {"file_id": "doc-1", "file_unique_id": "u1", "file_name": "../../.bashrc", "file_size": 7},
+    }));
+    let mut source = started(Config {
+        download_dir: Some(dir.path().join("downloads")),
+        ..config(&fake)
+    });
+    let batch = fetch(&mut source, None).await.unwrap();
+    let m = &batch.messages[0];
+    assert_eq!(m.source_thread_id.as_deref(), Some("77"));
+    assert_eq!(m.actor_name.as_deref(), Some("Alice"), "no username: the first name");
+    let path = PathBuf::from(m.payload.as_ref().unwrap()["path"].as_str().unwrap());
+    assert_eq!(
+        path,
+        dir.path().join(format!("downloads/{GROUP}_9__.._.bashrc")),
+        "the name cannot climb out of the folder"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"the log");
+    assert!(m.content.contains(&path.display().to_string()), "{}", m.content);
+}
+
+#[actix_rt::test]
+async fn conflict_and_a_bad_token_fail_the_fetch_with_what_to_do() {
+    let fake = FakeTelegram::start(TOKEN);
+    fake.fail_polls(409, fixture("error_conflict.json"), 1);
+    let mut good = started(config(&fake));
+    let error = fetch(&mut good, None).await.unwrap_err();
+    assert!(error.contains("409") && error.contains("another program is reading this bot's updates"), "{error}");
+
+    let mut bad = started(Config {
+        token: Some(Secret::new("999:wrong")),
+        ..config(&fake)
+    });
+    let error = fetch(&mut bad, None).await.unwrap_err();
+    assert!(error.contains("check token_env"), "{error}");
+    assert!(!error.contains("999:wrong"), "the token is never shown: {error}");
+}
+
+#[actix_rt::test]
+async fn typing_is_shown_within_the_reply_channels_budget_and_dropped_when_it_is_short() {
+    let fake = FakeTelegram::start(TOKEN);
+    let mut source = started(config(&fake));
+    let budget = Arc::new(Pacer::new(&Pace {
+        per_destination: Some("1/s".parse().unwrap()),
+        ..Pace::default()
+    })
+    .unwrap());
+    let message = |chat: &str| InboundMessage {
+        source_channel_id: Some(chat.into()),
+        ..InboundMessage::text("s", "telegram:bot", "hi")
+    };
+    source.committed(vec![message("1"), message("1"), message("2")], Some(budget.clone()));
+    crate::testing::wait_for("two typing calls", || fake.actions().len() == 2).await;
+    let chats: BTreeSet<String> = fake.actions().iter().map(|a| a["chat_id"].to_string()).collect();
+    assert_eq!(chats, ["1".to_string(), "2".to_string()].into(), "one per chat");
+    assert_eq!(fake.actions()[0]["action"], "typing");
+
+    // Chat 1's budget is spent: an answer may be due, so no typing call takes it.
+    source.committed(vec![message("1")], Some(budget));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fake.actions().len(), 2);
+}
+
+#[test]
+fn settings_that_would_let_anyone_in_or_reach_no_session_are_refused() {
+    let base = Config::new(TOKEN, ALICE, ALICE, "a");
+    let open = Config {
+        allowed_users: vec![],
+        ..base.clone()
+    };
+    let e = open.check().unwrap_err();
+    assert_eq!(e.key, "allowed_users");
+    assert!(e.message.contains("can run commands"), "{}", e.message);
+
+    let nowhere = Config {
+        chats: Default::default(),
+        ..base.clone()
+    };
+    assert_eq!(nowhere.check().unwrap_err().key, "chats");
+    let one_for_all = Config {
+        session_template: Some("shared".into()),
+        ..base.clone()
+    };
+    assert_eq!(one_for_all.check().unwrap_err().key, "session_template");
+    let busy = Config {
+        poll_timeout: Duration::ZERO,
+        ..base.clone()
+    };
+    assert_eq!(busy.check().unwrap_err().key, "poll_timeout");
+    let not_a_chat = Config {
+        chats: [("@alice".to_string(), "a".to_string())].into(),
+        ..base.clone()
+    };
+    assert_eq!(not_a_chat.check().unwrap_err().key, "chats.@alice");
+    base.check().unwrap();
+
+    let replies = base.replies("mybot").unwrap();
+    assert_eq!(replies.origin, "telegram:mybot");
+    assert_eq!(replies.channel, "mybot", "answered by the channel of its name");
+}

@@ -1,0 +1,279 @@
+//! A Telegram Bot API on loopback, answering as <https://core.telegram.org/bots/api> documents
+//! (and as `tests/fixtures/telegram` shows): `getMe`, `getUpdates` (a long poll that confirms
+//! updates below the asked offset, as Telegram does), `sendMessage`, `sendChatAction`,
+//! `getFile` and file downloads. A wrong token is answered 401. Tests push updates in, read
+//! what was sent, and script failures.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The fake bot's username (`getMe`).
+pub const BOT_USERNAME: &str = "relayq_test_bot";
+
+#[derive(Clone)]
+pub struct FakeTelegram {
+    /// The base URL to give as `api_url`.
+    pub url: String,
+    pub token: String,
+    shared: Arc<(Mutex<State>, Condvar)>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Updates not yet confirmed (a later poll's offset confirms them).
+    pending: Vec<Value>,
+    next_update_id: i64,
+    next_message_id: i64,
+    /// `sendMessage` bodies that were answered ok, in order.
+    sent: Vec<Value>,
+    /// `sendChatAction` bodies.
+    actions: Vec<Value>,
+    /// `getUpdates` calls, and the offsets they asked for.
+    polls: Vec<i64>,
+    /// Answers the next polls get instead of updates.
+    poll_failures: VecDeque<(u16, Value)>,
+    /// Answers the next sends get instead of ok.
+    send_failures: VecDeque<(u16, Value)>,
+    /// file_id → (file_path, bytes).
+    files: HashMap<String, (String, Vec<u8>)>,
+}
+
+impl FakeTelegram {
+    /// Serves on a free loopback port, for bot `token`.
+    pub fn start(token: &str) -> FakeTelegram {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
+        let url = format!(
+            "http://{}",
+            server.server_addr().to_ip().expect("an IP address")
+        );
+        let fake = FakeTelegram {
+            url,
+            token: token.to_string(),
+            shared: Arc::new((
+                Mutex::new(State {
+                    next_update_id: 700_000_000,
+                    next_message_id: 1,
+                    ..State::default()
+                }),
+                Condvar::new(),
+            )),
+        };
+        let serving = fake.clone();
+        std::thread::spawn(move || {
+            for request in server.incoming_requests() {
+                let fake = serving.clone();
+                std::thread::spawn(move || fake.answer(request));
+            }
+        });
+        fake
+    }
+
+    /// Queues an update holding `message` (a Telegram `Message` object); its update id.
+    pub fn push_message(&self, message: Value) -> i64 {
+        let (lock, ready) = &*self.shared;
+        let mut state = lock.lock().unwrap();
+        let id = state.next_update_id;
+        state.next_update_id += 1;
+        state
+            .pending
+            .push(json!({"update_id": id, "message": message}));
+        ready.notify_all();
+        id
+    }
+
+    /// Queues a text from `user` in chat `chat` (a private chat when they are equal); the
+    /// message id.
+    pub fn push_text(&self, chat: i64, user: i64, text: &str) -> i64 {
+        let id = self.take_message_id();
+        self.push_message(json!({
+            "message_id": id,
+            "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
+            "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }},
+            "date": 1767225600,
+            "text": text,
+        }));
+        id
+    }
+
+    /// A fresh message id, as Telegram numbers a chat's messages.
+    pub fn take_message_id(&self) -> i64 {
+        let mut state = self.shared.0.lock().unwrap();
+        state.next_message_id += 1;
+        state.next_message_id
+    }
+
+    /// A file `getFile` finds and the download serves.
+    pub fn add_file(&self, file_id: &str, file_path: &str, bytes: &[u8]) {
+        let mut state = self.shared.0.lock().unwrap();
+        state
+            .files
+            .insert(file_id.into(), (file_path.into(), bytes.to_vec()));
+    }
+
+    /// The next `getUpdates` calls are answered `status` with `body`, one each.
+    pub fn fail_polls(&self, status: u16, body: Value, times: usize) {
+        let mut state = self.shared.0.lock().unwrap();
+        for _ in 0..times {
+            state.poll_failures.push_back((status, body.clone()));
+        }
+    }
+
+    /// The next `sendMessage` calls are answered `status` with `body`, one each.
+    pub fn fail_sends(&self, status: u16, body: Value, times: usize) {
+        let mut state = self.shared.0.lock().unwrap();
+        for _ in 0..times {
+            state.send_failures.push_back((status, body.clone()));
+        }
+    }
+
+    /// Every `sendMessage` answered ok so far.
+    pub fn sent(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().sent.clone()
+    }
+
+    /// The texts sent to `chat`, in order.
+    pub fn texts_to(&self, chat: i64) -> Vec<String> {
+        self.sent()
+            .iter()
+            .filter(|m| m["chat_id"] == json!(chat))
+            .filter_map(|m| m["text"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Every `sendChatAction` so far.
+    pub fn actions(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().actions.clone()
+    }
+
+    /// The offsets the `getUpdates` calls so far asked for.
+    pub fn polls(&self) -> Vec<i64> {
+        self.shared.0.lock().unwrap().polls.clone()
+    }
+
+    /// Waits until `done` holds for the sent messages, or panics after `limit`.
+    pub fn wait_sent(&self, limit: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let sent = self.sent();
+            if done(&sent) {
+                return sent;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "not sent within {limit:?}; sent so far: {sent:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn answer(&self, mut request: tiny_http::Request) {
+        let mut body = String::new();
+        let _ = request.as_reader().read_to_string(&mut body);
+        let path = request.url().to_string();
+        let (status, reply) = self.route(&path, &body);
+        let response = match reply {
+            Reply::Json(v) => tiny_http::Response::from_string(v.to_string()).with_header(
+                "Content-Type: application/json"
+                    .parse::<tiny_http::Header>()
+                    .unwrap(),
+            ),
+            Reply::Bytes(b) => tiny_http::Response::from_data(b),
+        };
+        let _ = request.respond(response.with_status_code(status));
+    }
+
+    fn route(&self, path: &str, body: &str) -> (u16, Reply) {
+        let bot = format!("/bot{}/", self.token);
+        let files = format!("/file/bot{}/", self.token);
+        if let Some(file_path) = path.strip_prefix(&files) {
+            let state = self.shared.0.lock().unwrap();
+            return match state.files.values().find(|(p, _)| p == file_path) {
+                Some((_, bytes)) => (200, Reply::Bytes(bytes.clone())),
+                None => (404, Reply::Json(error(404, "Not Found"))),
+            };
+        }
+        let Some(method) = path.strip_prefix(&bot) else {
+            return (401, Reply::Json(error(401, "Unauthorized")));
+        };
+        let args: Value = serde_json::from_str(body).unwrap_or(json!({}));
+        let (status, value) = match method {
+            "getMe" => ok(
+                json!({"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME}),
+            ),
+            "getUpdates" => self.get_updates(&args),
+            "sendMessage" => self.send_message(args),
+            "sendChatAction" => {
+                self.shared.0.lock().unwrap().actions.push(args);
+                ok(json!(true))
+            }
+            "getFile" => {
+                let state = self.shared.0.lock().unwrap();
+                let id = args["file_id"].as_str().unwrap_or_default();
+                match state.files.get(id) {
+                    Some((p, bytes)) => ok(
+                        json!({"file_id": id, "file_unique_id": "u", "file_size": bytes.len(), "file_path": p}),
+                    ),
+                    None => (400, error(400, "Bad Request: invalid file_id")),
+                }
+            }
+            _ => (404, error(404, "Not Found")),
+        };
+        (status, Reply::Json(value))
+    }
+
+    fn get_updates(&self, args: &Value) -> (u16, Value) {
+        let offset = args["offset"].as_i64().unwrap_or(0);
+        let timeout = Duration::from_secs(args["timeout"].as_u64().unwrap_or(0));
+        let (lock, ready) = &*self.shared;
+        let mut state = lock.lock().unwrap();
+        state.polls.push(offset);
+        if let Some((status, body)) = state.poll_failures.pop_front() {
+            return (status, body);
+        }
+        // An offset confirms every update below it: Telegram forgets them.
+        state
+            .pending
+            .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+        let deadline = Instant::now() + timeout;
+        while state.pending.is_empty() && Instant::now() < deadline {
+            state = ready
+                .wait_timeout(state, deadline - Instant::now())
+                .unwrap()
+                .0;
+        }
+        ok(Value::Array(state.pending.clone()))
+    }
+
+    fn send_message(&self, args: Value) -> (u16, Value) {
+        let mut state = self.shared.0.lock().unwrap();
+        if let Some(failure) = state.send_failures.pop_front() {
+            return failure;
+        }
+        state.next_message_id += 1;
+        let id = state.next_message_id;
+        state.sent.push(args.clone());
+        ok(json!({
+            "message_id": id,
+            "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},
+            "chat": {"id": args["chat_id"], "type": "private"},
+            "date": 1767225600,
+            "text": args["text"],
+        }))
+    }
+}
+
+enum Reply {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+fn ok(result: Value) -> (u16, Value) {
+    (200, json!({"ok": true, "result": result}))
+}
+
+fn error(code: u16, description: &str) -> Value {
+    json!({"ok": false, "error_code": code, "description": description})
+}
