@@ -63,6 +63,9 @@ pub enum Command {
         /// The payload, when passed as an argument (Codex `notify`); read from stdin otherwise
         payload: Option<String>,
     },
+    /// Set relayq up for a chat platform (writes a config file)
+    #[command(subcommand)]
+    Init(InitCommand),
     /// The effective configuration: check it (builds every channel and source as serve would)
     /// or show it (TOML, defaults written out, secrets masked)
     #[command(subcommand)]
@@ -77,6 +80,36 @@ pub enum Command {
         #[arg(long)]
         dead: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InitCommand {
+    /// A Telegram bot to an agent in tmux: writes the config file (--config, $RELAYQ_CONFIG,
+    /// else ~/.config/relayq/config.toml) and prints the hook snippet and what to run next
+    Telegram(InitTelegramArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InitTelegramArgs {
+    /// Your Telegram user id, the only one whose messages reach the agent (ask @userinfobot)
+    #[arg(long, allow_hyphen_values = true)]
+    pub user: i64,
+    /// The chat that talks to the agent [default: your private chat with the bot, whose id is
+    /// your user id]; a group's id is negative (-100...)
+    #[arg(long, allow_hyphen_values = true)]
+    pub chat: Option<i64>,
+    /// The relayq session, which is also the tmux session the agent runs in
+    #[arg(long, default_value = "my-agent")]
+    pub session: String,
+    /// The environment variable that holds the bot token
+    #[arg(long, default_value = "TELEGRAM_BOT_TOKEN")]
+    pub token_env: String,
+    /// The agent CLI whose hook snippet to print
+    #[arg(long, default_value = "claude", value_parser = parse_agent)]
+    pub agent: Agent,
+    /// Replace the config file if it exists
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -375,6 +408,10 @@ fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    // `init` writes the config: it must not need a readable one.
+    if let Command::Init(InitCommand::Telegram(args)) = cli.command {
+        return commands::init::telegram(cli.config.as_deref(), args);
+    }
     let (config, config_file) = Config::load(cli.config.as_deref())?;
     let ctx = Invocation {
         config,
@@ -396,6 +433,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Prune { older_than, dead } => commands::prune::run(&ctx, older_than, dead),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
+        Command::Init(_) => unreachable!("run before the config is read"),
     }
 }
 

@@ -13,3 +13,4 @@ mod outbound;
 mod recovery;
 mod regression;
 mod sources;
+mod telegram;

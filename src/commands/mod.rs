@@ -4,6 +4,7 @@ pub mod config;
 pub mod dead;
 pub mod enqueue;
 pub mod hook;
+pub mod init;
 pub mod prune;
 pub mod serve;
 pub mod session;

@@ -107,10 +107,16 @@ impl App {
 
     /// `serve`, with these environment variables set.
     pub fn serve_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        let mut serve = self.cmd(&["serve"]);
+        serve.envs(env.iter().copied());
+        self.spawn_serve(serve, &self.db())
+    }
+
+    /// Runs `serve`, a command made by [`App::bare`] or [`App::cmd`], logging to serve.log, and
+    /// waits until it listens for wake-ups beside `db`.
+    pub fn spawn_serve(&self, mut serve: Command, db: &std::path::Path) -> Daemon {
         let log = std::fs::File::create(self.path("serve.log")).unwrap();
-        let child = self
-            .cmd(&["serve"])
-            .envs(env.iter().copied())
+        let child = serve
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -120,7 +126,7 @@ impl App {
             child,
             log: self.path("serve.log"),
         };
-        let socket = relayq_actors::wake::socket_path(&self.db());
+        let socket = relayq_actors::wake::socket_path(db);
         wait_until("serve to start", Duration::from_secs(20), || {
             if let Ok(Some(status)) = daemon.child.try_wait() {
                 panic!("serve exited early with {status}: {}", daemon.log());

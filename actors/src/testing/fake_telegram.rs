@@ -33,6 +33,8 @@ struct State {
     actions: Vec<Value>,
     /// `getUpdates` calls, and the offsets they asked for.
     polls: Vec<i64>,
+    /// The highest update id a poll has answered with.
+    served: i64,
     /// Answers the next polls get instead of updates.
     poll_failures: VecDeque<(u16, Value)>,
     /// Answers the next sends get instead of ok.
@@ -153,6 +155,11 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().polls.clone()
     }
 
+    /// The highest update id a poll has answered with (0: none yet).
+    pub fn served(&self) -> i64 {
+        self.shared.0.lock().unwrap().served
+    }
+
     /// Waits until `done` holds for the sent messages, or panics after `limit`.
     pub fn wait_sent(&self, limit: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let start = Instant::now();
@@ -243,6 +250,14 @@ impl FakeTelegram {
                 .wait_timeout(state, deadline - Instant::now())
                 .unwrap()
                 .0;
+        }
+        if let Some(last) = state
+            .pending
+            .iter()
+            .filter_map(|u| u["update_id"].as_i64())
+            .max()
+        {
+            state.served = state.served.max(last);
         }
         ok(Value::Array(state.pending.clone()))
     }

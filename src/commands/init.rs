@@ -1,0 +1,207 @@
+//! `relayq init telegram`: the five-minute bridge. Writes a config file in which a Telegram bot
+//! reads the user's messages into a tmux session running an agent, and the agent's answers go
+//! back to the chat; then prints the hook snippet and the commands left to run.
+
+use std::path::{Path, PathBuf};
+
+use relayq_engine::Agent;
+
+use crate::cli::{CliError, InitTelegramArgs};
+use crate::config::{user_config_file, Config, CONFIG_ENV};
+
+/// Where `init` writes: `--config`, else `$RELAYQ_CONFIG`, else the per-user file (which every
+/// relayq command, the agent's hook included, reads without being told).
+pub fn target(config: Option<&Path>) -> PathBuf {
+    config
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            std::env::var_os(CONFIG_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(user_config_file)
+}
+
+pub fn telegram(config: Option<&Path>, args: InitTelegramArgs) -> Result<(), CliError> {
+    let chat = args.chat.unwrap_or(args.user);
+    let session = &args.session;
+    if session.is_empty()
+        || !session
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(CliError::Usage(format!(
+            "--session {session:?}: use letters, digits, - and _ only (it is also the tmux session's name)"
+        )));
+    }
+    if !args
+        .token_env
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(CliError::Usage(format!(
+            "--token-env {:?} is not an environment variable name",
+            args.token_env
+        )));
+    }
+    let text = telegram_config(&args.token_env, args.user, chat, session);
+    // What is written must be what relayq reads: parsed and checked like any config file.
+    Config::parse(&text, "the generated config")
+        .map_err(|e| CliError::Failed(format!("relayq wrote a config it cannot read: {e}")))?;
+
+    let path = target(config);
+    if path.exists() && !args.force {
+        return Err(CliError::Usage(format!(
+            "{} exists; relayq does not overwrite it. Add these lines to it yourself, or pass \
+             --force to replace it:\n\n{text}",
+            path.display()
+        )));
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    std::fs::write(&path, &text)
+        .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))?;
+
+    // The hook runs in the agent's folder: a config named by the command line is named whole.
+    let config_flag = match config {
+        Some(p) => format!(
+            " --config {}",
+            shell_word(
+                &std::path::absolute(p)
+                    .unwrap_or(p.to_path_buf())
+                    .display()
+                    .to_string()
+            )
+        ),
+        None => String::new(),
+    };
+    println!("wrote {}\n", path.display());
+    println!("1. Give relayq your bot's token (from @BotFather), in the daemon's environment:\n");
+    println!("     export {}=123456:ABC-your-token\n", args.token_env);
+    println!(
+        "2. Let the agent report to relayq: {}\n",
+        hook_place(args.agent)
+    );
+    println!("{}\n", indent(&hook_snippet(args.agent, &config_flag)));
+    println!("3. Start relayq, then the agent in tmux session {session:?}:\n");
+    println!("     relayq{config_flag} serve");
+    println!(
+        "     tmux new-session -s {session} -e RELAYQ_SESSION={session} {}\n",
+        args.agent.as_str()
+    );
+    println!("4. Message your bot from Telegram: the text is typed into the agent, and its answer comes back to the chat.");
+    Ok(())
+}
+
+/// The config file: the bot as source (and, by the same name, the channel that answers), the
+/// tmux channel, every session delivered through it.
+pub fn telegram_config(token_env: &str, user: i64, chat: i64, session: &str) -> String {
+    format!(
+        r#"# Written by `relayq init telegram`: a Telegram bot to the agent in tmux session "{session}".
+# Every setting and its default: config.toml in relayq's repository.
+
+# Chat messages are typed into the tmux session of the same name as their relayq session.
+[sessions]
+default_channel = "agent-pane"
+
+[channels.agent-pane]
+kind = "tmux"
+target = "{{session}}"
+programs = ["claude", "codex", "gemini", "node"]   # type only while the agent runs there
+
+# The bot: reads the chats below, and (as channel "telegram") sends the agent's answers back
+# to the chat a session's last message came from ([routes] default: to = "origin").
+[sources.telegram]
+kind = "telegram"
+token_env = "{token_env}"
+allowed_users = [{user}]    # only these Telegram users reach the agent
+chats = {{ "{chat}" = "{session}" }}
+"#
+    )
+}
+
+/// Where the agent's hook configuration goes.
+fn hook_place(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "merge this into ~/.claude/settings.json",
+        Agent::Codex => "add this line to ~/.codex/config.toml",
+        Agent::Gemini => "merge this into ~/.gemini/settings.json",
+    }
+}
+
+/// The hook configuration for `agent`: the events that make notices and keep the registry.
+pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
+    let command = format!("relayq{config_flag} hook --agent {}", agent.as_str());
+    let events: &[&str] = match agent {
+        Agent::Codex => {
+            let words: Vec<String> = command.split(' ').map(|w| format!("{w:?}")).collect();
+            return format!("notify = [{}]", words.join(", "));
+        }
+        Agent::Claude => &[
+            "SessionStart",
+            "UserPromptSubmit",
+            "Stop",
+            "Notification",
+            "SessionEnd",
+        ],
+        Agent::Gemini => &[
+            "SessionStart",
+            "BeforeAgent",
+            "AfterAgent",
+            "Notification",
+            "SessionEnd",
+        ],
+    };
+    let command = serde_json::to_string(&command).expect("a string serialises");
+    let width = events.iter().map(|e| e.len()).max().unwrap_or(0) + 3;
+    let lines: Vec<String> = events
+        .iter()
+        .map(|event| {
+            let key = format!("{event:?}:");
+            format!("    {key:width$} [{{ \"hooks\": [{{ \"type\": \"command\", \"command\": {command} }}] }}]")
+        })
+        .collect();
+    format!("{{\n  \"hooks\": {{\n{}\n  }}\n}}", lines.join(",\n"))
+}
+
+/// `word` as one shell word: as it is when plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c);
+    match !word.is_empty() && word.chars().all(plain) {
+        true => word.to_string(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("     {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_config_parses_and_paths_are_one_shell_word() {
+        let text = telegram_config("BOT", 5, -100, "s1");
+        let config = Config::parse(&text, "t").unwrap();
+        assert_eq!(config.sessions.default_channel, "agent-pane");
+        assert_eq!(shell_word("/home/a/relayq.toml"), "/home/a/relayq.toml");
+        assert_eq!(
+            shell_word("/home/a b/it's.toml"),
+            r"'/home/a b/it'\''s.toml'"
+        );
+        assert!(hook_snippet(Agent::Codex, "").starts_with("notify = [\"relayq\", \"hook\""));
+        let claude: serde_json::Value =
+            serde_json::from_str(&hook_snippet(Agent::Claude, " --config '/a b'")).unwrap();
+        assert_eq!(
+            claude["hooks"]["Stop"][0]["hooks"][0]["command"],
+            "relayq --config '/a b' hook --agent claude"
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! Telegram end to end: `relayq serve` polling a local Bot API that answers as Telegram does
+//! (`relayq_actors::testing::fake_telegram`), the five-minute bridge into a real tmux pane, and
+//! the source's offset across SIGKILL.
+
+use std::time::{Duration, Instant};
+
+use relayq_actors::testing::fake_telegram::FakeTelegram;
+use serde_json::json;
+
+use crate::common::{bin, by_session, file_config, wait_until, App, Config, Tmux};
+
+const TOKEN: &str = "123456:bridge-test-token";
+const ALICE: i64 = 123456789;
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Every session to the `out` file; a Telegram source reading `fake`.
+fn source_config(fake: &FakeTelegram) -> Config {
+    file_config()
+        .set("database", "busy_timeout = \"30s\"")
+        .table(
+            "sources.bot",
+            &[
+                "kind = \"telegram\"",
+                "token_env = \"BOT_TOKEN\"",
+                &format!("api_url = {:?}", fake.url),
+                &format!("allowed_users = [{ALICE}]"),
+                &format!("chats = {{ \"{ALICE}\" = \"alice\" }}"),
+                "poll_timeout = \"1s\"",
+            ],
+        )
+}
+
+/// The stored offset of source `bot`.
+fn stored_offset(app: &App) -> Option<String> {
+    use rusqlite::OptionalExtension;
+    app.engine()
+        .database()
+        .read()
+        .unwrap()
+        .query_row(
+            "SELECT \"offset\" FROM source_offsets WHERE source = 'bot'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap()
+}
+
+#[test]
+fn a_kill_between_get_updates_and_the_commit_neither_loses_nor_repeats_an_update() {
+    let fake = FakeTelegram::start(TOKEN);
+    let app = App::new(source_config(&fake));
+    let env = [("BOT_TOKEN", TOKEN)];
+    let mut daemon = app.serve_with_env(&env);
+    fake.push_text(ALICE, ALICE, "one");
+    wait_until("one delivered", WAIT, || app.lines("out.jsonl").len() == 1);
+    let before = stored_offset(&app).expect("the offset moved with the row");
+
+    // Hold the write lock: the daemon reads two and three from Telegram but cannot commit.
+    let blocker = rusqlite::Connection::open(app.db()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    fake.push_text(ALICE, ALICE, "two");
+    let three = fake.push_message(json!({
+        "message_id": fake.take_message_id(), "from": {"id": ALICE, "is_bot": false, "first_name": "A"},
+        "chat": {"id": ALICE, "type": "private"}, "date": 1767225600, "text": "three",
+    }));
+    wait_until("a poll that read them", WAIT, || fake.served() >= three);
+    let polls = fake.polls().len();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        fake.polls().len(),
+        polls,
+        "no poll past the uncommitted batch"
+    );
+    daemon.signal("KILL");
+    blocker.execute_batch("ROLLBACK").unwrap();
+    drop(blocker);
+    assert_eq!(stored_offset(&app).as_deref(), Some(before.as_str()));
+
+    let restarted_at = fake.polls().len();
+    let daemon = app.serve_with_env(&env);
+    let delivered = || app.lines("out.jsonl").len() >= 3;
+    let start = Instant::now();
+    while !delivered() && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        delivered(),
+        "{:?}\n{}",
+        app.lines("out.jsonl"),
+        daemon.log()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        by_session(&app.lines("out.jsonl"))["alice"],
+        ["one", "two", "three"],
+        "each update exactly once, in order"
+    );
+    assert_eq!(
+        fake.polls()[restarted_at].to_string(),
+        before,
+        "after the restart the poll starts from the stored offset: Telegram sends them again"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn a_conflict_backs_off_with_a_clear_log_line_and_a_stranger_is_ignored_and_logged() {
+    let fake = FakeTelegram::start(TOKEN);
+    let conflict = json!({"ok": false, "error_code": 409, "description": "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"});
+    fake.fail_polls(409, conflict, 4);
+    let app = App::new(source_config(&fake));
+    let daemon = app.serve_with_env(&[("BOT_TOKEN", TOKEN)]);
+    let started = Instant::now();
+    fake.push_text(ALICE, ALICE, "after the conflict");
+    fake.push_text(666, 666, "let me in");
+    wait_until("the message after the conflict", WAIT, || {
+        !app.lines("out.jsonl").is_empty()
+    });
+    // Backoff 0.5 + 1 + 2 + 4 s: not a busy loop.
+    assert!(
+        started.elapsed() >= Duration::from_secs(7),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fake.polls().len() <= 6, "{} polls", fake.polls().len());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        by_session(&app.lines("out.jsonl")).len(),
+        1,
+        "the stranger's chat feeds nothing"
+    );
+    let log = daemon.log();
+    assert!(
+        log.contains("another program is reading this bot's updates"),
+        "{log}"
+    );
+    assert!(
+        log.contains("ignored a message from a user and chat that are not allowed"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("let me in"),
+        "a stranger's text is not logged"
+    );
+    assert!(!log.contains(TOKEN), "the token is never logged");
+    daemon.stop();
+}
+
+/// A stand-in for Claude Code in the pane: each line typed in is a prompt; it reports the turn
+/// through `relayq hook` as Claude Code's hooks would, answering "answer to: <line>".
+fn fake_agent(log: &std::path::Path) -> String {
+    format!(
+        r#"while IFS= read -r line; do
+  printf '%s\n' "$line" >> {log}
+  printf '{{"session_id":"native-1","hook_event_name":"UserPromptSubmit","prompt":"%s"}}' "$line" | {bin} hook --agent claude
+  printf '{{"session_id":"native-1","hook_event_name":"Stop","last_assistant_message":"answer to: %s"}}' "$line" | {bin} hook --agent claude
+done"#,
+        log = log.display(),
+        bin = bin(),
+    )
+}
+
+/// The README's five-minute bridge as a new user runs it: `relayq init telegram` writes the
+/// config, `relayq serve` and the agent in tmux find it without flags, a Telegram message
+/// reaches the agent and its answer comes back to the chat. The daemon is killed with SIGKILL
+/// mid-conversation: nothing is lost, and the order holds.
+#[test]
+fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9() {
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("bridge");
+    let app = App::new("");
+    let session = "agent-e2e";
+    let init = app
+        .bare()
+        .args([
+            "init",
+            "telegram",
+            "--user",
+            &ALICE.to_string(),
+            "--session",
+            session,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let printed = String::from_utf8_lossy(&init.stdout).to_string();
+    assert!(
+        printed.contains("\"Stop\":") && printed.contains("relayq hook --agent claude"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!(
+            "tmux new-session -s {session} -e RELAYQ_SESSION={session} claude"
+        )),
+        "{printed}"
+    );
+
+    // The test's own stand-ins: the local Bot API, a private tmux server, a shell as the agent.
+    let config = app.path("xdg-config/relayq/config.toml");
+    let written = std::fs::read_to_string(&config).unwrap();
+    let programs = "programs = [\"claude\", \"codex\", \"gemini\", \"node\"]";
+    assert!(written.contains(programs), "{written}");
+    let adapted = written.replace(
+        programs,
+        &format!(
+            "programs = [\"sh\"]\nsocket_name = {:?}\nsubmit_delay = \"50ms\"",
+            tmux.socket
+        ),
+    ) + &format!(
+        "api_url = {:?}\npoll_timeout = \"1s\"\n\n[queues.inbound]\nbackoff = [\"200ms\"]\n",
+        fake.url
+    );
+    std::fs::write(&config, adapted).unwrap();
+
+    let state = app.path("xdg-state");
+    let agent_log = app.path("agent.log");
+    tmux.start(
+        session,
+        &format!(
+            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}; {}",
+            state.display(),
+            app.path("xdg-config").display(),
+            fake_agent(&agent_log)
+        ),
+    );
+    let db = state.join("relayq/relayq.db");
+    let serve = || {
+        let mut cmd = app.bare();
+        cmd.arg("serve").env("TELEGRAM_BOT_TOKEN", TOKEN);
+        app.spawn_serve(cmd, &db)
+    };
+    let answers = |n: usize| {
+        move |sent: &[serde_json::Value]| {
+            (1..=n).all(|i| {
+                sent.iter().any(|m| {
+                    m["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(&format!("answer to: message {i}")))
+                })
+            })
+        }
+    };
+
+    let mut daemon = serve();
+    for i in 1..=3 {
+        fake.push_text(ALICE, ALICE, &format!("message {i}"));
+    }
+    fake.wait_sent(WAIT, answers(3));
+
+    for i in 4..=6 {
+        fake.push_text(ALICE, ALICE, &format!("message {i}"));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    daemon.signal("KILL");
+    let daemon = serve();
+    for i in 7..=8 {
+        fake.push_text(ALICE, ALICE, &format!("message {i}"));
+    }
+    let sent = fake.wait_sent(WAIT, answers(8));
+
+    // The agent got every message, in order (a paste cut by the kill may come twice).
+    let typed = std::fs::read_to_string(&agent_log).unwrap();
+    let mut firsts: Vec<&str> = Vec::new();
+    for line in typed.lines() {
+        if !firsts.contains(&line) {
+            firsts.push(line);
+        }
+    }
+    let expected: Vec<String> = (1..=8).map(|i| format!("message {i}")).collect();
+    assert_eq!(firsts, expected, "typed into the pane:\n{typed}");
+    // Every answer went to Alice's chat, as the agent's notice, in order.
+    let order: Vec<usize> = sent
+        .iter()
+        .filter_map(|m| {
+            assert_eq!(m["chat_id"], json!(ALICE));
+            let text = m["text"].as_str()?;
+            (1..=8).find(|i| text.ends_with(&format!("answer to: message {i}")))
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for n in order {
+        if !seen.contains(&n) {
+            seen.push(n);
+        }
+    }
+    assert_eq!(
+        seen,
+        (1..=8).collect::<Vec<_>>(),
+        "answers in order: {sent:#?}"
+    );
+    assert!(
+        sent[0]["text"].as_str().unwrap().contains(session),
+        "the notice names the session"
+    );
+    assert!(!fake.actions().is_empty(), "the chat saw typing");
+    daemon.stop();
+}
