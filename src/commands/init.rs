@@ -134,33 +134,38 @@ fn hook_place(agent: Agent) -> &'static str {
 /// The hook configuration for `agent`: the events that make notices and keep the registry.
 pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
     let command = format!("relayq{config_flag} hook --agent {}", agent.as_str());
-    let events: &[&str] = match agent {
+    // Claude Code: PermissionRequest names the tool and command asked for ("permission to
+    // use Bash: rm -rf build"); Notification only for waiting-for-input, so a permission prompt
+    // is not announced twice.
+    let events: &[(&str, Option<&str>)] = match agent {
         Agent::Codex => {
             let words: Vec<String> = command.split(' ').map(|w| format!("{w:?}")).collect();
             return format!("notify = [{}]", words.join(", "));
         }
         Agent::Claude => &[
-            "SessionStart",
-            "UserPromptSubmit",
-            "Stop",
-            "Notification",
-            "SessionEnd",
+            ("SessionStart", None),
+            ("UserPromptSubmit", None),
+            ("Stop", None),
+            ("PermissionRequest", None),
+            ("Notification", Some("idle_prompt")),
+            ("SessionEnd", None),
         ],
         Agent::Gemini => &[
-            "SessionStart",
-            "BeforeAgent",
-            "AfterAgent",
-            "Notification",
-            "SessionEnd",
+            ("SessionStart", None),
+            ("BeforeAgent", None),
+            ("AfterAgent", None),
+            ("Notification", None),
+            ("SessionEnd", None),
         ],
     };
     let command = serde_json::to_string(&command).expect("a string serialises");
-    let width = events.iter().map(|e| e.len()).max().unwrap_or(0) + 3;
+    let width = events.iter().map(|(e, _)| e.len()).max().unwrap_or(0) + 3;
     let lines: Vec<String> = events
         .iter()
-        .map(|event| {
+        .map(|(event, matcher)| {
             let key = format!("{event:?}:");
-            format!("    {key:width$} [{{ \"hooks\": [{{ \"type\": \"command\", \"command\": {command} }}] }}]")
+            let matcher = matcher.map_or(String::new(), |m| format!("\"matcher\": {m:?}, "));
+            format!("    {key:width$} [{{ {matcher}\"hooks\": [{{ \"type\": \"command\", \"command\": {command} }}] }}]")
         })
         .collect();
     format!("{{\n  \"hooks\": {{\n{}\n  }}\n}}", lines.join(",\n"))
@@ -203,5 +208,7 @@ mod tests {
             claude["hooks"]["Stop"][0]["hooks"][0]["command"],
             "relayq --config '/a b' hook --agent claude"
         );
+        assert_eq!(claude["hooks"]["Notification"][0]["matcher"], "idle_prompt");
+        assert!(claude["hooks"]["PermissionRequest"].is_array());
     }
 }
