@@ -20,6 +20,34 @@ impl SettingError {
     }
 }
 
+/// Refuses a duration outside `min..=max`, naming `key` and the range; `why` (may be empty)
+/// says what the range protects.
+pub fn check_duration(
+    key: &str,
+    value: std::time::Duration,
+    (min, max): (std::time::Duration, std::time::Duration),
+    why: &str,
+) -> Result<(), SettingError> {
+    if value >= min && value <= max {
+        return Ok(());
+    }
+    let show = |d| humantime::format_duration(d).to_string();
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({why})")
+    };
+    Err(SettingError::new(
+        key,
+        format!(
+            "{} is out of range: between {} and {}{why}",
+            show(value),
+            show(min),
+            show(max)
+        ),
+    ))
+}
+
 /// `path` made relative to `base` when it is relative.
 pub fn resolve_path(path: &mut PathBuf, base: &Path) {
     if path.is_relative() {

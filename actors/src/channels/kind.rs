@@ -44,20 +44,7 @@ pub trait ChannelKind {
 
 /// Checks a kind's settings: the timeout's range, then the kind's own checks.
 pub(super) fn check<K: ChannelKind>(kind: &K) -> Result<(), SettingError> {
-    let (min, max) = TIMEOUT_RANGE;
-    let timeout = kind.timeout();
-    if timeout < min || timeout > max {
-        let show = |d: Duration| humantime::format_duration(d).to_string();
-        return Err(SettingError::new(
-            "timeout",
-            format!(
-                "{} is out of range: between {} and {}",
-                show(timeout),
-                show(min),
-                show(max)
-            ),
-        ));
-    }
+    crate::settings::check_duration("timeout", kind.timeout(), TIMEOUT_RANGE, "")?;
     kind.check()
 }
 

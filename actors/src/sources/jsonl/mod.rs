@@ -18,7 +18,7 @@ use std::time::Duration;
 use relayq_engine::InboundMessage;
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{resolve_path, SettingError};
+use crate::settings::{check_duration, resolve_path, SettingError};
 use crate::sources::{Batch, Fetch, Source, SourceKind};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -55,16 +55,8 @@ impl SourceKind for Config {
     type Source = JsonlSource;
 
     fn check(&self) -> Result<(), SettingError> {
-        let (min, max) = (Duration::from_millis(10), Duration::from_secs(3600));
-        if self.poll_interval < min || self.poll_interval > max {
-            return Err(SettingError::new(
-                "poll_interval",
-                format!(
-                    "{} is out of range: between 10ms and 1h",
-                    humantime::format_duration(self.poll_interval)
-                ),
-            ));
-        }
+        let range = (Duration::from_millis(10), Duration::from_secs(3600));
+        check_duration("poll_interval", self.poll_interval, range, "")?;
         if !(1..=10_000).contains(&self.batch) {
             return Err(SettingError::new(
                 "batch",

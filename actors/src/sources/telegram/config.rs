@@ -11,7 +11,7 @@ use super::TelegramSource;
 use crate::channels::kit::secret::Secret;
 use crate::channels::telegram::Config as BotConfig;
 use crate::channels::{ChannelConfig, ChannelKind};
-use crate::settings::{resolve_path, SettingError};
+use crate::settings::{check_duration, resolve_path, SettingError};
 use crate::sources::{Replies, SourceKind};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -150,16 +150,9 @@ impl SourceKind for Config {
             }
             _ => {}
         }
-        let (min, max) = (Duration::from_secs(1), Duration::from_secs(50));
-        if self.poll_timeout < min || self.poll_timeout > max {
-            return Err(SettingError::new(
-                "poll_timeout",
-                format!(
-                    "{} is out of range: between 1s and 50s (a long poll; shorter polls only cost more requests)",
-                    humantime::format_duration(self.poll_timeout)
-                ),
-            ));
-        }
+        let range = (Duration::from_secs(1), Duration::from_secs(50));
+        let why = "a long poll; shorter polls only cost more requests";
+        check_duration("poll_timeout", self.poll_timeout, range, why)?;
         if self.max_download_bytes == 0 {
             return Err(SettingError::new(
                 "max_download_bytes",
