@@ -345,7 +345,12 @@ impl Inner {
             }
         }
         let path = dir.join(format!("{}_{}_{}", m.chat.id, m.message_id, safe_file_name(name)));
-        write_file(dir, &path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        // Off the actix thread: writing up to max_download_bytes blocks.
+        let (folder, target) = (dir.to_path_buf(), path.clone());
+        tokio::task::spawn_blocking(move || write_file(&folder, &target, &bytes))
+            .await
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         Ok(path)
     }
 
@@ -441,7 +446,7 @@ fn safe_file_name(name: &str) -> String {
     }
 }
 
-/// Writes `bytes` to `path` whole or not at all (a temporary file renamed), making `dir`
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed; blocking), making `dir`
 /// (mode 0700: the files are the user's messages) if needed.
 fn write_file(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
