@@ -87,17 +87,16 @@ impl FakeTelegram {
     }
 
     /// Queues a text from `user` in chat `chat` (a private chat when they are equal); the
-    /// message id.
+    /// update id, as [`Self::push_message`].
     pub fn push_text(&self, chat: i64, user: i64, text: &str) -> i64 {
-        let id = self.take_message_id();
+        let message_id = self.take_message_id();
         self.push_message(json!({
-            "message_id": id,
+            "message_id": message_id,
             "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
             "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }},
             "date": 1767225600,
             "text": text,
-        }));
-        id
+        }))
     }
 
     /// A fresh message id, as Telegram numbers a chat's messages.
