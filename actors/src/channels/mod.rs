@@ -44,6 +44,7 @@ crate::settings::kinds! {
         Tmux(tmux),
         Webhook(webhook),
         Telegram(telegram),
+        Discord(discord),
     }
     forward { text_limit() -> Option<relayq_engine::TextLimit> }
 }

@@ -39,12 +39,13 @@ pub struct HttpClient {
     secrets: Arc<[Secret]>,
 }
 
-/// The far end's answer: status, `Retry-After`, and the body (at most [`MAX_BODY`], with every
-/// secret of the channel taken out).
-#[derive(Debug, Clone, PartialEq)]
+/// The far end's answer: status, `Retry-After`, the headers (Discord's rate-limit buckets are
+/// there) and the body (at most [`MAX_BODY`], with every secret of the channel taken out).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
     pub status: u16,
     pub retry_after: Option<Duration>,
+    pub headers: HeaderMap,
     pub body: String,
 }
 
@@ -90,10 +91,12 @@ impl HttpClient {
         if response.status().is_redirection() {
             return Err(redirected(status, response.url(), response.headers()));
         }
+        let headers = response.headers().clone();
         let body = read_body(response, MAX_BODY).await;
         Ok(Reply {
             status,
             retry_after,
+            headers,
             body: self.scrub(&String::from_utf8_lossy(&body)),
         })
     }
@@ -329,6 +332,7 @@ mod tests {
             status,
             retry_after,
             body: "slow down".into(),
+            ..Reply::default()
         };
         assert_eq!(
             throttled(&reply(429, Some(Duration::from_secs(7))), None),

@@ -98,6 +98,7 @@ fn telegram_errors_are_classified_as_the_bot_api_documents_them() {
             status: body["error_code"].as_u64().unwrap_or(200) as u16,
             retry_after: None,
             body: body.to_string(),
+            ..Reply::default()
         }
     };
     let permanent = |name: &str, words: &str| match classify(&reply(name)) {
@@ -144,6 +145,7 @@ fn telegram_errors_are_classified_as_the_bot_api_documents_them() {
         status: 200,
         retry_after: None,
         body: "<html>proxy</html>".into(),
+        ..Reply::default()
     };
     assert!(matches!(
         classify(&odd),

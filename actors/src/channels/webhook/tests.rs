@@ -13,6 +13,7 @@ fn reply(status: u16, body: &str) -> Reply {
         status,
         retry_after: None,
         body: body.into(),
+        ..Reply::default()
     }
 }
 

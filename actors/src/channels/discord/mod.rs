@@ -1,0 +1,276 @@
+//! `kind = "discord"`: sends outbound rows as Discord messages (`POST /channels/{id}/messages`).
+//!
+//! ```text
+//!   row ──▶ bucket empty? ── yes ──▶ throttled until it refills (nothing sent)
+//!             │ no
+//!             ▼
+//!           create message {content, nonce, enforce_nonce, allowed_mentions: none}
+//!             200 {id}                     → delivered, receipt = id
+//!             429 global                   → the whole channel throttled retry_after
+//!             429                          → this channel id throttled retry_after
+//!             401                          → not the row's fault: uncounted, the breaker opens
+//!             400 / 403 / 404 (10003, 50001, 50007, 50013, ...) → permanent
+//!             5xx, no connection           → retry (no answer after sending: unknown)
+//!           X-RateLimit-* of every answer  → the buckets (see `buckets`)
+//! ```
+//!
+//! `to` is a channel id (a DM channel's too); a row's `thread` is a thread's channel id and is
+//! posted to instead, `reply_to` becomes a message reference. Texts are split at 2000
+//! characters when written. Each row's `nonce` is made from its id, with `enforce_nonce`: sent
+//! again after a crash within Discord's window (a few minutes), Discord answers with the message
+//! it already made rather than a second one. Nobody is pinged: `allowed_mentions` is empty, so an
+//! agent's `@everyone` stays text.
+
+mod buckets;
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
+use super::kit::notice;
+use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
+use crate::pacing::Pace;
+
+pub use buckets::Buckets;
+pub use config::{Config, API_URL};
+
+/// The route messages are created on, as Discord's buckets are keyed.
+const CREATE_MESSAGE: &str = "POST /channels/{id}/messages";
+
+/// The longest nonce Discord takes.
+const MAX_NONCE: usize = 25;
+
+#[derive(Clone)]
+pub struct DiscordChannel {
+    /// The REST API's base URL, ending in `/`.
+    api: reqwest::Url,
+    /// Sends `Authorization: Bot <token>` with each request; scrubs the token from errors.
+    http: HttpClient,
+    timeout: Duration,
+    unknown_outcome: UnknownOutcome,
+    buckets: Arc<Buckets>,
+}
+
+impl Channel for DiscordChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let Content::Outbound(message) = &delivery.content else {
+            return Outcome::Permanent {
+                reason: "the discord channel sends outbound messages; route a session's \
+                         inbound rows to a tmux, exec or file channel"
+                    .into(),
+            }
+            .into();
+        };
+        let channel_id = message.thread.as_deref().unwrap_or(&message.to).trim();
+        if !is_snowflake(channel_id) {
+            return Outcome::Permanent {
+                reason: "not a Discord channel id: `to` (and `thread`) must be the channel's \
+                         number, e.g. 1312345678901234567 (Developer Mode → Copy Channel ID)"
+                    .into(),
+            }
+            .into();
+        }
+        if let Err(wait) = self.buckets.take(CREATE_MESSAGE, channel_id, Instant::now()) {
+            return Outcome::Throttled {
+                reason: "Discord's rate limit for this channel is used up until it resets".into(),
+                wait,
+                channel_wide: false,
+            }
+            .into();
+        }
+        let mut body = json!({
+            "content": message.text,
+            "nonce": nonce(delivery.id, delivery.created_at),
+            "enforce_nonce": true,
+            "allowed_mentions": {"parse": []},
+        });
+        if let Some(reply_to) = &message.reply_to {
+            body["message_reference"] =
+                json!({"message_id": reply_to.trim(), "fail_if_not_exists": false});
+        }
+        let this = self.clone();
+        let channel_id = channel_id.to_string();
+        Answer::later(async move { this.create_message(&channel_id, body).await })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn render(&self, n: &relayq_engine::Notice) -> String {
+        notice::discord_markdown(n)
+    }
+
+    fn pace(&self) -> Pace {
+        config::pace()
+    }
+
+    fn unknown_outcome(&self) -> UnknownOutcome {
+        self.unknown_outcome
+    }
+
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        Some(text_limit())
+    }
+
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.bot_user().await.map(|_| ()) }))
+    }
+}
+
+/// Discord's limit: 2000 characters of markdown.
+pub fn text_limit() -> relayq_engine::TextLimit {
+    relayq_engine::TextLimit {
+        max: notice::DISCORD_MAX_CHARS,
+        markup: relayq_engine::Markup::Markdown,
+    }
+}
+
+impl DiscordChannel {
+    async fn create_message(&self, channel_id: &str, body: Value) -> Outcome {
+        let url = self
+            .api
+            .join(&format!("channels/{channel_id}/messages"))
+            .expect("a snowflake joins the API URL");
+        let request = self
+            .http
+            .client()
+            .post(url)
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        match self.http.send(request).await {
+            Ok(reply) => {
+                self.buckets
+                    .learn(CREATE_MESSAGE, channel_id, &reply.headers, Instant::now());
+                classify(&reply)
+            }
+            Err(no_answer) => no_answer,
+        }
+    }
+
+    /// `GET /users/@me`: the bot's name when the token is good.
+    pub async fn bot_user(&self) -> Result<String, String> {
+        let url = self.api.join("users/@me").expect("a route joins");
+        let reply = self
+            .http
+            .send(self.http.client().get(url))
+            .await
+            .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
+        match reply.json::<Value>() {
+            Some(user) if reply.is_success() && user["id"].is_string() => {
+                Ok(user["username"].as_str().unwrap_or_default().to_string())
+            }
+            _ => Err(describe(&reply)),
+        }
+    }
+}
+
+/// A Discord id: a snowflake, digits only (so a row's `to` cannot walk the API's paths).
+fn is_snowflake(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The row's nonce: its id and when it was written, so that another database's row with the
+/// same id is not taken for it; just the id if that would be longer than Discord allows.
+fn nonce(id: i64, created_at: i64) -> String {
+    let both = format!("{id}.{created_at}");
+    match both.len() <= MAX_NONCE {
+        true => both,
+        false => id.to_string(),
+    }
+}
+
+/// Discord's error answer: `{"message": "Missing Permissions", "code": 50013}`; a 429's is
+/// `{"message": ..., "retry_after": 1.337, "global": false}`.
+#[derive(Debug, Default, Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    code: Option<i64>,
+    #[serde(default)]
+    retry_after: Option<f64>,
+    #[serde(default)]
+    global: bool,
+}
+
+fn classify(reply: &Reply) -> Outcome {
+    if reply.is_success() {
+        return match reply.json::<Value>() {
+            Some(message) if message["id"].is_string() => {
+                Outcome::delivered_as(message["id"].as_str().unwrap_or_default())
+            }
+            // A 2xx that is not a message: it may or may not have been made.
+            _ => Outcome::unknown(format!("unexpected answer: {}", reply.error())),
+        };
+    }
+    let error = reply.json::<ApiError>().unwrap_or_default();
+    let described = describe(reply);
+    match reply.status {
+        429 => {
+            let wait = error
+                .retry_after
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+                .or(reply.retry_after)
+                .unwrap_or(Duration::from_secs(1));
+            let global_header = reply
+                .headers
+                .get("x-ratelimit-global")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+            Outcome::Throttled {
+                reason: described,
+                wait,
+                channel_wide: error.global || global_header,
+            }
+        }
+        // A bad or reset token: nothing was sent and the row is not at fault. Uncounted; the
+        // breaker stops the tries (Discord bans bots that keep sending invalid requests).
+        401 => Outcome::Unreachable {
+            error: format!("{described}: check the bot token (token_env / token_file)"),
+        },
+        400..=499 => Outcome::Permanent {
+            reason: match error.code.and_then(hint) {
+                Some(hint) => format!("{described}: {hint}"),
+                None => described,
+            },
+        },
+        _ => Outcome::Retry {
+            error: described,
+            after: reply.retry_after,
+        },
+    }
+}
+
+/// What to do about the errors a bridge meets.
+fn hint(code: i64) -> Option<&'static str> {
+    Some(match code {
+        10003 => "no such channel: check the row's `to`",
+        50001 => "the bot cannot see this channel: invite it to the server and give it access",
+        50007 => "the user does not take DMs from the bot (no shared server, or DMs closed)",
+        50013 => "give the bot Send Messages (and Send Messages in Threads) in this channel",
+        _ => return None,
+    })
+}
+
+/// `Discord 403 (50013): Missing Permissions`, or the HTTP status and body.
+fn describe(reply: &Reply) -> String {
+    match reply.json::<ApiError>() {
+        Some(ApiError {
+            message: Some(m),
+            code: Some(code),
+            ..
+        }) => format!("Discord {} ({code}): {m}", reply.status),
+        Some(ApiError {
+            message: Some(m), ..
+        }) => format!("Discord {}: {m}", reply.status),
+        _ => reply.error(),
+    }
+}

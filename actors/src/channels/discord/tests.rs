@@ -1,0 +1,290 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::*;
+use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::ChannelKind;
+
+const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDAwMQ.GabcDE.s3cr3t-discord-token";
+const CHANNEL: &str = "1312345678901234567";
+
+/// A fixture as Discord sends it: the status (its `.headers.json`'s, else the one Discord
+/// answers the body's error code with), the headers, the body.
+fn fixture(name: &str) -> (u16, Vec<(String, String)>, String) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/discord");
+    let body = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+    let code = serde_json::from_str::<Value>(&body).unwrap()["code"].as_i64();
+    let status = match code {
+        None => 200,
+        Some(10003 | 10015) => 404,
+        Some(50001 | 50007 | 50013) => 403,
+        Some(_) => 400,
+    };
+    match std::fs::read_to_string(dir.join(format!("{name}.headers.json"))) {
+        Ok(head) => {
+            let head: Value = serde_json::from_str(&head).unwrap();
+            let headers = head["headers"].as_object().unwrap().iter();
+            let headers = headers.map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()));
+            (head["status"].as_u64().unwrap() as u16, headers.collect(), body)
+        }
+        Err(_) => (status, vec![], body),
+    }
+}
+
+fn answer(name: &str) -> ResponseTemplate {
+    let (status, headers, body) = fixture(name);
+    let template = headers
+        .iter()
+        .fold(ResponseTemplate::new(status), |t, (k, v)| t.insert_header(k.as_str(), v.as_str()));
+    template.set_body_raw(body, "application/json")
+}
+
+fn reply(name: &str) -> Reply {
+    let (status, headers, body) = fixture(name);
+    let mut reply = Reply {
+        status,
+        body,
+        ..Reply::default()
+    };
+    for (k, v) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+        reply.headers.insert(name, v.parse().unwrap());
+    }
+    reply
+}
+
+fn channel(base: &str, timeout: Duration) -> DiscordChannel {
+    Config {
+        api_url: base.into(),
+        timeout,
+        ..Config::new(TOKEN)
+    }
+    .build()
+    .unwrap()
+}
+
+async fn deliver(channel: &mut DiscordChannel, delivery: Delivery) -> Outcome {
+    match channel.deliver(delivery) {
+        Answer::Now(outcome) => outcome,
+        Answer::Later(future) => future.await,
+    }
+}
+
+fn to(id: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
+    let mut d = conformance::delivery();
+    if let Content::Outbound(m) = &mut d.content {
+        m.to = id.into();
+        adjust(m);
+    }
+    d
+}
+
+async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
+    server.received_requests().await.unwrap()
+}
+
+#[actix_rt::test]
+async fn discord_passes_the_channel_conformance_suite() {
+    let permanent = [
+        "error_10003",
+        "error_10015",
+        "error_50001",
+        "error_50007",
+        "error_50013",
+        "error_50035_content_too_long",
+    ];
+    conformance::run(Platform {
+        build: Box::new(channel),
+        secrets: vec![TOKEN.into()],
+        success: (answer("ok_create_message"), Some("1323456789012345678".into())),
+        throttled: ResponseTemplate::new(429)
+            .insert_header("Retry-After", "7")
+            .set_body_json(json!({"message": format!("You are being rate limited ({TOKEN})"), "retry_after": 7.0, "global": false})),
+        permanent: permanent.iter().map(|name| answer(name)).collect(),
+    })
+    .await;
+}
+
+/// Every Discord answer in the fixtures, and what it makes of the row.
+#[test]
+fn discord_errors_are_classified_as_its_api_documents_them() {
+    let permanent = |name: &str, words: &[&str]| match classify(&reply(name)) {
+        Outcome::Permanent { reason } => {
+            for w in words {
+                assert!(reason.contains(w), "{name}: {reason}");
+            }
+        }
+        other => panic!("{name}: {other:?}, not permanent"),
+    };
+    permanent("error_10003", &["Discord 404 (10003): Unknown Channel", "`to`"]);
+    permanent("error_50001", &["403 (50001): Missing Access", "invite"]);
+    permanent("error_50007", &["(50007): Cannot send messages to this user", "DMs"]);
+    permanent("error_50013", &["(50013): Missing Permissions", "Send Messages"]);
+    permanent("error_50035_content_too_long", &["400 (50035): Invalid Form Body"]);
+
+    assert_eq!(
+        classify(&reply("ok_create_message")),
+        Outcome::delivered_as("1323456789012345678")
+    );
+    // A route's 429: that channel id waits the body's retry_after (finer than the header's 2 s).
+    assert_eq!(
+        classify(&reply("error_429")),
+        Outcome::Throttled {
+            reason: "Discord 429: You are being rate limited.".into(),
+            wait: Duration::from_millis(1337),
+            channel_wide: false,
+        }
+    );
+    // The global limit: every destination of the channel waits.
+    match classify(&reply("error_429_global")) {
+        Outcome::Throttled {
+            wait, channel_wide, ..
+        } => assert_eq!((wait, channel_wide), (Duration::from_millis(500), true)),
+        other => panic!("global 429: {other:?}"),
+    }
+    let unauthorized = Reply {
+        status: 401,
+        body: r#"{"message": "401: Unauthorized", "code": 0}"#.into(),
+        ..Reply::default()
+    };
+    assert!(
+        matches!(classify(&unauthorized), Outcome::Unreachable { error } if error.contains("token")),
+        "a bad token is not the row's fault"
+    );
+    let odd = Reply {
+        status: 200,
+        body: "<html>proxy</html>".into(),
+        ..Reply::default()
+    };
+    assert!(matches!(classify(&odd), Outcome::Unknown { .. }), "never called delivered");
+    let gateway = Reply {
+        status: 502,
+        ..Reply::default()
+    };
+    assert!(matches!(classify(&gateway), Outcome::Retry { .. }));
+}
+
+#[actix_rt::test]
+async fn a_message_carries_its_nonce_and_pings_nobody_and_goes_to_its_thread_as_a_reply() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(answer("ok_create_message"))
+        .mount(&server)
+        .await;
+    let mut discord = channel(&server.uri(), Duration::from_secs(5));
+    let delivery = to(CHANNEL, |m| {
+        m.text = "@everyone tests pass".into();
+        m.thread = Some("1399999999999999999".into());
+        m.reply_to = Some("1323456789012345000".into());
+    });
+    let (id, created_at) = (delivery.id, delivery.created_at);
+    assert_eq!(
+        deliver(&mut discord, delivery).await,
+        Outcome::delivered_as("1323456789012345678")
+    );
+    let sent = requests(&server).await;
+    assert_eq!(sent[0].url.path(), "/channels/1399999999999999999/messages");
+    assert_eq!(
+        sent[0].headers.get("authorization").unwrap(),
+        &format!("Bot {TOKEN}")
+    );
+    assert!(sent[0].headers.get("user-agent").unwrap().to_str().unwrap().starts_with("DiscordBot ("));
+    let body: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(body["content"], "@everyone tests pass");
+    assert_eq!(body["nonce"], format!("{id}.{created_at}"));
+    assert_eq!(body["enforce_nonce"], true);
+    assert_eq!(body["allowed_mentions"], json!({"parse": []}));
+    assert_eq!(body["message_reference"]["message_id"], "1323456789012345000");
+    assert!(body["nonce"].as_str().unwrap().len() <= MAX_NONCE);
+    assert_eq!(nonce(123_456_789_012, 1_767_225_600_000), "123456789012");
+}
+
+#[actix_rt::test]
+async fn a_to_that_is_not_a_channel_id_is_permanent_and_nothing_is_sent() {
+    let server = MockServer::start().await;
+    let mut discord = channel(&server.uri(), Duration::from_secs(5));
+    for bad in ["../../users/@me", "general", "", "123/messages"] {
+        let outcome = deliver(&mut discord, to(bad, |_| {})).await;
+        assert!(matches!(outcome, Outcome::Permanent { .. }), "{bad:?}: {outcome:?}");
+    }
+    assert!(requests(&server).await.is_empty());
+}
+
+#[actix_rt::test]
+async fn an_empty_bucket_holds_that_channel_without_a_request_until_it_resets() {
+    let server = MockServer::start().await;
+    Mock::given(path(format!("/channels/{CHANNEL}/messages")))
+        .respond_with(
+            answer("ok_create_message")
+                .insert_header("X-RateLimit-Bucket", "80c17d2f203122d936070c88c8d10f33")
+                .insert_header("X-RateLimit-Limit", "5")
+                .insert_header("X-RateLimit-Remaining", "0")
+                .insert_header("X-RateLimit-Reset-After", "30"),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(answer("ok_create_message"))
+        .mount(&server)
+        .await;
+    let mut discord = channel(&server.uri(), Duration::from_secs(5));
+    assert!(deliver(&mut discord, to(CHANNEL, |_| {})).await.is_delivered());
+    match deliver(&mut discord.clone(), to(CHANNEL, |_| {})).await {
+        Outcome::Throttled {
+            wait, channel_wide, ..
+        } => assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30) && !channel_wide,
+            "{wait:?}"
+        ),
+        other => panic!("the empty bucket was not honoured: {other:?}"),
+    }
+    assert_eq!(requests(&server).await.len(), 1, "no request into an empty bucket");
+    // Another channel is another window of the bucket.
+    assert!(deliver(&mut discord, to("1312345678901234999", |_| {})).await.is_delivered());
+}
+
+#[actix_rt::test]
+async fn ready_means_the_bot_user_answered() {
+    let server = MockServer::start().await;
+    Mock::given(path("/users/@me"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": "1300000000000000001", "username": "agent-relay", "bot": true})))
+        .mount(&server)
+        .await;
+    let discord = channel(&server.uri(), Duration::from_secs(5));
+    assert_eq!(discord.bot_user().await.unwrap(), "agent-relay");
+    assert_eq!(discord.ready_check().unwrap().await, Ok(()));
+
+    let refused = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"message": "401: Unauthorized", "code": 0})))
+        .mount(&refused)
+        .await;
+    let error = channel(&refused.uri(), Duration::from_secs(5))
+        .ready_check()
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert!(error.contains("Unauthorized") && !error.contains(TOKEN), "{error}");
+}
+
+#[test]
+fn config_needs_one_token_and_never_shows_it() {
+    let none = Config {
+        token: None,
+        ..Config::new("")
+    };
+    assert_eq!(none.check().unwrap_err().key, "token");
+    let config = Config::new(TOKEN);
+    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let bad_url = Config {
+        api_url: "ftp://discord".into(),
+        ..config
+    };
+    assert_eq!(bad_url.check().unwrap_err().key, "api_url");
+    assert_eq!(Config::new("  ").build().err().unwrap().key, "token");
+}
