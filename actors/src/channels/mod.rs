@@ -45,6 +45,7 @@ crate::settings::kinds! {
         Webhook(webhook),
         Telegram(telegram),
         Discord(discord),
+        Slack(slack),
     }
     forward { text_limit() -> Option<relayq_engine::TextLimit> }
 }

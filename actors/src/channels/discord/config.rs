@@ -4,7 +4,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, USER_AGENT};
+use reqwest::header::{HeaderValue, USER_AGENT};
 use serde::{Deserialize, Serialize};
 
 use super::DiscordChannel;
@@ -77,16 +77,6 @@ impl Config {
             file: self.token_file.as_deref(),
         }
     }
-
-    /// The API's base URL, ending in `/` so routes join under it.
-    fn base(&self) -> Result<reqwest::Url, SettingError> {
-        let mut base = http::check_url("api_url", &self.api_url)?;
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
-        Ok(base)
-    }
 }
 
 impl ChannelKind for Config {
@@ -102,19 +92,13 @@ impl ChannelKind for Config {
 
     fn check(&self) -> Result<(), SettingError> {
         self.token().check()?;
-        self.base().map(|_| ())
+        http::base_url("api_url", &self.api_url).map(|_| ())
     }
 
     fn build(&self) -> Result<DiscordChannel, SettingError> {
         let token = self.token().resolve()?;
         let token = Secret::new(token.expose().trim());
-        let mut auth = HeaderValue::from_str(&format!("Bot {}", token.expose()))
-            .ok()
-            .filter(|_| !token.expose().is_empty())
-            .ok_or_else(|| SettingError::new("token", "is not a Discord bot token"))?;
-        auth.set_sensitive(true);
-        let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, auth);
+        let mut headers = http::authorization("Bot", &token, "MTMw...GabcDE... (Developer Portal → Bot → Reset Token)")?;
         // Discord refuses requests without a User-Agent of this form.
         let agent = format!(
             "DiscordBot (https://github.com/relayq/relayq, {})",
@@ -123,7 +107,7 @@ impl ChannelKind for Config {
         headers.insert(USER_AGENT, HeaderValue::from_str(&agent).expect("ascii"));
         Ok(DiscordChannel {
             http: HttpClient::new(self.timeout, headers, vec![token]),
-            api: self.base()?,
+            api: http::base_url("api_url", &self.api_url)?,
             timeout: self.timeout,
             unknown_outcome: self.unknown_outcome,
             buckets: Default::default(),

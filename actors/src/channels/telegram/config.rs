@@ -89,11 +89,7 @@ impl Config {
                 "is not a bot token: it looks like 123456:ABC-DEF... (from @BotFather)",
             ));
         }
-        let mut base = http::check_url("api_url", &self.api_url)?;
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = http::base_url("api_url", &self.api_url)?;
         // `./`: the token's `:` would otherwise read as a URL scheme.
         let url = base
             .join(&format!("./bot{}/", token.expose()))

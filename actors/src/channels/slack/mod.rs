@@ -1,0 +1,359 @@
+//! `kind = "slack"`: sends outbound rows with the Web API's `chat.postMessage`.
+//!
+//! ```text
+//!   row ──▶ an earlier send got no answer? ── yes ──▶ conversations.history: a message whose
+//!             │ no                                    metadata names this row?  yes → delivered
+//!             ▼                                                                 no  → send
+//!           chat.postMessage {channel, text (mrkdwn), thread_ts?, metadata: {row}}
+//!             200 ok: true {ts}                 → delivered, receipt = ts
+//!             429 ratelimited + Retry-After     → throttled that long (not counted)
+//!             200 ok: false channel_not_found, is_archived, not_in_channel,
+//!                 invalid_auth, token_revoked, account_inactive, ... → permanent
+//!             200 ok: false internal_error, fatal_error, service_unavailable,
+//!                 request_timeout; 5xx; no connection → retry
+//! ```
+//!
+//! Slack answers most errors with HTTP 200 and `ok: false`: never call a row delivered on the
+//! status. `to` is a channel id (`C0123ABCDEF`, a DM's `D...`); `thread` (or `reply_to`) is a
+//! thread's `ts`. Texts are split at 4000 characters when written.
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::kit::http::{HttpClient, Reply};
+use super::kit::notice;
+use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
+use crate::pacing::Pace;
+
+pub use config::{Config, API_URL};
+
+/// Slack's limit on a message's `text` (it truncates longer ones).
+pub const MAX_CHARS: usize = 4000;
+
+/// The metadata `event_type` of relayq's messages; its payload holds the row.
+pub const METADATA_EVENT: &str = "relayq_row";
+
+/// How many pages of history a lookup reads before it gives up and sends.
+const LOOKUP_PAGES: usize = 5;
+
+#[derive(Clone)]
+pub struct SlackChannel {
+    /// The Web API's base URL, ending in `/`.
+    api: reqwest::Url,
+    /// Sends `Authorization: Bearer <token>`; scrubs the token from errors.
+    http: HttpClient,
+    timeout: Duration,
+    unknown_outcome: UnknownOutcome,
+}
+
+impl Channel for SlackChannel {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let Content::Outbound(message) = &delivery.content else {
+            return Outcome::Permanent {
+                reason: "the slack channel sends outbound messages; route a session's \
+                         inbound rows to a tmux, exec or file channel"
+                    .into(),
+            }
+            .into();
+        };
+        let row = RowMark {
+            row: delivery.id,
+            written: delivery.created_at,
+        };
+        let thread = message.thread.as_ref().or(message.reply_to.as_ref());
+        let mut body = json!({
+            "channel": message.to.trim(),
+            "text": message.text,
+            "mrkdwn": true,
+            "unfurl_links": false,
+            "metadata": {"event_type": METADATA_EVENT, "event_payload": row},
+        });
+        if let Some(ts) = thread {
+            body["thread_ts"] = json!(ts.trim());
+        }
+        let this = self.clone();
+        let (channel, thread) = (message.to.trim().to_string(), thread.cloned());
+        let check_first = delivery.possible_repeat;
+        Answer::later(async move {
+            if check_first {
+                match this.find(&channel, thread.as_deref(), row).await {
+                    Ok(Some(ts)) => return Outcome::delivered_as(ts),
+                    Ok(None) => {}
+                    Err(Lookup::Later(outcome)) => return outcome,
+                    Err(Lookup::Cannot(why)) => tracing::warn!(
+                        row = row.row,
+                        why,
+                        "cannot check whether an earlier send of the row reached Slack; sending it again"
+                    ),
+                }
+            }
+            this.post_message(body).await
+        })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn render(&self, n: &relayq_engine::Notice) -> String {
+        notice::slack_mrkdwn(n)
+    }
+
+    fn pace(&self) -> Pace {
+        config::pace()
+    }
+
+    fn unknown_outcome(&self) -> UnknownOutcome {
+        self.unknown_outcome
+    }
+
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        Some(text_limit())
+    }
+
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.auth_test().await.map(|_| ()) }))
+    }
+}
+
+/// Slack's limit: 4000 characters of mrkdwn.
+pub fn text_limit() -> relayq_engine::TextLimit {
+    relayq_engine::TextLimit {
+        max: MAX_CHARS,
+        markup: relayq_engine::Markup::Markdown,
+    }
+}
+
+/// The row a message was sent for, in its metadata: its id and when it was written (so that
+/// another database's row with the same id is not taken for it).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
+pub struct RowMark {
+    pub row: i64,
+    pub written: i64,
+}
+
+/// Why a lookup did not say.
+enum Lookup {
+    /// Slack could not answer now: try the row later.
+    Later(Outcome),
+    /// It never will (a missing `*:history` scope): send.
+    Cannot(String),
+}
+
+impl SlackChannel {
+    fn method(&self, name: &str) -> reqwest::Url {
+        self.api.join(name).expect("a method name joins the API URL")
+    }
+
+    async fn post_message(&self, body: Value) -> Outcome {
+        let request = self
+            .http
+            .client()
+            .post(self.method("chat.postMessage"))
+            .header("Content-Type", "application/json; charset=utf-8")
+            .body(body.to_string());
+        match self.http.send(request).await {
+            Ok(reply) => classify(&reply),
+            Err(no_answer) => no_answer,
+        }
+    }
+
+    /// The `ts` of the message sent for `row` in `channel` (in `thread`), if Slack has it.
+    async fn find(
+        &self,
+        channel: &str,
+        thread: Option<&str>,
+        row: RowMark,
+    ) -> Result<Option<String>, Lookup> {
+        // Slack's `oldest` is in seconds; the message cannot predate its row.
+        let oldest = format!("{}", (row.written / 1000).saturating_sub(1));
+        let (method, mut query) = match thread {
+            Some(ts) => (
+                "conversations.replies",
+                vec![("channel", channel), ("ts", ts)],
+            ),
+            None => ("conversations.history", vec![("channel", channel)]),
+        };
+        query.extend([
+            ("oldest", oldest.as_str()),
+            ("include_all_metadata", "true"),
+            ("limit", "200"),
+        ]);
+        let mut cursor = String::new();
+        for _ in 0..LOOKUP_PAGES {
+            let mut page = query.clone();
+            if !cursor.is_empty() {
+                page.push(("cursor", cursor.as_str()));
+            }
+            let request = self.http.client().get(self.method(method)).query(&page);
+            let reply = self.http.send(request).await.map_err(Lookup::Later)?;
+            let history = match reply.json::<History>() {
+                Some(h) if reply.is_success() && h.ok => h,
+                _ => {
+                    return Err(match classify(&reply) {
+                        Outcome::Permanent { reason } => Lookup::Cannot(reason),
+                        later => Lookup::Later(later),
+                    })
+                }
+            };
+            let found = history.messages.iter().find(|m| {
+                m.metadata.as_ref().is_some_and(|meta| {
+                    meta.event_type == METADATA_EVENT
+                        && serde_json::from_value::<RowMark>(meta.event_payload.clone()).ok()
+                            == Some(row)
+                })
+            });
+            if let Some(message) = found {
+                return Ok(Some(message.ts.clone()));
+            }
+            match history.response_metadata.and_then(|m| m.next_cursor) {
+                Some(next) if history.has_more && !next.is_empty() => cursor = next,
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// `auth.test`: the bot's user name when the token is good.
+    pub async fn auth_test(&self) -> Result<String, String> {
+        let request = self.http.client().post(self.method("auth.test"));
+        let reply = self
+            .http
+            .send(request)
+            .await
+            .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
+        match reply.json::<Value>() {
+            Some(v) if reply.is_success() && v["ok"] == true => {
+                Ok(v["user"].as_str().unwrap_or_default().to_string())
+            }
+            _ => Err(describe(&reply)),
+        }
+    }
+}
+
+/// `conversations.history` / `conversations.replies`, as far as a lookup reads them.
+#[derive(Debug, Deserialize)]
+struct History {
+    ok: bool,
+    #[serde(default)]
+    messages: Vec<HistoryMessage>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    response_metadata: Option<ResponseMetadata>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HistoryMessage {
+    ts: String,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    event_type: String,
+    #[serde(default)]
+    event_payload: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct ResponseMetadata {
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// The Web API's answer: `{"ok": true, "ts": ...}` or `{"ok": false, "error": "..."}`.
+#[derive(Debug, Deserialize)]
+struct Answered {
+    ok: bool,
+    #[serde(default)]
+    ts: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// Slack's errors that a later try may get past; every other `ok: false` is permanent.
+const TRANSIENT: &[&str] = &[
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+];
+
+fn classify(reply: &Reply) -> Outcome {
+    let answered = reply.json::<Answered>();
+    let described = describe(reply);
+    if reply.status == 429 {
+        return Outcome::Throttled {
+            reason: described,
+            wait: reply.retry_after.unwrap_or(Duration::from_secs(1)),
+            channel_wide: false,
+        };
+    }
+    if !reply.is_success() {
+        return Outcome::Retry {
+            error: described,
+            after: reply.retry_after,
+        };
+    }
+    match answered {
+        Some(Answered {
+            ok: true,
+            ts: Some(ts),
+            ..
+        }) => Outcome::delivered_as(ts),
+        Some(Answered {
+            ok: false,
+            error: Some(error),
+            ..
+        }) => match error.as_str() {
+            "ratelimited" => Outcome::Throttled {
+                reason: described,
+                wait: reply.retry_after.unwrap_or(Duration::from_secs(1)),
+                channel_wide: false,
+            },
+            e if TRANSIENT.contains(&e) => Outcome::Retry {
+                error: described,
+                after: reply.retry_after,
+            },
+            e => Outcome::Permanent {
+                reason: match hint(e) {
+                    Some(hint) => format!("{described}: {hint}"),
+                    None => described,
+                },
+            },
+        },
+        // A 200 that says neither: the message may or may not exist.
+        _ => Outcome::unknown(format!("unexpected answer: {}", reply.error())),
+    }
+}
+
+/// What to do about the errors a bridge meets.
+fn hint(error: &str) -> Option<&'static str> {
+    Some(match error {
+        "channel_not_found" => "no such channel: `to` is a channel id like C0123ABCDEF",
+        "not_in_channel" => "invite the app to the channel (/invite @yourapp)",
+        "is_archived" => "the channel is archived",
+        "invalid_auth" | "not_authed" | "token_revoked" | "account_inactive" => {
+            "fix the token (token_env / token_file), then `relayq dead retry` these rows"
+        }
+        "missing_scope" => "add the scope to the app (chat:write) and reinstall it",
+        _ => return None,
+    })
+}
+
+/// `Slack: channel_not_found`, or the HTTP status and body.
+fn describe(reply: &Reply) -> String {
+    match reply.json::<Answered>().and_then(|a| a.error) {
+        Some(error) => format!("Slack: {error}"),
+        None => reply.error(),
+    }
+}

@@ -1,0 +1,311 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::*;
+use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::ChannelKind;
+
+const TOKEN: &str = "xoxb-1234-5678-s3cr3tSlackToken";
+const CHANNEL: &str = "C0123ABCDEF";
+
+/// A fixture as Slack sends it: the status and headers of its `.headers.json` (else 200, as
+/// Slack answers even its errors), the body.
+fn fixture(name: &str) -> (u16, Vec<(String, String)>, String) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/slack");
+    let body = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+    match std::fs::read_to_string(dir.join(format!("{name}.headers.json"))) {
+        Ok(head) => {
+            let head: Value = serde_json::from_str(&head).unwrap();
+            let headers = head["headers"].as_object().unwrap().iter();
+            let headers = headers.map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()));
+            (head["status"].as_u64().unwrap() as u16, headers.collect(), body)
+        }
+        Err(_) => (200, vec![], body),
+    }
+}
+
+fn answer(name: &str) -> ResponseTemplate {
+    let (status, headers, body) = fixture(name);
+    let template = headers.iter().fold(ResponseTemplate::new(status), |t, (k, v)| {
+        t.insert_header(k.as_str(), v.as_str())
+    });
+    template.set_body_raw(body, "application/json")
+}
+
+fn reply(name: &str) -> Reply {
+    let (status, headers, body) = fixture(name);
+    let retry_after = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+        .map(|(_, v)| Duration::from_secs(v.parse().unwrap()));
+    Reply {
+        status,
+        retry_after,
+        body,
+        ..Reply::default()
+    }
+}
+
+fn channel(base: &str, timeout: Duration) -> SlackChannel {
+    Config {
+        api_url: base.into(),
+        timeout,
+        ..Config::new(TOKEN)
+    }
+    .build()
+    .unwrap()
+}
+
+async fn deliver(channel: &mut SlackChannel, delivery: Delivery) -> Outcome {
+    match channel.deliver(delivery) {
+        Answer::Now(outcome) => outcome,
+        Answer::Later(future) => future.await,
+    }
+}
+
+fn to(id: &str, adjust: impl FnOnce(&mut Delivery)) -> Delivery {
+    let mut d = conformance::delivery();
+    if let Content::Outbound(m) = &mut d.content {
+        m.to = id.into();
+    }
+    adjust(&mut d);
+    d
+}
+
+async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
+    server.received_requests().await.unwrap()
+}
+
+#[actix_rt::test]
+async fn slack_passes_the_channel_conformance_suite() {
+    let permanent = [
+        "error_channel_not_found",
+        "error_is_archived",
+        "error_not_in_channel",
+        "error_invalid_auth",
+        "error_token_revoked",
+        "error_account_inactive",
+        "error_msg_too_long",
+    ];
+    conformance::run(Platform {
+        build: Box::new(channel),
+        secrets: vec![TOKEN.into()],
+        success: (answer("ok_post_message"), Some("1767225780.000200".into())),
+        throttled: ResponseTemplate::new(429)
+            .insert_header("Retry-After", "7")
+            .set_body_json(json!({"ok": false, "error": "ratelimited"})),
+        permanent: permanent.iter().map(|name| answer(name)).collect(),
+    })
+    .await;
+}
+
+/// Every Slack answer in the fixtures, and what it makes of the row.
+#[test]
+fn slack_errors_under_http_200_are_classified_as_its_api_documents_them() {
+    let permanent = |name: &str, words: &str| match classify(&reply(name)) {
+        Outcome::Permanent { reason } => assert!(reason.contains(words), "{name}: {reason}"),
+        other => panic!("{name}: {other:?}, not permanent"),
+    };
+    permanent("error_channel_not_found", "Slack: channel_not_found: no such channel");
+    permanent("error_is_archived", "Slack: is_archived");
+    permanent("error_not_in_channel", "/invite");
+    permanent("error_invalid_auth", "fix the token");
+    permanent("error_token_revoked", "Slack: token_revoked");
+    permanent("error_account_inactive", "Slack: account_inactive");
+    permanent("error_msg_too_long", "Slack: msg_too_long");
+
+    assert_eq!(
+        classify(&reply("ok_post_message")),
+        Outcome::delivered_as("1767225780.000200")
+    );
+    assert_eq!(
+        classify(&reply("error_ratelimited")),
+        Outcome::Throttled {
+            reason: "Slack: ratelimited".into(),
+            wait: Duration::from_secs(30),
+            channel_wide: false,
+        }
+    );
+    let says = |error: &str| Reply {
+        status: 200,
+        body: json!({"ok": false, "error": error}).to_string(),
+        ..Reply::default()
+    };
+    for transient in TRANSIENT {
+        assert!(
+            matches!(classify(&says(transient)), Outcome::Retry { .. }),
+            "{transient}"
+        );
+    }
+    let odd = Reply {
+        status: 200,
+        body: "<html>proxy</html>".into(),
+        ..Reply::default()
+    };
+    assert!(matches!(classify(&odd), Outcome::Unknown { .. }), "never called delivered");
+}
+
+#[actix_rt::test]
+async fn a_message_carries_its_row_in_metadata_and_goes_to_its_thread() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(&server)
+        .await;
+    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let delivery = to(CHANNEL, |d| {
+        if let Content::Outbound(m) = &mut d.content {
+            m.text = "*done*: <!channel> tests pass".into();
+            m.thread = Some("1767225700.000100".into());
+        }
+    });
+    let (id, written) = (delivery.id, delivery.created_at);
+    assert_eq!(
+        deliver(&mut slack, delivery).await,
+        Outcome::delivered_as("1767225780.000200")
+    );
+    let sent = requests(&server).await;
+    assert_eq!(
+        sent[0].headers.get("authorization").unwrap(),
+        &format!("Bearer {TOKEN}")
+    );
+    let body: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(body["channel"], CHANNEL);
+    assert_eq!(body["thread_ts"], "1767225700.000100");
+    assert_eq!(body["mrkdwn"], true);
+    assert_eq!(
+        body["metadata"],
+        json!({"event_type": "relayq_row", "event_payload": {"row": id, "written": written}})
+    );
+}
+
+/// History holding `marks` (rows relayq sent) and a message of someone else.
+fn history(marks: &[(i64, i64)]) -> ResponseTemplate {
+    let mut messages = vec![json!({"type": "message", "user": "U1", "text": "hi", "ts": "1700000001.000001"})];
+    for (n, (row, written)) in marks.iter().enumerate() {
+        messages.push(json!({
+            "type": "message", "bot_id": "B0AGENTBOT1", "text": "hello from relayq",
+            "ts": format!("1700000002.00000{n}"),
+            "metadata": {"event_type": "relayq_row", "event_payload": {"row": row, "written": written}},
+        }));
+    }
+    ResponseTemplate::new(200).set_body_json(json!({"ok": true, "messages": messages, "has_more": false}))
+}
+
+#[actix_rt::test]
+async fn a_send_cut_by_a_crash_that_reached_slack_is_found_by_its_metadata_and_not_sent_again() {
+    let server = MockServer::start().await;
+    let row = conformance::delivery();
+    Mock::given(path("/conversations.history"))
+        .and(query_param("channel", CHANNEL))
+        .and(query_param("include_all_metadata", "true"))
+        .respond_with(history(&[(row.id + 1, row.created_at), (row.id, row.created_at)]))
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(&server)
+        .await;
+    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let repeat = to(CHANNEL, |d| d.possible_repeat = true);
+    assert_eq!(
+        deliver(&mut slack, repeat).await,
+        Outcome::delivered_as("1700000002.000001"),
+        "the message the row made, by its metadata"
+    );
+    let paths: Vec<String> = requests(&server).await.iter().map(|r| r.url.path().to_string()).collect();
+    assert_eq!(paths, ["/conversations.history"], "looked up, not sent");
+
+    // Another database's row with the same id (written at another time) is not it.
+    let other = to(CHANNEL, |d| {
+        d.possible_repeat = true;
+        d.created_at += 1;
+    });
+    assert_eq!(
+        deliver(&mut slack, other).await,
+        Outcome::delivered_as("1767225780.000200")
+    );
+    // A first send does not look anything up.
+    server.reset().await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(&server)
+        .await;
+    assert!(deliver(&mut slack, to(CHANNEL, |_| {})).await.is_delivered());
+    let paths: Vec<String> = requests(&server).await.iter().map(|r| r.url.path().to_string()).collect();
+    assert_eq!(paths, ["/chat.postMessage"]);
+}
+
+#[actix_rt::test]
+async fn a_lookup_slack_cannot_answer_now_is_retried_and_one_it_never_can_sends() {
+    let server = MockServer::start().await;
+    Mock::given(path("/conversations.replies"))
+        .and(query_param("ts", "1767225700.000100"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    Mock::given(path("/conversations.history"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": false, "error": "missing_scope", "needed": "channels:history"})))
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(&server)
+        .await;
+    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let in_thread = to(CHANNEL, |d| {
+        d.possible_repeat = true;
+        if let Content::Outbound(m) = &mut d.content {
+            m.thread = Some("1767225700.000100".into());
+        }
+    });
+    let outcome = deliver(&mut slack, in_thread).await;
+    assert!(matches!(outcome, Outcome::Retry { .. }), "{outcome:?}");
+    assert_eq!(requests(&server).await.len(), 1, "nothing sent while unsure");
+
+    let outcome = deliver(&mut slack, to(CHANNEL, |d| d.possible_repeat = true)).await;
+    assert!(outcome.is_delivered(), "{outcome:?}");
+    assert_eq!(requests(&server).await.last().unwrap().url.path(), "/chat.postMessage");
+}
+
+#[actix_rt::test]
+async fn ready_means_auth_test_said_ok() {
+    let server = MockServer::start().await;
+    Mock::given(path("/auth.test"))
+        .and(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true, "user": "agent-relay", "team": "Demo"})))
+        .mount(&server)
+        .await;
+    let slack = channel(&server.uri(), Duration::from_secs(5));
+    assert_eq!(slack.auth_test().await.unwrap(), "agent-relay");
+    assert_eq!(slack.ready_check().unwrap().await, Ok(()));
+
+    let refused = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(answer("error_invalid_auth"))
+        .mount(&refused)
+        .await;
+    let error = channel(&refused.uri(), Duration::from_secs(5))
+        .ready_check()
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert_eq!(error, "Slack: invalid_auth");
+}
+
+#[test]
+fn config_needs_one_token_and_never_shows_it() {
+    let none = Config {
+        token: None,
+        ..Config::new("")
+    };
+    assert_eq!(none.check().unwrap_err().key, "token");
+    let config = Config::new(TOKEN);
+    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert_eq!(Config::new(" ").build().err().unwrap().key, "token");
+}
