@@ -10,6 +10,7 @@ mod delivery;
 mod hook;
 mod hook_processing;
 mod outbound;
+mod platforms;
 mod recovery;
 mod regression;
 mod sources;

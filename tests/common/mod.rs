@@ -469,6 +469,15 @@ impl Endpoint {
         port: u16,
         script: impl Fn(usize) -> Reply + Send + Sync + 'static,
     ) -> Endpoint {
+        Endpoint::start_with(port, move |calls| script(calls.len() - 1))
+    }
+
+    /// An endpoint whose script sees every call so far, the one to answer last: a platform
+    /// that answers by what it was sent (a message looked up, a nonce seen before).
+    pub fn start_with(
+        port: u16,
+        script: impl Fn(&[Call]) -> Reply + Send + Sync + 'static,
+    ) -> Endpoint {
         use std::sync::{Arc, Mutex};
         let server = Arc::new(tiny_http::Server::http(("127.0.0.1", port)).unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
@@ -483,7 +492,7 @@ impl Endpoint {
                     .iter()
                     .find(|h| h.field.equiv("Idempotency-Key"))
                     .map(|h| h.value.to_string());
-                let n = {
+                let seen = {
                     let mut calls = log.lock().unwrap();
                     calls.push(Call {
                         at: Instant::now(),
@@ -492,11 +501,11 @@ impl Endpoint {
                         idempotency_key: key,
                         body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
                     });
-                    calls.len() - 1
+                    calls.clone()
                 };
                 let script = script.clone();
                 std::thread::spawn(move || {
-                    let reply = script(n);
+                    let reply = script(&seen);
                     std::thread::sleep(reply.delay);
                     let mut response =
                         tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
