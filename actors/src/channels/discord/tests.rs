@@ -1,4 +1,3 @@
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -6,72 +5,39 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDAwMQ.GabcDE.s3cr3t-discord-token";
 const CHANNEL: &str = "1312345678901234567";
 
-/// A fixture as Discord sends it: the status (its `.headers.json`'s, else the one Discord
-/// answers the body's error code with), the headers, the body.
-fn fixture(name: &str) -> (u16, Vec<(String, String)>, String) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/discord");
-    let body = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
-    let code = serde_json::from_str::<Value>(&body).unwrap()["code"].as_i64();
-    let status = match code {
+/// A fixture as Discord sends it: without headers recorded, the status Discord answers its
+/// error code with.
+fn fixture(name: &str) -> Recorded {
+    Recorded::load("discord", name, |body| match body["code"].as_i64() {
         None => 200,
         Some(10003 | 10015) => 404,
         Some(50001 | 50007 | 50013) => 403,
         Some(_) => 400,
-    };
-    match std::fs::read_to_string(dir.join(format!("{name}.headers.json"))) {
-        Ok(head) => {
-            let head: Value = serde_json::from_str(&head).unwrap();
-            let headers = head["headers"].as_object().unwrap().iter();
-            let headers = headers.map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()));
-            (head["status"].as_u64().unwrap() as u16, headers.collect(), body)
-        }
-        Err(_) => (status, vec![], body),
-    }
+    })
 }
 
 fn answer(name: &str) -> ResponseTemplate {
-    let (status, headers, body) = fixture(name);
-    let template = headers
-        .iter()
-        .fold(ResponseTemplate::new(status), |t, (k, v)| t.insert_header(k.as_str(), v.as_str()));
-    template.set_body_raw(body, "application/json")
+    fixture(name).template()
 }
 
 fn reply(name: &str) -> Reply {
-    let (status, headers, body) = fixture(name);
-    let mut reply = Reply {
-        status,
-        body,
-        ..Reply::default()
-    };
-    for (k, v) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
-        reply.headers.insert(name, v.parse().unwrap());
-    }
-    reply
+    fixture(name).reply()
 }
 
 fn channel(base: &str, timeout: Duration) -> DiscordChannel {
     Config {
-        api_url: base.into(),
+        api_url: Some(base.into()),
         timeout,
         ..Config::new(TOKEN)
     }
     .build()
     .unwrap()
-}
-
-async fn deliver(channel: &mut DiscordChannel, delivery: Delivery) -> Outcome {
-    match channel.deliver(delivery) {
-        Answer::Now(outcome) => outcome,
-        Answer::Later(future) => future.await,
-    }
 }
 
 fn to(id: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
@@ -183,7 +149,7 @@ async fn a_message_carries_its_nonce_and_pings_nobody_and_goes_to_its_thread_as_
     });
     let (id, created_at) = (delivery.id, delivery.created_at);
     assert_eq!(
-        deliver(&mut discord, delivery).await,
+        outcome_of(&mut discord, delivery).await,
         Outcome::delivered_as("1323456789012345678")
     );
     let sent = requests(&server).await;
@@ -208,7 +174,7 @@ async fn a_to_that_is_not_a_channel_id_is_permanent_and_nothing_is_sent() {
     let server = MockServer::start().await;
     let mut discord = channel(&server.uri(), Duration::from_secs(5));
     for bad in ["../../users/@me", "general", "", "123/messages"] {
-        let outcome = deliver(&mut discord, to(bad, |_| {})).await;
+        let outcome = outcome_of(&mut discord, to(bad, |_| {})).await;
         assert!(matches!(outcome, Outcome::Permanent { .. }), "{bad:?}: {outcome:?}");
     }
     assert!(requests(&server).await.is_empty());
@@ -232,8 +198,8 @@ async fn an_empty_bucket_holds_that_channel_without_a_request_until_it_resets() 
         .mount(&server)
         .await;
     let mut discord = channel(&server.uri(), Duration::from_secs(5));
-    assert!(deliver(&mut discord, to(CHANNEL, |_| {})).await.is_delivered());
-    match deliver(&mut discord.clone(), to(CHANNEL, |_| {})).await {
+    assert!(outcome_of(&mut discord, to(CHANNEL, |_| {})).await.is_delivered());
+    match outcome_of(&mut discord.clone(), to(CHANNEL, |_| {})).await {
         Outcome::Throttled {
             wait, channel_wide, ..
         } => assert!(
@@ -244,7 +210,7 @@ async fn an_empty_bucket_holds_that_channel_without_a_request_until_it_resets() 
     }
     assert_eq!(requests(&server).await.len(), 1, "no request into an empty bucket");
     // Another channel is another window of the bucket.
-    assert!(deliver(&mut discord, to("1312345678901234999", |_| {})).await.is_delivered());
+    assert!(outcome_of(&mut discord, to("1312345678901234999", |_| {})).await.is_delivered());
 }
 
 #[actix_rt::test]
@@ -282,7 +248,7 @@ fn config_needs_one_token_and_never_shows_it() {
     let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
     assert!(!shown.contains("s3cr3t"), "{shown}");
     let bad_url = Config {
-        api_url: "ftp://discord".into(),
+        api_url: Some("ftp://discord".into()),
         ..config
     };
     assert_eq!(bad_url.check().unwrap_err().key, "api_url");

@@ -17,6 +17,7 @@ use relayq_engine::OutboundMessage;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use crate::channels::kit::http::Reply;
 use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
 
 /// Makes the channel under test, talking to a base URL (the mock server's, no trailing slash)
@@ -54,7 +55,12 @@ pub fn delivery() -> Delivery {
 
 /// Delivers [`delivery`] through `channel` and waits for the answer.
 pub async fn deliver<C: Channel>(channel: &mut C) -> Outcome {
-    match channel.deliver(delivery()) {
+    outcome_of(channel, delivery()).await
+}
+
+/// Delivers `delivery` through `channel` and waits for the answer.
+pub async fn outcome_of<C: Channel>(channel: &mut C, delivery: Delivery) -> Outcome {
+    match channel.deliver(delivery) {
         Answer::Now(outcome) => outcome,
         Answer::Later(future) => future.await,
     }
@@ -149,4 +155,71 @@ async fn play<C: Channel>(
     let outcome = deliver(&mut channel).await;
     let requests = server.received_requests().await.unwrap_or_default().len();
     (outcome, requests, started.elapsed())
+}
+
+/// One of a platform's answers recorded in `tests/fixtures/<platform>/`: `NAME.json` is the
+/// body, and `NAME.headers.json` (`{"status": 429, "headers": {...}}`), where there is one, the
+/// status and headers; else the status is the one the platform answers that body with.
+pub struct Recorded {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Recorded {
+    /// `status_of` says the status of a body without a `.headers.json`.
+    pub fn load(platform: &str, name: &str, status_of: fn(&serde_json::Value) -> u16) -> Self {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(platform);
+        let body = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        match std::fs::read_to_string(dir.join(format!("{name}.headers.json"))) {
+            Ok(head) => {
+                let head: serde_json::Value = serde_json::from_str(&head).unwrap();
+                let headers = head["headers"].as_object().unwrap().iter();
+                Recorded {
+                    status: head["status"].as_u64().unwrap() as u16,
+                    headers: headers
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                        .collect(),
+                    body,
+                }
+            }
+            Err(_) => Recorded {
+                status: status_of(&json),
+                headers: vec![],
+                body,
+            },
+        }
+    }
+
+    /// The answer for a mock server to play.
+    pub fn template(&self) -> ResponseTemplate {
+        let template = self
+            .headers
+            .iter()
+            .fold(ResponseTemplate::new(self.status), |t, (k, v)| {
+                t.insert_header(k.as_str(), v.as_str())
+            });
+        template.set_body_raw(self.body.clone(), "application/json")
+    }
+
+    /// The answer as the HTTP kit reads it, for a kind's `classify`.
+    pub fn reply(&self) -> Reply {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &self.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            headers.insert(name, v.parse().unwrap());
+        }
+        Reply {
+            status: self.status,
+            retry_after: crate::channels::kit::http::retry_after(
+                &headers,
+                std::time::SystemTime::now(),
+            ),
+            headers,
+            body: self.body.clone(),
+        }
+    }
 }

@@ -196,29 +196,6 @@ pub fn base_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
     Ok(base)
 }
 
-/// The `Authorization: <scheme> <token>` header of a platform's bot token, marked sensitive.
-/// The error names setting `token` and says what a token of `platform` looks like.
-pub fn authorization(
-    scheme: &str,
-    token: &Secret,
-    looks_like: &str,
-) -> Result<HeaderMap, SettingError> {
-    let token = token.expose().trim();
-    let mut value = HeaderValue::from_str(&format!("{scheme} {token}"))
-        .ok()
-        .filter(|_| !token.is_empty() && !token.contains(' '))
-        .ok_or_else(|| {
-            SettingError::new(
-                "token",
-                format!("is not a bot token: it looks like {looks_like}"),
-            )
-        })?;
-    value.set_sensitive(true);
-    let mut headers = HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, value);
-    Ok(headers)
-}
-
 /// Checks that `url` is an http(s) URL, without ever repeating it (it may hold a secret).
 pub fn check_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
     let parsed = reqwest::Url::parse(url).map_err(|e| {

@@ -1,7 +1,8 @@
 //! What channel kinds share, so that a platform is its settings, its requests and its
-//! classification: the HTTP client and the words for its failures ([`http`]), secret settings
+//! classification: the settings of a bot platform ([`bot`]), the HTTP client and the words for its failures ([`http`]), secret settings
 //! ([`secret`]), notices rendered in each platform's markup ([`notice`]), and the conformance suite every HTTP channel passes (`conformance`, tests only).
 
+pub mod bot;
 #[cfg(test)]
 pub mod conformance;
 pub mod http;

@@ -1,49 +1,31 @@
-//! The Slack channel's settings: the bot token, the Web API's base URL, timeout.
+//! The Slack channel's settings: a bot's (see `kit::bot`), at Slack's Web API.
 
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::SlackChannel;
-use crate::channels::kit::default_timeout;
-use crate::channels::kit::http::{self, HttpClient};
-use crate::channels::kit::secret::{Secret, SecretSetting};
-use crate::channels::{resolve_path, ChannelKind, SettingError, UnknownOutcome};
+use crate::channels::kit::bot::{BotConfig, Platform};
+use crate::channels::kit::http::HttpClient;
+use crate::channels::{ChannelKind, SettingError};
 use crate::pacing::{Pace, Rate};
 
-/// Slack's Web API, unless `api_url` says otherwise (a test).
+/// Slack's Web API.
 pub const API_URL: &str = "https://slack.com/api";
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// The app's bot token (`xoxb-...`, OAuth & Permissions; scopes `chat:write`, and
-    /// `channels:history` / `groups:history` / `im:history` to check a send cut by a crash);
-    /// better `token_env` or `token_file`, so config.toml holds no secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
-    /// The Web API's base URL.
-    #[serde(default = "api_url")]
-    pub api_url: String,
-    /// A request not answered within this is abandoned (its outcome unknown).
-    #[serde(default = "default_timeout", with = "humantime_serde")]
-    pub timeout: Duration,
-    /// After a send with no answer: look the row up in the conversation (its id is in the
-    /// message's metadata) and send it only if it is not there (`resend`), or `hold` it as a
-    /// dead letter for an operator.
-    #[serde(default)]
-    pub unknown_outcome: UnknownOutcome,
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slack;
+
+impl Platform for Slack {
+    const API_URL: &'static str = API_URL;
+    const TOKEN_LOOKS_LIKE: &'static str =
+        "xoxb-... (your app → OAuth & Permissions → Bot User OAuth Token; scopes chat:write and \
+         channels:history)";
 }
 
-fn api_url() -> String {
-    API_URL.to_string()
-}
+/// `[channels.NAME] kind = "slack"`. `unknown_outcome = "resend"` looks the row up in the
+/// conversation (its id is in the message's metadata) and posts it only if it is not there.
+pub type Config = BotConfig<Slack>;
 
 /// Slack's published budget for `chat.postMessage`: about one message per second per channel.
 pub fn pace() -> Pace {
@@ -53,29 +35,6 @@ pub fn pace() -> Pace {
             per: Duration::from_secs(1),
         }),
         ..Pace::default()
-    }
-}
-
-impl Config {
-    /// A bot with this token, at the official API.
-    pub fn new(token: &str) -> Self {
-        Config {
-            token: Some(Secret::new(token)),
-            token_env: None,
-            token_file: None,
-            api_url: api_url(),
-            timeout: default_timeout(),
-            unknown_outcome: UnknownOutcome::Resend,
-        }
-    }
-
-    fn token(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "token",
-            inline: self.token.as_ref(),
-            env: self.token_env.as_deref(),
-            file: self.token_file.as_deref(),
-        }
     }
 }
 
@@ -91,25 +50,20 @@ impl ChannelKind for Config {
     }
 
     fn check(&self) -> Result<(), SettingError> {
-        self.token().check()?;
-        http::base_url("api_url", &self.api_url).map(|_| ())
+        BotConfig::check(self)
     }
 
     fn build(&self) -> Result<SlackChannel, SettingError> {
-        let token = self.token().resolve()?;
-        let token = Secret::new(token.expose().trim());
-        let headers = http::authorization("Bearer", &token, "xoxb-... (OAuth & Permissions → Bot User OAuth Token)")?;
+        let (headers, token) = self.authorization("Bearer")?;
         Ok(SlackChannel {
             http: HttpClient::new(self.timeout, headers, vec![token]),
-            api: http::base_url("api_url", &self.api_url)?,
+            api: self.base_url()?,
             timeout: self.timeout,
             unknown_outcome: self.unknown_outcome,
         })
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        if let Some(file) = &mut self.token_file {
-            resolve_path(file, base);
-        }
+        BotConfig::resolve_paths(self, base)
     }
 }

@@ -1,4 +1,3 @@
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -6,65 +5,34 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "xoxb-1234-5678-s3cr3tSlackToken";
 const CHANNEL: &str = "C0123ABCDEF";
 
-/// A fixture as Slack sends it: the status and headers of its `.headers.json` (else 200, as
-/// Slack answers even its errors), the body.
-fn fixture(name: &str) -> (u16, Vec<(String, String)>, String) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/slack");
-    let body = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
-    match std::fs::read_to_string(dir.join(format!("{name}.headers.json"))) {
-        Ok(head) => {
-            let head: Value = serde_json::from_str(&head).unwrap();
-            let headers = head["headers"].as_object().unwrap().iter();
-            let headers = headers.map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()));
-            (head["status"].as_u64().unwrap() as u16, headers.collect(), body)
-        }
-        Err(_) => (200, vec![], body),
-    }
+/// A fixture as Slack sends it: without headers recorded, HTTP 200, as Slack answers even its
+/// errors.
+fn fixture(name: &str) -> Recorded {
+    Recorded::load("slack", name, |_| 200)
 }
 
 fn answer(name: &str) -> ResponseTemplate {
-    let (status, headers, body) = fixture(name);
-    let template = headers.iter().fold(ResponseTemplate::new(status), |t, (k, v)| {
-        t.insert_header(k.as_str(), v.as_str())
-    });
-    template.set_body_raw(body, "application/json")
+    fixture(name).template()
 }
 
 fn reply(name: &str) -> Reply {
-    let (status, headers, body) = fixture(name);
-    let retry_after = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
-        .map(|(_, v)| Duration::from_secs(v.parse().unwrap()));
-    Reply {
-        status,
-        retry_after,
-        body,
-        ..Reply::default()
-    }
+    fixture(name).reply()
 }
 
 fn channel(base: &str, timeout: Duration) -> SlackChannel {
     Config {
-        api_url: base.into(),
+        api_url: Some(base.into()),
         timeout,
         ..Config::new(TOKEN)
     }
     .build()
     .unwrap()
-}
-
-async fn deliver(channel: &mut SlackChannel, delivery: Delivery) -> Outcome {
-    match channel.deliver(delivery) {
-        Answer::Now(outcome) => outcome,
-        Answer::Later(future) => future.await,
-    }
 }
 
 fn to(id: &str, adjust: impl FnOnce(&mut Delivery)) -> Delivery {
@@ -165,7 +133,7 @@ async fn a_message_carries_its_row_in_metadata_and_goes_to_its_thread() {
     });
     let (id, written) = (delivery.id, delivery.created_at);
     assert_eq!(
-        deliver(&mut slack, delivery).await,
+        outcome_of(&mut slack, delivery).await,
         Outcome::delivered_as("1767225780.000200")
     );
     let sent = requests(&server).await;
@@ -213,7 +181,7 @@ async fn a_send_cut_by_a_crash_that_reached_slack_is_found_by_its_metadata_and_n
     let mut slack = channel(&server.uri(), Duration::from_secs(5));
     let repeat = to(CHANNEL, |d| d.possible_repeat = true);
     assert_eq!(
-        deliver(&mut slack, repeat).await,
+        outcome_of(&mut slack, repeat).await,
         Outcome::delivered_as("1700000002.000001"),
         "the message the row made, by its metadata"
     );
@@ -226,7 +194,7 @@ async fn a_send_cut_by_a_crash_that_reached_slack_is_found_by_its_metadata_and_n
         d.created_at += 1;
     });
     assert_eq!(
-        deliver(&mut slack, other).await,
+        outcome_of(&mut slack, other).await,
         Outcome::delivered_as("1767225780.000200")
     );
     // A first send does not look anything up.
@@ -235,7 +203,7 @@ async fn a_send_cut_by_a_crash_that_reached_slack_is_found_by_its_metadata_and_n
         .respond_with(answer("ok_post_message"))
         .mount(&server)
         .await;
-    assert!(deliver(&mut slack, to(CHANNEL, |_| {})).await.is_delivered());
+    assert!(outcome_of(&mut slack, to(CHANNEL, |_| {})).await.is_delivered());
     let paths: Vec<String> = requests(&server).await.iter().map(|r| r.url.path().to_string()).collect();
     assert_eq!(paths, ["/chat.postMessage"]);
 }
@@ -263,11 +231,11 @@ async fn a_lookup_slack_cannot_answer_now_is_retried_and_one_it_never_can_sends(
             m.thread = Some("1767225700.000100".into());
         }
     });
-    let outcome = deliver(&mut slack, in_thread).await;
+    let outcome = outcome_of(&mut slack, in_thread).await;
     assert!(matches!(outcome, Outcome::Retry { .. }), "{outcome:?}");
     assert_eq!(requests(&server).await.len(), 1, "nothing sent while unsure");
 
-    let outcome = deliver(&mut slack, to(CHANNEL, |d| d.possible_repeat = true)).await;
+    let outcome = outcome_of(&mut slack, to(CHANNEL, |d| d.possible_repeat = true)).await;
     assert!(outcome.is_delivered(), "{outcome:?}");
     assert_eq!(requests(&server).await.last().unwrap().url.path(), "/chat.postMessage");
 }

@@ -1,47 +1,32 @@
-//! The Telegram channel's settings: the bot token, the API's base URL, budgets, timeout.
+//! The Telegram channel's settings: a bot's (see `kit::bot`), at the Bot API.
 
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::TelegramChannel;
-use crate::channels::kit::default_timeout;
-use crate::channels::kit::http::{self, HttpClient};
-use crate::channels::kit::secret::{Secret, SecretSetting};
-use crate::channels::{resolve_path, ChannelKind, SettingError, UnknownOutcome};
+use crate::channels::kit::bot::{BotConfig, Platform};
+use crate::channels::kit::http::HttpClient;
+use crate::channels::kit::secret::Secret;
+use crate::channels::{ChannelKind, SettingError};
 use crate::pacing::{Pace, Rate};
 
-/// Where the Bot API is, unless `api_url` says otherwise (a local Bot API server, a test).
+/// The Bot API.
 pub const API_URL: &str = "https://api.telegram.org";
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// The bot's token from @BotFather; better `token_env` (an environment variable) or
-    /// `token_file`, so config.toml holds no secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
-    /// The Bot API's base URL.
-    #[serde(default = "api_url")]
-    pub api_url: String,
-    /// A request not answered within this is abandoned (its outcome unknown).
-    #[serde(default = "default_timeout", with = "humantime_serde")]
-    pub timeout: Duration,
-    /// After a send with no answer: send again (`resend`: Telegram cannot deduplicate, so the
-    /// chat may see it twice) or `hold` it as a dead letter for an operator.
-    #[serde(default)]
-    pub unknown_outcome: UnknownOutcome,
+const LOOKS_LIKE: &str = "123456:ABC-DEF... (from @BotFather)";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Telegram;
+
+impl Platform for Telegram {
+    const API_URL: &'static str = API_URL;
+    const TOKEN_LOOKS_LIKE: &'static str = LOOKS_LIKE;
 }
 
-fn api_url() -> String {
-    API_URL.to_string()
-}
+/// `[channels.NAME] kind = "telegram"`. Telegram cannot deduplicate: with
+/// `unknown_outcome = "resend"` the chat may see a message twice.
+pub type Config = BotConfig<Telegram>;
 
 /// Telegram's published budgets: about one message per second to a chat, about 30 per second
 /// in all for a bot. (`[pacing.NAME]` overrides; a group's 20 per minute is one to set there.)
@@ -58,40 +43,18 @@ pub fn pace() -> Pace {
 }
 
 impl Config {
-    /// A bot with this token, at the official API.
-    pub fn new(token: &str) -> Self {
-        Config {
-            token: Some(Secret::new(token)),
-            token_env: None,
-            token_file: None,
-            api_url: api_url(),
-            timeout: default_timeout(),
-            unknown_outcome: UnknownOutcome::Resend,
-        }
-    }
-
-    fn token(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "token",
-            inline: self.token.as_ref(),
-            env: self.token_env.as_deref(),
-            file: self.token_file.as_deref(),
-        }
-    }
-
     /// The API's URL for this bot, `<api_url>/bot<token>/`, and the token.
     pub fn bot_url(&self) -> Result<(reqwest::Url, Secret), SettingError> {
-        let token = self.token().resolve()?;
-        let token = Secret::new(token.expose().trim());
-        if token.expose().is_empty() || token.expose().contains(['/', '?', '#', ' ']) {
+        let token = self.token()?;
+        if token.expose().contains(['/', '?', '#']) {
             return Err(SettingError::new(
                 "token",
-                "is not a bot token: it looks like 123456:ABC-DEF... (from @BotFather)",
+                format!("is not a bot token: it looks like {LOOKS_LIKE}"),
             ));
         }
-        let base = http::base_url("api_url", &self.api_url)?;
         // `./`: the token's `:` would otherwise read as a URL scheme.
-        let url = base
+        let url = self
+            .base_url()?
             .join(&format!("./bot{}/", token.expose()))
             .map_err(|e| SettingError::new("api_url", format!("cannot hold a bot path: {e}")))?;
         Ok((url, token))
@@ -119,9 +82,7 @@ impl ChannelKind for Config {
     }
 
     fn check(&self) -> Result<(), SettingError> {
-        self.token().check()?;
-        http::check_url("api_url", &self.api_url)?;
-        Ok(())
+        BotConfig::check(self)
     }
 
     fn build(&self) -> Result<TelegramChannel, SettingError> {
@@ -137,8 +98,6 @@ impl ChannelKind for Config {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        if let Some(file) = &mut self.token_file {
-            resolve_path(file, base);
-        }
+        BotConfig::resolve_paths(self, base)
     }
 }

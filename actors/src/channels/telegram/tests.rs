@@ -1,4 +1,3 @@
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -6,40 +5,31 @@ use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "123456:s3cr3t-T0KEN-abcdef";
 
-fn fixture(name: &str) -> Value {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/telegram")
-        .join(format!("{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+/// A fixture as Telegram sends it: without headers recorded, the status its `error_code` says
+/// (200 for `ok: true`).
+fn fixture(name: &str) -> Recorded {
+    Recorded::load("telegram", name, |body| {
+        body["error_code"].as_u64().unwrap_or(200) as u16
+    })
 }
 
-/// The fixture as Telegram sends it: the status its `error_code` says (200 for `ok: true`).
 fn answer(name: &str) -> ResponseTemplate {
-    let body = fixture(name);
-    let status = body["error_code"].as_u64().unwrap_or(200) as u16;
-    ResponseTemplate::new(status).set_body_json(body)
+    fixture(name).template()
 }
 
 fn channel(base: &str, timeout: Duration) -> TelegramChannel {
     Config {
-        api_url: base.into(),
+        api_url: Some(base.into()),
         timeout,
         ..Config::new(TOKEN)
     }
     .build()
     .unwrap()
-}
-
-async fn deliver(channel: &mut TelegramChannel, delivery: Delivery) -> Outcome {
-    match channel.deliver(delivery) {
-        Answer::Now(outcome) => outcome,
-        Answer::Later(future) => future.await,
-    }
 }
 
 fn to(chat: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
@@ -92,15 +82,7 @@ async fn telegram_passes_the_channel_conformance_suite() {
 /// Every Telegram answer in the fixtures, and what it makes of the row.
 #[test]
 fn telegram_errors_are_classified_as_the_bot_api_documents_them() {
-    let reply = |name: &str| {
-        let body = fixture(name);
-        Reply {
-            status: body["error_code"].as_u64().unwrap_or(200) as u16,
-            retry_after: None,
-            body: body.to_string(),
-            ..Reply::default()
-        }
-    };
+    let reply = |name: &str| fixture(name).reply();
     let permanent = |name: &str, words: &str| match classify(&reply(name)) {
         Verdict::Done(Outcome::Permanent { reason }) => {
             assert!(reason.contains(words), "{name}: {reason}")
@@ -165,9 +147,9 @@ async fn a_group_upgraded_to_a_supergroup_is_followed_and_remembered() {
         .mount(&server)
         .await;
     let mut tg = channel(&server.uri(), Duration::from_secs(5));
-    let outcome = deliver(&mut tg, to("111", |_| {})).await;
+    let outcome = outcome_of(&mut tg, to("111", |_| {})).await;
     assert_eq!(outcome, Outcome::delivered_as("4213"));
-    let outcome = deliver(&mut tg.clone(), to("111", |_| {})).await;
+    let outcome = outcome_of(&mut tg.clone(), to("111", |_| {})).await;
     assert_eq!(outcome, Outcome::delivered_as("4213"));
     let chats: Vec<Value> = bodies(&server)
         .await
@@ -206,7 +188,7 @@ async fn a_notice_telegram_cannot_parse_is_sent_again_as_plain_text() {
         m.notice = Some(notice.clone());
     });
     assert_eq!(
-        deliver(&mut tg, delivery).await,
+        outcome_of(&mut tg, delivery).await,
         Outcome::delivered_as("4213")
     );
     let sent = bodies(&server).await;
@@ -239,7 +221,7 @@ async fn thread_and_reply_go_with_the_message_and_plain_text_has_no_parse_mode()
         m.reply_to = Some("977".into());
     });
     assert_eq!(
-        deliver(&mut tg, delivery).await,
+        outcome_of(&mut tg, delivery).await,
         Outcome::delivered_as("4213")
     );
     let sent = bodies(&server).await;
@@ -288,7 +270,7 @@ fn config_needs_one_token_and_never_shows_it() {
     let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
     assert!(!shown.contains("s3cr3t"), "{shown}");
     let (url, _) = Config {
-        api_url: "http://127.0.0.1:9/tg".into(),
+        api_url: Some("http://127.0.0.1:9/tg".into()),
         ..config
     }
     .bot_url()

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::TelegramSource;
 use crate::channels::kit::secret::Secret;
 use crate::channels::telegram::Config as BotConfig;
-use crate::channels::{ChannelConfig, ChannelKind};
+use crate::channels::ChannelConfig;
 use crate::settings::{check_duration, resolve_path, SettingError};
 use crate::sources::{Replies, SourceKind};
 
@@ -102,7 +102,7 @@ impl Config {
             token: self.token.clone(),
             token_env: self.token_env.clone(),
             token_file: self.token_file.clone(),
-            api_url: self.api_url.clone(),
+            api_url: Some(self.api_url.clone()),
             ..BotConfig::new("")
         }
     }

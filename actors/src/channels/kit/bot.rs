@@ -1,0 +1,117 @@
+//! The settings every bot platform's channel has (Telegram, Discord, Slack): the bot's token,
+//! given inline, from the daemon's environment or from a file; the API's base URL (another
+//! server: a local Bot API, a test); the timeout; what to do after a send with no answer.
+//! Each platform is a marker type naming its official API and what its token looks like.
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use serde::{Deserialize, Serialize};
+
+use super::default_timeout;
+use super::http;
+use super::secret::{Secret, SecretSetting};
+use crate::channels::{resolve_path, SettingError, UnknownOutcome};
+
+/// A bot platform, as its channel's settings need it.
+pub trait Platform {
+    /// The official API's base URL.
+    const API_URL: &'static str;
+    /// What a token looks like and where to get one, for the error when it does not.
+    const TOKEN_LOOKS_LIKE: &'static str;
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, bound = "")]
+pub struct BotConfig<P> {
+    /// The bot's token; better `token_env` (an environment variable of the daemon) or
+    /// `token_file`, so config.toml holds no secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// The API's base URL; not set: the platform's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// A request not answered within this is abandoned (its outcome unknown).
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// After a send with no answer: `resend` as the platform allows, or `hold` it as a dead
+    /// letter for an operator.
+    #[serde(default)]
+    pub unknown_outcome: UnknownOutcome,
+    #[serde(skip)]
+    pub platform: PhantomData<P>,
+}
+
+impl<P: Platform> BotConfig<P> {
+    /// A bot with this token, at the official API.
+    pub fn new(token: &str) -> Self {
+        BotConfig {
+            token: Some(Secret::new(token)),
+            token_env: None,
+            token_file: None,
+            api_url: None,
+            timeout: default_timeout(),
+            unknown_outcome: UnknownOutcome::Resend,
+            platform: PhantomData,
+        }
+    }
+
+    fn token_setting(&self) -> SecretSetting<'_> {
+        SecretSetting {
+            key: "token",
+            inline: self.token.as_ref(),
+            env: self.token_env.as_deref(),
+            file: self.token_file.as_deref(),
+        }
+    }
+
+    /// The token, read from where the settings say, without surrounding blanks; refused when
+    /// empty or holding a blank.
+    pub fn token(&self) -> Result<Secret, SettingError> {
+        let token = self.token_setting().resolve()?;
+        let token = token.expose().trim();
+        if token.is_empty() || token.contains(char::is_whitespace) {
+            return Err(SettingError::new(
+                "token",
+                format!("is not a bot token: it looks like {}", P::TOKEN_LOOKS_LIKE),
+            ));
+        }
+        Ok(Secret::new(token))
+    }
+
+    /// The token as an `Authorization: <scheme> <token>` header (marked sensitive), and the
+    /// token, for the HTTP client to scrub from its errors.
+    pub fn authorization(&self, scheme: &str) -> Result<(HeaderMap, Secret), SettingError> {
+        let token = self.token()?;
+        let mut value = HeaderValue::from_str(&format!("{scheme} {}", token.expose()))
+            .map_err(|_| SettingError::new("token", "holds characters an HTTP header cannot"))?;
+        value.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, value);
+        Ok((headers, token))
+    }
+
+    /// The API's base URL, ending in `/` so a method joins under it.
+    pub fn base_url(&self) -> Result<reqwest::Url, SettingError> {
+        http::base_url("api_url", self.api_url.as_deref().unwrap_or(P::API_URL))
+    }
+
+    /// What the file alone can tell: one way to give the token, an http(s) API URL.
+    pub fn check(&self) -> Result<(), SettingError> {
+        self.token_setting().check()?;
+        self.base_url().map(|_| ())
+    }
+
+    /// `token_file` relative to the config file's folder.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        if let Some(file) = &mut self.token_file {
+            resolve_path(file, base);
+        }
+    }
+}
