@@ -249,15 +249,23 @@ fn receipt(app: &App, id: i64) -> String {
     shown["receipt"].as_str().unwrap_or_default().to_string()
 }
 
-/// Three 429s in a row, each asking for 2 s: every message goes out in order once the platform
-/// allows, no send comes before the wait is over, and none of it is charged as an attempt
-/// (`max_attempts = 1`).
+/// Three 429s in a row, each asking for 2 s, and the daemon killed with SIGKILL and restarted
+/// after the first: every message goes out in order once the platform allows, no send comes
+/// before the wait is over (the wait is kept with the row, not in memory), and none of it is
+/// charged as an attempt (`max_attempts = 1`).
 fn a_429_storm_is_waited_out_in_order_without_spending_attempts(platform: &'static Platform) {
     let server = platform_server(platform, |n| (n < 3).then(|| (platform.throttled)(2)));
     let app = App::new(config(platform, &server).set("queues.outbound", "max_attempts = 1"));
-    let daemon = serve(&app);
+    let mut daemon = serve(&app);
     let texts = ["one", "two", "three", "four"];
     let ids: Vec<i64> = texts.iter().map(|t| send(&app, platform, t).0).collect();
+    crate::common::wait_until("the first 429 recorded", Duration::from_secs(20), || {
+        app.row(relayq_engine::QueueName::Outbound, ids[0])
+            .last_error
+            .is_some()
+    });
+    daemon.signal("KILL");
+    let daemon = serve(&app);
     for id in &ids {
         let row = wait_state(&app, *id, "delivered");
         assert!(

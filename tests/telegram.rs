@@ -301,4 +301,20 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
     );
     assert!(!fake.actions().is_empty(), "the chat saw typing");
     daemon.stop();
+
+    // `relayq session list` shows where the session's answers go.
+    let mut list = app.bare();
+    list.args(["session", "list", "--json"]);
+    let listed = list.output().unwrap();
+    let sessions: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ours = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == session)
+        .unwrap_or_else(|| panic!("{sessions}"));
+    assert_eq!(
+        ours["origin"],
+        json!({"origin": "telegram:telegram", "chat": ALICE.to_string(), "thread": null})
+    );
 }

@@ -28,10 +28,17 @@ pub struct SessionRecord {
     /// A turn is running: started by a prompt, not yet stopped.
     pub turn_running: bool,
     pub last_assistant_message: Option<String>,
+    /// Where its last inbound message came from, when that named a chat: where its notices
+    /// go by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
+/// A session's columns and its origin's, `FROM` sessions and their origins.
 const COLUMNS: &str = "key, agent, native_session_id, cwd, transcript_path, state, started_at,
-     ended_at, last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message";
+     ended_at, last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
+     o.origin, o.chat, o.thread";
+const FROM: &str = "sessions LEFT JOIN session_origins o ON o.session = sessions.key";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -48,6 +55,14 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         current_turn: r.get(10)?,
         turn_running: r.get(11)?,
         last_assistant_message: r.get(12)?,
+        origin: match r.get::<_, Option<String>>(13)? {
+            Some(origin) => Some(Origin {
+                origin,
+                chat: r.get(14)?,
+                thread: r.get(15)?,
+            }),
+            None => None,
+        },
     })
 }
 
@@ -166,7 +181,7 @@ pub fn origin(conn: &Connection, key: &str) -> Result<Option<Origin>> {
 
 /// One session, if known.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1");
+    let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE key = ?1");
     Ok(conn
         .prepare_cached(&sql)?
         .query_row(params![key], from_row)
@@ -175,6 +190,6 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
 
 /// Every session, most recently active first.
 pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM sessions ORDER BY last_activity_at DESC, key");
+    let sql = format!("SELECT {COLUMNS} FROM {FROM} ORDER BY last_activity_at DESC, key");
     query_all(conn, &sql, [], from_row)
 }

@@ -168,7 +168,15 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
             format!("    {key:width$} [{{ {matcher}\"hooks\": [{{ \"type\": \"command\", \"command\": {command} }}] }}]")
         })
         .collect();
-    format!("{{\n  \"hooks\": {{\n{}\n  }}\n}}", lines.join(",\n"))
+    // Gemini CLI's stable releases run hooks only when they are switched on.
+    let switch = match agent {
+        Agent::Gemini => "  \"hooksConfig\": { \"enabled\": true },\n",
+        _ => "",
+    };
+    format!(
+        "{{\n{switch}  \"hooks\": {{\n{}\n  }}\n}}",
+        lines.join(",\n")
+    )
 }
 
 /// `word` as one shell word: as it is when plain, else single-quoted.
@@ -210,5 +218,10 @@ mod tests {
         );
         assert_eq!(claude["hooks"]["Notification"][0]["matcher"], "idle_prompt");
         assert!(claude["hooks"]["PermissionRequest"].is_array());
+        assert!(claude.get("hooksConfig").is_none());
+        let gemini: serde_json::Value =
+            serde_json::from_str(&hook_snippet(Agent::Gemini, "")).unwrap();
+        assert_eq!(gemini["hooksConfig"]["enabled"], true, "{gemini}");
+        assert!(gemini["hooks"]["AfterAgent"].is_array());
     }
 }

@@ -33,18 +33,27 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     println!(
-        "{:<38} {:<7} {:<7} {:>5} {:<8} LAST USER INPUT",
-        "SESSION", "AGENT", "STATE", "TURN", "RUNNING"
+        "{:<38} {:<7} {:<7} {:>5} {:<8} {:<32} LAST USER INPUT",
+        "SESSION", "AGENT", "STATE", "TURN", "RUNNING", "ORIGIN"
     );
     for s in sessions {
         let input = s.last_user_input.as_deref().unwrap_or("-");
+        let origin = s.origin.as_ref().map_or("-".to_string(), |o| {
+            let thread = o
+                .thread
+                .as_ref()
+                .map(|t| format!("/{t}"))
+                .unwrap_or_default();
+            format!("{} {}{thread}", o.origin, o.chat)
+        });
         println!(
-            "{:<38} {:<7} {:<7} {:>5} {:<8} {}",
+            "{:<38} {:<7} {:<7} {:>5} {:<8} {:<32} {}",
             shown(&s.key),
             s.agent,
             s.state,
             s.current_turn,
             if s.turn_running { "yes" } else { "no" },
+            excerpt(&origin, 32),
             excerpt(input, 60)
         );
     }
