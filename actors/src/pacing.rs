@@ -123,6 +123,14 @@ impl std::fmt::Display for Rate {
 }
 
 impl Rate {
+    /// `count` per second: a budget a platform documents (not zero).
+    pub fn per_second(count: u32) -> Rate {
+        Rate {
+            count: NonZeroU32::new(count).expect("a declared budget is not zero"),
+            per: Duration::from_secs(1),
+        }
+    }
+
     /// One message every `per / count`, no burst.
     fn quota(&self) -> Quota {
         let every = (self.per / self.count.get()).max(Duration::from_micros(1));

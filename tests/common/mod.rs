@@ -492,7 +492,7 @@ impl Endpoint {
                     .iter()
                     .find(|h| h.field.equiv("Idempotency-Key"))
                     .map(|h| h.value.to_string());
-                let seen = {
+                let reply = {
                     let mut calls = log.lock().unwrap();
                     calls.push(Call {
                         at: Instant::now(),
@@ -501,11 +501,10 @@ impl Endpoint {
                         idempotency_key: key,
                         body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
                     });
-                    calls.clone()
+                    script(&calls)
                 };
-                let script = script.clone();
+                // Only the answer waits on its own thread: a slow answer holds up no call.
                 std::thread::spawn(move || {
-                    let reply = script(&seen);
                     std::thread::sleep(reply.delay);
                     let mut response =
                         tiny_http::Response::from_string(reply.body).with_status_code(reply.status);

@@ -13,14 +13,19 @@ use serde::{Deserialize, Serialize};
 use super::default_timeout;
 use super::http;
 use super::secret::{Secret, SecretSetting};
-use crate::channels::{resolve_path, SettingError, UnknownOutcome};
+use crate::channels::{resolve_path, Channel, ChannelKind, SettingError, UnknownOutcome};
 
 /// A bot platform, as its channel's settings need it.
-pub trait Platform {
+pub trait Platform: Sized {
     /// The official API's base URL.
     const API_URL: &'static str;
     /// What a token looks like and where to get one, for the error when it does not.
     const TOKEN_LOOKS_LIKE: &'static str;
+    type Channel: Channel;
+    /// The platform's limit on one message's text.
+    fn text_limit() -> relayq_engine::TextLimit;
+    /// Makes the channel from its checked settings.
+    fn build(config: &BotConfig<Self>) -> Result<Self::Channel, SettingError>;
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -113,5 +118,29 @@ impl<P: Platform> BotConfig<P> {
         if let Some(file) = &mut self.token_file {
             resolve_path(file, base);
         }
+    }
+}
+
+impl<P: Platform> ChannelKind for BotConfig<P> {
+    type Channel = P::Channel;
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+        Some(P::text_limit())
+    }
+
+    fn check(&self) -> Result<(), SettingError> {
+        BotConfig::check(self)
+    }
+
+    fn build(&self) -> Result<P::Channel, SettingError> {
+        P::build(self)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        BotConfig::resolve_paths(self, base)
     }
 }

@@ -44,6 +44,7 @@ pub struct HttpClient {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
     pub status: u16,
+    /// `Retry-After`, read when the answer arrived (an HTTP date counts from then).
     pub retry_after: Option<Duration>,
     pub headers: HeaderMap,
     pub body: String,

@@ -291,7 +291,10 @@ const TRANSIENT: &[&str] = &[
 fn classify(reply: &Reply) -> Outcome {
     let answered = reply.json::<Answered>();
     let described = describe(reply);
-    if reply.status == 429 {
+    // Slack says `ratelimited` with a 429 (and, from some methods, under a 200).
+    let ratelimited = reply.status == 429
+        || matches!(&answered, Some(Answered { error: Some(e), .. }) if e == "ratelimited");
+    if ratelimited {
         return Outcome::Throttled {
             reason: described,
             wait: reply.retry_after.unwrap_or(Duration::from_secs(1)),
@@ -315,11 +318,6 @@ fn classify(reply: &Reply) -> Outcome {
             error: Some(error),
             ..
         }) => match error.as_str() {
-            "ratelimited" => Outcome::Throttled {
-                reason: described,
-                wait: reply.retry_after.unwrap_or(Duration::from_secs(1)),
-                channel_wide: false,
-            },
             e if TRANSIENT.contains(&e) => Outcome::Retry {
                 error: described,
                 after: reply.retry_after,

@@ -1,14 +1,10 @@
 //! The Telegram channel's settings: a bot's (see `kit::bot`), at the Bot API.
 
-use std::num::NonZeroU32;
-use std::path::Path;
-use std::time::Duration;
-
 use super::TelegramChannel;
 use crate::channels::kit::bot::{BotConfig, Platform};
 use crate::channels::kit::http::HttpClient;
 use crate::channels::kit::secret::Secret;
-use crate::channels::{ChannelKind, SettingError};
+use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};
 
 /// The Bot API.
@@ -22,6 +18,23 @@ pub struct Telegram;
 impl Platform for Telegram {
     const API_URL: &'static str = API_URL;
     const TOKEN_LOOKS_LIKE: &'static str = LOOKS_LIKE;
+    type Channel = TelegramChannel;
+
+    fn text_limit() -> relayq_engine::TextLimit {
+        super::text_limit()
+    }
+
+    fn build(config: &Config) -> Result<TelegramChannel, SettingError> {
+        let (api, token) = config.bot_url()?;
+        Ok(TelegramChannel {
+            http: config.client(&token),
+            api,
+            timeout: config.timeout,
+            pace: pace(),
+            unknown_outcome: config.unknown_outcome,
+            migrated: Default::default(),
+        })
+    }
 }
 
 /// `[channels.NAME] kind = "telegram"`. Telegram cannot deduplicate: with
@@ -31,13 +44,9 @@ pub type Config = BotConfig<Telegram>;
 /// Telegram's published budgets: about one message per second to a chat, about 30 per second
 /// in all for a bot. (`[pacing.NAME]` overrides; a group's 20 per minute is one to set there.)
 pub fn pace() -> Pace {
-    let rate = |count: u32, per: Duration| Rate {
-        count: NonZeroU32::new(count).expect("a budget is not zero"),
-        per,
-    };
     Pace {
-        per_destination: Some(rate(1, Duration::from_secs(1))),
-        per_channel: Some(rate(30, Duration::from_secs(1))),
+        per_destination: Some(Rate::per_second(1)),
+        per_channel: Some(Rate::per_second(30)),
         ..Pace::default()
     }
 }
@@ -67,37 +76,5 @@ impl Config {
             reqwest::header::HeaderMap::new(),
             vec![token.clone()],
         )
-    }
-}
-
-impl ChannelKind for Config {
-    type Channel = TelegramChannel;
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
-        Some(super::text_limit())
-    }
-
-    fn check(&self) -> Result<(), SettingError> {
-        BotConfig::check(self)
-    }
-
-    fn build(&self) -> Result<TelegramChannel, SettingError> {
-        let (api, token) = self.bot_url()?;
-        Ok(TelegramChannel {
-            http: self.client(&token),
-            api,
-            timeout: self.timeout,
-            pace: pace(),
-            unknown_outcome: self.unknown_outcome,
-            migrated: Default::default(),
-        })
-    }
-
-    fn resolve_paths(&mut self, base: &Path) {
-        BotConfig::resolve_paths(self, base)
     }
 }
