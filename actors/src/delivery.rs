@@ -48,71 +48,53 @@ pub async fn deliver(
         _ => None,
     };
     let tried = try_delivery(store, queue, lease, channels, message).await;
-    let (q, l, outcome) = (queue.clone(), lease.clone(), tried.outcome.clone());
-    // A pause of the whole channel: the far end asked for one, or its breaker opens now.
-    let penalty = match &outcome {
-        Outcome::Throttled {
-            wait,
-            channel_wide: true,
-            reason,
-        } => Some((
-            tried.channel.clone(),
-            *wait,
-            format!("rate limit: {reason}"),
-        )),
-        _ => channels.observe(&tried.channel, &outcome).map(|open| {
-            let why = outcome.text().unwrap_or_default();
-            let reason = format!("breaker open after failed sends in a row: {why}");
-            (tried.channel.clone(), open, reason)
-        }),
-    };
-    // Paused in memory at once, so no send starts in the channel while the pause is written.
-    if let Some((channel, wait, reason)) = &penalty {
-        tracing::warn!(channel, ?wait, reason, "channel paused");
-        channels.penalize(channel, *wait);
-    }
+    let answered = Answered::new(channels, lease.clone(), tried, part);
     // The next row goes to the same channel and destination: when nothing holds the channel
     // and it has no budget to take, it is cleared here and marked started as it is leased.
     let then = match then {
-        Then::LeaseToSend { .. } if !channels.clear_to_send(&tried.channel) => Then::Lease,
+        Then::LeaseToSend { .. } | Then::LeaseRun { .. }
+            if !channels.clear_to_send(&answered.tried.channel) =>
+        {
+            Then::Lease
+        }
         then => then,
     };
+    let (q, a) = (queue.clone(), answered.clone());
     let recorded = store
         .write(move |_, tx| {
             let now = q.now();
-            if let Some((channel, wait, reason)) = &penalty {
-                let until = now.saturating_add(wait.as_millis() as i64);
-                penalties::set_in(tx, channel, until, reason)?;
+            let recorded = a.record_in(&q, tx, now)?;
+            if then == Then::Stop || recorded != Recorded::Delivered {
+                return Ok((recorded, None));
             }
-            let recorded = record_in(&q, tx, &l, outcome, now)?;
-            if then != Then::Stop && recorded == Recorded::Delivered {
-                let Some(next) = q.lease_next_in(tx, &l.key, now)? else {
-                    return Ok((recorded, None));
-                };
-                let cleared = match then {
-                    Then::LeaseToSend { mark: true } => q.mark_send_started_in(tx, &next, now)?,
-                    Then::LeaseToSend { mark: false } => true,
-                    _ => false,
-                };
-                return Ok((
-                    recorded,
-                    Some(Taken {
-                        lease: next,
-                        cleared,
-                    }),
-                ));
-            }
-            // The parts of a text after one that died would arrive without it: they wait as
-            // dead letters with it, and `dead retry` sends them again in order.
-            if let (Recorded::Dead, Some(part)) = (&recorded, part) {
-                let later = i64::from(part.of.saturating_sub(part.index));
-                let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
-                q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
-            }
-            Ok((recorded, None))
+            let key = &a.lease.key;
+            let taken = match then {
+                Then::LeaseRun { limit, mark } => {
+                    Some(lease_run_in(&q, tx, key, now, limit, mark)?)
+                        .filter(|run| !run.is_empty())
+                        .map(Taken::Run)
+                }
+                _ => q
+                    .lease_next_in(tx, key, now)?
+                    .map(|next| {
+                        let cleared = match then {
+                            Then::LeaseToSend { mark: true } => {
+                                q.mark_send_started_in(tx, &next, now)?
+                            }
+                            Then::LeaseToSend { mark: false } => true,
+                            _ => false,
+                        };
+                        Ok::<_, EngineError>(Taken::Row {
+                            lease: next,
+                            cleared,
+                        })
+                    })
+                    .transpose()?,
+            };
+            Ok((recorded, taken))
         })
         .await?;
-    tried.log(queue, lease, &recorded.0);
+    answered.tried.log(queue, lease, &recorded.0);
     Ok(recorded)
 }
 
@@ -126,14 +108,123 @@ pub enum Then {
     /// The channel has no budget to take: lease it and, when nothing holds the channel,
     /// clear it to be sent, marked started if `mark` (one write with the answer, not two).
     LeaseToSend { mark: bool },
+    /// As `LeaseToSend`, for up to `limit` rows of the key at once, all marked started if
+    /// `mark` (see [`Queue::lease_run_to_send_in`]): they go one after the other, their answers
+    /// recorded together.
+    LeaseRun { limit: usize, mark: bool },
 }
 
-/// The row behind a delivered one, leased with its answer.
+/// Leases the key's next run (see [`Then::LeaseRun`]), marked started if `mark`; empty when its
+/// head is not due.
+pub fn lease_run_in(
+    q: &Queue,
+    tx: &Transaction<'_>,
+    key: &str,
+    now: i64,
+    limit: usize,
+    mark: bool,
+) -> relayq_engine::Result<Vec<Lease>> {
+    let run = match mark {
+        true => q.lease_run_to_send_in(tx, key, now, limit)?,
+        false => q.lease_run_in(tx, key, now, limit)?,
+    };
+    Ok(run.unwrap_or_default())
+}
+
+/// The rows behind a delivered one, leased with its answer.
 #[derive(Debug, Clone)]
-pub struct Taken {
+pub enum Taken {
+    /// The next row; `cleared`: its gates were passed and it is marked started (as asked), so
+    /// it is sent as it is.
+    Row { lease: Lease, cleared: bool },
+    /// The next rows, cleared and marked started together (see [`Then::LeaseRun`]).
+    Run(Vec<Lease>),
+}
+
+/// A pause of a whole channel an answer called for: the far end asked for it (a global rate
+/// limit), or the channel's breaker opened. Applied in memory when the answer comes, written
+/// with the answer.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    channel: String,
+    wait: Duration,
+    reason: String,
+}
+
+/// One attempt's answer, ready to record: the row, what the channel said, which part of a text
+/// it is, and the pause of the channel the answer called for.
+#[derive(Debug, Clone)]
+pub struct Answered {
     pub lease: Lease,
-    /// Gates passed and marked started (as asked): send it as it is.
-    pub cleared: bool,
+    pub tried: Tried,
+    part: Option<relayq_engine::outbound::Part>,
+    pause: Option<Pause>,
+}
+
+impl Answered {
+    /// Takes in what the answer says of the whole channel (its breaker, a global limit): a
+    /// pause starts at once in memory, so no send starts in the channel while it is written.
+    pub fn new(
+        channels: &ChannelDirectory,
+        lease: Lease,
+        tried: Tried,
+        part: Option<relayq_engine::outbound::Part>,
+    ) -> Self {
+        let outcome = &tried.outcome;
+        let pause = match outcome {
+            Outcome::Throttled {
+                wait,
+                channel_wide: true,
+                reason,
+            } => Some(Pause {
+                channel: tried.channel.clone(),
+                wait: *wait,
+                reason: format!("rate limit: {reason}"),
+            }),
+            _ => channels.observe(&tried.channel, outcome).map(|open| {
+                let why = outcome.text().unwrap_or_default();
+                Pause {
+                    channel: tried.channel.clone(),
+                    wait: open,
+                    reason: format!("breaker open after failed sends in a row: {why}"),
+                }
+            }),
+        };
+        if let Some(p) = &pause {
+            tracing::warn!(channel = p.channel, wait = ?p.wait, reason = p.reason, "channel paused");
+            channels.penalize(&p.channel, p.wait);
+        }
+        Answered {
+            lease,
+            tried,
+            part,
+            pause,
+        }
+    }
+
+    /// Records the answer in the caller's transaction: the channel's pause, the row's outcome
+    /// (fenced by its lease), and for a part of a text that died, the parts after it.
+    pub fn record_in(
+        &self,
+        q: &Queue,
+        tx: &Transaction<'_>,
+        now: i64,
+    ) -> relayq_engine::Result<Recorded> {
+        if let Some(p) = &self.pause {
+            let until = now.saturating_add(p.wait.as_millis() as i64);
+            penalties::set_in(tx, &p.channel, until, &p.reason)?;
+        }
+        let l = &self.lease;
+        let recorded = record_in(q, tx, l, self.tried.outcome.clone(), now)?;
+        // The parts of a text after one that died would arrive without it: they wait as dead
+        // letters with it, and `dead retry` sends them again in order.
+        if let (Recorded::Dead, Some(part)) = (&recorded, self.part) {
+            let later = i64::from(part.of.saturating_sub(part.index));
+            let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
+            q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
+        }
+        Ok(recorded)
+    }
 }
 
 /// One attempt's answer, before it is recorded.

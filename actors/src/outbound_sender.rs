@@ -5,7 +5,10 @@
 //! No polling: a claim runs when a row is written (a wake), when a send frees room, and at the
 //! next row's due time.
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use relayq_engine::{Lease, OutboundMessage};
@@ -13,8 +16,9 @@ use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound};
-use crate::delivery::{deliver, Recorded, Then};
+use crate::delivery::{deliver, lease_run_in, try_delivery, Answered, Recorded, Taken, Then};
 use crate::lifecycle::Shutdown;
+use crate::session::RECORD_WITHIN;
 use crate::store::Store;
 
 pub struct OutboundSender {
@@ -26,7 +30,8 @@ pub struct OutboundSender {
     claims: ClaimLoop,
     /// The backlog left from before this start, while some of it is unfinished.
     drain: Option<Drain>,
-    stopping: bool,
+    /// Shared with the runs being sent, which stop at their next row.
+    stopping: Rc<Cell<bool>>,
     drained: Vec<oneshot::Sender<()>>,
     /// Mark each send started before the platform call (see [`mark_send_started`]).
     mark: bool,
@@ -81,7 +86,7 @@ impl OutboundSender {
             sending: 0,
             claims: ClaimLoop::default(),
             drain: Some(drain),
-            stopping: false,
+            stopping: Rc::default(),
             drained: Vec::new(),
             mark: true,
         }
@@ -95,7 +100,7 @@ impl OutboundSender {
 
     fn claim(&mut self, ctx: &mut Context<Self>) {
         let room = self.in_flight.saturating_sub(self.sending);
-        if self.stopping || room == 0 || !self.claims.begin(ctx) {
+        if self.stopping.get() || room == 0 || !self.claims.begin(ctx) {
             return;
         }
         let backlog = self
@@ -169,7 +174,7 @@ impl OutboundSender {
         self.sending += 1;
         // The key's next row is leased with this one's answer, up to CHAIN in a row and not
         // while a backlog drains within its own budget.
-        let chained = chain < CHAIN && self.drain.is_none() && !self.stopping;
+        let chained = chain < CHAIN && self.drain.is_none() && !self.stopping.get();
         let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
         let backlog = match backlog {
             Some(d) => {
@@ -184,6 +189,10 @@ impl OutboundSender {
             let message = OutboundMessage::from_payload(&lease.payload);
             let then = match &message {
                 _ if !chained => Then::Stop,
+                Ok(m) if channels.sends_in_runs(&m.channel) => Then::LeaseRun {
+                    limit: RUN_LIMIT,
+                    mark,
+                },
                 Ok(m) if channels.pacer(&m.channel).is_none() => Then::LeaseToSend { mark },
                 _ => Then::Lease,
             };
@@ -198,7 +207,7 @@ impl OutboundSender {
                     .and_then(|()| channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)))
                     .and_then(|()| channels.admit(&m.channel));
                 if let Err(wait) = gate {
-                    give_back(&store, lease, wait).await;
+                    give_back(&store, vec![lease], wait).await;
                     return (Sent::Deferred, None);
                 }
                 if mark && !mark_send_started(&store, &lease).await {
@@ -227,27 +236,57 @@ impl OutboundSender {
                     Sent::Deferred => d.deferred += 1,
                 }
             }
-            if let (Some(next), true) = (&next, act.stopping) {
-                // Taken while stopping: given back unsent, due at once for the next start.
-                let (store, next) = (act.store.clone(), next.lease.clone());
-                act.sending += 1;
-                ctx.spawn(
-                    async move { give_back(&store, next, Duration::ZERO).await }
-                        .into_actor(act)
-                        .map(|(), act, _| {
-                            act.sending -= 1;
-                            act.notify_drained();
-                        }),
-                );
-            }
-            if act.stopping {
+            if act.stopping.get() {
+                if let Some(next) = next {
+                    // Taken while stopping: given back unsent, due at once for the next start.
+                    let leases = match next {
+                        Taken::Row { lease, .. } => vec![lease],
+                        Taken::Run(run) => run,
+                    };
+                    let store = act.store.clone();
+                    act.sending += 1;
+                    ctx.spawn(
+                        async move { give_back(&store, leases, Duration::ZERO).await }
+                            .into_actor(act)
+                            .map(|(), act, _| {
+                                act.sending -= 1;
+                                act.notify_drained();
+                            }),
+                    );
+                }
                 act.notify_drained();
                 return;
             }
             match next {
-                Some(next) => act.send(next.lease, chain + 1, next.cleared, ctx),
+                Some(Taken::Row { lease, cleared }) => act.send(lease, chain + 1, cleared, ctx),
+                Some(Taken::Run(run)) => act.send_run(run, chain + 1, ctx),
                 // Room for one more send; the row behind this one may be due now.
                 None => act.claim(ctx),
+            }
+        }));
+    }
+
+    /// Sends a run of one destination's rows, leased and marked started together (see
+    /// [`Then::LeaseRun`]), one after the other without a write between them. Their answers are
+    /// recorded together (at the latest [`RECORD_WITHIN`] after the first, when one fails, or
+    /// when the channel is held), in the write that leases the key's next run, up to
+    /// [`CHAIN`] runs. A crash repeats at most the answers not recorded yet, in order, each a
+    /// `possible_repeat` (at-least-once, as any unrecorded delivery).
+    fn send_run(&mut self, run: Vec<Lease>, chain: u32, ctx: &mut Context<Self>) {
+        self.sending += 1;
+        let lane = Lane {
+            store: self.store.clone(),
+            channels: self.channels.clone(),
+            stopping: self.stopping.clone(),
+            mark: self.mark,
+        };
+        ctx.spawn(lane.run(run, chain).into_actor(self).map(|(), act, ctx| {
+            act.sending -= 1;
+            if act.stopping.get() {
+                act.notify_drained();
+            } else {
+                // Room for one more send; the row behind the run may be due now.
+                act.claim(ctx);
             }
         }));
     }
@@ -266,6 +305,9 @@ impl OutboundSender {
 /// next row waits for a claim like any other (so a long backlog to one destination does not
 /// keep its send slot while other destinations wait).
 const CHAIN: u32 = 8;
+
+/// Most rows of one destination leased as one run (see [`Then::LeaseRun`]).
+const RUN_LIMIT: usize = 64;
 
 /// Writes down that the row's send starts now, before the platform call (see
 /// [`Queue::mark_send_started_in`](relayq_engine::Queue::mark_send_started_in)): after a crash
@@ -287,21 +329,136 @@ async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
     }
 }
 
-/// A leased row goes back unsent, its attempt not counted, due after `wait`: its budget is
-/// spent, its channel paused or not ready, or the sender is stopping. A send-started mark set
-/// with its lease (see [`Then::LeaseToSend`]) is undone: the mark is what the lease found.
-async fn give_back(store: &Store, lease: Lease, wait: Duration) {
-    let (row, key) = (lease.id, lease.key.clone());
+/// Leased rows go back unsent, their attempts not counted, due after `wait`: their budget is
+/// spent, their channel paused or not ready, or the sender is stopping. A send-started mark set
+/// with a lease (see [`Then::LeaseToSend`]) is undone: the mark is what the lease found.
+async fn give_back(store: &Store, leases: Vec<Lease>, wait: Duration) {
+    let rows: Vec<i64> = leases.iter().map(|l| l.id).collect();
     let give_back = store.write(move |s, tx| {
         let q = &s.outbound;
-        q.restore_send_started_in(tx, &lease)?;
-        q.defer_in(tx, std::slice::from_ref(&lease), wait, q.now())
+        q.give_back_in(tx, &leases, wait, q.now())
     });
     match give_back.await {
-        Ok(_) => tracing::debug!(row, key, ?wait, "given back unsent"),
+        Ok(_) => tracing::debug!(?rows, ?wait, "given back unsent"),
         Err(e) => {
-            tracing::warn!(row, error = %e, "cannot give a row back; it returns when its lease expires")
+            tracing::warn!(?rows, error = %e, "cannot give rows back; they return when their leases expire")
         }
+    }
+}
+
+/// What sending a destination's runs needs (see [`OutboundSender::send_run`]).
+struct Lane {
+    store: Store,
+    channels: ChannelDirectory,
+    stopping: Rc<Cell<bool>>,
+    mark: bool,
+}
+
+impl Lane {
+    /// Sends `run` and the runs leased after it, `chain` counting them, until the key has no
+    /// due row, a send fails, the channel is held, or the sender stops.
+    async fn run(self, run: Vec<Lease>, mut chain: u32) {
+        let Some(key) = run.first().map(|l| l.key.clone()) else {
+            return;
+        };
+        let mut rest = VecDeque::from(run);
+        loop {
+            let (answers, held) = self.send_while_fast(&mut rest).await;
+            let failed = answers.iter().any(|a| !a.tried.outcome.is_delivered());
+            // The rows after a failed one wait behind it; a held channel takes none.
+            let give_back: Vec<Lease> = match failed || held {
+                true => rest.drain(..).collect(),
+                false => Vec::new(),
+            };
+            let lease_next = rest.is_empty() && !failed && !held && chain + 1 < CHAIN;
+            let next = lease_next.then_some(key.as_str());
+            match self.record(answers, give_back, next).await {
+                Ok(next) if !next.is_empty() => {
+                    chain += 1;
+                    rest.extend(next);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // Nothing of it committed: the rows are tried again when their leases
+                    // expire, the ones answered as possible repeats.
+                    tracing::error!(key, error = %e, "cannot record outbound answers");
+                    return;
+                }
+            }
+            if rest.is_empty() || failed || held {
+                return;
+            }
+        }
+    }
+
+    /// Sends the run's rows one after the other while they are delivered, until
+    /// [`RECORD_WITHIN`] has passed since the first answer. Returns the answers, and whether it
+    /// stopped because the channel is held (paused, not ready, breaker open) or the sender
+    /// stops: the row it stopped at is left in `rest`, unsent.
+    async fn send_while_fast(&self, rest: &mut VecDeque<Lease>) -> (Vec<Answered>, bool) {
+        let queue = &self.store.outbound;
+        let mut answers = Vec::new();
+        let mut first_answer: Option<Instant> = None;
+        while let Some(lease) = rest.pop_front() {
+            let message = OutboundMessage::from_payload(&lease.payload);
+            let held = self.stopping.get()
+                || message
+                    .as_ref()
+                    .is_ok_and(|m| !self.channels.clear_to_send(&m.channel));
+            if held {
+                rest.push_front(lease);
+                return (answers, true);
+            }
+            let part = message.as_ref().ok().and_then(|m| m.part);
+            let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
+            let tried = try_delivery(&self.store, queue, &lease, &self.channels, message).await;
+            let since = *first_answer.get_or_insert_with(Instant::now);
+            let answered = Answered::new(&self.channels, lease, tried, part);
+            let failed = !answered.tried.outcome.is_delivered();
+            answers.push(answered);
+            if failed || since.elapsed() >= RECORD_WITHIN {
+                break;
+            }
+        }
+        (answers, false)
+    }
+
+    /// One write: gives back `give_back` unsent (uncounted, marks undone), records `answers` in
+    /// order, and leases the `next` key's next run. Returns that run.
+    async fn record(
+        &self,
+        answers: Vec<Answered>,
+        give_back: Vec<Lease>,
+        next: Option<&str>,
+    ) -> crate::error::Result<Vec<Lease>> {
+        let (mark, next) = (self.mark, next.map(str::to_string));
+        let logged: Vec<_> = answers
+            .iter()
+            .map(|a| (a.lease.clone(), a.tried.clone()))
+            .collect();
+        let (recorded, run) = self
+            .store
+            .write(move |s, tx| {
+                let q = &s.outbound;
+                let now = q.now();
+                // Given back first: the parts of a text after one that died are buried with
+                // it as it is recorded, which only touches rows no one holds.
+                q.give_back_in(tx, &give_back, Duration::ZERO, now)?;
+                let recorded = answers
+                    .iter()
+                    .map(|a| a.record_in(q, tx, now))
+                    .collect::<relayq_engine::Result<Vec<_>>>()?;
+                let run = match &next {
+                    Some(key) => lease_run_in(q, tx, key, now, RUN_LIMIT, mark)?,
+                    None => Vec::new(),
+                };
+                Ok((recorded, run))
+            })
+            .await?;
+        for ((lease, tried), recorded) in logged.iter().zip(&recorded) {
+            tried.log(&self.store.outbound, lease, recorded);
+        }
+        Ok(run)
     }
 }
 
@@ -324,7 +481,7 @@ impl Handler<Shutdown> for OutboundSender {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
-        self.stopping = true;
+        self.stopping.set(true);
         let sends = (self.sending > 0).then(|| {
             let (tx, rx) = oneshot::channel();
             self.drained.push(tx);

@@ -26,7 +26,7 @@ const FAST_DELIVERY: Duration = Duration::from_millis(1);
 
 /// Answers wait unrecorded at most this long after the first of them. A crash repeats at most
 /// the deliveries of this window, in order (at-least-once, as for any unrecorded delivery).
-const RECORD_WITHIN: Duration = Duration::from_millis(5);
+pub(crate) const RECORD_WITHIN: Duration = Duration::from_millis(5);
 
 /// New rows may be due for this session.
 #[derive(Debug, Clone, Copy, actix::Message)]

@@ -63,6 +63,9 @@ enum Scenario {
     /// Not in `all`: relayq's throughput flows (S = 1, 100, 10 000, FULL) and the raw batched
     /// ceiling, printed and not written to the report, for measuring an engine change quickly
     Tune,
+    /// Not in `all`: the outbound flow at 100 destinations beside inbound S = 100, printed, for
+    /// measuring an outbound change quickly
+    TuneOutbound,
 }
 
 /// Problem sizes.
@@ -139,6 +142,9 @@ fn main() -> Result<()> {
 
     if args.scenarios.contains(&Scenario::Tune) {
         return tune(&sizes, runs);
+    }
+    if args.scenarios.contains(&Scenario::TuneOutbound) {
+        return tune_outbound(&sizes, runs);
     }
     let relayq = build_relayq(&root)?;
     let mut report = Report {
@@ -585,6 +591,22 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
         raw::ceiling(sizes.n, 100, Synchronous::Normal, 100)
     })?;
     eprintln!("raw 100/tx: median {:.0} msgs/s", median(&v));
+    Ok(())
+}
+
+fn tune_outbound(sizes: &Sizes, runs: usize) -> Result<()> {
+    let inbound = repeat(runs, "relayq S=100", || {
+        flow::throughput(sizes.n, 100, Synchronous::Normal)
+    })?;
+    let outbound = repeat(runs, "outbound D=100", || {
+        outbound::run(sizes.outbound_n, 100, true).map(|r| r.throughput)
+    })?;
+    eprintln!(
+        "outbound D=100: median {:.0} rows/s, {:.0} % of inbound S=100 ({:.0} msgs/s)",
+        median(&outbound),
+        100.0 * median(&outbound) / median(&inbound),
+        median(&inbound)
+    );
     Ok(())
 }
 

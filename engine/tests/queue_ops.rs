@@ -593,7 +593,7 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
     );
     let run = plan(
         relayq_engine::queue::LEASE_KEY_RANGE_SQL,
-        &[&"inbound", &"k1", &"me", &0i64, &1i64, &9i64],
+        &[&"inbound", &"k1", &"me", &0i64, &1i64, &9i64, &0i64],
     );
     assert!(
         run.contains("queue_rows_active_key") && !run.contains("SCAN"),
@@ -936,4 +936,46 @@ fn a_row_marked_started_but_given_back_unsent_keeps_the_mark_its_lease_found() {
     give_back(&unknown);
     let after = q.lease_next("chat").unwrap().unwrap();
     assert_eq!(after.send_started, Some(T0));
+}
+
+/// An outbound run leased to be sent without a write between its rows: every row is marked send
+/// started by the leasing statement, and each lease still says what it found (no mark), so a
+/// row given back unsent gets its old mark back.
+#[test]
+fn lease_run_to_send_marks_every_row_of_the_run_started() {
+    let f = fixture();
+    let q = f.engine.queue(relayq_engine::QueueName::Outbound, policy());
+    let ids: Vec<i64> = (0..3)
+        .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
+        .collect();
+    let db = f.engine.database();
+    let run = db
+        .write(|tx| q.lease_run_to_send_in(tx, "a", q.now(), 10))
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.iter().map(|l| l.id).collect::<Vec<_>>(), ids);
+    assert!(run.iter().all(|l| l.send_started.is_none()));
+    let marks = |id: i64| -> Option<i64> {
+        db.read()
+            .unwrap()
+            .query_row(
+                "SELECT send_started FROM queue_rows WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert!(ids.iter().all(|&id| marks(id) == Some(T0)), "all marked");
+
+    // The last row goes back unsent: its mark is what its lease found.
+    db.write(|tx| q.restore_send_started_in(tx, &run[2]))
+        .unwrap();
+    assert_eq!(marks(ids[2]), None);
+    // The plain run leaves marks alone.
+    let plain = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let id = plain.enqueue(&row("b", "b0")).unwrap().id;
+    db.write(|tx| plain.lease_run_in(tx, "b", plain.now(), 10))
+        .unwrap()
+        .unwrap();
+    assert_eq!(marks(id), None);
 }

@@ -294,6 +294,18 @@ impl ChannelDirectory {
             .is_none_or(|b| after == 0 || b.failures < after)
     }
 
+    /// Whether rows of channel `name` may go in runs (see
+    /// [`Then::LeaseRun`](crate::delivery::Then::LeaseRun)): it has no budgets to take per
+    /// row, and a possible repeat is sent again (`resend`), so marking a whole run started,
+    /// rows not yet sent included, costs at most a `possible_repeat` flag after a crash, never
+    /// a row held for an operator.
+    pub fn sends_in_runs(&self, name: &str) -> bool {
+        let slots = self.slots.lock().unwrap();
+        slots.get(name).is_some_and(|s| {
+            s.pacer.is_none() && s.spec.unknown_outcome == super::UnknownOutcome::Resend
+        })
+    }
+
     /// The budgets of channel `name`, if it has any.
     pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
         self.slots.lock().unwrap().get(name)?.pacer.clone()

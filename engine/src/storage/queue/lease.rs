@@ -114,10 +114,12 @@ const KEY_RUN_SQL: &str = concat!(
 );
 
 /// Leases the unfinished rows of a key with ids from `:first` to `:last`: `LEASE_ROW_SQL` for a
-/// run of rows at once. Public so a test can pin its plan.
+/// run of rows at once; marked send started at `:started` unless it is NULL. Public so a test
+/// can pin its plan.
 pub const LEASE_KEY_RANGE_SQL: &str =
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
-            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
+            send_started = COALESCE(:started, send_started)
      WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
        AND id BETWEEN :first AND :last";
 
@@ -178,6 +180,32 @@ impl Queue {
         now: i64,
         limit: usize,
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        self.lease_key_run_in(tx, key, now, limit, None)
+    }
+
+    /// [`lease_run_in`](Self::lease_run_in) for rows about to be sent one after the other
+    /// without a write between them: each is marked send started as it is leased (see
+    /// [`mark_send_started_in`](Self::mark_send_started_in)), by the same statement. After a
+    /// crash every row of the run not yet recorded counts as a possible repeat, the ones never
+    /// sent included: only for channels whose far end tells repeats apart.
+    pub fn lease_run_to_send_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+        limit: usize,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        self.lease_key_run_in(tx, key, now, limit, Some(now))
+    }
+
+    fn lease_key_run_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        now: i64,
+        limit: usize,
+        started: Option<i64>,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
         let rows: Vec<(String, i64, Lease)> = tx
             .prepare_cached(KEY_RUN_SQL)?
             .query_map(
@@ -224,6 +252,7 @@ impl Queue {
                 ":expires": expires,
                 ":first": first,
                 ":last": last,
+                ":started": started,
             })?;
         if leased != leases.len() {
             return Err(EngineError::Invalid(format!(
@@ -448,6 +477,22 @@ impl Queue {
             named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
         )?;
         Ok(n == 1)
+    }
+
+    /// Gives leased rows back unsent, inside a caller's transaction: each send-started mark put
+    /// back as its lease found it, then each row deferred by `delay`, uncounted. Returns how
+    /// many were still ours.
+    pub fn give_back_in(
+        &self,
+        tx: &Transaction<'_>,
+        leases: &[Lease],
+        delay: Duration,
+        now: i64,
+    ) -> Result<usize> {
+        for lease in leases {
+            self.restore_send_started_in(tx, lease)?;
+        }
+        self.defer_in(tx, leases, delay, now)
     }
 
     /// `defer_many` inside a caller's transaction.
