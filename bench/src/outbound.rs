@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
-use relayq_actors::channels::{webhook, ChannelConfig};
+use relayq_actors::channels::{webhook, ChannelConfig, UnknownOutcome};
 use relayq_actors::{Relayq, RelayqConfig};
 // (the producers share the runtime on the actix thread)
 use relayq_engine::{Engine, OutboundMessage, Synchronous};
@@ -26,21 +26,44 @@ pub struct Run {
     pub latencies: Vec<f64>,
 }
 
-/// `n` rows over `destinations` destinations, each destination's rows enqueued in order by
-/// its own producer, while relayq sends them. `mark` turns the send-started write on or off.
-pub fn run(n: usize, destinations: usize, mark: bool) -> Result<Run> {
-    let dir = tempfile::tempdir()?;
-    let db = dir.path().join("relayq.db");
-    actix_rt::System::new().block_on(async move { measure(&db, n, destinations, mark).await })
+/// How the webhook marks sends started.
+#[derive(Debug, Clone, Copy)]
+pub struct Marks {
+    /// The send-started write on or off (`RelayqConfig::mark_send_started`).
+    pub on: bool,
+    /// The webhook's `unknown_outcome`: `resend` (the default) sends a destination's rows in
+    /// runs, marked by the statement that leases them; `hold` marks each send alone, just
+    /// before it.
+    pub unknown_outcome: UnknownOutcome,
 }
 
-async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result<Run> {
+impl Marks {
+    /// The default webhook: runs, marked as they are leased.
+    pub const DEFAULT: Marks = Marks {
+        on: true,
+        unknown_outcome: UnknownOutcome::Resend,
+    };
+}
+
+/// `n` rows over `destinations` destinations, each destination's rows written in order by
+/// its own producer, while relayq sends them.
+pub fn run(n: usize, destinations: usize, marks: Marks) -> Result<Run> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("relayq.db");
+    actix_rt::System::new().block_on(async move { measure(&db, n, destinations, marks).await })
+}
+
+async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Result<Run> {
     let (url, mut arrived) = noop_server().await?;
     let mut config = RelayqConfig::new(db, "hook");
     config.db.synchronous = Synchronous::Normal;
     config.listen_for_wakes = false;
-    config.mark_send_started = mark;
-    let spec = ChannelConfig::Webhook(webhook::Config::new(&url))
+    config.mark_send_started = marks.on;
+    let hook = webhook::Config {
+        unknown_outcome: marks.unknown_outcome,
+        ..webhook::Config::new(&url)
+    };
+    let spec = ChannelConfig::Webhook(hook)
         .spec()
         .map_err(|e| anyhow::anyhow!("webhook: {e}"))?;
     let runtime = Rc::new(
@@ -50,8 +73,7 @@ async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result
             .await?,
     );
 
-    // Row id → (destination, sequence number, when its enqueue was called).
-    let sent: Arc<Mutex<HashMap<i64, (usize, u64, Instant)>>> = Arc::default();
+    let sent: Enqueued = Arc::default();
     let started = Instant::now();
     let destinations = destinations.min(n);
     for d in 0..destinations {
@@ -131,6 +153,9 @@ async fn measure(db: &Path, n: usize, destinations: usize, mark: bool) -> Result
         latencies,
     })
 }
+
+/// Row id → (destination, sequence number, when its enqueue was called).
+type Enqueued = Arc<Mutex<HashMap<i64, (usize, u64, Instant)>>>;
 
 /// Enqueues each producer keeps in flight, as scenario 1's producers do.
 const PRODUCER_WINDOW: usize = 64;
