@@ -12,10 +12,18 @@ use relayq_engine::{Agent, EngineError, MessageType};
 use crate::commands;
 use crate::config::{Config, ConfigError};
 
+/// `relayq --version`: the release and the commit it was built from (see `build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("RELAYQ_BUILT_FROM"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "relayq",
-    version,
+    version = VERSION,
     about = "Durable, ordered, at-least-once delivery for chat-to-agent bridges"
 )]
 pub struct Cli {
@@ -27,14 +35,25 @@ pub struct Cli {
     /// ~/.local/state/relayq/relayq.db]
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// How the daemon writes its log on stderr (the level: $RELAYQ_LOG, else $RUST_LOG, else
+    /// info)
+    #[arg(long, global = true, value_enum, default_value_t)]
+    pub log_format: crate::logging::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon in the foreground until SIGINT or SIGTERM
+    /// Run the daemon in the foreground until SIGINT or SIGTERM (or `relayq stop`)
     Serve,
+    /// Stop the daemon serving this database: SIGTERM, then wait until it has finished its
+    /// in-flight deliveries and exited
+    Stop {
+        /// How long to wait [default: daemon.shutdown_grace + 5s]
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        timeout: Option<Duration>,
+    },
     /// Write a message into a queue
     #[command(subcommand)]
     Enqueue(EnqueueCommand),
@@ -70,6 +89,14 @@ pub enum Command {
     /// or show it (TOML, defaults written out, secrets masked)
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script, e.g. `relayq completions bash >
+    /// ~/.local/share/bash-completion/completions/relayq`
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `relayq man > ~/.local/share/man/man1/relayq.1`
+    Man,
     /// Delete delivered and expired rows past retention (or older than --older-than), and dead
     /// rows past dead_retention
     Prune {
@@ -318,6 +345,7 @@ pub struct Invocation {
     pub config: Config,
     pub config_file: Option<PathBuf>,
     pub db: Option<PathBuf>,
+    pub log_format: crate::logging::LogFormat,
 }
 
 impl Invocation {
@@ -397,10 +425,12 @@ pub fn main() -> ExitCode {
 fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--config" | "--db" => {
+            "--config" | "--db" | "--log-format" => {
                 args.next();
             }
-            a if a.starts_with("--config=") || a.starts_with("--db=") => {}
+            a if ["--config=", "--db=", "--log-format="]
+                .iter()
+                .any(|o| a.starts_with(o)) => {}
             a => return Some(a.to_string()),
         }
     }
@@ -408,17 +438,23 @@ fn subcommand(mut args: impl Iterator<Item = String>) -> Option<String> {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
-    // `init` writes the config: it must not need a readable one.
-    if let Command::Init(InitCommand::Telegram(args)) = cli.command {
-        return commands::init::telegram(cli.config.as_deref(), args);
-    }
+    // These need no config: `init` writes one, the others print what the CLI is.
+    let command = match cli.command {
+        Command::Init(InitCommand::Telegram(args)) => {
+            return commands::init::telegram(cli.config.as_deref(), args)
+        }
+        Command::Completions { shell } => return commands::generate::completions(shell),
+        Command::Man => return commands::generate::man(),
+        command => command,
+    };
     let (config, config_file) = Config::load(cli.config.as_deref())?;
     let ctx = Invocation {
         config,
         config_file,
         db: cli.db,
+        log_format: cli.log_format,
     };
-    match cli.command {
+    match command {
         Command::Serve => commands::serve::run(&ctx),
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
         Command::Enqueue(EnqueueCommand::Outbound(args)) => commands::enqueue::outbound(&ctx, args),
@@ -433,7 +469,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Prune { older_than, dead } => commands::prune::run(&ctx, older_than, dead),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
-        Command::Init(_) => unreachable!("run before the config is read"),
+        Command::Stop { timeout } => commands::stop::run(&ctx, timeout),
+        Command::Init(_) | Command::Completions { .. } | Command::Man => {
+            unreachable!("run before the config is read")
+        }
     }
 }
 

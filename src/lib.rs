@@ -9,5 +9,6 @@ pub mod commands;
 pub mod config;
 pub mod logging;
 pub mod output;
+pub mod pid_file;
 
 pub use config::Config;

@@ -13,5 +13,6 @@ mod outbound;
 mod platforms;
 mod recovery;
 mod regression;
+mod service;
 mod sources;
 mod telegram;

@@ -75,6 +75,28 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
     }
 }
 
+/// Whether another process holds the daemon lock on database `db`: tried without waiting, and
+/// let go at once. Only for a process that has not opened the database with SQLite (closing
+/// the descriptor would drop SQLite's locks): `relayq stop` asks it to know a daemon is there.
+pub fn is_held(db: &Path) -> Result<bool> {
+    let file = File::open(db).map_err(|e| {
+        ActorError::from(relayq_engine::EngineError::Open {
+            path: db.to_path_buf(),
+            reason: format!("cannot open it to see whether a daemon serves it: {e}"),
+        })
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(false),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(ActorError::from(relayq_engine::EngineError::Open {
+                path: db.to_path_buf(),
+                reason: format!("cannot try its lock: {e}"),
+            }))
+        }
+    }
+}
+
 /// Refuses a database directory other users may write to: they could replace the wake socket
 /// beside the database, or the database itself.
 pub fn check_private_directory(db: &Path) -> Result<()> {

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
@@ -297,6 +299,16 @@ pub async fn try_delivery(
                         reason: held(started),
                     },
                     (started, _) => {
+                        // Every line logged while the row is with its channel names it.
+                        let span = tracing::info_span!(
+                            "delivery",
+                            queue = queue.name().as_str(),
+                            row = lease.id,
+                            attempt = lease.attempts,
+                            channel = name.as_str(),
+                            to = tracing::field::Empty,
+                            session = tracing::field::Empty,
+                        );
                         let delivery = Delivery {
                             id: lease.id,
                             queue: queue.name().to_string(),
@@ -305,7 +317,13 @@ pub async fn try_delivery(
                             possible_repeat: started.is_some(),
                             content,
                         };
-                        attempt(store, queue, lease, &channel, delivery).await
+                        span.record("to", delivery.address());
+                        if let Some(session) = delivery.session() {
+                            span.record("session", session);
+                        }
+                        attempt(store, queue, lease, &channel, delivery)
+                            .instrument(span)
+                            .await
                     }
                 },
             };
@@ -342,7 +360,9 @@ pub async fn attempt(
     delivery: Delivery,
 ) -> Outcome {
     let started = std::time::Instant::now();
-    let send = channel.recipient.send(Deliver(delivery));
+    let send = channel
+        .recipient
+        .send(Deliver(delivery, tracing::Span::current()));
     let deadline = tokio::time::sleep(channel.timeout + BACKSTOP_MARGIN);
     tokio::pin!(send, deadline);
     let every = (queue.policy().lease_timeout / 3).max(Duration::from_millis(10));
@@ -350,6 +370,7 @@ pub async fn attempt(
     loop {
         tokio::select! {
             answer = &mut send => {
+                tracing::debug!(took = ?started.elapsed(), delivered = matches!(answer, Ok(Outcome::Delivered(_))), "answered");
                 return match answer {
                     Ok(Outcome::Delivered(mut receipt)) => {
                         receipt.took.get_or_insert(started.elapsed());

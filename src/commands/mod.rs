@@ -3,6 +3,7 @@
 pub mod config;
 pub mod dead;
 pub mod enqueue;
+pub mod generate;
 pub mod hook;
 pub mod init;
 pub mod prune;
@@ -10,6 +11,7 @@ pub mod serve;
 pub mod session;
 pub mod show;
 pub mod status;
+pub mod stop;
 
 use relayq_engine::{Engine, Queues};
 

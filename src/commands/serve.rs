@@ -12,7 +12,7 @@ use crate::commands::config::{build, describe, Built};
 use crate::config::Config;
 
 pub fn run(ctx: &Invocation) -> Result<(), CliError> {
-    crate::logging::init("info");
+    crate::logging::init("info", ctx.log_format);
     let mut config = ctx.config.clone();
     // The built-in channels write there unless the config file says otherwise.
     crate::cli::ensure_state_dir()?;
@@ -39,6 +39,12 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
             builder = builder.source(&name, spec);
         }
         let runtime = builder.start().await?;
+        // The database is ours (the runtime holds its lock): say where we are, and that we
+        // are ready to a service manager that asked (`Type=notify`).
+        let _pid_file = crate::pid_file::PidFile::write(&db).map_err(|e| {
+            CliError::Failed(format!("cannot write the pid file beside {}: {e}", db.display()))
+        })?;
+        service_manager::notify(&[sd_notify::NotifyState::Ready]);
         let grace = config.daemon.shutdown_grace;
         let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
         let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
@@ -49,12 +55,15 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
                 _ = term.recv() => break "SIGTERM",
                 _ = int.recv() => break "SIGINT",
                 _ = hup.recv() => {
+                    service_manager::notify(&[sd_notify::NotifyState::Reloading]);
                     if let Some(new) = reload(ctx, &config, &runtime) {
                         config = new;
                     }
+                    service_manager::notify(&[sd_notify::NotifyState::Ready]);
                 }
             }
         };
+        service_manager::notify(&[sd_notify::NotifyState::Stopping]);
         tracing::info!(signal = which, ?grace, "stopping: finishing in-flight deliveries");
         runtime.shutdown(grace).await;
         tracing::info!("relayq stopped");
@@ -111,4 +120,17 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
     }
     tracing::info!(config = %file, channels = ?new.channels.keys().collect::<Vec<_>>(), "SIGHUP: configuration reloaded");
     Some(new)
+}
+
+/// Telling a service manager (systemd's `Type=notify`) how the daemon is: ready, reloading,
+/// stopping. Nothing happens when none asked (`NOTIFY_SOCKET` unset).
+mod service_manager {
+    pub fn notify(states: &[sd_notify::NotifyState]) {
+        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+            return;
+        }
+        if let Err(e) = sd_notify::notify(states) {
+            tracing::warn!(error = %e, "cannot tell the service manager the daemon's state");
+        }
+    }
 }

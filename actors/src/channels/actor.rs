@@ -2,13 +2,15 @@
 //! classification, never actix code of its own.
 
 use actix::prelude::*;
+use tracing::Instrument;
 
 use super::contract::{Answer, Channel, Content, Delivery, Outcome};
 
-/// Ask a channel to deliver one row.
+/// Ask a channel to deliver one row. `1` is the span the row's delivery runs in (row,
+/// channel, attempt), so the channel's own log lines about it say which row they are about.
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "Outcome")]
-pub struct Deliver(pub Delivery);
+pub struct Deliver(pub Delivery, pub tracing::Span);
 
 /// Runs channel `C`: one delivery per [`Deliver`] message, answered when the channel's answer
 /// is known. An answer that comes later does not hold up the next message.
@@ -29,7 +31,12 @@ impl<C: Channel> Actor for ChannelActor<C> {
 impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
     type Result = actix::Response<Outcome>;
 
-    fn handle(&mut self, Deliver(mut delivery): Deliver, _: &mut Context<Self>) -> Self::Result {
+    fn handle(
+        &mut self,
+        Deliver(mut delivery, span): Deliver,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let _in_span = span.enter();
         // A notice is stored as data; this channel writes it in its own markup.
         if let Content::Outbound(message) = &mut delivery.content {
             if let (true, Some(notice)) = (message.text.is_empty(), &message.notice) {
@@ -42,7 +49,10 @@ impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
         }
         match self.channel.deliver(delivery) {
             Answer::Now(outcome) => actix::Response::reply(outcome),
-            Answer::Later(future) => actix::Response::fut(future),
+            Answer::Later(future) => {
+                drop(_in_span);
+                actix::Response::fut(future.instrument(span))
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Channels: where delivered rows go, and the only code that talks to the outside world.
 //!
 //! ```text
-//!   session / outbound sender ──Deliver(Delivery)──▶ ChannelActor<C> ──C::deliver──▶ far end
-//!                             ◀──────Outcome───────┘  Delivered(receipt) | Throttled | Retry
-//!                                                      | Permanent | Expired
+//!   session / outbound sender ──Deliver(Delivery, span)──▶ ChannelActor<C> ──C::deliver──▶ far end
+//!                             ◀──────────Outcome───────────┘  Delivered(receipt) | Throttled
+//!                                                              | Retry | Unknown | Unreachable
+//!                                                              | Permanent | Expired
 //! ```
 //!
 //! - [`contract`]: the [`Channel`] trait, [`Delivery`], [`Outcome`].
