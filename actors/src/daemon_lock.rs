@@ -40,13 +40,7 @@ impl Drop for DaemonLock {
 
 /// Takes the daemon lock on database `db` (which must exist), or says another daemon has it.
 pub fn take(db: &Path) -> Result<DaemonLock> {
-    let open_error = |reason: String| -> ActorError {
-        relayq_engine::EngineError::Open {
-            path: db.to_path_buf(),
-            reason,
-        }
-        .into()
-    };
+    let open_error = |reason: String| open_error(db, reason);
     let file = File::open(db).map_err(|e| open_error(format!("cannot open it to lock it: {e}")))?;
     let meta = file
         .metadata()
@@ -80,21 +74,27 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
 /// the descriptor would drop SQLite's locks): `relayq stop` asks it to know a daemon is there.
 pub fn is_held(db: &Path) -> Result<bool> {
     let file = File::open(db).map_err(|e| {
-        ActorError::from(relayq_engine::EngineError::Open {
-            path: db.to_path_buf(),
-            reason: format!("cannot open it to see whether a daemon serves it: {e}"),
-        })
+        open_error(
+            db,
+            format!("cannot open it to see whether a daemon serves it: {e}"),
+        )
     })?;
     match file.try_lock() {
         Ok(()) => Ok(false),
         Err(std::fs::TryLockError::WouldBlock) => Ok(true),
         Err(std::fs::TryLockError::Error(e)) => {
-            Err(ActorError::from(relayq_engine::EngineError::Open {
-                path: db.to_path_buf(),
-                reason: format!("cannot try its lock: {e}"),
-            }))
+            Err(open_error(db, format!("cannot try its lock: {e}")))
         }
     }
+}
+
+/// The database `db` cannot be opened or locked, and why.
+fn open_error(db: &Path, reason: String) -> ActorError {
+    relayq_engine::EngineError::Open {
+        path: db.to_path_buf(),
+        reason,
+    }
+    .into()
 }
 
 /// Refuses a database directory other users may write to: they could replace the wake socket

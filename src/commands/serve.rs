@@ -41,9 +41,10 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         let runtime = builder.start().await?;
         // The database is ours (the runtime holds its lock): say where we are, and that we
         // are ready to a service manager that asked (`Type=notify`).
-        let _pid_file = crate::pid_file::PidFile::write(&db).map_err(|e| {
-            CliError::Failed(format!("cannot write the pid file beside {}: {e}", db.display()))
-        })?;
+        // A daemon without its pid file still serves: `relayq stop` then says how to stop it.
+        let _pid_file = crate::pid_file::PidFile::write(&db)
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot write the pid file beside the database; `relayq stop` will not find this daemon"))
+            .ok();
         service_manager::notify(&[sd_notify::NotifyState::Ready]);
         let grace = config.daemon.shutdown_grace;
         let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));

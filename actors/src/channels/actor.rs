@@ -36,7 +36,6 @@ impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
         Deliver(mut delivery, span): Deliver,
         _: &mut Context<Self>,
     ) -> Self::Result {
-        let _in_span = span.enter();
         // A notice is stored as data; this channel writes it in its own markup.
         if let Content::Outbound(message) = &mut delivery.content {
             if let (true, Some(notice)) = (message.text.is_empty(), &message.notice) {
@@ -47,12 +46,9 @@ impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
                 }
             }
         }
-        match self.channel.deliver(delivery) {
+        match span.in_scope(|| self.channel.deliver(delivery)) {
             Answer::Now(outcome) => actix::Response::reply(outcome),
-            Answer::Later(future) => {
-                drop(_in_span);
-                actix::Response::fut(future.instrument(span))
-            }
+            Answer::Later(future) => actix::Response::fut(future.instrument(span)),
         }
     }
 }
