@@ -14,6 +14,8 @@ use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, Rel
 use relayq_engine::{DbConfig, Engine, InboundMessage, NewRow, Synchronous};
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::cpu;
+
 /// One delivered message: its session, its sequence number within the session, and when.
 pub struct Delivered {
     pub session: String,
@@ -111,17 +113,28 @@ fn message(session: usize, seq: u64) -> InboundMessage {
 /// order by its own producer (see `spawn_producers`) while relayq delivers.
 /// Messages per second from the first enqueue to the last delivery.
 pub fn throughput(n: usize, sessions: usize, sync: Synchronous) -> Result<f64> {
+    throughput_and_cpu(n, sessions, sync).map(|(rate, _)| rate)
+}
+
+/// [`throughput`], and the CPU each message took, by thread group (see [`cpu::per_row`]).
+pub fn throughput_and_cpu(
+    n: usize,
+    sessions: usize,
+    sync: Synchronous,
+) -> Result<(f64, Vec<(&'static str, f64)>)> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("relayq.db");
     actix_rt::System::new().block_on(async move {
         let mut flow = Flow::start(&db, sync, false).await?;
+        let cpu_before = cpu::snapshot();
         let started = Instant::now();
         spawn_producers(flow.runtime.supervisor(), n, sessions);
         let order = flow.collect(n, |_| {}).await?;
         let secs = started.elapsed().as_secs_f64();
+        let cpu = cpu::per_row(&cpu_before, &cpu::snapshot(), n);
         flow.stop().await;
         ensure!(order.delivered == n);
-        Ok(n as f64 / secs)
+        Ok((n as f64 / secs, cpu))
     })
 }
 

@@ -2,6 +2,7 @@
 //! against the references (raw SQLite, effectum) in one process tree and writes BENCHMARKS.md
 //! with plots under bench/report/. Benchmarks are never tests: `cargo test` does not run this.
 
+mod cpu;
 mod effectum;
 mod flow;
 mod history;
@@ -482,24 +483,11 @@ fn main() -> Result<()> {
     }
 
     if wants(Scenario::Outbound) {
-        let inbound = match relayq_s100.clone() {
-            Some(v) => v,
-            None => repeat(runs, "relayq S=100", || {
-                flow::throughput(sizes.n, 100, Synchronous::Normal)
-            })?,
-        };
         let n = sizes.outbound_n;
         let ceiling = repeat(runs, "HTTP ceiling: reqwest alone, 32 in flight", || {
             outbound::http_ceiling(n, 32)
         })?;
-        let mut p99 = Vec::new();
-        let mut last = Vec::new();
-        let d100 = repeat(runs, "outbound, 100 destinations", || {
-            let r = outbound::run(n, 100, outbound::Marks::DEFAULT)?;
-            p99.push(percentile(&r.latencies, 99.0));
-            last = r.latencies;
-            Ok(r.throughput)
-        })?;
+        let paired = outbound_beside_inbound(&sizes, runs)?;
         // The mark's cost at 1000 destinations, for each way of marking.
         let at_1000 = |what: &str, on: bool, unknown_outcome: UnknownOutcome| {
             let marks = outbound::Marks {
@@ -516,7 +504,7 @@ fn main() -> Result<()> {
         let unmarked = at_1000("runs, no mark", false, UnknownOutcome::Resend)?;
         let marked_each = at_1000("each send marked (hold)", true, UnknownOutcome::Hold)?;
         let unmarked_each = at_1000("one by one, no mark (hold)", false, UnknownOutcome::Hold)?;
-        let ratio = median(&d100) / median(&inbound);
+        let ratio = median(&paired.ratios);
         let overhead = 1.0 - median(&marked) / median(&unmarked);
         let overhead_each = 1.0 - median(&marked_each) / median(&unmarked_each);
         report.sections.push(Section {
@@ -529,14 +517,23 @@ fn main() -> Result<()> {
                  on loopback and records the answers; pacing off, synchronous = NORMAL; from the \
                  first enqueue to the last row recorded delivered; per-destination order checked \
                  at the server. Latency: enqueue call → request at the server, under that full \
-                 load. Against scenario 1's inbound flow (S = 100, in-process no-op channel). The \
+                 load. Against the inbound flow (scenario 1's, S = 100, in-process no-op \
+                 channel), run just before each outbound run: the target is checked on the median \
+                 of the runs' ratios, as the VM's speed drifts between runs. The \
                  send-started mark's cost: the same run over 1000 destinations with the mark on \
                  and off (`RelayqConfig::mark_send_started`), for the default webhook (runs, \
                  marked by the statement that leases them) and for `unknown_outcome = \"hold\"` \
                  (rows one by one, each marked alone just before its send, or in the write that \
                  records the row before it). The HTTP ceiling: the same POSTs \
                  from reqwest alone, 32 in flight on one thread, to the same server, no \
-                 database: what loopback HTTP alone allows on this machine."
+                 database: what loopback HTTP alone allows on this machine. CPU per row: each \
+                 thread's time on a CPU (`/proc/self/task/*/schedstat`) over the run, divided by \
+                 the rows: the writer (relayq's commit thread), the actix thread (actors, \
+                 channels, the HTTP client, the producers), the far end (the no-op server's \
+                 thread; the inbound flow has none) and the rest (checkpointer, claims). \
+                 Outbound: {}. Inbound: {}.",
+                paired.outbound_cpu.summary(),
+                paired.inbound_cpu.summary()
             ),
             checks: vec![
                 Check::at_least(
@@ -559,9 +556,14 @@ fn main() -> Result<()> {
                 ),
             ],
             figures: vec![
-                Figure::new("outbound, 100 destinations", "rows/s", d100.clone()),
-                Figure::new("outbound latency p99, 100 destinations", "ms", p99),
-                Figure::new("inbound, S = 100", "msgs/s", inbound),
+                Figure::new("outbound, 100 destinations", "rows/s", paired.outbound.clone()),
+                Figure::new("outbound latency p99, 100 destinations", "ms", paired.p99),
+                Figure::new("inbound, S = 100, run beside", "msgs/s", paired.inbound),
+                Figure::new(
+                    "outbound / inbound, run by run",
+                    "%",
+                    paired.ratios.iter().map(|r| 100.0 * r).collect(),
+                ),
                 Figure::new(
                     "HTTP ceiling: reqwest alone, 32 in flight",
                     "req/s",
@@ -579,12 +581,17 @@ fn main() -> Result<()> {
                     "rows/s",
                     unmarked_each,
                 ),
-            ],
+            ]
+            .into_iter()
+            .chain(paired.outbound_cpu.figures("outbound D = 100"))
+            .chain(paired.inbound_cpu.figures("inbound S = 100"))
+            .collect(),
         });
-        report.bars.push(("outbound D=100".into(), d100));
-        report
-            .latencies
-            .push(("outbound: enqueue → far end, full load".into(), last));
+        report.bars.push(("outbound D=100".into(), paired.outbound));
+        report.latencies.push((
+            "outbound: enqueue → far end, full load".into(),
+            paired.last_latencies,
+        ));
     }
 
     let command = format!(
@@ -624,19 +631,60 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
 }
 
 fn tune_outbound(sizes: &Sizes, runs: usize) -> Result<()> {
-    let inbound = repeat(runs, "relayq S=100", || {
-        flow::throughput(sizes.n, 100, Synchronous::Normal)
-    })?;
-    let outbound = repeat(runs, "outbound D=100", || {
-        outbound::run(sizes.outbound_n, 100, outbound::Marks::DEFAULT).map(|r| r.throughput)
-    })?;
+    let paired = outbound_beside_inbound(sizes, runs)?;
     eprintln!(
-        "outbound D=100: median {:.0} rows/s, {:.0} % of inbound S=100 ({:.0} msgs/s)",
-        median(&outbound),
-        100.0 * median(&outbound) / median(&inbound),
-        median(&inbound)
+        "outbound D=100: median {:.0} rows/s, {:.0} % of inbound S=100 ({:.0} msgs/s; median of \
+         the runs' ratios)",
+        median(&paired.outbound),
+        100.0 * median(&paired.ratios),
+        median(&paired.inbound)
     );
+    eprintln!("CPU per row, outbound: {}", paired.outbound_cpu.summary());
+    eprintln!("CPU per row, inbound:  {}", paired.inbound_cpu.summary());
     Ok(())
+}
+
+/// Outbound D = 100 and, just before each of its runs, inbound S = 100: their ratio is taken
+/// run by run, since the VM's speed drifts more between scenarios than within a pair.
+struct Paired {
+    outbound: Vec<f64>,
+    inbound: Vec<f64>,
+    ratios: Vec<f64>,
+    p99: Vec<f64>,
+    last_latencies: Vec<f64>,
+    outbound_cpu: cpu::Runs,
+    inbound_cpu: cpu::Runs,
+}
+
+fn outbound_beside_inbound(sizes: &Sizes, runs: usize) -> Result<Paired> {
+    let mut p = Paired {
+        outbound: Vec::new(),
+        inbound: Vec::new(),
+        ratios: Vec::new(),
+        p99: Vec::new(),
+        last_latencies: Vec::new(),
+        outbound_cpu: cpu::Runs::default(),
+        inbound_cpu: cpu::Runs::default(),
+    };
+    for run in 1..=runs {
+        let (rate, cpu) = flow::throughput_and_cpu(sizes.n, 100, Synchronous::Normal)
+            .with_context(|| format!("inbound S=100, run {run}"))?;
+        let out = outbound::run(sizes.outbound_n, 100, outbound::Marks::DEFAULT)
+            .with_context(|| format!("outbound D=100, run {run}"))?;
+        eprintln!(
+            "run {run}: inbound S=100 {rate:.0} msgs/s, outbound D=100 {:.0} rows/s ({:.0} %)",
+            out.throughput,
+            100.0 * out.throughput / rate
+        );
+        p.inbound_cpu.push(&cpu);
+        p.outbound_cpu.push(&out.cpu);
+        p.ratios.push(out.throughput / rate);
+        p.inbound.push(rate);
+        p.outbound.push(out.throughput);
+        p.p99.push(percentile(&out.latencies, 99.0));
+        p.last_latencies = out.latencies;
+    }
+    Ok(p)
 }
 
 fn median(v: &[f64]) -> f64 {

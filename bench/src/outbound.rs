@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
+
+use crate::cpu;
 use relayq_actors::channels::{webhook, ChannelConfig, UnknownOutcome};
 use relayq_actors::{Relayq, RelayqConfig};
 // (the producers share the runtime on the actix thread)
@@ -24,6 +26,8 @@ pub struct Run {
     pub throughput: f64,
     /// Enqueue call → the request at the far end, in ms, one per row.
     pub latencies: Vec<f64>,
+    /// CPU µs per row, by thread group (see [`cpu::per_row`]).
+    pub cpu: Vec<(&'static str, f64)>,
 }
 
 /// How the webhook marks sends started.
@@ -74,6 +78,7 @@ async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Resu
     );
 
     let sent: Enqueued = Arc::default();
+    let cpu_before = cpu::snapshot();
     let started = Instant::now();
     let destinations = destinations.min(n);
     for d in 0..destinations {
@@ -146,11 +151,13 @@ async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Resu
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu::per_row(&cpu_before, &cpu::snapshot(), n);
     let runtime = Rc::try_unwrap(runtime).map_err(|_| anyhow::anyhow!("a producer still runs"))?;
     runtime.shutdown(Duration::from_secs(10)).await;
     Ok(Run {
         throughput: n as f64 / secs,
         latencies,
+        cpu,
     })
 }
 
@@ -179,7 +186,8 @@ async fn noop_server() -> Result<(String, mpsc::UnboundedReceiver<(i64, Instant)
     listener.set_nonblocking(true)?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
+    let server = std::thread::Builder::new().name(cpu::FAR_END.into());
+    server.spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -193,7 +201,7 @@ async fn noop_server() -> Result<(String, mpsc::UnboundedReceiver<(i64, Instant)
                 });
             }
         });
-    });
+    })?;
     Ok((url, rx))
 }
 
