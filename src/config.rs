@@ -31,6 +31,8 @@ pub struct Config {
     pub sources: BTreeMap<String, SourceConfig>,
     /// `[pacing.NAME]`: a channel's budgets, over the ones its kind declares.
     pub pacing: BTreeMap<String, PaceSettings>,
+    /// `[http]`: the daemon's HTTP API, off by default.
+    pub http: crate::http::HttpConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -105,6 +107,7 @@ impl Default for Config {
             ]),
             sources: BTreeMap::new(),
             pacing: BTreeMap::new(),
+            http: crate::http::HttpConfig::default(),
         }
     }
 }
@@ -450,6 +453,17 @@ impl Config {
                     within(value, (Duration::ZERO, MAX_KEEP), "").map_err(|m| err(&key(k), m))?;
                 }
             }
+        }
+        self.http.check().map_err(|(key, m)| err(key, m))?;
+        if self.http.max_request_bytes < self.daemon.max_body_bytes {
+            return Err(err(
+                "http.max_request_bytes",
+                format!(
+                    "{} is less than daemon.max_body_bytes ({}): a message the CLI takes would \
+                     be refused over HTTP; raise it to at least that",
+                    self.http.max_request_bytes, self.daemon.max_body_bytes
+                ),
+            ));
         }
         let d = &self.daemon;
         for (key, value, range, why) in [

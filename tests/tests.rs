@@ -9,6 +9,7 @@ mod config;
 mod delivery;
 mod hook;
 mod hook_processing;
+mod http;
 mod outbound;
 mod platforms;
 mod recovery;

@@ -43,5 +43,5 @@ pub use channels::{
 };
 pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};
-pub use runtime::{Relayq, RelayqBuilder, RelayqConfig, Reload};
+pub use runtime::{Relayq, RelayqBuilder, RelayqConfig, RelayqHandle, Reload};
 pub use supervisor::SessionChannels;

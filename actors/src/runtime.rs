@@ -199,16 +199,19 @@ impl RelayqBuilder {
         };
         let running_sources = start_sources(&sources, &store, &supervisor, &known_channels);
         Ok(Relayq {
+            handle: RelayqHandle {
+                max_body_bytes: config.max_body_bytes,
+                store,
+                supervisor,
+                sender,
+                channels: known_channels,
+            },
             config,
             sources: std::sync::Mutex::new(running_sources),
-            store,
-            supervisor,
             claimer,
-            sender,
             wakers,
             recovery,
             listener,
-            channels: known_channels,
             _lock: lock,
         })
     }
@@ -217,14 +220,11 @@ impl RelayqBuilder {
 /// A running relayq. Drop it only after `shutdown`.
 pub struct Relayq {
     config: RelayqConfig,
-    store: Store,
-    supervisor: Addr<SupervisorActor>,
+    handle: RelayqHandle,
     claimer: Addr<HookClaimer>,
-    sender: Addr<OutboundSender>,
     wakers: Wakers,
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
-    channels: ChannelDirectory,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
     _lock: DaemonLock,
@@ -239,71 +239,33 @@ impl Relayq {
         }
     }
 
+    /// What other threads use to reach this relayq (an HTTP server's workers).
+    pub fn handle(&self) -> &RelayqHandle {
+        &self.handle
+    }
+
     pub fn supervisor(&self) -> Addr<SupervisorActor> {
-        self.supervisor.clone()
+        self.handle.supervisor()
     }
 
     pub fn store(&self) -> &Store {
-        &self.store
+        self.handle.store()
     }
 
-    /// Enqueues an inbound message; the future answers once it is committed. The message is
-    /// handed over when `enqueue` is called, not when the future is first polled, so messages
-    /// enqueued one after another commit (and are delivered) in that order even when their
-    /// futures are awaited together or in another order.
+    /// See [`RelayqHandle::enqueue`].
     pub fn enqueue(
         &self,
         message: InboundMessage,
     ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
-        let request = self.supervisor.send(Enqueue(message));
-        async move { request.await? }
+        self.handle.enqueue(message)
     }
 
-    /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
-    /// row is committed. As with [`Relayq::enqueue`], the write is handed over when this is
-    /// called, so messages enqueued one after another are written (and sent) in that order
-    /// even when their futures are awaited together: an adapter may keep several in flight.
-    /// A text over the channel's limit is written as parts (see [`Channel::text_limit`]).
-    ///
-    /// [`Channel::text_limit`]: crate::channels::Channel::text_limit
+    /// See [`RelayqHandle::enqueue_outbound`].
     pub fn enqueue_outbound(
         &self,
         message: OutboundMessage,
     ) -> impl std::future::Future<Output = Result<outbound::Written>> + 'static {
-        let checked = message
-            .validate(self.config.max_body_bytes)
-            .map_err(ActorError::from)
-            .and_then(|()| match self.channels.contains(&message.channel) {
-                true => Ok(()),
-                false => Err(ActorError::Invalid(format!(
-                    "channel '{}' is not configured (configured: {})",
-                    message.channel,
-                    self.channels.names().join(", ")
-                ))),
-            });
-        let parts = message.parts(self.channels.text_limit(&message.channel));
-        let write = checked.map(|()| {
-            let one_part = parts.len() == 1;
-            let write = move |s: &Store, tx: &Transaction<'_>| {
-                outbound::enqueue_parts_in(&s.outbound, tx, &parts, s.outbound.now())
-            };
-            // One part is one INSERT: it needs no savepoint of its own.
-            let written: std::pin::Pin<
-                Box<dyn std::future::Future<Output = Result<outbound::Written>>>,
-            > = match one_part {
-                true => Box::pin(self.store.write_one_statement(write)),
-                false => Box::pin(self.store.write(write)),
-            };
-            written
-        });
-        let sender = self.sender.clone();
-        async move {
-            let enqueued = write?.await?;
-            if !enqueued.first.duplicate {
-                sender.do_send(ClaimOutbound);
-            }
-            Ok(enqueued)
-        }
+        self.handle.enqueue_outbound(message)
     }
 
     /// Applies a reloaded configuration: queue policies, routes, which channel each session
@@ -312,19 +274,16 @@ impl Relayq {
     pub fn reload(&self, reload: Reload) -> Result<()> {
         let names: Vec<String> = reload.channels.iter().map(|(n, _)| n.clone()).collect();
         check_channels(&reload.session_channels, &reload.notice_routes, &names)?;
-        self.store.reconfigure(reload.queues, reload.notice_routes);
-        self.channels.replace_all(reload.channels);
-        self.channels
-            .check_readiness(self.sender.clone().recipient());
-        self.supervisor
+        self.handle
+            .store
+            .reconfigure(reload.queues, reload.notice_routes);
+        let h = &self.handle;
+        h.channels.replace_all(reload.channels);
+        h.channels.check_readiness(h.sender.clone().recipient());
+        h.supervisor
             .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.
-        let started = start_sources(
-            &reload.sources,
-            &self.store,
-            &self.supervisor,
-            &self.channels,
-        );
+        let started = start_sources(&reload.sources, &h.store, &h.supervisor, &h.channels);
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
@@ -333,9 +292,9 @@ impl Relayq {
         Ok(())
     }
 
-    /// Expires a session's pending rows and stops its actor.
+    /// See [`RelayqHandle::expire_session`].
     pub async fn expire_session(&self, session: &str) -> Result<usize> {
-        self.supervisor.send(ExpireSession(session.into())).await?
+        self.handle.expire_session(session).await
     }
 
     /// Stops taking work, waits up to `grace` for in-flight deliveries, and stops the actors.
@@ -349,12 +308,13 @@ impl Relayq {
         self.recovery.do_send(Stop);
         let started = std::time::Instant::now();
         let _ = tokio::join!(
-            self.supervisor.send(Shutdown { grace }),
+            self.handle.supervisor.send(Shutdown { grace }),
             self.claimer.send(Shutdown { grace }),
-            self.sender.send(Shutdown { grace })
+            self.handle.sender.send(Shutdown { grace })
         );
         // Database calls already on blocking threads finish before relayq reports it stopped.
         if !self
+            .handle
             .store
             .settle(grace.saturating_sub(started.elapsed()))
             .await
@@ -416,3 +376,99 @@ fn check_channels(
     }
     Ok(())
 }
+
+/// A running relayq's entry points, for any thread: cheap to clone, `Send`. An HTTP server's
+/// workers enqueue through it, as adapters in the same process do through [`Relayq`].
+#[derive(Clone)]
+pub struct RelayqHandle {
+    max_body_bytes: usize,
+    store: Store,
+    supervisor: Addr<SupervisorActor>,
+    sender: Addr<OutboundSender>,
+    channels: ChannelDirectory,
+}
+
+impl RelayqHandle {
+    pub fn supervisor(&self) -> Addr<SupervisorActor> {
+        self.supervisor.clone()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Enqueues an inbound message; the future answers once it is committed. The message is
+    /// handed over when `enqueue` is called, not when the future is first polled, so messages
+    /// enqueued one after another commit (and are delivered) in that order even when their
+    /// futures are awaited together or in another order.
+    pub fn enqueue(
+        &self,
+        message: InboundMessage,
+    ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
+        let request = self.supervisor.send(Enqueue(message));
+        async move { request.await? }
+    }
+
+    /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
+    /// row is committed. As with [`Relayq::enqueue`], the write is handed over when this is
+    /// called, so messages enqueued one after another are written (and sent) in that order
+    /// even when their futures are awaited together: an adapter may keep several in flight.
+    /// A text over the channel's limit is written as parts (see [`Channel::text_limit`]).
+    ///
+    /// [`Channel::text_limit`]: crate::channels::Channel::text_limit
+    pub fn enqueue_outbound(
+        &self,
+        message: OutboundMessage,
+    ) -> impl std::future::Future<Output = Result<outbound::Written>> + 'static {
+        let checked = message
+            .validate(self.max_body_bytes)
+            .map_err(ActorError::from)
+            .and_then(|()| match self.channels.contains(&message.channel) {
+                true => Ok(()),
+                false => Err(ActorError::Invalid(format!(
+                    "channel '{}' is not configured (configured: {})",
+                    message.channel,
+                    self.channels.names().join(", ")
+                ))),
+            });
+        let parts = message.parts(self.channels.text_limit(&message.channel));
+        let write = checked.map(|()| {
+            let one_part = parts.len() == 1;
+            let write = move |s: &Store, tx: &Transaction<'_>| {
+                outbound::enqueue_parts_in(&s.outbound, tx, &parts, s.outbound.now())
+            };
+            // One part is one INSERT: it needs no savepoint of its own.
+            let written: std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<outbound::Written>>>,
+            > = match one_part {
+                true => Box::pin(self.store.write_one_statement(write)),
+                false => Box::pin(self.store.write(write)),
+            };
+            written
+        });
+        let sender = self.sender.clone();
+        async move {
+            let enqueued = write?.await?;
+            if !enqueued.first.duplicate {
+                sender.do_send(ClaimOutbound);
+            }
+            Ok(enqueued)
+        }
+    }
+
+    /// Expires a session's pending rows and stops its actor.
+    pub async fn expire_session(&self, session: &str) -> Result<usize> {
+        self.supervisor.send(ExpireSession(session.into())).await?
+    }
+
+    /// The channels, their readiness and pauses.
+    pub fn channels(&self) -> &ChannelDirectory {
+        &self.channels
+    }
+}
+
+/// An HTTP server's workers run on threads of their own: the handle must cross to them.
+const _: fn() = || {
+    fn crosses_threads<T: Send + Sync + 'static>() {}
+    crosses_threads::<RelayqHandle>();
+};

@@ -39,6 +39,17 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
             builder = builder.source(&name, spec);
         }
         let runtime = builder.start().await?;
+        let grace = config.daemon.shutdown_grace;
+        let http = match config.http.enabled {
+            false => None,
+            true => match crate::http::Server::start(&config.http, runtime.handle().clone()) {
+                Ok(server) => Some(server),
+                Err(e) => {
+                    runtime.shutdown(grace).await;
+                    return Err(CliError::Usage(e));
+                }
+            },
+        };
         // The database is ours (the runtime holds its lock): say where we are, and that we
         // are ready to a service manager that asked (`Type=notify`).
         // A daemon without its pid file still serves: `relayq stop` then says how to stop it.
@@ -46,7 +57,6 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
             .inspect_err(|e| tracing::warn!(error = %e, "cannot write the pid file beside the database; `relayq stop` will not find this daemon"))
             .ok();
         service_manager::notify(&[sd_notify::NotifyState::Ready]);
-        let grace = config.daemon.shutdown_grace;
         let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
         let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
         let mut hup = listen(SignalKind::hangup())?;
@@ -66,6 +76,10 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         };
         service_manager::notify(&[sd_notify::NotifyState::Stopping]);
         tracing::info!(signal = which, ?grace, "stopping: finishing in-flight deliveries");
+        // No request reaches a stopping runtime: the API stops first, its requests answered.
+        if let Some(http) = http {
+            http.stop().await;
+        }
         runtime.shutdown(grace).await;
         tracing::info!("relayq stopped");
         Ok(())
@@ -111,6 +125,7 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
         ("database", new.database != running.database),
         ("claimer", new.claimer != running.claimer),
         ("daemon", new.daemon != running.daemon),
+        ("http", new.http != running.http),
     ] {
         if changed {
             tracing::warn!(

@@ -2,7 +2,8 @@
 //! channels a far end paused, and the stuck rows (failed, holding up their key) with their
 //! last error.
 
-use serde_json::json;
+use relayq_engine::{Engine, EngineError};
+use serde_json::{json, Value};
 
 use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
@@ -14,39 +15,16 @@ const STUCK_SHOWN: usize = 20;
 
 pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let engine = open_existing(ctx)?.engine.clone();
+    if as_json {
+        println!("{}", report(&engine)?);
+        return Ok(());
+    }
     let counts = engine.counts()?;
     let oldest = engine.oldest_pending()?;
     let stuck = engine.stuck_heads(STUCK_SHOWN)?;
     let now = engine.now();
     let paused = relayq_engine::penalties::running(&*engine.database().read()?, now)?;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
-    if as_json {
-        let oldest: Vec<_> = oldest
-            .iter()
-            .map(|o| {
-                with_times(
-                    json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
-                           "age_seconds": age_secs(o.created_at)}),
-                    &["created_at"],
-                )
-            })
-            .collect();
-        let stuck: Vec<_> = stuck.iter().map(row_json).collect();
-        let paused: Vec<_> = paused
-            .iter()
-            .map(|p| {
-                with_times(
-                    json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
-                    &["until"],
-                )
-            })
-            .collect();
-        println!(
-            "{}",
-            json!({"counts": counts, "oldest_pending": oldest, "paused_channels": paused, "stuck": stuck})
-        );
-        return Ok(());
-    }
     if counts.is_empty() {
         println!("no rows in {}", engine.database().path().display());
         return Ok(());
@@ -96,4 +74,37 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// What `status --json` prints and `GET /v1/status` answers: counts per queue, state and
+/// reason; the oldest pending row of each queue; channels a far end paused; stuck rows.
+pub fn report(engine: &Engine) -> Result<Value, EngineError> {
+    let counts = engine.counts()?;
+    let oldest = engine.oldest_pending()?;
+    let stuck = engine.stuck_heads(STUCK_SHOWN)?;
+    let now = engine.now();
+    let paused = relayq_engine::penalties::running(&*engine.database().read()?, now)?;
+    let oldest: Vec<_> = oldest
+        .iter()
+        .map(|o| {
+            with_times(
+                json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
+                       "age_seconds": (now - o.created_at).max(0) as f64 / 1000.0}),
+                &["created_at"],
+            )
+        })
+        .collect();
+    let stuck: Vec<_> = stuck.iter().map(row_json).collect();
+    let paused: Vec<_> = paused
+        .iter()
+        .map(|p| {
+            with_times(
+                json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
+                &["until"],
+            )
+        })
+        .collect();
+    Ok(
+        json!({"counts": counts, "oldest_pending": oldest, "paused_channels": paused, "stuck": stuck}),
+    )
 }

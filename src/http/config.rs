@@ -1,0 +1,109 @@
+//! `[http]`: whether the daemon serves its HTTP API, where, and the token it asks for.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use relayq_actors::channels::kit::secret::{Secret, SecretSetting};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Off by default: nothing listens unless asked.
+    pub enabled: bool,
+    /// `IP:PORT`. Anything but a loopback address needs a token.
+    pub listen: String,
+    /// The bearer token every request but `/healthz` must carry; better `token_env` or
+    /// `token_file`. Optional on loopback, required elsewhere.
+    pub token: Option<Secret>,
+    pub token_env: Option<String>,
+    pub token_file: Option<PathBuf>,
+    /// Threads answering requests.
+    pub workers: usize,
+    /// The largest request body taken, in bytes; a larger one is refused with 413 unread.
+    pub max_request_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            enabled: false,
+            listen: "127.0.0.1:8765".into(),
+            token: None,
+            token_env: None,
+            token_file: None,
+            workers: 2,
+            max_request_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Allowed `workers`.
+pub const WORKERS: (usize, usize) = (1, 64);
+/// Allowed `max_request_bytes`: room for a message at `daemon.max_body_bytes`'s largest.
+pub const MAX_REQUEST_BYTES: (usize, usize) = (1024, 64 * 1024 * 1024);
+
+impl HttpConfig {
+    /// The listening address, or what is wrong with it.
+    pub fn address(&self) -> Result<SocketAddr, String> {
+        self.listen.parse().map_err(|_| {
+            format!(
+                "{:?} is not an IP address and port; use e.g. \"127.0.0.1:8765\"",
+                self.listen
+            )
+        })
+    }
+
+    /// What the file alone can tell: the address, the ranges, and a token wherever the
+    /// address is not loopback. Returns the key at fault and the message.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let address = self.address().map_err(|m| ("http.listen", m))?;
+        let within = |key, value: usize, (low, high): (usize, usize)| match value {
+            v if (low..=high).contains(&v) => Ok(()),
+            v => Err((key, format!("{v} is out of range: allowed {low} to {high}"))),
+        };
+        within("http.workers", self.workers, WORKERS)?;
+        within(
+            "http.max_request_bytes",
+            self.max_request_bytes,
+            MAX_REQUEST_BYTES,
+        )?;
+        let token = self.token_setting();
+        let given = token.inline.is_some() || token.env.is_some() || token.file.is_some();
+        if given {
+            token.check().map_err(|e| ("http.token", e.message))?;
+        } else if self.enabled && !address.ip().is_loopback() {
+            return Err((
+                "http.token",
+                format!(
+                    "is required when the API listens beyond this machine ({address}): set \
+                     http.token_env (or token, or token_file) so every request must carry it, \
+                     or listen on 127.0.0.1"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn token_setting(&self) -> SecretSetting<'_> {
+        SecretSetting {
+            key: "token",
+            inline: self.token.as_ref(),
+            env: self.token_env.as_deref(),
+            file: self.token_file.as_deref(),
+        }
+    }
+
+    /// The token, read from the environment or the file when given that way; `None` when
+    /// none is set (loopback only: [`HttpConfig::check`] refuses the rest).
+    pub fn token(&self) -> Result<Option<Secret>, String> {
+        let setting = self.token_setting();
+        if setting.inline.is_none() && setting.env.is_none() && setting.file.is_none() {
+            return Ok(None);
+        }
+        setting
+            .resolve()
+            .map(Some)
+            .map_err(|e| format!("http.{} {}", e.key, e.message))
+    }
+}

@@ -1,0 +1,38 @@
+//! `/healthz`: the process answers. `/readyz`: it can do its work now — the database takes
+//! a write, every channel is ready, and the daemon is not stopping.
+
+use actix_web::{web, HttpResponse};
+use serde_json::json;
+
+use super::Api;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+async fn readyz(api: web::Data<Api>) -> HttpResponse {
+    let mut reasons = Vec::new();
+    if api.is_stopping() {
+        reasons.push("the daemon is stopping".to_string());
+    }
+    // An empty write through the group commit: the database file takes writes.
+    if let Err(e) = api.relayq.store().write(|_, _| Ok(())).await {
+        reasons.push(format!("the database does not take writes: {e}"));
+    }
+    let channels = api.relayq.channels();
+    for name in channels.names() {
+        if channels.unready(&name).is_some() {
+            reasons.push(format!("channel {name} is not ready yet"));
+        }
+    }
+    match reasons.is_empty() {
+        true => HttpResponse::Ok().json(json!({"status": "ready"})),
+        false => HttpResponse::ServiceUnavailable()
+            .json(json!({"status": "not ready", "reasons": reasons})),
+    }
+}

@@ -1,0 +1,107 @@
+//! The daemon's HTTP API (`[http]`, off by default): versioned JSON endpoints for adapters in
+//! any language, and health probes for service managers, on actix-web inside `relayq serve`.
+//!
+//! ```text
+//! client ──HTTP──▶ worker thread ──RelayqHandle──▶ SupervisorActor / commit thread ──▶ rows
+//!                  (token, body limit, JSON)         (the same checks as the CLI)
+//! ```
+//!
+//! Routes (all JSON):
+//! - `GET /healthz`: the process answers (no token needed).
+//! - `GET /readyz`: the database takes writes, every channel is ready, not stopping; 503 and
+//!   the reasons otherwise.
+//! - `POST /v1/inbound`, `POST /v1/outbound`: enqueue; 201 written, 200 a duplicate of a row
+//!   already written (its id), 400 with what to fix, 429 queue full (nothing written).
+//! - `GET /v1/messages/{id}`: one row's story, as `relayq show --json`.
+//! - `GET /v1/status`: as `relayq status --json`.
+
+mod auth;
+mod body;
+mod config;
+mod error;
+mod health;
+mod v1;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use actix_web::{middleware, web, App, HttpServer};
+use relayq_actors::RelayqHandle;
+
+pub use config::HttpConfig;
+pub use error::ApiError;
+
+/// What every request handler reaches.
+#[derive(Clone)]
+pub struct Api {
+    pub relayq: RelayqHandle,
+    /// Set when the daemon begins to stop: `/readyz` answers 503 from then on.
+    pub stopping: Arc<AtomicBool>,
+    pub max_request_bytes: usize,
+}
+
+impl Api {
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+}
+
+/// A started server: stop it before the runtime, so no request arrives at a stopping relayq.
+pub struct Server {
+    handle: actix_web::dev::ServerHandle,
+    stopping: Arc<AtomicBool>,
+    pub address: std::net::SocketAddr,
+}
+
+impl Server {
+    /// Binds `[http] listen` and serves on the current actix system. The token is read now:
+    /// one that cannot be read refuses the start.
+    pub fn start(config: &HttpConfig, relayq: RelayqHandle) -> Result<Server, String> {
+        let address = config.address().map_err(|m| format!("http.listen: {m}"))?;
+        let token = auth::Token(config.token()?);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let api = Api {
+            relayq,
+            stopping: stopping.clone(),
+            max_request_bytes: config.max_request_bytes,
+        };
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(web::Data::new(api.clone()))
+                .app_data(web::Data::new(token.clone()))
+                .wrap(middleware::from_fn(auth::require_token))
+                .configure(health::routes)
+                .service(web::scope("/v1").configure(v1::routes))
+                .default_service(web::to(not_found))
+        })
+        .workers(config.workers)
+        // `serve` handles the signals: it stops this server first, then the runtime.
+        .disable_signals()
+        .bind(address)
+        .map_err(|e| format!("cannot listen on {address} (http.listen): {e}"))?;
+        let address = server.addrs().first().copied().unwrap_or(address);
+        let server = server.run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        tracing::info!(%address, "HTTP API listening");
+        Ok(Server {
+            handle,
+            stopping,
+            address,
+        })
+    }
+
+    /// Answers no new request; lets those in flight finish.
+    pub async fn stop(self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.handle.stop(true).await;
+    }
+}
+
+async fn not_found(req: actix_web::HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::not_found(format!(
+        "no route {} {}; the API is under /v1 (see the README's HTTP API section)",
+        req.method(),
+        req.path()
+    )))
+}

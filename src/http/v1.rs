@@ -1,0 +1,121 @@
+//! `/v1`: enqueue inbound and outbound messages, one message's story, the status. Each route
+//! does what its CLI command does, with the same checks and the same answers.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use relayq_engine::outbound::Kind;
+use relayq_engine::{Enqueued, InboundMessage, MessageType, OutboundMessage};
+use serde::{Deserialize, Serialize};
+
+use super::{body, Api, ApiError};
+use crate::commands::{show, status};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/inbound", web::post().to(enqueue_inbound))
+        .route("/outbound", web::post().to(enqueue_outbound))
+        .route("/messages/{id}", web::get().to(message))
+        .route("/status", web::get().to(status));
+}
+
+/// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboundRequest {
+    session: String,
+    origin: String,
+    #[serde(rename = "type", default)]
+    message_type: MessageType,
+    #[serde(default)]
+    content: String,
+    source_message_id: Option<String>,
+    source_channel_id: Option<String>,
+    source_thread_id: Option<String>,
+    actor_id: Option<String>,
+    actor_name: Option<String>,
+    actor_avatar_url: Option<String>,
+    payload: Option<serde_json::Value>,
+}
+
+/// `POST /v1/outbound`: `relayq enqueue outbound`'s fields, as JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundRequest {
+    channel: String,
+    to: String,
+    text: String,
+    #[serde(default)]
+    kind: Kind,
+    idempotency_key: Option<String>,
+    thread: Option<String>,
+    reply_to: Option<String>,
+}
+
+async fn enqueue_inbound(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let r: InboundRequest = body::json(&req, payload, api.max_request_bytes).await?;
+    let message = InboundMessage {
+        session: r.session,
+        origin: r.origin,
+        message_type: r.message_type,
+        content: r.content,
+        source_message_id: r.source_message_id,
+        source_channel_id: r.source_channel_id,
+        source_thread_id: r.source_thread_id,
+        actor_id: r.actor_id,
+        actor_name: r.actor_name,
+        actor_avatar_url: r.actor_avatar_url,
+        payload: r.payload,
+    };
+    let enqueued = api.relayq.enqueue(message).await?;
+    Ok(written(&enqueued, &enqueued))
+}
+
+async fn enqueue_outbound(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let r: OutboundRequest = body::json(&req, payload, api.max_request_bytes).await?;
+    let message = OutboundMessage {
+        kind: r.kind,
+        idempotency_key: r.idempotency_key,
+        thread: r.thread,
+        reply_to: r.reply_to,
+        ..OutboundMessage::text(&r.channel, &r.to, &r.text)
+    };
+    let written_rows = api.relayq.enqueue_outbound(message).await?;
+    Ok(written(&written_rows.first, &written_rows))
+}
+
+/// 201 with the new row, or 200 with the row an earlier enqueue wrote (a duplicate): the
+/// body is what `enqueue --json` prints.
+fn written(enqueued: &Enqueued, body: &impl Serialize) -> HttpResponse {
+    let status = match enqueued.duplicate {
+        true => StatusCode::OK,
+        false => StatusCode::CREATED,
+    };
+    HttpResponse::build(status).json(body)
+}
+
+async fn message(api: web::Data<Api>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id: i64 = id.parse().map_err(|_| {
+        ApiError::invalid(format!("{id:?} is not a row id; ids are whole numbers")).with_field("id")
+    })?;
+    let engine = api.relayq.store().engine.clone();
+    let row = web::block(move || engine.row(id)).await??;
+    match row {
+        Some(row) => Ok(HttpResponse::Ok().json(show::row_json(&row))),
+        None => Err(ApiError::not_found(format!(
+            "there is no row {id} (pruned, or never written; GET /v1/status shows what there is)"
+        ))),
+    }
+}
+
+async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+    let engine = api.relayq.store().engine.clone();
+    let report = web::block(move || status::report(&engine)).await??;
+    Ok(HttpResponse::Ok().json(report))
+}
