@@ -32,6 +32,10 @@ fn version_names_the_commit_relayq_was_built_from() {
 fn stop_ends_the_daemon_after_its_work_and_its_pid_file_with_it() {
     let app = App::new("");
     let mut daemon = app.serve();
+    // `serve` returns once the wake socket exists; the pid file follows the runtime's start.
+    crate::common::wait_until("the pid file", Duration::from_secs(5), || {
+        pid_file(&app).exists()
+    });
     let pid: u32 = std::fs::read_to_string(pid_file(&app))
         .expect("serve writes its pid file")
         .trim()
