@@ -2,7 +2,8 @@
 //! channels a far end paused, and the stuck rows (failed, holding up their key) with their
 //! last error.
 
-use relayq_engine::{Engine, EngineError};
+use relayq_engine::penalties::Penalty;
+use relayq_engine::{Engine, EngineError, OldestPending, RowDetail, StateCount};
 use serde_json::{json, Value};
 
 use crate::cli::{CliError, Invocation};
@@ -13,17 +14,42 @@ use crate::output::{excerpt, relative, shown, with_times};
 /// Stuck rows listed at most.
 const STUCK_SHOWN: usize = 20;
 
+/// What status reports, read once, then printed as text or JSON.
+pub struct Status {
+    counts: Vec<StateCount>,
+    oldest: Vec<OldestPending>,
+    stuck: Vec<RowDetail>,
+    paused: Vec<Penalty>,
+    now: i64,
+}
+
+impl Status {
+    pub fn read(engine: &Engine) -> Result<Status, EngineError> {
+        let now = engine.now();
+        Ok(Status {
+            counts: engine.counts()?,
+            oldest: engine.oldest_pending()?,
+            stuck: engine.stuck_heads(STUCK_SHOWN)?,
+            paused: relayq_engine::penalties::running(&*engine.database().read()?, now)?,
+            now,
+        })
+    }
+}
+
 pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let engine = open_existing(ctx)?.engine.clone();
+    let status = Status::read(&engine)?;
     if as_json {
-        println!("{}", report(&engine)?);
+        println!("{}", status.json());
         return Ok(());
     }
-    let counts = engine.counts()?;
-    let oldest = engine.oldest_pending()?;
-    let stuck = engine.stuck_heads(STUCK_SHOWN)?;
-    let now = engine.now();
-    let paused = relayq_engine::penalties::running(&*engine.database().read()?, now)?;
+    let Status {
+        counts,
+        oldest,
+        stuck,
+        paused,
+        now,
+    } = status;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
     if counts.is_empty() {
         println!("no rows in {}", engine.database().path().display());
@@ -76,35 +102,34 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// What `status --json` prints and `GET /v1/status` answers: counts per queue, state and
-/// reason; the oldest pending row of each queue; channels a far end paused; stuck rows.
-pub fn report(engine: &Engine) -> Result<Value, EngineError> {
-    let counts = engine.counts()?;
-    let oldest = engine.oldest_pending()?;
-    let stuck = engine.stuck_heads(STUCK_SHOWN)?;
-    let now = engine.now();
-    let paused = relayq_engine::penalties::running(&*engine.database().read()?, now)?;
-    let oldest: Vec<_> = oldest
-        .iter()
-        .map(|o| {
-            with_times(
-                json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
-                       "age_seconds": (now - o.created_at).max(0) as f64 / 1000.0}),
-                &["created_at"],
-            )
-        })
-        .collect();
-    let stuck: Vec<_> = stuck.iter().map(row_json).collect();
-    let paused: Vec<_> = paused
-        .iter()
-        .map(|p| {
-            with_times(
-                json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
-                &["until"],
-            )
-        })
-        .collect();
-    Ok(
-        json!({"counts": counts, "oldest_pending": oldest, "paused_channels": paused, "stuck": stuck}),
-    )
+impl Status {
+    /// What `status --json` prints and `GET /v1/status` answers: counts per queue, state and
+    /// reason; the oldest pending row of each queue; channels a far end paused; stuck rows.
+    pub fn json(&self) -> Value {
+        let now = self.now;
+        let oldest: Vec<_> = self
+            .oldest
+            .iter()
+            .map(|o| {
+                with_times(
+                    json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
+                           "age_seconds": (now - o.created_at).max(0) as f64 / 1000.0}),
+                    &["created_at"],
+                )
+            })
+            .collect();
+        let stuck: Vec<_> = self.stuck.iter().map(row_json).collect();
+        let paused: Vec<_> = self
+            .paused
+            .iter()
+            .map(|p| {
+                with_times(
+                    json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
+                    &["until"],
+                )
+            })
+            .collect();
+        json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
+               "stuck": stuck})
+    }
 }

@@ -17,7 +17,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/status", web::get().to(status));
 }
 
-/// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON.
+/// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON. Not `InboundMessage`
+/// itself: that type reads stored payloads and so tolerates unknown fields, where a request
+/// with a misspelt field must be refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InboundRequest {
@@ -116,6 +118,6 @@ async fn message(api: web::Data<Api>, id: web::Path<String>) -> Result<HttpRespo
 
 async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
-    let report = web::block(move || status::report(&engine)).await??;
-    Ok(HttpResponse::Ok().json(report))
+    let status = web::block(move || status::Status::read(&engine)).await??;
+    Ok(HttpResponse::Ok().json(status.json()))
 }
