@@ -106,6 +106,9 @@ pub enum Command {
         /// Apply --older-than to dead rows too (they are kept for dead_retention otherwise)
         #[arg(long)]
         dead: bool,
+        /// Print {"pruned":N}
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -191,6 +194,15 @@ pub enum DeadCommand {
         /// Only this queue (inbound, hooks, outbound)
         #[arg(long, value_parser = parse_queue)]
         queue: Option<relayq_engine::QueueName>,
+        /// Only rows of this key (a session, or an outbound destination as the list shows it)
+        #[arg(long, allow_hyphen_values = true)]
+        key: Option<String>,
+        /// Only rows whose reason or last error contains this text
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only rows that died longer ago than this (e.g. 1h, 2d)
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
     },
     /// Make dead rows pending again, with a fresh attempt count; a destination's rows go in
     /// their original order, and a row whose later messages were already delivered is refused
@@ -201,6 +213,9 @@ pub enum DeadCommand {
         /// Replay rows whose later messages were already delivered (they arrive out of order)
         #[arg(long)]
         force: bool,
+        /// Print {"count":N,"ids":[...]}
+        #[arg(long)]
+        json: bool,
     },
     /// Delete dead rows
     Purge {
@@ -209,6 +224,9 @@ pub enum DeadCommand {
         /// Say which rows would be deleted, and delete nothing
         #[arg(long)]
         dry_run: bool,
+        /// Print {"dry_run":bool,"count":N,"ids":[...]}
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -275,7 +293,12 @@ pub struct InboundArgs {
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// Expire a session's pending messages (the session is gone)
-    Expire { session: String },
+    Expire {
+        session: String,
+        /// Print {"session":S,"expired":N}
+        #[arg(long)]
+        json: bool,
+    },
     /// The session registry kept by hook events
     List {
         #[arg(long)]
@@ -464,10 +487,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Session(SessionCommand::List { json }) => commands::session::list(&ctx, json),
         Command::Status { json } => commands::status::run(&ctx, json),
         Command::Show { id, json } => commands::show::run(&ctx, id, json),
-        Command::Session(SessionCommand::Expire { session }) => {
-            commands::session::expire(&ctx, &session)
+        Command::Session(SessionCommand::Expire { session, json }) => {
+            commands::session::expire(&ctx, &session, json)
         }
-        Command::Prune { older_than, dead } => commands::prune::run(&ctx, older_than, dead),
+        Command::Prune {
+            older_than,
+            dead,
+            json,
+        } => commands::prune::run(&ctx, older_than, dead, json),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
         Command::Stop { timeout } => commands::stop::run(&ctx, timeout),
         Command::Init(_) | Command::Completions { .. } | Command::Man => {

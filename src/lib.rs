@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod dead_letters;
 pub mod http;
 pub mod logging;
 pub mod output;

@@ -87,6 +87,44 @@ pub fn excerpt(text: &str, max: usize) -> String {
     shown(&relayq_engine::hooks::head_of(text, max).replace('\n', " "))
 }
 
+/// Progress of long work (a prune, a bulk dead-letter operation) on stderr, rewritten in place
+/// as `label done/total`, only when stderr is a terminal: scripts and logs get the final line
+/// on stdout alone.
+pub struct Progress {
+    label: &'static str,
+    total: Option<usize>,
+    shown: bool,
+}
+
+impl Progress {
+    /// `total` when known ahead.
+    pub fn new(label: &'static str, total: Option<usize>) -> Self {
+        use std::io::IsTerminal;
+        Progress {
+            label,
+            total,
+            shown: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn update(&mut self, done: usize) {
+        if !self.shown {
+            return;
+        }
+        let of = self.total.map(|t| format!("/{t}")).unwrap_or_default();
+        eprint!("\r{} {done}{of} row(s)…", self.label);
+    }
+}
+
+impl Drop for Progress {
+    /// Ends the progress line, so what follows starts on its own.
+    fn drop(&mut self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

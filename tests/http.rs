@@ -1,12 +1,16 @@
 //! The HTTP API through real HTTP on loopback, against a real `relayq serve`: enqueue with the
-//! CLI's checks and answers, one message's story, status, health, the token, body limits.
+//! CLI's checks and answers, one message's story, status, health, the token, body limits,
+//! dead letters, sessions, hook events.
 
 use std::time::Duration;
 
 use reqwest::blocking::{Client, Response};
 use serde_json::{json, Value};
 
-use crate::common::{file_config, wait_until, App, Config, Daemon};
+use crate::common::{
+    file_config, wait_until, webhook_config, App, Config, Daemon, Endpoint, Reply,
+};
+use relayq_engine::QueueName;
 
 /// A port free now on loopback (the daemon binds it a moment later).
 fn free_port() -> u16 {
@@ -335,5 +339,194 @@ fn status_readyz_and_unknown_routes_answer_json() {
     assert_eq!((status, &bad["error"]["field"]), (400, &json!("id")));
     let (status, _) = answer(api.get("/v2/anything"));
     assert_eq!(status, 404);
+    api.stop();
+}
+
+/// Enqueues `text` to `to` on the `hook` webhook channel over HTTP; returns the row id.
+fn send(api: &Api, to: &str, text: &str) -> i64 {
+    let (status, body) = answer(api.post(
+        "/v1/outbound",
+        &json!({"channel": "hook", "to": to, "text": text}),
+    ));
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_i64().unwrap()
+}
+
+#[test]
+fn dead_letters_over_http_are_listed_by_filter_a_page_at_a_time_retried_in_order_and_purged() {
+    let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = accept.clone();
+    let hook = Endpoint::start(
+        move |_| match open.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Reply::status(200),
+            false => Reply::status(404),
+        },
+    );
+    let api = Api::start(webhook_config(&hook.url).set("daemon", "shutdown_grace = \"5s\""));
+    let ids: Vec<i64> = ["one", "two", "three"]
+        .iter()
+        .map(|t| send(&api, "chat-42", t))
+        .collect();
+    let elsewhere = send(&api, "elsewhere", "x");
+    for id in ids.iter().chain([&elsewhere]) {
+        api.app.wait_state(QueueName::Outbound, *id, "dead");
+    }
+
+    // Listed by key, two to a page.
+    let key = "/v1/dead?queue=outbound&key=%5B%22hook%22%2C%22chat-42%22%5D";
+    let (status, page) = answer(api.get(&format!("{key}&limit=2")));
+    assert_eq!(status, 200, "{page}");
+    let listed = |page: &Value| -> Vec<i64> {
+        page["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        (listed(&page), &page["total"]),
+        (ids[..2].to_vec(), &json!(3))
+    );
+    let after = page["next_after"].as_i64().expect("a next page");
+    let (_, last) = answer(api.get(&format!("{key}&limit=2&after={after}")));
+    assert_eq!(
+        (listed(&last), &last["next_after"]),
+        (vec![ids[2]], &Value::Null)
+    );
+    let (_, by_reason) = answer(api.get("/v1/dead?reason=404"));
+    assert_eq!(
+        by_reason["total"], 4,
+        "every row died of a 404: {by_reason}"
+    );
+    let (status, bad) = answer(api.get("/v1/dead?queue=outbox"));
+    assert_eq!((status, &bad["error"]["code"]), (400, &json!("invalid")));
+
+    // A bulk operation must say which rows; a dry run changes nothing.
+    let (status, _) = answer(api.post("/v1/dead/purge", &json!({})));
+    assert_eq!(status, 400, "no selection is not taken as every row");
+    let (status, dry) = answer(api.post(
+        "/v1/dead/purge",
+        &json!({"key": "[\"hook\",\"elsewhere\"]", "dry_run": true}),
+    ));
+    assert_eq!((status, &dry["ids"]), (200, &json!([elsewhere])), "{dry}");
+    assert_eq!(api.app.engine().dead_rows(None).unwrap().len(), 4);
+
+    // Retried by filter: delivered in their original order.
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, retried) = answer(api.post(
+        "/v1/dead/retry",
+        &json!({"queue": "outbound", "key": "[\"hook\",\"chat-42\"]"}),
+    ));
+    assert_eq!((status, &retried["count"]), (200, &json!(3)), "{retried}");
+    for id in &ids {
+        api.app.wait_state(QueueName::Outbound, *id, "delivered");
+    }
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .skip(4)
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        ["one", "two", "three"],
+        "replayed in their original order"
+    );
+
+    // A row whose later message was delivered is refused 409 unless forced.
+    accept.store(false, std::sync::atomic::Ordering::SeqCst);
+    let early = send(&api, "chat-42", "early");
+    api.app.wait_state(QueueName::Outbound, early, "dead");
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let late = send(&api, "chat-42", "late");
+    api.app.wait_state(QueueName::Outbound, late, "delivered");
+    let (status, refused) = answer(api.post("/v1/dead/retry", &json!({"ids": [early]})));
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (409, &json!("out_of_order")),
+        "{refused}"
+    );
+    assert_eq!(api.app.row(QueueName::Outbound, early).state, "dead");
+    let (status, _) = answer(api.post("/v1/dead/retry", &json!({"ids": [early], "force": true})));
+    assert_eq!(status, 200);
+    api.app.wait_state(QueueName::Outbound, early, "delivered");
+
+    // Purged by id; an id that is not a dead row is refused, nothing changed.
+    let (status, refused) = answer(api.post("/v1/dead/purge", &json!({"ids": [elsewhere, early]})));
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (409, &json!("not_dead")),
+        "{refused}"
+    );
+    let (status, purged) = answer(api.post("/v1/dead/purge", &json!({"ids": [elsewhere]})));
+    assert_eq!((status, &purged["count"]), (200, &json!(1)));
+    assert!(api.app.engine().dead_rows(None).unwrap().is_empty());
+    api.stop();
+}
+
+#[test]
+fn hook_events_posted_over_http_are_processed_like_the_command_hooks_and_sessions_can_be_expired() {
+    let api = Api::start(Config::default().set("daemon", "shutdown_grace = \"5s\""));
+    let post_hook = |agent: &str, query: &str, body: &str| {
+        api.request(reqwest::Method::POST, &format!("/v1/hooks/{agent}{query}"))
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .unwrap()
+    };
+    for event in [
+        json!({"hook_event_name": "SessionStart", "session_id": "native-1", "cwd": "/src"}),
+        json!({"hook_event_name": "UserPromptSubmit", "session_id": "native-1", "prompt": "p1"}),
+        json!({"hook_event_name": "Stop", "session_id": "native-1", "last_assistant_message": "done"}),
+    ] {
+        let r = post_hook("claude", "?session=alpha", &event.to_string());
+        assert_eq!(
+            r.status(),
+            204,
+            "an empty 2xx: Claude Code reads it as success"
+        );
+        assert_eq!(r.text().unwrap(), "");
+    }
+    wait_until("the agent-finished notice", Duration::from_secs(10), || {
+        api.app.lines("relayq-notices.jsonl").len() == 1
+    });
+    let notice = &api.app.lines("relayq-notices.jsonl")[0];
+    assert_eq!(notice["text"], "alpha: agent finished\n\ndone");
+
+    let (status, sessions) = answer(api.get("/v1/sessions"));
+    assert_eq!(status, 200);
+    let alpha = &sessions.as_array().unwrap()[0];
+    assert_eq!(
+        (&alpha["key"], &alpha["cwd"], &alpha["last_user_input"]),
+        (&json!("alpha"), &json!("/src"), &json!("p1"))
+    );
+
+    // Not JSON: 400, and an error event stands for it; an unknown agent: 404.
+    let r = post_hook("claude", "?session=alpha", "{not json");
+    let (status, body) = answer(r);
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("recorded as an error event"));
+    let r = post_hook("cursor", "", "{}");
+    assert_eq!(r.status(), 404);
+    let error_events = || {
+        api.app.engine().database().read().unwrap().query_row(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks' AND payload LIKE '%\"event\":\"error\"%'",
+            [],
+            |r| r.get::<_, i64>(0),
+        ).unwrap()
+    };
+    assert_eq!(error_events(), 1);
+
+    // Expiring a session: its pending input will never be delivered.
+    let (status, expired) = answer(api.post("/v1/sessions/alpha/expire", &json!({})));
+    assert_eq!(
+        (status, &expired["session"]),
+        (200, &json!("alpha")),
+        "{expired}"
+    );
     api.stop();
 }

@@ -998,3 +998,54 @@ fn an_unreachable_far_end_consumes_no_attempts() {
     assert_eq!(row.attempts, 1);
     assert_eq!(hook.calls().len(), 1);
 }
+
+#[test]
+fn every_command_that_prints_data_prints_json_with_json_and_no_progress_when_not_on_a_terminal() {
+    let hook = Endpoint::start(|_| Reply::status(404));
+    let app = App::new(config(&hook.url, "5s"));
+    let daemon = app.serve();
+    let id = send(&app, &["doomed"]);
+    wait_state(&app, id, "dead");
+    daemon.stop();
+    let json_of = |args: &[&str]| -> serde_json::Value {
+        let out = app.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "no progress off a terminal: {args:?}"
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?} printed {text:?}: {e}"))
+    };
+    let listed = json_of(&[
+        "dead",
+        "list",
+        "--json",
+        "--reason",
+        "404",
+        "--key",
+        "[\"hook\",\"chat-42\"]",
+    ]);
+    assert_eq!(listed[0]["id"], id);
+    assert_eq!(
+        json_of(&["dead", "list", "--json", "--reason", "500"]),
+        serde_json::json!([])
+    );
+    let dry = json_of(&["dead", "purge", "--all", "--dry-run", "--json"]);
+    assert_eq!(
+        (&dry["dry_run"], &dry["ids"]),
+        (&serde_json::json!(true), &serde_json::json!([id]))
+    );
+    let retried = json_of(&["dead", "retry", &id.to_string(), "--json"]);
+    assert_eq!(retried["ids"], serde_json::json!([id]));
+    let expired = json_of(&["session", "expire", "s1", "--json"]);
+    assert_eq!(expired, serde_json::json!({"session": "s1", "expired": 0}));
+    assert_eq!(json_of(&["prune", "--json"])["pruned"], 0);
+    assert!(json_of(&["status", "--json"]).is_object());
+    assert_eq!(json_of(&["show", &id.to_string(), "--json"])["id"], id);
+    assert!(json_of(&["session", "list", "--json"]).is_array());
+}

@@ -1073,3 +1073,51 @@ fn a_far_ends_error_text_cannot_drive_the_terminal() {
         assert!(out.contains("no such chat\\u{1b}[2J"), "{args:?}: {out}");
     }
 }
+
+/// Long work shows progress on a terminal (a pty from `script`), on stderr, and the last line
+/// still says what was done.
+#[test]
+fn prune_reports_progress_on_a_terminal() {
+    let app = App::new(file_config());
+    let rows: Vec<relayq_engine::NewRow> = (0..6000)
+        .map(|i| relayq_engine::NewRow {
+            key: "s".into(),
+            payload: format!("{{\"session\":\"s\",\"origin\":\"t\",\"content\":\"m{i}\"}}"),
+            dedup_key: None,
+        })
+        .collect();
+    let queue = app.engine().queue(
+        relayq_engine::QueueName::Inbound,
+        relayq_engine::QueuePolicy::inbound(),
+    );
+    queue.enqueue_many(&rows).unwrap();
+    app.ok(&["session", "expire", "s"]);
+    let quoted = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let command = [
+        bin(),
+        "--config".into(),
+        app.path("config.toml").display().to_string(),
+        "--db".into(),
+        app.db().display().to_string(),
+        "prune".into(),
+        "--older-than".into(),
+        "0s".into(),
+    ]
+    .map(|a| quoted(&a))
+    .join(" ");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{seen}");
+    assert!(
+        seen.contains("\rpruned 5000 row(s)…"),
+        "progress after the first slice: {seen:?}"
+    );
+    assert!(
+        seen.contains("pruned 6000 row(s)\r\n"),
+        "the summary: {seen:?}"
+    );
+}

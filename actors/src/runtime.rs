@@ -8,12 +8,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{
-    inbound, outbound, DbConfig, Engine, Enqueued, InboundMessage, NoticeRoutes, OutboundMessage,
-    QueuePolicies,
+    inbound, outbound, DbConfig, Engine, Enqueued, HookEvent, InboundMessage, NoticeRoutes,
+    OutboundMessage, QueueName, QueuePolicies,
 };
 
 use crate::channels::{ChannelDirectory, ChannelSpec};
-use crate::claiming::{ClaimOutbound, ClaimSettings};
+use crate::claiming::{ClaimHooks, ClaimOutbound, ClaimSettings};
 use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
 use crate::hook_claimer::HookClaimer;
@@ -205,11 +205,11 @@ impl RelayqBuilder {
                 supervisor,
                 sender,
                 channels: known_channels,
+                wakers,
             },
             config,
             sources: std::sync::Mutex::new(running_sources),
             claimer,
-            wakers,
             recovery,
             listener,
             _lock: lock,
@@ -222,7 +222,6 @@ pub struct Relayq {
     config: RelayqConfig,
     handle: RelayqHandle,
     claimer: Addr<HookClaimer>,
-    wakers: Wakers,
     recovery: Addr<RecoveryActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
@@ -288,7 +287,7 @@ impl Relayq {
             stopped.do_send(Stop);
         }
         // Rows whose retry the new policies may have moved earlier.
-        self.wakers.claim_all();
+        self.handle.wakers.claim_all();
         Ok(())
     }
 
@@ -386,6 +385,7 @@ pub struct RelayqHandle {
     supervisor: Addr<SupervisorActor>,
     sender: Addr<OutboundSender>,
     channels: ChannelDirectory,
+    wakers: Wakers,
 }
 
 impl RelayqHandle {
@@ -459,6 +459,31 @@ impl RelayqHandle {
     /// Expires a session's pending rows and stops its actor.
     pub async fn expire_session(&self, session: &str) -> Result<usize> {
         self.supervisor.send(ExpireSession(session.into())).await?
+    }
+
+    /// Writes a hook event (see [`relayq_engine::hooks::receive`]) for the HookClaimer, as
+    /// `relayq hook` does, and wakes it; answers once the row is committed.
+    pub fn record_hook(
+        &self,
+        mut event: HookEvent,
+    ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
+        event.received_at = self.store.hooks.now();
+        let row = event.to_row();
+        let write = self
+            .store
+            .write_one_statement(move |s, tx| s.hooks.enqueue_in(tx, &row, s.hooks.now()));
+        let wakers = self.wakers.clone();
+        async move {
+            let enqueued = write.await?;
+            wakers.hooks.do_send(ClaimHooks);
+            Ok(enqueued)
+        }
+    }
+
+    /// Tells the worker of `queue`'s `key` that rows may be due (after a dead-letter retry,
+    /// say), as a wake datagram from another process would.
+    pub fn wake(&self, queue: QueueName, key: &str) {
+        self.wakers.wake(queue, key);
     }
 
     /// The channels, their readiness and pauses.

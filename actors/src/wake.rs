@@ -51,6 +51,15 @@ pub struct Wakers {
 }
 
 impl Wakers {
+    /// Tells `queue`'s worker for `key` that rows may be due.
+    pub fn wake(&self, queue: QueueName, key: &str) {
+        match queue {
+            QueueName::Inbound => self.session.do_send(WakeSession(key.to_string())),
+            QueueName::Hooks => self.hooks.do_send(ClaimHooks),
+            QueueName::Outbound => self.outbound.do_send(ClaimOutbound),
+        }
+    }
+
     /// Both claimers look for due rows.
     pub fn claim_all(&self) {
         self.hooks.do_send(ClaimHooks);
@@ -73,11 +82,7 @@ pub fn listen(db: &Path, wakers: Wakers) -> std::io::Result<actix_rt::task::Join
         loop {
             match socket.recv(&mut buf).await {
                 Ok(n) => match serde_json::from_slice::<WakeNote>(&buf[..n]) {
-                    Ok(note) => match note.queue {
-                        QueueName::Inbound => wakers.session.do_send(WakeSession(note.key)),
-                        QueueName::Hooks => wakers.hooks.do_send(ClaimHooks),
-                        QueueName::Outbound => wakers.outbound.do_send(ClaimOutbound),
-                    },
+                    Ok(note) => wakers.wake(note.queue, &note.key),
                     Err(e) => tracing::debug!(error = %e, "ignoring a malformed wake datagram"),
                 },
                 Err(e) => {

@@ -169,6 +169,71 @@ impl HookEvent {
     }
 }
 
+/// What a hook receiver (`relayq hook`, `POST /v1/hooks/{agent}`) makes of an agent's input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    /// Not an event relayq forwards: nothing is stored.
+    Ignored,
+    /// The event to store.
+    Event(HookEvent),
+    /// The input cannot be kept as it came: an `error` event stands for it (the error and the
+    /// start of the input), stored so the operator sees it, and `error` says what was wrong.
+    Invalid { event: HookEvent, error: String },
+}
+
+/// Maps an agent's hook input to the event to store. `session` overrides the agent's own
+/// session id (`RELAYQ_SESSION`, or the HTTP route's `session`). `received_at` is left 0 for
+/// the writer to stamp.
+pub fn receive(agent: Agent, input: &str, session: Option<String>) -> Received {
+    let payload = match serde_json::from_str::<Value>(input) {
+        Ok(payload) => payload,
+        Err(e) => {
+            let stored = format!("invalid JSON from the {agent:?} hook: {e}");
+            let session = session.unwrap_or_else(|| "unknown".into());
+            let event = error_event(agent, session, &stored, input);
+            let error = format!("the hook payload is not valid JSON ({e})");
+            return Received::Invalid { event, error };
+        }
+    };
+    let Some(event) = native_event(&payload).and_then(|name| map_event(agent, name)) else {
+        return Received::Ignored;
+    };
+    let native = native_event(&payload).map(str::to_string);
+    let native_id = native_session_id(&payload).map(str::to_string);
+    let event = HookEvent {
+        agent,
+        event,
+        native_event: native,
+        session: session
+            .or_else(|| native_id.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        native_session_id: native_id,
+        received_at: 0,
+        data: payload,
+    };
+    // The daemon must be able to read what is stored: check with its own decoder.
+    if let Err(e) = HookEvent::from_payload(&event.to_row().payload) {
+        let error = format!("the {agent:?} hook payload cannot be stored as it is: {e}");
+        let event = error_event(agent, event.session, &error, input);
+        return Received::Invalid { event, error };
+    }
+    Received::Event(event)
+}
+
+/// An `error` event standing for an input that cannot be kept as it came: the error and the
+/// start of the input.
+fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookEvent {
+    HookEvent {
+        agent,
+        event: EventType::Error,
+        native_event: None,
+        session,
+        native_session_id: None,
+        received_at: 0,
+        data: serde_json::json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)}),
+    }
+}
+
 /// The first `max` bytes of `input`, cut on a character boundary.
 pub fn head_of(input: &str, max: usize) -> &str {
     if input.len() <= max {

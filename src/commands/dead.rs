@@ -5,121 +5,119 @@
 
 use std::collections::BTreeSet;
 
-use relayq_engine::{QueueName, RowDetail};
-use serde_json::{json, Value};
+use relayq_engine::{Engine, QueueName, RowDetail};
 
 use crate::cli::{CliError, DeadCommand, Invocation, Selection};
 use crate::commands::open_existing;
-use crate::output::{excerpt, list_printed, now_ms, shown, with_times};
+use crate::dead_letters::{self, DeadError, DeadFilter};
+use crate::output::{excerpt, list_printed, shown, Progress};
+use serde_json::json;
 
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let engine = &store.engine;
     match command {
-        DeadCommand::List { json, queue } => list(&engine.dead_rows(queue)?, json),
-        DeadCommand::Retry { selection, force } => {
-            let rows = selected(engine, &selection)?;
-            out_of_order(engine, &rows, force)?;
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            let revived = engine.retry_dead(Some(&ids))?;
+        DeadCommand::List {
+            json,
+            queue,
+            key,
+            reason,
+            older_than,
+        } => {
+            let filter = DeadFilter {
+                ids: Vec::new(),
+                queue,
+                key,
+                reason,
+                older_than,
+            };
+            list(&chosen(engine, &filter)?, json)
+        }
+        DeadCommand::Retry {
+            selection,
+            force,
+            json,
+        } => {
+            let rows = selected(engine, selection)?;
+            for e in dead_letters::out_of_order(engine, &rows)? {
+                if !force {
+                    return Err(CliError::Usage(format!(
+                        "{e}; --force replays it anyway (nothing was changed)"
+                    )));
+                }
+                eprintln!("relayq: warning: {e} (--force)");
+            }
+            let mut progress = Progress::new("retried", Some(rows.len()));
+            let revived = dead_letters::retry(engine, &rows, |n| progress.update(n))?;
+            drop(progress);
             let keys: BTreeSet<(QueueName, String)> =
                 revived.iter().map(|(_, q, k)| (*q, k.clone())).collect();
             for (queue, key) in keys {
                 relayq_actors::wake::notify(engine.database().path(), queue, &key);
             }
-            println!(
-                "{} dead row(s) are pending again, each destination's in their original order",
-                revived.len()
-            );
-            Ok(())
-        }
-        DeadCommand::Purge { selection, dry_run } => {
-            let rows = selected(engine, &selection)?;
-            if dry_run {
-                list(&rows, false)?;
-                println!(
-                    "would purge {} dead row(s); nothing was changed",
-                    rows.len()
-                );
-                return Ok(());
+            let ids: Vec<i64> = revived.iter().map(|(id, _, _)| *id).collect();
+            match json {
+                true => println!("{}", json!({"count": ids.len(), "ids": ids})),
+                false => println!(
+                    "{} dead row(s) are pending again, each destination's in their original order",
+                    ids.len()
+                ),
             }
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            let purged = engine.purge_dead(Some(&ids))?;
-            println!("purged {} dead row(s)", purged.len());
+            Ok(())
+        }
+        DeadCommand::Purge {
+            selection,
+            dry_run,
+            json,
+        } => {
+            let rows = selected(engine, selection)?;
+            let ids: Vec<i64> = match dry_run {
+                true => rows.iter().map(|r| r.id).collect(),
+                false => {
+                    let mut progress = Progress::new("purged", Some(rows.len()));
+                    dead_letters::purge(engine, &rows, |n| progress.update(n))?
+                }
+            };
+            if json {
+                println!(
+                    "{}",
+                    json!({"dry_run": dry_run, "count": ids.len(), "ids": ids})
+                );
+            } else if dry_run {
+                list(&rows, false)?;
+                println!("would purge {} dead row(s); nothing was changed", ids.len());
+            } else {
+                println!("purged {} dead row(s)", ids.len());
+            }
             Ok(())
         }
     }
 }
 
-/// The dead rows asked for: by id (each checked to be a dead row), or every one matching the
-/// filters (possibly none).
-fn selected(engine: &relayq_engine::Engine, s: &Selection) -> Result<Vec<RowDetail>, CliError> {
-    let dead = engine.dead_rows(s.queue)?;
-    if !s.ids.is_empty() {
-        if let Some(id) = s.ids.iter().find(|id| !dead.iter().any(|d| d.id == **id)) {
-            return Err(CliError::Usage(format!(
-                "row {id} is not a dead row; `relayq dead list` shows them (nothing was changed)"
-            )));
-        }
-        return Ok(dead.into_iter().filter(|d| s.ids.contains(&d.id)).collect());
-    }
-    let died_before = s.older_than.map(|age| now_ms() - age.as_millis() as i64);
-    let mentions = |d: &RowDetail, text: &str| {
-        [&d.reason, &d.last_error]
-            .iter()
-            .any(|t| t.as_deref().is_some_and(|t| t.contains(text)))
+/// The dead rows the command line chooses (`--all`: every one).
+fn selected(engine: &Engine, s: Selection) -> Result<Vec<RowDetail>, CliError> {
+    let filter = DeadFilter {
+        ids: s.ids,
+        queue: s.queue,
+        key: s.key,
+        reason: s.reason,
+        older_than: s.older_than,
     };
-    let rows: Vec<RowDetail> = dead
-        .into_iter()
-        .filter(|d| s.key.as_ref().is_none_or(|k| &d.key == k))
-        .filter(|d| s.reason.as_deref().is_none_or(|r| mentions(d, r)))
-        .filter(|d| died_before.is_none_or(|t| d.finished_at.is_some_and(|f| f < t)))
-        .collect();
-    Ok(rows)
+    chosen(engine, &filter)
 }
 
-/// Refuses, unless `force`, to replay a row whose later messages to the same place were already
-/// delivered: it would arrive after them.
-fn out_of_order(
-    engine: &relayq_engine::Engine,
-    rows: &[RowDetail],
-    force: bool,
-) -> Result<(), CliError> {
-    for row in rows {
-        let later = engine.delivered_after(row)?;
-        if later == 0 {
-            continue;
-        }
-        let what = format!(
-            "row {} ({} {}) is older than {later} message(s) to the same place that were already delivered: replayed, it arrives after them",
-            row.id,
-            row.queue,
-            shown(&row.key)
-        );
-        if !force {
-            return Err(CliError::Usage(format!(
-                "{what}; --force replays it anyway (nothing was changed)"
-            )));
-        }
-        eprintln!("relayq: warning: {what} (--force)");
-    }
-    Ok(())
+fn chosen(engine: &Engine, filter: &DeadFilter) -> Result<Vec<RowDetail>, CliError> {
+    dead_letters::select(engine, filter).map_err(|e| match e {
+        DeadError::NotDead(_) => CliError::Usage(format!(
+            "{e}; `relayq dead list` shows them (nothing was changed)"
+        )),
+        DeadError::OutOfOrder { .. } => CliError::Usage(e.to_string()),
+        DeadError::Engine(e) => e.into(),
+    })
 }
 
 fn list(rows: &[RowDetail], as_json: bool) -> Result<(), CliError> {
-    let json = |d: &RowDetail| {
-        let payload = serde_json::from_str::<Value>(&d.payload)
-            .unwrap_or_else(|_| Value::String(d.payload.clone()));
-        with_times(
-            json!({
-                "id": d.id, "queue": d.queue, "key": d.key, "attempts": d.attempts,
-                "created_at": d.created_at, "finished_at": d.finished_at,
-                "reason": d.reason, "last_error": d.last_error, "payload": payload,
-            }),
-            &["created_at", "finished_at"],
-        )
-    };
-    if list_printed(rows, as_json, json, "no dead rows") {
+    if list_printed(rows, as_json, dead_letters::row_json, "no dead rows") {
         return Ok(());
     }
     println!(

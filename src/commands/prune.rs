@@ -5,12 +5,24 @@ use std::time::Duration;
 
 use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
+use crate::output::Progress;
 
-pub fn run(ctx: &Invocation, older_than: Option<Duration>, dead: bool) -> Result<(), CliError> {
+pub fn run(
+    ctx: &Invocation,
+    older_than: Option<Duration>,
+    dead: bool,
+    as_json: bool,
+) -> Result<(), CliError> {
     let s = open_existing(ctx)?;
-    let n = s.inbound.prune(older_than, dead)?
-        + s.hooks.prune(older_than, dead)?
-        + s.outbound.prune(older_than, dead)?;
-    println!("pruned {n} row(s)");
+    let mut progress = Progress::new("pruned", None);
+    let mut n = 0;
+    for queue in [&s.inbound, &s.hooks, &s.outbound] {
+        n += queue.prune_reporting(older_than, dead, |done| progress.update(n + done))?;
+    }
+    drop(progress);
+    match as_json {
+        true => println!("{}", serde_json::json!({ "pruned": n })),
+        false => println!("pruned {n} row(s)"),
+    }
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
 use crate::output::{excerpt, list_printed, shown, with_times};
 
-pub fn expire(ctx: &Invocation, session: &str) -> Result<(), CliError> {
+pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliError> {
     if session.trim().is_empty() {
         return Err(CliError::Usage(
             "the session id is empty: give the session to expire".into(),
@@ -17,19 +17,27 @@ pub fn expire(ctx: &Invocation, session: &str) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let n = store.inbound.expire_key(session, "session expired")?;
     relayq_actors::wake::notify(store.engine.database().path(), inbound::QUEUE, session);
-    println!("expired {n} pending message(s) of session {session}");
+    match as_json {
+        true => println!("{}", serde_json::json!({"session": session, "expired": n})),
+        false => println!(
+            "expired {n} pending message(s) of session {}",
+            shown(session)
+        ),
+    }
     Ok(())
+}
+
+/// A session as JSON: `relayq session list --json` and `GET /v1/sessions`.
+pub fn record_json(s: &relayq_engine::SessionRecord) -> serde_json::Value {
+    let value = serde_json::to_value(s).expect("a session record serialises");
+    with_times(value, &["started_at", "ended_at", "last_activity_at"])
 }
 
 pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let sessions = store.engine.sessions()?;
-    let json = |s: &relayq_engine::SessionRecord| {
-        let value = serde_json::to_value(s).expect("serialises");
-        with_times(value, &["started_at", "ended_at", "last_activity_at"])
-    };
     let empty = "no sessions yet (they appear when hook events are processed)";
-    if list_printed(&sessions, as_json, json, empty) {
+    if list_printed(&sessions, as_json, record_json, empty) {
         return Ok(());
     }
     println!(

@@ -16,9 +16,38 @@ use super::error::ApiError;
 
 pub async fn json<T: DeserializeOwned>(
     req: &HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     limit: usize,
 ) -> Result<T, ApiError> {
+    let body = bytes(req, payload, limit).await?;
+    let mut de = serde_json::Deserializer::from_slice(&body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::invalid(format!(
+            "the body is not what this route takes: {}",
+            e.inner()
+        ))
+        .with_field(field)
+    })
+}
+
+/// A route's query string (`?queue=outbound&limit=50`), with the parameter at fault named.
+pub fn query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
+    web::Query::<T>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| {
+            ApiError::invalid(format!(
+                "the query string is not what this route takes: {e}"
+            ))
+        })
+}
+
+/// The body as it came, checked as [`json`] checks it, for routes that keep it as it is.
+pub async fn bytes(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -50,13 +79,5 @@ pub async fn json<T: DeserializeOwned>(
         }
         body.extend_from_slice(&chunk);
     }
-    let mut de = serde_json::Deserializer::from_slice(&body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let field = e.path().to_string();
-        ApiError::invalid(format!(
-            "the body is not what this route takes: {}",
-            e.inner()
-        ))
-        .with_field(field)
-    })
+    Ok(body)
 }

@@ -14,12 +14,19 @@
 //!   already written (its id), 400 with what to fix, 429 queue full (nothing written).
 //! - `GET /v1/messages/{id}`: one row's story, as `relayq show --json`.
 //! - `GET /v1/status`: as `relayq status --json`.
+//! - `GET /v1/dead` (filters, pages), `POST /v1/dead/retry`, `POST /v1/dead/purge` (by ids,
+//!   filters or `all`, with `dry_run`): as `relayq dead`.
+//! - `GET /v1/sessions`, `POST /v1/sessions/{session}/expire`: as `relayq session`.
+//! - `POST /v1/hooks/{agent}`: an agent's hook event, as `relayq hook` takes it.
 
 mod auth;
 mod body;
 mod config;
+mod dead;
 mod error;
 mod health;
+mod hooks;
+mod sessions;
 mod v1;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,6 @@
-//! `/v1`: enqueue inbound and outbound messages, one message's story, the status. Each route
-//! does what its CLI command does, with the same checks and the same answers.
+//! `/v1`: enqueue inbound and outbound messages, one message's story, the status; and the
+//! routes of `dead`, `sessions` and `hooks`. Each route does what its CLI command does, with
+//! the same checks and the same answers.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -14,7 +15,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/inbound", web::post().to(enqueue_inbound))
         .route("/outbound", web::post().to(enqueue_outbound))
         .route("/messages/{id}", web::get().to(message))
-        .route("/status", web::get().to(status));
+        .route("/status", web::get().to(status))
+        .configure(super::dead::routes)
+        .configure(super::sessions::routes)
+        .configure(super::hooks::routes);
 }
 
 /// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON. Not `InboundMessage`

@@ -151,22 +151,40 @@ impl Queue {
     /// for an operator: `older_than` applies to them too only with `include_dead`. Deletes in
     /// slices so writers are not starved.
     pub fn prune(&self, older_than: Option<Duration>, include_dead: bool) -> Result<usize> {
+        self.prune_reporting(older_than, include_dead, |_| {})
+    }
+
+    /// [`Queue::prune`], telling `pruned` the running total after each slice (for progress).
+    pub fn prune_reporting(
+        &self,
+        older_than: Option<Duration>,
+        include_dead: bool,
+        mut pruned: impl FnMut(usize),
+    ) -> Result<usize> {
         let now = self.now();
         let policy = self.policy();
         let finished_cutoff = now.saturating_sub(ms(older_than.unwrap_or(policy.retention)));
-        let mut total = self.prune_state("delivered", finished_cutoff)?
-            + self.prune_state("expired", finished_cutoff)?;
+        let mut total = 0;
+        total += self.prune_state("delivered", finished_cutoff, total, &mut pruned)?;
+        total += self.prune_state("expired", finished_cutoff, total, &mut pruned)?;
         let dead_keep = match include_dead {
             true => older_than.or(policy.dead_retention),
             false => policy.dead_retention,
         };
         if let Some(keep) = dead_keep {
-            total += self.prune_state("dead", now.saturating_sub(ms(keep)))?;
+            let cutoff = now.saturating_sub(ms(keep));
+            total += self.prune_state("dead", cutoff, total, &mut pruned)?;
         }
         Ok(total)
     }
 
-    fn prune_state(&self, state: &str, cutoff: i64) -> Result<usize> {
+    fn prune_state(
+        &self,
+        state: &str,
+        cutoff: i64,
+        before: usize,
+        pruned: &mut impl FnMut(usize),
+    ) -> Result<usize> {
         let mut total = 0;
         loop {
             let n = self.db.write(|tx| {
@@ -175,6 +193,7 @@ impl Queue {
                 )?)
             })?;
             total += n;
+            pruned(before + total);
             if n < PRUNE_SLICE {
                 return Ok(total);
             }

@@ -1,0 +1,196 @@
+//! `/v1/dead`: dead letters to browse (filtered, a page at a time), to retry in their
+//! original order and to purge, by id or by filter, with a dry run. The same choices and
+//! refusals as `relayq dead` (see [`crate::dead_letters`]).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use relayq_engine::{QueueName, RowDetail};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{body, Api, ApiError};
+use crate::dead_letters::{self, DeadError, DeadFilter};
+
+/// The most rows one page holds.
+const MAX_PAGE: usize = 1000;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/dead", web::get().to(list))
+        .route("/dead/retry", web::post().to(retry))
+        .route("/dead/purge", web::post().to(purge));
+}
+
+/// `GET /v1/dead?queue=&key=&reason=&older_than=&limit=&after=`: oldest first; `after` is the
+/// last id of the previous page (`next_after` in its answer).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    queue: Option<QueueName>,
+    key: Option<String>,
+    reason: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    older_than: Option<Duration>,
+    #[serde(default = "default_page")]
+    limit: usize,
+    #[serde(default)]
+    after: i64,
+}
+
+fn default_page() -> usize {
+    100
+}
+
+/// `POST /v1/dead/retry` and `/v1/dead/purge`: `ids`, or filters (rows matching every one
+/// given), or `all: true`; nothing chosen is refused rather than taken as "every row".
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkRequest {
+    #[serde(default)]
+    ids: Vec<i64>,
+    queue: Option<QueueName>,
+    key: Option<String>,
+    reason: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    older_than: Option<Duration>,
+    #[serde(default)]
+    all: bool,
+    /// Answer what would be done, and change nothing.
+    #[serde(default)]
+    dry_run: bool,
+    /// Retry rows whose later messages were already delivered (they arrive out of order).
+    #[serde(default)]
+    force: bool,
+}
+
+impl BulkRequest {
+    fn filter(&self) -> Result<DeadFilter, ApiError> {
+        let filter = DeadFilter {
+            ids: self.ids.clone(),
+            queue: self.queue,
+            key: self.key.clone(),
+            reason: self.reason.clone(),
+            older_than: self.older_than,
+        };
+        match (filter.is_empty(), self.all) {
+            (true, false) => Err(ApiError::invalid(
+                "say which dead rows: ids, a filter (queue, key, reason, older_than), or all: true",
+            )),
+            (false, true) if !self.ids.is_empty() => {
+                Err(ApiError::invalid("ids and all: true exclude each other").with_field("all"))
+            }
+            _ => Ok(filter),
+        }
+    }
+}
+
+async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let q: ListQuery = body::query(&req)?;
+    if !(1..=MAX_PAGE).contains(&q.limit) {
+        return Err(ApiError::invalid(format!("limit must be 1..={MAX_PAGE}")).with_field("limit"));
+    }
+    let filter = DeadFilter {
+        ids: Vec::new(),
+        queue: q.queue,
+        key: q.key,
+        reason: q.reason,
+        older_than: q.older_than,
+    };
+    let engine = api.relayq.store().engine.clone();
+    let rows = web::block(move || dead_letters::select(&engine, &filter)).await??;
+    let total = rows.len();
+    let page: Vec<&RowDetail> = rows
+        .iter()
+        .filter(|r| r.id > q.after)
+        .take(q.limit)
+        .collect();
+    let more = rows
+        .iter()
+        .filter(|r| r.id > q.after)
+        .nth(q.limit)
+        .is_some();
+    Ok(HttpResponse::Ok().json(json!({
+        "rows": page.iter().map(|r| dead_letters::row_json(r)).collect::<Vec<_>>(),
+        "total": total,
+        "next_after": if more { page.last().map(|r| r.id) } else { None },
+    })))
+}
+
+async fn retry(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let r: BulkRequest = body::json(&req, payload, api.max_request_bytes).await?;
+    let filter = r.filter()?;
+    let engine = api.relayq.store().engine.clone();
+    let (dry_run, force) = (r.dry_run, r.force);
+    let (rows, revived, out_of_order) = web::block(move || {
+        let rows = dead_letters::select(&engine, &filter)?;
+        let mut out_of_order = dead_letters::out_of_order(&engine, &rows)?;
+        if !force && !dry_run && !out_of_order.is_empty() {
+            return Err(out_of_order.swap_remove(0));
+        }
+        let revived = match dry_run {
+            true => Vec::new(),
+            false => dead_letters::retry(&engine, &rows, |_| {})?,
+        };
+        let out_of_order: Vec<String> = out_of_order.iter().map(|e| e.to_string()).collect();
+        Ok((rows, revived, out_of_order))
+    })
+    .await??;
+    let keys: BTreeSet<(QueueName, &str)> =
+        revived.iter().map(|(_, q, k)| (*q, k.as_str())).collect();
+    for (queue, key) in keys {
+        api.relayq.wake(queue, key);
+    }
+    let ids: Vec<i64> = match dry_run {
+        true => rows.iter().map(|r| r.id).collect(),
+        false => revived.iter().map(|(id, _, _)| *id).collect(),
+    };
+    Ok(HttpResponse::Ok().json(json!({
+        "dry_run": dry_run, "count": ids.len(), "ids": ids, "out_of_order": out_of_order,
+    })))
+}
+
+async fn purge(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let r: BulkRequest = body::json(&req, payload, api.max_request_bytes).await?;
+    let filter = r.filter()?;
+    let engine = api.relayq.store().engine.clone();
+    let dry_run = r.dry_run;
+    let ids = web::block(move || -> Result<Vec<i64>, DeadError> {
+        let rows = dead_letters::select(&engine, &filter)?;
+        Ok(match dry_run {
+            true => rows.iter().map(|r| r.id).collect(),
+            false => dead_letters::purge(&engine, &rows, |_| {})?,
+        })
+    })
+    .await??;
+    Ok(HttpResponse::Ok().json(json!({"dry_run": dry_run, "count": ids.len(), "ids": ids})))
+}
+
+impl From<DeadError> for ApiError {
+    fn from(e: DeadError) -> Self {
+        match e {
+            DeadError::NotDead(_) => ApiError::new(
+                StatusCode::CONFLICT,
+                "not_dead",
+                format!("{e}; GET /v1/dead lists them (nothing was changed)"),
+            )
+            .with_field("ids"),
+            DeadError::OutOfOrder { .. } => ApiError::new(
+                StatusCode::CONFLICT,
+                "out_of_order",
+                format!("{e}; force: true replays it anyway (nothing was changed)"),
+            )
+            .with_field("force"),
+            DeadError::Engine(e) => e.into(),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! `/v1/sessions`: the session registry the hook events keep, and expiring a session (its
+//! pending messages will never be delivered), as `relayq session list | expire`.
+
+use actix_web::{web, HttpResponse};
+use serde_json::json;
+
+use super::{Api, ApiError};
+use crate::commands::session;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/sessions", web::get().to(list))
+        .route("/sessions/{session}/expire", web::post().to(expire));
+}
+
+async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+    let engine = api.relayq.store().engine.clone();
+    let sessions = web::block(move || engine.sessions()).await??;
+    let sessions: Vec<_> = sessions.iter().map(session::record_json).collect();
+    Ok(HttpResponse::Ok().json(sessions))
+}
+
+/// Answers how many pending messages were expired (0 for a session with none, or unknown:
+/// expiring is idempotent).
+async fn expire(api: web::Data<Api>, session: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    if session.trim().is_empty() {
+        return Err(ApiError::invalid("the session id is empty").with_field("session"));
+    }
+    let expired = api.relayq.expire_session(&session).await?;
+    Ok(HttpResponse::Ok().json(json!({"session": session.as_str(), "expired": expired})))
+}
