@@ -83,6 +83,18 @@ impl Api {
     fn stop(mut self) {
         self.daemon.take().unwrap().stop();
     }
+
+    /// Stops the daemon and starts another on the same database and port.
+    fn restart(&mut self) {
+        self.daemon.take().unwrap().stop();
+        self.daemon = Some(self.app.serve());
+        wait_until("the API to answer again", Duration::from_secs(10), || {
+            self.client
+                .get(format!("{}/healthz", self.base))
+                .send()
+                .is_ok_and(|r| r.status() == 200)
+        });
+    }
 }
 
 /// Status and JSON body.
@@ -527,6 +539,81 @@ fn hook_events_posted_over_http_are_processed_like_the_command_hooks_and_session
         (status, &expired["session"]),
         (200, &json!("alpha")),
         "{expired}"
+    );
+    api.stop();
+}
+
+#[test]
+fn a_paused_destination_and_a_paused_queue_wait_across_a_restart_until_resumed() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    let config = webhook_config(&hook.url)
+        .set("daemon", "shutdown_grace = \"5s\"")
+        .default_channel("out")
+        .channel("out", "file", &["path = \"out.jsonl\""]);
+    let mut api = Api::start(config);
+    let chat = json!({"queue": "outbound", "key": "[\"hook\",\"chat-42\"]"});
+    let (status, paused) = answer(api.post("/v1/pause", &chat));
+    assert_eq!((status, &paused["paused"]), (200, &json!(true)), "{paused}");
+    let (_, queue_paused) = answer(api.post("/v1/pause", &json!({"queue": "inbound"})));
+    assert_eq!(queue_paused["key"], Value::Null, "the whole queue");
+
+    let held = [send(&api, "chat-42", "one"), send(&api, "chat-42", "two")];
+    let free = send(&api, "elsewhere", "x");
+    let (_, inbound) = answer(api.post(
+        "/v1/inbound",
+        &json!({"session": "s1", "origin": "test", "content": "hello"}),
+    ));
+    api.app.wait_state(QueueName::Outbound, free, "delivered");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        hook.calls().len(),
+        1,
+        "only the other destination was sent to"
+    );
+    assert!(
+        api.app.lines("out.jsonl").is_empty(),
+        "the inbound queue waits"
+    );
+
+    // A restart keeps both pauses.
+    api.restart();
+    let (_, listed) = answer(api.get("/v1/pauses"));
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let (_, status) = answer(api.get("/v1/status"));
+    assert_eq!(status["paused"].as_array().unwrap().len(), 2, "{status}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(hook.calls().len(), 1, "still held after the restart");
+    assert_eq!(api.app.row(QueueName::Outbound, held[0]).state, "pending");
+    assert_eq!(
+        api.app.row(QueueName::Outbound, held[0]).attempts,
+        0,
+        "no attempt charged"
+    );
+
+    let (status, resumed) = answer(api.post("/v1/resume", &chat));
+    assert_eq!((status, &resumed["was_paused"]), (200, &json!(true)));
+    for id in held {
+        api.app.wait_state(QueueName::Outbound, id, "delivered");
+    }
+    let texts: Vec<_> = hook
+        .calls()
+        .iter()
+        .skip(1)
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(texts, ["one", "two"], "in order once resumed");
+    answer(api.post("/v1/resume", &json!({"queue": "inbound"})));
+    api.app.wait_state(
+        QueueName::Inbound,
+        inbound["id"].as_i64().unwrap(),
+        "delivered",
+    );
+
+    let (status, bad) = answer(api.post("/v1/pause", &json!({"queue": "outbox"})));
+    assert_eq!(
+        (status, &bad["error"]["field"]),
+        (400, &json!("queue")),
+        "{bad}"
     );
     api.stop();
 }

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::Lease;
+use relayq_engine::{Lease, QueueName};
 
 use crate::children::Children;
 use crate::claiming::{delay_until, with_next_due, ClaimHooks, ClaimLoop};
@@ -62,11 +62,14 @@ impl HookClaimer {
     }
 
     fn claim(&mut self, ctx: &mut Context<Self>) {
-        if self.stopping || !self.claims.begin(ctx) {
+        let paused = self.store.pauses.queue(QueueName::Hooks);
+        if self.stopping || paused || !self.claims.begin(ctx) {
             return;
         }
         let limit = self.batch;
-        let skip: Vec<String> = self.paused.iter().cloned().collect();
+        // Sessions whose workers are full, and those the operator paused.
+        let mut skip: Vec<String> = self.paused.iter().cloned().collect();
+        skip.extend(self.store.pauses.keys(QueueName::Hooks));
         let work = self
             .store
             .run(move |s| with_next_due(&s.hooks, s.hooks.lease_runs(limit, &skip)?, limit));

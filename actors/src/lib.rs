@@ -26,6 +26,7 @@ pub mod hook_worker;
 pub mod lifecycle;
 pub mod outbound_sender;
 pub mod pacing;
+pub mod pauses;
 pub mod recovery;
 pub mod runtime;
 pub mod session;

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::{Lease, OutboundMessage};
+use relayq_engine::{Lease, OutboundMessage, QueueName};
 use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
@@ -100,9 +100,11 @@ impl OutboundSender {
 
     fn claim(&mut self, ctx: &mut Context<Self>) {
         let room = self.in_flight.saturating_sub(self.sending);
-        if self.stopping.get() || room == 0 || !self.claims.begin(ctx) {
+        let paused = self.store.pauses.queue(QueueName::Outbound);
+        if self.stopping.get() || room == 0 || paused || !self.claims.begin(ctx) {
             return;
         }
+        let skip = self.store.pauses.keys(QueueName::Outbound);
         let backlog = self
             .drain
             .as_ref()
@@ -110,14 +112,14 @@ impl OutboundSender {
         let work = self.store.run(move |s| {
             let q = &s.outbound;
             let Some((before, backlog_room)) = backlog else {
-                let (leases, next) = with_next_due(q, q.lease_due(room)?, room)?;
+                let (leases, next) = with_next_due(q, q.lease_due(room, &skip)?, room)?;
                 return Ok((leases, next, false));
             };
             // Rows written since the start first, then the backlog within its budget.
-            let mut leases = q.lease_due_written(room, before..i64::MAX)?;
+            let mut leases = q.lease_due_written(room, before..i64::MAX, &skip)?;
             let backlog_room = backlog_room.min(room - leases.len());
             if backlog_room > 0 {
-                leases.extend(q.lease_due_written(backlog_room, i64::MIN..before)?);
+                leases.extend(q.lease_due_written(backlog_room, i64::MIN..before, &skip)?);
             }
             let (leases, next) = with_next_due(q, leases, room)?;
             Ok((leases, next, q.any_written_before(before)?))
@@ -174,7 +176,10 @@ impl OutboundSender {
         self.sending += 1;
         // The key's next row is leased with this one's answer, up to CHAIN in a row and not
         // while a backlog drains within its own budget.
-        let chained = chain < CHAIN && self.drain.is_none() && !self.stopping.get();
+        let chained = chain < CHAIN
+            && self.drain.is_none()
+            && !self.stopping.get()
+            && !self.store.pauses.holds(QueueName::Outbound, &lease.key);
         let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
         let backlog = match backlog {
             Some(d) => {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::QueueName;
 
 use crate::lifecycle::Stop;
 use crate::store::Store;
@@ -51,7 +52,9 @@ impl RecoveryActor {
                 })
                 .await;
             match found {
-                Ok((reclaimed, expired, sessions)) => {
+                Ok((reclaimed, expired, mut sessions)) => {
+                    // A paused session's actor would only find it paused.
+                    sessions.retain(|s| !store.pauses.holds(QueueName::Inbound, s));
                     if at_start || reclaimed > 0 || expired > 0 {
                         tracing::info!(
                             reclaimed,

@@ -23,7 +23,7 @@ use crate::recovery::RecoveryActor;
 use crate::sources::SourceSpec;
 use crate::store::Store;
 use crate::supervisor::{
-    Enqueue, ExpireSession, SessionChannels, SetSessionChannels, SupervisorActor,
+    Enqueue, ExpireSession, Resume, SessionChannels, SetSessionChannels, SupervisorActor,
 };
 use crate::wake::{self, Wakers};
 
@@ -140,6 +140,12 @@ impl RelayqBuilder {
             );
             channels.penalize(&p.channel, wait);
         }
+        // The operator's pauses hold across a restart too.
+        let pauses = store.run(|s| s.engine.pauses()).await?;
+        for p in &pauses {
+            tracing::warn!(queue = %p.queue, key = p.key.as_deref().unwrap_or("(every key)"), "paused by the operator; resume to deliver");
+        }
+        store.pauses.load(pauses);
         if superseded > 0 {
             tracing::info!(
                 superseded,
@@ -478,6 +484,43 @@ impl RelayqHandle {
             wakers.hooks.do_send(ClaimHooks);
             Ok(enqueued)
         }
+    }
+
+    /// Pauses `queue`'s `key` (the whole queue when `None`): no row of it is leased until
+    /// [`RelayqHandle::resume`]; deliveries under way finish. Kept in the database, so the
+    /// pause holds across a restart. Answers once it is committed.
+    pub async fn pause(&self, queue: QueueName, key: Option<String>) -> Result<()> {
+        let k = key.clone();
+        self.store
+            .write_one_statement(move |s, tx| {
+                relayq_engine::pauses::pause_in(tx, queue, k.as_deref(), s.engine.now())
+            })
+            .await?;
+        self.store.pauses.set(queue, key, true);
+        Ok(())
+    }
+
+    /// Ends a pause [`RelayqHandle::pause`] began, and wakes the workers; true when it was
+    /// paused. A key stays held while its whole queue is paused.
+    pub async fn resume(&self, queue: QueueName, key: Option<String>) -> Result<bool> {
+        let k = key.clone();
+        let was = self
+            .store
+            .write_one_statement(move |_, tx| {
+                relayq_engine::pauses::resume_in(tx, queue, k.as_deref())
+            })
+            .await?;
+        self.store.pauses.set(queue, key.clone(), false);
+        match (queue, key) {
+            (QueueName::Inbound, Some(session)) => self.wake(queue, &session),
+            // Every session with rows gets its actor again, as after a restart.
+            (QueueName::Inbound, None) => {
+                let sessions = self.store.run(|s| s.inbound.active_keys()).await?;
+                self.wakers.resume.do_send(Resume(sessions));
+            }
+            (queue, _) => self.wake(queue, ""),
+        }
+        Ok(was)
     }
 
     /// Tells the worker of `queue`'s `key` that rows may be due (after a dead-letter retry,

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::{Head, InboundMessage, Lease};
+use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
@@ -155,7 +155,7 @@ impl SessionActor {
             return;
         }
         match self.run.pop_front() {
-            Some(lease) if !self.must_record() => self.deliver(lease, ctx),
+            Some(lease) if !self.must_record() && !self.paused() => self.deliver(lease, ctx),
             other => {
                 if let Some(lease) = other {
                     self.run.push_front(lease);
@@ -163,6 +163,12 @@ impl SessionActor {
                 self.write(ctx);
             }
         }
+    }
+
+    /// The operator paused this session or the inbound queue: no row is delivered or leased
+    /// until resumed (the rows leased are given back, uncounted).
+    fn paused(&self) -> bool {
+        self.store.pauses.holds(QueueName::Inbound, &self.session)
     }
 
     /// The answers must be recorded before another row goes: the last one failed (the rows
@@ -205,14 +211,15 @@ impl SessionActor {
     fn write(&mut self, ctx: &mut Context<Self>) {
         self.busy = true;
         let failed = self.answers.iter().any(|a| !a.tried.outcome.is_delivered());
+        let paused = self.paused();
         let step = StepWrite {
             answers: std::mem::take(&mut self.answers),
-            give_back: if failed {
+            give_back: if failed || paused {
                 self.run.drain(..).collect()
             } else {
                 Vec::new()
             },
-            lease_next: failed || self.run.is_empty(),
+            lease_next: (failed || self.run.is_empty()) && !paused,
         };
         let since = self.answers_since.take();
         let given_back = step.give_back.clone();
@@ -244,7 +251,11 @@ impl SessionActor {
                     for ((lease, tried), recorded) in outcomes.iter().zip(&synced.recorded) {
                         tried.log(&act.store.inbound, lease, recorded);
                     }
-                    act.after_write(synced.next, ctx);
+                    match paused {
+                        // Resuming wakes the session again.
+                        true => act.go_idle(),
+                        false => act.after_write(synced.next, ctx),
+                    }
                 }
                 Err(e) => {
                     // Nothing of it committed: the answers are kept (the rows were delivered)
@@ -278,14 +289,19 @@ impl SessionActor {
         let wait_until = |at: i64| Duration::from_millis(at.saturating_sub(now).max(0) as u64);
         match head {
             Head::Due => self.step(ctx),
-            Head::Empty => self.idle.do_send(SessionIdle {
-                session: self.session.clone(),
-                wakes_seen: self.wakes_seen,
-            }),
+            Head::Empty => self.go_idle(),
             Head::NotBefore(at) | Head::LeasedUntil(at) => {
                 self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
             }
         }
+    }
+
+    /// Nothing to do: the SupervisorActor may stop this actor.
+    fn go_idle(&self) {
+        self.idle.do_send(SessionIdle {
+            session: self.session.clone(),
+            wakes_seen: self.wakes_seen,
+        });
     }
 
     /// The store failed: try again shortly.

@@ -12,6 +12,7 @@ use relayq_engine::{Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies, Q
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
+use crate::pauses::Pauses;
 
 /// The engine plus the queue handles the actors use. Cheap to clone: one reference count, as
 /// every write on the delivery path carries a clone to the commit thread.
@@ -27,6 +28,8 @@ pub struct Handles {
     pub outbound: Queue,
     /// Runs hook rows through their handlers.
     pub processor: HookProcessor,
+    /// The operator's pauses, read on every claim.
+    pub pauses: Pauses,
     in_flight: Arc<InFlight>,
 }
 
@@ -77,6 +80,7 @@ impl Store {
             hooks,
             outbound,
             processor,
+            pauses: Pauses::default(),
             in_flight: Arc::default(),
         }))
     }

@@ -287,7 +287,7 @@ pub fn recovery(rows: usize, sessions: usize) -> Result<f64> {
         for chunk in all.chunks(10_000) {
             inbound.enqueue_many(chunk)?;
         }
-        let leased = inbound.lease_due(sessions)?;
+        let leased = inbound.lease_due(sessions, &[])?;
         ensure!(
             leased.len() == sessions,
             "expected {sessions} heads leased, got {}",

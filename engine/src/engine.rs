@@ -124,14 +124,14 @@ impl Engine {
         dead_rows(&*self.db.read()?, queue)
     }
 
-    /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
-    /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
     /// How many later rows of `row`'s key were already delivered (see
     /// [`relayq dead retry`](crate::queue)): replaying `row` would put it out of order.
     pub fn delivered_after(&self, row: &RowDetail) -> Result<i64> {
         delivered_after(&*self.db.read()?, row)
     }
 
+    /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
+    /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
     pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, QueueName, String)>> {
         let now = self.now();
         self.db.write(|tx| revive_dead_in(tx, ids, now))
@@ -142,12 +142,17 @@ impl Engine {
         self.db.write(|tx| purge_dead_in(tx, ids))
     }
 
-    /// The session registry (most recently active first).
     /// Where inbound source `name` stopped reading, if it ever read.
     pub fn source_offset(&self, name: &str) -> Result<Option<String>> {
         crate::sources::offset(&*self.db.read()?, name)
     }
 
+    /// The operator's pauses (see [`crate::pauses`]).
+    pub fn pauses(&self) -> Result<Vec<crate::pauses::Pause>> {
+        crate::pauses::all(&*self.db.read()?)
+    }
+
+    /// The session registry (most recently active first).
     pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::list(&*self.db.read()?)
     }

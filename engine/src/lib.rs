@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod inbound;
 pub mod notice;
 pub mod outbound;
+pub mod pauses;
 pub mod penalties;
 pub mod sessions;
 pub mod sources;

@@ -273,20 +273,20 @@ fn lease_due_takes_only_heads_of_keys_and_only_due_rows() {
     let lc = q.lease_next("c").unwrap().unwrap();
     q.retry_later(&lc, "x", None).unwrap();
     q.enqueue(&row("c", "2")).unwrap();
-    let got: Vec<i64> = q.lease_due(10).unwrap().iter().map(|l| l.id).collect();
+    let got: Vec<i64> = q.lease_due(10, &[]).unwrap().iter().map(|l| l.id).collect();
     assert_eq!(got, vec![a1, b1]);
     assert!(
-        q.lease_due(10).unwrap().is_empty(),
+        q.lease_due(10, &[]).unwrap().is_empty(),
         "heads are leased, the rest wait"
     );
     f.clock.advance(Duration::from_secs(5));
-    let got: Vec<i64> = q.lease_due(10).unwrap().iter().map(|l| l.id).collect();
+    let got: Vec<i64> = q.lease_due(10, &[]).unwrap().iter().map(|l| l.id).collect();
     assert_eq!(got, vec![c1]);
     // limit is honoured
     for k in 0..5 {
         q.enqueue(&row(&format!("k{k}"), "x")).unwrap();
     }
-    assert_eq!(q.lease_due(3).unwrap().len(), 3);
+    assert_eq!(q.lease_due(3, &[]).unwrap().len(), 3);
 }
 
 #[test]
@@ -300,10 +300,10 @@ fn lease_due_takes_over_expired_leases() {
         },
     );
     let id = q.enqueue(&row("a", "1")).unwrap().id;
-    let first = q.lease_due(10).unwrap();
+    let first = q.lease_due(10, &[]).unwrap();
     assert_eq!(first.len(), 1);
     f.clock.advance(Duration::from_secs(31));
-    let second = q.lease_due(10).unwrap();
+    let second = q.lease_due(10, &[]).unwrap();
     assert_eq!(
         second
             .iter()
@@ -560,7 +560,7 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         .collect();
     q.enqueue_many(&rows).unwrap();
     for _ in 0..40 {
-        for l in q.lease_due(50).unwrap() {
+        for l in q.lease_due(50, &[]).unwrap() {
             q.complete(l.id, l.token, None).unwrap();
         }
     }
@@ -581,7 +581,7 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
     );
     let due = plan(
         relayq_engine::queue::DUE_HEADS_SQL,
-        &[&"inbound", &0i64, &10i64],
+        &[&"inbound", &0i64, &"[]", &10i64],
     );
     assert!(
         due.contains("queue_rows_pending") && due.contains("queue_rows_active_key"),
@@ -885,7 +885,12 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
     let now = T0 + 1_000_000;
     let heads = plan(
         relayq_engine::queue::DUE_HEADS_SQL,
-        &[(":queue", &"outbound"), (":now", &now), (":limit", &32i64)],
+        &[
+            (":queue", &"outbound"),
+            (":now", &now),
+            (":skip", &"[]"),
+            (":limit", &32i64),
+        ],
     );
     let written = plan(
         relayq_engine::queue::DUE_HEADS_WRITTEN_SQL,
@@ -894,6 +899,7 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
             (":now", &now),
             (":from", &0i64),
             (":before", &i64::MAX),
+            (":skip", &"[]"),
             (":limit", &32i64),
         ],
     );

@@ -2,6 +2,7 @@
 //! channels a far end paused, and the stuck rows (failed, holding up their key) with their
 //! last error.
 
+use relayq_engine::pauses::Pause;
 use relayq_engine::penalties::Penalty;
 use relayq_engine::{Engine, EngineError, OldestPending, RowDetail, StateCount};
 use serde_json::{json, Value};
@@ -20,6 +21,8 @@ pub struct Status {
     oldest: Vec<OldestPending>,
     stuck: Vec<RowDetail>,
     paused: Vec<Penalty>,
+    /// Queues and keys the operator paused.
+    held: Vec<Pause>,
     now: i64,
 }
 
@@ -31,6 +34,7 @@ impl Status {
             oldest: engine.oldest_pending()?,
             stuck: engine.stuck_heads(STUCK_SHOWN)?,
             paused: relayq_engine::penalties::running(&*engine.database().read()?, now)?,
+            held: engine.pauses()?,
             now,
         })
     }
@@ -48,6 +52,7 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         oldest,
         stuck,
         paused,
+        held,
         now,
     } = status;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
@@ -84,6 +89,14 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             excerpt(&p.reason, 200)
         );
     }
+    for p in &held {
+        let what = p.key.as_deref().map_or("every key".into(), shown);
+        println!(
+            "{} {what} paused by the operator {} (resume: POST /v1/resume)",
+            p.queue,
+            relative(p.paused_at, now)
+        );
+    }
     if !stuck.is_empty() {
         println!("stuck (failed, holding up their key; `relayq show ID` for the story):");
         for row in &stuck {
@@ -100,6 +113,14 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// An operator's pause as JSON (`key` null: the whole queue).
+pub fn pause_json(p: &Pause) -> Value {
+    with_times(
+        serde_json::to_value(p).expect("a pause serialises"),
+        &["paused_at"],
+    )
 }
 
 impl Status {
@@ -129,7 +150,8 @@ impl Status {
                 )
             })
             .collect();
+        let held: Vec<_> = self.held.iter().map(pause_json).collect();
         json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
-               "stuck": stuck})
+               "paused": held, "stuck": stuck})
     }
 }

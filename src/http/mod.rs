@@ -18,6 +18,7 @@
 //!   filters or `all`, with `dry_run`): as `relayq dead`.
 //! - `GET /v1/sessions`, `POST /v1/sessions/{session}/expire`: as `relayq session`.
 //! - `POST /v1/hooks/{agent}`: an agent's hook event, as `relayq hook` takes it.
+//! - `GET /v1/pauses`, `POST /v1/pause`, `POST /v1/resume`: hold a queue or one key.
 
 mod auth;
 mod body;
@@ -26,6 +27,7 @@ mod dead;
 mod error;
 mod health;
 mod hooks;
+mod pauses;
 mod sessions;
 mod v1;
 

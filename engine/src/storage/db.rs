@@ -69,6 +69,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_channel_penalties.sql"),
     include_str!("../../migrations/0008_send_started.sql"),
     include_str!("../../migrations/0009_session_origins.sql"),
+    include_str!("../../migrations/0010_pauses.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)

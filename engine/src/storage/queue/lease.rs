@@ -47,12 +47,13 @@ const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_a
                     attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Due pending rows that head their key, oldest first. The `+` keeps SQLite off the due index:
-/// through it, every due row is checked and sorted before the first is returned (a claim's cost
-/// grew with the backlog); through the pending index, rows come in id order and the walk stops
-/// at `:limit` heads.
+/// Due pending rows that head their key, oldest first, but for the keys in `:skip` (a JSON
+/// list: paused keys). The `+` keeps SQLite off the due index: through it, every due row is
+/// checked and sorted before the first is returned (a claim's cost grew with the backlog);
+/// through the pending index, rows come in id order and the walk stops at `:limit` heads.
 pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
      WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
+       AND r.key NOT IN (SELECT value FROM json_each(:skip))
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
@@ -64,6 +65,7 @@ pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
 pub const DUE_HEADS_WRITTEN_SQL: &str = "SELECT r.id FROM queue_rows r
      WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
        AND r.created_at >= :from AND r.created_at < :before
+       AND r.key NOT IN (SELECT value FROM json_each(:skip))
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
@@ -270,12 +272,14 @@ impl Queue {
     }
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
-    pub fn lease_due(&self, limit: usize) -> Result<Vec<Lease>> {
+    pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
         self.write_now(|tx, now| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
-                let params =
-                    named_params! {":queue": self.name, ":now": now, ":limit": want as i64};
+                let params = named_params! {
+                    ":queue": self.name, ":now": now, ":skip": skip, ":limit": want as i64,
+                };
                 query_all(tx, DUE_HEADS_SQL, params, |r| r.get(0))
             })
         })
@@ -287,13 +291,15 @@ impl Queue {
         &self,
         limit: usize,
         written: std::ops::Range<i64>,
+        skip: &[String],
     ) -> Result<Vec<Lease>> {
+        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
         self.write_now(|tx, now| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
                 let params = named_params! {
                     ":queue": self.name, ":now": now, ":from": written.start,
-                    ":before": written.end, ":limit": want as i64,
+                    ":before": written.end, ":skip": skip, ":limit": want as i64,
                 };
                 query_all(tx, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
             })

@@ -1,0 +1,75 @@
+//! The operator's pauses as the claimers read them: on every claim, so they are kept in
+//! memory here, and in the `pauses` table (see [`relayq_engine::pauses`]) so they hold across
+//! a restart. A paused queue or key gets no new leases; deliveries under way finish.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+
+use relayq_engine::pauses::Pause;
+use relayq_engine::QueueName;
+
+/// One thing paused: a queue's key, or the whole queue (no key).
+type Paused = (QueueName, Option<String>);
+
+/// What is paused.
+#[derive(Debug, Clone, Default)]
+pub struct Pauses(Arc<RwLock<BTreeSet<Paused>>>);
+
+impl Pauses {
+    /// Takes the pauses read from the table at start.
+    pub fn load(&self, stored: Vec<Pause>) {
+        let mut set = self.0.write().expect("pauses lock");
+        set.extend(stored.into_iter().map(|p| (p.queue, p.key)));
+    }
+
+    pub fn set(&self, queue: QueueName, key: Option<String>, paused: bool) {
+        let mut set = self.0.write().expect("pauses lock");
+        match paused {
+            true => set.insert((queue, key)),
+            false => set.remove(&(queue, key)),
+        };
+    }
+
+    /// Whether the whole queue is paused.
+    pub fn queue(&self, queue: QueueName) -> bool {
+        self.0.read().expect("pauses lock").contains(&(queue, None))
+    }
+
+    /// Whether `key`'s rows wait: it, or its queue, is paused.
+    pub fn holds(&self, queue: QueueName, key: &str) -> bool {
+        let set = self.0.read().expect("pauses lock");
+        // Most of the time nothing is paused: no key is copied to find that out.
+        !set.is_empty()
+            && (set.contains(&(queue, None)) || set.contains(&(queue, Some(key.to_string()))))
+    }
+
+    /// The paused keys of `queue` (a claim's skip list).
+    pub fn keys(&self, queue: QueueName) -> Vec<String> {
+        let set = self.0.read().expect("pauses lock");
+        set.iter()
+            .filter(|(q, _)| *q == queue)
+            .filter_map(|(_, k)| k.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_pause_holds_every_key_and_a_key_pause_only_its_own() {
+        let pauses = Pauses::default();
+        pauses.set(QueueName::Outbound, Some("a".into()), true);
+        assert!(pauses.holds(QueueName::Outbound, "a"));
+        assert!(!pauses.holds(QueueName::Outbound, "b"));
+        assert!(
+            !pauses.holds(QueueName::Inbound, "a"),
+            "another queue's key"
+        );
+        pauses.set(QueueName::Outbound, None, true);
+        assert!(pauses.holds(QueueName::Outbound, "b") && pauses.queue(QueueName::Outbound));
+        pauses.set(QueueName::Outbound, None, false);
+        assert_eq!(pauses.keys(QueueName::Outbound), ["a"]);
+    }
+}

@@ -1,0 +1,69 @@
+//! `/v1/pauses`, `/v1/pause`, `/v1/resume`: the operator holds a queue, or one key of it (a
+//! session, an outbound destination), and lets it go again. A paused queue or key gets no new
+//! leases (deliveries under way finish); the pause is kept in the database, so it holds across
+//! a restart.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use relayq_engine::QueueName;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{body, Api, ApiError};
+use crate::commands::status::pause_json;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/pauses", web::get().to(list))
+        .route("/pause", web::post().to(pause))
+        .route("/resume", web::post().to(resume));
+}
+
+/// `{"queue": "outbound", "key": "[\"tg\",\"42\"]"}`; without `key`, the whole queue.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Target {
+    queue: QueueName,
+    key: Option<String>,
+}
+
+impl Target {
+    fn key(&self) -> Result<Option<String>, ApiError> {
+        match &self.key {
+            Some(k) if k.is_empty() => Err(ApiError::invalid(
+                "key is empty: leave it out to pause the whole queue",
+            )
+            .with_field("key")),
+            k => Ok(k.clone()),
+        }
+    }
+}
+
+async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+    let engine = api.relayq.store().engine.clone();
+    let pauses = web::block(move || engine.pauses()).await??;
+    let pauses: Vec<_> = pauses.iter().map(pause_json).collect();
+    Ok(HttpResponse::Ok().json(pauses))
+}
+
+async fn pause(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let t: Target = body::json(&req, payload, api.max_request_bytes).await?;
+    let key = t.key()?;
+    api.relayq.pause(t.queue, key.clone()).await?;
+    Ok(HttpResponse::Ok().json(json!({"queue": t.queue, "key": key, "paused": true})))
+}
+
+/// Answers `was_paused: false` for what was not paused (resuming is idempotent).
+async fn resume(
+    api: web::Data<Api>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let t: Target = body::json(&req, payload, api.max_request_bytes).await?;
+    let key = t.key()?;
+    let was = api.relayq.resume(t.queue, key.clone()).await?;
+    Ok(HttpResponse::Ok()
+        .json(json!({"queue": t.queue, "key": key, "paused": false, "was_paused": was})))
+}
