@@ -617,3 +617,134 @@ fn a_paused_destination_and_a_paused_queue_wait_across_a_restart_until_resumed()
     );
     api.stop();
 }
+
+/// Parses Prometheus/OpenMetrics text strictly: every sample line is `name{labels} value`,
+/// names and labels well formed; returns each sample as `name{labels}` → value.
+fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let mut samples = std::collections::BTreeMap::new();
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("value of {line:?}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name_ok(name) && name.starts_with("relayq_"),
+            "name of {line:?}"
+        );
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                let inner = labels.strip_prefix('{').and_then(|l| l.strip_suffix('}'));
+                for pair in inner.unwrap_or_else(|| panic!("{line:?}")).split(',') {
+                    let (k, v) = pair.split_once('=').unwrap_or_else(|| panic!("{line:?}"));
+                    assert!(
+                        name_ok(k) && v.starts_with('"') && v.ends_with('"'),
+                        "{line:?}"
+                    );
+                }
+            }
+        }
+        samples.insert(series.to_string(), value);
+    }
+    samples
+}
+
+#[test]
+fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hook_errors() {
+    let hook = Endpoint::start(|call| match call {
+        2 => Reply::status(404),
+        _ => Reply::status(200),
+    });
+    let config = webhook_config(&hook.url)
+        .set("daemon", "shutdown_grace = \"5s\"")
+        .default_channel("out")
+        .channel("out", "file", &["path = \"out.jsonl\""]);
+    let api = Api::start(config);
+    let ids: Vec<i64> = ["a", "b", "c"].iter().map(|t| send(&api, t, t)).collect();
+    let (_, inbound) = answer(api.post(
+        "/v1/inbound",
+        &json!({"session": "s1", "origin": "test", "content": "hello"}),
+    ));
+    let bad_hook = api
+        .request(reqwest::Method::POST, "/v1/hooks/claude?session=s1")
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_eq!(bad_hook.status(), 400);
+    for id in &ids {
+        wait_until("each row answered", Duration::from_secs(10), || {
+            let state = api.app.row(QueueName::Outbound, *id).state;
+            state == "delivered" || state == "dead"
+        });
+    }
+    api.app.wait_state(
+        QueueName::Inbound,
+        inbound["id"].as_i64().unwrap(),
+        "delivered",
+    );
+    let scrape = || {
+        let r = api.get("/metrics");
+        assert_eq!(r.status(), 200);
+        let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+        parse_metrics(&r.text().unwrap())
+    };
+    wait_until("the error event processed", Duration::from_secs(10), || {
+        scrape().get("relayq_hook_receiver_errors_total{agent=\"claude\"}") == Some(&1.0)
+    });
+    let m = scrape();
+    let at = |series: &str| {
+        *m.get(series)
+            .unwrap_or_else(|| panic!("no {series} in {m:#?}"))
+    };
+    // The row gauges are the database's counts (the hook error's notice is a row too).
+    for c in api.app.engine().counts().unwrap() {
+        let series = format!("relayq_rows{{queue=\"{}\",state=\"{}\"}}", c.queue, c.state);
+        let same_state: i64 = api
+            .app
+            .engine()
+            .counts()
+            .unwrap()
+            .iter()
+            .filter(|d| d.queue == c.queue && d.state == c.state)
+            .map(|d| d.count)
+            .sum();
+        assert_eq!(at(&series), same_state as f64, "{series}");
+    }
+    assert_eq!(at("relayq_rows{queue=\"outbound\",state=\"dead\"}"), 1.0);
+    assert_eq!(
+        at("relayq_rows{queue=\"inbound\",state=\"pending\"}"),
+        0.0,
+        "every queue and state is there"
+    );
+    let hook_label = "{queue=\"outbound\",channel=\"hook\"}";
+    assert_eq!(at(&format!("relayq_enqueued_total{hook_label}")), 3.0);
+    assert_eq!(at(&format!("relayq_delivered_total{hook_label}")), 2.0);
+    assert_eq!(at(&format!("relayq_dead_total{hook_label}")), 1.0);
+    assert_eq!(
+        at("relayq_delivered_total{queue=\"inbound\",channel=\"out\"}"),
+        1.0
+    );
+    assert_eq!(
+        at("relayq_delivery_duration_seconds_count{channel=\"hook\"}"),
+        3.0
+    );
+    assert!(at("relayq_delivery_duration_seconds_sum{channel=\"hook\"}") > 0.0);
+    assert_eq!(
+        at("relayq_oldest_pending_age_seconds{queue=\"outbound\"}"),
+        0.0
+    );
+    assert_eq!(at("relayq_channel_ready{channel=\"hook\"}"), 1.0);
+    assert_eq!(at("relayq_channel_paused{channel=\"hook\"}"), 0.0);
+    assert_eq!(at("relayq_leases_reclaimed_total"), 0.0);
+    assert_eq!(at("relayq_operator_pauses{queue=\"outbound\"}"), 0.0);
+    api.stop();
+}

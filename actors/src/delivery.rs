@@ -12,6 +12,7 @@ use crate::channels::{
     ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome, UnknownOutcome,
 };
 use crate::error::Result;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// How long after a channel's own timeout the caller stops waiting for it.
@@ -96,7 +97,9 @@ pub async fn deliver(
             Ok((recorded, taken))
         })
         .await?;
-    answered.tried.log(queue, lease, &recorded.0);
+    answered
+        .tried
+        .log(&store.metrics, queue, lease, &recorded.0);
     Ok(recorded)
 }
 
@@ -238,8 +241,10 @@ pub struct Tried {
 }
 
 impl Tried {
-    /// Logs what became of the row: failures at warn, since someone may have to act.
-    pub fn log(&self, queue: &Queue, lease: &Lease, recorded: &Recorded) {
+    /// Logs and counts what became of the row: failures at warn, since someone may have to
+    /// act.
+    pub fn log(&self, metrics: &Metrics, queue: &Queue, lease: &Lease, recorded: &Recorded) {
+        metrics.recorded(queue.name(), &self.channel, recorded);
         let (queue, row, attempt, channel) = (
             queue.name().as_str(),
             lease.id,
@@ -321,9 +326,12 @@ pub async fn try_delivery(
                         if let Some(session) = delivery.session() {
                             span.record("session", session);
                         }
-                        attempt(store, queue, lease, &channel, delivery)
+                        let began = std::time::Instant::now();
+                        let outcome = attempt(store, queue, lease, &channel, delivery)
                             .instrument(span)
-                            .await
+                            .await;
+                        store.metrics.delivery_took(&name, began.elapsed());
+                        outcome
                     }
                 },
             };

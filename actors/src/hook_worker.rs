@@ -104,6 +104,9 @@ impl HookWorker {
         match result {
             Ok(Processed::Applied(effects)) => {
                 tracing::debug!(session, row = lease.id, "hook event applied");
+                if let Some(agent) = effects.receiver_error {
+                    self.store.metrics.hook_error(agent.as_str());
+                }
                 if effects.session_ended {
                     self.reports
                         .session_ended

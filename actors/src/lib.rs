@@ -24,6 +24,7 @@ pub mod hook_buffer;
 pub mod hook_claimer;
 pub mod hook_worker;
 pub mod lifecycle;
+pub mod metrics;
 pub mod outbound_sender;
 pub mod pacing;
 pub mod pauses;

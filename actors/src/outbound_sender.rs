@@ -461,7 +461,7 @@ impl Lane {
             })
             .await?;
         for ((lease, tried), recorded) in logged.iter().zip(&recorded) {
-            tried.log(&self.store.outbound, lease, recorded);
+            tried.log(&self.store.metrics, &self.store.outbound, lease, recorded);
         }
         Ok(run)
     }

@@ -53,6 +53,7 @@ impl RecoveryActor {
                 .await;
             match found {
                 Ok((reclaimed, expired, mut sessions)) => {
+                    store.metrics.leases_reclaimed(reclaimed);
                     // A paused session's actor would only find it paused.
                     sessions.retain(|s| !store.pauses.holds(QueueName::Inbound, s));
                     if at_start || reclaimed > 0 || expired > 0 {

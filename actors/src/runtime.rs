@@ -453,9 +453,11 @@ impl RelayqHandle {
             written
         });
         let sender = self.sender.clone();
+        let (metrics, channel) = (self.store.metrics.clone(), message.channel.clone());
         async move {
             let enqueued = write?.await?;
             if !enqueued.first.duplicate {
+                metrics.enqueued(QueueName::Outbound, &channel);
                 sender.do_send(ClaimOutbound);
             }
             Ok(enqueued)
@@ -478,9 +480,10 @@ impl RelayqHandle {
         let write = self
             .store
             .write_one_statement(move |s, tx| s.hooks.enqueue_in(tx, &row, s.hooks.now()));
-        let wakers = self.wakers.clone();
+        let (wakers, metrics) = (self.wakers.clone(), self.store.metrics.clone());
         async move {
             let enqueued = write.await?;
+            metrics.enqueued(QueueName::Hooks, "");
             wakers.hooks.do_send(ClaimHooks);
             Ok(enqueued)
         }

@@ -249,7 +249,7 @@ impl SessionActor {
             match result {
                 Ok(synced) => {
                     for ((lease, tried), recorded) in outcomes.iter().zip(&synced.recorded) {
-                        tried.log(&act.store.inbound, lease, recorded);
+                        tried.log(&act.store.metrics, &act.store.inbound, lease, recorded);
                     }
                     match paused {
                         // Resuming wakes the session again.

@@ -12,6 +12,7 @@ use relayq_engine::{Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies, Q
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
+use crate::metrics::Metrics;
 use crate::pauses::Pauses;
 
 /// The engine plus the queue handles the actors use. Cheap to clone: one reference count, as
@@ -30,6 +31,8 @@ pub struct Handles {
     pub processor: HookProcessor,
     /// The operator's pauses, read on every claim.
     pub pauses: Pauses,
+    /// What this process counts, for `/metrics`.
+    pub metrics: Metrics,
     in_flight: Arc<InFlight>,
 }
 
@@ -81,6 +84,7 @@ impl Store {
             outbound,
             processor,
             pauses: Pauses::default(),
+            metrics: Metrics::default(),
             in_flight: Arc::default(),
         }))
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage};
+use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage, QueueName};
 
 use crate::channels::ChannelDirectory;
 use crate::children::Children;
@@ -184,6 +184,8 @@ impl Handler<Enqueue> for SupervisorActor {
                     ..
                 })
             ) {
+                let channel = act.session_channels.channel_for(&session);
+                act.store.metrics.enqueued(QueueName::Inbound, channel);
                 act.wake(&session, ctx);
             }
             result
@@ -220,6 +222,8 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                     let message = message?;
                     let row = enqueued.next().expect("one answer per valid message");
                     if !row.duplicate && row.expired.is_none() {
+                        let channel = act.session_channels.channel_for(&message.session);
+                        act.store.metrics.enqueued(QueueName::Inbound, channel);
                         act.wake(&message.session, ctx);
                     }
                     Ok(row)

@@ -137,6 +137,8 @@ pub struct Effects {
     pub session_ended: bool,
     /// Ordering keys of the outbound rows written (wake their sender).
     pub outbound_keys: Vec<String>,
+    /// The event stood for a hook input that could not be kept as it came (counted).
+    pub receiver_error: Option<crate::Agent>,
 }
 
 /// How a hook row ended.
@@ -241,7 +243,8 @@ impl HookProcessor {
             EventType::AgentStop => {
                 sessions::complete_turn(tx, key, event.last_assistant_message())?;
             }
-            EventType::Notification | EventType::Error => {}
+            EventType::Notification => {}
+            EventType::Error => effects.receiver_error = Some(event.agent),
             EventType::SessionEnd => {
                 sessions::end(tx, key, now)?;
                 self.inbound

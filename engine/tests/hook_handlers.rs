@@ -148,6 +148,7 @@ fn a_turn_updates_the_registry_and_agent_stop_sends_the_last_answer_to_the_route
     let Processed::Applied(Effects {
         outbound_keys,
         session_ended,
+        ..
     }) = stop
     else {
         panic!("{stop:?}")

@@ -8,6 +8,7 @@
 //!
 //! Routes (all JSON):
 //! - `GET /healthz`: the process answers (no token needed).
+//! - `GET /metrics`: Prometheus metrics, `relayq_` names (token needed, like `/v1`).
 //! - `GET /readyz`: the database takes writes, every channel is ready, not stopping; 503 and
 //!   the reasons otherwise.
 //! - `POST /v1/inbound`, `POST /v1/outbound`: enqueue; 201 written, 200 a duplicate of a row
@@ -27,6 +28,7 @@ mod dead;
 mod error;
 mod health;
 mod hooks;
+mod metrics;
 mod pauses;
 mod sessions;
 mod v1;
@@ -80,6 +82,7 @@ impl Server {
                 .app_data(web::Data::new(token.clone()))
                 .wrap(middleware::from_fn(auth::require_token))
                 .configure(health::routes)
+                .configure(metrics::routes)
                 .service(web::scope("/v1").configure(v1::routes))
                 .default_service(web::to(not_found))
         })

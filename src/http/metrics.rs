@@ -1,0 +1,152 @@
+//! `GET /metrics`: Prometheus (OpenMetrics text), every name prefixed `relayq_`. The counters
+//! are kept by the runtime as work happens (see `relayq_actors::metrics`); the row counts,
+//! oldest pending ages, channel states and pauses are read at each scrape, so they include
+//! rows written by other processes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+use actix_web::{web, HttpResponse};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use relayq_engine::{Engine, EngineError, QueueName};
+
+use super::{Api, ApiError};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/metrics", web::get().to(metrics));
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueState {
+    queue: &'static str,
+    state: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    queue: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabel {
+    channel: String,
+}
+
+/// What a scrape reads from the database.
+struct Stored {
+    rows: BTreeMap<(QueueName, String), i64>,
+    oldest: Vec<(QueueName, i64)>,
+    pauses: Vec<QueueName>,
+    now: i64,
+}
+
+fn read(engine: &Engine) -> Result<Stored, EngineError> {
+    let mut rows = BTreeMap::new();
+    for c in engine.counts()? {
+        *rows.entry((c.queue, c.state)).or_insert(0) += c.count;
+    }
+    Ok(Stored {
+        rows,
+        oldest: engine
+            .oldest_pending()?
+            .into_iter()
+            .map(|o| (o.queue, o.created_at))
+            .collect(),
+        pauses: engine.pauses()?.into_iter().map(|p| p.queue).collect(),
+        now: engine.now(),
+    })
+}
+
+async fn metrics(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+    let engine = api.relayq.store().engine.clone();
+    let stored = web::block(move || read(&engine)).await??;
+    let mut registry = Registry::with_prefix("relayq");
+    api.relayq.store().metrics.register(&mut registry);
+
+    let rows = Family::<QueueState, Gauge>::default();
+    for queue in QueueName::ALL {
+        // Every queue and state appears, 0 when empty, so a rate or an alert never sees a gap.
+        for state in ["pending", "leased", "delivered", "dead", "expired"] {
+            let n = stored.rows.get(&(queue, state.to_string())).copied();
+            let label = QueueState {
+                queue: queue.as_str(),
+                state: state.into(),
+            };
+            rows.get_or_create(&label).set(n.unwrap_or(0));
+        }
+    }
+    registry.register("rows", "Rows in the database by queue and state", rows);
+
+    let oldest = Family::<QueueLabel, Gauge<f64, AtomicU64>>::default();
+    for queue in QueueName::ALL {
+        let age = stored
+            .oldest
+            .iter()
+            .find(|(q, _)| *q == queue)
+            .map_or(0.0, |(_, created)| {
+                (stored.now - created).max(0) as f64 / 1000.0
+            });
+        oldest
+            .get_or_create(&QueueLabel {
+                queue: queue.as_str(),
+            })
+            .set(age);
+    }
+    registry.register_with_unit(
+        "oldest_pending_age",
+        "Age of the oldest unfinished row per queue (0 when none)",
+        Unit::Seconds,
+        oldest,
+    );
+
+    let pauses = Family::<QueueLabel, Gauge>::default();
+    for queue in QueueName::ALL {
+        let n = stored.pauses.iter().filter(|q| **q == queue).count();
+        pauses
+            .get_or_create(&QueueLabel {
+                queue: queue.as_str(),
+            })
+            .set(n as i64);
+    }
+    registry.register(
+        "operator_pauses",
+        "Pauses the operator set per queue (a whole queue or keys of it)",
+        pauses,
+    );
+
+    let (ready, held) = (
+        Family::<ChannelLabel, Gauge>::default(),
+        Family::<ChannelLabel, Gauge>::default(),
+    );
+    let channels = api.relayq.channels();
+    for name in channels.names() {
+        let label = ChannelLabel {
+            channel: name.clone(),
+        };
+        ready
+            .get_or_create(&label)
+            .set(channels.unready(&name).is_none() as i64);
+        held.get_or_create(&label)
+            .set(channels.penalty(&name).is_some() as i64);
+    }
+    registry.register(
+        "channel_ready",
+        "1 when the channel is ready to send",
+        ready,
+    );
+    registry.register(
+        "channel_paused",
+        "1 while the channel sends nothing: its circuit breaker is open, or the platform rate-limited it as a whole",
+        held,
+    );
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)
+        .map_err(|e| ApiError::invalid(format!("cannot encode the metrics: {e}")))?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .body(text))
+}
