@@ -4,106 +4,11 @@
 
 use std::time::Duration;
 
-use reqwest::blocking::{Client, Response};
 use serde_json::{json, Value};
 
-use crate::common::{
-    file_config, wait_until, webhook_config, App, Config, Daemon, Endpoint, Reply,
-};
+use crate::common::api::{answer, free_port, send, Api};
+use crate::common::{file_config, wait_until, webhook_config, App, Config, Endpoint, Reply};
 use relayq_engine::QueueName;
-
-/// A port free now on loopback (the daemon binds it a moment later).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A daemon serving `config` with the API on, and the API's base URL.
-struct Api {
-    app: App,
-    daemon: Option<Daemon>,
-    base: String,
-    client: Client,
-    token: Option<String>,
-}
-
-impl Api {
-    fn start(config: Config) -> Api {
-        Api::start_with_env(config, &[])
-    }
-
-    fn start_with_env(config: Config, env: &[(&str, &str)]) -> Api {
-        let port = free_port();
-        let config = config
-            .set("http", "enabled = true")
-            .set("http", &format!("listen = \"127.0.0.1:{port}\""));
-        let app = App::new(config);
-        let daemon = app.serve_with_env(env);
-        let api = Api {
-            app,
-            daemon: Some(daemon),
-            base: format!("http://127.0.0.1:{port}"),
-            client: Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .unwrap(),
-            token: None,
-        };
-        wait_until("the API to answer", Duration::from_secs(10), || {
-            api.client
-                .get(format!("{}/healthz", api.base))
-                .send()
-                .is_ok_and(|r| r.status() == 200)
-        });
-        api
-    }
-
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::blocking::RequestBuilder {
-        let r = self.client.request(method, format!("{}{path}", self.base));
-        match &self.token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
-        }
-    }
-
-    fn get(&self, path: &str) -> Response {
-        self.request(reqwest::Method::GET, path).send().unwrap()
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Response {
-        self.request(reqwest::Method::POST, path)
-            .json(body)
-            .send()
-            .unwrap()
-    }
-
-    fn stop(mut self) {
-        self.daemon.take().unwrap().stop();
-    }
-
-    /// Stops the daemon and starts another on the same database and port.
-    fn restart(&mut self) {
-        self.daemon.take().unwrap().stop();
-        self.daemon = Some(self.app.serve());
-        wait_until("the API to answer again", Duration::from_secs(10), || {
-            self.client
-                .get(format!("{}/healthz", self.base))
-                .send()
-                .is_ok_and(|r| r.status() == 200)
-        });
-    }
-}
-
-/// Status and JSON body.
-fn answer(r: Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    let text = r.text().unwrap();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
-    (status, body)
-}
 
 fn rows(app: &App) -> i64 {
     app.engine().counts().unwrap().iter().map(|c| c.count).sum()
@@ -275,7 +180,7 @@ fn an_outbound_message_past_the_destinations_max_key_depth_is_refused_429_queue_
 fn with_a_token_every_route_but_healthz_needs_it_and_a_wrong_one_is_refused_401() {
     let config = file_config().set("http", "token_env = \"API_TOKEN\"");
     let mut api = Api::start_with_env(config, &[("API_TOKEN", "s3cret-token")]);
-    let status = |r: Response| r.status().as_u16();
+    let status = |r: reqwest::blocking::Response| r.status().as_u16();
     assert_eq!(status(api.get("/v1/status")), 401);
     assert_eq!(status(api.get("/readyz")), 401);
     api.token = Some("s3cret-tokeX".into());
@@ -352,16 +257,6 @@ fn status_readyz_and_unknown_routes_answer_json() {
     let (status, _) = answer(api.get("/v2/anything"));
     assert_eq!(status, 404);
     api.stop();
-}
-
-/// Enqueues `text` to `to` on the `hook` webhook channel over HTTP; returns the row id.
-fn send(api: &Api, to: &str, text: &str) -> i64 {
-    let (status, body) = answer(api.post(
-        "/v1/outbound",
-        &json!({"channel": "hook", "to": to, "text": text}),
-    ));
-    assert_eq!(status, 201, "{body}");
-    body["id"].as_i64().unwrap()
 }
 
 #[test]
@@ -746,5 +641,49 @@ fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hoo
     assert_eq!(at("relayq_channel_paused{channel=\"hook\"}"), 0.0);
     assert_eq!(at("relayq_leases_reclaimed_total"), 0.0);
     assert_eq!(at("relayq_operator_pauses{queue=\"outbound\"}"), 0.0);
+    api.stop();
+}
+
+#[test]
+fn lanes_tell_a_failing_head_holding_rows_back_from_a_destination_delivering() {
+    let hook = Endpoint::start(|_| Reply::status(500));
+    let api = Api::start(
+        webhook_config(&hook.url)
+            .set("daemon", "shutdown_grace = \"5s\"")
+            .set("queues.outbound", "backoff = [\"1h\"]"),
+    );
+    let first = send(&api, "chat-1", "one");
+    send(&api, "chat-1", "two");
+    wait_until("the head to fail", Duration::from_secs(10), || {
+        api.app.row(QueueName::Outbound, first).attempts == 1
+            && api.app.row(QueueName::Outbound, first).state == "pending"
+    });
+    let (status, lanes) = answer(api.get("/v1/lanes"));
+    assert_eq!(status, 200, "{lanes}");
+    let lane = &lanes[0];
+    assert_eq!(
+        (
+            &lane["key"],
+            &lane["rows"],
+            &lane["state"],
+            &lane["head_id"]
+        ),
+        (
+            &json!("[\"hook\",\"chat-1\"]"),
+            &json!(2),
+            &json!("blocked by a failing head"),
+            &json!(first)
+        )
+    );
+    assert!(
+        lane["head_last_error"].as_str().unwrap().contains("500"),
+        "{lane}"
+    );
+    assert!(
+        lane["head_next_attempt_at"].is_string(),
+        "RFC 3339 with _ms beside it"
+    );
+    let (status, _) = answer(api.get("/v1/lanes?limit=0"));
+    assert_eq!(status, 400);
     api.stop();
 }

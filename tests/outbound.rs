@@ -140,7 +140,10 @@ fn a_429_waits_for_retry_after_instead_of_the_backoff() {
         gap >= Duration::from_millis(950),
         "waited {gap:?}, not the 1s asked for"
     );
-    assert_eq!(row.last_error.as_deref(), Some("HTTP 429: slow down"));
+    assert_eq!(
+        row.last_error.as_deref(),
+        Some("throttled: HTTP 429: slow down")
+    );
     daemon.stop();
 }
 
@@ -299,7 +302,10 @@ fn a_throttled_send_does_not_use_up_an_attempt() {
     let row = wait_state(&app, id, "delivered");
     assert_eq!(hook.calls().len(), 3);
     assert_eq!(row.attempts, 1, "only the send that went through counts");
-    assert_eq!(row.last_error.as_deref(), Some("HTTP 429: slow down"));
+    assert_eq!(
+        row.last_error.as_deref(),
+        Some("throttled: HTTP 429: slow down")
+    );
     daemon.stop();
 }
 

@@ -6,6 +6,7 @@ mod common;
 
 mod bad_input;
 mod config;
+mod dashboard;
 mod delivery;
 mod hook;
 mod hook_processing;

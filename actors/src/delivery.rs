@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use relayq_engine::queue::{THROTTLED, UNREACHABLE};
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
@@ -427,12 +428,14 @@ pub fn record_in(
             }
         }
         Outcome::Throttled { reason, wait, .. } => {
+            let reason = format!("{THROTTLED}{reason}");
             throttled(q.throttle_in(tx, l, &reason, wait, now)?)
         }
         Outcome::Retry { error, after } => retried(q.retry_later_in(tx, l, &error, after, now)?),
         Outcome::Unreachable { error } => {
             // Nothing went out: pending again after the backoff step it is at, uncounted.
             let wait = q.policy().delay_after(l.attempts.saturating_sub(1).max(1));
+            let error = format!("{UNREACHABLE}{error}");
             throttled(q.throttle_in(tx, l, &error, wait, now)?)
         }
         Outcome::Unknown { error } => {

@@ -109,6 +109,13 @@ impl Engine {
         oldest_pending(&*self.db.read()?)
     }
 
+    /// Every key with unfinished rows, oldest head first, at most `limit` (see [`Lane`]).
+    ///
+    /// [`Lane`]: crate::queue::Lane
+    pub fn lanes(&self, limit: usize) -> Result<Vec<crate::queue::Lane>> {
+        crate::storage::queue::lanes(&*self.db.read()?, limit)
+    }
+
     /// One row, whatever its queue and state.
     pub fn row(&self, id: i64) -> Result<Option<RowDetail>> {
         row_detail(&*self.db.read()?, id)

@@ -1,4 +1,5 @@
-//! The bearer token: when `[http]` has one, every request but `/healthz` must carry
+//! The bearer token: when `[http]` has one, every request but `/healthz` and the dashboard's
+//! static files must carry
 //! `Authorization: Bearer <token>`. Compared in constant time, so the answer's timing does
 //! not tell how much of a guess was right.
 
@@ -16,8 +17,9 @@ use super::error::ApiError;
 #[derive(Clone)]
 pub struct Token(pub Option<Secret>);
 
-/// Paths anyone may ask: a liveness probe carries no credentials.
-const OPEN: &[&str] = &["/healthz"];
+/// Paths anyone may ask: a liveness probe carries no credentials, and the dashboard's files
+/// hold no data (the page asks for the token and sends it with every API call).
+const OPEN: &[&str] = &["/healthz", "/", "/dashboard.js", "/dashboard.css"];
 
 pub async fn require_token(
     token: web::Data<Token>,

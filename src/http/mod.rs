@@ -7,6 +7,7 @@
 //! ```
 //!
 //! Routes (all JSON):
+//! - `GET /`: the dashboard (a static page calling the API below).
 //! - `GET /healthz`: the process answers (no token needed).
 //! - `GET /metrics`: Prometheus metrics, `relayq_` names (token needed, like `/v1`).
 //! - `GET /readyz`: the database takes writes, every channel is ready, not stopping; 503 and
@@ -19,15 +20,18 @@
 //!   filters or `all`, with `dry_run`): as `relayq dead`.
 //! - `GET /v1/sessions`, `POST /v1/sessions/{session}/expire`: as `relayq session`.
 //! - `POST /v1/hooks/{agent}`: an agent's hook event, as `relayq hook` takes it.
+//! - `GET /v1/lanes`: every session and destination with unfinished rows, and its state.
 //! - `GET /v1/pauses`, `POST /v1/pause`, `POST /v1/resume`: hold a queue or one key.
 
 mod auth;
 mod body;
 mod config;
+mod dashboard;
 mod dead;
 mod error;
 mod health;
 mod hooks;
+mod lanes;
 mod metrics;
 mod pauses;
 mod sessions;
@@ -82,6 +86,7 @@ impl Server {
                 .app_data(web::Data::new(token.clone()))
                 .wrap(middleware::from_fn(auth::require_token))
                 .configure(health::routes)
+                .configure(dashboard::routes)
                 .configure(metrics::routes)
                 .service(web::scope("/v1").configure(v1::routes))
                 .default_service(web::to(not_found))

@@ -1,5 +1,5 @@
 //! `/v1`: enqueue inbound and outbound messages, one message's story, the status; and the
-//! routes of `dead`, `sessions`, `hooks` and `pauses`. Each route does what its CLI command does, with
+//! routes of `dead`, `sessions`, `hooks`, `pauses` and `lanes`. Each route does what its CLI command does, with
 //! the same checks and the same answers.
 
 use actix_web::http::StatusCode;
@@ -19,7 +19,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .configure(super::dead::routes)
         .configure(super::sessions::routes)
         .configure(super::hooks::routes)
-        .configure(super::pauses::routes);
+        .configure(super::pauses::routes)
+        .configure(super::lanes::routes);
 }
 
 /// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON. Not `InboundMessage`

@@ -1,6 +1,8 @@
 //! Helpers for tests that run the built `relayq` binary: a fresh directory with a config file
 //! and a database, and a `serve` process that is waited for and stopped.
 
+pub mod api;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

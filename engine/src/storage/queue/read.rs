@@ -262,9 +262,76 @@ pub(crate) fn oldest_pending(conn: &rusqlite::Connection) -> Result<Vec<OldestPe
     })
 }
 
+/// Every key with unfinished rows (a lane: a session, a destination), oldest head first: how
+/// many rows, how many leased, and its head row's state. Grouped through the active-rows index.
+const LANES_SQL: &str = "WITH active AS (
+       SELECT queue, key, COUNT(*) AS rows, SUM(state = 'leased') AS leased, MIN(id) AS head
+       FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue, key
+     )
+     SELECT a.queue, a.key, a.rows, a.leased, h.id, h.attempts, h.next_attempt_at,
+            h.last_error, h.created_at
+     FROM active a JOIN queue_rows h ON h.id = a.head
+     ORDER BY a.head LIMIT :limit";
+
+/// The text a throttled row's last error starts with (the far end said "not now").
+pub const THROTTLED: &str = "throttled: ";
+/// The text an unreachable far end's row's last error starts with (nothing was sent).
+pub const UNREACHABLE: &str = "unreachable: ";
+
+/// One key's unfinished rows: what the dashboard shows as a lane.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Lane {
+    pub queue: QueueName,
+    pub key: String,
+    pub rows: i64,
+    pub leased: i64,
+    pub head_id: i64,
+    pub head_attempts: u32,
+    pub head_next_attempt_at: i64,
+    pub head_last_error: Option<String>,
+    pub head_created_at: i64,
+}
+
+impl Lane {
+    /// What the lane is doing at `now`: `delivering`, `due` (waiting for a worker), or
+    /// waiting until `head_next_attempt_at` because the far end was `throttled` or
+    /// `unreachable`, or the head failed (`backing off`; `blocked by a failing head` when rows
+    /// wait behind it).
+    pub fn state(&self, now: i64) -> &'static str {
+        let error = self.head_last_error.as_deref().unwrap_or_default();
+        match () {
+            _ if self.leased > 0 => "delivering",
+            _ if self.head_next_attempt_at <= now => "due",
+            _ if error.starts_with(THROTTLED) => "throttled",
+            _ if error.starts_with(UNREACHABLE) => "unreachable",
+            _ if self.rows > 1 => "blocked by a failing head",
+            _ => "backing off",
+        }
+    }
+}
+
+/// The lanes, oldest head first, at most `limit`.
+pub(crate) fn lanes(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<Lane>> {
+    let limit = limit as i64;
+    query_all(conn, LANES_SQL, named_params! {":limit": limit}, |r| {
+        Ok(Lane {
+            queue: r.get(0)?,
+            key: r.get(1)?,
+            rows: r.get(2)?,
+            leased: r.get(3)?,
+            head_id: r.get(4)?,
+            head_attempts: r.get(5)?,
+            head_next_attempt_at: r.get(6)?,
+            head_last_error: r.get(7)?,
+            head_created_at: r.get(8)?,
+        })
+    })
+}
+
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    LANES_SQL,
     DELIVERED_AFTER_SQL,
     COUNTS_SQL,
     OLDEST_PENDING_SQL,
@@ -275,3 +342,41 @@ pub(super) const STATEMENTS: &[&str] = &[
     ROW_DETAIL_SQL,
     STUCK_HEADS_SQL,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(rows: i64, leased: i64, due: i64, error: Option<&str>) -> Lane {
+        Lane {
+            queue: QueueName::Outbound,
+            key: "k".into(),
+            rows,
+            leased,
+            head_id: 1,
+            head_attempts: 1,
+            head_next_attempt_at: due,
+            head_last_error: error.map(str::to_string),
+            head_created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_lane_says_why_it_waits() {
+        let now = 1_000;
+        assert_eq!(lane(3, 1, 0, None).state(now), "delivering");
+        assert_eq!(lane(3, 0, now, Some("HTTP 500")).state(now), "due");
+        let throttled = format!("{THROTTLED}HTTP 429");
+        assert_eq!(lane(1, 0, 2_000, Some(&throttled)).state(now), "throttled");
+        let refused = format!("{UNREACHABLE}connection refused");
+        assert_eq!(lane(1, 0, 2_000, Some(&refused)).state(now), "unreachable");
+        assert_eq!(
+            lane(2, 0, 2_000, Some("HTTP 500")).state(now),
+            "blocked by a failing head"
+        );
+        assert_eq!(
+            lane(1, 0, 2_000, Some("HTTP 500")).state(now),
+            "backing off"
+        );
+    }
+}

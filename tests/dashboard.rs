@@ -1,0 +1,207 @@
+//! The dashboard in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! (chromedriver, through fantoccini) against a real `relayq serve`. A dead letter appears on
+//! the page, is retried from it and is seen delivered; untrusted text stays text.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use relayq_engine::QueueName;
+use serde_json::json;
+
+use crate::common::api::{free_port, send, Api};
+use crate::common::{wait_until, webhook_config, Endpoint, Reply};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const WAIT: Duration = Duration::from_secs(15);
+
+/// chromedriver on a free port, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        assert!(
+            Path::new(CHROMEDRIVER).exists() && Path::new(CHROMIUM).exists(),
+            "the dashboard test needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver (.ci/run does)"
+        );
+        let port = free_port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let url = format!("http://127.0.0.1:{port}");
+        let status = format!("{url}/status");
+        wait_until("chromedriver to answer", WAIT, || {
+            reqwest::blocking::get(&status).is_ok_and(|r| r.status().is_success())
+        });
+        Driver { child, url }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A headless Chromium session. The flags keep it off the network this machine does not have
+/// (background fetches would fail by the dozen) and in a profile of its own.
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1400,1000", format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a Chromium session")
+}
+
+/// The text of the first element `css` finds, once it is there.
+async fn text_of(browser: &Client, css: &str) -> String {
+    let found = browser
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await;
+    found
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Clicks the element `css` finds, once it is there.
+async fn click(browser: &Client, css: &str) {
+    let found = browser
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await;
+    found
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until `css` finds `text`.
+async fn wait_text(browser: &Client, css: &str, text: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let now = match browser.find(Locator::Css(css)).await {
+            Ok(e) => e.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if now == text {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{css} shows {now:?}, not {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_delivered() {
+    let accept = Arc::new(AtomicBool::new(false));
+    let open = accept.clone();
+    let hook = Endpoint::start(move |_| match open.load(Ordering::SeqCst) {
+        true => Reply::status(200),
+        false => Reply::status(404),
+    });
+    let api = Api::start(webhook_config(&hook.url).set("daemon", "shutdown_grace = \"5s\""));
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The browser is driven async; the API and the database are used between its steps
+    // (the blocking client may not run inside the runtime).
+    let rt = &runtime;
+    let browser = rt.block_on(browser(&driver, profile.path()));
+    rt.block_on(browser.goto(&format!("{}/", api.base)))
+        .unwrap();
+    assert_eq!(
+        rt.block_on(text_of(&browser, "#queue-outbound td:first-child")),
+        "outbound"
+    );
+
+    // Markup in a destination is shown as text, never run or rendered.
+    let hostile = "<img src=x onerror=\"document.title='owned'\">";
+    let id = send(&api, hostile, "hello");
+    api.app.wait_state(QueueName::Outbound, id, "dead");
+    let row = format!("#dead-{id}");
+    let key = rt.block_on(text_of(&browser, &format!("{row} td.key")));
+    assert_eq!(key, json!(["hook", hostile]).to_string(), "the key as text");
+    let images = rt
+        .block_on(browser.find_all(Locator::Css("#dead img")))
+        .unwrap();
+    assert!(images.is_empty(), "no element was made from the key");
+    assert_ne!(rt.block_on(browser.title()).unwrap(), "owned");
+    let error = rt.block_on(text_of(&browser, &format!("{row} td.error")));
+    assert!(error.contains("404"), "the error is shown: {error}");
+
+    // Retried from the page: delivered, gone from the dead letters, counted.
+    accept.store(true, Ordering::SeqCst);
+    rt.block_on(click(&browser, &format!("{row} button.retry")));
+    api.app.wait_state(QueueName::Outbound, id, "delivered");
+    rt.block_on(wait_text(&browser, "#queue-outbound td.delivered", "1"));
+    rt.block_on(wait_text(&browser, "#queue-outbound td.dead", "0"));
+    assert!(
+        rt.block_on(browser.find(Locator::Css(&row))).is_err(),
+        "no longer dead"
+    );
+
+    // Another dead letter, left for the screenshot.
+    accept.store(false, Ordering::SeqCst);
+    let refused = send(&api, "chat-2", "refused");
+    api.app.wait_state(QueueName::Outbound, refused, "dead");
+    accept.store(true, Ordering::SeqCst);
+
+    // Pausing the outbound queue from the page holds a new message until resumed.
+    rt.block_on(click(&browser, "#queue-outbound button.pause"));
+    rt.block_on(text_of(&browser, "#queue-outbound button.resume"));
+    let held = send(&api, "chat-1", "held");
+    rt.block_on(wait_text(
+        &browser,
+        "#lanes tr[data-queue=outbound] .state",
+        "paused",
+    ));
+    assert_eq!(api.app.row(QueueName::Outbound, held).state, "pending");
+    rt.block_on(text_of(&browser, &format!("#dead-{refused}")));
+
+    // The README's screenshot: `RELAYQ_SCREENSHOT=docs/dashboard.png cargo test dashboard`.
+    let png = rt.block_on(browser.screenshot()).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    if let Ok(path) = std::env::var("RELAYQ_SCREENSHOT") {
+        std::fs::write(path, &png).unwrap();
+    }
+    rt.block_on(click(&browser, "#queue-outbound button.resume"));
+    api.app.wait_state(QueueName::Outbound, held, "delivered");
+    rt.block_on(browser.close()).unwrap();
+    api.stop();
+}
