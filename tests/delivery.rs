@@ -127,10 +127,10 @@ line=$(cat); printf '%s\n' "$line" >> out.jsonl"#;
     let app = App::new(exec_config(script));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
-    wait_until("delivery", Duration::from_secs(15), || {
-        app.lines("out.jsonl").len() == 1
-    });
-    let row = app.inbound().state_of(id).unwrap().unwrap();
+    // The line is written before the command exits, and the delivery recorded after: wait for
+    // the record, not the line.
+    let row = app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
+    assert_eq!(app.lines("out.jsonl").len(), 1);
     assert_eq!((row.state.as_str(), row.attempts), ("delivered", 3));
     assert_eq!(
         row.last_error.as_deref(),
