@@ -11,6 +11,7 @@ mod delivery;
 mod hook;
 mod hook_processing;
 mod http;
+mod openapi;
 mod outbound;
 mod platforms;
 mod recovery;

@@ -11,8 +11,10 @@ use relayq_engine::{QueueName, RowDetail};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::openapi::{BodyRefusals, Bulk, ErrorBody, Refusals};
 use super::{body, Api, ApiError};
 use crate::dead_letters::{self, DeadError, DeadFilter};
+use utoipa::{IntoParams, ToSchema};
 
 /// The most rows one page holds.
 const MAX_PAGE: usize = 1000;
@@ -25,17 +27,27 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 
 /// `GET /v1/dead?queue=&key=&reason=&older_than=&limit=&after=`: oldest first; `after` is the
 /// last id of the previous page (`next_after` in its answer).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    #[param(value_type = Option<super::openapi::Queue>)]
     queue: Option<QueueName>,
+    /// A session, or an outbound destination as the list shows it.
     key: Option<String>,
+    /// Text the reason or the last error contains.
     reason: Option<String>,
+    /// Died longer ago than this (`90s`, `1h`, `2d`).
     #[serde(default, with = "humantime_serde")]
+    #[param(value_type = Option<String>)]
     older_than: Option<Duration>,
+    /// Rows on a page, 1 to 1000 (100).
     #[serde(default = "default_page")]
+    #[param(value_type = Option<usize>)]
     limit: usize,
+    /// The last id of the previous page (its `next_after`).
     #[serde(default)]
+    #[param(value_type = Option<i64>)]
     after: i64,
 }
 
@@ -45,15 +57,18 @@ fn default_page() -> usize {
 
 /// `POST /v1/dead/retry` and `/v1/dead/purge`: `ids`, or filters (rows matching every one
 /// given), or `all: true`; nothing chosen is refused rather than taken as "every row".
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BulkRequest {
+pub(super) struct BulkRequest {
     #[serde(default)]
     ids: Vec<i64>,
+    #[schema(value_type = Option<super::openapi::Queue>)]
     queue: Option<QueueName>,
     key: Option<String>,
     reason: Option<String>,
+    /// Died longer ago than this (`90s`, `1h`, `2d`).
     #[serde(default, with = "humantime_serde")]
+    #[schema(value_type = Option<String>)]
     older_than: Option<Duration>,
     #[serde(default)]
     all: bool,
@@ -86,7 +101,12 @@ impl BulkRequest {
     }
 }
 
-async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/dead", tag = "dead letters", operation_id = "list_dead", params(ListQuery),
+    responses((status = 200, description = "A page of dead letters, oldest first: `rows`, `total`, `next_after`", body = Object), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let q: ListQuery = body::query(&req)?;
     if !(1..=MAX_PAGE).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_PAGE}")).with_field("limit"));
@@ -118,7 +138,16 @@ async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, Api
     })))
 }
 
-async fn retry(
+#[utoipa::path(
+    post, path = "/v1/dead/retry", tag = "dead letters", operation_id = "retry_dead", request_body = BulkRequest,
+    responses(
+        (status = 200, description = "Pending again, each destination's rows in their original order", body = Bulk),
+        (status = 409, description = "`not_dead`: an id is not a dead row; `out_of_order`: a later message was delivered (`force`)", body = ErrorBody),
+        BodyRefusals, Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn retry(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,
@@ -155,7 +184,16 @@ async fn retry(
     })))
 }
 
-async fn purge(
+#[utoipa::path(
+    post, path = "/v1/dead/purge", tag = "dead letters", operation_id = "purge_dead", request_body = BulkRequest,
+    responses(
+        (status = 200, description = "Deleted (or, with `dry_run`, what would be)", body = Bulk),
+        (status = 409, description = "`not_dead`: an id is not a dead row", body = ErrorBody),
+        BodyRefusals, Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn purge(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,

@@ -4,6 +4,7 @@
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
+use super::openapi::ErrorBody;
 use super::Api;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -11,11 +12,24 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/readyz", web::get().to(readyz));
 }
 
-async fn healthz() -> HttpResponse {
+#[utoipa::path(
+    get, path = "/healthz", tag = "meta",
+    responses((status = 200, description = "The process answers (no token needed)", body = Object))
+)]
+pub(super) async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-async fn readyz(api: web::Data<Api>) -> HttpResponse {
+#[utoipa::path(
+    get, path = "/readyz", tag = "meta",
+    responses(
+        (status = 200, description = "Ready: the database takes writes, every channel is ready, not stopping", body = Object),
+        (status = 503, description = "Not ready, and the `reasons`", body = Object),
+        (status = 401, description = "The token is missing", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn readyz(api: web::Data<Api>) -> HttpResponse {
     let mut reasons = Vec::new();
     if api.is_stopping() {
         reasons.push("the daemon is stopping".to_string());

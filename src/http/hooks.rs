@@ -13,19 +13,34 @@ use relayq_engine::hooks::{self, Received};
 use relayq_engine::Agent;
 use serde::Deserialize;
 
+use super::openapi::{BodyRefusals, ErrorBody, Refusals};
 use super::{body, Api, ApiError};
+use utoipa::IntoParams;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/hooks/{agent}", web::post().to(record));
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct HookQuery {
+#[into_params(parameter_in = Query)]
+pub(super) struct HookQuery {
+    /// Overrides the agent's session id, as `RELAYQ_SESSION` does for `relayq hook`.
     session: Option<String>,
 }
 
-async fn record(
+#[utoipa::path(
+    post, path = "/v1/hooks/{agent}", tag = "hooks", operation_id = "record_hook",
+    params(("agent" = super::openapi::AgentName, Path), HookQuery),
+    request_body(content = Object, description = "The agent's hook payload, as it comes"),
+    responses(
+        (status = 204, description = "Stored (or not an event relayq forwards)"),
+        (status = 404, description = "Not an agent relayq knows", body = ErrorBody),
+        BodyRefusals, Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn record(
     api: web::Data<Api>,
     agent: web::Path<String>,
     req: HttpRequest,

@@ -9,8 +9,10 @@ use relayq_engine::QueueName;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::openapi::Refusals;
 use super::{body, Api, ApiError};
 use crate::output::with_times;
+use utoipa::IntoParams;
 
 /// The most lanes one answer holds.
 const MAX_LANES: usize = 1000;
@@ -19,10 +21,13 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/lanes", web::get().to(lanes));
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct LanesQuery {
+#[into_params(parameter_in = Query)]
+pub(super) struct LanesQuery {
+    /// At most this many lanes, 1 to 1000 (200).
     #[serde(default = "default_limit")]
+    #[param(value_type = Option<usize>)]
     limit: usize,
 }
 
@@ -30,7 +35,12 @@ fn default_limit() -> usize {
     200
 }
 
-async fn lanes(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/lanes", tag = "rows", params(LanesQuery),
+    responses((status = 200, description = "Every session and destination with unfinished rows, and its `state`", body = Vec<Object>), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn lanes(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let q: LanesQuery = body::query(&req)?;
     if !(1..=MAX_LANES).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_LANES}")).with_field("limit"));

@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use relayq_engine::{Engine, EngineError, QueueName};
 
+use super::openapi::Refusals;
 use super::{Api, ApiError};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -60,7 +61,15 @@ fn read(engine: &Engine) -> Result<Stored, EngineError> {
     })
 }
 
-async fn metrics(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/metrics", tag = "meta",
+    responses(
+        (status = 200, description = "Prometheus metrics (OpenMetrics text)", content_type = "application/openmetrics-text", body = String),
+        Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn metrics(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let stored = web::block(move || read(&engine)).await??;
     let mut registry = Registry::with_prefix("relayq");

@@ -16,6 +16,7 @@
 //!   already written (its id), 400 with what to fix, 429 queue full (nothing written).
 //! - `GET /v1/messages/{id}`: one row's story, as `relayq show --json`.
 //! - `GET /v1/status`: as `relayq status --json`.
+//! - `GET /v1/openapi.json`: this API as OpenAPI, generated from the handlers.
 //! - `GET /v1/dead` (filters, pages), `POST /v1/dead/retry`, `POST /v1/dead/purge` (by ids,
 //!   filters or `all`, with `dry_run`): as `relayq dead`.
 //! - `GET /v1/sessions`, `POST /v1/sessions/{session}/expire`: as `relayq session`.
@@ -33,6 +34,7 @@ mod health;
 mod hooks;
 mod lanes;
 mod metrics;
+mod openapi;
 mod pauses;
 mod sessions;
 mod v1;

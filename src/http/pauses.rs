@@ -8,8 +8,10 @@ use relayq_engine::QueueName;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::openapi::{BodyRefusals, Refusals};
 use super::{body, Api, ApiError};
 use crate::commands::status::pause_json;
+use utoipa::ToSchema;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/pauses", web::get().to(list))
@@ -18,10 +20,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// `{"queue": "outbound", "key": "[\"tg\",\"42\"]"}`; without `key`, the whole queue.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Target {
+pub(super) struct Target {
+    #[schema(value_type = super::openapi::Queue)]
     queue: QueueName,
+    /// One key of it (a session, a destination); without it, the whole queue.
     key: Option<String>,
 }
 
@@ -37,14 +41,24 @@ impl Target {
     }
 }
 
-async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/pauses", tag = "pauses", operation_id = "list_pauses",
+    responses((status = 200, description = "Every pause; `key` null for a whole queue", body = Vec<Object>), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let pauses = web::block(move || engine.pauses()).await??;
     let pauses: Vec<_> = pauses.iter().map(pause_json).collect();
     Ok(HttpResponse::Ok().json(pauses))
 }
 
-async fn pause(
+#[utoipa::path(
+    post, path = "/v1/pause", tag = "pauses", request_body = Target,
+    responses((status = 200, description = "Paused (kept across a restart)", body = Object), BodyRefusals, Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn pause(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,
@@ -56,7 +70,12 @@ async fn pause(
 }
 
 /// Answers `was_paused: false` for what was not paused (resuming is idempotent).
-async fn resume(
+#[utoipa::path(
+    post, path = "/v1/resume", tag = "pauses", request_body = Target,
+    responses((status = 200, description = "Resumed; `was_paused` false when it was not", body = Object), BodyRefusals, Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn resume(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,

@@ -4,6 +4,7 @@
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
+use super::openapi::Refusals;
 use super::{Api, ApiError};
 use crate::commands::session;
 
@@ -12,7 +13,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/sessions/{session}/expire", web::post().to(expire));
 }
 
-async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/sessions", tag = "sessions", operation_id = "list_sessions",
+    responses((status = 200, description = "As `relayq session list --json`", body = Vec<Object>), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let sessions = web::block(move || engine.sessions()).await??;
     let sessions: Vec<_> = sessions.iter().map(session::record_json).collect();
@@ -21,7 +27,16 @@ async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
 
 /// Answers how many pending messages were expired (0 for a session with none, or unknown:
 /// expiring is idempotent).
-async fn expire(api: web::Data<Api>, session: web::Path<String>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    post, path = "/v1/sessions/{session}/expire", tag = "sessions", operation_id = "expire_session",
+    params(("session" = String, Path, description = "The session id")),
+    responses((status = 200, description = "`session` and how many pending messages `expired`", body = Object), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn expire(
+    api: web::Data<Api>,
+    session: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     if session.trim().is_empty() {
         return Err(ApiError::invalid("the session id is empty").with_field("session"));
     }

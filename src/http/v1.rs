@@ -8,8 +8,10 @@ use relayq_engine::outbound::Kind;
 use relayq_engine::{Enqueued, InboundMessage, MessageType, OutboundMessage};
 use serde::{Deserialize, Serialize};
 
+use super::openapi::{BodyRefusals, ErrorBody, Refusals, Written};
 use super::{body, Api, ApiError};
 use crate::commands::{show, status};
+use utoipa::ToSchema;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/inbound", web::post().to(enqueue_inbound))
@@ -20,18 +22,23 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .configure(super::sessions::routes)
         .configure(super::hooks::routes)
         .configure(super::pauses::routes)
-        .configure(super::lanes::routes);
+        .configure(super::lanes::routes)
+        .configure(super::openapi::routes);
 }
 
 /// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON. Not `InboundMessage`
 /// itself: that type reads stored payloads and so tolerates unknown fields, where a request
 /// with a misspelt field must be refused.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct InboundRequest {
+pub(super) struct InboundRequest {
+    /// The agent session to deliver to.
     session: String,
+    /// Where the message came from (telegram, discord, terminal, ...).
     origin: String,
+    /// `text` (the default), `voice` or `file`.
     #[serde(rename = "type", default)]
+    #[schema(value_type = Option<super::openapi::MessageType>)]
     message_type: MessageType,
     #[serde(default)]
     content: String,
@@ -41,24 +48,40 @@ struct InboundRequest {
     actor_id: Option<String>,
     actor_name: Option<String>,
     actor_avatar_url: Option<String>,
+    /// Extra JSON handed to the channel with the message.
+    #[schema(value_type = Option<Object>)]
     payload: Option<serde_json::Value>,
 }
 
 /// `POST /v1/outbound`: `relayq enqueue outbound`'s fields, as JSON.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct OutboundRequest {
+pub(super) struct OutboundRequest {
+    /// A configured channel.
     channel: String,
+    /// The destination on it (a chat id, a channel id, a webhook's `to`).
     to: String,
     text: String,
+    /// `final` (the default), `block` or `tool`.
     #[serde(default)]
+    #[schema(value_type = Option<super::openapi::Kind>)]
     kind: Kind,
     idempotency_key: Option<String>,
     thread: Option<String>,
     reply_to: Option<String>,
 }
 
-async fn enqueue_inbound(
+#[utoipa::path(
+    post, path = "/v1/inbound", tag = "enqueue", request_body = InboundRequest,
+    responses(
+        (status = 201, description = "Written", body = Written),
+        (status = 200, description = "A duplicate: the row written before", body = Written),
+        (status = 429, description = "The queue or the session is full: nothing was written", body = ErrorBody),
+        BodyRefusals, Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn enqueue_inbound(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,
@@ -81,7 +104,17 @@ async fn enqueue_inbound(
     Ok(written(&enqueued, &enqueued))
 }
 
-async fn enqueue_outbound(
+#[utoipa::path(
+    post, path = "/v1/outbound", tag = "enqueue", request_body = OutboundRequest,
+    responses(
+        (status = 201, description = "Written (as parts when the text is over the channel's limit)", body = Written),
+        (status = 200, description = "A duplicate (same idempotency key): the row written before", body = Written),
+        (status = 429, description = "The queue or the destination is full: nothing was written", body = ErrorBody),
+        BodyRefusals, Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn enqueue_outbound(
     api: web::Data<Api>,
     req: HttpRequest,
     payload: web::Payload,
@@ -108,7 +141,20 @@ fn written(enqueued: &Enqueued, body: &impl Serialize) -> HttpResponse {
     HttpResponse::build(status).json(body)
 }
 
-async fn message(api: web::Data<Api>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/messages/{id}", tag = "rows",
+    params(("id" = i64, Path, description = "A row id")),
+    responses(
+        (status = 200, description = "The row, every field, as `relayq show --json`", body = Object),
+        (status = 404, description = "No such row", body = ErrorBody),
+        Refusals,
+    ),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn message(
+    api: web::Data<Api>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id: i64 = id.parse().map_err(|_| {
         ApiError::invalid(format!("{id:?} is not a row id; ids are whole numbers")).with_field("id")
     })?;
@@ -122,7 +168,12 @@ async fn message(api: web::Data<Api>, id: web::Path<String>) -> Result<HttpRespo
     }
 }
 
-async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get, path = "/v1/status", tag = "rows",
+    responses((status = 200, description = "As `relayq status --json`", body = Object), Refusals),
+    security((), ("bearer" = []))
+)]
+pub(super) async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let status = web::block(move || status::Status::read(&engine)).await??;
     Ok(HttpResponse::Ok().json(status.json()))
