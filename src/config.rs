@@ -393,6 +393,14 @@ impl Config {
             key: key.into(),
             message,
         };
+        for (name, source) in &self.sources {
+            if source.pushed() && !self.http.enabled {
+                return Err(err(
+                    &format!("sources.{name}.mode"),
+                    "takes pushes from its platform at the HTTP API (POST /v1/ingress/NAME), which is off: set [http] enabled = true".into(),
+                ));
+            }
+        }
         let q = &self.queues;
         for (name, policy) in [
             ("inbound", &q.inbound),

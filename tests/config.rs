@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-use crate::common::{assert_usage_error, App};
+use crate::common::{assert_usage_error, App, Config};
 
 /// `relayq ARGS` with `env` added to its environment.
 fn run_with(app: &App, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -74,4 +74,41 @@ headers = { Authorization = "Bearer t0k3n-s3cr3t" }
     );
     assert!(!shown.contains("t0k3n-s3cr3t"), "{shown}");
     assert!(shown.contains("********"), "{shown}");
+}
+
+#[test]
+fn a_source_the_platform_pushes_to_needs_the_http_api_on() {
+    let pushed = Config::default().table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "signing_secret = \"s\"",
+            "allowed_users = [\"U1\"]",
+            "channels = { C1 = \"agent\" }",
+        ],
+    );
+    let app = App::new(pushed.clone());
+    assert_usage_error(
+        &app.run(&["config", "check"]),
+        "sources.team.mode: takes pushes from its platform at the HTTP API",
+    );
+    let app = App::new(pushed.set("http", "enabled = true"));
+    let out = app.run(&["config", "check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Telegram's webhook mode needs its secret.
+    let app = App::new(Config::default().set("http", "enabled = true").table(
+        "sources.bot",
+        &[
+            "kind = \"telegram\"",
+            "token = \"1:x\"",
+            "allowed_users = [1]",
+            "chats = { \"1\" = \"a\" }",
+            "mode = \"webhook\"",
+        ],
+    ));
+    assert_usage_error(&app.run(&["config", "check"]), "webhook_secret");
 }

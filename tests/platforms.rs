@@ -447,3 +447,92 @@ fn slack_finds_a_send_cut_by_a_crash_by_its_metadata_instead_of_sending_it_again
         );
     });
 }
+
+/// Slack's Events API: url_verification answered, a signed message committed before the 200
+/// and delivered, Slack's retry of it (`X-Slack-Retry-Num`) a duplicate, a bad signature 401.
+#[test]
+fn slack_events_are_verified_committed_before_the_200_and_their_retries_are_duplicates() {
+    use relayq_actors::sources::slack::sign;
+    const SECRET: &str = "slack-signing-secret";
+    let port = crate::common::api::free_port();
+    let config = crate::common::file_config()
+        .set("http", "enabled = true")
+        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+        .table(
+            "sources.team",
+            &[
+                "kind = \"slack\"",
+                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+                "allowed_users = [\"U0ALICE\"]",
+                "channels = { C0DEV = \"alice\" }",
+            ],
+        );
+    let app = App::new(config);
+    let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
+    let client = reqwest::blocking::Client::new();
+    let post = |body: &serde_json::Value, secret: &str, retry: Option<&str>| {
+        let body = body.to_string();
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let mut request = client
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .header("X-Slack-Request-Timestamp", ts.to_string())
+            .header("X-Slack-Signature", sign(secret, ts, body.as_bytes()));
+        if let Some(n) = retry {
+            request = request
+                .header("X-Slack-Retry-Num", n)
+                .header("X-Slack-Retry-Reason", "http_timeout");
+        }
+        request.body(body).send().unwrap()
+    };
+    let rows = || {
+        app.engine()
+            .counts()
+            .unwrap()
+            .iter()
+            .filter(|c| c.queue == "inbound")
+            .map(|c| c.count)
+            .sum::<i64>()
+    };
+
+    let challenge = json!({"token": "x", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
+    let answer = post(&challenge, SECRET, None);
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.json::<serde_json::Value>().unwrap()["challenge"],
+        challenge["challenge"]
+    );
+
+    let event = json!({
+        "token": "x", "team_id": "T0TEAM", "api_app_id": "A0APP", "type": "event_callback",
+        "event_id": "Ev0MESSAGE", "event_time": 1767225600,
+        "event": {"type": "message", "channel": "C0DEV", "user": "U0ALICE", "text": "run the tests",
+                  "ts": "1767225600.000100", "channel_type": "channel"},
+    });
+    assert_eq!(post(&event, "not-the-secret", None).status(), 401);
+    assert_eq!(rows(), 0, "an unsigned event writes nothing");
+
+    assert_eq!(post(&event, SECRET, None).status(), 200);
+    assert_eq!(rows(), 1, "committed before the 200");
+    assert_eq!(post(&event, SECRET, Some("1")).status(), 200);
+    assert_eq!(post(&event, SECRET, Some("2")).status(), 200);
+    assert_eq!(rows(), 1, "Slack's retries are duplicates");
+
+    crate::common::wait_until("delivered", Duration::from_secs(10), || {
+        app.lines("out.jsonl").len() == 1
+    });
+    let line = &app.lines("out.jsonl")[0];
+    assert_eq!(
+        (
+            line["session"].as_str(),
+            line["content"].as_str(),
+            line["origin"].as_str()
+        ),
+        (Some("alice"), Some("run the tests"), Some("slack:team"))
+    );
+    daemon.stop();
+}

@@ -318,3 +318,86 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
         json!({"origin": "telegram:telegram", "chat": ALICE.to_string(), "thread": null})
     );
 }
+
+/// The update of `tests/fixtures/telegram/update_text.json`, as Telegram posts it.
+fn fixture_update() -> serde_json::Value {
+    let text = std::fs::read_to_string("tests/fixtures/telegram/update_text.json").unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn in_webhook_mode_an_update_is_committed_before_the_200_and_survives_a_kill_9_right_after() {
+    let fake = FakeTelegram::start(TOKEN);
+    let port = crate::common::api::free_port();
+    let config = source_config(&fake)
+        .set("sources.bot", "mode = \"webhook\"")
+        .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
+        .set(
+            "sources.bot",
+            "webhook_url = \"https://relayq.example/v1/ingress/bot\"",
+        )
+        .set("http", "enabled = true")
+        .set("http", &format!("listen = \"127.0.0.1:{port}\""));
+    let app = App::new(config);
+    let env = [("BOT_TOKEN", TOKEN), ("HOOK_SECRET", "s3cret_hook-1")];
+    let mut daemon = app.serve_with_env(&env);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/bot");
+    let client = reqwest::blocking::Client::new();
+    wait_until("the webhook registered", WAIT, || {
+        !fake.webhooks().is_empty()
+    });
+    let registered = &fake.webhooks()[0];
+    assert_eq!(
+        (&registered["url"], &registered["secret_token"]),
+        (
+            &json!("https://relayq.example/v1/ingress/bot"),
+            &json!("s3cret_hook-1")
+        )
+    );
+    let try_push = |secret: &str, update: &serde_json::Value| {
+        client
+            .post(&url)
+            .header("X-Telegram-Bot-Api-Secret-Token", secret)
+            .json(update)
+            .send()
+    };
+    let push = |secret: &str, update: &serde_json::Value| try_push(secret, update).unwrap();
+    let rows = |app: &App| {
+        app.engine()
+            .counts()
+            .unwrap()
+            .iter()
+            .filter(|c| c.queue == "inbound")
+            .map(|c| c.count)
+            .sum::<i64>()
+    };
+
+    // Without the secret (or with another), nothing is written.
+    let update = fixture_update();
+    assert_eq!(push("guess", &update).status(), 401);
+    assert_eq!(rows(&app), 0);
+
+    // 200 means committed: the row is on disk before the answer, and a kill -9 right after
+    // the answer loses nothing.
+    let answer = push("s3cret_hook-1", &update);
+    assert_eq!(answer.status(), 200);
+    assert_eq!(rows(&app), 1, "committed before the 200");
+    daemon.signal("KILL");
+    let daemon = app.serve_with_env(&env);
+    wait_until("delivered after the restart", WAIT, || {
+        app.lines("out.jsonl").len() == 1
+    });
+    let line = &app.lines("out.jsonl")[0];
+    assert_eq!(
+        (line["session"].as_str(), line["content"].as_str()),
+        (Some("alice"), Some("please run the tests again"))
+    );
+
+    // Telegram's retry of an update it saw no answer to is a duplicate, not a second row.
+    wait_until("the API back", WAIT, || {
+        try_push("s3cret_hook-1", &update).is_ok_and(|r| r.status() == 200)
+    });
+    assert_eq!(rows(&app), 1, "the retry wrote nothing");
+    assert!(fake.polls().is_empty(), "no getUpdates in webhook mode");
+    daemon.stop();
+}

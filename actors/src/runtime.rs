@@ -3,6 +3,7 @@
 //! Rust programs that embed relayq (see `examples/`) both start relayq through this.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -20,7 +21,7 @@ use crate::hook_claimer::HookClaimer;
 use crate::lifecycle::{Shutdown, Stop};
 use crate::outbound_sender::OutboundSender;
 use crate::recovery::RecoveryActor;
-use crate::sources::SourceSpec;
+use crate::sources::{PushSource, SourceSpec};
 use crate::store::Store;
 use crate::supervisor::{
     Enqueue, ExpireSession, Resume, SessionChannels, SetSessionChannels, SupervisorActor,
@@ -203,7 +204,9 @@ impl RelayqBuilder {
         } else {
             None
         };
-        let running_sources = start_sources(&sources, &store, &supervisor, &known_channels);
+        let ingress = Ingress::default();
+        let running_sources =
+            start_sources(&sources, &store, &supervisor, &known_channels, &ingress);
         Ok(Relayq {
             handle: RelayqHandle {
                 max_body_bytes: config.max_body_bytes,
@@ -212,6 +215,7 @@ impl RelayqBuilder {
                 sender,
                 channels: known_channels,
                 wakers,
+                ingress,
             },
             config,
             sources: std::sync::Mutex::new(running_sources),
@@ -288,7 +292,13 @@ impl Relayq {
         h.supervisor
             .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.
-        let started = start_sources(&reload.sources, &h.store, &h.supervisor, &h.channels);
+        let started = start_sources(
+            &reload.sources,
+            &h.store,
+            &h.supervisor,
+            &h.channels,
+            &h.ingress,
+        );
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
@@ -346,15 +356,25 @@ fn start_sources(
     store: &Store,
     supervisor: &Addr<SupervisorActor>,
     channels: &ChannelDirectory,
+    ingress: &Ingress,
 ) -> Vec<Recipient<Stop>> {
-    sources
+    let mut pushed = std::collections::BTreeMap::new();
+    let running = sources
         .iter()
-        .map(|(name, spec)| {
+        .filter_map(|(name, spec)| {
+            if let Some(source) = spec.push_source() {
+                pushed.insert(name.clone(), source);
+            }
             let budget = spec.reply_channel.as_ref().and_then(|c| channels.pacer(c));
             spec.start(name, store.clone(), supervisor.clone().recipient(), budget)
         })
-        .collect()
+        .collect();
+    *ingress.write().expect("ingress lock") = pushed;
+    running
 }
+
+/// The sources the platform pushes to, by name, for `POST /v1/ingress/NAME`.
+type Ingress = Arc<std::sync::RwLock<std::collections::BTreeMap<String, Arc<dyn PushSource>>>>;
 
 /// Every channel the session_channels and the routes name must be one of `configured`.
 fn check_channels(
@@ -392,6 +412,7 @@ pub struct RelayqHandle {
     sender: Addr<OutboundSender>,
     channels: ChannelDirectory,
     wakers: Wakers,
+    ingress: Ingress,
 }
 
 impl RelayqHandle {
@@ -530,6 +551,15 @@ impl RelayqHandle {
     /// say), as a wake datagram from another process would.
     pub fn wake(&self, queue: QueueName, key: &str) {
         self.wakers.wake(queue, key);
+    }
+
+    /// The source `name`, when its platform pushes to relayq (a webhook).
+    pub fn push_source(&self, name: &str) -> Option<Arc<dyn PushSource>> {
+        self.ingress
+            .read()
+            .expect("ingress lock")
+            .get(name)
+            .cloned()
     }
 
     /// The channels, their readiness and pauses.

@@ -18,7 +18,8 @@ use super::error::ApiError;
 pub struct Token(pub Option<Secret>);
 
 /// Paths anyone may ask: a liveness probe carries no credentials, and the dashboard's files
-/// hold no data (the page asks for the token and sends it with every API call).
+/// hold no data (the page asks for the token and sends it with every API call). Pushes under
+/// `/v1/ingress/` prove they come from their platform instead (see `ingress`).
 const OPEN: &[&str] = &["/healthz", "/", "/dashboard.js", "/dashboard.css"];
 
 pub async fn require_token(
@@ -29,7 +30,7 @@ pub async fn require_token(
     let Some(expected) = &token.0 else {
         return Ok(next.call(req).await?.map_into_left_body());
     };
-    if OPEN.contains(&req.path()) {
+    if OPEN.contains(&req.path()) || req.path().starts_with(super::ingress::PREFIX) {
         return Ok(next.call(req).await?.map_into_left_body());
     }
     let given = req

@@ -22,6 +22,7 @@
 //! - `GET /v1/sessions`, `POST /v1/sessions/{session}/expire`: as `relayq session`.
 //! - `POST /v1/hooks/{agent}`: an agent's hook event, as `relayq hook` takes it.
 //! - `GET /v1/lanes`: every session and destination with unfinished rows, and its state.
+//! - `POST /v1/ingress/{source}`: a platform's push (Telegram webhook, Slack Events API).
 //! - `GET /v1/pauses`, `POST /v1/pause`, `POST /v1/resume`: hold a queue or one key.
 
 mod auth;
@@ -32,6 +33,7 @@ mod dead;
 mod error;
 mod health;
 mod hooks;
+mod ingress;
 mod lanes;
 mod metrics;
 mod openapi;

@@ -23,7 +23,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .configure(super::hooks::routes)
         .configure(super::pauses::routes)
         .configure(super::lanes::routes)
-        .configure(super::openapi::routes);
+        .configure(super::openapi::routes)
+        .configure(super::ingress::routes);
 }
 
 /// `POST /v1/inbound`: `relayq enqueue inbound`'s fields, as JSON. Not `InboundMessage`

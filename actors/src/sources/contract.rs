@@ -38,3 +38,56 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// from it and is dropped when it says wait, so it never delays an answer.
     fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<Pacer>>) {}
 }
+
+/// One request a platform pushed to relayq (`POST /v1/ingress/NAME`): its headers, names in
+/// lower case, and its body as it came (a signature covers the exact bytes).
+#[derive(Debug, Clone, Default)]
+pub struct Push {
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Push {
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a push carried: messages to enqueue (then answer 200), or an answer the platform
+/// expects at once (Slack's `url_verification` challenge).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pushed {
+    Messages(Vec<InboundMessage>),
+    Answer(serde_json::Value),
+}
+
+/// Why a push was not taken.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PushRefused {
+    /// It does not prove it comes from the platform (secret, signature, timestamp): 401.
+    #[error("{0}")]
+    NotThePlatform(String),
+    /// It cannot be read: 400 (the platform logs it; retrying cannot help).
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+/// A reading in progress.
+pub type Receive<'a> = Pin<Box<dyn Future<Output = Result<Pushed, PushRefused>> + 'a>>;
+
+/// A source the platform pushes to (a webhook) instead of one relayq fetches from. The HTTP
+/// API hands it each request; the messages it returns are committed before the platform is
+/// answered 200, so an answered push is never lost, and a platform's retry of a push it saw
+/// no answer to is a duplicate (the rows' dedup key is the platform's message id).
+pub trait PushSource: Send + Sync + 'static {
+    /// Checks the push comes from the platform, then reads it. `name` is the source's, from
+    /// `[sources.NAME]`.
+    fn receive<'a>(&'a self, name: &'a str, push: &'a Push) -> Receive<'a>;
+
+    /// Called once when the daemon starts the source (Telegram: `setWebhook`).
+    fn started(&self, _name: &str) {}
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::actor::SourceActor;
-use super::contract::Source;
+use super::contract::{PushSource, Source};
 use crate::channels::ChannelConfig;
 use crate::lifecycle::Stop;
 use crate::pacing::Pacer;
@@ -18,18 +18,22 @@ use crate::supervisor::EnqueueFrom;
 /// A kind of source as `config.toml` names it, implemented by the kind's `Config` in
 /// `sources/<kind>/`.
 pub trait SourceKind {
-    type Source: Source;
-
     /// Checks what the file alone can tell; the error names the key.
     fn check(&self) -> Result<(), SettingError> {
         Ok(())
     }
 
-    /// Makes the source, reading what comes from the daemon's environment.
-    fn build(&self) -> Result<Self::Source, SettingError>;
+    /// Makes the source, reading what comes from the daemon's environment: one relayq fetches
+    /// from ([`SourceSpec::of`]) or one the platform pushes to ([`SourceSpec::pushed`]).
+    fn build(&self) -> Result<SourceSpec, SettingError>;
 
     /// Makes relative paths relative to `base`, the config file's folder.
     fn resolve_paths(&mut self, _base: &Path) {}
+
+    /// Whether the platform pushes to relayq's HTTP API (a webhook) instead of being fetched.
+    fn pushed(&self) -> bool {
+        false
+    }
 
     /// How the sessions this source feeds answer its chats, if they can (`name` is the
     /// source's, from `[sources.NAME]`).
@@ -54,7 +58,7 @@ pub struct Replies {
 /// Checks, then builds the source a kind's settings describe.
 pub(super) fn spec<K: SourceKind>(kind: &K) -> Result<SourceSpec, SettingError> {
     kind.check()?;
-    kind.build().map(SourceSpec::of)
+    kind.build()
 }
 
 type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -> Recipient<Stop>
@@ -64,21 +68,45 @@ type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -
 /// How to run one named source.
 #[derive(Clone)]
 pub struct SourceSpec {
-    start: Arc<Start>,
+    run: Run,
     /// The channel that answers the source's chats, whose budget its cosmetic calls share.
     pub reply_channel: Option<String>,
+}
+
+#[derive(Clone)]
+enum Run {
+    /// Read by a [`SourceActor`].
+    Fetched(Arc<Start>),
+    /// Pushed to the HTTP API (`POST /v1/ingress/NAME`).
+    Pushed(Arc<dyn PushSource>),
 }
 
 impl SourceSpec {
     /// Runs `source` in a [`SourceActor`].
     pub fn of<S: Source>(source: S) -> Self {
         SourceSpec {
-            start: Arc::new(move |name, store, enqueue, budget| {
+            run: Run::Fetched(Arc::new(move |name, store, enqueue, budget| {
                 SourceActor::new(name, source.clone(), store, enqueue, budget)
                     .start()
                     .recipient()
-            }),
+            })),
             reply_channel: None,
+        }
+    }
+
+    /// A source the platform pushes to: the HTTP API hands it each push.
+    pub fn pushed(source: impl PushSource) -> Self {
+        SourceSpec {
+            run: Run::Pushed(Arc::new(source)),
+            reply_channel: None,
+        }
+    }
+
+    /// The push source, when the platform pushes.
+    pub fn push_source(&self) -> Option<Arc<dyn PushSource>> {
+        match &self.run {
+            Run::Pushed(source) => Some(source.clone()),
+            Run::Fetched(_) => None,
         }
     }
 
@@ -89,14 +117,20 @@ impl SourceSpec {
     }
 
     /// Starts the source's actor; it hands what it reads to `enqueue`. `budget`: the reply
-    /// channel's pacing.
+    /// channel's pacing. A pushed source has no actor: it is told it started.
     pub fn start(
         &self,
         name: &str,
         store: Store,
         enqueue: Recipient<EnqueueFrom>,
         budget: Option<Arc<Pacer>>,
-    ) -> Recipient<Stop> {
-        (self.start)(name.to_string(), store, enqueue, budget)
+    ) -> Option<Recipient<Stop>> {
+        match &self.run {
+            Run::Fetched(start) => Some(start(name.to_string(), store, enqueue, budget)),
+            Run::Pushed(source) => {
+                source.started(name);
+                None
+            }
+        }
     }
 }

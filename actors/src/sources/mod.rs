@@ -14,22 +14,31 @@
 //! neither loses a batch nor enqueues it twice; the platform is only told "confirmed" by the
 //! next fetch, which starts from the stored offset.
 //!
+//! A platform that pushes (a webhook: Telegram's webhook mode, Slack's Events API) has a
+//! [`PushSource`] instead, which the HTTP API hands each request to:
+//!
+//! ```text
+//!   platform ──POST /v1/ingress/NAME──▶ PushSource::receive (secret/signature, then parse)
+//!        ◀── 200 only after ── Enqueue each message ──▶ SupervisorActor ──▶ committed rows
+//! ```
+//!
 //! **Adding a kind**: create `sources/<kind>/mod.rs` with a `Config` implementing
-//! [`SourceKind`] and a type implementing [`Source`], then add one line to the `kinds!` list
-//! below; `[sources.NAME] kind = "<kind>"` selects it.
+//! [`SourceKind`] and a type implementing [`Source`] (or [`PushSource`]), then add one line to
+//! the `kinds!` list below; `[sources.NAME] kind = "<kind>"` selects it.
 
 mod actor;
 mod contract;
 mod kind;
 
 pub use actor::SourceActor;
-pub use contract::{Batch, Fetch, Source};
+pub use contract::{Batch, Fetch, Push, PushRefused, PushSource, Pushed, Receive, Source};
 pub use kind::{Replies, SourceKind, SourceSpec};
 
 crate::settings::kinds! {
     SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec, {
         Jsonl(jsonl),
+        Slack(slack),
         Telegram(telegram),
     }
-    forward { replies(name: &str) -> Option<Replies> }
+    forward { replies(name: &str) -> Option<Replies>, pushed() -> bool }
 }

@@ -41,6 +41,8 @@ struct State {
     send_failures: VecDeque<(u16, Value)>,
     /// file_id → (file_path, bytes).
     files: HashMap<String, (String, Vec<u8>)>,
+    /// `setWebhook` bodies; while the last one set a URL, `getUpdates` is refused (409).
+    webhooks: Vec<Value>,
 }
 
 impl FakeTelegram {
@@ -150,6 +152,19 @@ impl FakeTelegram {
     }
 
     /// The offsets the `getUpdates` calls so far asked for.
+    /// The `setWebhook` calls' bodies, in order.
+    pub fn webhooks(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().webhooks.clone()
+    }
+
+    fn webhook_set(&self) -> bool {
+        let state = self.shared.0.lock().unwrap();
+        state
+            .webhooks
+            .last()
+            .is_some_and(|w| w["url"].as_str().is_some_and(|u| !u.is_empty()))
+    }
+
     pub fn polls(&self) -> Vec<i64> {
         self.shared.0.lock().unwrap().polls.clone()
     }
@@ -209,7 +224,15 @@ impl FakeTelegram {
             "getMe" => ok(
                 json!({"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME}),
             ),
+            "getUpdates" if self.webhook_set() => (
+                409,
+                error(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"),
+            ),
             "getUpdates" => self.get_updates(&args),
+            "setWebhook" => {
+                self.shared.0.lock().unwrap().webhooks.push(args);
+                ok(json!(true))
+            }
             "sendMessage" => self.send_message(args),
             "sendChatAction" => {
                 self.shared.0.lock().unwrap().actions.push(args);

@@ -19,7 +19,7 @@ use relayq_engine::InboundMessage;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::{check_duration, resolve_path, SettingError};
-use crate::sources::{Batch, Fetch, Source, SourceKind};
+use crate::sources::{Batch, Fetch, Source, SourceKind, SourceSpec};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -52,8 +52,6 @@ impl Config {
 }
 
 impl SourceKind for Config {
-    type Source = JsonlSource;
-
     fn check(&self) -> Result<(), SettingError> {
         let range = (Duration::from_millis(10), Duration::from_secs(3600));
         check_duration("poll_interval", self.poll_interval, range, "")?;
@@ -66,10 +64,10 @@ impl SourceKind for Config {
         Ok(())
     }
 
-    fn build(&self) -> Result<JsonlSource, SettingError> {
-        Ok(JsonlSource {
+    fn build(&self) -> Result<SourceSpec, SettingError> {
+        Ok(SourceSpec::of(JsonlSource {
             config: Arc::new(self.clone()),
-        })
+        }))
     }
 
     fn resolve_paths(&mut self, base: &Path) {

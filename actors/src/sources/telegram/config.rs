@@ -8,11 +8,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::TelegramSource;
-use crate::channels::kit::secret::Secret;
+use crate::channels::kit::secret::{Secret, SecretSetting};
 use crate::channels::telegram::Config as BotConfig;
 use crate::channels::ChannelConfig;
 use crate::settings::{check_duration, resolve_path, SettingError};
-use crate::sources::{Replies, SourceKind};
+use crate::sources::{Replies, SourceKind, SourceSpec};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +57,33 @@ pub struct Config {
     /// Show "typing…" in the chat once its message is queued.
     #[serde(default = "default_typing")]
     pub typing: bool,
+    /// `poll` (the default): relayq asks with `getUpdates`. `webhook`: Telegram posts each
+    /// update to relayq's HTTP API (`POST /v1/ingress/NAME`, reachable from Telegram over
+    /// HTTPS, e.g. through a reverse proxy), proving it with `webhook_secret`.
+    #[serde(default)]
+    pub mode: Mode,
+    /// The secret Telegram sends with every webhook call (`X-Telegram-Bot-Api-Secret-Token`):
+    /// 1 to 256 of `A-Z a-z 0-9 _ -`. Required in webhook mode; better `webhook_secret_env`
+    /// or `webhook_secret_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// The public HTTPS address Telegram posts to; when set, relayq registers it (and the
+    /// secret) with `setWebhook` at start. Not set: register it yourself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+}
+
+/// How the Telegram source hears of new messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Poll,
+    Webhook,
 }
 
 fn api_url() -> String {
@@ -92,7 +119,35 @@ impl Config {
             download_dir: None,
             max_download_bytes: default_max_download_bytes(),
             typing: true,
+            mode: Mode::Poll,
+            webhook_secret: None,
+            webhook_secret_env: None,
+            webhook_secret_file: None,
+            webhook_url: None,
         }
+    }
+
+    fn webhook_secret_setting(&self) -> SecretSetting<'_> {
+        SecretSetting {
+            key: "webhook_secret",
+            inline: self.webhook_secret.as_ref(),
+            env: self.webhook_secret_env.as_deref(),
+            file: self.webhook_secret_file.as_deref(),
+        }
+    }
+
+    /// The webhook secret, read from where the settings say, checked as Telegram takes it.
+    pub fn webhook_secret(&self) -> Result<Secret, SettingError> {
+        let secret = self.webhook_secret_setting().resolve()?;
+        let value = secret.expose();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if value.len() > 256 || !value.chars().all(allowed) {
+            return Err(SettingError::new(
+                "webhook_secret",
+                "is not a secret Telegram takes: 1 to 256 of A-Z a-z 0-9 _ - (e.g. from `openssl rand -hex 32`)",
+            ));
+        }
+        Ok(secret)
     }
 
     /// The same bot as a channel: how the source reaches the API, and the reply channel made
@@ -109,7 +164,6 @@ impl Config {
 }
 
 impl SourceKind for Config {
-    type Source = TelegramSource;
 
     fn check(&self) -> Result<(), SettingError> {
         self.bot().check()?;
@@ -153,6 +207,24 @@ impl SourceKind for Config {
         let range = (Duration::from_secs(1), Duration::from_secs(50));
         let why = "a long poll; shorter polls only cost more requests";
         check_duration("poll_timeout", self.poll_timeout, range, why)?;
+        match self.mode {
+            Mode::Webhook => self.webhook_secret_setting().check()?,
+            Mode::Poll if self.webhook_url.is_some() => {
+                return Err(SettingError::new(
+                    "webhook_url",
+                    "is set but mode is \"poll\": set mode = \"webhook\" to have Telegram post updates",
+                ))
+            }
+            Mode::Poll => {}
+        }
+        if let Some(url) = &self.webhook_url {
+            if !url.starts_with("https://") {
+                return Err(SettingError::new(
+                    "webhook_url",
+                    format!("{url:?} is not an https:// address: Telegram posts only over HTTPS"),
+                ));
+            }
+        }
         if self.max_download_bytes == 0 {
             return Err(SettingError::new(
                 "max_download_bytes",
@@ -162,8 +234,16 @@ impl SourceKind for Config {
         Ok(())
     }
 
-    fn build(&self) -> Result<TelegramSource, SettingError> {
-        TelegramSource::new(self.clone())
+    fn build(&self) -> Result<SourceSpec, SettingError> {
+        let source = TelegramSource::new(self.clone())?;
+        Ok(match self.mode {
+            Mode::Poll => SourceSpec::of(source),
+            Mode::Webhook => SourceSpec::pushed(super::webhook::TelegramWebhook::new(
+                source,
+                self.webhook_secret()?,
+                self.webhook_url.clone(),
+            )),
+        })
     }
 
     fn resolve_paths(&mut self, base: &Path) {
@@ -173,6 +253,13 @@ impl SourceKind for Config {
         if let Some(dir) = &mut self.download_dir {
             resolve_path(dir, base);
         }
+        if let Some(file) = &mut self.webhook_secret_file {
+            resolve_path(file, base);
+        }
+    }
+
+    fn pushed(&self) -> bool {
+        self.mode == Mode::Webhook
     }
 
     fn replies(&self, name: &str) -> Option<Replies> {

@@ -18,6 +18,7 @@
 //! and network errors are failures of the fetch, retried from the same offset with backoff.
 
 mod config;
+mod webhook;
 #[cfg(test)]
 mod tests;
 
@@ -36,7 +37,8 @@ use crate::pacing::Pacer;
 use crate::settings::SettingError;
 use crate::sources::{Batch, Fetch, Source};
 
-pub use config::{Config, CHAT_PLACEHOLDER};
+pub use config::{Config, Mode, CHAT_PLACEHOLDER};
+pub use webhook::{TelegramWebhook, SECRET_HEADER};
 
 /// The origin of source `name`'s messages.
 pub fn origin(name: &str) -> String {

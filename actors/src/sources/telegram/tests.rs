@@ -34,7 +34,7 @@ fn config(fake: &FakeTelegram) -> Config {
 }
 
 fn started(config: Config) -> TelegramSource {
-    let mut source = config.build().unwrap();
+    let mut source = TelegramSource::new(config).unwrap();
     source.named("bot");
     source
 }
