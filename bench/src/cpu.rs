@@ -58,6 +58,24 @@ pub fn per_row(before: &Snapshot, after: &Snapshot, rows: usize) -> Vec<(&'stati
         .collect()
 }
 
+/// Prints each thread's CPU per row between two snapshots, by thread name (for finding where
+/// a flow's time goes; `RELAYQ_BENCH_THREADS=1`).
+pub fn print_threads(before: &Snapshot, after: &Snapshot, rows: usize) {
+    let mut by_name: HashMap<&str, u64> = HashMap::new();
+    for (tid, (name, ran)) in &after.0 {
+        let spent = ran.saturating_sub(before.0.get(tid).map_or(0, |(_, r)| *r));
+        *by_name.entry(name.as_str()).or_default() += spent;
+    }
+    let mut rows_by: Vec<_> = by_name.into_iter().collect();
+    rows_by.sort_by_key(|(_, ns)| std::cmp::Reverse(*ns));
+    for (name, ns) in rows_by {
+        eprintln!(
+            "  {name:<24} {:8.1} µs/row",
+            ns as f64 / 1000.0 / rows.max(1) as f64
+        );
+    }
+}
+
 /// The name of the no-op server's thread, so its time is told apart.
 pub const FAR_END: &str = "noop-server";
 

@@ -122,13 +122,24 @@ pub fn throughput_and_cpu(
     sessions: usize,
     sync: Synchronous,
 ) -> Result<(f64, Vec<(&'static str, f64)>)> {
+    throughput_windowed(n, sessions, sync, PRODUCER_WINDOW)
+}
+
+/// [`throughput_and_cpu`] with each producer keeping at most `window` enqueues in flight
+/// (1: each waits for its commit before the next, as an HTTP client on one connection does).
+pub fn throughput_windowed(
+    n: usize,
+    sessions: usize,
+    sync: Synchronous,
+    window: usize,
+) -> Result<(f64, Vec<(&'static str, f64)>)> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("relayq.db");
     actix_rt::System::new().block_on(async move {
         let mut flow = Flow::start(&db, sync, false).await?;
         let cpu_before = cpu::snapshot();
         let started = Instant::now();
-        spawn_producers(flow.runtime.supervisor(), n, sessions);
+        spawn_producers(flow.runtime.supervisor(), n, sessions, window);
         let order = flow.collect(n, |_| {}).await?;
         let secs = started.elapsed().as_secs_f64();
         let cpu = cpu::per_row(&cpu_before, &cpu::snapshot(), n);
@@ -144,16 +155,16 @@ pub fn throughput_and_cpu(
 const PRODUCER_WINDOW: usize = 64;
 
 /// One producer task per session, each enqueuing its session's share in order, up to
-/// `PRODUCER_WINDOW` in flight, each answered after its commit.
-fn spawn_producers(supervisor: Addr<SupervisorActor>, n: usize, sessions: usize) {
+/// `window` in flight, each answered after its commit.
+fn spawn_producers(supervisor: Addr<SupervisorActor>, n: usize, sessions: usize, window: usize) {
     let sessions = sessions.min(n);
     for s in 0..sessions {
         let supervisor = supervisor.clone();
         let count = n / sessions + usize::from(s < n % sessions);
         actix_rt::spawn(async move {
-            let mut in_flight = std::collections::VecDeque::with_capacity(PRODUCER_WINDOW);
+            let mut in_flight = std::collections::VecDeque::with_capacity(window);
             for seq in 0..count as u64 {
-                if in_flight.len() == PRODUCER_WINDOW {
+                if in_flight.len() == window {
                     answered(in_flight.pop_front()).await;
                 }
                 in_flight.push_back(supervisor.send(Enqueue(message(s, seq))));

@@ -6,6 +6,7 @@ mod cpu;
 mod effectum;
 mod flow;
 mod history;
+mod http;
 mod outbound;
 mod process;
 mod raw;
@@ -62,6 +63,9 @@ enum Scenario {
     /// 9: outbound through the webhook channel to a no-op HTTP server, and the send-started
     /// write's cost
     Outbound,
+    /// 10: the HTTP API: enqueue over HTTP from 100 keep-alive clients against in process, and
+    /// open-loop latency at 1 000 requests/s
+    Http,
     /// Not in `all`: relayq's throughput flows (S = 1, 100, 10 000, FULL) and the raw batched
     /// ceiling, printed and not written to the report, for measuring an engine change quickly
     Tune,
@@ -592,6 +596,84 @@ fn main() -> Result<()> {
             "outbound: enqueue → far end, full load".into(),
             paired.last_latencies,
         ));
+    }
+
+    if wants(Scenario::Http) {
+        let n = sizes.outbound_n;
+        let mut over_http = Vec::new();
+        let mut in_process = Vec::new();
+        let mut one_at_a_time = Vec::new();
+        let mut ratios = Vec::new();
+        for run in 1..=runs {
+            // In process first, then over HTTP: a pair measured minutes apart would compare
+            // the VM's drift as much as the API.
+            let direct = flow::throughput(n, http::CLIENTS, Synchronous::Normal)?;
+            let waiting = flow::throughput_windowed(n, http::CLIENTS, Synchronous::Normal, 1)?.0;
+            let api = http::throughput(n)?;
+            eprintln!(
+                "http run {run}: over HTTP {api:.0} msgs/s, in process {direct:.0} msgs/s ({:.0} %), in process one at a time {waiting:.0} msgs/s",
+                100.0 * api / direct
+            );
+            over_http.push(api);
+            in_process.push(direct);
+            one_at_a_time.push(waiting);
+            ratios.push(api / direct);
+        }
+        let mut p50 = Vec::new();
+        let mut p99 = Vec::new();
+        let mut last = Vec::new();
+        for run in 1..=runs {
+            let l = http::latency(1000, sizes.latency_secs)?;
+            let (a, b) = (percentile(&l, 50.0), percentile(&l, 99.0));
+            eprintln!("http latency run {run}: p50 {a:.2} ms p99 {b:.2} ms");
+            p50.push(a);
+            p99.push(b);
+            last = l;
+        }
+        let (ratio, mp99) = (median(&ratios), median(&p99));
+        report.sections.push(Section {
+            title: "10. The HTTP API".into(),
+            how: format!(
+                "{n} inbound messages enqueued with `POST /v1/inbound` by a load generator on its                  own thread (tokio, reqwest): {clients} clients, each its own keep-alive HTTP/1.1                  connection and its own session, sending its session's messages in order, the                  next after the 201; the API on actix-web's default 2 workers in front of the                  inbound flow of scenario 1 (no-op channel, synchronous = NORMAL); from the first                  request to the last delivery. Against that flow in process (S = {clients},                  producers calling the SupervisorActor), run just before each HTTP run; the                  target is checked on the median of the runs' ratios. Beside them, the same flow \
+                 in process with each producer waiting for each enqueue's commit before the \
+                 next, as a client on one connection must: what the HTTP clients' pattern \
+                 costs without HTTP. Latency: {rate} requests/s                  offered for {secs} s round-robin over the {clients} clients, each started on                  schedule (open loop); request start → delivered to the channel. The load                  generator shares the machine's 2 cores with relayq.",
+                clients = http::CLIENTS,
+                rate = 1000,
+                secs = sizes.latency_secs,
+            ),
+            checks: vec![
+                Check::at_least(
+                    "≥ 30 % of in-process throughput",
+                    ratio,
+                    0.3,
+                    format!("{:.0} %", 100.0 * ratio),
+                ),
+                Check::at_most("p99 ≤ 20 ms at 1 000 requests/s", mp99, 20.0, format!("{mp99:.2} ms")),
+            ],
+            figures: vec![
+                Figure::new("over HTTP, 100 clients", "msgs/s", over_http.clone()),
+                Figure::new("in process, S = 100, run beside", "msgs/s", in_process),
+                Figure::new(
+                    "in process, one enqueue in flight per session",
+                    "msgs/s",
+                    one_at_a_time,
+                ),
+                Figure::new(
+                    "HTTP / in process, run by run",
+                    "%",
+                    ratios.iter().map(|r| 100.0 * r).collect(),
+                ),
+                Figure::new("HTTP request → delivered, p50", "ms", p50),
+                Figure::new("HTTP request → delivered, p99", "ms", p99),
+            ],
+        });
+        report
+            .bars
+            .push(("HTTP API, 100 clients".into(), over_http));
+        report
+            .latencies
+            .push(("HTTP request → delivered, 1 000/s".into(), last));
     }
 
     let command = format!(
