@@ -7,16 +7,57 @@
 //! (that needs a CORS preflight, which this API never grants). Bodies of other types would let
 //! any page a user opens enqueue messages to their agents.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpRequest};
+use actix_web::{dev, web, FromRequest, HttpRequest};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use super::Api;
 
-pub async fn json<T: DeserializeOwned>(
+/// A handler's JSON body, read and checked as [`json`] reads it: `Body(request): Body<T>`.
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for Body<T> {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
+        let (req, payload) = (req.clone(), payload.take());
+        Box::pin(async move {
+            let limit = limit_of(&req);
+            json(&req, payload, limit).await.map(Body)
+        })
+    }
+}
+
+/// A handler's body as it came, checked as [`bytes`] checks it: `Raw(body): Raw`.
+pub struct Raw(pub web::BytesMut);
+
+impl FromRequest for Raw {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
+        let (req, payload) = (req.clone(), payload.take());
+        Box::pin(async move {
+            let limit = limit_of(&req);
+            bytes(&req, payload, limit).await.map(Raw)
+        })
+    }
+}
+
+fn limit_of(req: &HttpRequest) -> usize {
+    req.app_data::<web::Data<Api>>()
+        .map_or(0, |api| api.max_request_bytes)
+}
+
+async fn json<T: DeserializeOwned>(
     req: &HttpRequest,
-    payload: web::Payload,
+    payload: dev::Payload,
     limit: usize,
 ) -> Result<T, ApiError> {
     let body = bytes(req, payload, limit).await?;
@@ -43,9 +84,9 @@ pub fn query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
 }
 
 /// The body as it came, checked as [`json`] checks it, for routes that keep it as it is.
-pub async fn bytes(
+async fn bytes(
     req: &HttpRequest,
-    mut payload: web::Payload,
+    mut payload: dev::Payload,
     limit: usize,
 ) -> Result<web::BytesMut, ApiError> {
     let content_type = req

@@ -11,8 +11,9 @@ use relayq_engine::{QueueName, RowDetail};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::body::{self, Body};
 use super::openapi::{BodyRefusals, Bulk, ErrorBody, Refusals};
-use super::{body, Api, ApiError};
+use super::{Api, ApiError};
 use crate::dead_letters::{self, DeadError, DeadFilter};
 use utoipa::{IntoParams, ToSchema};
 
@@ -149,10 +150,8 @@ pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpRe
 )]
 pub(super) async fn retry(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(r): Body<BulkRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let r: BulkRequest = body::json(&req, payload, api.max_request_bytes).await?;
     let filter = r.filter()?;
     let engine = api.relayq.store().engine.clone();
     let (dry_run, force) = (r.dry_run, r.force);
@@ -195,10 +194,8 @@ pub(super) async fn retry(
 )]
 pub(super) async fn purge(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(r): Body<BulkRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let r: BulkRequest = body::json(&req, payload, api.max_request_bytes).await?;
     let filter = r.filter()?;
     let engine = api.relayq.store().engine.clone();
     let dry_run = r.dry_run;

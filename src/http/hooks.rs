@@ -13,8 +13,9 @@ use relayq_engine::hooks::{self, Received};
 use relayq_engine::Agent;
 use serde::Deserialize;
 
+use super::body::{self, Raw};
 use super::openapi::{BodyRefusals, ErrorBody, Refusals};
-use super::{body, Api, ApiError};
+use super::{Api, ApiError};
 use utoipa::IntoParams;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -44,14 +45,13 @@ pub(super) async fn record(
     api: web::Data<Api>,
     agent: web::Path<String>,
     req: HttpRequest,
-    payload: web::Payload,
+    Raw(input): Raw,
 ) -> Result<HttpResponse, ApiError> {
     let agent: Agent = agent
         .parse()
         .map_err(|e: String| ApiError::not_found(e).with_field("agent"))?;
     let q: HookQuery = body::query(&req)?;
     let session = q.session.filter(|s| !s.trim().is_empty());
-    let input = body::bytes(&req, payload, api.max_request_bytes).await?;
     let input = String::from_utf8_lossy(&input);
     match hooks::receive(agent, &input, session) {
         Received::Ignored => Ok(HttpResponse::NoContent().finish()),

@@ -10,8 +10,9 @@ use relayq_actors::sources::{Push, PushRefused, Pushed};
 use relayq_actors::ActorError;
 use serde_json::json;
 
+use super::body::Raw;
 use super::openapi::{BodyRefusals, ErrorBody};
-use super::{body, Api, ApiError};
+use super::{Api, ApiError};
 
 /// Where pushes come in; the token does not apply under it (the source checks the platform's
 /// own proof).
@@ -39,14 +40,13 @@ pub(super) async fn ingress(
     api: web::Data<Api>,
     name: web::Path<String>,
     req: HttpRequest,
-    payload: web::Payload,
+    Raw(body): Raw,
 ) -> Result<HttpResponse, ApiError> {
     let Some(source) = api.relayq.push_source(&name) else {
         return Err(ApiError::not_found(format!(
             "no source {name:?} takes pushes (a [sources.NAME] in webhook mode)"
         )));
     };
-    let body = body::bytes(&req, payload, api.max_request_bytes).await?;
     let headers = req
         .headers()
         .iter()

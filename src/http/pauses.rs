@@ -3,13 +3,14 @@
 //! leases (deliveries under way finish); the pause is kept in the database, so it holds across
 //! a restart.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use relayq_engine::QueueName;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::body::Body;
 use super::openapi::{BodyRefusals, Refusals};
-use super::{body, Api, ApiError};
+use super::{Api, ApiError};
 use crate::commands::status::pause_json;
 use utoipa::ToSchema;
 
@@ -60,10 +61,8 @@ pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> 
 )]
 pub(super) async fn pause(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(t): Body<Target>,
 ) -> Result<HttpResponse, ApiError> {
-    let t: Target = body::json(&req, payload, api.max_request_bytes).await?;
     let key = t.key()?;
     api.relayq.pause(t.queue, key.clone()).await?;
     Ok(HttpResponse::Ok().json(json!({"queue": t.queue, "key": key, "paused": true})))
@@ -77,10 +76,8 @@ pub(super) async fn pause(
 )]
 pub(super) async fn resume(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(t): Body<Target>,
 ) -> Result<HttpResponse, ApiError> {
-    let t: Target = body::json(&req, payload, api.max_request_bytes).await?;
     let key = t.key()?;
     let was = api.relayq.resume(t.queue, key.clone()).await?;
     Ok(HttpResponse::Ok()

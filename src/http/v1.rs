@@ -3,13 +3,14 @@
 //! the same checks and the same answers.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use relayq_engine::outbound::Kind;
 use relayq_engine::{Enqueued, InboundMessage, MessageType, OutboundMessage};
 use serde::{Deserialize, Serialize};
 
+use super::body::Body;
 use super::openapi::{BodyRefusals, ErrorBody, Refusals, Written};
-use super::{body, Api, ApiError};
+use super::{Api, ApiError};
 use crate::commands::{show, status};
 use utoipa::ToSchema;
 
@@ -84,10 +85,8 @@ pub(super) struct OutboundRequest {
 )]
 pub(super) async fn enqueue_inbound(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(r): Body<InboundRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let r: InboundRequest = body::json(&req, payload, api.max_request_bytes).await?;
     let message = InboundMessage {
         session: r.session,
         origin: r.origin,
@@ -117,10 +116,8 @@ pub(super) async fn enqueue_inbound(
 )]
 pub(super) async fn enqueue_outbound(
     api: web::Data<Api>,
-    req: HttpRequest,
-    payload: web::Payload,
+    Body(r): Body<OutboundRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let r: OutboundRequest = body::json(&req, payload, api.max_request_bytes).await?;
     let message = OutboundMessage {
         kind: r.kind,
         idempotency_key: r.idempotency_key,
