@@ -77,32 +77,24 @@ async fn browser(driver: &Driver, profile: &Path) -> Client {
         .expect("a Chromium session")
 }
 
-/// The text of the first element `css` finds, once it is there.
-async fn text_of(browser: &Client, css: &str) -> String {
+/// The first element `css` finds, once it is there.
+async fn element(browser: &Client, css: &str) -> fantoccini::elements::Element {
     let found = browser
         .wait()
         .at_most(WAIT)
         .for_element(Locator::Css(css))
         .await;
-    found
-        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-        .text()
-        .await
-        .unwrap()
+    found.unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+}
+
+/// The text of the first element `css` finds, once it is there.
+async fn text_of(browser: &Client, css: &str) -> String {
+    element(browser, css).await.text().await.unwrap()
 }
 
 /// Clicks the element `css` finds, once it is there.
 async fn click(browser: &Client, css: &str) {
-    let found = browser
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(css))
-        .await;
-    found
-        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-        .click()
-        .await
-        .unwrap();
+    element(browser, css).await.click().await.unwrap();
 }
 
 /// Waits until `css` finds `text`.
