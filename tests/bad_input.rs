@@ -159,3 +159,27 @@ fn unknown_commands_and_flags_are_usage_errors() {
         Some(2)
     );
 }
+
+/// `serve --db` in a directory that does not exist said only "cannot read directory": it now
+/// says what to do, and still makes no directory (a mistyped path must not become a stray
+/// database).
+#[test]
+fn serve_with_a_database_in_a_missing_directory_says_how_to_make_it() {
+    let app = App::new("");
+    let missing = app.path("no-such-dir/relayq.db");
+    let out = app
+        .bare()
+        .arg("--db")
+        .arg(&missing)
+        .arg("serve")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("does not exist: create it (mkdir -m 700"),
+        "{err}"
+    );
+    assert!(!app.path("no-such-dir").exists(), "no directory made");
+}

@@ -105,7 +105,17 @@ pub fn check_private_directory(db: &Path) -> Result<()> {
         None => std::path::PathBuf::from("."),
     };
     let mode = std::fs::metadata(&dir)
-        .map_err(|e| ActorError::Invalid(format!("cannot read directory {}: {e}", dir.display())))?
+        .map_err(|e| match e.kind() {
+            // Not made on the fly: a mistyped path would otherwise become a stray database
+            // that the hooks and the CLI never write to.
+            std::io::ErrorKind::NotFound => ActorError::Invalid(format!(
+                "the database directory {} does not exist: create it (mkdir -m 700 {}), or \
+                 leave --db out for the default location",
+                dir.display(),
+                dir.display()
+            )),
+            _ => ActorError::Invalid(format!("cannot read directory {}: {e}", dir.display())),
+        })?
         .mode();
     if mode & 0o022 != 0 {
         return Err(ActorError::Invalid(format!(
