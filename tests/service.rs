@@ -189,3 +189,39 @@ fn a_delivery_logs_in_a_span_naming_its_row_channel_and_attempt() {
     assert_eq!(span["attempt"], 1);
     assert_eq!(span["to"], "chat-7");
 }
+
+/// The signal handlers were installed after the runtime started (the database opened, the
+/// wake socket bound, the pid file written): a SIGTERM in that window killed the daemon
+/// outright (exit by signal 15, in-flight deliveries cut), as CI once saw. A TERM that arrives
+/// as soon as the database file exists must stop it gracefully.
+#[test]
+fn a_sigterm_while_serve_is_starting_stops_it_gracefully() {
+    for _ in 0..5 {
+        let app = App::new(crate::common::file_config());
+        let mut child = app
+            .cmd(&["serve"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !app.db().exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no database made"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "serve exited with {status}, not gracefully"
+        );
+    }
+}

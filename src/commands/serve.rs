@@ -31,6 +31,11 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     }
     let system = actix_rt::System::new();
     system.block_on(async move {
+        // Before anything can report ready (the wake socket, the pid file, READY=1): a
+        // SIGTERM from then on must stop the daemon gracefully, not kill it mid-delivery.
+        let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
+        let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
+        let mut hup = listen(SignalKind::hangup())?;
         let mut builder = Relayq::builder(runtime_config);
         for (name, spec) in channels {
             builder = builder.channel(&name, spec);
@@ -57,9 +62,6 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
             .inspect_err(|e| tracing::warn!(error = %e, "cannot write the pid file beside the database; `relayq stop` will not find this daemon"))
             .ok();
         service_manager::notify(&[sd_notify::NotifyState::Ready]);
-        let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
-        let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
-        let mut hup = listen(SignalKind::hangup())?;
         tracing::info!(config = %file, db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
         let which = loop {
             tokio::select! {
