@@ -197,3 +197,51 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     rt.block_on(browser.close()).unwrap();
     api.stop();
 }
+
+#[test]
+fn with_a_token_the_dashboard_asks_for_it_once_and_then_shows_the_queues() {
+    let api = Api::start_with_env(
+        crate::common::file_config()
+            .set("http", "token_env = \"RELAYQ_TEST_TOKEN\"")
+            .set("daemon", "shutdown_grace = \"5s\""),
+        &[("RELAYQ_TEST_TOKEN", "dash-t0ken")],
+    );
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = &runtime;
+    let browser = rt.block_on(browser(&driver, profile.path()));
+    rt.block_on(browser.goto(&format!("{}/", api.base)))
+        .unwrap();
+    // The page itself needs no token; its API calls do, and it asks.
+    rt.block_on(element(&browser, "#login:not([hidden])"));
+    let error = rt.block_on(text_of(&browser, "#error"));
+    assert!(error.contains("token"), "{error}");
+    assert!(
+        rt.block_on(browser.find(Locator::Css("#queue-inbound")))
+            .is_err(),
+        "no data without the token"
+    );
+    rt.block_on(async {
+        let field = element(&browser, "#token").await;
+        field.send_keys("dash-t0ken").await.unwrap();
+        click(&browser, "#login button").await;
+    });
+    assert_eq!(
+        rt.block_on(text_of(&browser, "#queue-inbound td:first-child")),
+        "inbound"
+    );
+    // Kept for the tab: a reload does not ask again.
+    rt.block_on(browser.refresh()).unwrap();
+    rt.block_on(text_of(&browser, "#queue-inbound td:first-child"));
+    let login = rt.block_on(element(&browser, "#login"));
+    assert_eq!(
+        rt.block_on(login.attr("hidden")).unwrap().as_deref(),
+        Some("true")
+    );
+    rt.block_on(browser.close()).unwrap();
+    api.stop();
+}
