@@ -77,6 +77,36 @@ async fn browser(driver: &Driver, profile: &Path) -> Client {
         .expect("a Chromium session")
 }
 
+/// Chromium on the dashboard of `api`. The browser is driven async, on `runtime`; the API and
+/// the database are used between its steps (the blocking client may not run inside it).
+struct Page {
+    runtime: tokio::runtime::Runtime,
+    browser: Client,
+    _driver: Driver,
+    _profile: tempfile::TempDir,
+}
+
+impl Page {
+    fn open(api: &Api) -> Page {
+        let driver = Driver::start();
+        let profile = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let browser = runtime.block_on(browser(&driver, profile.path()));
+        runtime
+            .block_on(browser.goto(&format!("{}/", api.base)))
+            .unwrap();
+        Page {
+            runtime,
+            browser,
+            _driver: driver,
+            _profile: profile,
+        }
+    }
+}
+
 /// The first element `css` finds, once it is there.
 async fn element(browser: &Client, css: &str) -> fantoccini::elements::Element {
     let found = browser
@@ -125,20 +155,10 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
         false => Reply::status(404),
     });
     let api = Api::start(webhook_config(&hook.url).set("daemon", "shutdown_grace = \"5s\""));
-    let driver = Driver::start();
-    let profile = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    // The browser is driven async; the API and the database are used between its steps
-    // (the blocking client may not run inside the runtime).
-    let rt = &runtime;
-    let browser = rt.block_on(browser(&driver, profile.path()));
-    rt.block_on(browser.goto(&format!("{}/", api.base)))
-        .unwrap();
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
     assert_eq!(
-        rt.block_on(text_of(&browser, "#queue-outbound td:first-child")),
+        rt.block_on(text_of(browser, "#queue-outbound td:first-child")),
         "outbound"
     );
 
@@ -147,22 +167,22 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     let id = send(&api, hostile, "hello");
     api.app.wait_state(QueueName::Outbound, id, "dead");
     let row = format!("#dead-{id}");
-    let key = rt.block_on(text_of(&browser, &format!("{row} td.key")));
+    let key = rt.block_on(text_of(browser, &format!("{row} td.key")));
     assert_eq!(key, json!(["hook", hostile]).to_string(), "the key as text");
     let images = rt
         .block_on(browser.find_all(Locator::Css("#dead img")))
         .unwrap();
     assert!(images.is_empty(), "no element was made from the key");
     assert_ne!(rt.block_on(browser.title()).unwrap(), "owned");
-    let error = rt.block_on(text_of(&browser, &format!("{row} td.error")));
+    let error = rt.block_on(text_of(browser, &format!("{row} td.error")));
     assert!(error.contains("404"), "the error is shown: {error}");
 
     // Retried from the page: delivered, gone from the dead letters, counted.
     accept.store(true, Ordering::SeqCst);
-    rt.block_on(click(&browser, &format!("{row} button.retry")));
+    rt.block_on(click(browser, &format!("{row} button.retry")));
     api.app.wait_state(QueueName::Outbound, id, "delivered");
-    rt.block_on(wait_text(&browser, "#queue-outbound td.delivered", "1"));
-    rt.block_on(wait_text(&browser, "#queue-outbound td.dead", "0"));
+    rt.block_on(wait_text(browser, "#queue-outbound td.delivered", "1"));
+    rt.block_on(wait_text(browser, "#queue-outbound td.dead", "0"));
     assert!(
         rt.block_on(browser.find(Locator::Css(&row))).is_err(),
         "no longer dead"
@@ -175,8 +195,8 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     accept.store(true, Ordering::SeqCst);
 
     // Pausing the outbound queue from the page holds a new message until resumed.
-    rt.block_on(click(&browser, "#queue-outbound button.pause"));
-    rt.block_on(text_of(&browser, "#queue-outbound button.resume"));
+    rt.block_on(click(browser, "#queue-outbound button.pause"));
+    rt.block_on(text_of(browser, "#queue-outbound button.resume"));
     let held = send(&api, "chat-1", "held");
     rt.block_on(wait_text(
         &browser,
@@ -184,7 +204,7 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
         "paused",
     ));
     assert_eq!(api.app.row(QueueName::Outbound, held).state, "pending");
-    rt.block_on(text_of(&browser, &format!("#dead-{refused}")));
+    rt.block_on(text_of(browser, &format!("#dead-{refused}")));
 
     // The README's screenshot: `RELAYQ_SCREENSHOT=docs/dashboard.png cargo test dashboard`.
     let png = rt.block_on(browser.screenshot()).unwrap();
@@ -192,9 +212,9 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     if let Ok(path) = std::env::var("RELAYQ_SCREENSHOT") {
         std::fs::write(path, &png).unwrap();
     }
-    rt.block_on(click(&browser, "#queue-outbound button.resume"));
+    rt.block_on(click(browser, "#queue-outbound button.resume"));
     api.app.wait_state(QueueName::Outbound, held, "delivered");
-    rt.block_on(browser.close()).unwrap();
+    rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
 
@@ -206,19 +226,11 @@ fn with_a_token_the_dashboard_asks_for_it_once_and_then_shows_the_queues() {
             .set("daemon", "shutdown_grace = \"5s\""),
         &[("RELAYQ_TEST_TOKEN", "dash-t0ken")],
     );
-    let driver = Driver::start();
-    let profile = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let rt = &runtime;
-    let browser = rt.block_on(browser(&driver, profile.path()));
-    rt.block_on(browser.goto(&format!("{}/", api.base)))
-        .unwrap();
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
     // The page itself needs no token; its API calls do, and it asks.
-    rt.block_on(element(&browser, "#login:not([hidden])"));
-    let error = rt.block_on(text_of(&browser, "#error"));
+    rt.block_on(element(browser, "#login:not([hidden])"));
+    let error = rt.block_on(text_of(browser, "#error"));
     assert!(error.contains("token"), "{error}");
     assert!(
         rt.block_on(browser.find(Locator::Css("#queue-inbound")))
@@ -226,22 +238,22 @@ fn with_a_token_the_dashboard_asks_for_it_once_and_then_shows_the_queues() {
         "no data without the token"
     );
     rt.block_on(async {
-        let field = element(&browser, "#token").await;
+        let field = element(browser, "#token").await;
         field.send_keys("dash-t0ken").await.unwrap();
-        click(&browser, "#login button").await;
+        click(browser, "#login button").await;
     });
     assert_eq!(
-        rt.block_on(text_of(&browser, "#queue-inbound td:first-child")),
+        rt.block_on(text_of(browser, "#queue-inbound td:first-child")),
         "inbound"
     );
     // Kept for the tab: a reload does not ask again.
     rt.block_on(browser.refresh()).unwrap();
-    rt.block_on(text_of(&browser, "#queue-inbound td:first-child"));
-    let login = rt.block_on(element(&browser, "#login"));
+    rt.block_on(text_of(browser, "#queue-inbound td:first-child"));
+    let login = rt.block_on(element(browser, "#login"));
     assert_eq!(
         rt.block_on(login.attr("hidden")).unwrap().as_deref(),
         Some("true")
     );
-    rt.block_on(browser.close()).unwrap();
+    rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
