@@ -199,7 +199,7 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     rt.block_on(text_of(browser, "#queue-outbound button.resume"));
     let held = send(&api, "chat-1", "held");
     rt.block_on(wait_text(
-        &browser,
+        browser,
         "#lanes tr[data-queue=outbound] .state",
         "paused",
     ));
