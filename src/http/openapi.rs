@@ -171,3 +171,46 @@ pub(super) async fn document() -> HttpResponse {
             .expect("the document serialises"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented names, from the generated document.
+    fn documented(schema: &str) -> Vec<String> {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let values = &doc["components"]["schemas"][schema]["enum"];
+        let values = values
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema}: {values}"));
+        values
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The documentation-only enums stand for the engine's: they must name the same values,
+    /// each of which the engine reads.
+    #[test]
+    fn the_documented_names_are_the_engines() {
+        let queues: Vec<String> = relayq_engine::QueueName::ALL
+            .iter()
+            .map(|q| q.as_str().to_string())
+            .collect();
+        assert_eq!(documented("Queue"), queues);
+        for kind in documented("Kind") {
+            kind.parse::<relayq_engine::outbound::Kind>()
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+        for message_type in documented("MessageType") {
+            message_type
+                .parse::<relayq_engine::MessageType>()
+                .unwrap_or_else(|e| panic!("{message_type}: {e}"));
+        }
+        for agent in documented("AgentName") {
+            agent
+                .parse::<relayq_engine::Agent>()
+                .unwrap_or_else(|e| panic!("{agent}: {e}"));
+        }
+    }
+}
