@@ -18,7 +18,8 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use super::Api;
 
-/// A handler's JSON body, read and checked as [`json`] reads it: `Body(request): Body<T>`.
+/// A handler's JSON body, read as [`Raw`] reads it, then parsed with the field at fault
+/// named: `Body(request): Body<T>`.
 pub struct Body<T>(pub T);
 
 impl<T: DeserializeOwned + 'static> FromRequest for Body<T> {
@@ -26,15 +27,15 @@ impl<T: DeserializeOwned + 'static> FromRequest for Body<T> {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
-        let (req, payload) = (req.clone(), payload.take());
+        let raw = Raw::from_request(req, payload);
         Box::pin(async move {
-            let limit = limit_of(&req);
-            json(&req, payload, limit).await.map(Body)
+            let Raw(body) = raw.await?;
+            parse(&body).map(Body)
         })
     }
 }
 
-/// A handler's body as it came, checked as [`bytes`] checks it: `Raw(body): Raw`.
+/// A handler's body as it came, checked for its content type and size: `Raw(body): Raw`.
 pub struct Raw(pub web::BytesMut);
 
 impl FromRequest for Raw {
@@ -55,13 +56,8 @@ fn limit_of(req: &HttpRequest) -> usize {
         .map_or(0, |api| api.max_request_bytes)
 }
 
-async fn json<T: DeserializeOwned>(
-    req: &HttpRequest,
-    payload: dev::Payload,
-    limit: usize,
-) -> Result<T, ApiError> {
-    let body = bytes(req, payload, limit).await?;
-    let mut de = serde_json::Deserializer::from_slice(&body);
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         ApiError::invalid(format!(
@@ -83,7 +79,7 @@ pub fn query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
         })
 }
 
-/// The body as it came, checked as [`json`] checks it, for routes that keep it as it is.
+/// The body as it came: only as `application/json`, within `limit`.
 async fn bytes(
     req: &HttpRequest,
     mut payload: dev::Payload,

@@ -86,12 +86,7 @@ impl HttpConfig {
     }
 
     fn token_setting(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "token",
-            inline: self.token.as_ref(),
-            env: self.token_env.as_deref(),
-            file: self.token_file.as_deref(),
-        }
+        SecretSetting::new("token", &self.token, &self.token_env, &self.token_file)
     }
 
     /// The token, read from the environment or the file when given that way; `None` when

@@ -11,6 +11,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
+use relayq_actors::metrics::ChannelLabel;
 use relayq_engine::{Engine, EngineError, QueueName};
 
 use super::openapi::Refusals;
@@ -29,11 +30,6 @@ struct QueueState {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabel {
     queue: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ChannelLabel {
-    channel: String,
 }
 
 /// What a scrape reads from the database.

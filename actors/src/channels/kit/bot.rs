@@ -68,12 +68,7 @@ impl<P: Platform> BotConfig<P> {
     }
 
     fn token_setting(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "token",
-            inline: self.token.as_ref(),
-            env: self.token_env.as_deref(),
-            file: self.token_file.as_deref(),
-        }
+        SecretSetting::new("token", &self.token, &self.token_env, &self.token_file)
     }
 
     /// The token, read from where the settings say, without surrounding blanks; refused when

@@ -3,7 +3,7 @@
 //! (the name of an environment variable of the daemon) or `key_file` (a file holding it, as
 //! container and systemd credentials are mounted), so the config file need not hold it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize, Serializer};
@@ -55,7 +55,22 @@ pub struct SecretSetting<'a> {
     pub file: Option<&'a Path>,
 }
 
-impl SecretSetting<'_> {
+impl<'a> SecretSetting<'a> {
+    /// Setting `key` from a kind's three fields: `key`, `key_env`, `key_file`.
+    pub fn new(
+        key: &'a str,
+        inline: &'a Option<Secret>,
+        env: &'a Option<String>,
+        file: &'a Option<PathBuf>,
+    ) -> Self {
+        SecretSetting {
+            key,
+            inline: inline.as_ref(),
+            env: env.as_deref(),
+            file: file.as_deref(),
+        }
+    }
+
     /// Exactly one of `key`, `key_env`, `key_file` is given (what the file alone can tell).
     pub fn check(&self) -> Result<(), SettingError> {
         let key = self.key;

@@ -66,12 +66,7 @@ impl Config {
     }
 
     fn url(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "url",
-            inline: self.url.as_ref(),
-            env: self.url_env.as_deref(),
-            file: self.url_file.as_deref(),
-        }
+        SecretSetting::new("url", &self.url, &self.url_env, &self.url_file)
     }
 }
 

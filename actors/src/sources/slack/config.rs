@@ -57,12 +57,7 @@ pub struct Config {
 
 impl Config {
     fn signing_secret_setting(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "signing_secret",
-            inline: self.signing_secret.as_ref(),
-            env: self.signing_secret_env.as_deref(),
-            file: self.signing_secret_file.as_deref(),
-        }
+        SecretSetting::new("signing_secret", &self.signing_secret, &self.signing_secret_env, &self.signing_secret_file)
     }
 
     /// The same app as a channel, when a token is given.

@@ -128,12 +128,7 @@ impl Config {
     }
 
     fn webhook_secret_setting(&self) -> SecretSetting<'_> {
-        SecretSetting {
-            key: "webhook_secret",
-            inline: self.webhook_secret.as_ref(),
-            env: self.webhook_secret_env.as_deref(),
-            file: self.webhook_secret_file.as_deref(),
-        }
+        SecretSetting::new("webhook_secret", &self.webhook_secret, &self.webhook_secret_env, &self.webhook_secret_file)
     }
 
     /// The webhook secret, read from where the settings say, checked as Telegram takes it.

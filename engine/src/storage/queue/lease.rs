@@ -273,7 +273,7 @@ impl Queue {
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
-        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
+        let skip = skip_list(skip);
         self.write_now(|tx, now| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
@@ -293,7 +293,7 @@ impl Queue {
         written: std::ops::Range<i64>,
         skip: &[String],
     ) -> Result<Vec<Lease>> {
-        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
+        let skip = skip_list(skip);
         self.write_now(|tx, now| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
@@ -322,7 +322,7 @@ impl Queue {
     /// (their worker is full).
     pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
         let now = self.now();
-        let skip = serde_json::to_string(skip).expect("a list of strings serialises");
+        let skip = skip_list(skip);
         self.db.write(|tx| {
             reclaim_expired_in(tx, now)?;
             self.lease_ids_in(tx, now, limit, |want| {
@@ -517,6 +517,11 @@ impl Queue {
         }
         Ok(n)
     }
+}
+
+/// Keys to leave out of a claim, as the `:skip` JSON list the statements read.
+fn skip_list(keys: &[String]) -> String {
+    serde_json::to_string(keys).expect("a list of strings serialises")
 }
 
 /// Every statement of this file, for the test that prepares them all.
