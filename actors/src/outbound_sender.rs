@@ -231,44 +231,63 @@ impl OutboundSender {
                 }
             }
         };
-        ctx.spawn(send.into_actor(self).map(move |(sent, next), act, ctx| {
-            act.sending -= 1;
-            if let (true, Some(d)) = (backlog, act.drain.as_mut()) {
-                d.sending -= 1;
-                match sent {
-                    Sent::Delivered => d.delivered += 1,
-                    Sent::Failed => d.failed += 1,
-                    Sent::Deferred => d.deferred += 1,
-                }
+        let me = ctx.address();
+        actix_rt::spawn(async move {
+            let (sent, next) = send.await;
+            me.do_send(SendDone {
+                sent,
+                next,
+                backlog,
+                chain,
+            });
+        });
+    }
+
+    /// A send of [`OutboundSender::send`] ended: the next row of its key, leased with its
+    /// answer, goes next.
+    fn send_done(&mut self, done: SendDone, ctx: &mut Context<Self>) {
+        let SendDone {
+            sent,
+            next,
+            backlog,
+            chain,
+        } = done;
+        self.sending -= 1;
+        if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
+            d.sending -= 1;
+            match sent {
+                Sent::Delivered => d.delivered += 1,
+                Sent::Failed => d.failed += 1,
+                Sent::Deferred => d.deferred += 1,
             }
-            if act.stopping.get() {
-                if let Some(next) = next {
-                    // Taken while stopping: given back unsent, due at once for the next start.
-                    let leases = match next {
-                        Taken::Row { lease, .. } => vec![lease],
-                        Taken::Run(run) => run,
-                    };
-                    let store = act.store.clone();
-                    act.sending += 1;
-                    ctx.spawn(
-                        async move { give_back(&store, leases, Duration::ZERO).await }
-                            .into_actor(act)
-                            .map(|(), act, _| {
-                                act.sending -= 1;
-                                act.notify_drained();
-                            }),
-                    );
-                }
-                act.notify_drained();
-                return;
+        }
+        if self.stopping.get() {
+            if let Some(next) = next {
+                // Taken while stopping: given back unsent, due at once for the next start.
+                let leases = match next {
+                    Taken::Row { lease, .. } => vec![lease],
+                    Taken::Run(run) => run,
+                };
+                let store = self.store.clone();
+                self.sending += 1;
+                ctx.spawn(
+                    async move { give_back(&store, leases, Duration::ZERO).await }
+                        .into_actor(self)
+                        .map(|(), act, _| {
+                            act.sending -= 1;
+                            act.notify_drained();
+                        }),
+                );
             }
-            match next {
-                Some(Taken::Row { lease, cleared }) => act.send(lease, chain + 1, cleared, ctx),
-                Some(Taken::Run(run)) => act.send_run(run, chain + 1, ctx),
-                // Room for one more send; the row behind this one may be due now.
-                None => act.claim(ctx),
-            }
-        }));
+            self.notify_drained();
+            return;
+        }
+        match next {
+            Some(Taken::Row { lease, cleared }) => self.send(lease, chain + 1, cleared, ctx),
+            Some(Taken::Run(run)) => self.send_run(run, chain + 1, ctx),
+            // Room for one more send; the row behind this one may be due now.
+            None => self.claim(ctx),
+        }
     }
 
     /// Sends a run of one destination's rows, leased and marked started together (see
@@ -285,15 +304,11 @@ impl OutboundSender {
             stopping: self.stopping.clone(),
             mark: self.mark,
         };
-        ctx.spawn(lane.run(run, chain).into_actor(self).map(|(), act, ctx| {
-            act.sending -= 1;
-            if act.stopping.get() {
-                act.notify_drained();
-            } else {
-                // Room for one more send; the row behind the run may be due now.
-                act.claim(ctx);
-            }
-        }));
+        let me = ctx.address();
+        actix_rt::spawn(async move {
+            lane.run(run, chain).await;
+            me.do_send(LaneDone);
+        });
     }
 
     /// Answers the shutdown once no send runs.
@@ -472,6 +487,45 @@ impl Actor for OutboundSender {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.claim(ctx);
+    }
+}
+
+/// A send of one row ended (see [`OutboundSender::send`]). Sends run as tasks of their own
+/// and report here: a future spawned into the actor's context would be polled at every wake of
+/// the actor, each of the sends in flight at every answer.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+struct SendDone {
+    sent: Sent,
+    /// The key's next row or run, leased with the answer.
+    next: Option<Taken>,
+    /// The row was from the backlog of before the start.
+    backlog: bool,
+    chain: u32,
+}
+
+impl Handler<SendDone> for OutboundSender {
+    type Result = ();
+    fn handle(&mut self, done: SendDone, ctx: &mut Context<Self>) {
+        self.send_done(done, ctx);
+    }
+}
+
+/// A lane of runs ended (see [`OutboundSender::send_run`]).
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+struct LaneDone;
+
+impl Handler<LaneDone> for OutboundSender {
+    type Result = ();
+    fn handle(&mut self, _: LaneDone, ctx: &mut Context<Self>) {
+        self.sending -= 1;
+        if self.stopping.get() {
+            self.notify_drained();
+        } else {
+            // Room for one more send; the row behind the run may be due now.
+            self.claim(ctx);
+        }
     }
 }
 

@@ -156,14 +156,14 @@ impl Actor for SupervisorActor {
 }
 
 impl Handler<Enqueue> for SupervisorActor {
-    type Result = ResponseActFuture<Self, Result<Enqueued>>;
+    type Result = ResponseFuture<Result<Enqueued>>;
 
-    fn handle(&mut self, Enqueue(message): Enqueue, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, Enqueue(message): Enqueue, ctx: &mut Context<Self>) -> Self::Result {
         if self.shutting_down {
-            return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
+            return Box::pin(std::future::ready(Err(ActorError::ShuttingDown)));
         }
         if let Err(e) = message.validate(self.max_body_bytes) {
-            return Box::pin(fut::ready(Err(e.into())));
+            return Box::pin(std::future::ready(Err(e.into())));
         }
         let session = message.session.clone();
         let atomicity = if message.writes_one_statement() {
@@ -175,7 +175,12 @@ impl Handler<Enqueue> for SupervisorActor {
         let write = self.store.write_as(atomicity, move |s, tx| {
             inbound::enqueue_in(&s.inbound, tx, &message, s.inbound.now())
         });
-        Box::pin(write.into_actor(self).map(move |result, act, ctx| {
+        // Awaited in a task of its own, not in this actor's context, which polls every future
+        // spawned into it at each wake: with many enqueues in flight, each answer cost as
+        // many polls. The wake is queued before the caller hears of the commit.
+        let me = ctx.address();
+        Box::pin(async move {
+            let result = write.await;
             if matches!(
                 result,
                 Ok(Enqueued {
@@ -184,12 +189,24 @@ impl Handler<Enqueue> for SupervisorActor {
                     ..
                 })
             ) {
-                let channel = act.session_channels.channel_for(&session);
-                act.store.metrics.enqueued(QueueName::Inbound, channel);
-                act.wake(&session, ctx);
+                me.do_send(Committed(session));
             }
             result
-        }))
+        })
+    }
+}
+
+/// A new row of this session was committed (see [`Enqueue`]): count it and wake the session.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+struct Committed(String);
+
+impl Handler<Committed> for SupervisorActor {
+    type Result = ();
+    fn handle(&mut self, Committed(session): Committed, ctx: &mut Context<Self>) {
+        let channel = self.session_channels.channel_for(&session);
+        self.store.metrics.enqueued(QueueName::Inbound, channel);
+        self.wake(&session, ctx);
     }
 }
 

@@ -133,10 +133,13 @@ async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Resu
         latencies.push(at.duration_since(enqueued).as_secs_f64() * 1000.0);
         seen += 1;
     }
+    // Counted on a blocking thread: a count scans the table, and on this thread it would stall
+    // the actors it measures.
     let engine = Engine::open(&relayq_engine::DbConfig::new(db))?;
     loop {
-        let delivered: i64 = engine
-            .counts()?
+        let e = engine.clone();
+        let counts = actix_rt::task::spawn_blocking(move || e.counts()).await??;
+        let delivered: i64 = counts
             .iter()
             .filter(|c| c.state == "delivered")
             .map(|c| c.count)
