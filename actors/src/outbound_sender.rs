@@ -243,53 +243,6 @@ impl OutboundSender {
         });
     }
 
-    /// A send of [`OutboundSender::send`] ended: the next row of its key, leased with its
-    /// answer, goes next.
-    fn send_done(&mut self, done: SendDone, ctx: &mut Context<Self>) {
-        let SendDone {
-            sent,
-            next,
-            backlog,
-            chain,
-        } = done;
-        self.sending -= 1;
-        if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
-            d.sending -= 1;
-            match sent {
-                Sent::Delivered => d.delivered += 1,
-                Sent::Failed => d.failed += 1,
-                Sent::Deferred => d.deferred += 1,
-            }
-        }
-        if self.stopping.get() {
-            if let Some(next) = next {
-                // Taken while stopping: given back unsent, due at once for the next start.
-                let leases = match next {
-                    Taken::Row { lease, .. } => vec![lease],
-                    Taken::Run(run) => run,
-                };
-                let store = self.store.clone();
-                self.sending += 1;
-                ctx.spawn(
-                    async move { give_back(&store, leases, Duration::ZERO).await }
-                        .into_actor(self)
-                        .map(|(), act, _| {
-                            act.sending -= 1;
-                            act.notify_drained();
-                        }),
-                );
-            }
-            self.notify_drained();
-            return;
-        }
-        match next {
-            Some(Taken::Row { lease, cleared }) => self.send(lease, chain + 1, cleared, ctx),
-            Some(Taken::Run(run)) => self.send_run(run, chain + 1, ctx),
-            // Room for one more send; the row behind this one may be due now.
-            None => self.claim(ctx),
-        }
-    }
-
     /// Sends a run of one destination's rows, leased and marked started together (see
     /// [`Then::LeaseRun`]), one after the other without a write between them. Their answers are
     /// recorded together (at the latest [`RECORD_WITHIN`] after the first, when one fails, or
@@ -506,8 +459,50 @@ struct SendDone {
 
 impl Handler<SendDone> for OutboundSender {
     type Result = ();
+    /// The next row of the send's key, leased with its answer, goes next.
     fn handle(&mut self, done: SendDone, ctx: &mut Context<Self>) {
-        self.send_done(done, ctx);
+        let SendDone {
+            sent,
+            next,
+            backlog,
+            chain,
+        } = done;
+        self.sending -= 1;
+        if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
+            d.sending -= 1;
+            match sent {
+                Sent::Delivered => d.delivered += 1,
+                Sent::Failed => d.failed += 1,
+                Sent::Deferred => d.deferred += 1,
+            }
+        }
+        if self.stopping.get() {
+            if let Some(next) = next {
+                // Taken while stopping: given back unsent, due at once for the next start.
+                let leases = match next {
+                    Taken::Row { lease, .. } => vec![lease],
+                    Taken::Run(run) => run,
+                };
+                let store = self.store.clone();
+                self.sending += 1;
+                ctx.spawn(
+                    async move { give_back(&store, leases, Duration::ZERO).await }
+                        .into_actor(self)
+                        .map(|(), act, _| {
+                            act.sending -= 1;
+                            act.notify_drained();
+                        }),
+                );
+            }
+            self.notify_drained();
+            return;
+        }
+        match next {
+            Some(Taken::Row { lease, cleared }) => self.send(lease, chain + 1, cleared, ctx),
+            Some(Taken::Run(run)) => self.send_run(run, chain + 1, ctx),
+            // Room for one more send; the row behind this one may be due now.
+            None => self.claim(ctx),
+        }
     }
 }
 
