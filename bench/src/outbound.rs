@@ -9,16 +9,15 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context as _, Result};
+use anyhow::{bail, ensure, Result};
 
 use crate::cpu;
 use relayq_actors::channels::{webhook, ChannelConfig, UnknownOutcome};
 use relayq_actors::{Relayq, RelayqConfig};
 // (the producers share the runtime on the actix thread)
 use relayq_engine::{Engine, OutboundMessage, Synchronous};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 /// One run's figures.
 pub struct Run {
@@ -58,14 +57,14 @@ pub fn run(n: usize, destinations: usize, marks: Marks) -> Result<Run> {
 }
 
 async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Result<Run> {
-    let (url, mut arrived) = noop_server().await?;
+    let far_end = noop_server().await?;
     let mut config = RelayqConfig::new(db, "hook");
     config.db.synchronous = Synchronous::Normal;
     config.listen_for_wakes = false;
     config.mark_send_started = marks.on;
     let hook = webhook::Config {
         unknown_outcome: marks.unknown_outcome,
-        ..webhook::Config::new(&url)
+        ..webhook::Config::new(&far_end.url)
     };
     let spec = ChannelConfig::Webhook(hook)
         .spec()
@@ -112,26 +111,24 @@ async fn measure(db: &Path, n: usize, destinations: usize, marks: Marks) -> Resu
     let mut latencies = Vec::with_capacity(n);
     let mut seen = 0;
     while seen < n {
-        let (id, at) = tokio::time::timeout(Duration::from_secs(60), arrived.recv())
-            .await
-            .context("no request for 60 s")?
-            .context("the server stopped")?;
-        // The request can beat the enqueue's answer to the producer: wait for the entry.
-        let entry = loop {
-            if let Some(e) = sent.lock().unwrap().get(&id).copied() {
-                break e;
+        for (id, at) in far_end.arrived().await? {
+            // The request can beat the enqueue's answer to the producer: wait for the entry.
+            let entry = loop {
+                if let Some(e) = sent.lock().unwrap().get(&id).copied() {
+                    break e;
+                }
+                tokio::time::sleep(Duration::from_micros(50)).await;
+            };
+            let (d, seq, enqueued) = entry;
+            match last.get(&d) {
+                Some(&prev) if seq == prev => continue, // an at-least-once repeat
+                Some(&prev) if seq < prev => bail!("destination {d} got {seq} after {prev}"),
+                _ => {}
             }
-            tokio::time::sleep(Duration::from_micros(50)).await;
-        };
-        let (d, seq, enqueued) = entry;
-        match last.get(&d) {
-            Some(&prev) if seq == prev => continue, // an at-least-once repeat
-            Some(&prev) if seq < prev => bail!("destination {d} got {seq} after {prev}"),
-            _ => {}
+            last.insert(d, seq);
+            latencies.push(at.duration_since(enqueued).as_secs_f64() * 1000.0);
+            seen += 1;
         }
-        last.insert(d, seq);
-        latencies.push(at.duration_since(enqueued).as_secs_f64() * 1000.0);
-        seen += 1;
     }
     // Counted on a blocking thread: a count scans the table, and on this thread it would stall
     // the actors it measures.
@@ -181,14 +178,45 @@ fn message(destination: usize, seq: u64) -> OutboundMessage {
     OutboundMessage::text("hook", &format!("chat-{destination}"), &seq.to_string())
 }
 
+/// What reached the far end, in order: each request's row id and when it came.
+type Arrivals = Arc<Mutex<Vec<(i64, Instant)>>>;
+
+/// The no-op server's address and what reached it.
+struct FarEnd {
+    url: String,
+    arrivals: Arrivals,
+}
+
+impl FarEnd {
+    /// The requests that came since the last call, waiting (polling every millisecond, so the
+    /// server never has to wake this thread) until there is one; an error after 60 s of none.
+    async fn arrived(&self) -> Result<Vec<(i64, Instant)>> {
+        let waited = Instant::now();
+        loop {
+            let came = std::mem::take(&mut *self.arrivals.lock().unwrap());
+            if !came.is_empty() {
+                return Ok(came);
+            }
+            ensure!(
+                waited.elapsed() < Duration::from_secs(60),
+                "no request for 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
 /// A keep-alive HTTP/1.1 server on loopback that answers every request `200` with no body and
-/// reports the row id from its `Idempotency-Key` (`relayq-outbound-<id>`) and when it came. It
-/// runs on a thread of its own, as a far end runs in a process of its own.
-async fn noop_server() -> Result<(String, mpsc::UnboundedReceiver<(i64, Instant)>)> {
+/// notes the row id from its `Idempotency-Key` (`relayq-outbound-<id>`) and when it came. It
+/// runs on a thread of its own, as a far end runs in a process of its own, and does as little
+/// as a server can (a reference at its best): one read for the requests that came, parsed in
+/// place, and one write for their answers.
+async fn noop_server() -> Result<FarEnd> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let url = format!("http://{}/hook", listener.local_addr()?);
-    let (tx, rx) = mpsc::unbounded_channel();
+    let arrivals = Arrivals::default();
+    let noted = arrivals.clone();
     let server = std::thread::Builder::new().name(cpu::FAR_END.into());
     server.spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -198,56 +226,63 @@ async fn noop_server() -> Result<(String, mpsc::UnboundedReceiver<(i64, Instant)
         rt.block_on(async move {
             let listener = TcpListener::from_std(listener).expect("the listener");
             while let Ok((socket, _)) = listener.accept().await {
-                let tx = tx.clone();
+                let noted = noted.clone();
                 tokio::spawn(async move {
-                    let _ = serve_connection(socket, tx).await;
+                    let _ = serve_connection(socket, noted).await;
                 });
             }
         });
     })?;
-    Ok((url, rx))
+    Ok(FarEnd { url, arrivals })
 }
 
-async fn serve_connection(
-    socket: tokio::net::TcpStream,
-    tx: mpsc::UnboundedSender<(i64, Instant)>,
-) -> std::io::Result<()> {
-    let (read, mut write) = socket.into_split();
-    let mut reader = BufReader::new(read);
-    let mut line = String::new();
-    let mut body = Vec::new();
+async fn serve_connection(mut socket: tokio::net::TcpStream, noted: Arrivals) -> Result<()> {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let (mut ids, mut answers) = (Vec::new(), Vec::new());
     loop {
-        let (mut length, mut id) = (0usize, None);
-        line.clear();
-        if reader.read_line(&mut line).await? == 0 {
+        if socket.read_buf(&mut buf).await? == 0 {
             return Ok(());
         }
-        loop {
-            line.clear();
-            reader.read_line(&mut line).await?;
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            let (name, value) = header.split_once(':').unwrap_or((header, ""));
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.parse().unwrap_or(0);
-            } else if name.eq_ignore_ascii_case("idempotency-key") {
-                id = value
-                    .strip_prefix("relayq-outbound-")
-                    .and_then(|v| v.parse().ok());
-            }
+        let mut at = 0;
+        while let Some((length, id)) = parse_request(&buf[at..])? {
+            at += length;
+            ids.extend(id);
+            answers.extend_from_slice(OK);
         }
-        body.resize(length, 0);
-        reader.read_exact(&mut body).await?;
-        if let Some(id) = id {
-            let _ = tx.send((id, Instant::now()));
+        buf.drain(..at);
+        if !ids.is_empty() {
+            let now = Instant::now();
+            noted
+                .lock()
+                .unwrap()
+                .extend(ids.drain(..).map(|id| (id, now)));
         }
-        write
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-            .await?;
+        socket.write_all(&answers).await?;
+        answers.clear();
     }
+}
+
+/// The first request in `buf`, when all of it is there: its length with its body, and the row
+/// id of its `Idempotency-Key`.
+fn parse_request(buf: &[u8]) -> Result<Option<(usize, Option<i64>)>> {
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut request = httparse::Request::new(&mut headers);
+    let httparse::Status::Complete(head) = request.parse(buf)? else {
+        return Ok(None);
+    };
+    let (mut length, mut id) = (0usize, None);
+    for h in request.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("");
+        if h.name.eq_ignore_ascii_case("content-length") {
+            length = value.parse()?;
+        } else if h.name.eq_ignore_ascii_case("idempotency-key") {
+            id = value
+                .strip_prefix("relayq-outbound-")
+                .and_then(|v| v.parse().ok());
+        }
+    }
+    Ok((buf.len() >= head + length).then_some((head + length, id)))
 }
 
 /// The HTTP ceiling: `n` POSTs of a webhook-sized body from reqwest alone, `concurrency` at a
@@ -255,7 +290,8 @@ async fn serve_connection(
 /// No database: what loopback HTTP costs this machine, for reading scenario 9.
 pub fn http_ceiling(n: usize, concurrency: usize) -> Result<f64> {
     actix_rt::System::new().block_on(async move {
-        let (url, mut arrived) = noop_server().await?;
+        let far_end = noop_server().await?;
+        let url = far_end.url.clone();
         let client = reqwest::Client::new();
         let started = Instant::now();
         let next = Rc::new(std::cell::Cell::new(0usize));
@@ -283,8 +319,9 @@ pub fn http_ceiling(n: usize, concurrency: usize) -> Result<f64> {
                 }
             });
         }
-        for _ in 0..n {
-            arrived.recv().await.context("the server stopped")?;
+        let mut seen = 0;
+        while seen < n {
+            seen += far_end.arrived().await?.len();
         }
         Ok(n as f64 / started.elapsed().as_secs_f64())
     })
