@@ -78,16 +78,24 @@ pub async fn deliver(
                         .filter(|run| !run.is_empty())
                         .map(Taken::Run)
                 }
+                // Leased and marked by one statement, as a run of one.
+                Then::LeaseToSend { mark: true } => loop {
+                    match q.lease_run_to_send_in(tx, key, now, 1)? {
+                        // It ended at its lease (expired, superseded): the next row is the head.
+                        Ok(run) if run.is_empty() => continue,
+                        Ok(run) => {
+                            break run.into_iter().next().map(|lease| Taken::Row {
+                                lease,
+                                cleared: true,
+                            })
+                        }
+                        Err(_) => break None,
+                    }
+                },
                 _ => q
                     .lease_next_in(tx, key, now)?
                     .map(|next| {
-                        let cleared = match then {
-                            Then::LeaseToSend { mark: true } => {
-                                q.mark_send_started_in(tx, &next, now)?
-                            }
-                            Then::LeaseToSend { mark: false } => true,
-                            _ => false,
-                        };
+                        let cleared = then == Then::LeaseToSend { mark: false };
                         Ok::<_, EngineError>(Taken::Row {
                             lease: next,
                             cleared,

@@ -705,7 +705,9 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
         delay: Duration::from_millis(2),
     };
     let rt = start(dir.path(), ChannelSpec::of(channel)).await;
-    let written: Vec<_> = (0..60).map(|_| rt.enqueue_outbound(outbound("chat-1"))).collect();
+    let written: Vec<_> = (0..60)
+        .map(|_| rt.enqueue_outbound(outbound("chat-1")))
+        .collect();
     for w in written {
         w.await.unwrap();
     }
