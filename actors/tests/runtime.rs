@@ -739,3 +739,67 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     wait_for("every row sent", || sends.load(Ordering::SeqCst) >= 60).await;
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// A `hold` channel whose first send is answered after 200 ms (the row behind it is written by
+/// then) and whose later sends never are.
+#[derive(Clone)]
+struct HoldsAfterFirst {
+    sends: Arc<AtomicU32>,
+}
+
+impl Channel for HoldsAfterFirst {
+    fn deliver(&mut self, _: Delivery) -> Answer {
+        match self.sends.fetch_add(1, Ordering::SeqCst) {
+            0 => Answer::later(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Outcome::delivered()
+            }),
+            _ => Answer::later(std::future::pending()),
+        }
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn unknown_outcome(&self) -> relayq_actors::channels::UnknownOutcome {
+        relayq_actors::channels::UnknownOutcome::Hold
+    }
+}
+
+/// A `hold` channel's next row is leased with the answer before it, and marked send started by
+/// the same statement: while its send is under way the row says so, so a crash then holds it
+/// for an operator instead of sending it again.
+#[actix::test]
+async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let sends = Arc::new(AtomicU32::new(0));
+    let channel = HoldsAfterFirst {
+        sends: sends.clone(),
+    };
+    let rt = start(dir.path(), ChannelSpec::of(channel)).await;
+    let first = rt
+        .enqueue_outbound(outbound("chat-1"))
+        .await
+        .unwrap()
+        .first
+        .id;
+    let second = rt
+        .enqueue_outbound(outbound("chat-1"))
+        .await
+        .unwrap()
+        .first
+        .id;
+    wait_for("the second send under way", || {
+        sends.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let row = |id| engine.row(id).unwrap().unwrap();
+    assert_eq!(row(first).state, "delivered");
+    let second = row(second);
+    assert_eq!(second.state, "leased");
+    assert!(
+        second.send_started.is_some(),
+        "the row in flight is marked send started"
+    );
+    rt.shutdown(Duration::from_millis(100)).await;
+}

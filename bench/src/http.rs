@@ -20,14 +20,19 @@ use crate::flow::Flow;
 /// Concurrent clients, one keep-alive connection each.
 pub const CLIENTS: usize = 100;
 
-/// The API on a free loopback port, in front of the flow's runtime.
-fn serve(flow: &Flow) -> Result<Server> {
+/// relayq's inbound flow on `db` with the HTTP API on a free loopback port in front of it, and
+/// the URL clients POST messages to.
+async fn start_api(db: &std::path::Path) -> Result<(Flow, Server, String)> {
+    let flow = Flow::start(db, Synchronous::Normal, false).await?;
     let config = HttpConfig {
         enabled: true,
         listen: "127.0.0.1:0".into(),
         ..HttpConfig::default()
     };
-    Server::start(&config, flow.runtime.handle().clone()).map_err(anyhow::Error::msg)
+    let server =
+        Server::start(&config, flow.runtime.handle().clone()).map_err(anyhow::Error::msg)?;
+    let url = format!("http://{}/v1/inbound", server.address);
+    Ok((flow, server, url))
 }
 
 fn body(session: usize, seq: u64) -> String {
@@ -82,9 +87,7 @@ pub fn throughput(n: usize) -> Result<f64> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("relayq.db");
     actix_rt::System::new().block_on(async move {
-        let mut flow = Flow::start(&db, Synchronous::Normal, false).await?;
-        let server = serve(&flow)?;
-        let url = format!("http://{}/v1/inbound", server.address);
+        let (mut flow, server, url) = start_api(&db).await?;
         let cpu_before = crate::cpu::snapshot();
         let started = Instant::now();
         let load = on_load_thread(move || async move {
@@ -124,9 +127,7 @@ pub fn latency(rate: u32, secs: u32) -> Result<Vec<f64>> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("relayq.db");
     actix_rt::System::new().block_on(async move {
-        let mut flow = Flow::start(&db, Synchronous::Normal, false).await?;
-        let server = serve(&flow)?;
-        let url = format!("http://{}/v1/inbound", server.address);
+        let (mut flow, server, url) = start_api(&db).await?;
         let total = (rate * secs) as usize;
         let starts = Arc::new(Mutex::new(vec![None::<Instant>; total]));
         let load_starts = starts.clone();
