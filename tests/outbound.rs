@@ -1055,3 +1055,92 @@ fn every_command_that_prints_data_prints_json_with_json_and_no_progress_when_not
     assert_eq!(json_of(&["show", &id.to_string(), "--json"])["id"], id);
     assert!(json_of(&["session", "list", "--json"]).is_array());
 }
+
+/// A proxy on loopback that keeps the head of each request it gets and answers each with
+/// `answer` (then closes): a forward proxy's answer to a plain-http request, or its refusal
+/// of a CONNECT.
+fn proxy(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            while reader.read_line(&mut head).is_ok_and(|n| n > 2) {}
+            seen.lock().unwrap().push(head);
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, heads)
+}
+
+/// Whether a request head carries `user:pa55` as its proxy credentials.
+fn has_proxy_credentials(head: &str) -> bool {
+    head.lines().any(|l| {
+        l.to_lowercase().starts_with("proxy-authorization:") && l.ends_with("Basic dXNlcjpwYTU1")
+    })
+}
+
+#[test]
+fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
+    let (proxy_url, heads) =
+        proxy("HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    // A name that resolves nowhere: only the proxy can have taken the request.
+    let app = App::new(config("http://relayq-proxied.invalid/hook", "5s"));
+    let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
+    let daemon = app.serve_with_env(&[
+        ("HTTP_PROXY", &with_credentials),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ]);
+    let id = send(&app, &["through the proxy"]);
+    wait_state(&app, id, "delivered");
+    daemon.stop();
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(
+        head.starts_with("POST http://relayq-proxied.invalid/hook HTTP/1.1\r\n"),
+        "the request went to the proxy in absolute form: {head}"
+    );
+    assert!(has_proxy_credentials(&head), "{head}");
+}
+
+#[test]
+fn an_https_webhook_tunnels_through_the_https_proxy_and_a_refusal_sends_nothing() {
+    let (proxy_url, heads) = proxy("HTTP/1.1 407 Proxy Authentication Required\r\n\r\n");
+    let app = App::new(config("https://relayq-proxied.invalid/hook", "5s"));
+    let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
+    let daemon = app.serve_with_env(&[
+        ("HTTPS_PROXY", &with_credentials),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ]);
+    let id = send(&app, &["through the tunnel"]);
+    crate::common::wait_until("an attempt", Duration::from_secs(10), || {
+        app.row(relayq_engine::QueueName::Outbound, id)
+            .last_error
+            .is_some()
+    });
+    daemon.stop();
+    let row = app.row(relayq_engine::QueueName::Outbound, id);
+    let error = row.last_error.clone().unwrap();
+    assert!(
+        error.contains("proxy"),
+        "the error names the proxy: {error}"
+    );
+    assert!(!error.contains("pa55"), "no credentials in errors: {error}");
+    // Refused at the proxy: nothing reached the far end; the attempt is not charged.
+    assert_eq!(
+        (row.state.as_str(), row.attempts),
+        ("pending", 0),
+        "{row:?}"
+    );
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(
+        head.starts_with("CONNECT relayq-proxied.invalid:443 HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(has_proxy_credentials(&head), "{head}");
+}

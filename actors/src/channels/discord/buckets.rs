@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 
 /// How many windows are kept before the ones already refilled are dropped.
 const KEPT_WINDOWS: usize = 10_000;

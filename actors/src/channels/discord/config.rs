@@ -1,6 +1,6 @@
 //! The Discord channel's settings: a bot's (see `kit::bot`), at Discord's REST API.
 
-use reqwest::header::{HeaderValue, USER_AGENT};
+use ::http::header::{HeaderValue, USER_AGENT};
 
 use super::DiscordChannel;
 use crate::channels::kit::bot::{BotConfig, Platform};

@@ -49,7 +49,7 @@ const MAX_NONCE: usize = 25;
 #[derive(Clone)]
 pub struct DiscordChannel {
     /// The REST API's base URL, ending in `/`.
-    api: reqwest::Url,
+    api: url::Url,
     /// Sends `Authorization: Bot <token>` with each request; scrubs the token from errors.
     http: HttpClient,
     timeout: Duration,
@@ -141,10 +141,8 @@ impl DiscordChannel {
             .expect("a snowflake joins the API URL");
         let request = self
             .http
-            .client()
             .post(url)
-            .header("Content-Type", "application/json")
-            .body(body.to_string());
+            .json(body.to_string());
         match self.http.send(request).await {
             Ok(reply) => {
                 self.buckets
@@ -160,7 +158,7 @@ impl DiscordChannel {
         let url = self.api.join("users/@me").expect("a route joins");
         let reply = self
             .http
-            .send(self.http.client().get(url))
+            .send(self.http.get(url))
             .await
             .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
         match reply.json::<Value>() {

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 
 use super::default_timeout;
@@ -98,7 +98,7 @@ impl<P: Platform> BotConfig<P> {
     }
 
     /// The API's base URL, ending in `/` so a method joins under it.
-    pub fn base_url(&self) -> Result<reqwest::Url, SettingError> {
+    pub fn base_url(&self) -> Result<url::Url, SettingError> {
         http::base_url("api_url", self.api_url.as_deref().unwrap_or(P::API_URL))
     }
 

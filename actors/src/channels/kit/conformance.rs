@@ -207,9 +207,9 @@ impl Recorded {
 
     /// The answer as the HTTP kit reads it, for a kind's `classify`.
     pub fn reply(&self) -> Reply {
-        let mut headers = reqwest::header::HeaderMap::new();
+        let mut headers = ::http::header::HeaderMap::new();
         for (k, v) in &self.headers {
-            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            let name = ::http::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
             headers.insert(name, v.parse().unwrap());
         }
         Reply {

@@ -45,7 +45,7 @@ const LOOKUP_PAGES: usize = 5;
 #[derive(Clone)]
 pub struct SlackChannel {
     /// The Web API's base URL, ending in `/`.
-    api: reqwest::Url,
+    api: url::Url,
     /// Sends `Authorization: Bearer <token>`; scrubs the token from errors.
     http: HttpClient,
     timeout: Duration,
@@ -148,17 +148,15 @@ enum Lookup {
 }
 
 impl SlackChannel {
-    fn method(&self, name: &str) -> reqwest::Url {
+    fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
     }
 
     async fn post_message(&self, body: Value) -> Outcome {
         let request = self
             .http
-            .client()
             .post(self.method("chat.postMessage"))
-            .header("Content-Type", "application/json; charset=utf-8")
-            .body(body.to_string());
+            .body(body.to_string(), "application/json; charset=utf-8");
         match self.http.send(request).await {
             Ok(reply) => classify(&reply),
             Err(no_answer) => no_answer,
@@ -192,7 +190,7 @@ impl SlackChannel {
             if !cursor.is_empty() {
                 page.push(("cursor", cursor.as_str()));
             }
-            let request = self.http.client().get(self.method(method)).query(&page);
+            let request = self.http.get(self.method(method)).query(&page);
             let reply = self.http.send(request).await.map_err(Lookup::Later)?;
             let history = match reply.json::<History>() {
                 Some(h) if reply.is_success() && h.ok => h,
@@ -223,7 +221,7 @@ impl SlackChannel {
 
     /// `auth.test`: the bot's user name when the token is good.
     pub async fn auth_test(&self) -> Result<String, String> {
-        let request = self.http.client().post(self.method("auth.test"));
+        let request = self.http.post(self.method("auth.test"));
         let reply = self
             .http
             .send(request)

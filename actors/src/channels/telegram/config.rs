@@ -53,7 +53,7 @@ pub fn pace() -> Pace {
 
 impl Config {
     /// The API's URL for this bot, `<api_url>/bot<token>/`, and the token.
-    pub fn bot_url(&self) -> Result<(reqwest::Url, Secret), SettingError> {
+    pub fn bot_url(&self) -> Result<(url::Url, Secret), SettingError> {
         let token = self.token()?;
         if token.expose().contains(['/', '?', '#']) {
             return Err(SettingError::new(
@@ -73,7 +73,7 @@ impl Config {
     pub fn client(&self, token: &Secret) -> HttpClient {
         HttpClient::new(
             self.timeout,
-            reqwest::header::HeaderMap::new(),
+            ::http::header::HeaderMap::new(),
             vec![token.clone()],
         )
     }

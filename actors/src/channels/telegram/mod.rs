@@ -44,7 +44,7 @@ pub const MAX_CHARS: usize = notice::TELEGRAM_MAX_CHARS;
 pub struct TelegramChannel {
     /// `https://api.telegram.org/bot<token>/`: a method's URL is this joined with its name.
     /// Secret (the token is in it): scrubbed from every error by `http`.
-    api: reqwest::Url,
+    api: url::Url,
     http: HttpClient,
     timeout: Duration,
     pace: Pace,
@@ -131,7 +131,7 @@ impl TelegramChannel {
     }
 
     /// A method's URL.
-    fn method(&self, name: &str) -> reqwest::Url {
+    fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
     }
 
@@ -141,10 +141,8 @@ impl TelegramChannel {
         for _ in 0..3 {
             let request = self
                 .http
-                .client()
                 .post(self.method("sendMessage"))
-                .header("Content-Type", "application/json")
-                .body(body.to_string());
+                .json(body.to_string());
             let reply = match self.http.send(request).await {
                 Ok(reply) => reply,
                 Err(no_answer) => return no_answer,
@@ -178,7 +176,7 @@ impl TelegramChannel {
     pub async fn get_me(&self) -> Result<String, String> {
         let reply = self
             .http
-            .send(self.http.client().get(self.method("getMe")))
+            .send(self.http.get(self.method("getMe")))
             .await
             .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
         match reply.json::<Answered>() {

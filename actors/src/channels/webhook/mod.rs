@@ -11,7 +11,7 @@
 //!   `Retry-After` when it gives one.
 //! - any other 4xx: permanent (the request itself is wrong; sending it again cannot help).
 //! - redirects: 307 and 308 are followed within the URL's origin; any other 3xx is permanent
-//!   (see [`kit::http::same_origin_307_308`](super::kit::http::same_origin_307_308)).
+//!   (see [`kit::http::follows_redirect`](super::kit::http::follows_redirect)).
 //!
 //! The URL may hold a secret (Slack and Discord webhook URLs do): it is a [`Secret`], may be
 //! given as `url_env` or `url_file`, and never appears in an error.
@@ -31,7 +31,7 @@ pub use config::Config;
 pub struct WebhookChannel {
     /// Parsed once: parsing it for every request showed in the outbound benchmark's profile.
     /// Its text is among the client's secrets, scrubbed from errors.
-    url: reqwest::Url,
+    url: url::Url,
     http: HttpClient,
     timeout: Duration,
     text_limit: Option<relayq_engine::TextLimit>,
@@ -42,11 +42,9 @@ impl Channel for WebhookChannel {
     fn deliver(&mut self, delivery: Delivery) -> Answer {
         let request = self
             .http
-            .client()
             .post(self.url.clone())
-            .header("Idempotency-Key", idempotency_key(&delivery))
-            .header("Content-Type", "application/json")
-            .body(serde_json::to_vec(&delivery).expect("a delivery always serialises"));
+            .header("idempotency-key", &idempotency_key(&delivery))
+            .json(serde_json::to_vec(&delivery).expect("a delivery always serialises"));
         let http = self.http.clone();
         Answer::later(async move {
             match http.send(request).await {

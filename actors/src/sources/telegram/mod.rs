@@ -55,9 +55,9 @@ pub struct TelegramSource {
 struct Inner {
     config: Config,
     /// `<api_url>/bot<token>/`: secret, scrubbed from errors by `http`.
-    api: reqwest::Url,
+    api: url::Url,
     /// `<api_url>/file/bot<token>/`, where downloads are.
-    files: reqwest::Url,
+    files: url::Url,
     /// For the long poll: its timeout covers the poll.
     http: HttpClient,
     /// For short calls (typing, getFile, downloads).
@@ -120,17 +120,15 @@ impl Source for TelegramSource {
 }
 
 impl Inner {
-    fn method(&self, name: &str) -> reqwest::Url {
+    fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
     }
 
     /// Calls `method` with a JSON body on `client`; the answer's status and body.
     async fn call(&self, client: &HttpClient, method: &str, body: &Value) -> Result<Reply, String> {
         let request = client
-            .client()
             .post(self.method(method))
-            .header("Content-Type", "application/json")
-            .body(body.to_string());
+            .json(body.to_string());
         client
             .send(request)
             .await
@@ -325,27 +323,7 @@ impl Inner {
             .files
             .join(remote.trim_start_matches('/'))
             .map_err(|e| format!("bad file_path: {e}"))?;
-        let mut response = self
-            .short
-            .client()
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| self.short.scrub(&format!("download failed: {e}")))?;
-        if !response.status().is_success() {
-            return Err(format!("download failed: HTTP {}", response.status()));
-        }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| self.short.scrub(&format!("download failed: {e}")))?
-        {
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > limit {
-                return Err(format!("over max_download_bytes ({limit})"));
-            }
-        }
+        let bytes = self.short.download(url, limit).await?;
         let path = dir.join(format!("{}_{}_{}", m.chat.id, m.message_id, safe_file_name(name)));
         // Off the actix thread: writing up to max_download_bytes blocks.
         let (folder, target) = (dir.to_path_buf(), path.clone());

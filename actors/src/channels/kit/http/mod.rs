@@ -9,16 +9,22 @@
 //! A kind classifies the `Reply` by its platform's rules; [`throttled`] and [`Reply::error`]
 //! are the parts every platform shares.
 
+mod transport;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
-use reqwest::redirect::{Action, Attempt, Policy};
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, LOCATION, RETRY_AFTER};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use url::Url;
 
 use super::head;
 use super::secret::Secret;
 use crate::channels::{Outcome, SettingError};
+use transport::Transport;
 
 /// The longest `Retry-After` honoured; a far end asking for more is tried again after this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -32,11 +38,27 @@ pub const KEPT_BODY: usize = 1024;
 /// What replaces a secret found in text about to be kept or logged.
 pub const REDACTED: &str = "[redacted]";
 
+/// The most 307/308 redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
+
 /// A channel's HTTP client, and the secrets none of its failure texts may show.
 #[derive(Clone)]
 pub struct HttpClient {
-    client: reqwest::Client,
+    transport: Transport,
+    timeout: Duration,
+    /// Sent with every request (a bot token's `Authorization`, a `User-Agent`).
+    headers: Arc<HeaderMap>,
     secrets: Arc<[Secret]>,
+}
+
+/// A request being built: [`HttpClient::get`] or [`HttpClient::post`], then headers and body.
+pub struct Request {
+    method: Method,
+    url: Url,
+    headers: HeaderMap,
+    body: Bytes,
+    /// A header value that cannot be sent, found while building: the request fails for good.
+    invalid: Option<String>,
 }
 
 /// The far end's answer: status, `Retry-After`, the headers (Discord's rate-limit buckets are
@@ -51,55 +73,132 @@ pub struct Reply {
 }
 
 impl HttpClient {
-    /// A client whose requests time out after `timeout`, sending `headers` with each request,
-    /// following redirects only as [`same_origin_307_308`] does. `secrets` are scrubbed from
+    /// A client whose requests time out after `timeout` (a connection not made within half of
+    /// it is a failure before anything was sent), sending `headers` with each request,
+    /// following redirects only as [`follows_redirect`] allows. `secrets` are scrubbed from
     /// every text this client makes (the token in a bot API's URL, a webhook URL).
     pub fn new(timeout: Duration, headers: HeaderMap, secrets: Vec<Secret>) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .redirect(Policy::custom(same_origin_307_308))
-            .default_headers(headers)
-            .build()
-            .expect("the TLS backend initialises");
+        let mut defaults = HeaderMap::new();
+        defaults.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        defaults.extend(headers);
         HttpClient {
-            client,
+            transport: Transport::new(timeout / 2),
+            timeout,
+            headers: Arc::new(defaults),
             secrets: secrets.into(),
         }
     }
 
-    /// The underlying client, to build requests with.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.client
+    pub fn get(&self, url: Url) -> Request {
+        self.request(Method::GET, url)
+    }
+
+    pub fn post(&self, url: Url) -> Request {
+        self.request(Method::POST, url)
+    }
+
+    fn request(&self, method: Method, url: Url) -> Request {
+        Request {
+            method,
+            url,
+            headers: HeaderMap::clone(&self.headers),
+            body: Bytes::new(),
+            invalid: None,
+        }
     }
 
     /// Sends `request` and reads the answer. `Err` is the outcome when there is no answer to
-    /// classify: no answer at all (retry) or a redirect that was not followed (permanent).
-    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Reply, Outcome> {
-        let response = request.send().await.map_err(|e| {
-            let error = match e.is_timeout() {
-                true => "the far end did not answer in time".to_string(),
-                false => self.scrub(&format!("request failed: {}", describe(&e))),
-            };
-            // No connection (DNS, refused, TLS): nothing went out. Past that, the far end may
-            // have the request.
-            match e.is_connect() {
-                true => Outcome::Unreachable { error },
-                false => Outcome::unknown(error),
-            }
-        })?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        if response.status().is_redirection() {
-            return Err(redirected(status, response.url(), response.headers()));
+    /// classify: no answer at all (retry), a redirect that was not followed or a request that
+    /// cannot be sent (permanent).
+    pub async fn send(&self, request: Request) -> Result<Reply, Outcome> {
+        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
+            Ok(answer) => answer,
+            // The request may have gone out: the far end may have it.
+            Err(_) => Err(Outcome::unknown("the far end did not answer in time")),
         }
-        let headers = response.headers().clone();
-        let body = read_body(response, MAX_BODY).await;
-        Ok(Reply {
-            status,
-            retry_after,
+    }
+
+    async fn exchange(&self, request: Request) -> Result<Reply, Outcome> {
+        if let Some(reason) = request.invalid {
+            return Err(Outcome::Permanent { reason });
+        }
+        let Request {
+            method,
+            mut url,
             headers,
+            body,
+            ..
+        } = request;
+        let mut hops = 0;
+        let response = loop {
+            let response = self
+                .transport
+                .request(hyper_request(&method, &url, &headers, &body)?)
+                .await
+                .map_err(|e| self.no_answer(&e))?;
+            match follows_redirect(&url, response.status(), response.headers(), hops) {
+                Some(next) => (url, hops) = (next, hops + 1),
+                None => break response,
+            }
+        };
+        let status = response.status();
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        if status.is_redirection() {
+            return Err(redirected(status.as_u16(), &url, response.headers()));
+        }
+        let (head, body) = response.into_parts();
+        let body = read_body(body, MAX_BODY as u64)
+            .await
+            .unwrap_or_else(|read| read);
+        Ok(Reply {
+            status: status.as_u16(),
+            retry_after,
+            headers: head.headers,
             body: self.scrub(&String::from_utf8_lossy(&body)),
         })
+    }
+
+    /// Downloads `url` (a file a platform keeps), refusing a body over `limit` bytes. The
+    /// error is a sentence with the channel's secrets taken out.
+    pub async fn download(&self, url: Url, limit: u64) -> Result<Vec<u8>, String> {
+        let fetch = async {
+            let request = self.get(url);
+            let head = hyper_request(
+                &request.method,
+                &request.url,
+                &request.headers,
+                &request.body,
+            )
+            .map_err(|e| e.text().unwrap_or_default().to_string())?;
+            let response = self
+                .transport
+                .request(head)
+                .await
+                .map_err(|e| self.scrub(&format!("download failed: {}", describe(&e))))?;
+            if !response.status().is_success() {
+                return Err(format!("download failed: HTTP {}", response.status()));
+            }
+            read_body(response.into_body(), limit + 1)
+                .await
+                .map_err(|_| "download failed: the connection broke".to_string())
+        };
+        match tokio::time::timeout(self.timeout, fetch).await {
+            Ok(Ok(bytes)) if bytes.len() as u64 > limit => {
+                Err(format!("over max_download_bytes ({limit})"))
+            }
+            Ok(done) => done,
+            Err(_) => Err("download failed: timed out".into()),
+        }
+    }
+
+    /// The outcome of a request that got no answer: nothing went out when no connection was
+    /// made (DNS, refused, TLS); past that, the far end may have the request.
+    fn no_answer(&self, e: &hyper_util::client::legacy::Error) -> Outcome {
+        let error = self.scrub(&format!("request failed: {}", describe(e)));
+        match e.is_connect() {
+            true => Outcome::Unreachable { error },
+            false => Outcome::unknown(error),
+        }
     }
 
     /// `text` with each of the channel's secrets replaced by [`REDACTED`].
@@ -112,6 +211,80 @@ impl HttpClient {
                 text.replace(secret, REDACTED)
             })
     }
+}
+
+impl Request {
+    /// Adds a header. A value that cannot be sent makes the request fail for good, naming
+    /// the header (never its value).
+    pub fn header(mut self, name: &'static str, value: &str) -> Self {
+        match HeaderValue::from_str(value) {
+            Ok(value) => {
+                self.headers.insert(HeaderName::from_static(name), value);
+            }
+            Err(_) => {
+                self.invalid = Some(format!(
+                    "the {name} header cannot be sent: its value is not a valid HTTP header value"
+                ))
+            }
+        }
+        self
+    }
+
+    /// A JSON body (`Content-Type: application/json`).
+    pub fn json(self, body: impl Into<Bytes>) -> Self {
+        self.body(body, "application/json")
+    }
+
+    pub fn body(mut self, body: impl Into<Bytes>, content_type: &'static str) -> Self {
+        self.headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        self.body = body.into();
+        self
+    }
+
+    /// Adds `pairs` to the URL's query, form-encoded.
+    pub fn query(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.url.query_pairs_mut().extend_pairs(pairs);
+        self
+    }
+}
+
+/// The hyper request for one hop. The body is shared, not copied, between hops.
+fn hyper_request(
+    method: &Method,
+    url: &Url,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<hyper::Request<Full<Bytes>>, Outcome> {
+    let uri = http::Uri::try_from(url.as_str()).map_err(|_| Outcome::Permanent {
+        reason: format!("{} is not a URL an HTTP request can go to", redacted(url)),
+    })?;
+    let mut request = hyper::Request::new(Full::new(body.clone()));
+    *request.method_mut() = method.clone();
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers.clone();
+    Ok(request)
+}
+
+/// Reads at most `max` bytes of `body`. A body cut short by the far end is `Err` with what
+/// was read.
+async fn read_body(mut body: hyper::body::Incoming, max: u64) -> Result<Vec<u8>, Vec<u8>> {
+    let mut bytes = Vec::new();
+    while (bytes.len() as u64) < max {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Some(Err(_)) => return Err(bytes),
+            None => break,
+        }
+    }
+    bytes.truncate(max as usize);
+    Ok(bytes)
 }
 
 impl Reply {
@@ -170,7 +343,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
-/// Header settings as a `HeaderMap`, each value marked sensitive (never in reqwest's `Debug`).
+/// Header settings as a `HeaderMap`, each value marked sensitive (never in a `Debug` print).
 /// The error names the header (`headers.NAME`), never its value.
 pub fn headers(map: &BTreeMap<String, Secret>) -> Result<HeaderMap, SettingError> {
     let mut headers = HeaderMap::new();
@@ -188,7 +361,7 @@ pub fn headers(map: &BTreeMap<String, Secret>) -> Result<HeaderMap, SettingError
 
 /// An API's base URL setting, checked as [`check_url`] does and ending in `/`, so that a
 /// method's name joins under its path (`.../api` + `chat.postMessage`).
-pub fn base_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
+pub fn base_url(key: &str, url: &str) -> Result<Url, SettingError> {
     let mut base = check_url(key, url)?;
     if !base.path().ends_with('/') {
         let path = format!("{}/", base.path());
@@ -198,8 +371,8 @@ pub fn base_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
 }
 
 /// Checks that `url` is an http(s) URL, without ever repeating it (it may hold a secret).
-pub fn check_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| {
+pub fn check_url(key: &str, url: &str) -> Result<Url, SettingError> {
+    let parsed = Url::parse(url).map_err(|e| {
         SettingError::new(
             key,
             format!("is not a URL ({e}); write e.g. \"https://host/path\""),
@@ -214,25 +387,27 @@ pub fn check_url(key: &str, url: &str) -> Result<reqwest::Url, SettingError> {
     Ok(parsed)
 }
 
-/// The redirect policy: only 307 and 308 keep the method and the body, and only within the
-/// origin the message was addressed to (a few hops at most). A 301/302/303 would turn the POST
-/// into a bodyless GET, whose 2xx would mean nothing was sent.
-pub fn same_origin_307_308(attempt: Attempt<'_>) -> Action {
-    let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
-    let same_origin = attempt
-        .previous()
-        .first()
-        .is_some_and(|first| first.origin() == attempt.url().origin());
-    if keeps_body && same_origin && attempt.previous().len() <= 5 {
-        attempt.follow()
-    } else {
-        attempt.stop()
+/// Where a redirect leads, when it is followed: only 307 and 308 keep the method and the
+/// body, and only within the origin the message was addressed to ([`MAX_REDIRECTS`] hops at
+/// most). A 301/302/303 would turn the POST into a bodyless GET, whose 2xx would mean nothing
+/// was sent.
+pub fn follows_redirect(
+    from: &Url,
+    status: StatusCode,
+    headers: &HeaderMap,
+    hops: usize,
+) -> Option<Url> {
+    if !matches!(status.as_u16(), 307 | 308) || hops >= MAX_REDIRECTS {
+        return None;
     }
+    let location = headers.get(LOCATION)?.to_str().ok()?;
+    let next = from.join(location).ok()?;
+    (next.origin() == from.origin()).then_some(next)
 }
 
 /// A redirect that was not followed: permanent, saying where the URL points, without the path
 /// and query, which may hold a secret (Slack and Discord webhook URLs do).
-fn redirected(status: u16, from: &reqwest::Url, headers: &HeaderMap) -> Outcome {
+fn redirected(status: u16, from: &Url, headers: &HeaderMap) -> Outcome {
     let target = headers
         .get(LOCATION)
         .and_then(|v| v.to_str().ok())
@@ -249,7 +424,7 @@ fn redirected(status: u16, from: &reqwest::Url, headers: &HeaderMap) -> Outcome 
 }
 
 /// A URL with nothing that may be secret: scheme, host and port; the path as `/…`.
-pub fn redacted(url: &reqwest::Url) -> String {
+pub fn redacted(url: &Url) -> String {
     let origin = url.origin().ascii_serialization();
     if url.path() == "/" && url.query().is_none() {
         origin
@@ -258,12 +433,12 @@ pub fn redacted(url: &reqwest::Url) -> String {
     }
 }
 
-/// What went wrong with a request that got no answer, in words an operator can act on:
-/// reqwest's own text is "error sending request for url (…)"; the cause is down its chain of
-/// sources. Never contains the URL.
-pub fn describe(error: &reqwest::Error) -> String {
+/// What went wrong with a request that got no answer, in words an operator can act on: the
+/// client's own text is "client error (Connect)"; the cause is down its chain of sources.
+/// Never contains the URL.
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     let (mut chain, mut io_kind) = (Vec::new(), None);
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(e) = source {
         chain.push(e.to_string());
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -272,7 +447,7 @@ pub fn describe(error: &reqwest::Error) -> String {
         source = e.source();
     }
     let all = chain.join(": ").to_lowercase();
-    let what = if error.is_timeout() || all.contains("timed out") {
+    let what = if io_kind == Some(std::io::ErrorKind::TimedOut) || all.contains("timed out") {
         "timed out"
     } else if all.contains("dns error") || all.contains("failed to lookup") {
         "DNS lookup failed (is the host name right?)"
@@ -290,28 +465,17 @@ pub fn describe(error: &reqwest::Error) -> String {
         || io_kind == Some(std::io::ErrorKind::InvalidData)
     {
         "TLS failed (is the scheme right, and the certificate valid?)"
+    } else if all.contains("proxy") || all.contains("tunnel") {
+        "the proxy refused or failed (check HTTP_PROXY / HTTPS_PROXY)"
     } else if io_kind == Some(std::io::ErrorKind::ConnectionReset) {
         "connection reset by the far end"
     } else {
         "the request could not be sent"
     };
     match chain.last() {
-        Some(detail) if !error.is_timeout() => format!("{what} ({detail})"),
-        _ => what.to_string(),
+        Some(detail) => format!("{what} ({detail})"),
+        None => what.to_string(),
     }
-}
-
-/// Reads at most `max` bytes of the body; a body cut short by the far end is kept as read.
-async fn read_body(mut response: reqwest::Response, max: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    while bytes.len() < max {
-        match response.chunk().await {
-            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    bytes.truncate(max);
-    bytes
 }
 
 #[cfg(test)]
@@ -363,6 +527,35 @@ mod tests {
             throttled(&reply(503, Some(Duration::from_secs(7))), None),
             None
         );
+    }
+
+    #[test]
+    fn only_307_and_308_are_followed_within_the_origin_and_five_times_at_most() {
+        let from = Url::parse("https://hooks.example.com/a/b").unwrap();
+        let to = |location: &str| {
+            HeaderMap::from_iter([(LOCATION, HeaderValue::from_str(location).unwrap())])
+        };
+        let follow = |status: u16, location: &str, hops| {
+            let status = StatusCode::from_u16(status).unwrap();
+            follows_redirect(&from, status, &to(location), hops).map(String::from)
+        };
+        assert_eq!(
+            follow(307, "/c?x=1", 0).as_deref(),
+            Some("https://hooks.example.com/c?x=1")
+        );
+        assert_eq!(
+            follow(308, "https://hooks.example.com/d", 4).as_deref(),
+            Some("https://hooks.example.com/d")
+        );
+        assert_eq!(follow(308, "/d", MAX_REDIRECTS), None, "too many hops");
+        for status in [301, 302, 303] {
+            assert_eq!(follow(status, "/c", 0), None, "{status} drops the body");
+        }
+        assert_eq!(follow(307, "https://other.example.com/c", 0), None);
+        assert_eq!(follow(307, "http://hooks.example.com/c", 0), None);
+        let no_location =
+            follows_redirect(&from, StatusCode::TEMPORARY_REDIRECT, &HeaderMap::new(), 0);
+        assert_eq!(no_location, None);
     }
 
     #[test]
