@@ -488,9 +488,11 @@ fn main() -> Result<()> {
 
     if wants(Scenario::Outbound) {
         let n = sizes.outbound_n;
-        let ceiling = repeat(runs, "HTTP ceiling: reqwest alone, 32 in flight", || {
-            outbound::http_ceiling(n, 32)
-        })?;
+        let ceiling = repeat(
+            runs,
+            "HTTP ceiling: the channels' client alone, 32 in flight",
+            || outbound::http_ceiling(n, 32),
+        )?;
         let paired = outbound_beside_inbound(&sizes, runs)?;
         // The mark's cost at 1000 destinations, for each way of marking.
         let at_1000 = |what: &str, on: bool, unknown_outcome: UnknownOutcome| {
@@ -517,7 +519,7 @@ fn main() -> Result<()> {
                 "{n} outbound rows over 100 destinations, each destination's rows written in order \
                  by its own producer with `Relayq::enqueue_outbound` while the OutboundSender \
                  leases them (32 sends in flight, the default) in runs marked send started, POSTs \
-                 each with the real webhook channel (reqwest) to a keep-alive no-op HTTP/1.1 server \
+                 each with the real webhook channel (the channels' HTTP client, hyper) to a keep-alive no-op HTTP/1.1 server \
                  on loopback and records the answers; pacing off, synchronous = NORMAL; from the \
                  first enqueue to the last row recorded delivered; per-destination order checked \
                  at the server. Latency: enqueue call → request at the server, under that full \
@@ -529,7 +531,7 @@ fn main() -> Result<()> {
                  marked by the statement that leases them) and for `unknown_outcome = \"hold\"` \
                  (rows one by one, each marked alone just before its send, or in the write that \
                  records the row before it). The HTTP ceiling: the same POSTs \
-                 from reqwest alone, 32 in flight on one thread, to the same server, no \
+                 from that client alone, 32 in flight on one thread, to the same server, no \
                  database: what loopback HTTP alone allows on this machine. CPU per row: each \
                  thread's time on a CPU (`/proc/self/task/*/schedstat`) over the run, divided by \
                  the rows: the writer (relayq's commit thread), the actix thread (actors, \
@@ -569,7 +571,7 @@ fn main() -> Result<()> {
                     paired.ratios.iter().map(|r| 100.0 * r).collect(),
                 ),
                 Figure::new(
-                    "HTTP ceiling: reqwest alone, 32 in flight",
+                    "HTTP ceiling: the channels' client alone, 32 in flight",
                     "req/s",
                     ceiling,
                 ),
@@ -634,10 +636,21 @@ fn main() -> Result<()> {
         report.sections.push(Section {
             title: "10. The HTTP API".into(),
             how: format!(
-                "{n} inbound messages enqueued with `POST /v1/inbound` by a load generator on its                  own thread (tokio, reqwest): {clients} clients, each its own keep-alive HTTP/1.1                  connection and its own session, sending its session's messages in order, the                  next after the 201; the API on actix-web's default 2 workers in front of the                  inbound flow of scenario 1 (no-op channel, synchronous = NORMAL); from the first                  request to the last delivery. Against that flow in process (S = {clients},                  producers calling the SupervisorActor), run just before each HTTP run; the                  target is checked on the median of the runs' ratios. Beside them, the same flow \
+                "{n} inbound messages enqueued with `POST /v1/inbound` by a load generator on \
+                 its own thread (tokio, reqwest): {clients} clients, each its own keep-alive \
+                 HTTP/1.1 connection and its own session, sending its session's messages in \
+                 order, the next after the 201; the API on actix-web's default 2 workers in \
+                 front of the inbound flow of scenario 1 (no-op channel, synchronous = NORMAL); \
+                 from the first request to the last delivery. Against that flow in process (S = \
+                 {clients}, producers calling the SupervisorActor), run just before each HTTP \
+                 run; the target is checked on the median of the runs' ratios. Beside them, the \
+                 same flow \
                  in process with each producer waiting for each enqueue's commit before the \
                  next, as a client on one connection must: what the HTTP clients' pattern \
-                 costs without HTTP. Latency: {rate} requests/s                  offered for {secs} s round-robin over the {clients} clients, each started on                  schedule (open loop); request start → delivered to the channel. The load                  generator shares the machine's 2 cores with relayq.",
+                 costs without HTTP. Latency: {rate} requests/s offered for {secs} s \
+                 round-robin over the {clients} clients, each started on schedule (open loop); \
+                 request start → delivered to the channel. The load generator shares the \
+                 machine's 2 cores with relayq.",
                 clients = http::CLIENTS,
                 rate = 1000,
                 secs = sizes.latency_secs,
@@ -649,7 +662,12 @@ fn main() -> Result<()> {
                     0.3,
                     format!("{:.0} %", 100.0 * ratio),
                 ),
-                Check::at_most("p99 ≤ 20 ms at 1 000 requests/s", mp99, 20.0, format!("{mp99:.2} ms")),
+                Check::at_most(
+                    "p99 ≤ 20 ms at 1 000 requests/s",
+                    mp99,
+                    20.0,
+                    format!("{mp99:.2} ms"),
+                ),
             ],
             figures: vec![
                 Figure::new("over HTTP, 100 clients", "msgs/s", over_http.clone()),

@@ -1,5 +1,5 @@
 //! relayq's outbound flow, in process: rows written with `Relayq::enqueue_outbound`, leased by
-//! the OutboundSender, POSTed by the real webhook channel (reqwest, the production code path)
+//! the OutboundSender, POSTed by the real webhook channel (the channels' HTTP client, the production code path)
 //! to a no-op HTTP/1.1 server on loopback, and recorded delivered. Pacing is off (the webhook
 //! has no budgets unless configured). The server checks each destination's order.
 
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Result};
 
 use crate::cpu;
+use relayq_actors::channels::kit::http::HttpClient;
 use relayq_actors::channels::{webhook, ChannelConfig, UnknownOutcome};
 use relayq_actors::{Relayq, RelayqConfig};
 // (the producers share the runtime on the actix thread)
@@ -285,14 +286,15 @@ fn parse_request(buf: &[u8]) -> Result<Option<(usize, Option<i64>)>> {
     Ok((buf.len() >= head + length).then_some((head + length, id)))
 }
 
-/// The HTTP ceiling: `n` POSTs of a webhook-sized body from reqwest alone, `concurrency` at a
-/// time, on one current-thread runtime (as relayq's actix thread), to the same no-op server.
+/// The HTTP ceiling: `n` POSTs of a webhook-sized body from the channels' HTTP client alone
+/// (relayq's `HttpClient`), `concurrency` at a time, on one current-thread runtime (as relayq's
+/// actix thread), to the same no-op server.
 /// No database: what loopback HTTP costs this machine, for reading scenario 9.
 pub fn http_ceiling(n: usize, concurrency: usize) -> Result<f64> {
     actix_rt::System::new().block_on(async move {
         let far_end = noop_server().await?;
-        let url = far_end.url.clone();
-        let client = reqwest::Client::new();
+        let url = reqwest::Url::parse(&far_end.url)?;
+        let client = HttpClient::new(Duration::from_secs(30), Default::default(), Vec::new());
         let started = Instant::now();
         let next = Rc::new(std::cell::Cell::new(0usize));
         for _ in 0..concurrency {
@@ -308,14 +310,11 @@ pub fn http_ceiling(n: usize, concurrency: usize) -> Result<f64> {
                         r#"{{"id":{id},"channel":"hook","to":"chat-{}","kind":"final","text":"{id}"}}"#,
                         id % 100
                     );
-                    let _ = client
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .header("idempotency-key", format!("relayq-outbound-{id}"))
-                        .body(body)
-                        .send()
-                        .await
-                        .and_then(|r| r.error_for_status());
+                    let request = client
+                        .post(url.clone())
+                        .header("idempotency-key", &format!("relayq-outbound-{id}"))
+                        .json(body);
+                    let _ = client.send(request).await;
                 }
             });
         }

@@ -39,14 +39,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct Transport {
     client: Client<Connector, Full<Bytes>>,
-    proxies: Arc<Matcher>,
+    /// `None` when the environment names no proxy: no request pays for the rules then.
+    proxies: Option<Arc<Matcher>>,
 }
 
 impl Transport {
     /// A transport whose connections (TCP, a proxy's tunnel, TLS) give up after
     /// `connect_timeout`: a connection never made is a failure before any byte was sent.
     pub fn new(connect_timeout: Duration) -> Self {
-        let proxies = Arc::new(Matcher::from_env());
+        let proxies = proxies_named().then(|| Arc::new(Matcher::from_env()));
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
@@ -81,8 +82,16 @@ impl Transport {
     }
 
     fn proxy_auth(&self, dst: &Uri) -> Option<HeaderValue> {
-        self.proxies.intercept(dst)?.basic_auth().cloned()
+        self.proxies.as_ref()?.intercept(dst)?.basic_auth().cloned()
     }
+}
+
+/// Whether the environment names a proxy at all.
+fn proxies_named() -> bool {
+    ["ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY"]
+        .iter()
+        .flat_map(|name| [name.to_string(), name.to_lowercase()])
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
 }
 
 /// rustls with the webpki roots and ring, made once: every channel's client shares it.
@@ -110,7 +119,7 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
 struct Connector {
     tcp: HttpConnector,
     tls: Arc<rustls::ClientConfig>,
-    proxies: Arc<Matcher>,
+    proxies: Option<Arc<Matcher>>,
     timeout: Duration,
 }
 
@@ -137,7 +146,7 @@ impl tower_service::Service<Uri> for Connector {
 impl Connector {
     async fn connect(self, dst: Uri) -> Result<Conn, BoxError> {
         let mut direct = HttpsConnector::from((self.tcp.clone(), self.tls.clone()));
-        let Some(proxy) = self.proxies.intercept(&dst) else {
+        let Some(proxy) = self.proxies.as_ref().and_then(|p| p.intercept(&dst)) else {
             let io = tower_service::Service::call(&mut direct, dst).await?;
             return Ok(Conn::Direct {
                 io: Box::new(io),
