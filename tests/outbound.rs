@@ -1077,6 +1077,12 @@ fn proxy(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
     (url, heads)
 }
 
+/// `serve` with `var` naming the proxy at `proxy_url`, with `user:pa55` as its credentials.
+fn serve_behind(app: &App, var: &str, proxy_url: &str) -> crate::common::Daemon {
+    let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
+    app.serve_with_env(&[(var, &with_credentials), ("NO_PROXY", ""), ("no_proxy", "")])
+}
+
 /// Whether a request head carries `user:pa55` as its proxy credentials.
 fn has_proxy_credentials(head: &str) -> bool {
     head.lines().any(|l| {
@@ -1090,12 +1096,7 @@ fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
         proxy("HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     // A name that resolves nowhere: only the proxy can have taken the request.
     let app = App::new(config("http://relayq-proxied.invalid/hook", "5s"));
-    let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
-    let daemon = app.serve_with_env(&[
-        ("HTTP_PROXY", &with_credentials),
-        ("NO_PROXY", ""),
-        ("no_proxy", ""),
-    ]);
+    let daemon = serve_behind(&app, "HTTP_PROXY", &proxy_url);
     let id = send(&app, &["through the proxy"]);
     wait_state(&app, id, "delivered");
     daemon.stop();
@@ -1111,12 +1112,7 @@ fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
 fn an_https_webhook_tunnels_through_the_https_proxy_and_a_refusal_sends_nothing() {
     let (proxy_url, heads) = proxy("HTTP/1.1 407 Proxy Authentication Required\r\n\r\n");
     let app = App::new(config("https://relayq-proxied.invalid/hook", "5s"));
-    let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
-    let daemon = app.serve_with_env(&[
-        ("HTTPS_PROXY", &with_credentials),
-        ("NO_PROXY", ""),
-        ("no_proxy", ""),
-    ]);
+    let daemon = serve_behind(&app, "HTTPS_PROXY", &proxy_url);
     let id = send(&app, &["through the tunnel"]);
     crate::common::wait_until("an attempt", Duration::from_secs(10), || {
         app.row(relayq_engine::QueueName::Outbound, id)
