@@ -13,7 +13,7 @@
 //! - redirects: 307 and 308 are followed within the URL's origin; any other 3xx is permanent
 //!   (see [`kit::http::follows_redirect`](super::kit::http::follows_redirect)).
 //!
-//! The URL may hold a secret (Slack and Discord webhook URLs do): it is a [`Secret`], may be
+//! The URL may hold a secret (Slack and Discord webhook URLs do): it is a [`Secret`](super::kit::secret::Secret), may be
 //! given as `url_env` or `url_file`, and never appears in an error.
 
 mod config;

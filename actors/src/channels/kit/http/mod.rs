@@ -1,10 +1,13 @@
-//! The HTTP kit for channels that call HTTP APIs: one client builder, `Retry-After` parsing,
-//! bounded body reading, and failure words that never hold a URL or a secret.
+//! The HTTP kit for channels that call HTTP APIs: one client (`transport` carries its
+//! requests), `Retry-After` parsing, bounded body reading, and failure words that never hold a
+//! URL or a secret.
 //!
 //! ```text
-//!   HttpClient::send(request) ──▶ Ok(Reply { status, retry_after, body })  the far end answered
-//!                             └─▶ Err(Outcome)  no answer (timeout, refused, TLS, DNS: Retry)
-//!                                               or a redirect not followed (Permanent)
+//!   http.post(url).header(..).json(body)
+//!     └▶ HttpClient::send ─▶ Ok(Reply { status, retry_after, headers, body })  answered
+//!                        ├─▶ Err(Unreachable)  no connection (DNS, refused, TLS, proxy): nothing sent
+//!                        ├─▶ Err(Unknown)      sent, no answer (timeout, cut): the far end may have it
+//!                        └─▶ Err(Permanent)    a redirect not followed, a header that cannot be sent
 //! ```
 //! A kind classifies the `Reply` by its platform's rules; [`throttled`] and [`Reply::error`]
 //! are the parts every platform shares.
@@ -388,7 +391,7 @@ pub fn check_url(key: &str, url: &str) -> Result<Url, SettingError> {
 }
 
 /// Where a redirect leads, when it is followed: only 307 and 308 keep the method and the
-/// body, and only within the origin the message was addressed to ([`MAX_REDIRECTS`] hops at
+/// body, and only within the origin the message was addressed to (five hops at
 /// most). A 301/302/303 would turn the POST into a bodyless GET, whose 2xx would mean nothing
 /// was sent.
 pub fn follows_redirect(
