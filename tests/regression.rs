@@ -1121,3 +1121,26 @@ fn prune_reports_progress_on_a_terminal() {
         "the summary: {seen:?}"
     );
 }
+
+/// An idempotency key with a newline was taken at enqueue, but it is sent as an HTTP header,
+/// where it cannot go: the row could never be delivered and ended as a dead letter.
+#[test]
+fn an_idempotency_key_with_a_newline_is_refused_at_enqueue_not_found_unsendable_later() {
+    let app = App::new(webhook_config("http://127.0.0.1:9/hook"));
+    let out = app.run(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "ops",
+        "--idempotency-key",
+        "deploy\n42",
+        "hi",
+    ]);
+    assert_usage_error(&out, "the idempotency key has a control character");
+    assert!(
+        !app.db().exists() || app.engine().counts().unwrap().is_empty(),
+        "nothing written"
+    );
+}

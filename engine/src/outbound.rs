@@ -171,6 +171,19 @@ impl OutboundMessage {
         if self.idempotency_key.as_deref().is_some_and(str::is_empty) {
             return invalid("the idempotency key is empty: omit it or give a key".into());
         }
+        // The key goes out as an HTTP header (`Idempotency-Key`), where control characters
+        // cannot: such a row could never be sent.
+        if self
+            .idempotency_key
+            .as_deref()
+            .is_some_and(|k| k.chars().any(char::is_control))
+        {
+            return invalid(
+                "the idempotency key has a control character (a newline, a tab): it is sent \
+                 as an HTTP header; give a key without one"
+                    .into(),
+            );
+        }
         if self.text.len() > max_body_bytes {
             return invalid(format!(
                 "the message text is {} bytes, over the {} byte limit (daemon.max_body_bytes)",
