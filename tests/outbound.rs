@@ -1056,10 +1056,10 @@ fn every_command_that_prints_data_prints_json_with_json_and_no_progress_when_not
     assert!(json_of(&["session", "list", "--json"]).is_array());
 }
 
-/// A proxy on loopback that keeps the head of each request it gets and answers each with
-/// `answer` (then closes): a forward proxy's answer to a plain-http request, or its refusal
-/// of a CONNECT.
-fn proxy(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+/// A server on loopback that keeps the head of each request it gets and answers each with
+/// `answer` (then closes): a far end whose headers are checked, a forward proxy's answer to a
+/// plain-http request, or a proxy's refusal of a CONNECT.
+fn heads_server(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -1077,6 +1077,8 @@ fn proxy(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
     (url, heads)
 }
 
+const OK_AND_CLOSE: &str = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
 /// `serve` with `var` naming the proxy at `proxy_url`, with `user:pa55` as its credentials.
 fn serve_behind(app: &App, var: &str, proxy_url: &str) -> crate::common::Daemon {
     let with_credentials = proxy_url.replace("http://", "http://user:pa55@");
@@ -1092,8 +1094,7 @@ fn has_proxy_credentials(head: &str) -> bool {
 
 #[test]
 fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
-    let (proxy_url, heads) =
-        proxy("HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let (proxy_url, heads) = heads_server(OK_AND_CLOSE);
     // A name that resolves nowhere: only the proxy can have taken the request.
     let app = App::new(config("http://relayq-proxied.invalid/hook", "5s"));
     let daemon = serve_behind(&app, "HTTP_PROXY", &proxy_url);
@@ -1110,7 +1111,7 @@ fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
 
 #[test]
 fn an_https_webhook_tunnels_through_the_https_proxy_and_a_refusal_sends_nothing() {
-    let (proxy_url, heads) = proxy("HTTP/1.1 407 Proxy Authentication Required\r\n\r\n");
+    let (proxy_url, heads) = heads_server("HTTP/1.1 407 Proxy Authentication Required\r\n\r\n");
     let app = App::new(config("https://relayq-proxied.invalid/hook", "5s"));
     let daemon = serve_behind(&app, "HTTPS_PROXY", &proxy_url);
     let id = send(&app, &["through the tunnel"]);
@@ -1139,4 +1140,31 @@ fn an_https_webhook_tunnels_through_the_https_proxy_and_a_refusal_sends_nothing(
         "{head}"
     );
     assert!(has_proxy_credentials(&head), "{head}");
+}
+
+/// The move from reqwest to the channels' own client (d27b8ce) dropped credentials written in a
+/// webhook URL (`https://user:password@host/…`): reqwest sent them as Basic auth, the new client
+/// sent the request without them, and the far end refused it.
+#[test]
+fn credentials_in_a_webhook_url_are_sent_as_basic_auth_not_dropped() {
+    let (url, heads) = heads_server(OK_AND_CLOSE);
+    let with_credentials = format!("{}/hook", url.replace("http://", "http://user:p%40ss@"));
+    let app = App::new(config(&with_credentials, "5s"));
+    let daemon = app.serve();
+    let id = send(&app, &["with credentials"]);
+    wait_state(&app, id, "delivered");
+    daemon.stop();
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(head.starts_with("POST /hook HTTP/1.1\r\n"), "{head}");
+    // base64("user:p@ss")
+    assert!(
+        head.lines()
+            .any(|l| l.to_lowercase().starts_with("authorization:")
+                && l.ends_with("Basic dXNlcjpwQHNz")),
+        "{head}"
+    );
+    assert!(
+        !head.contains("p%40ss"),
+        "no credentials in the request line: {head}"
+    );
 }

@@ -51,6 +51,11 @@ impl Transport {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
+        // Probes on idle connections, as reqwest set them: a pooled connection or a long poll
+        // through a NAT that dropped it is found dead in about a minute, not hours.
+        tcp.set_keepalive(Some(Duration::from_secs(15)));
+        tcp.set_keepalive_interval(Some(Duration::from_secs(15)));
+        tcp.set_keepalive_retries(Some(3));
         let connector = Connector {
             tcp,
             tls: tls_config(),
