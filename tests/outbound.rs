@@ -2,6 +2,7 @@
 //! `relayq serve` runs, against a real HTTP server on loopback answering as a webhook receiver
 //! would. The sweep is off, so every send is started by the wake-up path.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::{assert_usage_error, webhook_config, App, Config, Endpoint, Reply};
@@ -1059,11 +1060,11 @@ fn every_command_that_prints_data_prints_json_with_json_and_no_progress_when_not
 /// A server on loopback that keeps the head of each request it gets and answers each with
 /// `answer` (then closes): a far end whose headers are checked, a forward proxy's answer to a
 /// plain-http request, or a proxy's refusal of a CONNECT.
-fn heads_server(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+fn heads_server(answer: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heads = Arc::new(Mutex::new(Vec::new()));
     let seen = heads.clone();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
@@ -1085,11 +1086,20 @@ fn serve_behind(app: &App, var: &str, proxy_url: &str) -> crate::common::Daemon 
     app.serve_with_env(&[(var, &with_credentials), ("NO_PROXY", ""), ("no_proxy", "")])
 }
 
-/// Whether a request head carries `user:pa55` as its proxy credentials.
-fn has_proxy_credentials(head: &str) -> bool {
-    head.lines().any(|l| {
-        l.to_lowercase().starts_with("proxy-authorization:") && l.ends_with("Basic dXNlcjpwYTU1")
-    })
+/// `user:pa55` as Basic credentials.
+const PA55: &str = "Basic dXNlcjpwYTU1";
+
+/// The first request `heads_server` got, checked to start with `line`, and whether it has
+/// the header `name` (any case) set to `value`.
+fn first_request(heads: &Mutex<Vec<String>>, line: &str, (name, value): (&str, &str)) -> String {
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(head.starts_with(&format!("{line}\r\n")), "{head}");
+    let has = head.lines().any(|l| {
+        l.split_once(':')
+            .is_some_and(|(n, v)| n.eq_ignore_ascii_case(name) && v.trim() == value)
+    });
+    assert!(has, "{name}: {value} in {head}");
+    head
 }
 
 #[test]
@@ -1101,12 +1111,9 @@ fn a_webhook_goes_through_the_http_proxy_of_the_daemons_environment() {
     let id = send(&app, &["through the proxy"]);
     wait_state(&app, id, "delivered");
     daemon.stop();
-    let head = heads.lock().unwrap()[0].clone();
-    assert!(
-        head.starts_with("POST http://relayq-proxied.invalid/hook HTTP/1.1\r\n"),
-        "the request went to the proxy in absolute form: {head}"
-    );
-    assert!(has_proxy_credentials(&head), "{head}");
+    // To the proxy, in absolute form.
+    let line = "POST http://relayq-proxied.invalid/hook HTTP/1.1";
+    first_request(&heads, line, ("proxy-authorization", PA55));
 }
 
 #[test]
@@ -1134,12 +1141,8 @@ fn an_https_webhook_tunnels_through_the_https_proxy_and_a_refusal_sends_nothing(
         ("pending", 0),
         "{row:?}"
     );
-    let head = heads.lock().unwrap()[0].clone();
-    assert!(
-        head.starts_with("CONNECT relayq-proxied.invalid:443 HTTP/1.1\r\n"),
-        "{head}"
-    );
-    assert!(has_proxy_credentials(&head), "{head}");
+    let line = "CONNECT relayq-proxied.invalid:443 HTTP/1.1";
+    first_request(&heads, line, ("proxy-authorization", PA55));
 }
 
 /// The move from reqwest to the channels' own client (d27b8ce) dropped credentials written in a
@@ -1154,17 +1157,10 @@ fn credentials_in_a_webhook_url_are_sent_as_basic_auth_not_dropped() {
     let id = send(&app, &["with credentials"]);
     wait_state(&app, id, "delivered");
     daemon.stop();
-    let head = heads.lock().unwrap()[0].clone();
-    assert!(head.starts_with("POST /hook HTTP/1.1\r\n"), "{head}");
-    // base64("user:p@ss")
-    assert!(
-        head.lines()
-            .any(|l| l.to_lowercase().starts_with("authorization:")
-                && l.ends_with("Basic dXNlcjpwQHNz")),
-        "{head}"
-    );
-    assert!(
-        !head.contains("p%40ss"),
-        "no credentials in the request line: {head}"
+    // base64("user:p@ss"); the request line has no credentials.
+    first_request(
+        &heads,
+        "POST /hook HTTP/1.1",
+        ("authorization", "Basic dXNlcjpwQHNz"),
     );
 }
