@@ -1071,6 +1071,15 @@ fn heads_server(answer: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
             let mut head = String::new();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             while reader.read_line(&mut head).is_ok_and(|n| n > 2) {}
+            // The body is read too: closing with unread bytes would reset the connection
+            // under the answer.
+            let length = head
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .unwrap_or(0);
+            let _ = std::io::Read::read_exact(&mut reader, &mut vec![0; length]);
             seen.lock().unwrap().push(head);
             let _ = stream.write_all(answer.as_bytes());
         }
@@ -1089,8 +1098,8 @@ fn serve_behind(app: &App, var: &str, proxy_url: &str) -> crate::common::Daemon 
 /// `user:pa55` as Basic credentials.
 const PA55: &str = "Basic dXNlcjpwYTU1";
 
-/// The first request `heads_server` got, checked to start with `line`, and whether it has
-/// the header `name` (any case) set to `value`.
+/// The head of the first request `heads_server` got, checked to start with `line` and to
+/// have the header `name` (any case) set to `value`.
 fn first_request(heads: &Mutex<Vec<String>>, line: &str, (name, value): (&str, &str)) -> String {
     let head = heads.lock().unwrap()[0].clone();
     assert!(head.starts_with(&format!("{line}\r\n")), "{head}");
