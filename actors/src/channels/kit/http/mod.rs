@@ -125,33 +125,30 @@ impl HttpClient {
         }
     }
 
-    async fn exchange(&self, request: Request) -> Result<Reply, Outcome> {
-        if let Some(reason) = request.invalid {
+    async fn exchange(&self, mut request: Request) -> Result<Reply, Outcome> {
+        if let Some(reason) = request.invalid.take() {
             return Err(Outcome::Permanent { reason });
         }
-        let Request {
-            method,
-            mut url,
-            headers,
-            body,
-            ..
-        } = request;
         let mut hops = 0;
         let response = loop {
             let response = self
                 .transport
-                .request(hyper_request(&method, &url, &headers, &body)?)
+                .request(request.to_hyper()?)
                 .await
                 .map_err(|e| self.no_answer(&e))?;
-            match follows_redirect(&url, response.status(), response.headers(), hops) {
-                Some(next) => (url, hops) = (next, hops + 1),
+            match follows_redirect(&request.url, response.status(), response.headers(), hops) {
+                Some(next) => (request.url, hops) = (next, hops + 1),
                 None => break response,
             }
         };
         let status = response.status();
         let retry_after = retry_after(response.headers(), SystemTime::now());
         if status.is_redirection() {
-            return Err(redirected(status.as_u16(), &url, response.headers()));
+            return Err(redirected(
+                status.as_u16(),
+                &request.url,
+                response.headers(),
+            ));
         }
         let (head, body) = response.into_parts();
         let body = read_body(body, MAX_BODY as u64)
@@ -169,14 +166,10 @@ impl HttpClient {
     /// error is a sentence with the channel's secrets taken out.
     pub async fn download(&self, url: Url, limit: u64) -> Result<Vec<u8>, String> {
         let fetch = async {
-            let request = self.get(url);
-            let head = hyper_request(
-                &request.method,
-                &request.url,
-                &request.headers,
-                &request.body,
-            )
-            .map_err(|e| e.text().unwrap_or_default().to_string())?;
+            let head = self
+                .get(url)
+                .to_hyper()
+                .map_err(|e| e.text().unwrap_or_default().to_string())?;
             let response = self
                 .transport
                 .request(head)
@@ -221,14 +214,17 @@ impl HttpClient {
 }
 
 impl Request {
-    /// Adds a header. A value that cannot be sent makes the request fail for good, naming
-    /// the header (never its value).
+    /// Adds a header (the name in any case). A value that cannot be sent makes the request
+    /// fail for good, naming the header (never its value).
     pub fn header(mut self, name: &'static str, value: &str) -> Self {
-        match HeaderValue::from_str(value) {
-            Ok(value) => {
-                self.headers.insert(HeaderName::from_static(name), value);
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(name), Ok(value)) => {
+                self.headers.insert(name, value);
             }
-            Err(_) => {
+            _ => {
                 self.invalid = Some(format!(
                     "the {name} header cannot be sent: its value is not a valid HTTP header value"
                 ))
@@ -249,6 +245,21 @@ impl Request {
         );
         self.body = body.into();
         self
+    }
+
+    /// The hyper request for one hop. The body is shared, not copied, between hops.
+    fn to_hyper(&self) -> Result<hyper::Request<Full<Bytes>>, Outcome> {
+        let uri = http::Uri::try_from(self.url.as_str()).map_err(|_| Outcome::Permanent {
+            reason: format!(
+                "{} is not a URL an HTTP request can go to",
+                redacted(&self.url)
+            ),
+        })?;
+        let mut request = hyper::Request::new(Full::new(self.body.clone()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = uri;
+        *request.headers_mut() = self.headers.clone();
+        Ok(request)
     }
 
     /// Adds `pairs` to the URL's query, form-encoded.
@@ -281,23 +292,6 @@ fn take_credentials(url: &mut Url) -> Option<HeaderValue> {
     let mut value = HeaderValue::from_str(&format!("Basic {token}")).ok()?;
     value.set_sensitive(true);
     Some(value)
-}
-
-/// The hyper request for one hop. The body is shared, not copied, between hops.
-fn hyper_request(
-    method: &Method,
-    url: &Url,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<hyper::Request<Full<Bytes>>, Outcome> {
-    let uri = http::Uri::try_from(url.as_str()).map_err(|_| Outcome::Permanent {
-        reason: format!("{} is not a URL an HTTP request can go to", redacted(url)),
-    })?;
-    let mut request = hyper::Request::new(Full::new(body.clone()));
-    *request.method_mut() = method.clone();
-    *request.uri_mut() = uri;
-    *request.headers_mut() = headers.clone();
-    Ok(request)
 }
 
 /// Reads at most `max` bytes of `body`. A body cut short by the far end is `Err` with what
@@ -588,6 +582,20 @@ mod tests {
         let no_location =
             follows_redirect(&from, StatusCode::TEMPORARY_REDIRECT, &HeaderMap::new(), 0);
         assert_eq!(no_location, None);
+    }
+
+    #[test]
+    fn a_header_name_in_any_case_is_taken_and_an_unsendable_value_fails_the_request() {
+        let http = HttpClient::new(Duration::from_secs(1), HeaderMap::new(), Vec::new());
+        let url = Url::parse("https://hooks.example.com/x").unwrap();
+        let request = http.post(url.clone()).header("Idempotency-Key", "k1");
+        assert_eq!(request.headers["idempotency-key"], "k1");
+        assert!(request.invalid.is_none());
+        let bad = http.post(url).header("Idempotency-Key", "k\n1");
+        assert!(bad
+            .invalid
+            .unwrap()
+            .contains("the Idempotency-Key header cannot be sent"));
     }
 
     #[test]
