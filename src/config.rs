@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use relayq_actors::channels::file;
 use relayq_actors::pacing::PaceSettings;
+use relayq_actors::send_threads::MAX_SEND_THREADS;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::{relayed_events, ORIGIN};
@@ -520,6 +521,15 @@ impl Config {
                 ),
             ));
         }
+        if !(1..=MAX_SEND_THREADS).contains(&c.send_threads) {
+            return Err(err(
+                "claimer.send_threads",
+                format!(
+                    "{} is out of range: between 1 and {MAX_SEND_THREADS}",
+                    c.send_threads
+                ),
+            ));
+        }
         if c.hook_buffer <= c.hook_reserved_critical {
             return Err(err(
                 "claimer.hook_buffer",
@@ -861,6 +871,15 @@ mod tests {
             e.starts_with("c.toml: claimer.hook_buffer: must be larger than"),
             "{e}"
         );
+        for threads in ["0", "17"] {
+            let e = error(&format!("[claimer]\nsend_threads = {threads}\n"));
+            assert_eq!(
+                e,
+                format!(
+                    "c.toml: claimer.send_threads: {threads} is out of range: between 1 and 16"
+                )
+            );
+        }
         let e = error("[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n");
         assert!(e.starts_with("c.toml: channels.w.url: is not a URL"), "{e}");
         let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();

@@ -35,6 +35,9 @@ pub struct ClaimSettings {
     /// Of those, most sends of rows written before the daemon started (the backlog of an
     /// outage), so rows written since always have room.
     pub drain_in_flight: usize,
+    /// Threads outbound runs are sent on: the actix thread and `send_threads − 1` more (see
+    /// [`send_threads`](crate::send_threads)).
+    pub send_threads: usize,
 }
 
 impl Default for ClaimSettings {
@@ -46,6 +49,7 @@ impl Default for ClaimSettings {
             hook_reserved_critical: limits.reserved_critical,
             outbound_in_flight: 32,
             drain_in_flight: 16,
+            send_threads: 2,
         }
     }
 }

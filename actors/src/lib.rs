@@ -30,6 +30,7 @@ pub mod pacing;
 pub mod pauses;
 pub mod recovery;
 pub mod runtime;
+pub mod send_threads;
 pub mod session;
 pub mod settings;
 pub mod sources;

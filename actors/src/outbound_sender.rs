@@ -5,9 +5,9 @@
 //! No polling: a claim runs when a row is written (a wake), when a send frees room, and at the
 //! next row's due time.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -15,9 +15,10 @@ use relayq_engine::{Lease, OutboundMessage, QueueName};
 use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
-use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound};
+use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, ClaimSettings};
 use crate::delivery::{deliver, lease_run_in, try_delivery, Answered, Recorded, Taken, Then};
 use crate::lifecycle::Shutdown;
+use crate::send_threads::{SendThread, SendThreads};
 use crate::store::Store;
 
 pub struct OutboundSender {
@@ -30,8 +31,10 @@ pub struct OutboundSender {
     /// The backlog left from before this start, while some of it is unfinished.
     drain: Option<Drain>,
     /// Shared with the runs being sent, which stop at their next row.
-    stopping: Rc<Cell<bool>>,
+    stopping: Arc<AtomicBool>,
     drained: Vec<oneshot::Sender<()>>,
+    /// Where runs are sent (see [`send_threads`](crate::send_threads)).
+    threads: SendThreads,
     /// Mark each send started before the platform call (see [`mark_send_started`]).
     mark: bool,
 }
@@ -61,13 +64,10 @@ enum Sent {
 }
 
 impl OutboundSender {
+    /// Sends up to `outbound_in_flight` rows at once, on `send_threads` threads;
     /// `drain_in_flight` bounds the sends of rows written before now (a restart's backlog).
-    pub fn new(
-        store: Store,
-        channels: ChannelDirectory,
-        in_flight: usize,
-        drain_in_flight: usize,
-    ) -> Self {
+    pub fn new(store: Store, channels: ChannelDirectory, settings: &ClaimSettings) -> Self {
+        let (in_flight, drain_in_flight) = (settings.outbound_in_flight, settings.drain_in_flight);
         let drain = Drain {
             before: store.engine.now(),
             budget: drain_in_flight.clamp(1, in_flight.max(1)),
@@ -85,7 +85,8 @@ impl OutboundSender {
             sending: 0,
             claims: ClaimLoop::default(),
             drain: Some(drain),
-            stopping: Rc::default(),
+            stopping: Arc::default(),
+            threads: SendThreads::start(settings.send_threads),
             drained: Vec::new(),
             mark: true,
         }
@@ -100,7 +101,7 @@ impl OutboundSender {
     fn claim(&mut self, ctx: &mut Context<Self>) {
         let room = self.in_flight.saturating_sub(self.sending);
         let paused = self.store.pauses.queue(QueueName::Outbound);
-        if self.stopping.get() || room == 0 || paused || !self.claims.begin(ctx) {
+        if self.stopping.load(Ordering::Relaxed) || room == 0 || paused || !self.claims.begin(ctx) {
             return;
         }
         let skip = self.store.pauses.keys(QueueName::Outbound);
@@ -177,7 +178,7 @@ impl OutboundSender {
         // while a backlog drains within its own budget.
         let chained = chain < CHAIN
             && self.drain.is_none()
-            && !self.stopping.get()
+            && !self.stopping.load(Ordering::Relaxed)
             && !self.store.pauses.holds(QueueName::Outbound, &lease.key);
         let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
         let backlog = match backlog {
@@ -257,9 +258,12 @@ impl OutboundSender {
             mark: self.mark,
         };
         let me = ctx.address();
-        actix_rt::spawn(async move {
-            lane.run(run, chain).await;
-            me.do_send(LaneDone);
+        let thread = self.threads.pick();
+        self.threads.run_on(thread, move || {
+            actix_rt::spawn(async move {
+                lane.run(run, chain).await;
+                me.do_send(LaneDone(thread));
+            });
         });
     }
 
@@ -330,7 +334,7 @@ async fn give_back(store: &Store, leases: Vec<Lease>, wait: Duration) {
 struct Lane {
     store: Store,
     channels: ChannelDirectory,
-    stopping: Rc<Cell<bool>>,
+    stopping: Arc<AtomicBool>,
     mark: bool,
 }
 
@@ -390,7 +394,7 @@ impl Lane {
         let mut first_answer: Option<Instant> = None;
         while let Some(lease) = rest.pop_front() {
             let message = OutboundMessage::from_payload(&lease.payload);
-            let held = self.stopping.get()
+            let held = self.stopping.load(Ordering::Relaxed)
                 || message
                     .as_ref()
                     .is_ok_and(|m| !self.channels.clear_to_send(&m.channel));
@@ -503,7 +507,7 @@ impl Handler<SendDone> for OutboundSender {
                 Sent::Deferred => d.deferred += 1,
             }
         }
-        if self.stopping.get() {
+        if self.stopping.load(Ordering::Relaxed) {
             if let Some(next) = next {
                 // Taken while stopping: given back unsent, due at once for the next start.
                 let leases = match next {
@@ -536,13 +540,14 @@ impl Handler<SendDone> for OutboundSender {
 /// A lane of runs ended (see [`OutboundSender::send_run`]).
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-struct LaneDone;
+struct LaneDone(SendThread);
 
 impl Handler<LaneDone> for OutboundSender {
     type Result = ();
-    fn handle(&mut self, _: LaneDone, ctx: &mut Context<Self>) {
+    fn handle(&mut self, LaneDone(thread): LaneDone, ctx: &mut Context<Self>) {
         self.sending -= 1;
-        if self.stopping.get() {
+        self.threads.done(thread);
+        if self.stopping.load(Ordering::Relaxed) {
             self.notify_drained();
         } else {
             // Room for one more send; the row behind the run may be due now.
@@ -559,21 +564,25 @@ impl Handler<ClaimOutbound> for OutboundSender {
 }
 
 impl Handler<Shutdown> for OutboundSender {
-    type Result = ResponseFuture<()>;
+    type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
-        self.stopping.set(true);
+        self.stopping.store(true, Ordering::Relaxed);
         let sends = (self.sending > 0).then(|| {
             let (tx, rx) = oneshot::channel();
             self.drained.push(tx);
             rx
         });
-        Box::pin(async move {
-            if let Some(rx) = sends {
-                if tokio::time::timeout(grace, rx).await.is_err() {
-                    tracing::warn!(?grace, "sends still running after the grace period; they will be retried at next start");
+        Box::pin(
+            async move {
+                if let Some(rx) = sends {
+                    if tokio::time::timeout(grace, rx).await.is_err() {
+                        tracing::warn!(?grace, "sends still running after the grace period; they will be retried at next start");
+                    }
                 }
             }
-        })
+            .into_actor(self)
+            .map(|(), act, _| act.threads.stop()),
+        )
     }
 }

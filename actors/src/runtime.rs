@@ -163,14 +163,9 @@ impl RelayqBuilder {
             config.max_body_bytes,
         )
         .start_unbounded();
-        let sender = OutboundSender::new(
-            store.clone(),
-            known_channels.clone(),
-            config.claims.outbound_in_flight,
-            config.claims.drain_in_flight,
-        )
-        .marking_send_started(config.mark_send_started)
-        .start();
+        let sender = OutboundSender::new(store.clone(), known_channels.clone(), &config.claims)
+            .marking_send_started(config.mark_send_started)
+            .start();
         // Before the sender's first claim: channels without a ready check are ready now.
         known_channels.check_readiness(sender.clone().recipient());
         let claimer = HookClaimer::start(

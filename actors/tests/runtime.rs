@@ -812,3 +812,75 @@ async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
     );
     rt.shutdown(Duration::from_millis(100)).await;
 }
+
+/// Notes the thread each delivery ran on, and each destination's texts in the order sent.
+#[derive(Clone, Default)]
+struct NotesThreads {
+    seen: Arc<std::sync::Mutex<Vec<(std::thread::ThreadId, String, String)>>>,
+}
+
+impl Channel for NotesThreads {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let thread = std::thread::current().id();
+        let (to, text) = (delivery.address().to_string(), delivery.text().to_string());
+        self.seen.lock().unwrap().push((thread, to, text));
+        Answer::later(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Outcome::delivered()
+        })
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+}
+
+/// Sends 8 destinations' rows with `claimer.send_threads = threads`; returns how many threads
+/// delivered, having checked each destination got its rows once each, in order.
+async fn threads_that_sent(threads: usize) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let channel = NotesThreads::default();
+    let mut c = config(dir.path());
+    c.claims.send_threads = threads;
+    let rt = Relayq::builder(c)
+        .channel("out", ChannelSpec::of(channel.clone()))
+        .start()
+        .await
+        .unwrap();
+    let (destinations, each) = (8, 30);
+    let written: Vec<_> = (0..each)
+        .flat_map(|seq| (0..destinations).map(move |d| (d, seq)))
+        .map(|(d, seq)| {
+            let m =
+                relayq_engine::OutboundMessage::text("out", &format!("chat-{d}"), &seq.to_string());
+            rt.enqueue_outbound(m)
+        })
+        .collect();
+    for w in written {
+        w.await.unwrap();
+    }
+    wait_for("every row sent", || {
+        channel.seen.lock().unwrap().len() >= destinations * each
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(5)).await;
+    let seen = channel.seen.lock().unwrap().clone();
+    for d in 0..destinations {
+        let texts: Vec<String> = seen
+            .iter()
+            .filter(|(_, to, _)| *to == format!("chat-{d}"))
+            .map(|(_, _, text)| text.clone())
+            .collect();
+        let expected: Vec<String> = (0..each).map(|seq| seq.to_string()).collect();
+        assert_eq!(texts, expected, "chat-{d}: once each, in order");
+    }
+    let threads: std::collections::HashSet<_> = seen.iter().map(|(t, _, _)| *t).collect();
+    threads.len()
+}
+
+/// Outbound runs go out on `claimer.send_threads` threads, each with its own channel actor,
+/// every destination still in order; with one thread, everything is sent on the actix thread.
+#[actix::test]
+async fn outbound_runs_are_sent_on_the_configured_threads_each_destination_in_order() {
+    assert_eq!(threads_that_sent(2).await, 2);
+    assert_eq!(threads_that_sent(1).await, 1);
+}

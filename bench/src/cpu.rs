@@ -32,7 +32,8 @@ pub fn snapshot() -> Snapshot {
 
 /// CPU time between two snapshots, in µs per row, grouped: the writer (relayq's commit
 /// thread), the far end (the no-op server), the actix thread (this process's main thread:
-/// actors, channels, the HTTP client, the producers) and everything else. A thread that
+/// actors, channels, the HTTP client, the producers), the send threads (the other actix
+/// arbiters: outbound runs, `claimer.send_threads`) and everything else. A thread that
 /// exited between the two is not counted; one born between them counts from zero.
 pub fn per_row(before: &Snapshot, after: &Snapshot, rows: usize) -> Vec<(&'static str, f64)> {
     let main = std::process::id();
@@ -40,6 +41,7 @@ pub fn per_row(before: &Snapshot, after: &Snapshot, rows: usize) -> Vec<(&'stati
         ("writer", 0u64),
         ("actix thread", 0),
         ("far end", 0),
+        ("send threads", 0),
         ("other", 0),
     ];
     for (tid, (name, ran)) in &after.0 {
@@ -48,7 +50,9 @@ pub fn per_row(before: &Snapshot, after: &Snapshot, rows: usize) -> Vec<(&'stati
             _ if *tid == main => 1,
             "relayq-commit" => 0,
             FAR_END => 2,
-            _ => 3,
+            // actix names its arbiters `actix-rt|system:N|arbiter:M` (cut to 15 characters).
+            n if n.starts_with("actix-rt") => 3,
+            _ => 4,
         };
         groups[group].1 += spent;
     }

@@ -518,7 +518,8 @@ fn main() -> Result<()> {
             how: format!(
                 "{n} outbound rows over 100 destinations, each destination's rows written in order \
                  by its own producer with `Relayq::enqueue_outbound` while the OutboundSender \
-                 leases them (32 sends in flight, the default) in runs marked send started, POSTs \
+                 leases them (32 sends in flight, the default) in runs marked send started, sent \
+                 on two threads (`claimer.send_threads = 2`, the default), POSTs \
                  each with the real webhook channel (the channels' HTTP client, hyper) to a keep-alive no-op HTTP/1.1 server \
                  on loopback and records the answers; pacing off, synchronous = NORMAL; from the \
                  first enqueue to the last row recorded delivered; per-destination order checked \
@@ -536,7 +537,9 @@ fn main() -> Result<()> {
                  thread's time on a CPU (`/proc/self/task/*/schedstat`) over the run, divided by \
                  the rows: the writer (relayq's commit thread), the actix thread (actors, \
                  channels, the HTTP client, the producers), the far end (the no-op server's \
-                 thread; the inbound flow has none) and the rest (checkpointer, claims). \
+                 thread; the inbound flow has none), the send threads (the second thread's \
+                 runs, with their channel actors and HTTP connections) and the rest \
+                 (checkpointer, claims). \
                  Outbound: {}. Inbound: {}.",
                 paired.outbound_cpu.summary(),
                 paired.inbound_cpu.summary()

@@ -189,6 +189,9 @@ impl From<Outcome> for Answer {
 /// A channel: the only code that talks to the outside world. relayq runs each one in a
 /// [`ChannelActor`](super::ChannelActor), which restarts it from a clone of its settings if it
 /// panics; a channel is therefore its settings plus cheap handles (an HTTP client), `Clone`.
+/// Outbound runs may go out on several threads (`claimer.send_threads`), each with its own
+/// actor started from a clone: what all of a channel's deliveries must share (a count, a
+/// learned limit) belongs behind a shared handle (`Arc`), not in a plain field.
 ///
 /// Implement this for a custom channel and register it with
 /// [`ChannelSpec::of`](super::ChannelSpec::of) (see `examples/custom_channel.rs`); a channel

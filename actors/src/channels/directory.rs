@@ -71,7 +71,9 @@ pub struct ChannelHandle {
 
 struct Slot {
     spec: ChannelSpec,
-    running: Option<Recipient<Deliver>>,
+    /// Its actor on each thread that sends through it (see
+    /// [`send_threads`](crate::send_threads)): a delivery stays on the thread that asked for it.
+    running: Vec<(std::thread::ThreadId, Recipient<Deliver>)>,
     pacer: Option<Arc<Pacer>>,
     /// False until the channel's ready check answers (see [`Channel::ready_check`]).
     ready: Arc<std::sync::atomic::AtomicBool>,
@@ -311,20 +313,29 @@ impl ChannelDirectory {
         self.slots.lock().unwrap().get(name)?.pacer.clone()
     }
 
-    /// The live actor of channel `name`, (re)started if needed. Must run inside an actix system.
+    /// The live actor of channel `name` on this thread, (re)started if needed. Must run inside
+    /// an actix system.
     pub fn get(&self, name: &str) -> Option<ChannelHandle> {
         let mut slots = self.slots.lock().unwrap();
         let slot = slots.get_mut(name)?;
-        let alive = slot.running.as_ref().is_some_and(|r| r.connected());
-        if !alive {
-            if slot.running.is_some() {
+        let me = std::thread::current().id();
+        let at = slot.running.iter().position(|(t, _)| *t == me);
+        let alive = at.is_some_and(|i| slot.running[i].1.connected());
+        let i = match (at, alive) {
+            (Some(i), true) => i,
+            (Some(i), false) => {
                 tracing::warn!(channel = name, "channel actor died; starting a new one");
+                slot.running[i].1 = (slot.spec.start)();
+                i
             }
-            slot.running = Some((slot.spec.start)());
-        }
+            (None, _) => {
+                slot.running.push((me, (slot.spec.start)()));
+                slot.running.len() - 1
+            }
+        };
         Some(ChannelHandle {
             name: name.to_string(),
-            recipient: slot.running.clone().expect("just started"),
+            recipient: slot.running[i].1.clone(),
             timeout: slot.spec.timeout,
             unknown_outcome: slot.spec.unknown_outcome,
         })
@@ -336,7 +347,7 @@ impl Slot {
         Slot {
             pacer: Pacer::new(&spec.pace).map(Arc::new),
             spec,
-            running: None,
+            running: Vec::new(),
             ready: Arc::default(),
         }
     }

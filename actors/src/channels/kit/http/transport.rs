@@ -17,8 +17,9 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,12 +37,20 @@ use tokio::net::TcpStream;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A pool of connections to the far ends of one channel, and the proxy rules.
+///
+/// Each thread sending through it has its own pool: a connection is driven by a task on the
+/// thread that opened it, so a request from another thread would wake that thread for every
+/// request (see [`send_threads`](crate::send_threads)).
 #[derive(Clone)]
 pub struct Transport {
-    client: Client<Connector, Full<Bytes>>,
+    connector: Connector,
+    pools: Arc<Mutex<Vec<(ThreadId, Pool)>>>,
     /// `None` when the environment names no proxy: no request pays for the rules then.
     proxies: Option<Arc<Matcher>>,
 }
+
+/// hyper's pooled client: the connections of one thread.
+type Pool = Client<Connector, Full<Bytes>>;
 
 impl Transport {
     /// A transport whose connections (TCP, a proxy's tunnel, TLS) give up after
@@ -62,14 +71,15 @@ impl Transport {
             proxies: proxies.clone(),
             timeout: connect_timeout,
         };
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
-        Transport { client, proxies }
+        Transport {
+            connector,
+            pools: Arc::default(),
+            proxies,
+        }
     }
 
-    /// Sends `request` on a pooled connection; the answer's head, its body still to read.
+    /// Sends `request` on a connection of this thread's pool; the answer's head, its body
+    /// still to read.
     pub async fn request(
         &self,
         mut request: hyper::Request<Full<Bytes>>,
@@ -83,7 +93,25 @@ impl Transport {
                     .insert(http::header::PROXY_AUTHORIZATION, auth);
             }
         }
-        self.client.request(request).await
+        // The future holds what it needs: the lock is not held while it runs.
+        let sent = self.pool_of_this_thread(|pool| pool.request(request));
+        sent.await
+    }
+
+    /// Calls `f` with this thread's pool, made on its first request.
+    fn pool_of_this_thread<T>(&self, f: impl FnOnce(&Pool) -> T) -> T {
+        let me = std::thread::current().id();
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, pool)) = pools.iter().find(|(thread, _)| *thread == me) {
+            return f(pool);
+        }
+        let pool = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(self.connector.clone());
+        let out = f(&pool);
+        pools.push((me, pool));
+        out
     }
 
     fn proxy_auth(&self, dst: &Uri) -> Option<HeaderValue> {
@@ -250,5 +278,57 @@ impl Write for Conn {
             Conn::Direct { io, .. } => Pin::new(&mut **io).poll_shutdown(cx),
             Conn::Tunneled(io) => Pin::new(&mut **io).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::net::SocketAddr;
+
+    /// A GET through `transport`, its answer read to the end (so its connection goes back to
+    /// the pool).
+    async fn get(transport: Transport, url: String) {
+        let request = hyper::Request::get(url).body(Full::default()).unwrap();
+        let answer = transport.request(request).await.expect("an answer");
+        answer.into_body().collect().await.expect("the body");
+    }
+
+    /// A request from another thread would be handed to the connection's task on the thread
+    /// that opened it, waking that thread each time: each thread sends on its own connections.
+    #[actix::test]
+    async fn each_thread_sends_on_connections_of_its_own_and_reuses_them() {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", server.server_addr().to_ip().unwrap());
+        let peers: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
+        let noted = peers.clone();
+        std::thread::spawn(move || {
+            for request in server.incoming_requests() {
+                noted.lock().unwrap().push(*request.remote_addr().unwrap());
+                let _ = request.respond(tiny_http::Response::empty(200));
+            }
+        });
+        let transport = Transport::new(Duration::from_secs(5));
+        get(transport.clone(), url.clone()).await;
+        get(transport.clone(), url.clone()).await;
+        let other = actix::Arbiter::new();
+        for _ in 0..2 {
+            let (done, finished) = tokio::sync::oneshot::channel();
+            let (transport, url) = (transport.clone(), url.clone());
+            other.spawn_fn(move || {
+                actix_rt::spawn(async move {
+                    get(transport, url).await;
+                    let _ = done.send(());
+                });
+            });
+            finished.await.unwrap();
+        }
+        other.stop();
+        let peers = peers.lock().unwrap().clone();
+        assert_eq!(peers.len(), 4);
+        assert_eq!(peers[0], peers[1], "this thread reuses its connection");
+        assert_eq!(peers[2], peers[3], "the other thread reuses its own");
+        assert_ne!(peers[0], peers[2], "each thread has its own: {peers:?}");
     }
 }
