@@ -259,12 +259,19 @@ impl OutboundSender {
         };
         let me = ctx.address();
         let thread = self.threads.pick();
-        self.threads.run_on(thread, move || {
+        let started = self.threads.run_on(thread, move || {
             actix_rt::spawn(async move {
                 lane.run(run, chain).await;
                 me.do_send(LaneDone(thread));
             });
         });
+        if !started {
+            // Only once the threads were stopped: the run's rows return when their leases
+            // expire.
+            tracing::warn!(?thread, "send thread stopped; the run is not sent");
+            self.sending -= 1;
+            self.threads.done(thread);
+        }
     }
 
     /// Answers the shutdown once no send runs.

@@ -23,6 +23,8 @@ pub struct SendThreads {
     others: Vec<ArbiterHandle>,
     /// Runs under way per thread, thread 0 first.
     runs: Vec<usize>,
+    /// The extra threads were stopped: only the caller's own is picked.
+    stopped: bool,
 }
 
 /// A send thread, as [`SendThreads::pick`] chose it.
@@ -40,14 +42,15 @@ impl SendThreads {
         SendThreads {
             others: (1..threads).map(|_| Arbiter::new().handle()).collect(),
             runs: vec![0; threads],
+            stopped: false,
         }
     }
 
     /// The thread with the fewest runs under way (the caller's own on a tie), counted as
     /// running one more until [`done`](Self::done).
     pub fn pick(&mut self) -> SendThread {
-        let (i, _) = self
-            .runs
+        let threads = if self.stopped { 1 } else { self.runs.len() };
+        let (i, _) = self.runs[..threads]
             .iter()
             .enumerate()
             .min_by_key(|(_, runs)| **runs)
@@ -57,16 +60,16 @@ impl SendThreads {
     }
 
     /// Runs `start` on `thread`: at once on the caller's own, else on that arbiter, where it
-    /// spawns what it sends (a future that need not be `Send`).
-    pub fn run_on(&self, thread: SendThread, start: impl FnOnce() + Send + 'static) {
+    /// spawns what it sends (a future that need not be `Send`). False when that arbiter has
+    /// stopped: `start` did not run, and the caller counts the run as ended.
+    #[must_use]
+    pub fn run_on(&self, thread: SendThread, start: impl FnOnce() + Send + 'static) -> bool {
         match thread.0 {
-            0 => start(),
-            i => {
-                if !self.others[i - 1].spawn_fn(start) {
-                    // Only after a stop: the run's leases expire and its rows are tried again.
-                    tracing::warn!(thread = i, "send thread stopped; the run is not sent");
-                }
+            0 => {
+                start();
+                true
             }
+            i => self.others[i - 1].spawn_fn(start),
         }
     }
 
@@ -77,7 +80,8 @@ impl SendThreads {
 
     /// Stops the extra threads; what still runs on them is dropped (its rows are tried again
     /// when their leases expire).
-    pub fn stop(&self) {
+    pub fn stop(&mut self) {
+        self.stopped = true;
         for arbiter in &self.others {
             arbiter.stop();
         }
@@ -111,10 +115,16 @@ mod tests {
         let here = std::thread::current().id();
         let (_, other) = (threads.pick(), threads.pick());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        threads.run_on(other, move || {
+        let started = threads.run_on(other, move || {
             let _ = tx.send(std::thread::current().id());
         });
+        assert!(started);
         assert_ne!(rx.await.unwrap(), here);
         threads.stop();
+        assert_eq!(
+            threads.pick(),
+            SendThread(0),
+            "stopped: only the own thread"
+        );
     }
 }
