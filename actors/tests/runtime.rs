@@ -671,16 +671,25 @@ async fn rows_wait_uncharged_until_their_channel_answers_its_ready_check() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-/// Counts each send and answers it delivered after `delay`.
-#[derive(Clone)]
-struct CountsSends {
-    sends: Arc<AtomicU32>,
+/// Notes each send (the thread it ran on, its destination and text, in the order sent) and
+/// answers it delivered after `delay`.
+#[derive(Clone, Default)]
+struct NotesSends {
+    seen: Arc<std::sync::Mutex<Vec<(std::thread::ThreadId, String, String)>>>,
     delay: Duration,
 }
 
-impl Channel for CountsSends {
-    fn deliver(&mut self, _: Delivery) -> Answer {
-        self.sends.fetch_add(1, Ordering::SeqCst);
+impl NotesSends {
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Channel for NotesSends {
+    fn deliver(&mut self, delivery: Delivery) -> Answer {
+        let (to, text) = (delivery.address().to_string(), delivery.text().to_string());
+        let thread = std::thread::current().id();
+        self.seen.lock().unwrap().push((thread, to, text));
         let delay = self.delay;
         Answer::later(async move {
             tokio::time::sleep(delay).await;
@@ -699,11 +708,11 @@ impl Channel for CountsSends {
 #[actix::test]
 async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let dir = tempfile::tempdir().unwrap();
-    let sends = Arc::new(AtomicU32::new(0));
-    let channel = CountsSends {
-        sends: sends.clone(),
+    let channel = NotesSends {
         delay: Duration::from_millis(2),
+        ..NotesSends::default()
     };
+    let sends = channel.clone();
     let rt = start(dir.path(), ChannelSpec::of(channel)).await;
     let written: Vec<_> = (0..60)
         .map(|_| rt.enqueue_outbound(outbound("chat-1")))
@@ -711,15 +720,15 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     for w in written {
         w.await.unwrap();
     }
-    wait_for("the run under way", || sends.load(Ordering::SeqCst) >= 5).await;
+    wait_for("the run under way", || sends.count() >= 5).await;
 
     // Hold the writer: an operation that waits until released. The sends are counted from the
     // moment it holds the writer (read on the writer's thread, not by a later poll).
     let (release, held) = std::sync::mpsc::channel::<()>();
-    let (started, running) = std::sync::mpsc::channel::<u32>();
+    let (started, running) = std::sync::mpsc::channel::<usize>();
     let counted = sends.clone();
     let hold = rt.store().write(move |_, _| {
-        started.send(counted.load(Ordering::SeqCst)).unwrap();
+        started.send(counted.count()).unwrap();
         held.recv().ok();
         Ok(())
     });
@@ -732,7 +741,7 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     .await;
     let before = before.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let during = sends.load(Ordering::SeqCst) - before;
+    let during = sends.count() - before;
     release.send(()).unwrap();
     hold.await.unwrap().unwrap();
     // The lane sends on for at least one whole LANE_RECORD_WITHIN (20 ms, ~7 sends of 2-3 ms);
@@ -745,7 +754,7 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
         before + during < 60,
         "the test needs rows left to send when the writer is released"
     );
-    wait_for("every row sent", || sends.load(Ordering::SeqCst) >= 60).await;
+    wait_for("every row sent", || sends.count() >= 60).await;
     rt.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -813,32 +822,14 @@ async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
     rt.shutdown(Duration::from_millis(100)).await;
 }
 
-/// Notes the thread each delivery ran on, and each destination's texts in the order sent.
-#[derive(Clone, Default)]
-struct NotesThreads {
-    seen: Arc<std::sync::Mutex<Vec<(std::thread::ThreadId, String, String)>>>,
-}
-
-impl Channel for NotesThreads {
-    fn deliver(&mut self, delivery: Delivery) -> Answer {
-        let thread = std::thread::current().id();
-        let (to, text) = (delivery.address().to_string(), delivery.text().to_string());
-        self.seen.lock().unwrap().push((thread, to, text));
-        Answer::later(async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            Outcome::delivered()
-        })
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(5)
-    }
-}
-
 /// Sends 8 destinations' rows with `claimer.send_threads = threads`; returns how many threads
 /// delivered, having checked each destination got its rows once each, in order.
 async fn threads_that_sent(threads: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let channel = NotesThreads::default();
+    let channel = NotesSends {
+        delay: Duration::from_millis(1),
+        ..NotesSends::default()
+    };
     let mut c = config(dir.path());
     c.claims.send_threads = threads;
     let rt = Relayq::builder(c)
@@ -858,10 +849,7 @@ async fn threads_that_sent(threads: usize) -> usize {
     for w in written {
         w.await.unwrap();
     }
-    wait_for("every row sent", || {
-        channel.seen.lock().unwrap().len() >= destinations * each
-    })
-    .await;
+    wait_for("every row sent", || channel.count() >= destinations * each).await;
     rt.shutdown(Duration::from_secs(5)).await;
     let seen = channel.seen.lock().unwrap().clone();
     for d in 0..destinations {
