@@ -536,3 +536,86 @@ fn slack_events_are_verified_committed_before_the_200_and_their_retries_are_dupl
     );
     daemon.stop();
 }
+
+/// A Slack whose first post is held open (the daemon is killed before the answer), whose
+/// `conversations.history` answers by `history` (the call's number among lookups) or, when
+/// that says nothing, as Slack does, with `filler` long messages of other people before the
+/// ones relayq posted. Returns every call once the row is delivered after the restart.
+fn slack_cut_send_looked_up(
+    history: impl Fn(usize) -> Option<Reply> + Send + Sync + 'static,
+    filler: usize,
+) -> Vec<Call> {
+    let server = Endpoint::start_with(0, move |calls| {
+        let call = calls.last().unwrap();
+        if call.url.ends_with("/chat.postMessage")
+            && calls
+                .iter()
+                .filter(|c| c.url.ends_with("/chat.postMessage"))
+                .count()
+                == 1
+        {
+            return Reply {
+                delay: Duration::from_secs(60),
+                ..Reply::status(200)
+            };
+        }
+        if call.url.starts_with("/hook/conversations.history") {
+            let n = calls
+                .iter()
+                .filter(|c| c.url.starts_with("/hook/conversations.history"))
+                .count();
+            if let Some(reply) = history(n - 1) {
+                return reply;
+            }
+            let mut answer: Value = serde_json::from_str(&(SLACK.ok)(calls).body).unwrap();
+            let messages = answer["messages"].as_array_mut().unwrap();
+            for n in 0..filler {
+                messages.push(
+                    json!({"type": "message", "user": "U0ALICE", "ts": format!("1767225000.{n:06}"),
+                    "text": format!("{n} {}", "長い".repeat(2000))}),
+                );
+            }
+            return json_reply(200, answer);
+        }
+        (SLACK.ok)(calls)
+    });
+    let app = App::new(config(&SLACK, &server));
+    let mut daemon = serve(&app);
+    let (id, _) = send(&app, &SLACK, "are you there?");
+    crate::common::wait_until("the send to arrive", Duration::from_secs(20), || {
+        !sends(&server.calls(), &SLACK).is_empty()
+    });
+    daemon.signal("KILL");
+    let daemon = serve(&app);
+    wait_state(&app, id, "delivered");
+    daemon.stop();
+    server.calls()
+}
+
+/// Issue 27, item 2: a history page over the kit's 64 KiB could not be read, so the lookup
+/// never said, the row waited and went dead unposted.
+#[test]
+fn slack_reads_a_history_page_over_64_kib_to_find_a_cut_send() {
+    let calls = slack_cut_send_looked_up(|_| None, 30);
+    assert_eq!(sends(&calls, &SLACK).len(), 1, "found, not posted twice");
+}
+
+/// Issue 27, item 10: when the lookup answered 503, the row was posted again a second later
+/// without a lookup; it must wait until Slack can say whether it has the message.
+#[test]
+fn slack_never_resends_a_cut_send_while_its_lookup_fails() {
+    let calls = slack_cut_send_looked_up(
+        |n| (n < 2).then(|| json_reply(503, json!({"ok": false, "error": "service_unavailable"}))),
+        0,
+    );
+    assert_eq!(
+        sends(&calls, &SLACK).len(),
+        1,
+        "not posted again: {calls:#?}"
+    );
+    let lookups = calls
+        .iter()
+        .filter(|c| c.url.starts_with("/hook/conversations.history"))
+        .count();
+    assert_eq!(lookups, 3, "looked up until Slack answered");
+}

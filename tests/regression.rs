@@ -1144,3 +1144,73 @@ fn an_idempotency_key_with_a_newline_is_refused_at_enqueue_not_found_unsendable_
         "nothing written"
     );
 }
+
+// Issue 27: "no silent failures, round 2".
+
+/// Issue 27, item 11: after a send that got no answer, one more 500 cleared the possible-repeat
+/// mark, and the next send went out unflagged.
+#[test]
+fn the_possible_repeat_mark_survives_a_later_500() {
+    let hook = Endpoint::start(|n| match n {
+        0 => Reply {
+            delay: Duration::from_secs(4),
+            ..Reply::status(200)
+        },
+        1 => Reply::status(500),
+        _ => Reply::status(200),
+    });
+    let app = App::new(webhook_config(&hook.url).set("channels.hook", "timeout = \"1s\""));
+    let daemon = app.serve();
+    let id = send_outbound(&app, "chat", "hello");
+    app.wait_state(relayq_engine::QueueName::Outbound, id, "delivered");
+    daemon.stop();
+    let calls = hook.calls();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[0].body.get("possible_repeat"), None);
+    assert_eq!(calls[1].body["possible_repeat"], true, "after no answer");
+    assert_eq!(calls[2].body["possible_repeat"], true, "still, after a 500");
+}
+
+/// Issue 27, item 11: an inbound `exec` command rerun after its timeout was told
+/// `RELAYQ_POSSIBLE_REPEAT=0`, also after a later failure.
+#[test]
+fn an_exec_rerun_after_a_timeout_is_a_possible_repeat() {
+    let script = r#"echo "$RELAYQ_ATTEMPT $RELAYQ_POSSIBLE_REPEAT" >> repeats
+case "$RELAYQ_ATTEMPT" in 1) sleep 5;; 2) exit 1;; esac"#;
+    let app = App::new(
+        exec_config(script)
+            .no_sweep()
+            .set("channels.bridge", "timeout = \"1s\""),
+    );
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
+    daemon.stop();
+    let runs = std::fs::read_to_string(app.path("repeats")).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["1 0", "2 1", "3 1"]);
+}
+
+/// Issue 27, item 11: `unknown_outcome = "hold"` held outbound rows only; an inbound command
+/// that timed out was run again.
+#[test]
+fn unknown_outcome_hold_holds_an_inbound_row_whose_command_timed_out() {
+    let script = r#"echo run >> runs; sleep 5"#;
+    let app = App::new(
+        exec_config(script)
+            .no_sweep()
+            .set("channels.bridge", "timeout = \"1s\"")
+            .set("channels.bridge", "unknown_outcome = \"hold\""),
+    );
+    let daemon = app.serve();
+    let id = app.enqueue("s", "hello");
+    let row = app.wait_state(relayq_engine::QueueName::Inbound, id, "dead");
+    daemon.stop();
+    assert!(
+        row.reason
+            .unwrap_or_default()
+            .contains("unknown_outcome = \"hold\""),
+        "held for an operator"
+    );
+    let runs = std::fs::read_to_string(app.path("runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "not run again by itself");
+}

@@ -817,7 +817,8 @@ fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one()
 }
 
 #[test]
-fn a_send_started_mark_survives_a_lost_lease_and_an_unknown_outcome_and_any_answer_clears_it() {
+fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answers_until_delivered_or_dead(
+) {
     let f = fixture();
     let q = f
         .engine
@@ -848,12 +849,20 @@ fn a_send_started_mark_survives_a_lost_lease_and_an_unknown_outcome_and_any_answ
     f.clock.advance(Duration::from_secs(600));
     let third = q.lease_next("chat").unwrap().unwrap();
     assert_eq!(third.send_started, Some(T0));
-    // The far end refused the connection: nothing went out, the mark is cleared.
-    db.write(|tx| q.retry_later_in(tx, &third, "refused", None, q.now()))
+    // Issue 27, item 11: a 500 (or a 429) to this attempt says nothing of the earlier send
+    // that got no answer: the mark stays, the next attempt is still a possible repeat.
+    db.write(|tx| q.mark_send_started_in(tx, &third, q.now() + 5))
+        .unwrap();
+    db.write(|tx| q.retry_later_in(tx, &third, "HTTP 500", None, q.now()))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let fourth = q.lease_next("chat").unwrap().unwrap();
-    assert_eq!(fourth.send_started, None);
+    assert_eq!(fourth.send_started, Some(T0), "kept through a 500");
+    db.write(|tx| q.throttle_in(tx, &fourth, "429", Duration::from_secs(1), q.now()))
+        .unwrap();
+    f.clock.advance(Duration::from_secs(600));
+    let fourth = q.lease_next("chat").unwrap().unwrap();
+    assert_eq!(fourth.send_started, Some(T0), "kept through a 429");
 
     // A row held dead for an operator is sent afresh when revived.
     assert!(mark(&fourth));
@@ -984,4 +993,33 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
         .unwrap()
         .unwrap();
     assert_eq!(marks(id), None);
+}
+
+/// Issue 27, item 11: an unknown outcome on a row no one marked before its send (an inbound
+/// row: an `exec` command that timed out) marks it, so its rerun is a possible repeat; a
+/// fresh row's definite failure leaves no mark.
+#[test]
+fn an_unknown_outcome_marks_a_row_nobody_marked_before_its_send() {
+    let f = fixture();
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
+    q.enqueue(&row("session", "m")).unwrap();
+    let db = f.engine.database();
+    let first = q.lease_next("session").unwrap().unwrap();
+    db.write(|tx| q.retry_later_in(tx, &first, "exit 1", None, q.now()))
+        .unwrap();
+    f.clock.advance(Duration::from_secs(600));
+    let second = q.lease_next("session").unwrap().unwrap();
+    assert_eq!(second.send_started, None, "a definite failure: no mark");
+    db.write(|tx| q.retry_unknown_in(tx, &second, "timed out", q.now()))
+        .unwrap();
+    let marked_at = q.now();
+    f.clock.advance(Duration::from_secs(600));
+    let third = q.lease_next("session").unwrap().unwrap();
+    assert_eq!(
+        third.send_started,
+        Some(marked_at),
+        "a timeout marks the row"
+    );
 }

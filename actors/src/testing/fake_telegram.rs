@@ -33,6 +33,8 @@ struct State {
     actions: Vec<Value>,
     /// `getUpdates` calls, and the offsets they asked for.
     polls: Vec<i64>,
+    /// The `limit` each `getUpdates` call asked for (0 when it gave none).
+    limits: Vec<u64>,
     /// The highest update id a poll has answered with.
     served: i64,
     /// Answers the next polls get instead of updates.
@@ -170,6 +172,10 @@ impl FakeTelegram {
     }
 
     /// The highest update id a poll has answered with (0: none yet).
+    pub fn poll_limits(&self) -> Vec<u64> {
+        self.shared.0.lock().unwrap().limits.clone()
+    }
+
     pub fn served(&self) -> i64 {
         self.shared.0.lock().unwrap().served
     }
@@ -196,7 +202,7 @@ impl FakeTelegram {
         let path = request.url().to_string();
         let (status, reply) = self.route(&path, &body);
         let response = match reply {
-            Reply::Json(v) => tiny_http::Response::from_string(v.to_string()).with_header(
+            Reply::Json(v) => tiny_http::Response::from_string(wire(&v)).with_header(
                 "Content-Type: application/json"
                     .parse::<tiny_http::Header>()
                     .unwrap(),
@@ -259,6 +265,7 @@ impl FakeTelegram {
         let (lock, ready) = &*self.shared;
         let mut state = lock.lock().unwrap();
         state.polls.push(offset);
+        state.limits.push(args["limit"].as_u64().unwrap_or(0));
         if let Some((status, body)) = state.poll_failures.pop_front() {
             return (status, body);
         }
@@ -273,15 +280,19 @@ impl FakeTelegram {
                 .unwrap()
                 .0;
         }
+        let limit = args["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
         if let Some(last) = state
             .pending
             .iter()
+            .take(limit)
             .filter_map(|u| u["update_id"].as_i64())
             .max()
         {
             state.served = state.served.max(last);
         }
-        ok(Value::Array(state.pending.clone()))
+        // At most `limit` updates (1 to 100, 100 when not given), oldest first.
+        let answer: Vec<Value> = state.pending.iter().take(limit).cloned().collect();
+        ok(Value::Array(answer))
     }
 
     fn send_message(&self, args: Value) -> (u16, Value) {
@@ -305,6 +316,26 @@ impl FakeTelegram {
 enum Reply {
     Json(Value),
     Bytes(Vec<u8>),
+}
+
+/// `value` as Telegram writes it: an update's `update_id` before its other fields.
+fn wire(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let first = map.get_key_value("update_id");
+            let fields: Vec<String> = first
+                .into_iter()
+                .chain(map.iter().filter(|(k, _)| *k != "update_id"))
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), wire(v)))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(wire).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 fn ok(result: Value) -> (u16, Value) {

@@ -220,6 +220,7 @@ impl Recorded {
             ),
             headers,
             body: self.body.clone(),
+            cut: false,
         }
     }
 }

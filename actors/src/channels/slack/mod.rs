@@ -42,6 +42,13 @@ pub const METADATA_EVENT: &str = "relayq_row";
 /// How many pages of history a lookup reads before it gives up and sends.
 const LOOKUP_PAGES: usize = 5;
 
+/// Messages asked for per history page (halved while a page does not fit).
+const PAGE_MESSAGES: usize = 100;
+
+/// The bytes read per message of a history page: a 40 000-character text (Slack's most), its
+/// blocks and metadata.
+const MESSAGE_BYTES: usize = 256 * 1024;
+
 #[derive(Clone)]
 pub struct SlackChannel {
     /// The Web API's base URL, ending in `/`.
@@ -179,19 +186,34 @@ impl SlackChannel {
             ),
             None => ("conversations.history", vec![("channel", channel)]),
         };
-        query.extend([
-            ("oldest", oldest.as_str()),
-            ("include_all_metadata", "true"),
-            ("limit", "200"),
-        ]);
+        query.extend([("oldest", oldest.as_str()), ("include_all_metadata", "true")]);
         let mut cursor = String::new();
-        for _ in 0..LOOKUP_PAGES {
+        let mut limit = PAGE_MESSAGES;
+        let mut pages = 0;
+        while pages < LOOKUP_PAGES {
             let mut page = query.clone();
+            let limit_text = limit.to_string();
+            page.push(("limit", limit_text.as_str()));
             if !cursor.is_empty() {
                 page.push(("cursor", cursor.as_str()));
             }
-            let request = self.http.get(self.method(method)).query(&page);
+            let request = self
+                .http
+                .get(self.method(method))
+                .query(&page)
+                .read_up_to(limit * MESSAGE_BYTES);
             let reply = self.http.send(request).await.map_err(Lookup::Later)?;
+            if reply.cut {
+                // Never logged: the page holds what people wrote. Ask for fewer messages.
+                if limit == 1 {
+                    return Err(Lookup::Cannot(format!(
+                        "{method} answered one message in over {MESSAGE_BYTES} bytes"
+                    )));
+                }
+                limit /= 2;
+                continue;
+            }
+            pages += 1;
             let history = match reply.json::<History>() {
                 Some(h) if reply.is_success() && h.ok => h,
                 _ => {

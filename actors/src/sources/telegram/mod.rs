@@ -24,6 +24,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,7 +63,17 @@ struct Inner {
     http: HttpClient,
     /// For short calls (typing, getFile, downloads).
     short: HttpClient,
+    /// How many updates the next `getUpdates` asks for: [`MAX_UPDATES`], halved while an
+    /// answer does not fit in [`MAX_UPDATES_BYTES`], grown back after answers that do.
+    limit: AtomicUsize,
 }
+
+/// The most updates one `getUpdates` returns (Telegram's own maximum for `limit`).
+const MAX_UPDATES: usize = 100;
+
+/// The most bytes one update is read at: a 4 096-character text with every character escaped,
+/// its entities and the message it replies to fit several times over.
+const UPDATE_BYTES: usize = 64 * 1024;
 
 impl TelegramSource {
     pub fn new(config: Config) -> Result<Self, SettingError> {
@@ -83,6 +94,7 @@ impl TelegramSource {
                 api,
                 files,
                 http,
+                limit: AtomicUsize::new(MAX_UPDATES),
             }),
             origin: origin("telegram").into(),
         })
@@ -142,12 +154,27 @@ impl Inner {
                 .parse::<i64>()
                 .map_err(|_| format!("the stored offset {o:?} is not a Telegram update id"))?,
         };
+        let limit = self.limit.load(Ordering::Relaxed);
         let body = json!({
             "offset": from,
+            "limit": limit,
             "timeout": self.config.poll_timeout.as_secs(),
             "allowed_updates": ["message"],
         });
-        let reply = self.call(&self.http, "getUpdates", &body).await?;
+        let request = self
+            .http
+            .post(self.method("getUpdates"))
+            .json(body.to_string())
+            .read_up_to(limit * UPDATE_BYTES);
+        let reply = self.http.send(request).await.map_err(|no_answer| {
+            format!("cannot reach Telegram: {}", no_answer.text().unwrap_or("no answer"))
+        })?;
+        if reply.cut {
+            return self.too_large(&reply, from, limit);
+        }
+        if limit < MAX_UPDATES {
+            self.limit.store((limit * 2).min(MAX_UPDATES), Ordering::Relaxed);
+        }
         let updates = match answered(&reply) {
             Ok(result) => result,
             Err(Refusal::Wait(wait)) => {
@@ -177,6 +204,27 @@ impl Inner {
             messages,
             offset: next.to_string(),
         })
+    }
+
+    /// An answer over `limit` × [`UPDATE_BYTES`]: ask for half as many updates next time; an
+    /// answer that cannot hold even one update is skipped past, so the source never polls
+    /// the same offset for ever. The cut body is never logged: it holds what users wrote.
+    fn too_large(&self, reply: &Reply, from: i64, limit: usize) -> Result<Batch, String> {
+        let bytes = limit * UPDATE_BYTES;
+        if limit > 1 {
+            let fewer = limit / 2;
+            self.limit.store(fewer, Ordering::Relaxed);
+            tracing::warn!(updates = limit, bytes, next = fewer, "a getUpdates answer is over its read limit; asking for fewer updates at a time");
+            return Ok(empty(from));
+        }
+        // Telegram writes `update_id` first; failing that, ids go up one by one.
+        let id = match first_update_id(&reply.body) {
+            Some(id) => id,
+            None if from > 0 => from,
+            None => return Err(format!("a getUpdates answer of one update is over {bytes} bytes and names no update_id")),
+        };
+        tracing::error!(update = id, bytes, "an update is over the read limit for one update: skipped, the source reads on past it");
+        Ok(empty(from.max(id + 1)))
     }
 
     /// The inbound message an update makes, if it is a message relayq takes.
@@ -347,6 +395,13 @@ impl Inner {
             Err(error) => tracing::debug!(chat, error, "typing indicator not sent"),
         }
     }
+}
+
+/// The first `update_id` in the start of a `getUpdates` answer that was cut.
+fn first_update_id(cut: &str) -> Option<i64> {
+    let after = cut.split_once("\"update_id\"")?.1.trim_start().strip_prefix(':')?;
+    let digits: String = after.trim_start().chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// No news: the same offset.

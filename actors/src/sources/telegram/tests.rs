@@ -226,3 +226,44 @@ fn settings_that_would_let_anyone_in_or_reach_no_session_are_refused() {
     assert_eq!(replies.origin, "telegram:mybot");
     assert_eq!(replies.channel, "mybot", "answered by the channel of its name");
 }
+
+/// Issue 27, item 1: an answer over the kit's 64 KiB was cut, could not be parsed, and the
+/// source polled the same offset for ever.
+#[actix_rt::test]
+async fn a_get_updates_answer_over_64_kib_is_read_whole() {
+    let fake = FakeTelegram::start(TOKEN);
+    let long: String = "漢".repeat(4000);
+    for n in 0..20 {
+        fake.push_text(ALICE, ALICE, &format!("{n}{long}"));
+    }
+    let mut source = started(config(&fake));
+    let batch = fetch(&mut source, None).await.expect("a 240 KB answer is read");
+    assert_eq!(batch.messages.len(), 20);
+    assert!(batch.messages[19].content.starts_with("19漢"));
+    assert_eq!(batch.offset, "700000020");
+}
+
+/// Issue 27, item 1: an answer too large even for one update at a time is skipped past, never
+/// polled for ever; the updates behind it are read.
+#[actix_rt::test]
+async fn an_update_too_large_to_read_is_skipped_and_the_source_reads_on() {
+    let fake = FakeTelegram::start(TOKEN);
+    let huge = fake.push_text(ALICE, ALICE, &"x".repeat(7 * 1024 * 1024));
+    fake.push_text(ALICE, ALICE, "after the huge one");
+    let mut source = started(config(&fake));
+    let mut offset = None;
+    let mut read = Vec::new();
+    for _ in 0..12 {
+        let batch = fetch(&mut source, offset.as_deref()).await.expect("never a failure");
+        read.extend(batch.messages.into_iter().map(|m| m.content));
+        offset = Some(batch.offset);
+        if !read.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(read, ["after the huge one"]);
+    assert!(offset.unwrap().parse::<i64>().unwrap() > huge, "past the huge update");
+    let limits = fake.poll_limits();
+    assert_eq!(limits[..2], [100, 50], "asks for fewer after a cut answer: {limits:?}");
+    assert!(limits.contains(&1), "{limits:?}");
+}

@@ -15,19 +15,23 @@ const DELIVERED_SQL: &str =
                         took_ms = :took_ms, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Pending again at `:at`, the attempt given back; fenced.
+/// Pending again at `:at`, the attempt given back; fenced. This attempt was not sent, so the
+/// send-started mark goes back to what the lease found (an earlier unknown outcome's stays).
 const THROTTLE_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
-                        send_started = NULL,
+                        send_started = :was,
                         attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Pending again at `:at` with the error; the send-started mark kept when the outcome is
-/// unknown (`:unknown`), cleared when the send is known not to have arrived; fenced.
+/// Pending again at `:at` with the error; fenced. The send-started mark: set when this
+/// attempt's outcome is unknown (`:unknown`; a row no one marked before its send, such as an
+/// inbound one, is marked now); otherwise put back as the lease found it: a far end's answer
+/// to this attempt says nothing of an earlier attempt that got none, which may still arrive.
 const RETRY_LATER_SQL: &str =
     "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :error,
                         lease_owner = NULL, lease_expires_at = NULL,
-                        send_started = CASE WHEN :unknown THEN send_started END
+                        send_started = CASE WHEN :unknown THEN COALESCE(send_started, :now)
+                                            ELSE :was END
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 impl Queue {
@@ -77,7 +81,7 @@ impl Queue {
     ) -> Result<Option<i64>> {
         let at = now.saturating_add(ms(wait));
         let n = tx.prepare_cached(THROTTLE_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason},
+            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason, ":was": lease.send_started},
         )?;
         Ok((n == 1).then_some(at))
     }
@@ -179,7 +183,7 @@ impl Queue {
         let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
         let n = tx.prepare_cached(RETRY_LATER_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error, ":unknown": unknown},
+            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error, ":unknown": unknown, ":now": now, ":was": lease.send_started},
         )?;
         Ok(if n == 1 {
             Retried::Scheduled { at }

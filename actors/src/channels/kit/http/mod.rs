@@ -32,7 +32,8 @@ use transport::Transport;
 /// The longest `Retry-After` honoured; a far end asking for more is tried again after this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-/// The most of an answer's body that is read: platforms answer in a few KiB.
+/// The most of an answer's body that is read unless the request asks for more
+/// ([`Request::read_up_to`]): platforms answer a send in a few KiB.
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// How much of an error answer's body is kept as the row's error.
@@ -62,6 +63,8 @@ pub struct Request {
     body: Bytes,
     /// A header value that cannot be sent, found while building: the request fails for good.
     invalid: Option<String>,
+    /// The most of the answer's body read; past it the reply is [`Reply::cut`].
+    read_limit: usize,
 }
 
 /// The far end's answer: status, `Retry-After`, the headers (Discord's rate-limit buckets are
@@ -73,6 +76,9 @@ pub struct Reply {
     pub retry_after: Option<Duration>,
     pub headers: HeaderMap,
     pub body: String,
+    /// The far end sent more than the request's read limit: `body` holds only its start, so
+    /// it cannot be parsed and may hold a cut message (never log it whole).
+    pub cut: bool,
 }
 
 impl HttpClient {
@@ -111,6 +117,7 @@ impl HttpClient {
             headers,
             body: Bytes::new(),
             invalid: None,
+            read_limit: MAX_BODY,
         }
     }
 
@@ -151,14 +158,18 @@ impl HttpClient {
             ));
         }
         let (head, body) = response.into_parts();
-        let body = read_body(body, MAX_BODY as u64)
+        let limit = request.read_limit;
+        let mut body = read_body(body, limit as u64 + 1)
             .await
             .unwrap_or_else(|read| read);
+        let cut = body.len() > limit;
+        body.truncate(limit);
         Ok(Reply {
             status: status.as_u16(),
             retry_after,
             headers: head.headers,
             body: self.scrub(&String::from_utf8_lossy(&body)),
+            cut,
         })
     }
 
@@ -260,6 +271,14 @@ impl Request {
         *request.uri_mut() = uri;
         *request.headers_mut() = self.headers.clone();
         Ok(request)
+    }
+
+    /// Reads up to `bytes` of the answer's body instead of [`MAX_BODY`]: for answers that carry
+    /// what users wrote (a source's updates, a history page), bounded by what the platform can
+    /// send in one answer.
+    pub fn read_up_to(mut self, bytes: usize) -> Self {
+        self.read_limit = bytes;
+        self
     }
 
     /// Adds `pairs` to the URL's query, form-encoded.
