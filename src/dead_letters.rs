@@ -75,9 +75,7 @@ pub fn select(engine: &Engine, filter: &DeadFilter) -> Result<Vec<RowDetail>, De
             .filter(|d| filter.ids.contains(&d.id))
             .collect());
     }
-    let died_before = filter
-        .older_than
-        .map(|age| now_ms() - age.as_millis() as i64);
+    let died_before = filter.older_than.map(died_before);
     let mentions = |d: &RowDetail, text: &str| {
         [&d.reason, &d.last_error]
             .iter()
@@ -89,6 +87,11 @@ pub fn select(engine: &Engine, filter: &DeadFilter) -> Result<Vec<RowDetail>, De
         .filter(|d| filter.reason.as_deref().is_none_or(|r| mentions(d, r)))
         .filter(|d| died_before.is_none_or(|t| d.finished_at.is_some_and(|f| f < t)))
         .collect())
+}
+
+/// When a row must have died to be older than `age` (unix ms).
+pub fn died_before(age: Duration) -> i64 {
+    now_ms() - age.as_millis() as i64
 }
 
 /// The rows whose later messages to the same place were already delivered: replayed, each

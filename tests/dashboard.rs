@@ -257,3 +257,32 @@ fn with_a_token_the_dashboard_asks_for_it_once_and_then_shows_the_queues() {
     rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
+
+/// Issue 27, item 23: the lanes' "Until" column compared the RFC 3339 time with a number and
+/// was always empty.
+#[test]
+fn the_until_column_shows_when_a_backing_off_lane_is_tried_again() {
+    let hook = Endpoint::start(|_| Reply::status(500));
+    let api = Api::start(
+        webhook_config(&hook.url)
+            .set("queues.outbound", "backoff = [\"1h\"]")
+            .set("daemon", "shutdown_grace = \"5s\""),
+    );
+    let id = send(&api, "chat-1", "hello");
+    wait_until("the first attempt", WAIT, || {
+        api.app.row(QueueName::Outbound, id).attempts == 1
+            && api.app.row(QueueName::Outbound, id).state == "pending"
+    });
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
+    let until = rt.block_on(text_of(
+        browser,
+        "#lanes tr[data-queue=outbound] td:nth-child(5)",
+    ));
+    assert!(
+        until.starts_with("in ") && until.ends_with(" min"),
+        "{until:?}"
+    );
+    rt.block_on(browser.clone().close()).unwrap();
+    api.stop();
+}

@@ -4,6 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::common::api;
 use crate::common::*;
 use serde_json::Value;
 
@@ -1213,4 +1214,176 @@ fn unknown_outcome_hold_holds_an_inbound_row_whose_command_timed_out() {
     );
     let runs = std::fs::read_to_string(app.path("runs")).unwrap();
     assert_eq!(runs.lines().count(), 1, "not run again by itself");
+}
+
+/// An API on loopback without a token, serving the `out` file channel.
+fn open_api() -> api::Api {
+    api::Api::start(file_config())
+}
+
+/// Issue 27, item 15: `POST /v1/sessions/{s}/expire` takes no body, so any web page could
+/// make the browser expire a session's messages on a token-less loopback API.
+#[test]
+fn a_cross_site_page_cannot_expire_a_sessions_messages() {
+    let api = open_api();
+    let paused = api.post("/v1/pause", &serde_json::json!({"queue": "inbound"}));
+    assert_eq!(paused.status(), 200);
+    let id = api.app.enqueue("s1", "keep me");
+    let from_a_page = api
+        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
+        .header("origin", "https://evil.example")
+        .send()
+        .unwrap();
+    let (status, error) = api::answer(from_a_page);
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (403, &"cross_origin".into())
+    );
+    let as_a_form = api
+        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("")
+        .send()
+        .unwrap();
+    assert_eq!(
+        as_a_form.status(),
+        415,
+        "a form post (an old browser sends no Origin)"
+    );
+    assert_eq!(
+        api.app.inbound().state_of(id).unwrap().unwrap().state,
+        "pending"
+    );
+    // The dashboard's own page (same origin), and programs that send no Origin, may.
+    let own = api
+        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
+        .header("origin", api.base.as_str())
+        .send()
+        .unwrap();
+    assert_eq!(own.status(), 200);
+    assert_eq!(
+        api.app.inbound().state_of(id).unwrap().unwrap().state,
+        "expired"
+    );
+    api.stop();
+}
+
+/// Issue 27, item 16: any `Host` was answered, so a page on a DNS-rebinding domain could
+/// enqueue text into an agent's pane.
+#[test]
+fn a_request_for_another_host_name_is_refused_without_a_token() {
+    let api = open_api();
+    let port = api.base.rsplit(':').next().unwrap().to_string();
+    let rebound = format!("rebind.example:{port}");
+    let enqueue = api
+        .request(reqwest::Method::POST, "/v1/inbound")
+        .header("host", rebound.as_str())
+        .json(&serde_json::json!({"session": "s", "origin": "web", "content": "rm -rf ~"}))
+        .send()
+        .unwrap();
+    assert_eq!(enqueue.status(), 421);
+    let read = api
+        .request(reqwest::Method::GET, "/v1/status")
+        .header("host", rebound.as_str())
+        .send()
+        .unwrap();
+    assert_eq!(read.status(), 421, "nor read");
+    assert_eq!(api.app.count("pending"), 0, "nothing written");
+    for own in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let ok = api
+            .request(reqwest::Method::GET, "/v1/status")
+            .header("host", own.as_str())
+            .send()
+            .unwrap();
+        assert_eq!(ok.status(), 200, "{own}");
+    }
+    api.stop();
+
+    // With a token every request proves itself: a reverse proxy's name is answered.
+    let mut api = api::Api::start(file_config().set("http", "token = \"s3cret-token-for-tests\""));
+    api.token = Some("s3cret-token-for-tests".into());
+    let proxied = api
+        .request(reqwest::Method::GET, "/v1/status")
+        .header("host", "relayq.example.org")
+        .send()
+        .unwrap();
+    assert_eq!(proxied.status(), 200);
+    api.stop();
+}
+
+/// Issue 27, item 19: a body announced as 100 MB and never sent held the request for 8 s
+/// before any answer.
+#[test]
+fn an_oversized_content_length_is_refused_at_once() {
+    use std::io::{Read, Write};
+    let api = open_api();
+    let address = api.base.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/inbound HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100000000\r\n\r\n{{\"session\":"
+    )
+    .unwrap();
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).expect("an answer within 3 s");
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    api.stop();
+}
+
+/// The most memory the daemon ever held (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 27, item 20: `GET /v1/dead?limit=1` read every dead row with its payload (20 000 rows
+/// of 10 kB: RSS 34 → 466 MB), and the dashboard asks every 2 s. A page is read in SQL.
+#[test]
+fn a_page_of_dead_letters_reads_only_its_rows() {
+    let api = open_api();
+    let payload = serde_json::json!({"session": "s", "content": "x".repeat(20_000)}).to_string();
+    {
+        let mut conn = rusqlite::Connection::open(api.app.db()).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        let tx = conn.transaction().unwrap();
+        for n in 0..6_000 {
+            tx.execute(
+                "INSERT INTO queue_rows (queue, key, payload, state, attempts, created_at,
+                    next_attempt_at, finished_at, reason)
+                 VALUES ('inbound', ?1, ?2, 'dead', 1, 0, 0, 1, 'gave up')",
+                rusqlite::params![format!("s{}", n % 7), payload],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let pid = api.daemon.as_ref().unwrap().child.id();
+    let before = peak_kib(pid);
+    let (status, page) = api::answer(api.get("/v1/dead?limit=1"));
+    assert_eq!(status, 200);
+    assert_eq!(page["total"], 6_000);
+    assert_eq!(page["rows"].as_array().unwrap().len(), 1);
+    let first = page["next_after"].as_i64().unwrap();
+    let (_, next) = api::answer(api.get(&format!("/v1/dead?limit=2&key=s3&after={first}")));
+    let ids: Vec<i64> = next["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(next["total"], 857, "the filter counts in SQL too");
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0] > first && ids[1] > ids[0]);
+    let grown_mib = (peak_kib(pid) - before) / 1024;
+    assert!(
+        grown_mib < 40,
+        "a page of one row grew the daemon by {grown_mib} MiB (120 MB of payloads)"
+    );
+    api.stop();
 }

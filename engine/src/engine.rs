@@ -7,9 +7,9 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
-    counts, dead_rows, delivered_after, oldest_pending, purge_dead_in, reclaim_expired_in,
-    reclaim_foreign_in, revive_dead_in, row_detail, stuck_heads, OldestPending, Queue, QueueName,
-    RowDetail, StateCount,
+    counts, dead_page, dead_rows, delivered_after, oldest_pending, purge_dead_in,
+    reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail, stuck_heads, DeadQuery,
+    OldestPending, Queue, QueueName, RowDetail, StateCount,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -129,6 +129,12 @@ impl Engine {
     /// Dead rows of every queue, or of `queue`, oldest first.
     pub fn dead_rows(&self, queue: Option<QueueName>) -> Result<Vec<RowDetail>> {
         dead_rows(&*self.db.read()?, queue)
+    }
+
+    /// A page of the dead rows `query` chooses, oldest first, and how many it chooses in all:
+    /// paged in SQL, so a page costs its own rows, not every dead row's payload.
+    pub fn dead_page(&self, query: &DeadQuery) -> Result<(Vec<RowDetail>, i64)> {
+        dead_page(&*self.db.read()?, query)
     }
 
     /// How many later rows of `row`'s key were already delivered (see

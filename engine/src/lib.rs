@@ -41,8 +41,8 @@ pub use notice::Notice;
 pub use outbound::OutboundMessage;
 pub use policy::{ExpireAction, QueuePolicies, QueuePolicy};
 pub use queue::{
-    Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried, RowDetail,
-    RowState, StateCount,
+    DeadQuery, Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried,
+    RowDetail, RowState, StateCount,
 };
 pub use rusqlite;
 pub use sessions::SessionRecord;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
-use relayq_engine::{QueueName, RowDetail};
+use relayq_engine::{DeadQuery, QueueName};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -112,30 +112,23 @@ pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpRe
     if !(1..=MAX_PAGE).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_PAGE}")).with_field("limit"));
     }
-    let filter = DeadFilter {
-        ids: Vec::new(),
+    // Paged in SQL: the dashboard asks every 2 s, and a page must not read every dead row.
+    let query = DeadQuery {
         queue: q.queue,
         key: q.key,
         reason: q.reason,
-        older_than: q.older_than,
+        died_before: q.older_than.map(dead_letters::died_before),
+        after: q.after,
+        limit: q.limit + 1,
     };
     let engine = api.relayq.store().engine.clone();
-    let rows = web::block(move || dead_letters::select(&engine, &filter)).await??;
-    let total = rows.len();
-    let page: Vec<&RowDetail> = rows
-        .iter()
-        .filter(|r| r.id > q.after)
-        .take(q.limit)
-        .collect();
-    let more = rows
-        .iter()
-        .filter(|r| r.id > q.after)
-        .nth(q.limit)
-        .is_some();
+    let (mut rows, total) = web::block(move || engine.dead_page(&query)).await??;
+    let more = rows.len() > q.limit;
+    rows.truncate(q.limit);
     Ok(HttpResponse::Ok().json(json!({
-        "rows": page.iter().map(|r| dead_letters::row_json(r)).collect::<Vec<_>>(),
+        "rows": rows.iter().map(dead_letters::row_json).collect::<Vec<_>>(),
         "total": total,
-        "next_after": if more { page.last().map(|r| r.id) } else { None },
+        "next_after": if more { rows.last().map(|r| r.id) } else { None },
     })))
 }
 

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! client ──HTTP──▶ worker thread ──RelayqHandle──▶ SupervisorActor / commit thread ──▶ rows
-//!                  (token, body limit, JSON)         (the same checks as the CLI)
+//!                  (guard: Host, Origin, announced    (the same checks as the CLI)
+//!                   size; token, body limit, JSON)
 //! ```
 //!
 //! Routes (all JSON):
@@ -31,6 +32,7 @@ mod config;
 mod dashboard;
 mod dead;
 mod error;
+mod guard;
 mod health;
 mod hooks;
 mod ingress;
@@ -78,6 +80,10 @@ impl Server {
     pub fn start(config: &HttpConfig, relayq: RelayqHandle) -> Result<Server, String> {
         let address = config.address().map_err(|m| format!("http.listen: {m}"))?;
         let token = auth::Token(config.token()?);
+        let listener = std::net::TcpListener::bind(address)
+            .map_err(|e| format!("cannot listen on {address} (http.listen): {e}"))?;
+        let address = listener.local_addr().unwrap_or(address);
+        let guard = guard::Guard::new(address, token.0.is_some(), config.max_request_bytes);
         let stopping = Arc::new(AtomicBool::new(false));
         let api = Api {
             relayq,
@@ -88,7 +94,9 @@ impl Server {
             App::new()
                 .app_data(web::Data::new(api.clone()))
                 .app_data(web::Data::new(token.clone()))
+                .app_data(web::Data::new(guard.clone()))
                 .wrap(middleware::from_fn(auth::require_token))
+                .wrap(middleware::from_fn(guard::check))
                 .configure(health::routes)
                 .configure(dashboard::routes)
                 .configure(metrics::routes)
@@ -98,9 +106,8 @@ impl Server {
         .workers(config.workers)
         // `serve` handles the signals: it stops this server first, then the runtime.
         .disable_signals()
-        .bind(address)
+        .listen(listener)
         .map_err(|e| format!("cannot listen on {address} (http.listen): {e}"))?;
-        let address = server.addrs().first().copied().unwrap_or(address);
         let server = server.run();
         let handle = server.handle();
         actix_rt::spawn(server);

@@ -106,7 +106,7 @@ function drawLanes(lanes) {
     const stateCell = document.createElement("td");
     stateCell.append(state);
     tr.append(cell(lane.queue), cell(lane.key, "key"), cell(lane.rows, "num"), stateCell,
-      cell(until(lane.head_next_attempt_at, now)), cell(lane.head_last_error, "error"));
+      cell(until(lane.head_next_attempt_at_ms, now)), cell(lane.head_last_error, "error"));
     const target = { queue: lane.queue, key: lane.key };
     const td = document.createElement("td");
     td.append(lane.paused

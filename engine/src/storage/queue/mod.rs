@@ -34,9 +34,11 @@ const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :n
 pub use lease::{DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
 pub(crate) use read::lanes;
 pub(crate) use read::{
-    counts, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
+    counts, dead_page, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
 };
-pub use read::{Lane, OldestPending, RowDetail, RowState, StateCount, THROTTLED, UNREACHABLE};
+pub use read::{
+    DeadQuery, Lane, OldestPending, RowDetail, RowState, StateCount, THROTTLED, UNREACHABLE,
+};
 pub use upkeep::PRUNE_SQL;
 pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};
 

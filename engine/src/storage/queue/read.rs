@@ -145,6 +145,44 @@ const DEAD_ROWS_SQL: &str = concat!(
     " FROM queue_rows WHERE state = 'dead' AND (:queue IS NULL OR queue = :queue) ORDER BY id"
 );
 
+/// The filters a page of dead rows shares with its count: a queue, a key, text the reason or
+/// the last error holds, died before a time.
+macro_rules! dead_filters {
+    () => {
+        " FROM queue_rows WHERE state = 'dead'
+           AND (:queue IS NULL OR queue = :queue) AND (:key IS NULL OR key = :key)
+           AND (:reason IS NULL OR instr(COALESCE(reason, ''), :reason) > 0
+                OR instr(COALESCE(last_error, ''), :reason) > 0)
+           AND (:before IS NULL OR finished_at < :before)"
+    };
+}
+
+/// One page of dead rows: after id `:after`, oldest first, at most `:limit`. Only the page's
+/// rows are read with their payloads.
+const DEAD_PAGE_SQL: &str = concat!(
+    "SELECT ",
+    detail_columns!(),
+    dead_filters!(),
+    " AND id > :after ORDER BY id LIMIT :limit"
+);
+
+/// How many dead rows the filters choose.
+const DEAD_COUNT_SQL: &str = concat!("SELECT COUNT(*)", dead_filters!());
+
+/// Which dead rows a page shows (`GET /v1/dead`).
+#[derive(Debug, Clone, Default)]
+pub struct DeadQuery {
+    pub queue: Option<QueueName>,
+    pub key: Option<String>,
+    /// Text the reason or the last error contains.
+    pub reason: Option<String>,
+    /// Died before this time (unix ms).
+    pub died_before: Option<i64>,
+    /// The last id of the previous page (0: from the first).
+    pub after: i64,
+    pub limit: usize,
+}
+
 /// Pending rows that failed and hold up their key, oldest first.
 const STUCK_HEADS_SQL: &str = concat!(
     "SELECT ",
@@ -210,6 +248,27 @@ pub(crate) fn dead_rows(
         named_params! {":queue": queue},
         detail_from_row,
     )
+}
+
+/// A page of the dead rows `query` chooses, and how many it chooses in all.
+pub(crate) fn dead_page(
+    conn: &rusqlite::Connection,
+    query: &DeadQuery,
+) -> Result<(Vec<RowDetail>, i64)> {
+    let filters = named_params! {":queue": query.queue, ":key": query.key, ":reason": query.reason,
+    ":before": query.died_before};
+    let total = conn
+        .prepare_cached(DEAD_COUNT_SQL)?
+        .query_row(filters, |r| r.get(0))?;
+    let rows = query_all(
+        conn,
+        DEAD_PAGE_SQL,
+        named_params! {":queue": query.queue, ":key": query.key, ":reason": query.reason,
+        ":before": query.died_before, ":after": query.after,
+        ":limit": query.limit as i64},
+        detail_from_row,
+    )?;
+    Ok((rows, total))
 }
 
 /// Row counts of one queue in one state.
@@ -339,6 +398,8 @@ pub(super) const STATEMENTS: &[&str] = &[
     NEXT_DUE_SQL,
     STATE_OF_SQL,
     DEAD_ROWS_SQL,
+    DEAD_PAGE_SQL,
+    DEAD_COUNT_SQL,
     ROW_DETAIL_SQL,
     STUCK_HEADS_SQL,
 ];
