@@ -225,6 +225,40 @@ pub const CONFIG_ENV: &str = "RELAYQ_CONFIG";
 /// The environment variable naming the database (under `--db`, over `database.path`).
 pub const DB_ENV: &str = "RELAYQ_DB";
 
+/// `database.path` in a config file's text, even when the rest of the file is wrong: read as
+/// TOML when it parses, else from the `path = "..."` line of its `[database]` table.
+fn database_path_in(text: &str) -> Option<PathBuf> {
+    if let Ok(table) = text.parse::<toml::Table>() {
+        return table
+            .get("database")?
+            .get("path")?
+            .as_str()
+            .map(PathBuf::from);
+    }
+    let mut in_database = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_database = line
+                .trim_end_matches(|c: char| c == ']' || c.is_whitespace())
+                .trim_start_matches('[')
+                .trim()
+                == "database";
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_database && key.trim() == "path" {
+            let value: toml::Value = format!("v = {}", value.trim())
+                .parse::<toml::Table>()
+                .ok()?
+                .remove("v")?;
+            return value.as_str().map(PathBuf::from);
+        }
+    }
+    None
+}
+
 /// Where relayq keeps its database and files when nothing says otherwise:
 /// `$XDG_STATE_HOME/relayq`, else `~/.local/state/relayq`. The same for every command, wherever
 /// it runs: a hook run by an agent in its project directory finds the daemon's database.
@@ -277,6 +311,28 @@ impl Config {
         let mut config = Config::parse_with(&env, &text, &file)?;
         config.resolve_paths(path.parent().unwrap_or(Path::new("/")));
         Ok((config, Some(path)))
+    }
+
+    /// For `relayq hook` when [`Config::load`] fails: the built-in defaults with the database
+    /// path the file still tells (read as bare TOML, else from its `[database]` lines), so the
+    /// agent's event is kept whatever else the file says. `None` as the path: the file names
+    /// none that can be read, and the default location is used.
+    pub fn database_only(path: Option<&Path>) -> (Config, Option<PathBuf>) {
+        let mut config = Config::default();
+        let file = path
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                std::env::var_os(CONFIG_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(user_config_file);
+        let named = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| database_path_in(&text));
+        let base = file.parent().unwrap_or(Path::new("/"));
+        config.database.path = named.as_ref().map(|p| base.join(p));
+        (config, named.map(|_| file))
     }
 
     /// Makes relative paths (the database, file channels) relative to `base`.

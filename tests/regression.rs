@@ -1387,3 +1387,148 @@ fn a_page_of_dead_letters_reads_only_its_rows() {
     );
     api.stop();
 }
+
+/// The hook rows in the database at `db`, oldest first: (session, native event).
+fn hook_rows_in(db: &std::path::Path) -> Vec<(String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut rows = conn
+        .prepare("SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id")
+        .unwrap();
+    rows.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (key, payload) = r.unwrap();
+            let event: Value = serde_json::from_str(&payload).unwrap();
+            (
+                key,
+                event["native_event"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `relayq --config config.toml hook --agent claude` with `payload` on stdin, no `--db`.
+fn hook_by_config(app: &App, payload: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = app
+        .bare()
+        .args(["--config", "config.toml", "hook", "--agent", "claude"])
+        .env_remove("RELAYQ_SESSION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 27, item 3: a typo in the config made every hook exit 1 and record nothing, while the
+/// daemon kept serving on its running config.
+#[test]
+fn a_broken_config_file_does_not_lose_the_agents_event() {
+    let app = App::new("[database]\npath = \"agent.db\"\n\n[daemon]\nshutdown_grace = \"5s\n");
+    let out = hook_by_config(&app, STOP);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("config is not valid") && said.contains("agent.db"),
+        "{said}"
+    );
+    assert_eq!(
+        hook_rows_in(&app.path("agent.db")).len(),
+        1,
+        "in the database the file names"
+    );
+
+    // A file that names no database: the default location, said so.
+    app.write_config("[daemon]\nshutdown_grace = 5\n");
+    let out = hook_by_config(&app, STOP);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("the default"), "{said}");
+    let default = app.path("xdg-state/relayq/relayq.db");
+    assert_eq!(hook_rows_in(&default).len(), 1);
+}
+
+/// Holds the database's write lock for `held`, from another connection, on a thread.
+fn hold_write_lock(db: std::path::PathBuf, held: Duration) -> std::thread::JoinHandle<()> {
+    let (taken, ready) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        taken.send(()).unwrap();
+        std::thread::sleep(held);
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    ready.recv().unwrap();
+    holder
+}
+
+/// Issue 27, item 4: `relayq hook` gave up after a 1 s busy timeout ("database is locked", 100
+/// of 51 756 calls under load) and the event was lost.
+#[test]
+fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
+    let app = App::new(file_config());
+    app.enqueue("s", "the database exists");
+    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let out = app.hook("claude", STOP, false, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    holder.join().unwrap();
+    assert_eq!(hook_row_count(&app), 1, "waited for the lock");
+
+    // Locked past the wait: kept in the spool, recorded by the next hook before its own event.
+    let holder = hold_write_lock(app.db(), Duration::from_secs(4));
+    let notification = include_str!("fixtures/claude-code/Notification.json");
+    let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(".hook-spool"), "{said}");
+    holder.join().unwrap();
+    assert_eq!(hook_row_count(&app), 1, "spooled, not yet recorded");
+    let out = app.hook("claude", STOP, false, &[]);
+    assert!(out.status.success());
+    let events: Vec<String> = hook_rows_in(&app.db())
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        events,
+        ["Stop", "Notification", "Stop"],
+        "the spooled event first"
+    );
+
+    // The daemon's start records what is spooled too.
+    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
+    assert!(out.status.success());
+    holder.join().unwrap();
+    let daemon = app.serve();
+    wait_until("the spooled event", WAIT, || hook_row_count(&app) == 4);
+    daemon.stop();
+}
+
+/// Issue 27, item 21: `serve` always made `~/.local/state/relayq`, even with `--db` elsewhere,
+/// and could not start under a HOME it cannot write.
+#[test]
+fn serve_starts_with_its_database_elsewhere_when_the_state_directory_cannot_be_made() {
+    let app = App::new(file_config());
+    let daemon = app.serve_with_env(&[("XDG_STATE_HOME", "/proc/no-such-dir")]);
+    let id = app.enqueue("s", "hello");
+    app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
+    let log = daemon.log();
+    daemon.stop();
+    assert!(log.contains("the state directory cannot be made"), "{log}");
+}

@@ -14,12 +14,16 @@ use crate::config::Config;
 pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     crate::logging::init("info", ctx.log_format);
     let mut config = ctx.config.clone();
-    // The built-in channels write there unless the config file says otherwise.
-    crate::cli::ensure_state_dir()?;
+    // The built-in channels write there unless the config file says otherwise. A daemon whose
+    // database is elsewhere starts without it (those channels' writes fail and say why).
+    if let Err(e) = crate::cli::ensure_state_dir() {
+        tracing::warn!(error = %e, "the state directory cannot be made; the built-in deliveries and notices files cannot be written there");
+    }
     let mut runtime_config = config.runtime_config(ctx.db.as_deref());
     runtime_config.db = ctx.db_config()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
+    drain_hook_spool(&runtime_config.db);
     let file = describe(ctx.config_file.as_deref());
     let Built {
         channels,
@@ -149,6 +153,23 @@ mod service_manager {
         }
         if let Err(e) = sd_notify::notify(states) {
             tracing::warn!(error = %e, "cannot tell the service manager the daemon's state");
+        }
+    }
+}
+
+/// Records the hook events spooled while the database was locked (see `relayq hook`).
+fn drain_hook_spool(db: &relayq_engine::DbConfig) {
+    let spool = crate::commands::hook::spool_dir(&db.path);
+    if !spool.exists() {
+        return;
+    }
+    match relayq_engine::Engine::open(db).and_then(|e| crate::commands::hook::drain(&e, &spool)) {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!(events = n, spool = %spool.display(), "recorded hook events spooled while the database was locked")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, spool = %spool.display(), "cannot record the spooled hook events yet")
         }
     }
 }
