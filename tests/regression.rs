@@ -128,6 +128,8 @@ fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("the row to end", WAIT, || is_finished(&app, id));
+    // Issue 27, item 5: the expiry at lease time was never logged (the sweep's was).
+    let log = daemon.log();
     daemon.stop();
     let row = app.inbound().state_of(id).unwrap().unwrap();
     assert_eq!(
@@ -135,6 +137,11 @@ fn a_row_past_max_age_is_expired_when_leased_not_delivered() {
         ("expired", Some("max age"))
     );
     assert!(!app.path("sent.txt").exists(), "not delivered past its age");
+    let said = log
+        .lines()
+        .find(|l| l.contains("expired when leased"))
+        .unwrap_or_else(|| panic!("the expiry is logged: {log}"));
+    assert!(said.contains(&format!("row={id}")), "{said}");
 }
 
 /// Item 8: `prune --older-than` deleted dead letters, against its help and `dead_retention`.
@@ -1531,4 +1538,44 @@ fn serve_starts_with_its_database_elsewhere_when_the_state_directory_cannot_be_m
     let log = daemon.log();
     daemon.stop();
     assert!(log.contains("the state directory cannot be made"), "{log}");
+}
+
+/// Issue 27, item 9: `--reply-to` went on every part of a split message: each part quoted the
+/// message it answers. It belongs on the first part; the thread on every part.
+#[test]
+fn reply_to_goes_on_the_first_part_only_and_the_thread_on_every_part() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    let app = App::new(webhook_config(&hook.url).set("channels.hook", "max_chars = 100"));
+    let daemon = app.serve();
+    let text = "word ".repeat(60);
+    let args = [
+        "enqueue",
+        "outbound",
+        "--channel",
+        "hook",
+        "--to",
+        "chat",
+        "--reply-to",
+        "17",
+        "--thread",
+        "5",
+        &text,
+    ];
+    let first: i64 = app.ok(&args).trim().parse().unwrap();
+    app.wait_state(relayq_engine::QueueName::Outbound, first + 2, "delivered");
+    daemon.stop();
+    let calls = hook.calls();
+    let sent: Vec<(Value, Value)> = calls
+        .iter()
+        .map(|c| (c.body["reply_to"].clone(), c.body["thread"].clone()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("17".into(), "5".into()),
+            (Value::Null, "5".into()),
+            (Value::Null, "5".into())
+        ],
+        "{calls:#?}"
+    );
 }

@@ -232,6 +232,15 @@ impl OutboundMessage {
             .collect()
     }
 
+    /// The message this part answers: the first part (or a text that was not split) replies;
+    /// later parts follow it in the same thread without quoting the message again.
+    pub fn reply_to_on_this_part(&self) -> Option<&str> {
+        match self.part {
+            Some(Part { index, .. }) if index > 1 => None,
+            _ => self.reply_to.as_deref(),
+        }
+    }
+
     /// The ordering key: one FIFO per (channel, destination).
     pub fn destination_key(&self) -> String {
         serde_json::json!([self.channel, self.to]).to_string()

@@ -90,7 +90,7 @@ impl Channel for DiscordChannel {
             "enforce_nonce": true,
             "allowed_mentions": {"parse": []},
         });
-        if let Some(reply_to) = &message.reply_to {
+        if let Some(reply_to) = message.reply_to_on_this_part() {
             body["message_reference"] =
                 json!({"message_id": reply_to.trim(), "fail_if_not_exists": false});
         }

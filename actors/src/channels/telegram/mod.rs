@@ -73,7 +73,7 @@ impl Channel for TelegramChannel {
         if let Some(thread) = &message.thread {
             body["message_thread_id"] = number_or_text(thread);
         }
-        if let Some(reply_to) = &message.reply_to {
+        if let Some(reply_to) = message.reply_to_on_this_part() {
             body["reply_parameters"] =
                 json!({"message_id": number_or_text(reply_to), "allow_sending_without_reply": true});
         }

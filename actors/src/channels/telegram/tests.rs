@@ -230,6 +230,17 @@ async fn thread_and_reply_go_with_the_message_and_plain_text_has_no_parse_mode()
     assert_eq!(sent[0]["reply_parameters"]["message_id"], json!(977));
     assert_eq!(sent[0]["text"], "<b>not markup</b>");
     assert!(sent[0].get("parse_mode").is_none());
+
+    // Issue 27, item 9: a later part of a split text stays in the thread and quotes nothing.
+    let second = to("-1001987654321", |m| {
+        m.thread = Some("42".into());
+        m.reply_to = Some("977".into());
+        m.part = Some(relayq_engine::outbound::Part { index: 2, of: 2 });
+    });
+    outcome_of(&mut tg, second).await;
+    let sent = bodies(&server).await;
+    assert_eq!(sent[1]["message_thread_id"], json!(42));
+    assert!(sent[1].get("reply_parameters").is_none(), "{}", sent[1]);
 }
 
 #[actix_rt::test]

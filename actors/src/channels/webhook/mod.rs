@@ -39,7 +39,11 @@ pub struct WebhookChannel {
 }
 
 impl Channel for WebhookChannel {
-    fn deliver(&mut self, delivery: Delivery) -> Answer {
+    fn deliver(&mut self, mut delivery: Delivery) -> Answer {
+        // The first part of a split text replies; the parts after it only follow.
+        if let Content::Outbound(message) = &mut delivery.content {
+            message.reply_to = message.reply_to_on_this_part().map(str::to_string);
+        }
         let request = self
             .http
             .post(self.url.clone())

@@ -380,8 +380,11 @@ impl Queue {
         for lease in leases {
             // `attempts` counts this lease: the row was tried `attempts - 1` times before.
             let tried = lease.attempts.saturating_sub(1);
+            // Logged here, as the sweep's expiries are: `status` counts them, the log says why.
             if policy.exhausted(tried) {
                 let max = policy.max_attempts.unwrap_or_default();
+                tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), tried, max_attempts = max,
+                    "dead when leased: it was already tried max_attempts times");
                 tx.prepare_cached(BURY_EXHAUSTED_SQL)?
                     .execute(named_params! {
                         ":id": lease.id,
@@ -391,6 +394,11 @@ impl Queue {
                         ":reason": format!("gave up after {tried} attempts (max_attempts = {max})"),
                     })?;
             } else if too_old(&lease) {
+                let age = std::time::Duration::from_millis(
+                    now.saturating_sub(lease.created_at).max(0) as u64,
+                );
+                tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), age = ?age,
+                    max_age = ?policy.expires_after().unwrap_or_default(), "expired when leased: older than max_age");
                 tx.prepare_cached(EXPIRE_TOO_OLD_SQL)?
                 .execute(named_params! {":id": lease.id, ":token": lease.token, ":tried": tried, ":now": now})?;
             } else {
