@@ -1579,3 +1579,50 @@ fn reply_to_goes_on_the_first_part_only_and_the_thread_on_every_part() {
         "{calls:#?}"
     );
 }
+
+/// Issue 27, item 7: an inbound message and an outbound notice to the same pane went paste,
+/// paste, Enter, Enter: one merged prompt. A pane takes one paste-and-submit at a time.
+#[test]
+fn two_flows_into_one_tmux_pane_never_interleave() {
+    let tmux = Tmux::new("interleave");
+    let app = App::new(
+        tmux.config(&["programs = [\"cat\"]", "submit_delay = \"150ms\""])
+            .set("queues.outbound", "backoff = [\"100ms\"]"),
+    );
+    let lines = app.path("lines.txt");
+    tmux.start(
+        "agent",
+        &format!(r"printf '\033[?2004h'; exec cat -v > {}", lines.display()),
+    );
+    let daemon = app.serve();
+    for n in 0..6 {
+        app.enqueue("agent", &format!("inbound {n}"));
+        app.ok(&[
+            "enqueue",
+            "outbound",
+            "--channel",
+            "pane",
+            "--to",
+            "agent",
+            &format!("notice {n}"),
+        ]);
+    }
+    let mut got = Vec::new();
+    wait_until("twelve submitted lines", WAIT, || {
+        got = std::fs::read_to_string(&lines)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        got.len() >= 12
+    });
+    daemon.stop();
+    for line in &got {
+        assert!(
+            line.starts_with("^[[200~")
+                && line.ends_with("^[[201~")
+                && line.matches("200~").count() == 1,
+            "one paste per submitted line: {got:#?}"
+        );
+    }
+}

@@ -14,10 +14,13 @@
 //! 4. The text goes into a tmux buffer, is pasted into that pane id with bracketed paste
 //!    (`paste-buffer -p`: the markers are sent when the program asked for them, as agent CLIs
 //!    do), and Enter is pressed after a short pause so the program sees the paste end first.
+//!    One paste-and-submit at a time per pane ([`pane_turn`]), whichever flow it comes from.
 //!
 //! Every value reaches tmux as its own argument, never through a shell.
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -173,6 +176,8 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
             config.programs
         )));
     }
+    let turn = pane_turn(config.socket_name.as_deref(), &pane);
+    let _turn = turn.lock().await;
     let buffer = format!("relayq-{}", delivery.id);
     let text = sanitize(delivery.text());
     tmux(config, &["load-buffer", "-b", &buffer, "-"], Some(&text)).await?;
@@ -193,6 +198,23 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
     tokio::time::sleep(config.submit_delay).await;
     tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
     Ok(())
+}
+
+/// The turn to paste into `pane` of the tmux server on `socket`: one paste-and-submit at a time
+/// per pane, whatever queue, channel actor or thread it comes from; two at once would go
+/// paste, paste, Enter, Enter, and the agent would get one merged prompt.
+fn pane_turn(socket: Option<&str>, pane: &str) -> Arc<tokio::sync::Mutex<()>> {
+    type Turns = HashMap<(Option<String>, String), Weak<tokio::sync::Mutex<()>>>;
+    static TURNS: LazyLock<std::sync::Mutex<Turns>> = LazyLock::new(Default::default);
+    let mut turns = TURNS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    turns.retain(|_, turn| turn.strong_count() > 0);
+    let key = (socket.map(str::to_string), pane.to_string());
+    if let Some(turn) = turns.get(&key).and_then(Weak::upgrade) {
+        return turn;
+    }
+    let turn = Arc::new(tokio::sync::Mutex::new(()));
+    turns.insert(key, Arc::downgrade(&turn));
+    turn
 }
 
 /// The pane of session `name` (exactly that name) that `rest` (window and pane, or nothing
