@@ -409,7 +409,7 @@ fn serve_through(app: &App, db: &std::path::Path) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    for _ in 0..300 {
+    for _ in 0..800 {
         if child.try_wait().unwrap().is_some() {
             break;
         }
@@ -1625,4 +1625,24 @@ fn two_flows_into_one_tmux_pane_never_interleave() {
             "one paste per submitted line: {got:#?}"
         );
     }
+}
+
+/// Issue 27, item 22: a restart right after a `kill -9` was refused "already serving" (1 of 594
+/// starts): the killed daemon's lock had not been dropped yet. A lock let go within moments is
+/// waited for.
+#[test]
+fn a_start_waits_a_moment_for_the_lock_of_a_daemon_that_is_exiting() {
+    let app = App::new(file_config());
+    app.enqueue("s", "the database exists");
+    let file = std::fs::File::open(app.db()).unwrap();
+    file.lock().unwrap();
+    let exiting = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        drop(file);
+    });
+    let daemon = app.serve();
+    exiting.join().unwrap();
+    let id = app.enqueue("s", "after the restart");
+    app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
+    daemon.stop();
 }

@@ -54,7 +54,7 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
         *in_use = true;
         return Ok(DaemonLock { identity });
     }
-    match file.try_lock() {
+    match try_lock_awhile(&file) {
         Ok(()) => {
             if meta.nlink() > 1 {
                 tracing::warn!(db = %db.display(), links = meta.nlink(), "the database has several hard links: SQLite names its -wal and -shm files after the path, so every process must use the same path");
@@ -66,6 +66,24 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
             Err(ActorError::AlreadyRunning(db.display().to_string()))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(open_error(format!("cannot lock it: {e}"))),
+    }
+}
+
+/// How long a start waits for a lock held by another process: a daemon killed a moment ago
+/// (`kill -9`, then a restart at once) may still be exiting, its lock not yet dropped by the
+/// kernel. A live daemon holds it for good, and is refused after this.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `try_lock`, tried again every 50 ms for [`LOCK_WAIT`] while another process holds it.
+fn try_lock_awhile(file: &File) -> std::result::Result<(), std::fs::TryLockError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            done => return done,
+        }
     }
 }
 
