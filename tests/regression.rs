@@ -1646,3 +1646,38 @@ fn a_start_waits_a_moment_for_the_lock_of_a_daemon_that_is_exiting() {
     app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
     daemon.stop();
 }
+
+/// Issue 27, item 18: a symlink planted in a shared directory (mode 0777) was followed by the
+/// CLI, which created the database at the link's target with mode 0644.
+#[test]
+fn a_database_link_in_a_shared_directory_is_not_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = App::new(file_config());
+    let shared = app.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let target = app.path("planted.db");
+    std::os::unix::fs::symlink(&target, shared.join("relayq.db")).unwrap();
+    let out = app
+        .bare()
+        .args(["--config", "config.toml", "--db"])
+        .arg(shared.join("relayq.db"))
+        .args([
+            "enqueue",
+            "inbound",
+            "--session",
+            "s",
+            "--origin",
+            "t",
+            "secret chat",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("symbolic link") && said.contains("not follow"),
+        "{said}"
+    );
+    assert!(!target.exists(), "nothing written where the link points");
+}

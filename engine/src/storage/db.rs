@@ -3,7 +3,7 @@
 //! serialises this process's writers without busy-sleeping) and a few readers.
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -270,13 +270,24 @@ fn create_private_file(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(err("it is a directory; give a file path".into()));
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if !parent.is_dir() {
-            return Err(err(format!(
-                "directory {} does not exist; create it first",
-                parent.display()
-            )));
-        }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(err(format!(
+            "directory {} does not exist; create it first",
+            parent.display()
+        )));
+    }
+    // In a directory others may write to, a link at the database's path may be theirs: it
+    // would make relayq write its database (and the chat text in it) where they chose.
+    let shared = std::fs::metadata(parent).is_ok_and(|m| m.mode() & 0o022 != 0);
+    if shared && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(err(format!(
+            "it is a symbolic link in {}, a directory other users may write to: relayq does              not follow it; use a private directory (or the default location)",
+            parent.display()
+        )));
     }
     // Only a new file is opened here: closing a descriptor of a database this process already
     // has open would drop the POSIX locks SQLite holds on it.
