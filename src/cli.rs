@@ -376,6 +376,11 @@ impl Invocation {
     /// created (0700) if it does not exist yet.
     pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
         let db = self.config.db_config(self.db.as_deref());
+        if let Some(pid) = crate::pid_file::daemon_of_deleted(&db.path) {
+            return Err(CliError::Failed(crate::pid_file::deleted_under(
+                &db.path, pid,
+            )));
+        }
         if db.path.parent() == Some(crate::config::state_dir().as_path()) {
             ensure_state_dir()?;
         }

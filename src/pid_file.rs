@@ -62,3 +62,25 @@ pub fn read(db: &Path) -> Result<Option<i32>, String> {
         )),
     }
 }
+
+/// The pid of a daemon still running for `db` whose file is gone (deleted under it): its pid
+/// file is there and names a live process. A command must not create a new database there:
+/// that daemon would never deliver its rows.
+pub fn daemon_of_deleted(db: &Path) -> Option<i32> {
+    if db.exists() {
+        return None;
+    }
+    let pid = read(db).ok().flatten()?;
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    alive.then_some(pid)
+}
+
+/// What to tell a command that would create a database beside [`daemon_of_deleted`]'s daemon.
+pub fn deleted_under(db: &Path, pid: i32) -> String {
+    format!(
+        "the database {} was deleted while relayq serve (pid {pid}) had it open: a new one made          here would never be read by that daemon. Restart it (relayq stop, then relayq serve)          and try again",
+        db.display()
+    )
+}

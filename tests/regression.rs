@@ -1681,3 +1681,45 @@ fn a_database_link_in_a_shared_directory_is_not_followed() {
     );
     assert!(!target.exists(), "nothing written where the link points");
 }
+
+/// Issue 27, item 8: a database deleted while the daemon served was silently replaced by the
+/// next CLI call, and the running daemon delivered none of its rows.
+#[test]
+fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
+    let app = App::new(file_config().set("daemon", "sweep_interval = \"1s\""));
+    let daemon = app.serve();
+    app.enqueue("s", "before");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", app.db().display()));
+    }
+    wait_until("the daemon to say so", WAIT, || {
+        daemon.log().contains("was deleted while in use")
+    });
+    let out = app.run(&[
+        "enqueue",
+        "inbound",
+        "--session",
+        "s",
+        "--origin",
+        "t",
+        "lost?",
+    ]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("was deleted while relayq serve"), "{said}");
+    assert!(
+        !app.db().exists(),
+        "no new database beside the running daemon"
+    );
+    // An agent's event is kept for the restart.
+    let out = app.hook("claude", STOP, false, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    daemon.stop();
+    let daemon = app.serve();
+    wait_until("the kept event", WAIT, || hook_row_count(&app) == 1);
+    daemon.stop();
+}

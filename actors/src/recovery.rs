@@ -17,6 +17,8 @@ pub struct RecoveryActor {
     wakers: Wakers,
     sweep_interval: Duration,
     prune_interval: Duration,
+    /// What was last said of the database file (deleted, replaced), so it is said once.
+    file_problem: Option<String>,
 }
 
 impl RecoveryActor {
@@ -31,10 +33,25 @@ impl RecoveryActor {
             wakers,
             sweep_interval,
             prune_interval,
+            file_problem: None,
+        }
+    }
+
+    /// Says, once each time it changes, whether the database file was deleted or replaced
+    /// under the daemon (its rows would then reach no other command).
+    fn check_file(&mut self) {
+        let problem = self.store.engine.database().file_still_there().err();
+        if problem != self.file_problem {
+            match &problem {
+                Some(why) => tracing::error!("{why}"),
+                None => tracing::info!("the database file is back as it was opened"),
+            }
+            self.file_problem = problem;
         }
     }
 
     fn sweep(&mut self, ctx: &mut Context<Self>, at_start: bool) {
+        self.check_file();
         let store = self.store.clone();
         let wakers = self.wakers.clone();
         let work = async move {

@@ -55,6 +55,22 @@ pub fn run(ctx: &Invocation, agent: Agent, argument: Option<String>) -> Result<(
 /// beside the database instead, which the next hook and the daemon's start record, oldest
 /// first. Only an event neither stored nor spooled is an error.
 fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
+    let path = ctx.config.db_path(ctx.db.as_deref());
+    if let Some(pid) = crate::pid_file::daemon_of_deleted(&path) {
+        // Kept for the daemon's restart rather than written to a database it never reads.
+        let kept = keep(&spool_dir(&path), event).map_err(|e| {
+            CliError::Failed(format!(
+                "{}; nor can the event be kept: {e}",
+                crate::pid_file::deleted_under(&path, pid)
+            ))
+        })?;
+        eprintln!(
+            "relayq hook: {}; the event is kept in {}",
+            crate::pid_file::deleted_under(&path, pid),
+            kept.display()
+        );
+        return Ok(());
+    }
     let mut db = ctx.db_config()?;
     db.busy_timeout = wait()?;
     let spool = spool_dir(&db.path);

@@ -38,6 +38,9 @@ pub(super) async fn readyz(api: web::Data<Api>) -> HttpResponse {
     if let Err(e) = api.relayq.store().write(|_, _| Ok(())).await {
         reasons.push(format!("the database does not take writes: {e}"));
     }
+    if let Err(why) = api.relayq.store().engine.database().file_still_there() {
+        reasons.push(why);
+    }
     let channels = api.relayq.channels();
     for name in channels.names() {
         if channels.unready(&name).is_some() {

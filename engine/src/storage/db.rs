@@ -114,6 +114,8 @@ pub struct Database {
     readers: Pool<SqliteConnectionManager>,
     /// Started on first `submit`, so one-shot commands never start its thread.
     committer: Arc<OnceLock<Committer>>,
+    /// The file's (device, inode) when it was opened: see [`Database::file_still_there`].
+    identity: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Database {
@@ -155,16 +157,36 @@ impl Database {
         // Closed only now: had it been the last connection, closing it would checkpoint and
         // delete the WAL, which the writer would create (and fsync) again at once.
         drop(conn);
+        let identity = std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
         Ok(Database {
             path,
             writer,
             readers,
             committer: Arc::default(),
+            identity,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the file at the path is still the one opened: deleted, or replaced by another
+    /// file, its rows are no longer what every other command (the CLI, the hooks) reads and
+    /// writes, and what this process writes is lost with it. The reason when it is not.
+    pub fn file_still_there(&self) -> std::result::Result<(), String> {
+        let now = std::fs::metadata(&self.path).map(|m| (m.dev(), m.ino()));
+        match (now, self.identity) {
+            (Ok(now), Some(opened)) if now != opened => Err(format!(
+                "the database file {} was replaced by another file since it was opened:                  this daemon writes to the old one, which no command reads; restart it",
+                self.path.display()
+            )),
+            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+                "the database file {} was deleted while in use: nothing written since is                  kept, and other commands would start a new, empty one; restart the daemon",
+                self.path.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Runs `f` in an IMMEDIATE transaction (the write lock is taken at BEGIN, so a busy
