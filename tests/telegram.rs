@@ -401,3 +401,51 @@ fn in_webhook_mode_an_update_is_committed_before_the_200_and_survives_a_kill_9_r
     assert!(fake.polls().is_empty(), "no getUpdates in webhook mode");
     daemon.stop();
 }
+
+/// Issue 27, item 6: a webhook push over `daemon.max_body_bytes` was answered 400, so Telegram
+/// retried it for ever and the updates behind it waited. Answered 200, kept expired and cut,
+/// and `status` says so.
+#[test]
+fn a_webhook_push_over_max_body_bytes_is_answered_200_and_kept_as_refused() {
+    let fake = FakeTelegram::start(TOKEN);
+    let port = crate::common::api::free_port();
+    let config = source_config(&fake)
+        .set("daemon", "max_body_bytes = 1000")
+        .set("sources.bot", "mode = \"webhook\"")
+        .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
+        .set("http", "enabled = true")
+        .set("http", &format!("listen = \"127.0.0.1:{port}\""));
+    let app = App::new(config);
+    let daemon = app.serve_with_env(&[("BOT_TOKEN", TOKEN), ("HOOK_SECRET", "s3cret_hook-1")]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/bot");
+    let mut update = fixture_update();
+    update["message"]["text"] = json!("long ".repeat(400));
+    let client = reqwest::blocking::Client::new();
+    let push = || {
+        client
+            .post(&url)
+            .header("X-Telegram-Bot-Api-Secret-Token", "s3cret_hook-1")
+            .json(&update)
+            .send()
+            .unwrap()
+    };
+    let answer = push();
+    assert_eq!(answer.status(), 200, "Telegram moves on");
+    let body: serde_json::Value = answer.json().unwrap();
+    assert_eq!(body["refused"], 1);
+    assert_eq!(push().status(), 200, "its retry too");
+    let status = app.ok(&["status"]);
+    assert!(
+        status.contains("refused: over daemon.max_body_bytes"),
+        "{status}"
+    );
+    let rows = app.engine().counts().unwrap();
+    let expired: i64 = rows
+        .iter()
+        .filter(|c| c.state == "expired")
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(expired, 1, "kept once: {rows:?}");
+    daemon.stop();
+    assert!(app.lines("out.jsonl").is_empty(), "never delivered");
+}

@@ -431,6 +431,19 @@ impl RelayqHandle {
         async move { request.await? }
     }
 
+    /// Keeps a platform's message that is over `max_body_bytes` expired and cut (see
+    /// [`RecordRefused`](crate::supervisor::RecordRefused)); `None` when it is wrong in
+    /// another way.
+    pub fn record_refused(
+        &self,
+        message: InboundMessage,
+    ) -> impl std::future::Future<Output = Result<Option<Enqueued>>> + 'static {
+        let request = self
+            .supervisor
+            .send(crate::supervisor::RecordRefused(message));
+        async move { request.await? }
+    }
+
     /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the
     /// row is committed. As with [`Relayq::enqueue`], the write is handed over when this is
     /// called, so messages enqueued one after another are written (and sent) in that order

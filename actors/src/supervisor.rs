@@ -50,6 +50,14 @@ impl SessionChannels {
 #[rtype(result = "Result<Enqueued>")]
 pub struct Enqueue(pub InboundMessage);
 
+/// A platform's message the queue cannot take whole (over `max_body_bytes`): kept expired and
+/// cut, so it is counted and shown, never delivered (see
+/// [`InboundMessage::refused_copy`](relayq_engine::InboundMessage::refused_copy)). Answers
+/// its row, or `None` when the message is wrong in another way.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "Result<Option<Enqueued>>")]
+pub struct RecordRefused(pub InboundMessage);
+
 /// A source's batch: enqueue the messages and store the source's new offset, in one
 /// transaction, then wake their sessions. Answers, for each message in order, its row or why it
 /// was refused (an invalid message is not written; the offset moves past it all the same).
@@ -196,6 +204,28 @@ impl Handler<Enqueue> for SupervisorActor {
     }
 }
 
+impl Handler<RecordRefused> for SupervisorActor {
+    type Result = ResponseFuture<Result<Option<Enqueued>>>;
+
+    fn handle(
+        &mut self,
+        RecordRefused(message): RecordRefused,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let Some(copy) = message.refused_copy(self.max_body_bytes) else {
+            return Box::pin(std::future::ready(Ok(None)));
+        };
+        tracing::warn!(session = %copy.session.escape_debug(), origin = %copy.origin.escape_debug(),
+            bytes = message.content.len(), max_body_bytes = self.max_body_bytes,
+            "a platform's message over daemon.max_body_bytes was refused: kept expired and cut, not delivered");
+        let write = self.store.write(move |s, tx| {
+            let q = &s.inbound;
+            q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())
+        });
+        Box::pin(async move { Ok(Some(write.await?)) })
+    }
+}
+
 /// A new row of this session was committed (see [`Enqueue`]): count it and wake the session.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "()")]
@@ -217,19 +247,34 @@ impl Handler<EnqueueFrom> for SupervisorActor {
         if self.shutting_down {
             return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
         }
-        let checked: Vec<std::result::Result<InboundMessage, String>> = batch
-            .messages
-            .into_iter()
+        let originals = batch.messages;
+        let checked: Vec<std::result::Result<InboundMessage, String>> = originals
+            .iter()
             .map(|m| match m.validate(self.max_body_bytes) {
-                Ok(()) => Ok(m),
+                Ok(()) => Ok(m.clone()),
                 Err(e) => Err(e.to_string()),
             })
             .collect();
         let valid: Vec<InboundMessage> = checked.iter().flatten().cloned().collect();
+        // Over max_body_bytes: kept expired and cut, with the batch (see `RecordRefused`).
+        let refused: Vec<InboundMessage> = originals
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_err())
+            .filter_map(|(m, _)| m.refused_copy(self.max_body_bytes))
+            .collect();
+        for copy in &refused {
+            tracing::warn!(session = %copy.session.escape_debug(), origin = %copy.origin.escape_debug(), max_body_bytes = self.max_body_bytes,
+                "a platform's message over daemon.max_body_bytes was refused: kept expired and cut, not delivered");
+        }
         let EnqueueFrom { source, offset, .. } = batch;
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
-            sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())
+            let rows = sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())?;
+            for copy in &refused {
+                q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())?;
+            }
+            Ok(rows)
         });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
             let mut enqueued = result?.into_iter();

@@ -15,6 +15,10 @@ pub const QUEUE: crate::QueueName = crate::QueueName::Inbound;
 /// Largest message body accepted unless configured otherwise (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Why a platform's message over `daemon.max_body_bytes` was kept expired, cut (see
+/// [`InboundMessage::refused_copy`]).
+pub const REFUSED_TOO_LARGE: &str = "refused: over daemon.max_body_bytes";
+
 /// What a stored message may take beyond `max_body_bytes` for its ids, names and field names:
 /// the body limit bounds the whole message, not only its text.
 pub const ENVELOPE_BYTES: usize = 4096;
@@ -119,6 +123,28 @@ impl InboundMessage {
             actor_avatar_url: None,
             payload: None,
         }
+    }
+
+    /// What is kept of a platform's message over `max_body_bytes`, which the platform cannot
+    /// send smaller and must not send again (a Telegram webhook retries a refused update for
+    /// ever): the message with its text cut to fit, a line saying how long it was, and no
+    /// payload, to be written expired with [`REFUSED_TOO_LARGE`] so `status` and `dead list`
+    /// show it. `None` when the message is wrong in another way.
+    pub fn refused_copy(&self, max_body_bytes: usize) -> Option<InboundMessage> {
+        if self.content.len() <= max_body_bytes {
+            return None;
+        }
+        let note = format!("\n[cut: the message was {} bytes]", self.content.len());
+        let mut end = max_body_bytes.saturating_sub(note.len());
+        while !self.content.is_char_boundary(end) {
+            end -= 1;
+        }
+        let copy = InboundMessage {
+            content: format!("{}{note}", &self.content[..end]),
+            payload: None,
+            ..self.clone()
+        };
+        copy.validate(max_body_bytes).is_ok().then_some(copy)
     }
 
     /// Checks what the spec requires; the error says what to fix.

@@ -8,6 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use relayq_actors::sources::{Push, PushRefused, Pushed};
 use relayq_actors::ActorError;
+use relayq_engine::EngineError;
 use serde_json::json;
 
 use super::body::Raw;
@@ -70,16 +71,23 @@ pub(super) async fn ingress(
         }
         Err(PushRefused::Unreadable(why)) => return Err(ApiError::invalid(why)),
     };
-    let mut written = 0;
+    let (mut written, mut refused) = (0, 0);
     for message in messages {
-        match api.relayq.enqueue(message).await {
+        match api.relayq.enqueue(message.clone()).await {
             Ok(enqueued) => written += usize::from(!enqueued.duplicate),
-            // Retrying cannot make it fit: the platform must not retry it for ever.
-            Err(ActorError::Invalid(why)) => {
-                tracing::error!(source = %name, why, "a pushed message was not taken")
+            // Retrying cannot make it fit: answered 200 so the platform moves on, and what
+            // was refused is kept (expired, cut) where `status` counts it.
+            Err(ActorError::Invalid(why) | ActorError::Engine(EngineError::Invalid(why))) => {
+                refused += 1;
+                match api.relayq.record_refused(message).await? {
+                    Some(_) => {}
+                    None => {
+                        tracing::error!(source = %name, why, "a pushed message was not taken")
+                    }
+                }
             }
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(HttpResponse::Ok().json(json!({ "written": written })))
+    Ok(HttpResponse::Ok().json(json!({ "written": written, "refused": refused })))
 }
