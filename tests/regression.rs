@@ -1723,3 +1723,39 @@ fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
     wait_until("the kept event", WAIT, || hook_row_count(&app) == 1);
     daemon.stop();
 }
+
+/// Issue 27, item 13: `[http]` added and reloaded with SIGHUP did nothing, while the log said
+/// "configuration reloaded". The API starts (and stops, and moves) with the reload.
+#[test]
+fn sighup_starts_stops_and_moves_the_http_api() {
+    let app = App::new(file_config());
+    let daemon = app.serve();
+    let hup = || {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &daemon.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    let healthy = |port: u16| {
+        reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz"))
+            .is_ok_and(|r| r.status() == 200)
+    };
+    let port = api::free_port();
+    let with_http = |port: u16| {
+        file_config()
+            .set("http", "enabled = true")
+            .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+    };
+    app.write_config(with_http(port));
+    hup();
+    wait_until("the API to start", WAIT, || healthy(port));
+    let moved = api::free_port();
+    app.write_config(with_http(moved));
+    hup();
+    wait_until("the API to move", WAIT, || healthy(moved) && !healthy(port));
+    app.write_config(file_config());
+    hup();
+    wait_until("the API to stop", WAIT, || !healthy(moved));
+    daemon.stop();
+}

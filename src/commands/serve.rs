@@ -49,7 +49,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         }
         let runtime = builder.start().await?;
         let grace = config.daemon.shutdown_grace;
-        let http = match config.http.enabled {
+        let mut http = match config.http.enabled {
             false => None,
             true => match crate::http::Server::start(&config.http, runtime.handle().clone()) {
                 Ok(server) => Some(server),
@@ -74,6 +74,9 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
                 _ = hup.recv() => {
                     service_manager::notify(&[sd_notify::NotifyState::Reloading]);
                     if let Some(new) = reload(ctx, &config, &runtime) {
+                        if new.http != config.http {
+                            http = restart_http(http, &config.http, &new.http, &runtime).await;
+                        }
                         config = new;
                     }
                     service_manager::notify(&[sd_notify::NotifyState::Ready]);
@@ -131,7 +134,6 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
         ("database", new.database != running.database),
         ("claimer", new.claimer != running.claimer),
         ("daemon", new.daemon != running.daemon),
-        ("http", new.http != running.http),
     ] {
         if changed {
             tracing::warn!(
@@ -142,6 +144,35 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
     }
     tracing::info!(config = %file, channels = ?new.channels.keys().collect::<Vec<_>>(), "SIGHUP: configuration reloaded");
     Some(new)
+}
+
+/// SIGHUP with a changed `[http]`: the running API (if any) stops, its requests answered, and
+/// the new one starts (if enabled). A new one that cannot start is logged, and the old one
+/// started again.
+async fn restart_http(
+    running: Option<crate::http::Server>,
+    old: &crate::http::HttpConfig,
+    new: &crate::http::HttpConfig,
+    runtime: &Relayq,
+) -> Option<crate::http::Server> {
+    if let Some(server) = running {
+        server.stop().await;
+        tracing::info!("SIGHUP: [http] changed: the HTTP API stopped");
+    }
+    let start = |config: &crate::http::HttpConfig| match config.enabled {
+        false => Ok(None),
+        true => crate::http::Server::start(config, runtime.handle().clone()).map(Some),
+    };
+    match start(new) {
+        Ok(server) => server,
+        Err(e) => {
+            tracing::error!(error = %e, "SIGHUP: the new [http] cannot start; the one before is started again");
+            start(old).unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the HTTP API cannot start again");
+                None
+            })
+        }
+    }
 }
 
 /// Telling a service manager (systemd's `Type=notify`) how the daemon is: ready, reloading,
