@@ -92,9 +92,19 @@ impl Default for DaemonConfig {
 /// JSON-lines file.
 pub use relayq_actors::channels::{DELIVERIES_CHANNEL as DEFAULT_CHANNEL, NOTICES_CHANNEL};
 
+/// Where the built-in file channels rotate (one old file kept, `.1`).
+pub const BUILT_IN_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 impl Default for Config {
     fn default() -> Self {
-        let file = |path: &str| ChannelConfig::File(file::Config::new(path));
+        // In the state directory whatever config file is read (never beside it), private, and
+        // rotated: the notices hold every agent answer.
+        let file = |name: &str| {
+            ChannelConfig::File(file::Config {
+                max_bytes: Some(BUILT_IN_FILE_BYTES),
+                ..file::Config::new(state_dir().join(name))
+            })
+        };
         Config {
             database: DatabaseConfig::default(),
             daemon: DaemonConfig::default(),

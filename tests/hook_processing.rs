@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::common::{wait_until, App, Config};
+use crate::common::{wait_until, App, Config, NOTICES};
 use relayq_engine::{Agent, EventType, HookEvent, QueuePolicy};
 use serde_json::{json, Value};
 
@@ -83,10 +83,10 @@ fn hooks_fired_while_the_daemon_is_down_are_processed_in_order_once_it_starts() 
         unfinished(&app) == 0
     });
     wait_until("notices written", Duration::from_secs(20), || {
-        app.lines("relayq-notices.jsonl").len() == 12
+        app.lines(NOTICES).len() == 12
     });
     let mut seen = BTreeMap::<String, Vec<String>>::new();
-    for line in app.lines("relayq-notices.jsonl") {
+    for line in app.lines(NOTICES) {
         seen.entry(line["session"].as_str().unwrap().into())
             .or_default()
             .push(line["text"].as_str().unwrap().into());

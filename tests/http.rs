@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::common::api::{answer, free_port, send, Api};
-use crate::common::{file_config, wait_until, webhook_config, App, Config, Endpoint, Reply};
+use crate::common::{
+    file_config, wait_until, webhook_config, App, Config, Endpoint, Reply, NOTICES,
+};
 use relayq_engine::QueueName;
 
 fn rows(app: &App) -> i64 {
@@ -396,9 +398,9 @@ fn hook_events_posted_over_http_are_processed_like_the_command_hooks_and_session
         assert_eq!(r.text().unwrap(), "");
     }
     wait_until("the agent-finished notice", Duration::from_secs(10), || {
-        api.app.lines("relayq-notices.jsonl").len() == 1
+        api.app.lines(NOTICES).len() == 1
     });
-    let notice = &api.app.lines("relayq-notices.jsonl")[0];
+    let notice = &api.app.lines(NOTICES)[0];
     assert_eq!(notice["text"], "alpha: agent finished\n\ndone");
 
     let (status, sessions) = answer(api.get("/v1/sessions"));

@@ -1759,3 +1759,45 @@ fn sighup_starts_stops_and_moves_the_http_api() {
     wait_until("the API to stop", WAIT, || !healthy(moved));
     daemon.stop();
 }
+
+/// Issue 27, item 14: the notices file landed next to the config file (with `init`'s config,
+/// in `~/.config/relayq`), world-readable, growing without limit, holding every agent answer.
+#[test]
+fn the_notices_file_is_private_in_the_state_directory_whatever_config_is_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = App::new("");
+    let config_dir = app.path("xdg-config/relayq");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "[daemon]\nshutdown_grace = \"5s\"\n",
+    )
+    .unwrap();
+    let mut serve = app.bare();
+    serve.arg("--db").arg(app.db()).arg("serve");
+    let daemon = app.spawn_serve(serve, &app.db());
+    let out = app
+        .bare()
+        .arg("--db")
+        .arg(app.db())
+        .args(["hook", "--agent", "claude"])
+        .env("RELAYQ_SESSION", "s1")
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(STOP.as_bytes())?;
+            child.wait()
+        })
+        .unwrap();
+    assert!(out.success());
+    let notices = app.path(NOTICES);
+    wait_until("the notice", WAIT, || notices.exists());
+    daemon.stop();
+    assert!(
+        !config_dir.join("relayq-notices.jsonl").exists(),
+        "not beside the config"
+    );
+    let mode = std::fs::metadata(&notices).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "private");
+}

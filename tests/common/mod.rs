@@ -607,3 +607,6 @@ impl Drop for Tmux {
 
 /// A pane program that asks for bracketed paste, as agent CLIs do, then shows what it gets.
 pub const CAT_PANE: &str = r"printf '\033[?2004h'; exec cat -v";
+
+/// The built-in notices file of an [`App`], in its state directory (whatever config is read).
+pub const NOTICES: &str = "xdg-state/relayq/relayq-notices.jsonl";

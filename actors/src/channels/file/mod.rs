@@ -21,18 +21,26 @@ pub struct Config {
     pub fsync: bool,
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// Past this size the file is renamed to `<path>.1` (replacing the one before) and a new
+    /// one started; unset, it grows without bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 impl Config {
-    /// Appends to `path`, without fsync.
+    /// Appends to `path`, without fsync or rotation.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Config {
             path: path.into(),
             fsync: false,
             timeout: default_timeout(),
+            max_bytes: None,
         }
     }
 }
+
+/// The smallest `max_bytes`: a line must fit.
+pub const MIN_MAX_BYTES: u64 = 64 * 1024;
 
 impl ChannelKind for Config {
     type Channel = FileChannel;
@@ -42,6 +50,12 @@ impl ChannelKind for Config {
     }
 
     fn build(&self) -> Result<FileChannel, SettingError> {
+        if let Some(max) = self.max_bytes.filter(|m| *m < MIN_MAX_BYTES) {
+            return Err(SettingError::new(
+                "max_bytes",
+                format!("{max} is out of range: allowed {MIN_MAX_BYTES} or more"),
+            ));
+        }
         Ok(FileChannel {
             config: self.clone(),
             file: None,
@@ -69,14 +83,43 @@ impl Clone for FileChannel {
 }
 
 impl FileChannel {
+    fn open(&self) -> std::io::Result<File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Private: deliveries and notices hold what users and agents wrote.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&self.config.path)
+    }
+
+    /// Starts a new file when this line would take the file past `max_bytes`; reopens when
+    /// another writer (a copy of this channel on another thread) rotated it.
+    fn rotate(&mut self, line: usize, max: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let at_path = std::fs::metadata(&self.config.path).ok();
+        if let Some(file) = &self.file {
+            let ours = file.metadata()?;
+            if at_path.as_ref().is_none_or(|p| (p.dev(), p.ino()) != (ours.dev(), ours.ino())) {
+                self.file = None;
+            }
+        }
+        let size = at_path.map_or(0, |m| m.len());
+        if size > 0 && size + line as u64 > max {
+            let mut old = self.config.path.clone().into_os_string();
+            old.push(".1");
+            std::fs::rename(&self.config.path, old)?;
+            self.file = None;
+        }
+        Ok(())
+    }
+
     fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        if let Some(max) = self.config.max_bytes {
+            self.rotate(line.len(), max)?;
+        }
         if self.file.is_none() {
-            self.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.config.path)?,
-            );
+            self.file = Some(self.open()?);
         }
         let file = self.file.as_mut().expect("opened above");
         // One write call per line: O_APPEND keeps concurrent writers' lines whole.
@@ -116,5 +159,34 @@ impl Channel for FileChannel {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::kit::conformance::{delivery, outcome_of};
+
+    /// Issue 27, item 14: a file with `max_bytes` is rotated (one old file kept), never grows
+    /// past it.
+    #[actix_rt::test]
+    async fn a_file_past_max_bytes_is_rotated_keeping_one_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notices.jsonl");
+        let config = Config {
+            max_bytes: Some(MIN_MAX_BYTES),
+            ..Config::new(&path)
+        };
+        let mut channel = config.build().unwrap();
+        for _ in 0..1000 {
+            assert_eq!(outcome_of(&mut channel, delivery()).await, Outcome::delivered());
+        }
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        let old = dir.path().join("notices.jsonl.1");
+        assert!(size(&path) <= MIN_MAX_BYTES && size(&old) <= MIN_MAX_BYTES);
+        assert!(size(&old) > MIN_MAX_BYTES / 2, "the old file was filled first");
+        let lines = std::fs::read_to_string(&path).unwrap();
+        assert!(lines.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+        assert!(Config { max_bytes: Some(10), ..Config::new(&path) }.build().is_err());
     }
 }
