@@ -1801,3 +1801,62 @@ fn the_notices_file_is_private_in_the_state_directory_whatever_config_is_read() 
     let mode = std::fs::metadata(&notices).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "private");
 }
+
+/// Issue 27, item 17: what a far end echoed of the channel's secrets was only partly scrubbed:
+/// a query token's value on its own, a short token in the path, Basic credentials in base64;
+/// and an exec command's stderr showed the secrets its `env` gave it.
+#[test]
+fn secrets_a_far_end_or_a_command_echoes_never_reach_the_row() {
+    // The receiver echoes what it was sent: the credentials as Basic, the path and the query.
+    let echo = "401 for Basic dXNlcjpwdzEyMzQ1 (user pw12345) at /hook/ab12cd34 token=s3cr3tq";
+    let hook = Endpoint::start(move |_| Reply {
+        body: echo.into(),
+        ..Reply::status(404)
+    });
+    let port = hook
+        .url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let url = format!("http://user:pw12345@127.0.0.1:{port}/hook/ab12cd34?token=s3cr3tq");
+    let app = App::new(
+        webhook_config(&url)
+            .set("channels.bridge", "kind = \"exec\"")
+            .set(
+                "channels.bridge",
+                "command = [\"sh\", \"-c\", \"echo key is $API_KEY >&2; exit 65\"]",
+            )
+            .set(
+                "channels.bridge",
+                "env = { API_KEY = { from_env = \"THE_KEY\" } }",
+            )
+            .default_channel("bridge"),
+    );
+    let daemon = app.serve_with_env(&[("THE_KEY", "k3y-9f8e7d")]);
+    let out = send_outbound(&app, "chat", "hello");
+    let inbound = app.enqueue("s", "hello");
+    app.wait_state(relayq_engine::QueueName::Outbound, out, "dead");
+    app.wait_state(relayq_engine::QueueName::Inbound, inbound, "dead");
+    let log = daemon.log();
+    daemon.stop();
+    let shown = [
+        app.ok(&["show", &out.to_string(), "--json"]),
+        app.ok(&["show", &inbound.to_string(), "--json"]),
+        app.ok(&["dead", "list", "--json"]),
+        app.ok(&["status"]),
+        log,
+    ]
+    .join("\n");
+    assert!(shown.contains("[redacted]"), "{shown}");
+    for secret in [
+        "dXNlcjpwdzEyMzQ1",
+        "pw12345",
+        "ab12cd34",
+        "s3cr3tq",
+        "k3y-9f8e7d",
+    ] {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+}

@@ -220,7 +220,12 @@ async fn run(&self, delivery: &Delivery) -> Outcome {
         Ok(s) => s,
         Err(e) => return Outcome::retry(format!("waiting for {program} failed: {e}")),
     };
-    let stderr = tail(&String::from_utf8_lossy(&stderr), KEPT_STDERR);
+    // The command may print what `env` gave it (an API key): never kept or shown.
+    let stderr = super::kit::secret::scrub(
+        &String::from_utf8_lossy(&stderr),
+        self.env.iter().map(|(_, value)| value.as_str()),
+    );
+    let stderr = tail(&stderr, KEPT_STDERR);
     match status.code() {
         Some(0) => Outcome::delivered(),
         Some(EXIT_PERMANENT) => Outcome::Permanent {

@@ -46,6 +46,23 @@ impl PartialEq for Secret {
     }
 }
 
+/// Secret values shorter than this are not scrubbed from text: a value such as `1` or `yes`
+/// would blank out ordinary words, and is no credential.
+pub const MIN_SCRUBBED: usize = 4;
+
+/// `text` with each of `secrets` (of at least [`MIN_SCRUBBED`] characters) replaced by
+/// `[redacted]`, longest first, so a secret that holds another is taken out whole.
+pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
+    let mut secrets: Vec<&str> = secrets
+        .into_iter()
+        .filter(|s| s.chars().count() >= MIN_SCRUBBED)
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.into_iter().fold(text.to_string(), |text, secret| {
+        text.replace(secret, crate::channels::kit::http::REDACTED)
+    })
+}
+
 /// The three ways to give secret setting `key`, as a kind's `Config` holds them.
 #[derive(Clone, Copy)]
 pub struct SecretSetting<'a> {

@@ -12,9 +12,6 @@ use crate::channels::kit::secret::{Secret, SecretSetting};
 use crate::channels::kit::default_timeout;
 use crate::channels::{resolve_path, ChannelKind, SettingError, UnknownOutcome};
 
-/// A URL path segment this long may be a token (Slack's are 24 characters, Discord's 68).
-const TOKEN_LENGTH: usize = 16;
-
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -103,16 +100,8 @@ impl ChannelKind for Config {
     fn build(&self) -> Result<WebhookChannel, SettingError> {
         let url = self.url().resolve()?;
         let parsed = http::check_url("url", url.expose())?;
-        // A far end may echo part of the URL back: its password, query, and the path
-        // segments long enough to be tokens (Slack's and Discord's are) are secret too.
-        let parts: Vec<&str> = parsed
-            .path_segments()
-            .into_iter()
-            .flatten()
-            .chain(parsed.query())
-            .filter(|part| part.len() >= TOKEN_LENGTH)
-            .chain(parsed.password())
-            .collect();
+        // A far end may echo part of the URL back: those parts are secret too.
+        let parts = http::url_secrets(&parsed);
         let mut headers = self.headers.clone();
         for (name, var) in &self.headers_env {
             let value = std::env::var(var).map_err(|_| {
@@ -125,7 +114,7 @@ impl ChannelKind for Config {
         }
         let target = parsed.clone();
         let secrets = std::iter::once(url.clone())
-            .chain(parts.into_iter().map(Secret::new))
+            .chain(parts)
             .chain(headers.values().flat_map(credentials))
             .collect();
         Ok(WebhookChannel {

@@ -214,13 +214,7 @@ impl HttpClient {
 
     /// `text` with each of the channel's secrets replaced by [`REDACTED`].
     pub fn scrub(&self, text: &str) -> String {
-        self.secrets
-            .iter()
-            .map(Secret::expose)
-            .filter(|s| !s.is_empty())
-            .fold(text.to_string(), |text, secret| {
-                text.replace(secret, REDACTED)
-            })
+        super::secret::scrub(text, self.secrets.iter().map(Secret::expose))
     }
 }
 
@@ -466,6 +460,54 @@ fn redirected(status: u16, from: &Url, headers: &HeaderMap) -> Outcome {
              set the channel's url to where it points"
         ),
     }
+}
+
+/// What of `url` a far end may echo back and must be scrubbed: the user and password, as
+/// they are and as the `Basic` credentials sent for them; every query value, decoded and as
+/// written; path segments that look like tokens (with a digit, or 16 characters or more:
+/// Slack's and Discord's webhook paths are tokens).
+pub fn url_secrets(url: &Url) -> Vec<Secret> {
+    use base64::Engine;
+    let mut secrets = Vec::new();
+    let decoded = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    if let Some(password) = url.password() {
+        let (user, password) = (decoded(url.username()), decoded(password));
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        secrets.extend([
+            password,
+            basic,
+            url.password().unwrap_or_default().to_string(),
+        ]);
+    }
+    for (_, value) in url.query_pairs() {
+        secrets.push(value.into_owned());
+    }
+    if let Some(query) = url.query() {
+        secrets.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(_, v)| v.to_string()),
+        );
+    }
+    let token_like =
+        |s: &&str| s.len() >= 16 || (s.len() >= 6 && s.chars().any(|c| c.is_ascii_digit()));
+    secrets.extend(
+        url.path_segments()
+            .into_iter()
+            .flatten()
+            .filter(token_like)
+            .map(str::to_string),
+    );
+    secrets
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(Secret::new)
+        .collect()
 }
 
 /// A URL with nothing that may be secret: scheme, host and port; the path as `/…`.
