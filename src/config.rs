@@ -92,6 +92,9 @@ impl Default for DaemonConfig {
 /// JSON-lines file.
 pub use relayq_actors::channels::{DELIVERIES_CHANNEL as DEFAULT_CHANNEL, NOTICES_CHANNEL};
 
+/// The most `database.readers`: read connections beyond the cores gain nothing.
+const MAX_READERS: u32 = 64;
+
 /// Where the built-in file channels rotate (one old file kept, `.1`).
 pub const BUILT_IN_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -607,6 +610,17 @@ impl Config {
         }
         if self.daemon.max_body_bytes == 0 {
             return Err(err("daemon.max_body_bytes", "must be at least 1".into()));
+        }
+        // 0 readers makes every read wait for a connection that never comes; a huge pool
+        // makes `serve` run out of memory at start.
+        if !(1..=MAX_READERS).contains(&self.database.readers) {
+            return Err(err(
+                "database.readers",
+                format!(
+                    "{} is out of range: between 1 and {MAX_READERS}",
+                    self.database.readers
+                ),
+            ));
         }
         let known = || self.channels.keys().cloned().collect::<Vec<_>>().join(", ");
         if !self.channels.contains_key(&self.sessions.default_channel) {

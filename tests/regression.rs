@@ -1860,3 +1860,88 @@ fn secrets_a_far_end_or_a_command_echoes_never_reach_the_row() {
         assert!(!shown.contains(secret), "{secret} shown: {shown}");
     }
 }
+
+/// Issue 27, item 12: `relayq config check` said "configuration ok" for what `serve` refuses or
+/// cannot work with: a wrong bot token, an API token that is unset or empty, a bad database
+/// path, a missing exec program; and `readers` took values that break the daemon.
+#[test]
+fn config_check_fails_on_what_keeps_relayq_from_working_here() {
+    use relayq_actors::testing::fake_telegram::FakeTelegram;
+    let fake = FakeTelegram::start("123:right-token");
+    let check = |config: Config, args: &[&str]| {
+        let app = App::new(config);
+        let mut cmd = app.cmd(&["config", "check"]);
+        cmd.args(args).env("TG_TOKEN", "123:wrong-token");
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), said)
+    };
+    let telegram = |kind: &str, token: &str| {
+        let mut lines = vec![
+            "kind = \"telegram\"".to_string(),
+            format!("token = {token:?}"),
+            format!("api_url = {:?}", fake.url),
+        ];
+        if kind == "sources" {
+            lines.extend([
+                "allowed_users = [1]".into(),
+                "chats = { \"1\" = \"a\" }".into(),
+            ]);
+        }
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        file_config().table(&format!("{kind}.tg"), &lines)
+    };
+    let (code, said) = check(telegram("channels", "123:wrong-token"), &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("channel tg is not ready") && said.contains("401"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("wrong-token"),
+        "the token is never shown: {said}"
+    );
+    let (code, said) = check(telegram("sources", "123:wrong-token"), &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("source tg is not ready"), "{said}");
+    let (code, said) = check(telegram("channels", "123:right-token"), &[]);
+    assert_eq!(code, Some(0), "{said}");
+
+    let http = |line: &str| {
+        file_config()
+            .set("http", "enabled = true")
+            .set("http", line)
+    };
+    let (code, said) = check(http("token_env = \"NO_SUCH_VAR\""), &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("NO_SUCH_VAR"), "{said}");
+    let (code, said) = check(http("token = \"\""), &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("empty"), "{said}");
+
+    let (code, said) = check(file_config(), &["--db", "/no/such/dir/relayq.db"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("/no/such/dir"), "{said}");
+    let (code, said) = check(
+        file_config().channel("bridge", "exec", &["command = [\"no-such-program-xyz\"]"]),
+        &[],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("no-such-program-xyz"), "{said}");
+
+    for readers in ["0", "999999999"] {
+        let (code, said) = check(
+            file_config().set("database", &format!("readers = {readers}")),
+            &[],
+        );
+        assert_eq!(code, Some(2), "{said}");
+        assert!(
+            said.contains("database.readers") && said.contains("between 1 and"),
+            "{said}"
+        );
+    }
+}

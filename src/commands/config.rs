@@ -12,9 +12,11 @@ use crate::config::{settings_from_env, Config};
 pub struct Built {
     pub channels: Vec<(String, ChannelSpec)>,
     pub sources: Vec<(String, SourceSpec)>,
-    /// Settings that work but are probably not what was meant, and channels that are not ready
-    /// (a program not installed).
+    /// Settings that work but are probably not what was meant.
     pub notes: Vec<String>,
+    /// Channels that cannot deliver here (a program not installed): `serve` tries them anyway,
+    /// `config check` fails on them.
+    pub unready: Vec<String>,
 }
 
 /// Builds every channel and source: what parsing cannot check because it depends on the
@@ -24,7 +26,8 @@ pub fn build(config: &Config, file: &str) -> Result<Built, String> {
     let invalid = |section: &str, name: &str, e: relayq_actors::settings::SettingError| {
         format!("invalid configuration: {file}: {section}.{name}.{e}")
     };
-    let mut notes = config.warnings();
+    let notes = config.warnings();
+    let mut unready = Vec::new();
     let mut channels = Vec::new();
     for (name, channel) in &config.channels {
         let spec = channel
@@ -32,9 +35,7 @@ pub fn build(config: &Config, file: &str) -> Result<Built, String> {
             .map_err(|e| invalid("channels", name, e))?
             .paced(config.pacing.get(name));
         if let Err(why) = spec.readiness() {
-            notes.push(format!(
-                "channel {name} is not ready: {why}; its deliveries are tried anyway"
-            ));
+            unready.push(format!("channel {name} is not ready: {why}"));
         }
         channels.push((name.clone(), spec));
     }
@@ -50,6 +51,7 @@ pub fn build(config: &Config, file: &str) -> Result<Built, String> {
         channels,
         sources,
         notes,
+        unready,
     })
 }
 
@@ -71,11 +73,86 @@ fn origin(ctx: &Invocation) -> String {
     }
 }
 
+/// How long `config check` waits for a platform to answer whether it takes a token.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What would keep `serve` from starting, or a channel or source from working, here: the API
+/// token, the database's place, programs, and the platforms' answer to each token (`getMe`,
+/// `auth.test`, `/users/@me`).
+fn problems(ctx: &Invocation, built: &Built) -> Vec<String> {
+    let state = crate::config::state_dir();
+    // serve makes the state directory: a file there (the built-in channels') is fine.
+    let mut problems: Vec<String> = built
+        .unready
+        .iter()
+        .filter(|why| state.exists() || !why.contains(&state.display().to_string()))
+        .cloned()
+        .collect();
+    if ctx.config.http.enabled {
+        if let Err(e) = ctx.config.http.token() {
+            problems.push(e);
+        }
+    }
+    let db = ctx.config.db_path(ctx.db.as_deref());
+    if db.is_dir() {
+        problems.push(format!(
+            "the database {} is a directory; give a file path",
+            db.display()
+        ));
+    } else if db.parent() == Some(state.as_path()) && !state.exists() {
+        // serve makes the state directory.
+    } else if let Err(e) = relayq_actors::daemon_lock::check_private_directory(&db) {
+        problems.push(format!(
+            "serve would refuse the database {}: {e}",
+            db.display()
+        ));
+    }
+    let asks: Vec<(String, relayq_actors::channels::ReadyCheck)> = built
+        .channels
+        .iter()
+        .filter_map(|(name, spec)| Some((format!("channel {name}"), spec.ready_check()?)))
+        .chain(
+            built
+                .sources
+                .iter()
+                .filter_map(|(name, spec)| Some((format!("source {name}"), spec.ready_check()?))),
+        )
+        .collect();
+    if !asks.is_empty() {
+        let answers = actix_rt::System::new().block_on(async move {
+            let mut refused = Vec::new();
+            for (what, ask) in asks {
+                match tokio::time::timeout(ASK_TIMEOUT, ask).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(why)) => refused.push(format!("{what} is not ready: {why}")),
+                    Err(_) => refused.push(format!(
+                        "{what} is not ready: its platform did not answer within {ASK_TIMEOUT:?}"
+                    )),
+                }
+            }
+            refused
+        });
+        problems.extend(answers);
+    }
+    problems
+}
+
 /// `relayq config check`: the file parsed and checked (done before any command runs), then
-/// every channel and source built as `serve` would; exit 2 if one cannot be.
+/// every channel and source built as `serve` would (exit 2 if one cannot be), then what would
+/// keep them from working here, their platforms asked (exit 1 on any problem).
 pub fn check(ctx: &Invocation) -> Result<(), CliError> {
     let built =
         build(&ctx.config, &describe(ctx.config_file.as_deref())).map_err(CliError::Usage)?;
+    let problems = problems(ctx, &built);
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("relayq: {}", crate::output::shown(problem));
+        }
+        return Err(CliError::Failed(format!(
+            "{} problem(s) above: the file is valid, but relayq cannot work with it here",
+            problems.len()
+        )));
+    }
     println!("configuration ok: {}", origin(ctx));
     println!(
         "database: {}",

@@ -29,9 +29,13 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         channels,
         sources,
         notes,
+        unready,
     } = build(&config, &file).map_err(CliError::Usage)?;
     for note in notes {
         tracing::warn!("{note}");
+    }
+    for why in unready {
+        tracing::warn!("{why}; its deliveries are tried anyway");
     }
     let system = actix_rt::System::new();
     system.block_on(async move {
@@ -108,7 +112,7 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
     let file = describe(file.as_deref());
     let (channels, sources) = match build(&new, &file) {
         Ok(built) => {
-            for note in &built.notes {
+            for note in built.notes.iter().chain(&built.unready) {
                 tracing::warn!("{note}");
             }
             (built.channels, built.sources)

@@ -58,6 +58,11 @@ impl ChannelSpec {
     pub fn readiness(&self) -> Result<(), String> {
         (self.readiness)()
     }
+
+    /// See [`Channel::ready_check`]: whether the far end takes the channel's credentials.
+    pub fn ready_check(&self) -> Option<super::ReadyCheck> {
+        (self.ready_check)()
+    }
 }
 
 /// A running channel: its current actor and its timeout.

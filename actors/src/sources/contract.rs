@@ -37,6 +37,12 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// `budget` paces the channel that answers the source: a call that is only cosmetic takes
     /// from it and is dropped when it says wait, so it never delays an answer.
     fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<Pacer>>) {}
+
+    /// Asks the platform whether it takes the source's credentials (Telegram: `getMe`), for
+    /// `relayq config check`; `None` when there is nothing to ask.
+    fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+        None
+    }
 }
 
 /// One request a platform pushed to relayq (`POST /v1/ingress/NAME`): its headers, names in

@@ -69,6 +69,8 @@ type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -
 #[derive(Clone)]
 pub struct SourceSpec {
     run: Run,
+    /// See [`Source::ready_check`].
+    ready_check: Arc<dyn Fn() -> Option<crate::channels::ReadyCheck> + Send + Sync>,
     /// The channel that answers the source's chats, whose budget its cosmetic calls share.
     pub reply_channel: Option<String>,
 }
@@ -84,7 +86,9 @@ enum Run {
 impl SourceSpec {
     /// Runs `source` in a [`SourceActor`].
     pub fn of<S: Source>(source: S) -> Self {
+        let asker = source.clone();
         SourceSpec {
+            ready_check: Arc::new(move || asker.ready_check()),
             run: Run::Fetched(Arc::new(move |name, store, enqueue, budget| {
                 SourceActor::new(name, source.clone(), store, enqueue, budget)
                     .start()
@@ -98,8 +102,14 @@ impl SourceSpec {
     pub fn pushed(source: impl PushSource) -> Self {
         SourceSpec {
             run: Run::Pushed(Arc::new(source)),
+            ready_check: Arc::new(|| None),
             reply_channel: None,
         }
+    }
+
+    /// See [`Source::ready_check`].
+    pub fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+        (self.ready_check)()
     }
 
     /// The push source, when the platform pushes.

@@ -111,6 +111,14 @@ impl Source for TelegramSource {
         Box::pin(async move { inner.fetch(offset, &origin).await })
     }
 
+    fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+        let inner = self.inner.clone();
+        Some(Box::pin(async move {
+            let reply = inner.call(&inner.short, "getMe", &json!({})).await?;
+            answered(&reply).map(|_| ()).map_err(|refusal| refusal.to_string())
+        }))
+    }
+
     fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<Pacer>>) {
         if !self.inner.config.typing {
             return;
