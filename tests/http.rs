@@ -588,7 +588,11 @@ fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hoo
         "delivered",
     );
     let scrape = || {
-        let r = api.get("/metrics");
+        let r = api
+            .request(reqwest::Method::GET, "/metrics")
+            .header("accept", "application/openmetrics-text; version=1.0.0")
+            .send()
+            .unwrap();
         assert_eq!(r.status(), 200);
         let kind = r.headers()["content-type"].to_str().unwrap().to_string();
         assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
@@ -687,5 +691,44 @@ fn lanes_tell_a_failing_head_holding_rows_back_from_a_destination_delivering() {
     );
     let (status, _) = answer(api.get("/v1/lanes?limit=0"));
     assert_eq!(status, 400);
+    api.stop();
+}
+
+/// Issue 27, item 24: `promtool check metrics` warned that five counters had no HELP text: the
+/// OpenMetrics HELP names the family (`relayq_enqueued`), the samples `relayq_enqueued_total`.
+/// A scraper that does not ask for OpenMetrics gets the Prometheus text format, in which every
+/// sample's metric has its HELP and TYPE, as promtool's lint asks.
+#[test]
+fn metrics_without_openmetrics_in_accept_give_every_sample_its_help() {
+    let api = Api::start(file_config());
+    let id = api.app.enqueue("s", "hello");
+    api.app.wait_state(QueueName::Inbound, id, "delivered");
+    let r = api.get("/metrics");
+    let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    let text = r.text().unwrap();
+    assert!(
+        !text.contains("# EOF") && !text.contains("# UNIT"),
+        "{text}"
+    );
+    let helped: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next())
+        .collect();
+    let mut samples = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| helped.contains(f)))
+            .unwrap_or(name);
+        assert!(helped.contains(family), "{name} has no HELP: {text}");
+        samples += 1;
+    }
+    assert!(helped.contains("relayq_delivered_total"), "{text}");
+    assert!(samples > 10);
     api.stop();
 }

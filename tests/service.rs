@@ -151,6 +151,25 @@ fn completions_and_the_manual_page_come_from_the_command_line_definition() {
     let man = app.ok(&["man"]);
     assert!(man.contains(".TH relayq 1"), "{man}");
     assert!(man.contains("stop"), "the page lists the commands");
+    // Issue 27, item 24: it pointed at relayq-serve(1) and the like, pages that do not exist.
+    assert!(
+        !man.contains("relayq\\-serve(1)"),
+        "no links to missing pages: {man}"
+    );
+    for command in [
+        "relayq serve",
+        "relayq dead retry",
+        "relayq enqueue outbound",
+    ] {
+        assert!(
+            man.contains(&format!(".SS \"{}\"", command.replace('-', "\\-"))),
+            "{command}: {man}"
+        );
+    }
+    assert!(
+        man.contains("\\-\\-reply\\-to"),
+        "each command's options: {man}"
+    );
     assert_usage_error(&app.run(&["completions", "cmd.exe"]), "invalid value");
 }
 

@@ -199,6 +199,19 @@ fn indent(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Issue 27, item 24: the README's hook snippets had drifted from what `init` prints.
+    #[test]
+    fn the_readmes_hook_snippets_are_the_ones_init_prints() {
+        let readme = include_str!("../../README.md");
+        for agent in [Agent::Claude, Agent::Codex, Agent::Gemini] {
+            let snippet = hook_snippet(agent, "");
+            assert!(
+                readme.contains(&snippet),
+                "the README lacks, for {agent:?}:\n{snippet}"
+            );
+        }
+    }
+
     #[test]
     fn the_written_config_parses_and_paths_are_one_shell_word() {
         let text = telegram_config("BOT", 5, -100, "s1");

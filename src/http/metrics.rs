@@ -65,7 +65,10 @@ fn read(engine: &Engine) -> Result<Stored, EngineError> {
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn metrics(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+pub(super) async fn metrics(
+    api: web::Data<Api>,
+    req: actix_web::HttpRequest,
+) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let stored = web::block(move || read(&engine)).await??;
     let mut registry = Registry::with_prefix("relayq");
@@ -151,7 +154,44 @@ pub(super) async fn metrics(api: web::Data<Api>) -> Result<HttpResponse, ApiErro
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)
         .map_err(|e| ApiError::invalid(format!("cannot encode the metrics: {e}")))?;
-    Ok(HttpResponse::Ok()
-        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(text))
+    let openmetrics = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    Ok(match openmetrics {
+        true => HttpResponse::Ok()
+            .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+            .body(text),
+        false => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4; charset=utf-8")
+            .body(prometheus_text(&text)),
+    })
+}
+
+/// OpenMetrics text as the Prometheus text format (0.0.4), for scrapers and tools that do not
+/// ask for OpenMetrics (`curl`, `promtool check metrics`): a counter's HELP and TYPE name its
+/// samples (`relayq_enqueued_total`), not the family, so every sample has its help; no `# UNIT`
+/// or `# EOF` lines.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut text = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+            let rest = line.strip_prefix(tag)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{tag}{name}_total {tail}"))
+        });
+        text.push_str(renamed.as_deref().unwrap_or(line));
+        text.push('\n');
+    }
+    text
 }
