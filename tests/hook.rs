@@ -243,13 +243,14 @@ fn hook_failures_exit_1_never_2() {
             .count(),
         1
     );
-    // an invalid config file
-    let bad = App::new("[database]\nsynchronous = \"nope\"\n");
-    assert_eq!(bad.hook("claude", "{}", false, &[]).status.code(), Some(1));
+    // (An invalid config file no longer fails the hook: the event is kept, see
+    // `regression::a_broken_config_file_does_not_lose_the_agents_event`.)
 }
 
+/// The agent waits on its hook: a locked database holds it for the wait (`RELAYQ_HOOK_WAIT`)
+/// and no longer; the event is then spooled, never half-written, and the hook exits 0.
 #[test]
-fn a_locked_database_fails_the_hook_within_about_a_second() {
+fn a_locked_database_holds_the_hook_for_its_wait_then_the_event_is_spooled() {
     let app = App::new("");
     let payload = r#"{"hook_event_name":"Stop","session_id":"s"}"#;
     assert_eq!(
@@ -261,11 +262,11 @@ fn a_locked_database_fails_the_hook_within_about_a_second() {
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .unwrap();
     let start = Instant::now();
-    let out = app.hook("claude", payload, false, &[]);
+    let out = app.hook("claude", payload, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     let took = start.elapsed();
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -275,8 +276,17 @@ fn a_locked_database_fails_the_hook_within_about_a_second() {
     );
     assert!(
         took < Duration::from_secs(5),
-        "gave up instead of holding the agent ({took:?})"
+        "gave up waiting instead of holding the agent ({took:?})"
     );
     drop(tx);
     assert_eq!(hook_rows(&app).len(), 1, "nothing half-written");
+    let spool = std::fs::read_dir(app.path("relayq.db.hook-spool")).unwrap();
+    let kept = spool.filter(|e| {
+        e.as_ref()
+            .unwrap()
+            .path()
+            .extension()
+            .is_some_and(|x| x == "json")
+    });
+    assert_eq!(kept.count(), 1, "the event is kept");
 }

@@ -992,13 +992,7 @@ fn sighup_reloads_the_config_and_an_invalid_file_keeps_the_running_one() {
     let first = app.enqueue("s", "one");
     wait_until("the first delivery", WAIT, || is_finished(&app, first));
     app.write_config(config("cat >> second.jsonl; echo >> second.jsonl"));
-    let hup = |daemon: &Daemon| {
-        let sent = std::process::Command::new("kill")
-            .args(["-HUP", &daemon.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    };
+    let hup = |daemon: &Daemon| daemon.send("HUP");
     hup(&daemon);
     wait_until("the reload", WAIT, || {
         daemon.log().contains("configuration reloaded")
@@ -1419,23 +1413,10 @@ fn hook_rows_in(db: &std::path::Path) -> Vec<(String, String)> {
 
 /// `relayq --config config.toml hook --agent claude` with `payload` on stdin, no `--db`.
 fn hook_by_config(app: &App, payload: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = app
-        .bare()
-        .args(["--config", "config.toml", "hook", "--agent", "claude"])
-        .env_remove("RELAYQ_SESSION")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut hook = app.bare();
+    hook.args(["--config", "config.toml", "hook", "--agent", "claude"])
+        .env_remove("RELAYQ_SESSION");
+    App::run_with_stdin(hook, payload)
 }
 
 /// Issue 27, item 3: a typo in the config made every hook exit 1 and record nothing, while the
@@ -1730,13 +1711,7 @@ fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
 fn sighup_starts_stops_and_moves_the_http_api() {
     let app = App::new(file_config());
     let daemon = app.serve();
-    let hup = || {
-        let sent = std::process::Command::new("kill")
-            .args(["-HUP", &daemon.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    };
+    let hup = || daemon.send("HUP");
     let healthy = |port: u16| {
         reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz"))
             .is_ok_and(|r| r.status() == 200)
@@ -1776,21 +1751,12 @@ fn the_notices_file_is_private_in_the_state_directory_whatever_config_is_read() 
     let mut serve = app.bare();
     serve.arg("--db").arg(app.db()).arg("serve");
     let daemon = app.spawn_serve(serve, &app.db());
-    let out = app
-        .bare()
-        .arg("--db")
+    let mut hook = app.bare();
+    hook.arg("--db")
         .arg(app.db())
         .args(["hook", "--agent", "claude"])
-        .env("RELAYQ_SESSION", "s1")
-        .stdin(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(STOP.as_bytes())?;
-            child.wait()
-        })
-        .unwrap();
-    assert!(out.success());
+        .env("RELAYQ_SESSION", "s1");
+    assert!(App::run_with_stdin(hook, STOP).status.success());
     let notices = app.path(NOTICES);
     wait_until("the notice", WAIT, || notices.exists());
     daemon.stop();

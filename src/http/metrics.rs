@@ -60,7 +60,8 @@ fn read(engine: &Engine) -> Result<Stored, EngineError> {
 #[utoipa::path(
     get, path = "/metrics", tag = "meta",
     responses(
-        (status = 200, description = "Prometheus metrics (OpenMetrics text)", content_type = "application/openmetrics-text", body = String),
+        (status = 200, description = "Prometheus metrics: OpenMetrics text when asked for (`Accept`), else the Prometheus text format 0.0.4",
+            content((String = "application/openmetrics-text"), (String = "text/plain"))),
         Refusals,
     ),
     security((), ("bearer" = []))

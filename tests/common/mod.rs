@@ -145,6 +145,18 @@ impl App {
             .unwrap()
     }
 
+    /// `command` (a hook made by the test) run with `payload` on its stdin.
+    pub fn run_with_stdin(mut command: Command, payload: &str) -> Output {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(payload.as_bytes());
+        child.wait_with_output().unwrap()
+    }
+
     /// `hook`, without waiting for it to finish.
     pub fn spawn_hook(
         &self,
@@ -245,14 +257,19 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Sends `signal` (e.g. "TERM") and waits for the exit status.
-    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+    /// Sends `signal` (e.g. "HUP") and returns at once.
+    pub fn send(&self, signal: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.child.id().to_string())
             .status()
             .unwrap();
         assert!(ok.success());
+    }
+
+    /// Sends `signal` (e.g. "TERM") and waits for the exit status.
+    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        self.send(signal);
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
