@@ -1506,6 +1506,16 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     let daemon = app.serve();
     wait_until("the spooled event", WAIT, || hook_row_count(&app) == 4);
     daemon.stop();
+
+    // And a running daemon's sweeps, when no other hook comes.
+    app.write_config(file_config().set("daemon", "sweep_interval = \"300ms\""));
+    let daemon = app.serve();
+    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
+    assert!(out.status.success());
+    holder.join().unwrap();
+    wait_until("the sweep to record it", WAIT, || hook_row_count(&app) == 5);
+    daemon.stop();
 }
 
 /// Issue 27, item 21: `serve` always made `~/.local/state/relayq`, even with `--db` elsewhere,

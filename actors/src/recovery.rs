@@ -65,6 +65,13 @@ impl RecoveryActor {
                     let expired = s.inbound.expire_overdue()?
                         + s.hooks.expire_overdue()?
                         + s.outbound.expire_overdue()?;
+                    // Hook events `relayq hook` could not write in time (the claim below
+                    // takes them).
+                    let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
+                    let spooled = relayq_engine::hook_spool::drain(&s.engine, &spool)?.len();
+                    if spooled > 0 {
+                        tracing::info!(events = spooled, spool = %spool.display(), "recorded hook events spooled while the database was locked");
+                    }
                     Ok((reclaimed, expired, s.inbound.active_keys()?))
                 })
                 .await;

@@ -16,6 +16,7 @@ pub mod chunking;
 pub mod engine;
 pub mod error;
 pub mod handlers;
+pub mod hook_spool;
 pub mod hooks;
 pub mod inbound;
 pub mod notice;

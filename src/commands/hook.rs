@@ -7,9 +7,10 @@
 //! wait (`RELAYQ_HOOK_WAIT`, 20 s) does not lose the event: it is spooled beside the database.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+use relayq_engine::hook_spool;
 use relayq_engine::hooks::{self, Received};
 use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, QueuePolicy};
 
@@ -58,7 +59,7 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     let path = ctx.config.db_path(ctx.db.as_deref());
     if let Some(pid) = crate::pid_file::daemon_of_deleted(&path) {
         // Kept for the daemon's restart rather than written to a database it never reads.
-        let kept = keep(&spool_dir(&path), event).map_err(|e| {
+        let kept = hook_spool::keep(&hook_spool::dir(&path), event).map_err(|e| {
             CliError::Failed(format!(
                 "{}; nor can the event be kept: {e}",
                 crate::pid_file::deleted_under(&path, pid)
@@ -73,10 +74,10 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     }
     let mut db = ctx.db_config()?;
     db.busy_timeout = wait()?;
-    let spool = spool_dir(&db.path);
+    let spool = hook_spool::dir(&db.path);
     match record(&db, &spool, event.clone()) {
         Err(e) if e.is_busy() => {
-            let kept = keep(&spool, event).map_err(|why| {
+            let kept = hook_spool::keep(&spool, event).map_err(|why| {
                 CliError::Failed(format!(
                     "{e}; the event could not be kept in {}: {why}",
                     spool.display()
@@ -111,83 +112,12 @@ fn wait() -> Result<Duration, CliError> {
 /// Spooled events first (they are older), then `event`; pokes a running daemon.
 fn record(db: &DbConfig, spool: &Path, mut event: HookEvent) -> Result<(), EngineError> {
     let engine = Engine::open(db)?;
-    drain(&engine, spool)?;
+    for session in hook_spool::drain(&engine, spool)? {
+        relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &session);
+    }
     event.received_at = engine.now();
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     queue.enqueue(&event.to_row())?;
     relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &event.session);
     Ok(())
-}
-
-/// Where events wait that the database could not take: `<database>.hook-spool/`.
-pub fn spool_dir(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_os_string();
-    name.push(".hook-spool");
-    PathBuf::from(name)
-}
-
-/// Writes `event` into the spool (a private folder, one file per event, named so that names
-/// sort as the events came); its path.
-fn keep(spool: &Path, mut event: HookEvent) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(spool)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    event.received_at = now.as_millis() as i64;
-    let name = format!("{:020}-{:010}.json", now.as_nanos(), std::process::id());
-    let (partial, path) = (spool.join(format!(".{name}")), spool.join(&name));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&partial)?;
-    std::io::Write::write_all(&mut file, &serde_json::to_vec(&event)?)?;
-    file.sync_all()?;
-    // Whole or absent: a reader never sees half an event.
-    std::fs::rename(&partial, &path)?;
-    Ok(path)
-}
-
-/// Records the spooled events, oldest first, each removed once its row is committed (a crash
-/// between the two records it twice: at least once). Returns how many.
-pub fn drain(engine: &Engine, spool: &Path) -> Result<usize, EngineError> {
-    let Ok(entries) = std::fs::read_dir(spool) else {
-        return Ok(0);
-    };
-    // One drainer at a time, or two hooks would both record an event before either removes it.
-    let Ok(lock) = std::fs::File::create(spool.join(".lock")) else {
-        return Ok(0);
-    };
-    // SAFETY: flock on a descriptor this function owns; released when `lock` is dropped.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
-        return Ok(0);
-    }
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
-    files.sort();
-    let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
-    let mut recorded = 0;
-    for file in files {
-        let event = std::fs::read(&file)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<HookEvent>(&bytes).ok());
-        let Some(event) = event else {
-            continue; // recorded by another hook meanwhile, or not an event: left as it is
-        };
-        queue.enqueue(&event.to_row())?;
-        let _ = std::fs::remove_file(&file);
-        relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &event.session);
-        recorded += 1;
-    }
-    Ok(recorded)
 }

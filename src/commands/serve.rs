@@ -23,7 +23,6 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     runtime_config.db = ctx.db_config()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
-    drain_hook_spool(&runtime_config.db);
     let file = describe(ctx.config_file.as_deref());
     let Built {
         channels,
@@ -188,23 +187,6 @@ mod service_manager {
         }
         if let Err(e) = sd_notify::notify(states) {
             tracing::warn!(error = %e, "cannot tell the service manager the daemon's state");
-        }
-    }
-}
-
-/// Records the hook events spooled while the database was locked (see `relayq hook`).
-fn drain_hook_spool(db: &relayq_engine::DbConfig) {
-    let spool = crate::commands::hook::spool_dir(&db.path);
-    if !spool.exists() {
-        return;
-    }
-    match relayq_engine::Engine::open(db).and_then(|e| crate::commands::hook::drain(&e, &spool)) {
-        Ok(0) => {}
-        Ok(n) => {
-            tracing::info!(events = n, spool = %spool.display(), "recorded hook events spooled while the database was locked")
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, spool = %spool.display(), "cannot record the spooled hook events yet")
         }
     }
 }

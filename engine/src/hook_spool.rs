@@ -1,0 +1,86 @@
+//! Hook events the database could not take in time (locked past the hook's wait, or deleted
+//! under a running daemon): kept as files in `<database>.hook-spool/`, one per event, and
+//! recorded oldest first by the next hook, the daemon's start and its sweeps.
+//!
+//! ```text
+//! relayq hook ──locked past its wait──▶ spool/<nanos>-<pid>.json  (written whole, renamed in)
+//! next hook / daemon sweep ──drain──▶ hook rows, oldest first ──▶ file removed
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::hooks::{self, HookEvent};
+use crate::{Engine, QueuePolicy};
+
+/// Where events wait that the database at `db` could not take.
+pub fn dir(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_os_string();
+    name.push(".hook-spool");
+    PathBuf::from(name)
+}
+
+/// Writes `event` into `spool` (a private folder, one file per event, named so that names sort
+/// as the events came), received now; its path.
+pub fn keep(spool: &Path, mut event: HookEvent) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(spool)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    event.received_at = now.as_millis() as i64;
+    let name = format!("{:020}-{:010}.json", now.as_nanos(), std::process::id());
+    let (partial, path) = (spool.join(format!(".{name}")), spool.join(&name));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&partial)?;
+    std::io::Write::write_all(&mut file, &serde_json::to_vec(&event)?)?;
+    file.sync_all()?;
+    // Whole or absent: a reader never sees half an event.
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
+/// Records the spooled events, oldest first, each file removed once its row is committed (a
+/// crash between the two records it twice: at least once). One drainer at a time (a lock file
+/// in the spool), or two would both record an event before either removed it. Returns the
+/// sessions of the events recorded, in order.
+pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<String>> {
+    let Ok(entries) = std::fs::read_dir(spool) else {
+        return Ok(Vec::new());
+    };
+    let Ok(lock) = std::fs::File::create(spool.join(".lock")) else {
+        return Ok(Vec::new());
+    };
+    if lock.lock().is_err() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
+    let mut recorded = Vec::new();
+    for file in files {
+        let event = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<HookEvent>(&bytes).ok());
+        let Some(event) = event else {
+            continue; // recorded by another drainer meanwhile, or not an event: left as it is
+        };
+        queue.enqueue(&event.to_row())?;
+        let _ = std::fs::remove_file(&file);
+        recorded.push(event.session);
+    }
+    Ok(recorded)
+}
