@@ -42,6 +42,13 @@ fn concurrent_first_use_of_a_new_database_loses_no_hook_event() {
     }
 }
 
+/// [`exec_config`] without sweeps, its command given `timeout`.
+fn timed_exec(script: &str, timeout: &str) -> Config {
+    exec_config(script)
+        .no_sweep()
+        .set("channels.bridge", &format!("timeout = {timeout:?}"))
+}
+
 /// The inbound row has reached a terminal state.
 fn is_finished(app: &App, id: i64) -> bool {
     is_terminal(&app.row(relayq_engine::QueueName::Inbound, id).state)
@@ -648,11 +655,7 @@ fn settings_that_break_the_daemon_are_refused_naming_file_key_and_range() {
 fn an_exec_command_past_its_timeout_is_killed_with_everything_it_started() {
     let script = r#"if [ "$RELAYQ_ATTEMPT" = 1 ]; then (sleep 1; echo late >> late.txt); fi
 echo "$RELAYQ_ATTEMPT" >> done.txt"#;
-    let app = App::new(
-        exec_config(script)
-            .no_sweep()
-            .set("channels.bridge", "timeout = \"300ms\""),
-    );
+    let app = App::new(timed_exec(script, "300ms"));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     wait_until("delivery", WAIT, || is_finished(&app, id));
@@ -1179,11 +1182,7 @@ fn the_possible_repeat_mark_survives_a_later_500() {
 fn an_exec_rerun_after_a_timeout_is_a_possible_repeat() {
     let script = r#"echo "$RELAYQ_ATTEMPT $RELAYQ_POSSIBLE_REPEAT" >> repeats
 case "$RELAYQ_ATTEMPT" in 1) sleep 5;; 2) exit 1;; esac"#;
-    let app = App::new(
-        exec_config(script)
-            .no_sweep()
-            .set("channels.bridge", "timeout = \"1s\""),
-    );
+    let app = App::new(timed_exec(script, "1s"));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
@@ -1197,12 +1196,8 @@ case "$RELAYQ_ATTEMPT" in 1) sleep 5;; 2) exit 1;; esac"#;
 #[test]
 fn unknown_outcome_hold_holds_an_inbound_row_whose_command_timed_out() {
     let script = r#"echo run >> runs; sleep 5"#;
-    let app = App::new(
-        exec_config(script)
-            .no_sweep()
-            .set("channels.bridge", "timeout = \"1s\"")
-            .set("channels.bridge", "unknown_outcome = \"hold\""),
-    );
+    let app =
+        App::new(timed_exec(script, "1s").set("channels.bridge", "unknown_outcome = \"hold\""));
     let daemon = app.serve();
     let id = app.enqueue("s", "hello");
     let row = app.wait_state(relayq_engine::QueueName::Inbound, id, "dead");

@@ -319,6 +319,15 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
     );
 }
 
+/// [`source_config`] in webhook mode (its secret from `$HOOK_SECRET`), the API on `port`.
+fn webhook_mode(fake: &FakeTelegram, port: u16) -> Config {
+    source_config(fake)
+        .set("sources.bot", "mode = \"webhook\"")
+        .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
+        .set("http", "enabled = true")
+        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+}
+
 /// The update of `tests/fixtures/telegram/update_text.json`, as Telegram posts it.
 fn fixture_update() -> serde_json::Value {
     let text = std::fs::read_to_string("tests/fixtures/telegram/update_text.json").unwrap();
@@ -329,15 +338,10 @@ fn fixture_update() -> serde_json::Value {
 fn in_webhook_mode_an_update_is_committed_before_the_200_and_survives_a_kill_9_right_after() {
     let fake = FakeTelegram::start(TOKEN);
     let port = crate::common::api::free_port();
-    let config = source_config(&fake)
-        .set("sources.bot", "mode = \"webhook\"")
-        .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
-        .set(
-            "sources.bot",
-            "webhook_url = \"https://relayq.example/v1/ingress/bot\"",
-        )
-        .set("http", "enabled = true")
-        .set("http", &format!("listen = \"127.0.0.1:{port}\""));
+    let config = webhook_mode(&fake, port).set(
+        "sources.bot",
+        "webhook_url = \"https://relayq.example/v1/ingress/bot\"",
+    );
     let app = App::new(config);
     let env = [("BOT_TOKEN", TOKEN), ("HOOK_SECRET", "s3cret_hook-1")];
     let mut daemon = app.serve_with_env(&env);
@@ -409,12 +413,7 @@ fn in_webhook_mode_an_update_is_committed_before_the_200_and_survives_a_kill_9_r
 fn a_webhook_push_over_max_body_bytes_is_answered_200_and_kept_as_refused() {
     let fake = FakeTelegram::start(TOKEN);
     let port = crate::common::api::free_port();
-    let config = source_config(&fake)
-        .set("daemon", "max_body_bytes = 1000")
-        .set("sources.bot", "mode = \"webhook\"")
-        .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
-        .set("http", "enabled = true")
-        .set("http", &format!("listen = \"127.0.0.1:{port}\""));
+    let config = webhook_mode(&fake, port).set("daemon", "max_body_bytes = 1000");
     let app = App::new(config);
     let daemon = app.serve_with_env(&[("BOT_TOKEN", TOKEN), ("HOOK_SECRET", "s3cret_hook-1")]);
     let url = format!("http://127.0.0.1:{port}/v1/ingress/bot");
