@@ -80,7 +80,9 @@ pub fn daemon_of_deleted(db: &Path) -> Option<i32> {
 /// What to tell a command that would create a database beside [`daemon_of_deleted`]'s daemon.
 pub fn deleted_under(db: &Path, pid: i32) -> String {
     format!(
-        "the database {} was deleted while relayq serve (pid {pid}) had it open: a new one made          here would never be read by that daemon. Restart it (relayq stop, then relayq serve)          and try again",
+        "the database {} was deleted while relayq serve (pid {pid}) had it open: a new one made \
+         here would never be read by that daemon. Restart it (relayq stop, then relayq serve) \
+         and try again",
         db.display()
     )
 }

@@ -1426,6 +1426,10 @@ fn a_broken_config_file_does_not_lose_the_agents_event() {
         said.contains("config is not valid") && said.contains("agent.db"),
         "{said}"
     );
+    assert!(
+        !said.contains("  "),
+        "one sentence, no runs of spaces: {said}"
+    );
     assert_eq!(
         hook_rows_in(&app.path("agent.db")).len(),
         1,
@@ -1493,13 +1497,20 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
         "the spooled event first"
     );
 
+    // A wait that is not a wait is said and the default used: the event is kept.
+    let out = app.hook("claude", STOP, false, &[("RELAYQ_HOOK_WAIT", "soon")]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("RELAYQ_HOOK_WAIT"), "{said}");
+    assert_eq!(hook_row_count(&app), 4, "recorded");
+
     // The daemon's start records what is spooled too.
     let holder = hold_write_lock(app.db(), Duration::from_secs(3));
     let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     assert!(out.status.success());
     holder.join().unwrap();
     let daemon = app.serve();
-    wait_until("the spooled event", WAIT, || hook_row_count(&app) == 4);
+    wait_until("the spooled event", WAIT, || hook_row_count(&app) == 5);
     daemon.stop();
 
     // And a running daemon's sweeps, when no other hook comes.
@@ -1509,7 +1520,7 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     assert!(out.status.success());
     holder.join().unwrap();
-    wait_until("the sweep to record it", WAIT, || hook_row_count(&app) == 5);
+    wait_until("the sweep to record it", WAIT, || hook_row_count(&app) == 6);
     daemon.stop();
 }
 
@@ -1665,6 +1676,10 @@ fn a_database_link_in_a_shared_directory_is_not_followed() {
         said.contains("symbolic link") && said.contains("not follow"),
         "{said}"
     );
+    assert!(
+        !said.contains("  "),
+        "one sentence, no runs of spaces: {said}"
+    );
     assert!(!target.exists(), "nothing written where the link points");
 }
 
@@ -1693,6 +1708,10 @@ fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("was deleted while relayq serve"), "{said}");
+    assert!(
+        !said.contains("  "),
+        "one sentence, no runs of spaces: {said}"
+    );
     assert!(
         !app.db().exists(),
         "no new database beside the running daemon"

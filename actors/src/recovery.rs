@@ -38,20 +38,29 @@ impl RecoveryActor {
     }
 
     /// Says, once each time it changes, whether the database file was deleted or replaced
-    /// under the daemon (its rows would then reach no other command).
-    fn check_file(&mut self) {
-        let problem = self.store.engine.database().file_still_there().err();
-        if problem != self.file_problem {
-            match &problem {
-                Some(why) => tracing::error!("{why}"),
-                None => tracing::info!("the database file is back as it was opened"),
+    /// under the daemon (its rows would then reach no other command). The file is looked at
+    /// on the store's blocking threads, not the actor's.
+    fn check_file(&mut self, ctx: &mut Context<Self>) {
+        let store = self.store.clone();
+        let look = async move {
+            store
+                .run(|s| Ok(s.engine.database().file_still_there().err()))
+                .await
+        };
+        ctx.spawn(look.into_actor(self).map(|problem, act, _| {
+            let Ok(problem) = problem else { return };
+            if problem != act.file_problem {
+                match &problem {
+                    Some(why) => tracing::error!("{why}"),
+                    None => tracing::info!("the database file is back as it was opened"),
+                }
+                act.file_problem = problem;
             }
-            self.file_problem = problem;
-        }
+        }));
     }
 
     fn sweep(&mut self, ctx: &mut Context<Self>, at_start: bool) {
-        self.check_file();
+        self.check_file(ctx);
         let store = self.store.clone();
         let wakers = self.wakers.clone();
         let work = async move {

@@ -128,6 +128,16 @@ impl SupervisorActor {
         }
     }
 
+    /// What is kept of a platform's `message` over `max_body_bytes` (see [`RecordRefused`]),
+    /// said in the log; `None` when it is wrong in another way.
+    fn refused_copy(&self, message: &InboundMessage) -> Option<InboundMessage> {
+        let copy = message.refused_copy(self.max_body_bytes)?;
+        tracing::warn!(session = %copy.session.escape_debug(), origin = %copy.origin.escape_debug(),
+            bytes = message.content.len(), max_body_bytes = self.max_body_bytes,
+            "a platform's message over daemon.max_body_bytes was refused: kept expired and cut, not delivered");
+        Some(copy)
+    }
+
     fn wake(&mut self, session: &str, ctx: &mut Context<Self>) {
         if self.shutting_down {
             return;
@@ -212,12 +222,9 @@ impl Handler<RecordRefused> for SupervisorActor {
         RecordRefused(message): RecordRefused,
         _: &mut Context<Self>,
     ) -> Self::Result {
-        let Some(copy) = message.refused_copy(self.max_body_bytes) else {
+        let Some(copy) = self.refused_copy(&message) else {
             return Box::pin(std::future::ready(Ok(None)));
         };
-        tracing::warn!(session = %copy.session.escape_debug(), origin = %copy.origin.escape_debug(),
-            bytes = message.content.len(), max_body_bytes = self.max_body_bytes,
-            "a platform's message over daemon.max_body_bytes was refused: kept expired and cut, not delivered");
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())
@@ -243,30 +250,23 @@ impl Handler<Committed> for SupervisorActor {
 impl Handler<EnqueueFrom> for SupervisorActor {
     type Result = ResponseActFuture<Self, Result<Vec<std::result::Result<Enqueued, String>>>>;
 
-    fn handle(&mut self, batch: EnqueueFrom, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, mut batch: EnqueueFrom, _: &mut Context<Self>) -> Self::Result {
         if self.shutting_down {
             return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
         }
-        let originals = batch.messages;
-        let checked: Vec<std::result::Result<InboundMessage, String>> = originals
-            .iter()
-            .map(|m| match m.validate(self.max_body_bytes) {
-                Ok(()) => Ok(m.clone()),
-                Err(e) => Err(e.to_string()),
-            })
-            .collect();
-        let valid: Vec<InboundMessage> = checked.iter().flatten().cloned().collect();
         // Over max_body_bytes: kept expired and cut, with the batch (see `RecordRefused`).
-        let refused: Vec<InboundMessage> = originals
-            .iter()
-            .zip(&checked)
-            .filter(|(_, c)| c.is_err())
-            .filter_map(|(m, _)| m.refused_copy(self.max_body_bytes))
-            .collect();
-        for copy in &refused {
-            tracing::warn!(session = %copy.session.escape_debug(), origin = %copy.origin.escape_debug(), max_body_bytes = self.max_body_bytes,
-                "a platform's message over daemon.max_body_bytes was refused: kept expired and cut, not delivered");
+        let mut refused = Vec::new();
+        let mut checked: Vec<std::result::Result<InboundMessage, String>> = Vec::new();
+        for message in std::mem::take(&mut batch.messages) {
+            checked.push(match message.validate(self.max_body_bytes) {
+                Ok(()) => Ok(message),
+                Err(e) => {
+                    refused.extend(self.refused_copy(&message));
+                    Err(e.to_string())
+                }
+            });
         }
+        let valid: Vec<InboundMessage> = checked.iter().flatten().cloned().collect();
         let EnqueueFrom { source, offset, .. } = batch;
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;

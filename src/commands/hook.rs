@@ -17,7 +17,8 @@ use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, QueuePolicy
 use crate::cli::{CliError, Invocation};
 
 /// The longest a hook waits for the database lock by default: long past any write the daemon
-/// holds, and well within the agents' own hook timeouts (60 s for Claude Code and Gemini CLI).
+/// holds, and within the agents' own default hook timeouts (Gemini CLI's is 60 s; Claude
+/// Code's is longer).
 const LOCK_WAIT: Duration = Duration::from_secs(20);
 
 /// Sets the wait (`2s`, `500ms`; 0 to 120 s) for agents whose hooks must return sooner.
@@ -53,8 +54,8 @@ pub fn run(ctx: &Invocation, agent: Agent, argument: Option<String>) -> Result<(
 }
 
 /// Stores the event; when the database stays locked past the wait, keeps it in the spool
-/// beside the database instead, which the next hook and the daemon's start record, oldest
-/// first. Only an event neither stored nor spooled is an error.
+/// beside the database instead, which the next hook and the daemon (at its start and at each
+/// sweep) record, oldest first. Only an event neither stored nor spooled is an error.
 fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     let path = ctx.config.db_path(ctx.db.as_deref());
     if let Some(pid) = crate::pid_file::daemon_of_deleted(&path) {
@@ -73,7 +74,7 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
         return Ok(());
     }
     let mut db = ctx.db_config()?;
-    db.busy_timeout = wait()?;
+    db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
     match record(&db, &spool, event.clone()) {
         Err(e) if e.is_busy() => {
@@ -84,7 +85,8 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
                 ))
             })?;
             eprintln!(
-                "relayq hook: the database stayed locked for {:?}; the event is kept in {} and                  is recorded by the next hook or the daemon's next start",
+                "relayq hook: the database stayed locked for {:?}; the event is kept in {} and \
+                 is recorded by the next hook or the daemon",
                 db.busy_timeout,
                 kept.display()
             );
@@ -94,18 +96,25 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     }
 }
 
-fn wait() -> Result<Duration, CliError> {
+/// `RELAYQ_HOOK_WAIT`, or the default. A value that is not a wait is said on stderr and the
+/// default used: a typo must not cost the agent's event.
+fn wait() -> Duration {
     let Some(text) = std::env::var(WAIT_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty())
     else {
-        return Ok(LOCK_WAIT);
+        return LOCK_WAIT;
     };
     match humantime::parse_duration(text.trim()) {
-        Ok(wait) if wait <= MAX_WAIT => Ok(wait),
-        _ => Err(CliError::Usage(format!(
-            "{WAIT_ENV}={text:?} is not a wait from 0 to {MAX_WAIT:?} (e.g. \"5s\")"
-        ))),
+        Ok(wait) if wait <= MAX_WAIT => wait,
+        _ => {
+            eprintln!(
+                "relayq hook: {WAIT_ENV}={:?} is not a wait from 0 to {MAX_WAIT:?} (e.g. \"5s\"); \
+                 waiting {LOCK_WAIT:?}",
+                text.escape_debug().to_string()
+            );
+            LOCK_WAIT
+        }
     }
 }
 

@@ -38,8 +38,11 @@ pub(super) async fn readyz(api: web::Data<Api>) -> HttpResponse {
     if let Err(e) = api.relayq.store().write(|_, _| Ok(())).await {
         reasons.push(format!("the database does not take writes: {e}"));
     }
-    if let Err(why) = api.relayq.store().engine.database().file_still_there() {
-        reasons.push(why);
+    let engine = api.relayq.store().engine.clone();
+    match web::block(move || engine.database().file_still_there()).await {
+        Ok(Err(why)) => reasons.push(why),
+        Ok(Ok(())) => {}
+        Err(e) => reasons.push(format!("cannot look at the database file: {e}")),
     }
     let channels = api.relayq.channels();
     for name in channels.names() {

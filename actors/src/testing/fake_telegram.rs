@@ -171,11 +171,12 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().polls.clone()
     }
 
-    /// The highest update id a poll has answered with (0: none yet).
+    /// The `limit` each `getUpdates` call asked for (0 when it gave none).
     pub fn poll_limits(&self) -> Vec<u64> {
         self.shared.0.lock().unwrap().limits.clone()
     }
 
+    /// The highest update id a poll has answered with (0: none yet).
     pub fn served(&self) -> i64 {
         self.shared.0.lock().unwrap().served
     }

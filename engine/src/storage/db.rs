@@ -178,11 +178,13 @@ impl Database {
         let now = std::fs::metadata(&self.path).map(|m| (m.dev(), m.ino()));
         match (now, self.identity) {
             (Ok(now), Some(opened)) if now != opened => Err(format!(
-                "the database file {} was replaced by another file since it was opened:                  this daemon writes to the old one, which no command reads; restart it",
+                "the database file {} was replaced by another file since it was opened: \
+                 this daemon writes to the old one, which no command reads; restart it",
                 self.path.display()
             )),
             (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                "the database file {} was deleted while in use: nothing written since is                  kept, and other commands would start a new, empty one; restart the daemon",
+                "the database file {} was deleted while in use: nothing written since is \
+                 kept, and other commands would start a new, empty one; restart the daemon",
                 self.path.display()
             )),
             _ => Ok(()),
@@ -307,7 +309,8 @@ fn create_private_file(path: &Path) -> Result<()> {
     let shared = std::fs::metadata(parent).is_ok_and(|m| m.mode() & 0o022 != 0);
     if shared && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(err(format!(
-            "it is a symbolic link in {}, a directory other users may write to: relayq does              not follow it; use a private directory (or the default location)",
+            "it is a symbolic link in {}, a directory other users may write to: relayq does \
+             not follow it; use a private directory (or the default location)",
             parent.display()
         )));
     }

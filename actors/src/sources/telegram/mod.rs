@@ -64,7 +64,7 @@ struct Inner {
     /// For short calls (typing, getFile, downloads).
     short: HttpClient,
     /// How many updates the next `getUpdates` asks for: [`MAX_UPDATES`], halved while an
-    /// answer does not fit in [`MAX_UPDATES_BYTES`], grown back after answers that do.
+    /// answer does not fit in `limit` × [`UPDATE_BYTES`], grown back after answers that do.
     limit: AtomicUsize,
 }
 
@@ -146,9 +146,15 @@ impl Inner {
 
     /// Calls `method` with a JSON body on `client`; the answer's status and body.
     async fn call(&self, client: &HttpClient, method: &str, body: &Value) -> Result<Reply, String> {
+        self.call_reading(client, method, body, crate::channels::kit::http::MAX_BODY).await
+    }
+
+    /// [`call`](Self::call), reading up to `bytes` of the answer.
+    async fn call_reading(&self, client: &HttpClient, method: &str, body: &Value, bytes: usize) -> Result<Reply, String> {
         let request = client
             .post(self.method(method))
-            .json(body.to_string());
+            .json(body.to_string())
+            .read_up_to(bytes);
         client
             .send(request)
             .await
@@ -169,14 +175,9 @@ impl Inner {
             "timeout": self.config.poll_timeout.as_secs(),
             "allowed_updates": ["message"],
         });
-        let request = self
-            .http
-            .post(self.method("getUpdates"))
-            .json(body.to_string())
-            .read_up_to(limit * UPDATE_BYTES);
-        let reply = self.http.send(request).await.map_err(|no_answer| {
-            format!("cannot reach Telegram: {}", no_answer.text().unwrap_or("no answer"))
-        })?;
+        let reply = self
+            .call_reading(&self.http, "getUpdates", &body, limit * UPDATE_BYTES)
+            .await?;
         if reply.cut {
             return self.too_large(&reply, from, limit);
         }
