@@ -96,9 +96,11 @@ const GEMINI: &[(&str, Option<&str>)] = &[
 ];
 
 fn check_agent(agent: &str, dir: &str, table: &[(&str, Option<&str>)]) {
-    // Every fixture has an expectation here, so a new fixture cannot go untested.
+    // Every fixture has an expectation here, so a new fixture cannot go untested. (The
+    // payloads in `captured/` are the real CLIs': the engine's agent-state tests read them.)
     let mut files: Vec<String> = std::fs::read_dir(fixtures(dir))
         .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_file())
         .map(|e| {
             e.unwrap()
                 .file_name()

@@ -140,6 +140,7 @@ fn kill_9_during_the_handlers_never_leaves_half_an_effect() {
                     session: s.clone(),
                     native_session_id: None,
                     received_at: 0,
+                    pane: None,
                     data,
                 }
                 .to_row()

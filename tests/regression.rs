@@ -495,6 +495,7 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
                 session: "busy".into(),
                 native_session_id: None,
                 received_at: 0,
+                pane: None,
                 data: prompt.clone(),
             }
             .to_row()

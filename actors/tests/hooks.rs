@@ -29,6 +29,7 @@ fn config(dir: &Path, limits: Limits) -> RelayqConfig {
         }],
         sessions: Default::default(),
         replies: Default::default(),
+        idle_reminders: false,
     };
     c.claims.hook_buffer = limits.capacity;
     c.claims.hook_reserved_critical = limits.reserved_critical;
@@ -44,6 +45,7 @@ fn hook(session: &str, event: EventType, data: Value) -> NewRow {
         session: session.into(),
         native_session_id: None,
         received_at: 0,
+        pane: None,
         data,
     }
     .to_row()

@@ -14,7 +14,7 @@ use crate::hooks::{EventType, HookEvent};
 use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Queue, Retried};
-use crate::sessions;
+use crate::{agent_state, sessions};
 
 /// One place a session's notices go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +60,9 @@ pub struct NoticeRoutes {
     /// sources that declare one; not written in `[routes]`.
     #[serde(skip)]
     pub replies: BTreeMap<String, String>,
+    /// Relay an agent's idle reminder (Claude Code's `idle_prompt`, a minute after every
+    /// answer) as a "needs you"; off by default: the chat already has the answer.
+    pub idle_reminders: bool,
 }
 
 /// Every relayed event of every session back to its origin, when a source answers it, and to
@@ -81,6 +84,7 @@ impl Default for NoticeRoutes {
             ],
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
+            idle_reminders: false,
         }
     }
 }
@@ -100,6 +104,7 @@ impl NoticeRoutes {
             default: Vec::new(),
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
+            idle_reminders: false,
         }
     }
 
@@ -139,6 +144,13 @@ pub struct Effects {
     pub outbound_keys: Vec<String>,
     /// The event stood for a hook input that could not be kept as it came (counted).
     pub receiver_error: Option<crate::Agent>,
+    /// The agent's state changed, or it confirmed a pasted message: wake the session's
+    /// delivery, which waits on both.
+    pub wake_session: bool,
+    /// The pasted message the agent confirmed taking (its inbound row, now delivered).
+    pub confirmed: Option<i64>,
+    /// Why the event changed nothing (a Codex side thread, a `notify` its hooks repeat).
+    pub ignored: Option<&'static str>,
 }
 
 /// How a hook row ended.
@@ -175,6 +187,7 @@ impl HookProcessor {
                 return self.done_with_error(lease, "undecodable", error);
             }
         };
+        let answer = answer_of(&event);
         let now = self.hooks.now();
         let applied = self.engine.database().write(|tx| {
             if !self
@@ -183,7 +196,8 @@ impl HookProcessor {
             {
                 return Ok(None);
             }
-            self.apply(tx, lease.id, &event, now).map(Some)
+            self.apply(tx, lease.id, &event, answer.as_deref(), now)
+                .map(Some)
         });
         match applied {
             Ok(Some(effects)) => Ok(Processed::Applied(effects)),
@@ -218,12 +232,14 @@ impl HookProcessor {
         )
     }
 
-    /// The handlers, inside the row's transaction.
+    /// The handlers, inside the row's transaction. `answer` is the agent's final answer when
+    /// read elsewhere than the event (see [`answer_of`]).
     fn apply(
         &self,
         tx: &rusqlite::Transaction<'_>,
         row_id: i64,
         event: &HookEvent,
+        answer: Option<&str>,
         now: i64,
     ) -> Result<Effects> {
         if !event.data.is_object() {
@@ -233,15 +249,34 @@ impl HookProcessor {
             )));
         }
         let key = event.session.as_str();
-        sessions::touch(tx, event, now, event.event == EventType::SessionStart)?;
         let mut effects = Effects::default();
+        let known = sessions::get(tx, key)?;
+        if let Some(why) = ignored(event, known.as_ref()) {
+            effects.ignored = Some(why);
+            return Ok(effects);
+        }
+        sessions::touch(tx, event, now, event.event == EventType::SessionStart)?;
+        if !agent_state::is_codex_notify(event) && event.native_event.is_some() {
+            sessions::mark_agent_hooks(tx, key)?;
+        }
+        if let Some(state) = agent_state::after(event) {
+            effects.wake_session |= sessions::set_agent_state(tx, key, state, now)?;
+        }
         match event.event {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
                 sessions::begin_turn(tx, key, event.field(&["prompt"]))?;
+                effects.confirmed = self.confirm_pasted(tx, event, now)?;
             }
             EventType::AgentStop => {
-                sessions::complete_turn(tx, key, event.last_assistant_message())?;
+                let answer = answer.or(event.last_assistant_message());
+                sessions::complete_turn(tx, key, answer)?;
+                if let Some(input) = agent_state::this_turns_input(event) {
+                    sessions::set_last_user_input(tx, key, input)?;
+                }
+                // Without prompt-submit hooks (Codex `notify` alone), the turn's end is the
+                // first word that the agent took the message.
+                effects.confirmed = self.confirm_pasted(tx, event, now)?;
             }
             EventType::Notification => {}
             EventType::Error => effects.receiver_error = Some(event.agent),
@@ -252,8 +287,12 @@ impl HookProcessor {
                 effects.session_ended = true;
             }
         }
-        if let Some(notice) = Notice::of(event) {
-            let routes = self.routes.read().expect("routes lock").clone();
+        effects.wake_session |= effects.confirmed.is_some();
+        let routes = self.routes.read().expect("routes lock").clone();
+        if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
+            return Ok(effects);
+        }
+        if let Some(notice) = Notice::of(event, answer) {
             for (n, route) in routes.for_session(key).iter().enumerate() {
                 if !route.events.contains(&event.event) {
                     continue;
@@ -278,6 +317,58 @@ impl HookProcessor {
         }
         Ok(effects)
     }
+
+    /// The message being delivered to the session, when it was pasted and `event` says the
+    /// agent took it: delivered now. Its id.
+    fn confirm_pasted(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        event: &HookEvent,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let Some(prompt) = agent_state::this_turns_input(event) else {
+            return Ok(None);
+        };
+        let native = event.native_event.as_deref().unwrap_or("hook");
+        let turn = event.field(&["prompt_id", "turn_id", "turn-id"]);
+        let receipt = match turn {
+            Some(turn) => format!("{native} {turn}"),
+            None => native.to_string(),
+        };
+        crate::inbound::confirm_pasted_in(&self.inbound, tx, &event.session, prompt, &receipt, now)
+    }
+}
+
+/// Why an event changes nothing: an event of one of Codex's side threads, or Codex `notify`
+/// when Codex's own hooks report the session (its `Stop` said it already).
+fn ignored(event: &HookEvent, known: Option<&sessions::SessionRecord>) -> Option<&'static str> {
+    let main_thread = known.and_then(|s| s.native_session_id.as_deref());
+    if event.event != EventType::SessionStart && agent_state::is_side_thread(event, main_thread) {
+        return Some("an event of a Codex side thread (the one that names the task)");
+    }
+    if agent_state::is_codex_notify(event) && known.is_some_and(|s| s.agent_hooks) {
+        return Some("Codex notify: the session's Codex hooks report its turns");
+    }
+    None
+}
+
+/// The agent's final answer where the event's own text is not to be trusted: Gemini CLI's
+/// `AfterAgent` is read from its transcript (see [`transcript`](crate::transcript)); the
+/// hook's `prompt_response` is used, and the log says so, when the transcript has none.
+pub fn answer_of(event: &HookEvent) -> Option<String> {
+    if event.agent != crate::Agent::Gemini || event.native_event.as_deref() != Some("AfterAgent") {
+        return None;
+    }
+    let path = event.field(&["transcript_path"])?;
+    let answer = crate::transcript::gemini_answer(std::path::Path::new(path));
+    if answer.is_none() {
+        tracing::info!(
+            session = %event.session.escape_debug(),
+            transcript = %path.escape_debug(),
+            "no answer in Gemini's transcript yet; using the hook's prompt_response"
+        );
+    }
+    answer
 }
 
 fn event_name(event: EventType) -> String {

@@ -129,6 +129,9 @@ pub struct HookEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_session_id: Option<String>,
     pub received_at: i64,
+    /// The tmux pane the hook ran in (`$TMUX_PANE`), when it ran in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
     /// The agent's payload, every field kept; for an `error` from bad input, the decode error
     /// and the start of the input.
     pub data: Value,
@@ -209,6 +212,7 @@ pub fn receive(agent: Agent, input: &str, session: Option<String>) -> Received {
             .unwrap_or_else(|| "unknown".into()),
         native_session_id: native_id,
         received_at: 0,
+        pane: None,
         data: payload,
     };
     // The daemon must be able to read what is stored: check with its own decoder.
@@ -230,6 +234,7 @@ fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookE
         session,
         native_session_id: None,
         received_at: 0,
+        pane: None,
         data: serde_json::json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)}),
     }
 }

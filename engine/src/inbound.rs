@@ -50,6 +50,30 @@ pub fn enqueue_in(
     Ok(enqueued)
 }
 
+/// The agent says it took `prompt` (its prompt-submit event, or the input its turn's end
+/// reports): when the session's message now being delivered was pasted and is that text, it is
+/// delivered, with `receipt` (the agent's event) as its receipt. Returns its row id.
+pub fn confirm_pasted_in(
+    queue: &Queue,
+    tx: &Transaction<'_>,
+    session: &str,
+    prompt: &str,
+    receipt: &str,
+    now: i64,
+) -> Result<Option<i64>> {
+    let Some((id, payload, _)) = queue.oldest_started_in(tx, session)? else {
+        return Ok(None);
+    };
+    let pasted = match InboundMessage::from_payload(&payload) {
+        Ok(message) => message.content,
+        Err(_) => return Ok(None),
+    };
+    if !crate::agent_state::prompt_matches(prompt, &pasted) {
+        return Ok(None);
+    }
+    Ok(queue.confirm_in(tx, id, receipt, now)?.then_some(id))
+}
+
 /// The kinds of user message the spec allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

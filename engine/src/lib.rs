@@ -12,6 +12,7 @@
 //! runtimes: the daemon runs it on blocking threads. Time comes from a [`Clock`], so tests
 //! control it.
 
+pub mod agent_state;
 pub mod chunking;
 pub mod engine;
 pub mod error;
@@ -26,9 +27,11 @@ pub mod penalties;
 pub mod sessions;
 pub mod sources;
 pub mod storage;
+pub mod transcript;
 
 pub use storage::{clock, commit, db, policy, queue};
 
+pub use agent_state::AgentState;
 pub use chunking::{Markup, TextLimit};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};

@@ -27,8 +27,9 @@ pub struct Notice {
 
 impl Notice {
     /// The notice a relayed event sends: "agent finished" with the agent's last answer, "needs
-    /// you" with what it asks, or the error. `None` for the events that do not relay.
-    pub fn of(event: &HookEvent) -> Option<Notice> {
+    /// you" with what it asks, or the error. `None` for the events that do not relay. `answer`
+    /// is the agent's answer when read elsewhere than the event (a transcript).
+    pub fn of(event: &HookEvent, answer: Option<&str>) -> Option<Notice> {
         let notice = |headline: &str, body: Option<String>, question: Option<String>| Notice {
             session: event.session.clone(),
             event: event.event,
@@ -39,7 +40,9 @@ impl Notice {
         Some(match event.event {
             EventType::AgentStop => notice(
                 "agent finished",
-                event.last_assistant_message().map(str::to_string),
+                answer
+                    .or(event.last_assistant_message())
+                    .map(str::to_string),
                 None,
             ),
             EventType::Notification => {
@@ -94,15 +97,19 @@ mod tests {
     use serde_json::{json, Value};
 
     fn notice(kind: EventType, data: Value) -> Option<Notice> {
-        Notice::of(&HookEvent {
-            agent: Agent::Claude,
-            event: kind,
-            native_event: None,
-            session: "s1".into(),
-            native_session_id: None,
-            received_at: 0,
-            data,
-        })
+        Notice::of(
+            &HookEvent {
+                agent: Agent::Claude,
+                event: kind,
+                native_event: None,
+                session: "s1".into(),
+                native_session_id: None,
+                received_at: 0,
+                pane: None,
+                data,
+            },
+            None,
+        )
     }
 
     fn parts(n: Notice) -> (String, Option<String>, Option<String>) {

@@ -5,6 +5,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
 
+use crate::agent_state::AgentState;
 use crate::db::query_all;
 use crate::error::Result;
 use crate::hooks::HookEvent;
@@ -28,6 +29,15 @@ pub struct SessionRecord {
     /// A turn is running: started by a prompt, not yet stopped.
     pub turn_running: bool,
     pub last_assistant_message: Option<String>,
+    /// What the agent is doing, from its own events (see [`agent_state`](crate::agent_state));
+    /// none before its first event.
+    pub agent_state: Option<AgentState>,
+    /// Since when (unix ms).
+    pub agent_state_since: Option<i64>,
+    /// The agent's own hooks reported (not only Codex `notify`, which is then ignored).
+    pub agent_hooks: bool,
+    /// The tmux pane its agent's hooks ran in (`$TMUX_PANE`).
+    pub pane: Option<String>,
     /// Where its last inbound message came from, when that named a chat: where its notices
     /// go by default.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -37,7 +47,8 @@ pub struct SessionRecord {
 /// A session's columns and its origin's, `FROM` sessions and their origins.
 const COLUMNS: &str = "key, agent, native_session_id, cwd, transcript_path, state, started_at,
      ended_at, last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
-     o.origin, o.chat, o.thread";
+     o.origin, o.chat, o.thread, agent_state, agent_state_since, agent_hooks,
+     pane";
 const FROM: &str = "sessions LEFT JOIN session_origins o ON o.session = sessions.key";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -55,6 +66,13 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         current_turn: r.get(10)?,
         turn_running: r.get(11)?,
         last_assistant_message: r.get(12)?,
+        agent_state: r
+            .get::<_, Option<String>>(16)?
+            .as_deref()
+            .and_then(AgentState::parse),
+        agent_state_since: r.get(17)?,
+        agent_hooks: r.get(18)?,
+        pane: r.get(19)?,
         origin: match r.get::<_, Option<String>>(13)? {
             Some(origin) => Some(Origin {
                 origin,
@@ -78,13 +96,15 @@ pub fn touch(tx: &Transaction<'_>, event: &HookEvent, now: i64, reopen: bool) ->
             .map(str::to_string)
     };
     tx.prepare_cached(
-        "INSERT INTO sessions (key, agent, native_session_id, cwd, transcript_path, started_at, last_activity_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+        "INSERT INTO sessions (key, agent, native_session_id, cwd, transcript_path, started_at,
+                               last_activity_at, pane)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?8)
          ON CONFLICT (key) DO UPDATE SET
            agent = excluded.agent,
            native_session_id = COALESCE(excluded.native_session_id, native_session_id),
            cwd = COALESCE(excluded.cwd, cwd),
            transcript_path = COALESCE(excluded.transcript_path, transcript_path),
+           pane = COALESCE(excluded.pane, pane),
            last_activity_at = MAX(last_activity_at, excluded.last_activity_at),
            state = CASE WHEN ?7 THEN 'active' ELSE state END,
            ended_at = CASE WHEN ?7 THEN NULL ELSE ended_at END,
@@ -98,6 +118,7 @@ pub fn touch(tx: &Transaction<'_>, event: &HookEvent, now: i64, reopen: bool) ->
         text("transcript_path"),
         now,
         reopen,
+        event.pane,
     ])?;
     Ok(())
 }
@@ -111,6 +132,50 @@ pub fn begin_turn(tx: &Transaction<'_>, key: &str, prompt: Option<&str>) -> Resu
     )?
     .execute(params![key, prompt])?;
     Ok(())
+}
+
+/// The agent's state is `state` from `now`, unless it already was (its since-when stays).
+pub fn set_agent_state(
+    tx: &Transaction<'_>,
+    key: &str,
+    state: AgentState,
+    now: i64,
+) -> Result<bool> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE sessions SET agent_state = ?2, agent_state_since = ?3
+             WHERE key = ?1 AND agent_state IS NOT ?2",
+        )?
+        .execute(params![key, state.as_str(), now])?;
+    Ok(changed > 0)
+}
+
+/// The agent's own hooks reported for this session (Codex: `notify` is then a duplicate).
+pub fn mark_agent_hooks(tx: &Transaction<'_>, key: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE sessions SET agent_hooks = 1 WHERE key = ?1 AND agent_hooks = 0")?
+        .execute(params![key])?;
+    Ok(())
+}
+
+/// The person's message of this turn, when the turn's start did not say it (Codex `notify`).
+pub fn set_last_user_input(tx: &Transaction<'_>, key: &str, input: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE sessions SET last_user_input = ?2 WHERE key = ?1")?
+        .execute(params![key, input])?;
+    Ok(())
+}
+
+/// The agent's state and since when, if the registry knows the session.
+pub fn agent_state(conn: &Connection, key: &str) -> Result<Option<(AgentState, i64)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT agent_state, agent_state_since FROM sessions
+             WHERE key = ?1 AND agent_state IS NOT NULL",
+        )?
+        .query_row(params![key], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+        })
+        .optional()?
+        .and_then(|(state, since)| Some((AgentState::parse(&state)?, since.unwrap_or(0)))))
 }
 
 /// The agent stopped: the turn is complete.

@@ -39,6 +39,7 @@ fn fixture(max_attempts: u32) -> Fixture {
             vec![route("pager", "me", vec![EventType::Notification])],
         )]),
         replies: Default::default(),
+        idle_reminders: false,
     };
     let processor = HookProcessor {
         engine: engine.clone(),
@@ -68,6 +69,7 @@ fn event(session: &str, kind: EventType, data: Value) -> HookEvent {
         session: session.into(),
         native_session_id: Some(format!("native-{session}")),
         received_at: T0,
+        pane: None,
         data,
     }
 }
@@ -406,6 +408,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         default: vec![origin_route],
         sessions: Default::default(),
         replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
+        idle_reminders: false,
     });
     let from = |chat: &str, thread: Option<&str>, id: &str| InboundMessage {
         source_channel_id: Some(chat.into()),
@@ -470,4 +473,171 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         "telegram:bot",
         "the registry keeps it"
     );
+}
+
+/// A payload captured from the real agent CLI (`tests/fixtures/<agent>/captured/`), received
+/// for relayq session `session`, with `edit` applied to its JSON first.
+fn captured(agent: Agent, file: &str, session: &str, edit: impl FnOnce(&mut Value)) -> HookEvent {
+    let dir = match agent {
+        Agent::Claude => "claude-code",
+        Agent::Codex => "codex",
+        Agent::Gemini => "gemini",
+    };
+    let path = format!(
+        "{}/../tests/fixtures/{dir}/captured/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut json: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut json);
+    match hooks::receive(agent, &json.to_string(), Some(session.into())) {
+        hooks::Received::Event(e) => e,
+        other => panic!("{file}: {other:?}"),
+    }
+}
+
+fn applied(p: Processed) -> Effects {
+    match p {
+        Processed::Applied(effects) => effects,
+        other => panic!("not applied: {other:?}"),
+    }
+}
+
+impl Fixture {
+    fn agent_state(&self, session: &str) -> Option<relayq_engine::AgentState> {
+        self.engine.session(session).unwrap()?.agent_state
+    }
+}
+
+#[test]
+fn the_agents_own_events_move_its_state_in_the_registry() {
+    use relayq_engine::AgentState::*;
+    let f = fixture(20);
+    let steps = [
+        ("SessionStart.json", Ready),
+        ("UserPromptSubmit.json", Working),
+        ("PermissionRequest.json", AwaitingApproval),
+        ("Stop.json", Ready),
+    ];
+    for (file, want) in steps {
+        let effects = applied(f.run(captured(Agent::Claude, file, "s1", |_| {})));
+        assert_eq!(f.agent_state("s1"), Some(want), "after {file}");
+        assert!(effects.wake_session, "{file} changed the state: the delivery is woken");
+    }
+    let s = f.engine.session("s1").unwrap().unwrap();
+    assert_eq!(s.agent_state_since, Some(T0), "since when the state holds");
+    let again = applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
+    assert!(!again.wake_session, "idle_prompt keeps ready: no change, no wake");
+}
+
+#[test]
+fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
+    let f = fixture(20);
+    let inbound = &f.processor.inbound;
+    let message = InboundMessage::text("s1", "terminal", "please  reply\tt116b69c\n");
+    let id = inbound.enqueue(&message.to_row()).unwrap().id;
+    let lease = inbound.lease_next("s1").unwrap().unwrap();
+    f.engine
+        .database()
+        .write(|tx| {
+            assert!(inbound.mark_send_started_in(tx, &lease, T0)?);
+            inbound.submitted_in(tx, &lease, "submitted, waiting for the agent", T0 + 60_000, T0)
+        })
+        .unwrap();
+    let other = captured(Agent::Claude, "UserPromptSubmit.json", "s1", |j| {
+        j["prompt"] = json!("something the person typed in the terminal")
+    });
+    assert_eq!(applied(f.run(other)).confirmed, None);
+    assert_eq!(
+        inbound.state_of(id).unwrap().unwrap().state,
+        "leased",
+        "another prompt does not confirm the pasted message"
+    );
+    let submit = captured(Agent::Claude, "UserPromptSubmit.json", "s1", |_| {});
+    let effects = applied(f.run(submit));
+    assert_eq!((effects.confirmed, effects.wake_session), (Some(id), true));
+    let detail = f.engine.row(id).unwrap().unwrap();
+    assert_eq!(
+        (detail.state.as_str(), detail.receipt.as_deref()),
+        (
+            "delivered",
+            Some("UserPromptSubmit 9c77b1c9-e0de-4571-a0d3-f71baf6aac1a")
+        )
+    );
+}
+
+#[test]
+fn codex_side_thread_notify_is_not_an_agent_finished() {
+    let f = fixture(20);
+    // notify alone (no Codex hooks): the title thread's turn is ignored, the main one relays.
+    let title = applied(f.run(captured(Agent::Codex, "notify-title-thread.json", "s1", |_| {})));
+    assert!(title.ignored.is_some() && f.outbound().is_empty(), "{title:?}");
+    applied(f.run(captured(Agent::Codex, "notify.json", "s1", |_| {})));
+    let out = f.outbound();
+    let bodies: Vec<_> = out.iter().map(|m| m.notice.clone().unwrap().body).collect();
+    assert_eq!(bodies, vec![Some("echo: please reply t1641ade".to_string())]);
+    let title_later = f.run(captured(Agent::Codex, "notify-title-thread.json", "s1", |_| {}));
+    assert!(applied(title_later).ignored.is_some(), "another thread than the session's");
+    assert_eq!(f.outbound().len(), 1);
+}
+
+#[test]
+fn codex_notify_is_ignored_when_its_hooks_report_and_the_turns_input_is_kept() {
+    let f = fixture(20);
+    for file in ["SessionStart.json", "UserPromptSubmit.json", "Stop.json"] {
+        applied(f.run(captured(Agent::Codex, file, "s1", |_| {})));
+    }
+    let notify = applied(f.run(captured(Agent::Codex, "notify.json", "s1", |j| {
+        j["thread-id"] = json!("01a21b31-88aa-71a3-b1f2-7b495bfdf2dc");
+    })));
+    assert!(notify.ignored.is_some(), "the Stop hook already said it");
+    assert_eq!(f.outbound().len(), 1, "one agent finished per turn");
+    // Without hooks, the turn's input comes from notify's input-messages (the last of them).
+    let g = fixture(20);
+    applied(g.run(captured(Agent::Codex, "notify-later-turn.json", "s2", |_| {})));
+    let s = g.engine.session("s2").unwrap().unwrap();
+    assert_eq!(s.last_user_input.as_deref(), Some("please reply t4c0118d"));
+}
+
+#[test]
+fn claude_idle_reminder_is_not_a_second_needs_you_unless_asked() {
+    let f = fixture(20);
+    applied(f.run(captured(Agent::Claude, "Stop.json", "s1", |_| {})));
+    applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
+    let events: Vec<_> = f.outbound().iter().map(|m| m.event.clone()).collect();
+    assert_eq!(events, vec![Some("agent_stop".to_string())]);
+    let mut routes = (**f.processor.routes.read().unwrap()).clone();
+    routes.idle_reminders = true;
+    *f.processor.routes.write().unwrap() = Arc::new(routes);
+    applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
+    assert_eq!(f.outbound().len(), 2, "idle_reminders = true relays it");
+}
+
+#[test]
+fn gemini_answer_is_read_from_its_transcript_not_the_garbled_hook_text() {
+    let f = fixture(20);
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("session.jsonl");
+    std::fs::write(
+        &transcript,
+        [
+            r#"{"id":"1","type":"user","content":[{"text":"please reply t18ff2df"}]}"#,
+            r#"{"id":"2","type":"gemini","content":"echo: please reply t18ff2df"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let path = transcript.to_str().unwrap().to_string();
+    let after = captured(Agent::Gemini, "AfterAgent.json", "s1", |j| {
+        j["transcript_path"] = json!(path)
+    });
+    assert_eq!(
+        after.last_assistant_message(),
+        Some("echo: please reply t18ff2df reply t18ff2df"),
+        "the captured hook text is garbled"
+    );
+    applied(f.run(after));
+    let body = f.outbound()[0].notice.clone().unwrap().body;
+    assert_eq!(body.as_deref(), Some("echo: please reply t18ff2df"));
+    let s = f.engine.session("s1").unwrap().unwrap();
+    assert_eq!(s.last_assistant_message.as_deref(), Some("echo: please reply t18ff2df"));
 }

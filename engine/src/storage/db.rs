@@ -71,6 +71,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0009_session_origins.sql"),
     include_str!("../../migrations/0010_pauses.sql"),
     include_str!("../../migrations/0011_dead_rows_index.sql"),
+    include_str!("../../migrations/0012_agent_state.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)

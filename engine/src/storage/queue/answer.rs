@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{named_params, Transaction};
+use rusqlite::{named_params, OptionalExtension, Transaction};
 
 use super::{finish_in, Lease, Queue, Receipt, Retried};
 use crate::clock::ms;
@@ -34,7 +34,71 @@ const RETRY_LATER_SQL: &str =
                                             ELSE :was END
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
+/// The oldest active row of a key (the one its session delivers now), when its send started.
+const OLDEST_STARTED_SQL: &str =
+    "SELECT id, payload, send_started FROM queue_rows
+      WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
+      ORDER BY id LIMIT 1";
+
+/// Delivered on the far end's own word, whoever holds the lease (an agent's prompt-submit
+/// event for a pasted message): the lease holder's later answer finds the row done.
+const CONFIRMED_SQL: &str =
+    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = :receipt,
+                        took_ms = :now - send_started, send_started = NULL, last_error = NULL,
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state IN ('pending', 'leased') AND send_started IS NOT NULL";
+
+/// Submitted to a far end that confirms by itself (an agent's pane): still leased, the lease
+/// pushed out to `:until`, the wait said in `last_error`; fenced.
+const SUBMITTED_SQL: &str =
+    "UPDATE queue_rows SET lease_expires_at = :until, last_error = :note,
+                        send_started = COALESCE(send_started, :now)
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+
 impl Queue {
+    /// The oldest active row of `key`, when a send of it started (a message pasted into its
+    /// agent's pane, waiting for the agent to take it): its id, payload and when the send
+    /// started.
+    pub fn oldest_started_in(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+    ) -> Result<Option<(i64, String, i64)>> {
+        let row = tx
+            .prepare_cached(OLDEST_STARTED_SQL)?
+            .query_row(named_params! {":queue": self.name, ":key": key}, |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<i64>>(2)?))
+            })
+            .optional()?;
+        Ok(row.and_then(|(id, payload, started)| Some((id, payload, started?))))
+    }
+
+    /// Marks a row whose send started delivered on the far end's own confirmation, whoever
+    /// holds its lease. False if it was no longer active or not started.
+    pub fn confirm_in(&self, tx: &Transaction<'_>, id: i64, receipt: &str, now: i64) -> Result<bool> {
+        let n = tx
+            .prepare_cached(CONFIRMED_SQL)?
+            .execute(named_params! {":id": id, ":receipt": receipt, ":now": now})?;
+        Ok(n == 1)
+    }
+
+    /// Keeps a leased row leased until `until` while its far end confirms it (see
+    /// [`confirm_in`](Self::confirm_in)), with `note` as what it waits for. False if the token
+    /// is stale (it may be confirmed already).
+    pub fn submitted_in(
+        &self,
+        tx: &Transaction<'_>,
+        lease: &Lease,
+        note: &str,
+        until: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let n = tx.prepare_cached(SUBMITTED_SQL)?.execute(
+            named_params! {":id": lease.id, ":token": lease.token, ":until": until, ":note": note, ":now": now},
+        )?;
+        Ok(n == 1)
+    }
+
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
     pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
         self.write_now(|tx, now| self.complete_in(tx, id, token, reason, now))
@@ -234,4 +298,11 @@ impl Queue {
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[DELIVERED_SQL, THROTTLE_SQL, RETRY_LATER_SQL];
+pub(super) const STATEMENTS: &[&str] = &[
+    DELIVERED_SQL,
+    THROTTLE_SQL,
+    RETRY_LATER_SQL,
+    OLDEST_STARTED_SQL,
+    CONFIRMED_SQL,
+    SUBMITTED_SQL,
+];
