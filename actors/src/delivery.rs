@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use relayq_engine::clock::ms;
 use relayq_engine::queue::{THROTTLED, UNREACHABLE};
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
@@ -19,6 +20,9 @@ use crate::store::Store;
 /// How long after a channel's own timeout the caller stops waiting for it.
 const BACKSTOP_MARGIN: Duration = Duration::from_secs(1);
 
+/// How long a submitted row's lease lasts past the wait for its confirmation.
+const SUBMITTED_LEASE_MARGIN: Duration = Duration::from_secs(30);
+
 /// What became of the row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
@@ -31,6 +35,8 @@ pub enum Recorded {
     Retried(Retried),
     Dead,
     Expired,
+    /// Handed to a far end that confirms by itself: still in flight until it does.
+    Submitted,
     /// The lease was lost (e.g. the session expired meanwhile): the answer changed nothing.
     Stale,
 }
@@ -51,7 +57,7 @@ pub async fn deliver(
         Ok((_, Content::Outbound(m))) => m.part,
         _ => None,
     };
-    let tried = try_delivery(store, queue, lease, channels, message).await;
+    let tried = try_delivery(store, queue, lease, channels, message, None).await;
     let answered = Answered::new(channels, lease.clone(), tried, part);
     // The next row goes to the same channel and destination: when nothing holds the channel
     // and it has no budget to take, it is cleared here and marked started as it is leased.
@@ -276,6 +282,9 @@ impl Tried {
             (_, Outcome::Expired { reason }) => {
                 tracing::warn!(queue, row, channel, attempt, reason = %reason, "expired: not deliverable where it is addressed")
             }
+            (_, Outcome::Submitted { note, .. }) => {
+                tracing::debug!(queue, row, channel, note = %note, "submitted; waiting for the far end to confirm")
+            }
             (_, Outcome::Throttled { reason, wait, .. }) => {
                 tracing::info!(queue, row, channel, reason = %reason, wait = ?wait, "throttled by the far end; the attempt is not counted")
             }
@@ -286,13 +295,14 @@ impl Tried {
 
 /// Hands a leased row to its channel and returns the answer, unrecorded. A payload that cannot
 /// be read, or a channel that is not configured (removed from the config since the row was
-/// written), is a permanent failure: retrying cannot help.
+/// written), is a permanent failure: retrying cannot help. `look`: see `Delivery::look`.
 pub async fn try_delivery(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
+    look: Option<u32>,
 ) -> Tried {
     match message {
         Err(e) => Tried {
@@ -329,6 +339,7 @@ pub async fn try_delivery(
                             attempt: lease.attempts,
                             created_at: lease.created_at,
                             possible_repeat: started.is_some(),
+                            look,
                             content,
                         };
                         span.record("to", delivery.address());
@@ -460,6 +471,15 @@ pub fn record_in(
         Outcome::Expired { reason } => {
             if q.expire_in(tx, l, &reason, now)? {
                 Recorded::Expired
+            } else {
+                Recorded::Stale
+            }
+        }
+        Outcome::Submitted { note, wait } => {
+            // The lease outlives the wait, so only a crash hands the row to someone else.
+            let until = now.saturating_add(ms(wait + SUBMITTED_LEASE_MARGIN));
+            if q.submitted_in(tx, l, &note, until, now)? {
+                Recorded::Submitted
             } else {
                 Recorded::Stale
             }

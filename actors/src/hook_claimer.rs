@@ -35,14 +35,14 @@ pub struct HookClaimer {
 }
 
 impl HookClaimer {
-    /// `outbound` and `session_ended` are where the workers' effects go (the OutboundSender,
-    /// the SupervisorActor).
+    /// `outbound` and `supervisor` are where the workers' effects go (the OutboundSender;
+    /// the SupervisorActor, for sessions ended and sessions to wake).
     pub fn start(
         store: Store,
         batch: usize,
         limits: Limits,
         outbound: Recipient<crate::claiming::ClaimOutbound>,
-        session_ended: Recipient<crate::supervisor::SessionEnded>,
+        supervisor: Addr<crate::supervisor::SupervisorActor>,
     ) -> Addr<HookClaimer> {
         HookClaimer::create(|ctx| HookClaimer {
             store,
@@ -52,7 +52,8 @@ impl HookClaimer {
                 level: ctx.address().recipient(),
                 claim: ctx.address().recipient(),
                 outbound,
-                session_ended,
+                session_ended: supervisor.clone().recipient(),
+                wake_session: supervisor.recipient(),
             },
             workers: Children::default(),
             paused: HashSet::new(),

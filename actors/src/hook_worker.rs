@@ -12,7 +12,7 @@ use crate::claiming::{ClaimHooks, ClaimOutbound};
 use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
-use crate::supervisor::SessionEnded;
+use crate::supervisor::{SessionEnded, WakeSession};
 
 /// Rows claimed for this session, oldest first.
 #[derive(Debug, actix::Message)]
@@ -32,13 +32,15 @@ pub struct WorkerLevel {
 }
 
 /// Where a worker reports, upward: its level and "claim again" to the HookClaimer, "outbound
-/// rows written" to the OutboundSender, "session ended" to the SupervisorActor.
+/// rows written" to the OutboundSender, "session ended" and "wake the session's delivery" (its
+/// agent's state changed, or it confirmed a message) to the SupervisorActor.
 #[derive(Clone)]
 pub struct Reports {
     pub level: Recipient<WorkerLevel>,
     pub claim: Recipient<ClaimHooks>,
     pub outbound: Recipient<ClaimOutbound>,
     pub session_ended: Recipient<SessionEnded>,
+    pub wake_session: Recipient<WakeSession>,
 }
 
 pub struct HookWorker {
@@ -114,6 +116,14 @@ impl HookWorker {
                 }
                 if !effects.outbound_keys.is_empty() {
                     self.reports.outbound.do_send(ClaimOutbound);
+                }
+                if let Some(why) = effects.ignored {
+                    tracing::debug!(session, row = lease.id, why, "hook event ignored");
+                }
+                if effects.wake_session && !effects.session_ended {
+                    self.reports
+                        .wake_session
+                        .do_send(WakeSession(self.session.clone()));
                 }
             }
             Ok(Processed::DoneWithError { reason, error }) => {

@@ -86,7 +86,7 @@ impl Metrics {
             Recorded::Dead => &self.dead,
             Recorded::Expired => &self.expired,
             Recorded::Throttled { .. } => &self.throttled,
-            Recorded::Stale => return,
+            Recorded::Stale | Recorded::Submitted => return,
         };
         family.get_or_create(&label(queue, channel)).inc();
     }

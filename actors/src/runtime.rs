@@ -173,7 +173,7 @@ impl RelayqBuilder {
             config.claims.hook_batch,
             config.claims.hook_limits(),
             sender.clone().recipient(),
-            supervisor.clone().recipient(),
+            supervisor.clone(),
         );
         let wakers = Wakers {
             session: supervisor.clone().recipient(),

@@ -6,17 +6,31 @@
 //! while the channel answers fast, records several answers in one commit, the one that leases
 //! the next run: a busy session costs one commit per run, not one per message. A slow channel's
 //! answers are recorded one by one, before the next delivery starts.
+//!
+//! A session whose channel waits for its agent (an agent's tmux pane, see
+//! `Channel::confirms_within`) goes one message at a time, each when the agent can take it:
+//!
+//! ```text
+//!   agent ready? ──no (working, a dialog)──▶ wait for a Wake (its hook events) or look again later
+//!      │ yes
+//!   lease one row, marked sent ─▶ paste ─▶ Submitted: the row stays in flight
+//!                                              │ the agent's prompt-submit names it (hook handler)
+//!                                              ▼
+//!                                          delivered ─▶ next row
+//!   no word within the wait ─▶ the channel looks at the pane: Enter again once, or fail saying why
+//! ```
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::{Head, InboundMessage, Lease, QueueName};
+use relayq_engine::{sessions, AgentState, Head, InboundMessage, Lease, QueueName};
 
-use crate::channels::{ChannelDirectory, Content};
+use crate::channels::{ChannelDirectory, Content, Outcome};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
+use crate::supervisor::Busy;
 
 /// Most rows leased at once for one session.
 pub const RUN_LIMIT: usize = 64;
@@ -33,10 +47,30 @@ pub(crate) const RECORD_WITHIN: Duration = Duration::from_millis(5);
 #[rtype(result = "()")]
 pub struct Wake;
 
-/// Deliver this session's next rows to this channel (the config was reloaded).
+/// How often a session waiting for its agent looks again when no Wake comes (its hook events
+/// wake it as the agent's state changes).
+pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
+
+/// Where a session's messages go, and what they do while its agent is busy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub channel: String,
+    pub busy: Busy,
+}
+
+/// Deliver this session's next rows by this route (the config was reloaded).
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
-pub struct UseChannel(pub String);
+pub struct UseChannel(pub Route);
+
+/// A message handed to an agent, waiting for the agent to say it took it.
+struct Awaiting {
+    lease: Lease,
+    /// When the channel is asked to look at it (see `Delivery::look`).
+    look_at: Instant,
+    /// Which look that will be.
+    next_look: u32,
+}
 
 /// The session has nothing left to do (to the SupervisorActor, which stops it unless a wake is
 /// still on its way to it).
@@ -72,6 +106,9 @@ struct StepWritten {
 pub struct SessionActor {
     session: String,
     channel: String,
+    busy_setting: Busy,
+    /// The message handed to the agent and not yet confirmed.
+    awaiting: Option<Awaiting>,
     store: Store,
     channels: ChannelDirectory,
     /// Told when the session has nothing left to do.
@@ -98,7 +135,7 @@ pub struct SessionActor {
 impl SessionActor {
     pub fn new(
         session: String,
-        channel: String,
+        route: Route,
         store: Store,
         channels: ChannelDirectory,
         idle: Recipient<SessionIdle>,
@@ -106,7 +143,9 @@ impl SessionActor {
     ) -> Self {
         SessionActor {
             session,
-            channel,
+            channel: route.channel,
+            busy_setting: route.busy,
+            awaiting: None,
             store,
             channels,
             idle,
@@ -154,8 +193,17 @@ impl SessionActor {
             }));
             return;
         }
+        if self.awaiting.is_some() && self.answers.is_empty() {
+            self.check_awaiting(ctx);
+            return;
+        }
         match self.run.pop_front() {
-            Some(lease) if !self.must_record() && !self.paused() => self.deliver(lease, ctx),
+            Some(lease) if !self.must_record() && !self.paused() => {
+                // A row whose send started before (a crash, a stop) is looked at, not pasted.
+                let look =
+                    (self.agent_confirms().is_some() && lease.send_started.is_some()).then_some(0);
+                self.deliver(lease, look, ctx)
+            }
             other => {
                 if let Some(lease) = other {
                     self.run.push_front(lease);
@@ -182,28 +230,51 @@ impl SessionActor {
         }
     }
 
-    fn deliver(&mut self, mut lease: Lease, ctx: &mut Context<Self>) {
-        // Read once here; the answered row (kept, cloned for the log) needs no payload.
-        let message = InboundMessage::from_payload(&std::mem::take(&mut lease.payload))
+    /// How long the session's agent has to confirm a message, when its channel waits for one
+    /// (see `Channel::confirms_within`).
+    fn agent_confirms(&self) -> Option<Duration> {
+        self.channels.confirms_within(&self.channel)
+    }
+
+    /// Delivers `lease`, or with `look`, has its channel look at it again (see
+    /// `Delivery::look`).
+    fn deliver(&mut self, mut lease: Lease, look: Option<u32>, ctx: &mut Context<Self>) {
+        // Read once here; the answered row (kept, cloned for the log) needs no payload, but a
+        // message that waits for its agent keeps it for the next look.
+        let payload = std::mem::take(&mut lease.payload);
+        let message = InboundMessage::from_payload(&payload)
             .map(|m| (self.channel.clone(), Content::Inbound(m)));
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let tried = async move {
             let started = Instant::now();
             let queue = store.inbound.clone();
-            let tried = try_delivery(&store, &queue, &lease, &channels, message).await;
+            let tried = try_delivery(&store, &queue, &lease, &channels, message, look).await;
             (Answered { lease, tried }, started.elapsed())
         };
-        ctx.spawn(tried.into_actor(self).map(|(answered, took), act, ctx| {
-            act.busy = false;
-            let slow = took >= FAST_DELIVERY;
-            act.answers_since.get_or_insert_with(Instant::now);
-            act.answers.push(answered);
-            if slow {
-                act.write(ctx);
-            } else {
-                act.step(ctx);
-            }
-        }));
+        ctx.spawn(
+            tried
+                .into_actor(self)
+                .map(move |(answered, took), act, ctx| {
+                    act.busy = false;
+                    if let Outcome::Submitted { wait, .. } = &answered.tried.outcome {
+                        let mut lease = answered.lease.clone();
+                        lease.payload = payload;
+                        act.awaiting = Some(Awaiting {
+                            lease,
+                            look_at: Instant::now() + *wait,
+                            next_look: look.map_or(1, |n| n + 1),
+                        });
+                    }
+                    let slow = took >= FAST_DELIVERY;
+                    act.answers_since.get_or_insert_with(Instant::now);
+                    act.answers.push(answered);
+                    if slow {
+                        act.write(ctx);
+                    } else {
+                        act.step(ctx);
+                    }
+                }),
+        );
     }
 
     /// Records the answers; gives back the rest of the run when one failed; leases the next run
@@ -219,8 +290,9 @@ impl SessionActor {
             } else {
                 Vec::new()
             },
-            lease_next: (failed || self.run.is_empty()) && !paused,
+            lease_next: (failed || self.run.is_empty()) && !paused && self.awaiting.is_none(),
         };
+        let agent = self.agent_confirms().map(|_| self.busy_setting);
         let since = self.answers_since.take();
         let given_back = step.give_back.clone();
         let key = self.session.clone();
@@ -238,9 +310,10 @@ impl SessionActor {
                 .map(|a| record_in(q, tx, &a.lease, a.tried.outcome, now))
                 .collect::<relayq_engine::Result<_>>()?;
             q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
-            let next = match step.lease_next {
-                true => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
-                false => None,
+            let next = match (step.lease_next, agent) {
+                (false, _) => None,
+                (true, None) => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
+                (true, Some(busy)) => Some(lease_for_agent(q, tx, &key, busy, now)?),
             };
             Ok(StepWritten { recorded, next })
         });
@@ -296,6 +369,45 @@ impl SessionActor {
         }
     }
 
+    /// A message handed to the agent waits for its word: done when the row is no longer in
+    /// flight (the agent confirmed it, or it ended otherwise); past its wait, the channel looks
+    /// at it again; otherwise wait on (a Wake comes with the agent's events).
+    fn check_awaiting(&mut self, ctx: &mut Context<Self>) {
+        let Some(awaiting) = &self.awaiting else {
+            return self.step(ctx);
+        };
+        self.busy = true;
+        let id = awaiting.lease.id;
+        let read = self.store.run(move |s| s.inbound.state_of(id));
+        ctx.spawn(read.into_actor(self).map(|result, act, ctx| {
+            act.busy = false;
+            match result {
+                Ok(Some(row)) if row.state == "leased" => {
+                    let Some(awaiting) = &act.awaiting else {
+                        return act.step(ctx);
+                    };
+                    let left = awaiting.look_at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        let awaiting = act.awaiting.take().expect("checked above");
+                        act.busy = true;
+                        act.deliver(awaiting.lease, Some(awaiting.next_look), ctx);
+                    } else {
+                        act.timer = Some(ctx.run_later(left, |act, ctx| act.step(ctx)));
+                    }
+                }
+                Ok(_) => {
+                    // Confirmed by the agent (delivered), or ended some other way.
+                    act.awaiting = None;
+                    act.write(ctx);
+                }
+                Err(e) => {
+                    tracing::error!(session = act.session, error = %e, "cannot read the row waiting for its agent");
+                    act.retry_later(ctx);
+                }
+            }
+        }));
+    }
+
     /// Nothing to do: the SupervisorActor may stop this actor.
     fn go_idle(&self) {
         self.idle.do_send(SessionIdle {
@@ -313,12 +425,15 @@ impl SessionActor {
     /// never attempted: their attempt is not counted and they are due at once for whoever runs
     /// next.
     fn finish(&mut self, ctx: &mut Context<Self>) {
-        if self.answers.is_empty() && self.run.is_empty() {
+        // A message waiting for its agent is given back, its send mark kept: whoever runs
+        // next looks at it rather than pasting it again.
+        let awaiting = self.awaiting.take().map(|a| a.lease);
+        if self.answers.is_empty() && self.run.is_empty() && awaiting.is_none() {
             ctx.stop();
             return;
         }
         let answers = std::mem::take(&mut self.answers);
-        let give_back: Vec<Lease> = self.run.drain(..).collect();
+        let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let now = q.now();
@@ -354,9 +469,36 @@ impl Handler<Wake> for SessionActor {
 
 impl Handler<UseChannel> for SessionActor {
     type Result = ();
-    fn handle(&mut self, UseChannel(channel): UseChannel, _: &mut Context<Self>) {
-        self.channel = channel;
+    fn handle(&mut self, UseChannel(route): UseChannel, _: &mut Context<Self>) {
+        self.channel = route.channel;
+        self.busy_setting = route.busy;
     }
+}
+
+/// Leases the session's next row for its agent: one row, marked sent as it is leased (a crash
+/// then leaves a mark, and the row is looked at, not pasted twice), and only when the agent can
+/// take it. While it works (unless `busy = "steer"`) or a dialog is up, nothing is leased and
+/// the session looks again after [`AGENT_LOOK_AGAIN`] unless its agent's events wake it first.
+fn lease_for_agent(
+    q: &relayq_engine::Queue,
+    tx: &relayq_engine::rusqlite::Transaction<'_>,
+    key: &str,
+    busy: Busy,
+    now: i64,
+) -> relayq_engine::Result<Result<Vec<Lease>, Head>> {
+    let state = sessions::agent_state(tx, key)?.map(|(state, _)| state);
+    let waits = match state {
+        Some(AgentState::AwaitingApproval) => true,
+        Some(AgentState::Working) => busy == Busy::Wait,
+        _ => false,
+    };
+    if waits {
+        return Ok(Err(match q.head_in(tx, key, now)? {
+            Head::Due => Head::NotBefore(now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN)),
+            head => head,
+        }));
+    }
+    q.lease_run_to_send_in(tx, key, now, 1)
 }
 
 impl Handler<Stop> for SessionActor {

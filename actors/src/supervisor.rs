@@ -22,6 +22,22 @@ pub struct SessionChannels {
     pub default_channel: String,
     /// Per-session overrides: session id → channel name.
     pub channels: BTreeMap<String, String>,
+    /// What a session's next message does while its agent is in a turn, per session (on a
+    /// channel that waits for its agent, see `Channel::confirms_within`): `wait` (the default)
+    /// for the agent to be ready, or `steer`: pasted during the turn.
+    pub busy: BTreeMap<String, Busy>,
+}
+
+/// A session's next message while its agent works: see [`SessionChannels::busy`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Busy {
+    /// Wait until the agent is ready: every message gets its own turn and its own answer.
+    #[default]
+    Wait,
+    /// Paste during the turn (Claude Code queues it for a turn of its own; Codex folds it into
+    /// the running turn; Gemini CLI takes it when the turn ends).
+    Steer,
 }
 
 /// Every session to relayq's built-in `deliveries` channel.
@@ -37,11 +53,16 @@ impl SessionChannels {
         SessionChannels {
             default_channel: channel.into(),
             channels: BTreeMap::new(),
+            busy: BTreeMap::new(),
         }
     }
 
     pub fn channel_for(&self, session: &str) -> &str {
         self.channels.get(session).unwrap_or(&self.default_channel)
+    }
+
+    pub fn busy_for(&self, session: &str) -> Busy {
+        self.busy.get(session).copied().unwrap_or_default()
     }
 }
 
@@ -147,10 +168,13 @@ impl SupervisorActor {
             self.channels.clone(),
             ctx.address().recipient(),
         );
-        let channel = self.session_channels.channel_for(session).to_string();
+        let route = session::Route {
+            channel: self.session_channels.channel_for(session).to_string(),
+            busy: self.session_channels.busy_for(session),
+        };
         // A replaced actor died holding leases: the new one frees them first.
         let running = self.sessions.get_or_start(session, |died| {
-            SessionActor::new(session.to_string(), channel, store, channels, idle, died).start()
+            SessionActor::new(session.to_string(), route, store, channels, idle, died).start()
         });
         running.sent += 1;
         running.addr.do_send(session::Wake);
@@ -369,8 +393,10 @@ impl Handler<SetSessionChannels> for SupervisorActor {
         _: &mut Context<Self>,
     ) {
         for (session, running) in self.sessions.iter() {
-            let channel = session_channels.channel_for(session).to_string();
-            running.addr.do_send(session::UseChannel(channel));
+            running.addr.do_send(session::UseChannel(session::Route {
+                channel: session_channels.channel_for(session).to_string(),
+                busy: session_channels.busy_for(session),
+            }));
         }
         self.session_channels = session_channels;
     }

@@ -189,22 +189,74 @@ mod tests {
     fn captured_events_move_the_agent_state_as_the_table_says() {
         use AgentState::*;
         let cases = [
-            (Agent::Claude, "claude-code/captured/SessionStart.json", Some(Ready)),
-            (Agent::Claude, "claude-code/captured/UserPromptSubmit.json", Some(Working)),
-            (Agent::Claude, "claude-code/captured/PermissionRequest.json", Some(AwaitingApproval)),
+            (
+                Agent::Claude,
+                "claude-code/captured/SessionStart.json",
+                Some(Ready),
+            ),
+            (
+                Agent::Claude,
+                "claude-code/captured/UserPromptSubmit.json",
+                Some(Working),
+            ),
+            (
+                Agent::Claude,
+                "claude-code/captured/PermissionRequest.json",
+                Some(AwaitingApproval),
+            ),
             (Agent::Claude, "claude-code/captured/Stop.json", Some(Ready)),
-            (Agent::Claude, "claude-code/captured/Notification.json", Some(Ready)),
-            (Agent::Codex, "codex/captured/SessionStart.json", Some(Ready)),
-            (Agent::Codex, "codex/captured/UserPromptSubmit.json", Some(Working)),
-            (Agent::Codex, "codex/captured/PreToolUse.json", Some(Working)),
-            (Agent::Codex, "codex/captured/PermissionRequest.json", Some(AwaitingApproval)),
-            (Agent::Codex, "codex/captured/PostToolUse.json", Some(Working)),
+            (
+                Agent::Claude,
+                "claude-code/captured/Notification.json",
+                Some(Ready),
+            ),
+            (
+                Agent::Codex,
+                "codex/captured/SessionStart.json",
+                Some(Ready),
+            ),
+            (
+                Agent::Codex,
+                "codex/captured/UserPromptSubmit.json",
+                Some(Working),
+            ),
+            (
+                Agent::Codex,
+                "codex/captured/PreToolUse.json",
+                Some(Working),
+            ),
+            (
+                Agent::Codex,
+                "codex/captured/PermissionRequest.json",
+                Some(AwaitingApproval),
+            ),
+            (
+                Agent::Codex,
+                "codex/captured/PostToolUse.json",
+                Some(Working),
+            ),
             (Agent::Codex, "codex/captured/Stop.json", Some(Ready)),
             (Agent::Codex, "codex/captured/notify.json", Some(Ready)),
-            (Agent::Gemini, "gemini/captured/SessionStart.json", Some(Ready)),
-            (Agent::Gemini, "gemini/captured/BeforeAgent.json", Some(Working)),
-            (Agent::Gemini, "gemini/captured/Notification.json", Some(AwaitingApproval)),
-            (Agent::Gemini, "gemini/captured/AfterAgent.json", Some(Ready)),
+            (
+                Agent::Gemini,
+                "gemini/captured/SessionStart.json",
+                Some(Ready),
+            ),
+            (
+                Agent::Gemini,
+                "gemini/captured/BeforeAgent.json",
+                Some(Working),
+            ),
+            (
+                Agent::Gemini,
+                "gemini/captured/Notification.json",
+                Some(AwaitingApproval),
+            ),
+            (
+                Agent::Gemini,
+                "gemini/captured/AfterAgent.json",
+                Some(Ready),
+            ),
         ];
         for (agent, path, want) in cases {
             assert_eq!(after(&event(agent, &fixture(path))), want, "{path}");
@@ -219,7 +271,10 @@ mod tests {
 
     #[test]
     fn codex_title_thread_is_a_side_thread_and_the_main_thread_is_not() {
-        let title = event(Agent::Codex, &fixture("codex/captured/notify-title-thread.json"));
+        let title = event(
+            Agent::Codex,
+            &fixture("codex/captured/notify-title-thread.json"),
+        );
         let main = event(Agent::Codex, &fixture("codex/captured/notify.json"));
         let main_id = "01a21b31-88aa-71a3-b1f2-7b495bfdf2dc";
         assert!(is_side_thread(&title, None) && is_side_thread(&title, Some(main_id)));
@@ -230,7 +285,10 @@ mod tests {
 
     #[test]
     fn this_turns_input_is_the_prompt_or_the_last_notify_message() {
-        let later = event(Agent::Codex, &fixture("codex/captured/notify-later-turn.json"));
+        let later = event(
+            Agent::Codex,
+            &fixture("codex/captured/notify-later-turn.json"),
+        );
         assert_eq!(this_turns_input(&later), Some("please reply t4c0118d"));
         let gemini = event(Agent::Gemini, &fixture("gemini/captured/BeforeAgent.json"));
         assert_eq!(this_turns_input(&gemini), Some("please reply t18ff2df"));
@@ -238,7 +296,10 @@ mod tests {
 
     #[test]
     fn a_prompt_matches_the_pasted_text_whatever_the_white_space() {
-        assert!(prompt_matches("line one\nline two     tab", "line one\nline two\t tab\n"));
+        assert!(prompt_matches(
+            "line one\nline two     tab",
+            "line one\nline two\t tab\n"
+        ));
         assert!(!prompt_matches("please reply x", "please reply y"));
         assert!(!prompt_matches("anything", "  "));
         assert!(prompt_matches("a[201~b", "a\x1b[201~b"));

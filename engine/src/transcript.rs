@@ -81,9 +81,16 @@ mod tests {
             r#"not json"#,
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        assert_eq!(gemini_answer(&path).as_deref(), Some("echo: please reply b"));
+        assert_eq!(
+            gemini_answer(&path).as_deref(),
+            Some("echo: please reply b")
+        );
         std::fs::write(&path, lines[..4].join("\n") + "\n" + lines[4]).unwrap();
-        assert_eq!(gemini_answer(&path), None, "no answer after the last prompt yet");
+        assert_eq!(
+            gemini_answer(&path),
+            None,
+            "no answer after the last prompt yet"
+        );
         assert_eq!(gemini_answer(&dir.path().join("missing")), None);
     }
 }

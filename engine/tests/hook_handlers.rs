@@ -521,12 +521,18 @@ fn the_agents_own_events_move_its_state_in_the_registry() {
     for (file, want) in steps {
         let effects = applied(f.run(captured(Agent::Claude, file, "s1", |_| {})));
         assert_eq!(f.agent_state("s1"), Some(want), "after {file}");
-        assert!(effects.wake_session, "{file} changed the state: the delivery is woken");
+        assert!(
+            effects.wake_session,
+            "{file} changed the state: the delivery is woken"
+        );
     }
     let s = f.engine.session("s1").unwrap().unwrap();
     assert_eq!(s.agent_state_since, Some(T0), "since when the state holds");
     let again = applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
-    assert!(!again.wake_session, "idle_prompt keeps ready: no change, no wake");
+    assert!(
+        !again.wake_session,
+        "idle_prompt keeps ready: no change, no wake"
+    );
 }
 
 #[test]
@@ -540,7 +546,13 @@ fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
         .database()
         .write(|tx| {
             assert!(inbound.mark_send_started_in(tx, &lease, T0)?);
-            inbound.submitted_in(tx, &lease, "submitted, waiting for the agent", T0 + 60_000, T0)
+            inbound.submitted_in(
+                tx,
+                &lease,
+                "submitted, waiting for the agent",
+                T0 + 60_000,
+                T0,
+            )
         })
         .unwrap();
     let other = captured(Agent::Claude, "UserPromptSubmit.json", "s1", |j| {
@@ -569,14 +581,33 @@ fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
 fn codex_side_thread_notify_is_not_an_agent_finished() {
     let f = fixture(20);
     // notify alone (no Codex hooks): the title thread's turn is ignored, the main one relays.
-    let title = applied(f.run(captured(Agent::Codex, "notify-title-thread.json", "s1", |_| {})));
-    assert!(title.ignored.is_some() && f.outbound().is_empty(), "{title:?}");
+    let title = applied(f.run(captured(
+        Agent::Codex,
+        "notify-title-thread.json",
+        "s1",
+        |_| {},
+    )));
+    assert!(
+        title.ignored.is_some() && f.outbound().is_empty(),
+        "{title:?}"
+    );
     applied(f.run(captured(Agent::Codex, "notify.json", "s1", |_| {})));
     let out = f.outbound();
     let bodies: Vec<_> = out.iter().map(|m| m.notice.clone().unwrap().body).collect();
-    assert_eq!(bodies, vec![Some("echo: please reply t1641ade".to_string())]);
-    let title_later = f.run(captured(Agent::Codex, "notify-title-thread.json", "s1", |_| {}));
-    assert!(applied(title_later).ignored.is_some(), "another thread than the session's");
+    assert_eq!(
+        bodies,
+        vec![Some("echo: please reply t1641ade".to_string())]
+    );
+    let title_later = f.run(captured(
+        Agent::Codex,
+        "notify-title-thread.json",
+        "s1",
+        |_| {},
+    ));
+    assert!(
+        applied(title_later).ignored.is_some(),
+        "another thread than the session's"
+    );
     assert_eq!(f.outbound().len(), 1);
 }
 
@@ -593,7 +624,12 @@ fn codex_notify_is_ignored_when_its_hooks_report_and_the_turns_input_is_kept() {
     assert_eq!(f.outbound().len(), 1, "one agent finished per turn");
     // Without hooks, the turn's input comes from notify's input-messages (the last of them).
     let g = fixture(20);
-    applied(g.run(captured(Agent::Codex, "notify-later-turn.json", "s2", |_| {})));
+    applied(g.run(captured(
+        Agent::Codex,
+        "notify-later-turn.json",
+        "s2",
+        |_| {},
+    )));
     let s = g.engine.session("s2").unwrap().unwrap();
     assert_eq!(s.last_user_input.as_deref(), Some("please reply t4c0118d"));
 }
@@ -639,5 +675,8 @@ fn gemini_answer_is_read_from_its_transcript_not_the_garbled_hook_text() {
     let body = f.outbound()[0].notice.clone().unwrap().body;
     assert_eq!(body.as_deref(), Some("echo: please reply t18ff2df"));
     let s = f.engine.session("s1").unwrap().unwrap();
-    assert_eq!(s.last_assistant_message.as_deref(), Some("echo: please reply t18ff2df"));
+    assert_eq!(
+        s.last_assistant_message.as_deref(),
+        Some("echo: please reply t18ff2df")
+    );
 }

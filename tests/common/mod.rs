@@ -606,7 +606,14 @@ impl Tmux {
 
     /// Every session to the tmux channel `pane` on this server, with `lines` for its table,
     /// and a 100 ms backoff.
+    /// A config delivering every session to its pane of this server, for a plain program
+    /// (`confirm = "paste"`: delivered on paste), with `lines` added to the channel.
     pub fn config(&self, lines: &[&str]) -> Config {
+        self.agent_config(&[&["confirm = \"paste\""], lines].concat())
+    }
+
+    /// [`config`](Self::config) for agents: delivered when the agent says it took it.
+    pub fn agent_config(&self, lines: &[&str]) -> Config {
         let socket = format!("socket_name = {:?}", self.socket);
         Config::default()
             .set("queues.inbound", "backoff = [\"100ms\"]")

@@ -26,6 +26,11 @@ pub struct Delivery {
     /// may answer `Delivered` without sending. See [`UnknownOutcome`].
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub possible_repeat: bool,
+    /// For a channel whose far end confirms by itself ([`Channel::confirms_within`]): look at
+    /// the message sent before (the `n`th look) instead of sending it again; see
+    /// [`Outcome::Submitted`].
+    #[serde(skip)]
+    pub look: Option<u32>,
     #[serde(flatten)]
     pub content: Content,
 }
@@ -99,6 +104,10 @@ pub enum Outcome {
     /// The row can no longer be delivered where it is addressed (its session is gone): it is
     /// expired with this reason, neither retried nor kept as a dead letter.
     Expired { reason: String },
+    /// Handed to a far end that confirms by itself (an agent, by its prompt-submit event): the
+    /// row stays in flight, `note` saying so, until the confirmation marks it delivered. No
+    /// word within `wait`: the channel is asked to look again (`Delivery::look`).
+    Submitted { note: String, wait: Duration },
 }
 
 impl Outcome {
@@ -142,7 +151,8 @@ impl Outcome {
             | Outcome::Unknown { error: t }
             | Outcome::Unreachable { error: t }
             | Outcome::Permanent { reason: t }
-            | Outcome::Expired { reason: t } => Some(t),
+            | Outcome::Expired { reason: t }
+            | Outcome::Submitted { note: t, .. } => Some(t),
         }
     }
 }
@@ -233,6 +243,14 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// until it answers `Ok`; meanwhile the channel's rows wait, no attempt charged. `None` (the
     /// default): ready at once.
     fn ready_check(&self) -> Option<ReadyCheck> {
+        None
+    }
+
+    /// When the far end confirms a delivery by itself, within how long it should (see
+    /// [`Outcome::Submitted`]): an agent's pane, whose agent says it took a message by its own
+    /// hook event. Its session's messages then go one at a time, each when the agent is ready
+    /// for it. `None` (the default): `deliver`'s answer is final.
+    fn confirms_within(&self) -> Option<Duration> {
         None
     }
 

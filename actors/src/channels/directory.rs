@@ -26,6 +26,8 @@ pub struct ChannelSpec {
     pub text_limit: Option<relayq_engine::TextLimit>,
     /// What a possible repeat gets (see [`Channel::unknown_outcome`]).
     pub unknown_outcome: super::UnknownOutcome,
+    /// See [`Channel::confirms_within`].
+    pub confirms_within: Option<Duration>,
 }
 
 impl ChannelSpec {
@@ -33,6 +35,7 @@ impl ChannelSpec {
     pub fn of<C: Channel>(channel: C) -> Self {
         let (timeout, pace, text_limit) = (channel.timeout(), channel.pace(), channel.text_limit());
         let unknown_outcome = channel.unknown_outcome();
+        let confirms_within = channel.confirms_within();
         let probe = channel.clone();
         let asker = channel.clone();
         ChannelSpec {
@@ -43,6 +46,7 @@ impl ChannelSpec {
             pace,
             text_limit,
             unknown_outcome,
+            confirms_within,
         }
     }
 
@@ -72,6 +76,7 @@ pub struct ChannelHandle {
     pub recipient: Recipient<Deliver>,
     pub timeout: Duration,
     pub unknown_outcome: super::UnknownOutcome,
+    pub confirms_within: Option<Duration>,
 }
 
 struct Slot {
@@ -203,6 +208,11 @@ impl ChannelDirectory {
     /// The text limit of channel `name` (see [`Channel::text_limit`]).
     pub fn text_limit(&self, name: &str) -> Option<relayq_engine::TextLimit> {
         self.slots.lock().unwrap().get(name)?.spec.text_limit
+    }
+
+    /// See [`Channel::confirms_within`]; `None` also for a channel not configured.
+    pub fn confirms_within(&self, name: &str) -> Option<Duration> {
+        self.slots.lock().unwrap().get(name)?.spec.confirms_within
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -343,6 +353,7 @@ impl ChannelDirectory {
             recipient: slot.running[i].1.clone(),
             timeout: slot.spec.timeout,
             unknown_outcome: slot.spec.unknown_outcome,
+            confirms_within: slot.spec.confirms_within,
         })
     }
 }

@@ -16,7 +16,22 @@
 //!    do), and Enter is pressed after a short pause so the program sees the paste end first.
 //!    One paste-and-submit at a time per pane ([`pane_turn`]), whichever flow it comes from.
 //!
+//! **What "delivered" means** (`confirm`):
+//! - `agent` (the default): the agent in the pane takes the message when its own prompt-submit
+//!   event names it (relayq's hooks, see `relayq init`); until then the row is in flight,
+//!   `submitted, waiting for the agent`. Before the paste the pane's [`screen`] is read: with a
+//!   dialog open nothing is typed. After the paste, Enter waits until the text shows in the
+//!   input box (Gemini CLI takes an Enter too close behind a paste as a newline). No word
+//!   within `confirm_within`: the pane is looked at; text still in the input box gets one more
+//!   Enter (never a second paste); an agent gone, or a text nowhere, fails saying which.
+//! - `paste`: delivered when the paste and Enter went through: for a plain program with no
+//!   hooks (`cat`, a script).
+//!
 //! Every value reaches tmux as its own argument, never through a shell.
+
+mod screen;
+
+pub use screen::Screen;
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -53,7 +68,31 @@ pub struct Config {
     /// How long a row waits for a pane that does not exist before it is expired.
     #[serde(default = "default_missing_grace", with = "humantime_serde")]
     pub missing_grace: Duration,
+    /// When a message counts as delivered: when the agent says it took it, or on paste.
+    #[serde(default)]
+    pub confirm: Confirm,
+    /// How long the agent has to say it took a message before relayq looks at its pane.
+    #[serde(default = "default_confirm_within", with = "humantime_serde")]
+    pub confirm_within: Duration,
 }
+
+/// When a message pasted into a pane counts as delivered (see the module's doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confirm {
+    /// When the agent's own prompt-submit event names it.
+    #[default]
+    Agent,
+    /// When the paste and Enter went through.
+    Paste,
+}
+
+/// The waits an agent may have to confirm a message.
+pub const CONFIRM_WITHIN_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(600));
+
+/// How long Enter waits for a pasted text to show in the input box.
+const SHOW_WITHIN: Duration = Duration::from_secs(2);
 
 fn default_target() -> String {
     "{session}".into()
@@ -72,6 +111,9 @@ pub fn default_programs() -> Vec<String> {
 fn default_missing_grace() -> Duration {
     Duration::from_secs(120)
 }
+fn default_confirm_within() -> Duration {
+    Duration::from_secs(10)
+}
 
 /// Why a row whose pane never appeared is expired.
 pub const SESSION_NOT_FOUND: &str = "session not found";
@@ -81,6 +123,15 @@ impl ChannelKind for Config {
 
     fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    fn check(&self) -> Result<(), SettingError> {
+        crate::settings::check_duration(
+            "confirm_within",
+            self.confirm_within,
+            CONFIRM_WITHIN_RANGE,
+            "",
+        )
     }
 
     fn build(&self) -> Result<TmuxChannel, SettingError> {
@@ -99,8 +150,14 @@ impl Channel for TmuxChannel {
     fn deliver(&mut self, delivery: Delivery) -> Answer {
         let config = self.config.clone();
         Answer::later(async move {
-            match tokio::time::timeout(config.timeout, paste(&config, &delivery)).await {
-                Ok(Ok(())) => Outcome::delivered(),
+            let work = async {
+                match delivery.look {
+                    Some(n) => look(&config, &delivery, n).await,
+                    None => paste(&config, &delivery).await,
+                }
+            };
+            match tokio::time::timeout(config.timeout, work).await {
+                Ok(Ok(outcome)) => outcome,
                 Ok(Err(outcome)) => outcome,
                 Err(_) => {
                     Outcome::retry(format!("tmux did not answer within {:?}", config.timeout))
@@ -111,6 +168,10 @@ impl Channel for TmuxChannel {
 
     fn timeout(&self) -> Duration {
         self.config.timeout
+    }
+
+    fn confirms_within(&self) -> Option<Duration> {
+        (self.config.confirm == Confirm::Agent).then_some(self.config.confirm_within)
     }
 
     fn readiness(&self) -> Result<(), String> {
@@ -162,7 +223,8 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
+/// The pane a delivery goes to, running one of the channel's programs: its id.
+async fn agent_pane(config: &Config, delivery: &Delivery) -> Result<String, Outcome> {
     let (name, rest) = target_for(&config.target, delivery.address())
         .map_err(|reason| Outcome::Permanent { reason })?;
     let target = format!("{name}:{rest}");
@@ -176,8 +238,21 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
             config.programs
         )));
     }
+    Ok(pane)
+}
+
+/// Pastes the message and presses Enter. With `confirm = "agent"`, not into an open dialog,
+/// Enter only once the text shows, and the answer is `Submitted`: the agent's word decides.
+async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome> {
+    let pane = agent_pane(config, delivery).await?;
+    let agent = config.confirm == Confirm::Agent;
     let turn = pane_turn(config.socket_name.as_deref(), &pane);
     let _turn = turn.lock().await;
+    if agent {
+        if let Some(dialog) = Screen::new(&capture(config, &pane).await?).dialog() {
+            return Err(dialog_open(dialog));
+        }
+    }
     let buffer = format!("relayq-{}", delivery.id);
     let text = sanitize(delivery.text());
     tmux(config, &["load-buffer", "-b", &buffer, "-"], Some(&text)).await?;
@@ -195,9 +270,82 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<(), Outcome> {
             let _ = tmux(&cfg, &["delete-buffer", "-b", &buffer], None).await;
         });
     })?;
+    if agent {
+        // The agent has read the paste when it shows it: an Enter sooner may be a newline.
+        let shown = tokio::time::Instant::now() + SHOW_WITHIN;
+        while !Screen::new(&capture(config, &pane).await?).holds(&text)
+            && tokio::time::Instant::now() < shown
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     tokio::time::sleep(config.submit_delay).await;
     tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
-    Ok(())
+    Ok(match agent {
+        true => submitted(config, "submitted"),
+        false => Outcome::delivered(),
+    })
+}
+
+/// The `n`th look at a message pasted before that its agent has not confirmed (`n` = 0: after
+/// a restart, before any wait). Still in the input box: Enter, once more. Nowhere: waited for
+/// once, then a failure that says the agent never took it. Never pasted twice.
+async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, Outcome> {
+    let pane = agent_pane(config, delivery).await.map_err(|outcome| match outcome {
+        Outcome::Retry { error, .. } | Outcome::Expired { reason: error } => Outcome::retry(
+            format!("the message was pasted, but its agent is gone before it took it ({error}); it is pasted again when the agent runs"),
+        ),
+        other => other,
+    })?;
+    let turn = pane_turn(config.socket_name.as_deref(), &pane);
+    let _turn = turn.lock().await;
+    let screen = Screen::new(&capture(config, &pane).await?);
+    if let Some(dialog) = screen.dialog() {
+        return Err(dialog_open(dialog));
+    }
+    let text = sanitize(delivery.text());
+    match (screen.holds(&text), n) {
+        (true, 0 | 1) => {
+            tracing::info!(pane, look = n, "the pasted text is still in the agent's input box; pressing Enter again");
+            tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
+            Ok(submitted(config, "Enter pressed again"))
+        }
+        (false, 0) => Ok(submitted(config, "looked at after a restart")),
+        (held, _) => Ok(Outcome::Permanent {
+            reason: format!(
+                "pasted into pane {pane}, but its agent never said it took it (no prompt-submit \
+                 event within {:?}{}): check that the agent runs relayq's hooks (`relayq init`), \
+                 then `relayq dead retry {}` to paste it again",
+                config.confirm_within,
+                if held { "; the text still sits in its input box" } else { "; the text is not in its input box" },
+                delivery.id
+            ),
+        }),
+    }
+}
+
+/// The answer for a message the agent is to confirm.
+fn submitted(config: &Config, how: &str) -> Outcome {
+    Outcome::Submitted {
+        note: format!("{how}, waiting for the agent to take it"),
+        wait: config.confirm_within,
+    }
+}
+
+/// Nothing is typed while a dialog is open: Enter would confirm its highlighted default.
+fn dialog_open(dialog: &str) -> Outcome {
+    Outcome::Throttled {
+        reason: format!(
+            "a dialog is open in the agent's pane ({dialog:?}): nothing is typed until it is answered"
+        ),
+        wait: Duration::from_secs(5),
+        channel_wide: false,
+    }
+}
+
+/// What the pane shows now, long lines joined.
+async fn capture(config: &Config, pane: &str) -> Result<String, Outcome> {
+    tmux(config, &["capture-pane", "-p", "-J", "-t", pane], None).await
 }
 
 /// The turn to paste into `pane` of the tmux server on `socket`: one paste-and-submit at a time

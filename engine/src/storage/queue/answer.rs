@@ -35,8 +35,7 @@ const RETRY_LATER_SQL: &str =
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
 /// The oldest active row of a key (the one its session delivers now), when its send started.
-const OLDEST_STARTED_SQL: &str =
-    "SELECT id, payload, send_started FROM queue_rows
+const OLDEST_STARTED_SQL: &str = "SELECT id, payload, send_started FROM queue_rows
       WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
       ORDER BY id LIMIT 1";
 
@@ -50,8 +49,7 @@ const CONFIRMED_SQL: &str =
 
 /// Submitted to a far end that confirms by itself (an agent's pane): still leased, the lease
 /// pushed out to `:until`, the wait said in `last_error`; fenced.
-const SUBMITTED_SQL: &str =
-    "UPDATE queue_rows SET lease_expires_at = :until, last_error = :note,
+const SUBMITTED_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :until, last_error = :note,
                         send_started = COALESCE(send_started, :now)
                  WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
@@ -75,7 +73,13 @@ impl Queue {
 
     /// Marks a row whose send started delivered on the far end's own confirmation, whoever
     /// holds its lease. False if it was no longer active or not started.
-    pub fn confirm_in(&self, tx: &Transaction<'_>, id: i64, receipt: &str, now: i64) -> Result<bool> {
+    pub fn confirm_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: i64,
+        receipt: &str,
+        now: i64,
+    ) -> Result<bool> {
         let n = tx
             .prepare_cached(CONFIRMED_SQL)?
             .execute(named_params! {":id": id, ":receipt": receipt, ":now": now})?;

@@ -16,7 +16,6 @@ const NEXT_DUE_SQL: &str =
     "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = :queue AND state = 'pending'";
 
 /// One row's lifecycle fields.
-#[cfg(any(test, feature = "test-helpers"))]
 const STATE_OF_SQL: &str =
     "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
                  WHERE id = :id AND queue = :queue";
@@ -28,6 +27,19 @@ impl Queue {
         let now = self.now();
         let conn = self.db.read()?;
         Ok(match super::head_query(&conn, self.name.as_str(), key)? {
+            None => super::Head::Empty,
+            Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
+        })
+    }
+
+    /// [`head`](Self::head) inside a caller's transaction.
+    pub fn head_in(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        key: &str,
+        now: i64,
+    ) -> Result<super::Head> {
+        Ok(match super::head_query(tx, self.name.as_str(), key)? {
             None => super::Head::Empty,
             Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
         })
@@ -54,8 +66,8 @@ impl Queue {
         Ok(at)
     }
 
-    #[cfg(any(test, feature = "test-helpers"))]
-    /// Reads a row's current state (for tests and tools).
+    /// Reads a row's current state (a session checks on a message waiting for its agent;
+    /// tests and tools).
     pub fn state_of(&self, id: i64) -> Result<Option<RowState>> {
         let conn = self.db.read()?;
         let state = conn

@@ -1,0 +1,119 @@
+//! What an agent's pane shows, read from `tmux capture-pane`: whether a dialog is open (a
+//! permission prompt, whose highlighted default Enter would confirm), and whether a pasted
+//! text still sits in the input box (the agent took an Enter as a newline, or the Enter was
+//! lost). Only a safety check beside the agent's own events, never the source of a state.
+//!
+//! The three agent CLIs draw the input box at the bottom, starting with a prompt marker (`❯`
+//! Claude Code, `›` Codex, `>` Gemini CLI); the conversation above may repeat the marker, so
+//! the input box is taken from the bottom-most marker line down.
+
+/// Words that only a dialog shows, per agent (observed with Claude Code 2.1, Codex 0.171,
+/// Gemini CLI 0.61): its question, and the choices' wording.
+const DIALOG_MARKERS: &[&str] = &[
+    "Do you want to proceed?",
+    "Do you want to make this edit",
+    "Do you want to create",
+    "Would you like to run the following command?",
+    "Would you like to make the following edits?",
+    "Allow execution",
+    "Apply this change?",
+    "Hooks need review",
+    "Yes, allow once",
+    "Yes, and don't ask again",
+];
+
+/// The first character of an input box's first line, per agent.
+const PROMPT_MARKERS: &[char] = &['❯', '›', '>'];
+
+/// How Claude Code shows a long paste in its input box.
+const PASTE_PLACEHOLDER: &str = "[Pasted text";
+
+/// A pane's screen as `capture-pane -p -J` gives it.
+pub struct Screen {
+    lines: Vec<String>,
+}
+
+impl Screen {
+    pub fn new(captured: &str) -> Self {
+        Screen {
+            lines: captured.lines().map(|l| l.trim_end().to_string()).collect(),
+        }
+    }
+
+    /// The dialog wording on screen, if a dialog is open.
+    pub fn dialog(&self) -> Option<&'static str> {
+        DIALOG_MARKERS
+            .iter()
+            .find(|marker| self.lines.iter().any(|l| l.contains(*marker)))
+            .copied()
+    }
+
+    /// The input box: from the bottom-most line that starts with a prompt marker to the end.
+    fn input_box(&self) -> Option<String> {
+        let start = self.lines.iter().rposition(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
+        })?;
+        Some(words(&self.lines[start..].join(" ")))
+    }
+
+    /// Whether `text` (as pasted) still sits in the input box: its last words show there, or
+    /// the agent's placeholder for a long paste does.
+    pub fn holds(&self, text: &str) -> bool {
+        let Some(input) = self.input_box() else {
+            return false;
+        };
+        if input.contains(PASTE_PLACEHOLDER) {
+            return true;
+        }
+        let last_line = text
+            .lines()
+            .rev()
+            .map(words)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default();
+        // The end of the last line: what a narrow box still shows of a long line.
+        let tail: String = {
+            let chars: Vec<char> = last_line.chars().collect();
+            chars[chars.len().saturating_sub(24)..].iter().collect()
+        };
+        !tail.trim().is_empty() && input.contains(tail.trim())
+    }
+}
+
+/// `s` with every run of white space one space.
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLAUDE_IDLE: &str = "❯ please reply xyz\n\n● echo: please reply xyz\n\n\
+        ──────────\n❯ \n──────────\n  ? for shortcuts";
+    const CLAUDE_DIALOG: &str = "❯ please reply abc\n\n● Bash(touch probe.txt)\n\
+        ──────────\n Bash command\n\n   touch probe.txt\n\n Do you want to proceed?\n ❯ 1. Yes\n   2. No";
+    const GEMINI_HELD: &str = " > please reply g1\n✦ echo: please reply g1\n\
+        ──────────\n >   please reply g2\n\n workspace (/directory)";
+
+    #[test]
+    fn a_dialog_is_seen_by_its_wording() {
+        assert_eq!(Screen::new(CLAUDE_DIALOG).dialog(), Some("Do you want to proceed?"));
+        assert_eq!(Screen::new(CLAUDE_IDLE).dialog(), None);
+    }
+
+    #[test]
+    fn a_text_is_held_only_when_it_shows_in_the_bottom_input_box() {
+        assert!(
+            !Screen::new(CLAUDE_IDLE).holds("please reply xyz"),
+            "sent: it shows in the conversation, not in the box"
+        );
+        assert!(Screen::new(GEMINI_HELD).holds("please reply g2\n"));
+        assert!(!Screen::new(GEMINI_HELD).holds("please reply g1"));
+        let long = "❯ [Pasted text #1 +12 lines]\n──────────";
+        assert!(Screen::new(long).holds("many\nlines"));
+    }
+}
