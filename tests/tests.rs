@@ -4,6 +4,7 @@
 
 mod common;
 
+mod agents;
 mod bad_input;
 mod config;
 mod dashboard;

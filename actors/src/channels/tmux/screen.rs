@@ -22,6 +22,10 @@ const DIALOG_MARKERS: &[&str] = &[
     "Yes, and don't ask again",
 ];
 
+/// How far up from the bottom a dialog is looked for: the CLIs draw it in place of the input
+/// box, while the conversation above may quote a dialog's words.
+const DIALOG_LINES: usize = 10;
+
 /// The first character of an input box's first line, per agent.
 const PROMPT_MARKERS: &[char] = &['❯', '›', '>'];
 
@@ -40,11 +44,18 @@ impl Screen {
         }
     }
 
-    /// The dialog wording on screen, if a dialog is open.
+    /// The dialog wording at the bottom of the screen, if a dialog is open.
     pub fn dialog(&self) -> Option<&'static str> {
+        let bottom: Vec<&String> = self
+            .lines
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .rev()
+            .take(DIALOG_LINES)
+            .collect();
         DIALOG_MARKERS
             .iter()
-            .find(|marker| self.lines.iter().any(|l| l.contains(*marker)))
+            .find(|marker| bottom.iter().any(|l| l.contains(*marker)))
             .copied()
     }
 
@@ -103,6 +114,8 @@ mod tests {
     fn a_dialog_is_seen_by_its_wording() {
         assert_eq!(Screen::new(CLAUDE_DIALOG).dialog(), Some("Do you want to proceed?"));
         assert_eq!(Screen::new(CLAUDE_IDLE).dialog(), None);
+        let quoted = format!("{CLAUDE_DIALOG}\n{}", "● more of the answer\n".repeat(12));
+        assert_eq!(Screen::new(&quoted).dialog(), None, "quoted far above the bottom");
     }
 
     #[test]

@@ -1,0 +1,291 @@
+//! The last hop against agents in real tmux panes: `tests/agents/fake_agent.py` reproduces, on
+//! demand, each behaviour of Claude Code, Codex and Gemini CLI that relayq must handle (a
+//! dialog whose default Enter approves, an Enter too close behind a paste taken as a newline,
+//! input folded into a running turn, a side thread's notify, an idle reminder), running
+//! relayq's own hook command as the real CLIs do. The real CLIs are in `real_agents`.
+
+use std::time::Duration;
+
+use crate::common::*;
+use serde_json::Value;
+
+/// A fake agent in its own tmux server, its hooks wired to `app`.
+pub struct FakeAgent {
+    pub tmux: Tmux,
+    pub session: String,
+    log: std::path::PathBuf,
+}
+
+/// `s` as one shell word.
+fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl FakeAgent {
+    /// Starts `agent` (claude, codex, gemini) as relayq session `session` with the fake's
+    /// settings `env` (see the fake's doc), its hooks run as `relayq hook` with
+    /// `RELAYQ_SESSION` set (unless `env` sets it empty).
+    pub fn start(app: &App, tmux: Tmux, agent: &str, session: &str, env: &[(&str, &str)]) -> Self {
+        let log = app.path(&format!("{session}-agent.jsonl"));
+        let relayq = |cmd: &str| -> String {
+            let argv: Vec<String> = [
+                bin(),
+                "--config".into(),
+                app.path("config.toml").display().to_string(),
+                "--db".into(),
+                app.db().display().to_string(),
+                cmd.into(),
+                "--agent".into(),
+                agent.into(),
+            ]
+            .to_vec();
+            serde_json::to_string(&argv).unwrap()
+        };
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
+        let mut vars = vec![
+            ("FAKE_AGENT", agent.to_string()),
+            ("FAKE_HOOK", relayq("hook")),
+            ("FAKE_LOG", log.display().to_string()),
+            ("RELAYQ_SESSION", session.to_string()),
+            (
+                "XDG_STATE_HOME",
+                app.path("xdg-state").display().to_string(),
+            ),
+        ];
+        if agent == "codex" {
+            // notify gets the JSON as its last argument: `relayq hook` reads it from there.
+            vars.push(("FAKE_NOTIFY", relayq("hook")));
+        }
+        for (k, v) in env {
+            vars.retain(|(name, _)| name != k);
+            vars.push((k, v.to_string()));
+        }
+        let exports: Vec<String> = vars
+            .iter()
+            .map(|(k, v)| match v.is_empty() {
+                true => format!("unset {k};"),
+                false => format!("export {k}={};", sq(v)),
+            })
+            .collect();
+        let cwd = app.dir.path().display().to_string();
+        tmux.start(
+            session,
+            &format!(
+                "cd {}; {} exec python3 {script}",
+                sq(&cwd),
+                exports.join(" ")
+            ),
+        );
+        let agent = FakeAgent {
+            tmux,
+            session: session.into(),
+            log,
+        };
+        agent.wait_log("the fake agent is up", |l| {
+            l.iter()
+                .any(|e| e.get("hook").is_some() || e.get("pasted").is_some())
+                || agent.screen().contains("fake agent ready")
+        });
+        agent
+    }
+
+    /// What the fake did so far, one JSON object per line.
+    pub fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The log entries with `field`, as strings.
+    pub fn entries(&self, field: &str) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter_map(|e| e.get(field))
+            .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
+            .collect()
+    }
+
+    pub fn wait_log(&self, what: &str, done: impl Fn(&[Value]) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !done(&self.log()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}; the agent did: {:#?}\nscreen:\n{}",
+                self.log(),
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn screen(&self) -> String {
+        self.tmux.screen(&self.session)
+    }
+
+    /// Keys pressed in the pane, as the person at the terminal would.
+    pub fn keys(&self, keys: &[&str]) {
+        let target = format!("={}:", self.session);
+        let mut args = vec!["send-keys", "-t", &target];
+        args.extend_from_slice(keys);
+        self.tmux.run(&args);
+    }
+}
+
+/// A config for agents in `tmux`'s panes (the fake runs as `python3`), answers confirmed by the
+/// agent within `confirm_within`, plus `lines` for the channel.
+pub fn agent_config(tmux: &Tmux, lines: &[&str]) -> Config {
+    tmux.agent_config(
+        &[
+            &[
+                "programs = [\"python3\"]",
+                "confirm_within = \"1s\"",
+                "submit_delay = \"50ms\"",
+            ],
+            lines,
+        ]
+        .concat(),
+    )
+}
+
+/// The row `id`'s state and receipt, as `relayq show --json` tells them.
+fn row(app: &App, id: i64) -> (String, Option<String>) {
+    let shown: Value = serde_json::from_str(&app.ok(&["show", &id.to_string(), "--json"])).unwrap();
+    (
+        shown["state"].as_str().unwrap().to_string(),
+        shown["receipt"].as_str().map(str::to_string),
+    )
+}
+
+fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    wait_until(what, Duration::from_secs(30), done);
+}
+
+/// Fault 1 (issue 28): a permission dialog was open; the chat's "no" was pasted (the dialog
+/// ignored it) and Enter confirmed the highlighted "Yes": the tool ran, the row was delivered.
+#[test]
+fn a_reply_sent_while_a_dialog_is_open_never_approves_the_tool() {
+    let tmux = Tmux::new("dialog");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve();
+    let asks = app.enqueue("agent", "use the tool please");
+    agent.wait_log("the dialog", |l| {
+        l.iter().any(|e| e["hook"] == "PermissionRequest")
+    });
+    wait_for("the ask delivered", || row(&app, asks).0 == "delivered");
+    let no = app.enqueue("agent", "no");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        agent.entries("approved").is_empty() && !app.path("approved-1").exists(),
+        "the tool was approved: {:?}",
+        agent.log()
+    );
+    assert!(
+        agent.entries("ignored_by_dialog").is_empty(),
+        "nothing typed into the dialog"
+    );
+    assert_eq!(row(&app, no).0, "pending", "the reply waits for the dialog");
+    let sessions = app.ok(&["session", "list", "--json"]);
+    assert!(
+        sessions.contains("\"agent_state\":\"awaiting_approval\""),
+        "{sessions}"
+    );
+    // Answered in the terminal (denied, as Claude Code then says nothing), the agent is at its
+    // prompt again; its next event moves the state and the reply goes in its own turn.
+    agent.keys(&["Escape"]);
+    agent.wait_log("the dialog answered", |l| {
+        l.iter().any(|e| e["approved"] == false)
+    });
+    agent.keys(&["h", "i", "Enter"]);
+    wait_for("the reply delivered", || row(&app, no).0 == "delivered");
+    agent.wait_log("the reply's turn", |l| {
+        l.iter().any(|e| e["turn_start"] == "no")
+    });
+    assert!(agent.entries("approved").iter().all(|a| a == "false"));
+    daemon.stop();
+}
+
+/// Fault 2: Gemini CLI takes an Enter that comes too soon after a paste as a newline; the
+/// text sat in the input box, marked delivered.
+#[test]
+fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent() {
+    let tmux = Tmux::new("window");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(
+        &app,
+        tmux,
+        "gemini",
+        "agent",
+        &[("FAKE_PASTE_WINDOW_MS", "700")],
+    );
+    let daemon = app.serve();
+    let id = app.enqueue("agent", "please reply g1");
+    agent.wait_log("the Enter taken as a newline", |l| {
+        l.iter().any(|e| e["enter_as_newline"] == true)
+    });
+    assert_ne!(
+        row(&app, id).0,
+        "delivered",
+        "not delivered while it sits in the box"
+    );
+    agent.wait_log("the turn", |l| {
+        l.iter().any(|e| e["turn_start"] == "please reply g1")
+    });
+    wait_for("confirmed", || row(&app, id).0 == "delivered");
+    assert_eq!(row(&app, id).1.as_deref(), Some("BeforeAgent"));
+    assert_eq!(agent.entries("pasted").len(), 1, "pasted once, never twice");
+    daemon.stop();
+}
+
+/// Fault 3: Codex folds input entered during a turn into that turn: two messages, one answer.
+#[test]
+fn each_message_gets_its_own_turn_when_the_agent_folds_input_into_a_running_turn() {
+    let tmux = Tmux::new("fold");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(
+        &app,
+        tmux,
+        "codex",
+        "agent",
+        &[("FAKE_BUSY", "fold"), ("FAKE_TURN_MS", "1500")],
+    );
+    let daemon = app.serve();
+    let ids: Vec<i64> = ["first", "second", "third"]
+        .iter()
+        .map(|m| app.enqueue("agent", m))
+        .collect();
+    wait_for("all three delivered", || {
+        ids.iter().all(|id| row(&app, *id).0 == "delivered")
+    });
+    agent.wait_log("three turns", |l| {
+        l.iter().filter(|e| e.get("turn_end").is_some()).count() == 3
+    });
+    assert_eq!(agent.entries("turn_start"), ["first", "second", "third"]);
+    assert!(
+        agent.entries("mid_turn").is_empty(),
+        "nothing pasted during a turn"
+    );
+    let finished = wait_notices(&app, 3);
+    let bodies: Vec<&str> = finished
+        .iter()
+        .map(|n| n["notice"]["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["echo: first", "echo: second", "echo: third"]);
+    daemon.stop();
+}
+
+/// The "agent finished" notices written so far to the built-in notices file, once `n` are.
+fn wait_notices(app: &App, n: usize) -> Vec<Value> {
+    let finished = || -> Vec<Value> {
+        app.lines(NOTICES)
+            .into_iter()
+            .filter(|n| n["event"] == "agent_stop")
+            .collect()
+    };
+    wait_for(&format!("{n} agent-finished notices"), || {
+        finished().len() >= n
+    });
+    finished()
+}

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""A fast stand-in for an agent CLI in a tmux pane, for relayq's tests: it reproduces, on
+purpose and on demand, each behaviour of the real CLIs that relayq must handle (see
+shared/design/REAL-AGENTS.md and tests/agents/README.md). It runs relayq's hook command as the
+real CLIs do, with payloads shaped like tests/fixtures/<agent>/captured/.
+
+Settings (environment):
+  FAKE_AGENT          claude | codex | gemini: event names and payload shapes
+  FAKE_HOOK           JSON list: the hook command (relayq ... hook --agent X)
+  FAKE_LOG            file: one JSON line per thing that happened (turns, approvals, hooks)
+  FAKE_TURN_MS        how long a turn takes (default 300; a prompt with "slow" takes 3000)
+  FAKE_PASTE_WINDOW_MS  an Enter this soon after a paste ends is a newline (Gemini; default 0)
+  FAKE_BUSY           queue | fold: input entered during a turn (Claude queues it as a turn of
+                      its own; Codex folds it into the running turn)
+  FAKE_IDLE_MS        after a turn, an idle reminder this much later (Claude; 0: none)
+  FAKE_SIDE_THREAD    1: on the first prompt, a side thread's notify (Codex's task title)
+  FAKE_NOTIFY         JSON list: Codex's notify program (gets the JSON as last argument)
+  FAKE_HOOKS          0: no hooks at all (only notify)
+
+Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
+approves, typed text is ignored, Escape denies); "long" answers 10 000 characters.
+"""
+import json, os, select, subprocess, sys, termios, threading, time, tty, uuid
+
+AGENT = os.environ.get("FAKE_AGENT", "claude")
+HOOK = json.loads(os.environ.get("FAKE_HOOK", "[]"))
+LOG = os.environ.get("FAKE_LOG")
+TURN_MS = int(os.environ.get("FAKE_TURN_MS", "300"))
+PASTE_WINDOW = int(os.environ.get("FAKE_PASTE_WINDOW_MS", "0")) / 1000
+BUSY = os.environ.get("FAKE_BUSY", "queue")
+IDLE_MS = int(os.environ.get("FAKE_IDLE_MS", "0"))
+SIDE_THREAD = os.environ.get("FAKE_SIDE_THREAD") == "1"
+NOTIFY = json.loads(os.environ.get("FAKE_NOTIFY", "[]"))
+HOOKS = os.environ.get("FAKE_HOOKS", "1") == "1"
+MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
+SESSION = str(uuid.uuid4())
+CWD = os.getcwd()
+
+lock = threading.RLock()
+out = sys.stdout
+state = {"buf": bytearray(), "busy": False, "dialog": None, "queued": [], "folded": [],
+         "thread_inputs": [], "turns": 0, "idle_timer": None}
+
+
+def log(**what):
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(json.dumps(what) + "\n")
+
+
+def hook(name, **fields):
+    if not HOOKS or not HOOK:
+        return
+    payload = {"session_id": SESSION, "transcript_path": f"/tmp/{SESSION}.jsonl", "cwd": CWD,
+               "hook_event_name": name, **fields}
+    subprocess.run(HOOK, input=json.dumps(payload).encode(), stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    log(hook=name)
+
+
+def notify(thread, inputs, answer):
+    if AGENT != "codex" or not NOTIFY:
+        return
+    payload = {"type": "agent-turn-complete", "thread-id": thread, "turn-id": str(uuid.uuid4()),
+               "cwd": CWD, "client": "codex-tui", "input-messages": inputs,
+               "last-assistant-message": answer}
+    subprocess.run(NOTIFY + [json.dumps(payload)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    log(notify=thread == SESSION and "main" or "side")
+
+
+def draw(line=None):
+    """Prints a conversation line (if any), then the input box on the bottom line."""
+    with lock:
+        out.write("\r\033[K")
+        if state.get("dialog_drawn"):
+            out.write("\033[2A\r\033[J")  # a closed dialog leaves the screen, as in the real CLIs
+            state["dialog_drawn"] = False
+        if line is not None:
+            out.write(line.replace("\n", "\r\n") + "\r\n")
+        if state["dialog"]:
+            out.write(" Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
+            state["dialog_drawn"] = True
+        else:
+            out.write(f"{MARKER} " + text().replace("\n", " ⏎ "))
+        out.flush()
+
+
+def text():
+    return state["buf"].decode("utf-8", "replace")
+
+
+def answer_to(prompt):
+    if "long" in prompt:
+        para = ("word " * 99 + "end.\n\n")
+        return (para * 21)[:10000]
+    return f"echo: {prompt}"
+
+
+def turn(prompt):
+    """One turn: a prompt-submit hook, maybe a dialog, the answer, the turn-end hook."""
+    with lock:
+        state["busy"] = True
+        state["turns"] += 1
+        first = state["turns"] == 1
+        state["thread_inputs"].append(prompt)
+    log(turn_start=prompt)
+    if state["idle_timer"]:
+        state["idle_timer"].cancel()
+    if AGENT == "gemini":
+        hook("BeforeAgent", prompt=prompt)
+    else:
+        if first and AGENT == "codex":
+            hook("SessionStart", source="startup")
+        hook("UserPromptSubmit", prompt=prompt)
+    draw(f"{MARKER} {prompt}")
+    time.sleep((3000 if "slow" in prompt else TURN_MS) / 1000)
+    if "tool" in prompt:
+        decided = threading.Event()
+        with lock:
+            state["dialog"] = decided
+        draw()
+        if AGENT == "gemini":
+            hook("Notification", notification_type="ToolPermission",
+                 message="Tool Confirm Shell Command requires execution",
+                 details={"type": "exec", "command": "touch probe.txt"})
+        else:
+            hook("PermissionRequest", tool_name="Bash",
+                 tool_input={"command": "touch probe.txt", "description": "Create the probe file"})
+        decided.wait()
+        with lock:
+            approved = state["dialog_answer"]
+            state["dialog"] = None
+        log(approved=approved)
+        if approved:
+            open(os.path.join(CWD, f"approved-{state['turns']}"), "w").close()
+            hook("PostToolUse", tool_name="Bash", tool_input={"command": "touch probe.txt"})
+        else:
+            with lock:
+                state["busy"] = False
+            draw("  ⎿  Interrupted · What should the agent do instead?")
+            return finish_turn(None)
+    while True:
+        with lock:
+            folded, state["folded"] = state["folded"], []
+        if not folded:
+            break
+        prompt = prompt + "\n" + "\n".join(folded)
+        time.sleep(TURN_MS / 1000)
+    answer = answer_to(prompt)
+    draw(f"● {answer}")
+    if SIDE_THREAD and first:
+        notify(str(uuid.uuid4()), ["Generate a concise, single-line task title of at most "
+                                   "36 characters.\n\nUser prompt:\n" + prompt], "Reply to the user")
+    if AGENT == "gemini":
+        hook("AfterAgent", prompt=prompt, prompt_response=answer)
+    else:
+        hook("Stop", last_assistant_message=answer, stop_hook_active=False)
+    notify(SESSION, list(state["thread_inputs"]), answer)
+    log(turn_end=prompt, answer_chars=len(answer))
+    finish_turn(answer)
+
+
+def finish_turn(answer):
+    with lock:
+        state["busy"] = False
+        queued = state["queued"].pop(0) if state["queued"] else None
+    draw()
+    if queued is not None:
+        return turn(queued)
+    if IDLE_MS and answer is not None and AGENT == "claude":
+        t = threading.Timer(IDLE_MS / 1000, lambda: hook(
+            "Notification", message="Claude is waiting for your input",
+            notification_type="idle_prompt"))
+        state["idle_timer"] = t
+        t.start()
+
+
+def submit():
+    with lock:
+        prompt = text().strip()
+        state["buf"] = bytearray()
+        busy = state["busy"]
+        if not prompt:
+            draw()
+            return
+        if busy:
+            log(mid_turn=prompt, busy=BUSY)
+            (state["folded"] if BUSY == "fold" else state["queued"]).append(prompt)
+            draw()
+            return
+    threading.Thread(target=turn, args=(prompt,), daemon=True).start()
+
+
+def main():
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    out.write("\033[?2004h")
+    if AGENT != "codex":
+        hook("SessionStart", source="startup")
+    draw("fake agent ready")
+    pasting, paste_end, data = False, 0.0, b""
+    try:
+        while True:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+            while data:
+                if data.startswith(b"\033[200~"):
+                    pasting, data = True, data[6:]
+                    continue
+                if data.startswith(b"\033[201~"):
+                    pasting, data, paste_end = False, data[6:], time.monotonic()
+                    log(pasted=text())
+                    draw()
+                    continue
+                if len(data) < 6 and b"\033[20"[:len(data)] == data[:4]:
+                    # Maybe the start of a paste marker: wait briefly for the rest, else it is
+                    # a key (Escape).
+                    if select.select([fd], [], [], 0.05)[0]:
+                        break
+                byte, data = data[:1], data[1:]
+                dialog = state["dialog"]
+                if dialog is not None and not pasting:
+                    if byte in (b"\r", b"\n"):
+                        state["dialog_answer"] = True
+                        dialog.set()
+                    elif byte == b"\033":
+                        state["dialog_answer"] = False
+                        dialog.set()
+                    else:
+                        log(ignored_by_dialog=byte.decode(errors="replace"))
+                    continue
+                if byte == b"\x03":
+                    return
+                if byte in (b"\r", b"\n") and not pasting:
+                    if time.monotonic() - paste_end < PASTE_WINDOW:
+                        state["buf"] += b"\n"
+                        log(enter_as_newline=True)
+                        draw()
+                    else:
+                        submit()
+                    continue
+                if byte in (b"\r", b"\n"):
+                    state["buf"] += b"\n"
+                    continue
+                if byte == b"\x7f":
+                    state["buf"] = state["buf"][:-1]
+                else:
+                    state["buf"] += byte
+                if not pasting:
+                    draw()
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        if AGENT != "codex":
+            hook("SessionEnd", reason="exit")
+
+
+if __name__ == "__main__":
+    main()
