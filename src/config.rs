@@ -748,6 +748,11 @@ impl Config {
             .filter_map(|(name, source)| source.replies(name))
             .map(|r| (r.origin, r.channel))
             .collect();
+        routes.limits = self
+            .channels
+            .iter()
+            .filter_map(|(name, channel)| Some((name.clone(), channel.text_limit()?)))
+            .collect();
         routes
     }
 

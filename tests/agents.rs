@@ -289,3 +289,58 @@ fn wait_notices(app: &App, n: usize) -> Vec<Value> {
     });
     finished()
 }
+
+/// Fault 9: a 10 000-character answer reached the chat as one message cut to 4 096 characters
+/// with "…" (59 % lost), and when cut, Telegram got raw `<b>…</b>` markup as text.
+#[test]
+fn a_long_answer_reaches_telegram_whole_in_parts_that_each_fit_and_parse() {
+    use relayq_actors::testing::fake_telegram::FakeTelegram;
+    const TOKEN: &str = "123456:parts-test-token";
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("long");
+    let config = agent_config(&tmux, &[])
+        .table(
+            "channels.tg",
+            &[
+                "kind = \"telegram\"",
+                &format!("token = {TOKEN:?}"),
+                &format!("api_url = {:?}", fake.url),
+            ],
+        )
+        .set(
+            "routes",
+            "default = [{ channel = \"tg\", to = \"42\", events = [\"agent_stop\"] }]",
+        );
+    let app = App::new(config);
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve();
+    app.enqueue("agent", "a long answer please");
+    agent.wait_log("the answer", |l| {
+        l.iter().any(|e| e["answer_chars"] == 10000)
+    });
+    fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 3);
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = fake.sent();
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    let mut whole = String::new();
+    for (i, message) in sent.iter().enumerate() {
+        let text = message["text"].as_str().unwrap();
+        assert_eq!(message["parse_mode"], "HTML", "every part is valid HTML");
+        assert!(
+            text.encode_utf16().count() <= 4096,
+            "part {i}: {} units",
+            text.len()
+        );
+        assert!(!text.contains('…'), "nothing cut");
+        let (head, body) = text.split_once("\n\n").unwrap();
+        assert_eq!(head, format!("<b>agent</b>: agent finished ({}/3)", i + 1));
+        whole += &body
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+    }
+    let para = format!("{}end.\n\n", "word ".repeat(99));
+    let answer: String = para.repeat(21).chars().take(10000).collect();
+    assert_eq!(whole, answer, "the parts joined are the answer");
+    daemon.stop();
+}

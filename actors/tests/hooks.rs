@@ -29,6 +29,7 @@ fn config(dir: &Path, limits: Limits) -> RelayqConfig {
         }],
         sessions: Default::default(),
         replies: Default::default(),
+        limits: Default::default(),
         idle_reminders: false,
     };
     c.claims.hook_buffer = limits.capacity;

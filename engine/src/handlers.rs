@@ -60,6 +60,10 @@ pub struct NoticeRoutes {
     /// sources that declare one; not written in `[routes]`.
     #[serde(skip)]
     pub replies: BTreeMap<String, String>,
+    /// Each channel's text limit, from its settings: a notice longer than it is written in
+    /// parts (see [`Notice::parts`]); not written in `[routes]`.
+    #[serde(skip)]
+    pub limits: BTreeMap<String, crate::TextLimit>,
     /// Relay an agent's idle reminder (Claude Code's `idle_prompt`, a minute after every
     /// answer) as a "needs you"; off by default: the chat already has the answer.
     pub idle_reminders: bool,
@@ -84,6 +88,7 @@ impl Default for NoticeRoutes {
             ],
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
+            limits: BTreeMap::new(),
             idle_reminders: false,
         }
     }
@@ -104,6 +109,7 @@ impl NoticeRoutes {
             default: Vec::new(),
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
+            limits: BTreeMap::new(),
             idle_reminders: false,
         }
     }
@@ -300,18 +306,28 @@ impl HookProcessor {
                 let Some((channel, to, thread)) = routes.resolve(route, tx, key)? else {
                     continue;
                 };
-                let message = OutboundMessage {
-                    notice: Some(notice.clone()),
-                    idempotency_key: Some(format!("relayq-hook-{row_id}-{n}")),
-                    session: Some(key.to_string()),
-                    event: Some(event_name(event.event)),
-                    thread,
-                    ..OutboundMessage::text(&channel, &to, "")
-                };
-                let row = message.to_row();
-                let written = self.outbound.enqueue_in(tx, &row, now)?;
-                if !written.duplicate {
-                    effects.outbound_keys.push(row.key);
+                // A long answer goes whole, in parts that each fit the channel, in order.
+                let parts = notice.parts(routes.limits.get(&channel).copied());
+                let of = parts.len() as u32;
+                let messages: Vec<OutboundMessage> = (1..)
+                    .zip(parts)
+                    .map(|(index, part)| OutboundMessage {
+                        notice: Some(part),
+                        idempotency_key: Some(match index {
+                            1 => format!("relayq-hook-{row_id}-{n}"),
+                            _ => format!("relayq-hook-{row_id}-{n}#{index}"),
+                        }),
+                        session: Some(key.to_string()),
+                        event: Some(event_name(event.event)),
+                        thread: thread.clone(),
+                        part: (of > 1).then_some(crate::outbound::Part { index, of }),
+                        ..OutboundMessage::text(&channel, &to, "")
+                    })
+                    .collect();
+                let written =
+                    crate::outbound::enqueue_parts_in(&self.outbound, tx, &messages, now)?;
+                if !written.first.duplicate {
+                    effects.outbound_keys.push(messages[0].destination_key());
                 }
             }
         }

@@ -5,10 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::chunking::{self, Markup, TextLimit};
 use crate::hooks::{head_of, EventType, HookEvent};
 
-/// Longest body or question a notice keeps; the rest is cut.
-pub const MAX_NOTICE_BYTES: usize = 16 * 1024;
+/// Longest body or question a notice keeps; the rest is left to the agent's transcript, and
+/// the notice says how much (an answer this long is 16 Telegram messages).
+pub const MAX_NOTICE_BYTES: usize = 64 * 1024;
+
+/// Room a rendered notice takes beside its body: the session and headline (counted apart),
+/// the part number, separators and the platform's markup around them (`<b>…</b>`, `**`).
+const RENDER_OVERHEAD: usize = 32;
 
 /// A hook event's notice: which session, what happened, and what it says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +81,59 @@ impl Notice {
     }
 }
 
+impl Notice {
+    /// This notice in parts that each fit `limit` once a channel renders it: the body split
+    /// where a reader would cut it (a paragraph, a line, a space; code fences closed and
+    /// reopened for markdown), each part's headline numbered (`agent finished (2/3)`). One part
+    /// when it fits, or the channel has no limit.
+    pub fn parts(&self, limit: Option<TextLimit>) -> Vec<Notice> {
+        let (Some(limit), Some(body)) = (limit, &self.body) else {
+            return vec![self.clone()];
+        };
+        let head = chunking::length(&self.session) + chunking::length(&self.headline);
+        let budget = limit.max.saturating_sub(head + RENDER_OVERHEAD);
+        // Measured escaped (as HTML renders it, and Slack too), so escaping cannot push a
+        // part over; an entity is never cut.
+        let escaped = escape(body);
+        if chunking::length(&escaped) <= budget {
+            return vec![self.clone()];
+        }
+        let markup = match limit.markup {
+            Markup::Markdown => Markup::Markdown,
+            _ => Markup::Html,
+        };
+        let bodies = chunking::split(
+            &escaped,
+            TextLimit {
+                max: budget,
+                markup,
+            },
+        );
+        let of = bodies.len();
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| Notice {
+                headline: format!("{} ({}/{of})", self.headline, i + 1),
+                body: Some(unescape(&part)),
+                ..self.clone()
+            })
+            .collect()
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
 fn command_of(event: &HookEvent) -> Option<&str> {
     event
         .data
@@ -87,7 +146,11 @@ fn cut(text: String) -> String {
     if text.len() <= MAX_NOTICE_BYTES {
         return text;
     }
-    format!("{}…", head_of(&text, MAX_NOTICE_BYTES - 3))
+    let kept = head_of(&text, MAX_NOTICE_BYTES);
+    format!(
+        "{kept}\n\n[{} more bytes of this text are in the agent's transcript]",
+        text.len() - kept.len()
+    )
 }
 
 #[cfg(test)]
@@ -160,6 +223,51 @@ mod tests {
         )
         .1
         .unwrap();
-        assert!(long.len() <= MAX_NOTICE_BYTES && long.ends_with('…'));
+        assert!(long.starts_with(&"x".repeat(MAX_NOTICE_BYTES)));
+        assert!(long.ends_with("[34464 more bytes of this text are in the agent's transcript]"));
+    }
+
+    #[test]
+    fn a_long_answer_is_split_into_numbered_parts_that_fit_and_lose_nothing() {
+        let para = |i: usize| format!("paragraph {i} <b>&amp;</b> {}", "word ".repeat(60));
+        let body: Vec<String> = (0..40).map(para).collect();
+        let body = body.join("\n\n");
+        let n = notice(
+            EventType::AgentStop,
+            json!({"last_assistant_message": body}),
+        )
+        .unwrap();
+        let limit = TextLimit {
+            max: 4096,
+            markup: Markup::Plain,
+        };
+        let parts = n.parts(Some(limit));
+        assert!(parts.len() > 1);
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(
+                p.headline,
+                format!("agent finished ({}/{})", i + 1, parts.len())
+            );
+            let rendered = format!(
+                "<b>{}</b>: {}\n\n{}",
+                p.session,
+                p.headline,
+                escape(p.body.as_deref().unwrap())
+            );
+            assert!(
+                chunking::length(&rendered) <= 4096,
+                "part {i}: {}",
+                chunking::length(&rendered)
+            );
+        }
+        let joined: String = parts.iter().map(|p| p.body.as_deref().unwrap()).collect();
+        assert_eq!(joined, body, "nothing lost, nothing added");
+        assert_eq!(n.parts(None).len(), 1);
+        let short = notice(
+            EventType::AgentStop,
+            json!({"last_assistant_message": "ok"}),
+        )
+        .unwrap();
+        assert_eq!(short.parts(Some(limit)), vec![short.clone()]);
     }
 }

@@ -39,6 +39,7 @@ fn fixture(max_attempts: u32) -> Fixture {
             vec![route("pager", "me", vec![EventType::Notification])],
         )]),
         replies: Default::default(),
+        limits: Default::default(),
         idle_reminders: false,
     };
     let processor = HookProcessor {
@@ -408,6 +409,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         default: vec![origin_route],
         sessions: Default::default(),
         replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
+        limits: Default::default(),
         idle_reminders: false,
     });
     let from = |chat: &str, thread: Option<&str>, id: &str| InboundMessage {
