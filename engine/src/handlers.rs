@@ -265,9 +265,12 @@ impl HookProcessor {
         if !agent_state::is_codex_notify(event) && event.native_event.is_some() {
             sessions::mark_agent_hooks(tx, key)?;
         }
-        if let Some(state) = agent_state::after(event) {
-            effects.wake_session |= sessions::set_agent_state(tx, key, state, now)?;
-        }
+        let state = agent_state::after(event);
+        let changed = match state {
+            Some(state) => sessions::set_agent_state(tx, key, state, now)?,
+            None => false,
+        };
+        effects.wake_session |= changed;
         match event.event {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
@@ -296,6 +299,14 @@ impl HookProcessor {
         effects.wake_session |= effects.confirmed.is_some();
         let routes = self.routes.read().expect("routes lock").clone();
         if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
+            return Ok(effects);
+        }
+        // Claude Code says a dialog waits twice (PermissionRequest, then a notification):
+        // one "needs you" per dialog.
+        let asked_again = event.event == EventType::Notification
+            && state == Some(agent_state::AgentState::AwaitingApproval)
+            && !changed;
+        if asked_again {
             return Ok(effects);
         }
         if let Some(notice) = Notice::of(event, answer) {

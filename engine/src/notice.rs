@@ -52,18 +52,21 @@ impl Notice {
                 None,
             ),
             EventType::Notification => {
-                let what = event
-                    .field(&["message", "title"])
-                    .map(str::to_string)
-                    .or_else(|| {
-                        event
-                            .field(&["tool_name"])
-                            .map(|tool| match command_of(event) {
-                                Some(cmd) => format!("permission to use {tool}: {cmd}"),
-                                None => format!("permission to use {tool}"),
-                            })
-                    })
-                    .unwrap_or_else(|| "the agent is waiting for you".into());
+                let what = match permission_asked(event) {
+                    Some(ask) => format!("{ask}\n{ANSWER_IN_TERMINAL}"),
+                    None => event
+                        .field(&["message", "title"])
+                        .map(str::to_string)
+                        .or_else(|| {
+                            event
+                                .field(&["tool_name"])
+                                .map(|tool| match command_of(event) {
+                                    Some(cmd) => format!("permission to use {tool}: {cmd}"),
+                                    None => format!("permission to use {tool}"),
+                                })
+                        })
+                        .unwrap_or_else(|| "the agent is waiting for you".into()),
+                };
                 notice("needs you", None, Some(what))
             }
             EventType::Error => {
@@ -132,6 +135,38 @@ fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&amp;", "&")
+}
+
+/// How a permission is answered while relayq cannot answer it from the chat.
+pub const ANSWER_IN_TERMINAL: &str = "(answer it in the agent's terminal: relayq types nothing \
+     into the agent while it asks, and messages you send meanwhile wait)";
+
+/// What an agent asks permission for (a dialog is open), as `Bash: touch x`: Claude Code's
+/// and Codex's `PermissionRequest`, Claude Code's `permission_prompt` and Gemini CLI's
+/// `ToolPermission` notifications. `None` for any other event.
+pub fn permission_asked(event: &HookEvent) -> Option<String> {
+    let native = event.native_event.as_deref()?;
+    let kind = event.field(&["notification_type"]);
+    let asks = native == "PermissionRequest"
+        || (native == "Notification"
+            && matches!(kind, Some("permission_prompt" | "ToolPermission")));
+    if !asks {
+        return None;
+    }
+    let details = event.data.get("details");
+    let detail = |field: &str| details.and_then(|d| d.get(field)).and_then(|v| v.as_str());
+    let what = match (event.field(&["tool_name"]), detail("title")) {
+        (Some(tool), _) => format!("permission to use {tool}"),
+        (None, Some(title)) => title.to_string(),
+        (None, None) => event
+            .field(&["message"])
+            .unwrap_or("a permission")
+            .to_string(),
+    };
+    Some(match command_of(event).or(detail("command")) {
+        Some(command) => format!("{what}: {command}"),
+        None => what,
+    })
 }
 
 fn command_of(event: &HookEvent) -> Option<&str> {
@@ -225,6 +260,33 @@ mod tests {
         .unwrap();
         assert!(long.starts_with(&"x".repeat(MAX_NOTICE_BYTES)));
         assert!(long.ends_with("[34464 more bytes of this text are in the agent's transcript]"));
+    }
+
+    #[test]
+    fn a_permission_says_the_tool_the_command_and_how_to_answer() {
+        let fixture = |path: &str| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/");
+            std::fs::read_to_string(format!("{dir}{path}")).unwrap()
+        };
+        let asked = |agent, path: &str| {
+            let event = match crate::hooks::receive(agent, &fixture(path), None) {
+                crate::hooks::Received::Event(e) => e,
+                other => panic!("{other:?}"),
+            };
+            Notice::of(&event, None).unwrap().question.unwrap()
+        };
+        let claude = asked(Agent::Claude, "claude-code/captured/PermissionRequest.json");
+        assert_eq!(
+            claude,
+            format!("permission to use Bash: touch probe-p512802.txt\n{ANSWER_IN_TERMINAL}")
+        );
+        let codex = asked(Agent::Codex, "codex/captured/PermissionRequest.json");
+        assert!(codex.starts_with("permission to use Bash: touch probe-p857b3f.txt\n"));
+        let gemini = asked(Agent::Gemini, "gemini/captured/Notification.json");
+        assert!(
+            gemini.starts_with("Confirm Shell Command: touch probe-p82308b.txt\n"),
+            "{gemini}"
+        );
     }
 
     #[test]

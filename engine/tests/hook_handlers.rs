@@ -682,3 +682,29 @@ fn gemini_answer_is_read_from_its_transcript_not_the_garbled_hook_text() {
         Some("echo: please reply t18ff2df")
     );
 }
+
+#[test]
+fn a_dialog_announced_twice_is_one_needs_you() {
+    let f = fixture(20);
+    applied(f.run(captured(
+        Agent::Claude,
+        "PermissionRequest.json",
+        "s1",
+        |_| {},
+    )));
+    let prompt = captured(Agent::Claude, "Notification.json", "s1", |j| {
+        j["notification_type"] = json!("permission_prompt");
+        j["message"] = json!("Claude needs your permission");
+    });
+    applied(f.run(prompt));
+    let asked: Vec<_> = f
+        .outbound()
+        .iter()
+        .map(|m| m.notice.clone().unwrap().question)
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0]
+        .as_deref()
+        .unwrap()
+        .starts_with("permission to use Bash: touch probe-p512802.txt"));
+}

@@ -85,6 +85,12 @@ pub fn telegram(config: Option<&Path>, args: InitTelegramArgs) -> Result<(), Cli
         hook_place(args.agent)
     );
     println!("{}\n", indent(&hook_snippet(args.agent, &config_flag)));
+    if args.agent == Agent::Codex {
+        println!(
+            "   and this line to ~/.codex/config.toml (turn ends, should the hooks not run):\n"
+        );
+        println!("{}\n", indent(&codex_notify(&config_flag)));
+    }
     println!("3. Start relayq, then the agent in tmux session {session:?}:\n");
     println!("     relayq{config_flag} serve");
     println!(
@@ -126,7 +132,10 @@ chats = {{ "{chat}" = "{session}" }}
 fn hook_place(agent: Agent) -> &'static str {
     match agent {
         Agent::Claude => "merge this into ~/.claude/settings.json",
-        Agent::Codex => "add this line to ~/.codex/config.toml",
+        Agent::Codex => {
+            "put this in ~/.codex/hooks.json, then trust it once: start codex and choose \
+             \"Trust all and continue\" (a new or changed hooks file asks again)"
+        }
         Agent::Gemini => "merge this into ~/.gemini/settings.json",
     }
 }
@@ -138,10 +147,14 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
     // use Bash: rm -rf build"); Notification only for waiting-for-input, so a permission prompt
     // is not announced twice.
     let events: &[(&str, Option<&str>)] = match agent {
-        Agent::Codex => {
-            let words: Vec<String> = command.split(' ').map(|w| format!("{w:?}")).collect();
-            return format!("notify = [{}]", words.join(", "));
-        }
+        // Codex: its hooks say when a prompt is taken and a dialog waits; `notify` (below)
+        // only when a turn ends.
+        Agent::Codex => &[
+            ("SessionStart", None),
+            ("UserPromptSubmit", None),
+            ("PermissionRequest", None),
+            ("Stop", None),
+        ],
         Agent::Claude => &[
             ("SessionStart", None),
             ("UserPromptSubmit", None),
@@ -179,6 +192,13 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
     )
 }
 
+/// Codex's `notify` line: turn ends, a fallback relayq ignores while Codex's hooks report.
+pub fn codex_notify(config_flag: &str) -> String {
+    let command = format!("relayq{config_flag} hook --agent codex");
+    let words: Vec<String> = command.split(' ').map(|w| format!("{w:?}")).collect();
+    format!("notify = [{}]", words.join(", "))
+}
+
 /// `word` as one shell word: as it is when plain, else single-quoted.
 fn shell_word(word: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c);
@@ -210,6 +230,7 @@ mod tests {
                 "the README lacks, for {agent:?}:\n{snippet}"
             );
         }
+        assert!(readme.contains(&codex_notify("")));
     }
 
     #[test]
@@ -222,7 +243,21 @@ mod tests {
             shell_word("/home/a b/it's.toml"),
             r"'/home/a b/it'\''s.toml'"
         );
-        assert!(hook_snippet(Agent::Codex, "").starts_with("notify = [\"relayq\", \"hook\""));
+        assert!(codex_notify("").starts_with("notify = [\"relayq\", \"hook\""));
+        // Issue 28, fault 5: Codex never said "needs you": no hooks were printed for it.
+        let codex: serde_json::Value =
+            serde_json::from_str(&hook_snippet(Agent::Codex, "")).unwrap();
+        for event in [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PermissionRequest",
+            "Stop",
+        ] {
+            assert_eq!(
+                codex["hooks"][event][0]["hooks"][0]["command"], "relayq hook --agent codex",
+                "{event}"
+            );
+        }
         let claude: serde_json::Value =
             serde_json::from_str(&hook_snippet(Agent::Claude, " --config '/a b'")).unwrap();
         assert_eq!(
