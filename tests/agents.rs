@@ -344,3 +344,45 @@ fn a_long_answer_reaches_telegram_whole_in_parts_that_each_fit_and_parse() {
     assert_eq!(whole, answer, "the parts joined are the answer");
     daemon.stop();
 }
+
+/// Fault 10: an agent started in tmux without `RELAYQ_SESSION` got the chat's messages, but
+/// its events went under its own session id: the chat never heard back, and nothing said so.
+#[test]
+fn an_agent_started_without_relayq_session_is_found_by_its_pane_and_a_stray_one_is_named() {
+    let tmux = Tmux::new("pane");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[("RELAYQ_SESSION", "")]);
+    let daemon = app.serve();
+    let id = app.enqueue("agent", "hello from the chat");
+    wait_for("confirmed by the agent", || row(&app, id).0 == "delivered");
+    let finished = wait_notices(&app, 1);
+    assert_eq!(
+        finished[0]["session"], "agent",
+        "the answer is the session's"
+    );
+    let sessions: Value = serde_json::from_str(&app.ok(&["session", "list", "--json"])).unwrap();
+    let ours = &sessions.as_array().unwrap()[0];
+    assert_eq!(ours["key"], "agent");
+    assert!(
+        ours["native_session_id"].as_str().unwrap().len() == 36,
+        "{ours}"
+    );
+    assert!(ours["pane"].as_str().unwrap().starts_with('%'), "{ours}");
+    assert!(!app.ok(&["status"]).contains("matches no relayq session"));
+
+    // Outside any pane relayq types into, without RELAYQ_SESSION: kept, and named.
+    let stray =
+        r#"{"session_id":"native-stray","hook_event_name":"Stop","last_assistant_message":"hi"}"#;
+    assert!(app.hook("claude", stray, false, &[]).status.success());
+    wait_until("the stray event processed", Duration::from_secs(20), || {
+        app.ok(&["status"])
+            .contains("agent session native-stray (claude) matches no relayq session")
+    });
+    let status: Value = serde_json::from_str(&app.ok(&["status", "--json"])).unwrap();
+    assert_eq!(status["unmatched_sessions"][0]["key"], "native-stray");
+    wait_until("the log names it", Duration::from_secs(10), || {
+        daemon.log().contains("matches no relayq session")
+    });
+    drop(agent);
+    daemon.stop();
+}

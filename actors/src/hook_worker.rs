@@ -117,6 +117,9 @@ impl HookWorker {
                 if !effects.outbound_keys.is_empty() {
                     self.reports.outbound.do_send(ClaimOutbound);
                 }
+                if effects.unmatched {
+                    tracing::warn!(session, "hook events of an agent session that matches no relayq session: its hooks ran without RELAYQ_SESSION and outside a tmux pane relayq types into, so no chat hears its notices; start the agent with RELAYQ_SESSION=<session>, or in the tmux session relayq delivers that session to");
+                }
                 if let Some(why) = effects.ignored {
                     tracing::debug!(session, row = lease.id, why, "hook event ignored");
                 }

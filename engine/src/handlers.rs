@@ -157,6 +157,9 @@ pub struct Effects {
     pub confirmed: Option<i64>,
     /// Why the event changed nothing (a Codex side thread, a `notify` its hooks repeat).
     pub ignored: Option<&'static str>,
+    /// A new session known only by the agent's own id (no `RELAYQ_SESSION`, and not in a pane
+    /// relayq types into): no chat hears its notices.
+    pub unmatched: bool,
 }
 
 /// How a hook row ended.
@@ -261,6 +264,7 @@ impl HookProcessor {
             effects.ignored = Some(why);
             return Ok(effects);
         }
+        effects.unmatched = known.is_none() && event.native_session_id.as_deref() == Some(key);
         sessions::touch(tx, event, now, event.event == EventType::SessionStart)?;
         if !agent_state::is_codex_notify(event) && event.native_event.is_some() {
             sessions::mark_agent_hooks(tx, key)?;

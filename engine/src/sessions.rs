@@ -253,6 +253,17 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
         .optional()?)
 }
 
+/// Active sessions known only by the agent's own id, with no chat: their hooks ran without
+/// `RELAYQ_SESSION` and outside a pane relayq types into, so no chat hears their notices.
+pub fn unmatched(conn: &Connection) -> Result<Vec<SessionRecord>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {FROM}
+          WHERE key = native_session_id AND o.session IS NULL AND state = 'active'
+          ORDER BY last_activity_at DESC, key"
+    );
+    query_all(conn, &sql, [], from_row)
+}
+
 /// Every session, most recently active first.
 pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM {FROM} ORDER BY last_activity_at DESC, key");

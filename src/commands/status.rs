@@ -23,6 +23,8 @@ pub struct Status {
     paused: Vec<Penalty>,
     /// Queues and keys the operator paused.
     held: Vec<Pause>,
+    /// Agent sessions no chat hears (see `sessions::unmatched`).
+    unmatched: Vec<relayq_engine::SessionRecord>,
     now: i64,
 }
 
@@ -35,6 +37,7 @@ impl Status {
             stuck: engine.stuck_heads(STUCK_SHOWN)?,
             paused: relayq_engine::penalties::running(&*engine.database().read()?, now)?,
             held: engine.pauses()?,
+            unmatched: relayq_engine::sessions::unmatched(&*engine.database().read()?)?,
             now,
         })
     }
@@ -53,9 +56,22 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         stuck,
         paused,
         held,
+        unmatched,
         now,
     } = status;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
+    for s in &unmatched {
+        println!(
+            "agent session {} ({}{}) matches no relayq session: no chat hears it. Start the agent \
+             with RELAYQ_SESSION=<session>, or in the tmux session relayq delivers to",
+            shown(&s.key),
+            s.agent,
+            s.pane
+                .as_deref()
+                .map(|p| format!(", pane {p}"))
+                .unwrap_or_default()
+        );
+    }
     if counts.is_empty() {
         println!("no rows in {}", engine.database().path().display());
         return Ok(());
@@ -151,7 +167,12 @@ impl Status {
             })
             .collect();
         let held: Vec<_> = self.held.iter().map(pause_json).collect();
+        let unmatched: Vec<_> = self
+            .unmatched
+            .iter()
+            .map(crate::commands::session::record_json)
+            .collect();
         json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
-               "paused": held, "stuck": stuck})
+               "paused": held, "stuck": stuck, "unmatched_sessions": unmatched})
     }
 }

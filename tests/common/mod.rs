@@ -51,7 +51,10 @@ impl App {
             .env("XDG_STATE_HOME", self.path("xdg-state"))
             .env("XDG_CONFIG_HOME", self.path("xdg-config"))
             .env_remove("RELAYQ_DB")
-            .env_remove("RELAYQ_CONFIG");
+            .env_remove("RELAYQ_CONFIG")
+            // A test run inside tmux must not make hooks find the tester's own pane.
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE");
         // Settings from the environment (RELAYQ_SECTION__KEY) would change what is tested.
         for (var, _) in
             std::env::vars().filter(|(v, _)| v.starts_with("RELAYQ_") && v.contains("__"))
