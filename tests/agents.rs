@@ -386,3 +386,49 @@ fn an_agent_started_without_relayq_session_is_found_by_its_pane_and_a_stray_one_
     drop(agent);
     daemon.stop();
 }
+
+/// Fault 11: a message for an agent that was not running vanished (expired after minutes, or
+/// waited forever) while the chat saw "typing…" and nothing else.
+#[test]
+fn the_chat_is_told_when_its_message_waits_for_an_agent_and_when_it_is_dropped() {
+    use relayq_actors::testing::fake_telegram::FakeTelegram;
+    const TOKEN: &str = "123456:trouble-test-token";
+    const ALICE: i64 = 4242;
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("trouble");
+    let config = agent_config(&tmux, &["missing_grace = \"3s\""]).table(
+        "sources.bot",
+        &[
+            "kind = \"telegram\"",
+            &format!("token = {TOKEN:?}"),
+            &format!("api_url = {:?}", fake.url),
+            &format!("allowed_users = [{ALICE}]"),
+            &format!("chats = {{ \"{ALICE}\" = \"absent\" }}"),
+            "poll_timeout = \"1s\"",
+        ],
+    );
+    let app = App::new(config);
+    let daemon = app.serve();
+    fake.push_text(ALICE, ALICE, "are you there?");
+    let told = fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 2);
+    let texts: Vec<&str> = told.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert!(
+        texts[0].starts_with("<b>absent</b>: your message waits"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[0].contains("tmux has no pane absent:")
+            && texts[0].contains("waiting up to 3s")
+            && texts[0].contains("RELAYQ_SESSION=absent"),
+        "which session, why, how long, how to start the agent: {texts:?}"
+    );
+    assert!(
+        texts[1].starts_with("<b>absent</b>: your message was dropped"),
+        "{texts:?}"
+    );
+    assert!(texts[1].contains("session not found"), "{texts:?}");
+    assert!(told.iter().all(|m| m["chat_id"] == ALICE));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(fake.sent().len(), 2, "told once each: {:?}", fake.sent());
+    daemon.stop();
+}

@@ -86,6 +86,8 @@ pub struct SessionIdle {
 struct Answered {
     lease: Lease,
     tried: Tried,
+    /// The chat the message came from: told when the message waits or is dropped.
+    origin: Option<sessions::Origin>,
 }
 
 /// One write of the delivery loop: record answers in order, give back leased rows that must not
@@ -99,6 +101,8 @@ struct StepWrite {
 /// What a `StepWrite` found.
 struct StepWritten {
     recorded: Vec<Recorded>,
+    /// Ordering keys of the notices written to chats (wake their sender).
+    told: Vec<String>,
     /// The next run, or when to look again; `None` when no lease was asked for.
     next: Option<Result<Vec<Lease>, Head>>,
 }
@@ -242,14 +246,20 @@ impl SessionActor {
         // Read once here; the answered row (kept, cloned for the log) needs no payload, but a
         // message that waits for its agent keeps it for the next look.
         let payload = std::mem::take(&mut lease.payload);
-        let message = InboundMessage::from_payload(&payload)
-            .map(|m| (self.channel.clone(), Content::Inbound(m)));
+        let message = InboundMessage::from_payload(&payload);
+        let origin = message.as_ref().ok().and_then(InboundMessage::reply_origin);
+        let message = message.map(|m| (self.channel.clone(), Content::Inbound(m)));
         let (store, channels) = (self.store.clone(), self.channels.clone());
         let tried = async move {
             let started = Instant::now();
             let queue = store.inbound.clone();
             let tried = try_delivery(&store, &queue, &lease, &channels, message, look).await;
-            (Answered { lease, tried }, started.elapsed())
+            let answered = Answered {
+                lease,
+                tried,
+                origin,
+            };
+            (answered, started.elapsed())
         };
         ctx.spawn(
             tried
@@ -296,33 +306,45 @@ impl SessionActor {
         let since = self.answers_since.take();
         let given_back = step.give_back.clone();
         let key = self.session.clone();
-        let outcomes: Vec<(Lease, Tried)> = step
+        let outcomes: Vec<(Lease, Tried, Option<sessions::Origin>)> = step
             .answers
             .iter()
-            .map(|a| (a.lease.clone(), a.tried.clone()))
+            .map(|a| (a.lease.clone(), a.tried.clone(), a.origin.clone()))
             .collect();
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let now = q.now();
-            let recorded = step
-                .answers
-                .into_iter()
-                .map(|a| record_in(q, tx, &a.lease, a.tried.outcome, now))
-                .collect::<relayq_engine::Result<_>>()?;
+            let mut recorded = Vec::with_capacity(step.answers.len());
+            let mut told = Vec::new();
+            for a in step.answers {
+                let done = record_in(q, tx, &a.lease, a.tried.outcome.clone(), now)?;
+                if let Some(key) = tell_chat_in(s, tx, &key, &a, &done, now)? {
+                    told.push(key);
+                }
+                recorded.push(done);
+            }
             q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
             let next = match (step.lease_next, agent) {
                 (false, _) => None,
                 (true, None) => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
                 (true, Some(busy)) => Some(lease_for_agent(q, tx, &key, busy, now)?),
             };
-            Ok(StepWritten { recorded, next })
+            Ok(StepWritten {
+                recorded,
+                next,
+                told,
+            })
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             match result {
                 Ok(synced) => {
-                    for ((lease, tried), recorded) in outcomes.iter().zip(&synced.recorded) {
+                    for ((lease, tried, _), recorded) in outcomes.iter().zip(&synced.recorded) {
                         tried.log(&act.store.metrics, &act.store.inbound, lease, recorded);
+                    }
+                    let db = act.store.engine.database().path().to_path_buf();
+                    for key in &synced.told {
+                        crate::wake::notify(&db, QueueName::Outbound, key);
                     }
                     match paused {
                         // Resuming wakes the session again.
@@ -336,7 +358,11 @@ impl SessionActor {
                     tracing::error!(session = act.session, error = %e, "cannot record deliveries or lease the next rows");
                     act.answers = outcomes
                         .into_iter()
-                        .map(|(lease, tried)| Answered { lease, tried })
+                        .map(|(lease, tried, origin)| Answered {
+                            lease,
+                            tried,
+                            origin,
+                        })
                         .collect();
                     act.answers_since = since;
                     act.run.extend(given_back);
@@ -473,6 +499,40 @@ impl Handler<UseChannel> for SessionActor {
         self.channel = route.channel;
         self.busy_setting = route.busy;
     }
+}
+
+/// Tells the chat a message came from, in the transaction that records its answer, when the
+/// message starts to wait (its first failed attempt) or is dropped (see
+/// [`relayq_engine::trouble`]). The ordering key of the notice written, if one was.
+fn tell_chat_in(
+    s: &crate::store::Handles,
+    tx: &relayq_engine::rusqlite::Transaction<'_>,
+    session: &str,
+    answered: &Answered,
+    recorded: &Recorded,
+    now: i64,
+) -> relayq_engine::Result<Option<String>> {
+    use relayq_engine::trouble::Trouble;
+    let Some(origin) = &answered.origin else {
+        return Ok(None);
+    };
+    let why = answered.tried.outcome.text().unwrap_or_default();
+    let trouble = match recorded {
+        Recorded::Retried(relayq_engine::Retried::Scheduled { .. })
+            if answered.lease.attempts == 1 =>
+        {
+            Trouble::Waits { why }
+        }
+        Recorded::Dead | Recorded::Expired => Trouble::Dropped { why },
+        _ => return Ok(None),
+    };
+    let routes = s.processor.routes.read().expect("routes lock").clone();
+    let from = relayq_engine::trouble::FromChat {
+        row: answered.lease.id,
+        session,
+        origin,
+    };
+    relayq_engine::trouble::tell_chat_in(&s.outbound, tx, &routes, from, trouble, now)
 }
 
 /// Leases the session's next row for its agent: one row, marked sent as it is leased (a crash

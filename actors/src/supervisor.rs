@@ -215,7 +215,10 @@ impl Handler<Enqueue> for SupervisorActor {
         };
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
         let write = self.store.write_as(atomicity, move |s, tx| {
-            inbound::enqueue_in(&s.inbound, tx, &message, s.inbound.now())
+            let now = s.inbound.now();
+            let enqueued = inbound::enqueue_in(&s.inbound, tx, &message, now)?;
+            tell_if_dropped_in(s, tx, &message, &enqueued, now)?;
+            Ok(enqueued)
         });
         // Awaited in a task of its own, not in this actor's context, which polls every future
         // spawned into it at each wake: with many enqueues in flight, each answer cost as
@@ -295,6 +298,9 @@ impl Handler<EnqueueFrom> for SupervisorActor {
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let rows = sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())?;
+            for (message, row) in valid.iter().zip(&rows) {
+                tell_if_dropped_in(s, tx, message, row, q.now())?;
+            }
             for copy in &refused {
                 q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())?;
             }
@@ -318,6 +324,30 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             Ok(answers)
         }))
     }
+}
+
+/// A message written expired (its session ended): its chat is told, in the same transaction,
+/// and the notice's sender woken.
+fn tell_if_dropped_in(
+    s: &crate::store::Handles,
+    tx: &relayq_engine::rusqlite::Transaction<'_>,
+    message: &InboundMessage,
+    enqueued: &Enqueued,
+    now: i64,
+) -> relayq_engine::Result<()> {
+    let routes = s.processor.routes.read().expect("routes lock").clone();
+    let told = relayq_engine::trouble::tell_if_dropped_in(
+        &s.outbound,
+        tx,
+        &routes,
+        message,
+        enqueued,
+        now,
+    )?;
+    if let Some(key) = told {
+        crate::wake::notify(s.engine.database().path(), QueueName::Outbound, &key);
+    }
+    Ok(())
 }
 
 impl Handler<WakeSession> for SupervisorActor {

@@ -295,9 +295,37 @@ impl HookProcessor {
             EventType::Error => effects.receiver_error = Some(event.agent),
             EventType::SessionEnd => {
                 sessions::end(tx, key, now)?;
+                let dropped = self.inbound.active_rows_in(tx, key)?;
                 self.inbound
                     .expire_key_in(tx, key, crate::inbound::SESSION_ENDED, now)?;
                 effects.session_ended = true;
+                // Never silence: each waiting message's chat hears it was dropped.
+                let routes = self.routes.read().expect("routes lock").clone();
+                for (id, payload) in dropped {
+                    let Ok(message) = crate::InboundMessage::from_payload(&payload) else {
+                        continue;
+                    };
+                    let Some(origin) = message.reply_origin() else {
+                        continue;
+                    };
+                    let why = "the agent ended the session (SessionEnd) before it took the \
+                               message. Start the agent again, then send it again";
+                    let trouble = crate::trouble::Trouble::Dropped { why };
+                    let from = crate::trouble::FromChat {
+                        row: id,
+                        session: key,
+                        origin: &origin,
+                    };
+                    let told = crate::trouble::tell_chat_in(
+                        &self.outbound,
+                        tx,
+                        &routes,
+                        from,
+                        trouble,
+                        now,
+                    )?;
+                    effects.outbound_keys.extend(told);
+                }
             }
         }
         effects.wake_session |= effects.confirmed.is_some();

@@ -28,6 +28,7 @@ pub mod sessions;
 pub mod sources;
 pub mod storage;
 pub mod transcript;
+pub mod trouble;
 
 pub use storage::{clock, commit, db, policy, queue};
 

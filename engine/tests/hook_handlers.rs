@@ -708,3 +708,37 @@ fn a_dialog_announced_twice_is_one_needs_you() {
         .unwrap()
         .starts_with("permission to use Bash: touch probe-p512802.txt"));
 }
+
+/// Issue 28, fault 11: a message waiting when its agent ended the session was expired
+/// silently; its chat now hears it was dropped.
+#[test]
+fn the_chat_of_a_message_dropped_at_session_end_is_told() {
+    let f = fixture(20);
+    let mut routes = (**f.processor.routes.read().unwrap()).clone();
+    routes.replies = [("telegram:bot".to_string(), "tg".to_string())].into();
+    *f.processor.routes.write().unwrap() = Arc::new(routes);
+    let waiting = InboundMessage {
+        source_channel_id: Some("7".into()),
+        source_message_id: Some("1".into()),
+        ..InboundMessage::text("s1", "telegram:bot", "still there?")
+    };
+    let id = f.processor.inbound.enqueue(&waiting.to_row()).unwrap().id;
+    applied(f.run(captured(Agent::Claude, "SessionStart.json", "s1", |_| {})));
+    applied(f.run(captured(Agent::Claude, "Stop.json", "s1", |j| {
+        j["hook_event_name"] = json!("SessionEnd");
+    })));
+    assert_eq!(
+        f.processor.inbound.state_of(id).unwrap().unwrap().state,
+        "expired"
+    );
+    let told: Vec<_> = f
+        .outbound()
+        .into_iter()
+        .filter(|m| m.event.as_deref() == Some("delivery"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    let notice = told[0].notice.clone().unwrap();
+    assert_eq!((told[0].channel.as_str(), told[0].to.as_str()), ("tg", "7"));
+    assert_eq!(notice.headline, "your message was dropped");
+    assert!(notice.body.unwrap().contains("the agent ended the session"));
+}

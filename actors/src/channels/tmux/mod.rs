@@ -7,8 +7,9 @@
 //! 2. The pane is looked up (`display-message`): its id, and the program it runs. Text is
 //!    pasted only into a pane running one of the channel's `programs` (the agent CLIs by
 //!    default); a shell there means the agent exited, and the row waits rather than run as a
-//!    command. A pane that does not exist is waited for `missing_grace` (the agent may be
-//!    starting), then the row is expired with reason `session not found`.
+//!    command. A pane that does not exist, or runs something else, is waited for
+//!    `missing_grace` (the agent may be starting), then the row is expired (`session not
+//!    found`, or why).
 //! 3. Control characters are taken out of the text ([`sanitize`]): an `ESC [201~` would end the
 //!    bracketed paste early, Ctrl-C or Esc would interrupt the agent.
 //! 4. The text goes into a tmux buffer, is pasted into that pane id with bracketed paste
@@ -65,7 +66,9 @@ pub struct Config {
     /// the agent CLIs, and `node`, which runs the npm-installed ones.
     #[serde(default = "default_programs")]
     pub programs: Vec<String>,
-    /// How long a row waits for a pane that does not exist before it is expired.
+    /// How long a row waits for its agent (a pane that does not exist, or runs something else
+    /// than the agent) before it is expired; the chat is told when it starts to wait and when
+    /// it is dropped.
     #[serde(default = "default_missing_grace", with = "humantime_serde")]
     pub missing_grace: Duration,
     /// When a message counts as delivered: when the agent says it took it, or on paste.
@@ -109,7 +112,7 @@ pub fn default_programs() -> Vec<String> {
         .to_vec()
 }
 fn default_missing_grace() -> Duration {
-    Duration::from_secs(120)
+    Duration::from_secs(600)
 }
 fn default_confirm_within() -> Duration {
     Duration::from_secs(10)
@@ -223,7 +226,9 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// The pane a delivery goes to, running one of the channel's programs: its id.
+/// The pane a delivery goes to, running one of the channel's programs: its id. A pane that is
+/// missing or runs something else (the agent exited to its shell) is waited for up to
+/// `missing_grace`, the error saying how to start the agent; then the row is expired.
 async fn agent_pane(config: &Config, delivery: &Delivery) -> Result<String, Outcome> {
     let (name, rest) = target_for(&config.target, delivery.address())
         .map_err(|reason| Outcome::Permanent { reason })?;
@@ -233,14 +238,14 @@ async fn agent_pane(config: &Config, delivery: &Delivery) -> Result<String, Outc
         return Err(missing(config, delivery, &target));
     };
     if !config.programs.contains(&program) {
-        return Err(Outcome::retry(format!(
+        let why = format!(
             "pane {pane} ({target}) runs `{program}`, not one of {:?}: the agent is not running there, so nothing is pasted",
             config.programs
-        )));
+        );
+        return Err(not_running(config, delivery, why));
     }
     Ok(pane)
 }
-
 /// Pastes the message and presses Enter. With `confirm = "agent"`, not into an open dialog,
 /// Enter only once the text shows, and the answer is `Submitted`: the agent's word decides.
 async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome> {
@@ -422,17 +427,39 @@ fn no_server(error: &str) -> bool {
 /// The pane does not exist: wait for it within the grace (the agent may be starting), then
 /// expire the row.
 fn missing(config: &Config, delivery: &Delivery, target: &str) -> Outcome {
-    let age_ms = now_ms().saturating_sub(delivery.created_at);
-    if age_ms > relayq_engine::clock::ms(config.missing_grace) {
-        Outcome::Expired {
+    if past_grace(config, delivery) {
+        return Outcome::Expired {
             reason: SESSION_NOT_FOUND.into(),
-        }
-    } else {
-        Outcome::retry(format!(
-            "tmux has no pane {target} (yet: waiting up to {:?} for the agent to start)",
-            config.missing_grace
-        ))
+        };
     }
+    Outcome::retry(format!(
+        "tmux has no pane {target} (yet: waiting up to {} for the agent to start; start it with \
+         `tmux new-session -s {} -e RELAYQ_SESSION={} <agent>`)",
+        humantime::format_duration(config.missing_grace),
+        delivery.address(),
+        delivery.address()
+    ))
+}
+
+/// The pane runs something else than the agent: wait for the agent within the grace, then
+/// expire the row, saying why.
+fn not_running(config: &Config, delivery: &Delivery, why: String) -> Outcome {
+    let grace = humantime::format_duration(config.missing_grace);
+    match past_grace(config, delivery) {
+        true => Outcome::Expired {
+            reason: format!("the agent did not run in its pane within {grace}: {why}"),
+        },
+        false => Outcome::retry(format!(
+            "{why}; the message waits up to {grace} for it: start the agent in that pane \
+             (with RELAYQ_SESSION={})",
+            delivery.address()
+        )),
+    }
+}
+
+/// The row is older than `missing_grace`.
+fn past_grace(config: &Config, delivery: &Delivery) -> bool {
+    now_ms().saturating_sub(delivery.created_at) > relayq_engine::clock::ms(config.missing_grace)
 }
 
 fn now_ms() -> i64 {

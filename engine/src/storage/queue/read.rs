@@ -15,6 +15,10 @@ const ACTIVE_KEYS_SQL: &str =
 const NEXT_DUE_SQL: &str =
     "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = :queue AND state = 'pending'";
 
+/// A key's unfinished rows, oldest first: ids and payloads.
+const ACTIVE_ROWS_SQL: &str = "SELECT id, payload FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased') ORDER BY id";
+
 /// One row's lifecycle fields.
 const STATE_OF_SQL: &str =
     "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
@@ -43,6 +47,20 @@ impl Queue {
             None => super::Head::Empty,
             Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
         })
+    }
+
+    /// `key`'s unfinished rows (id, payload), oldest first, inside a caller's transaction.
+    pub fn active_rows_in(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        key: &str,
+    ) -> Result<Vec<(i64, String)>> {
+        query_all(
+            tx,
+            ACTIVE_ROWS_SQL,
+            named_params! {":queue": self.name, ":key": key},
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
     }
 
     /// Keys that have pending or leased rows: the sessions to resume after a restart.
@@ -402,6 +420,7 @@ pub(crate) fn lanes(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<Lan
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
 pub(super) const STATEMENTS: &[&str] = &[
+    ACTIVE_ROWS_SQL,
     LANES_SQL,
     DELIVERED_AFTER_SQL,
     COUNTS_SQL,

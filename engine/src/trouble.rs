@@ -1,0 +1,112 @@
+//! What the chat is told when its message cannot reach the agent: once when it starts to wait
+//! (which session, why, how long, how to start the agent), and once when it is dropped. Never
+//! silence: a message that came from a chat never just vanishes from it.
+//!
+//! The notice goes to the chat the message came from (its origin), through the channel that
+//! answers that origin; each is written at most once per message (its idempotency key), in the
+//! transaction that records what became of the message.
+
+use rusqlite::Transaction;
+
+use crate::error::Result;
+use crate::handlers::NoticeRoutes;
+use crate::hooks::EventType;
+use crate::notice::Notice;
+use crate::outbound::OutboundMessage;
+use crate::queue::Queue;
+use crate::sessions::Origin;
+
+/// What happened to a chat's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble<'a> {
+    /// It could not be delivered yet and is tried again: `why` says what stands in the way.
+    Waits { why: &'a str },
+    /// It will never be delivered.
+    Dropped { why: &'a str },
+}
+
+/// A chat's message: its row, its session, and the chat it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct FromChat<'a> {
+    pub row: i64,
+    pub session: &'a str,
+    pub origin: &'a Origin,
+}
+
+/// Writes the chat's notice of `trouble` with `message`: the ordering key of the outbound row
+/// written, or `None` when no channel answers its origin or the chat was told already.
+pub fn tell_chat_in(
+    outbound: &Queue,
+    tx: &Transaction<'_>,
+    routes: &NoticeRoutes,
+    message: FromChat<'_>,
+    trouble: Trouble<'_>,
+    now: i64,
+) -> Result<Option<String>> {
+    let FromChat {
+        row,
+        session,
+        origin,
+    } = message;
+    let Some(channel) = routes.replies.get(&origin.origin) else {
+        return Ok(None);
+    };
+    let (headline, key, body) = match trouble {
+        Trouble::Waits { why } => (
+            "your message waits",
+            format!("relayq-waits-{row}"),
+            format!("{why}\nIt is delivered as soon as the agent can take it."),
+        ),
+        Trouble::Dropped { why } => (
+            "your message was dropped",
+            format!("relayq-dropped-{row}"),
+            format!("{why}\nSend it again once the agent runs."),
+        ),
+    };
+    let message = OutboundMessage {
+        notice: Some(Notice {
+            session: session.to_string(),
+            event: EventType::Error,
+            headline: headline.into(),
+            body: Some(body),
+            question: None,
+        }),
+        idempotency_key: Some(key),
+        session: Some(session.to_string()),
+        event: Some("delivery".into()),
+        thread: origin.thread.clone(),
+        ..OutboundMessage::text(channel, &origin.chat, "")
+    };
+    let row = message.to_row();
+    let written = outbound.enqueue_in(tx, &row, now)?;
+    Ok((!written.duplicate).then_some(row.key))
+}
+
+/// Tells the chat of `message` that it was dropped as it was written (`enqueued.expired`: its
+/// session ended), in the caller's transaction; see [`tell_chat_in`].
+pub fn tell_if_dropped_in(
+    outbound: &Queue,
+    tx: &Transaction<'_>,
+    routes: &NoticeRoutes,
+    message: &crate::InboundMessage,
+    enqueued: &crate::Enqueued,
+    now: i64,
+) -> Result<Option<String>> {
+    let (Some(reason), false, Some(origin)) =
+        (enqueued.expired, enqueued.duplicate, message.reply_origin())
+    else {
+        return Ok(None);
+    };
+    let why = format!(
+        "{reason}: the agent ended this session, so the message is not typed into whatever runs \
+         in its pane now. Start the agent again (with RELAYQ_SESSION={})",
+        message.session
+    );
+    let trouble = Trouble::Dropped { why: &why };
+    let from = FromChat {
+        row: enqueued.id,
+        session: &message.session,
+        origin: &origin,
+    };
+    tell_chat_in(outbound, tx, routes, from, trouble, now)
+}
