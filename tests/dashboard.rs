@@ -286,3 +286,35 @@ fn the_until_column_shows_when_a_backing_off_lane_is_tried_again() {
     rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
+
+/// Issue 28: what each session's agent is doing, from its own events, with since when.
+#[test]
+fn the_agents_table_shows_each_sessions_agent_state() {
+    let api = Api::start(crate::common::file_config().set("daemon", "shutdown_grace = \"5s\""));
+    let fixture = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/claude-code/captured/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let env = [("RELAYQ_SESSION", "s1")];
+    for event in ["SessionStart.json", "PermissionRequest.json"] {
+        let out = api.app.hook("claude", &fixture(event), false, &env);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
+    rt.block_on(wait_text(
+        browser,
+        "#agents tr[data-session=s1] .state",
+        "awaiting approval",
+    ));
+    let since = rt.block_on(text_of(
+        browser,
+        "#agents tr[data-session=s1] td:nth-child(4)",
+    ));
+    assert!(since.ends_with(" ago"), "{since}");
+    rt.block_on(browser.clone().close()).unwrap();
+    api.stop();
+}

@@ -30,7 +30,15 @@ pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliE
 /// A session as JSON: `relayq session list --json` and `GET /v1/sessions`.
 pub fn record_json(s: &relayq_engine::SessionRecord) -> serde_json::Value {
     let value = serde_json::to_value(s).expect("a session record serialises");
-    with_times(value, &["started_at", "ended_at", "last_activity_at"])
+    with_times(
+        value,
+        &[
+            "started_at",
+            "ended_at",
+            "last_activity_at",
+            "agent_state_since",
+        ],
+    )
 }
 
 pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
@@ -40,9 +48,10 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     if list_printed(&sessions, as_json, record_json, empty) {
         return Ok(());
     }
+    let now = store.engine.now();
     println!(
-        "{:<38} {:<7} {:<7} {:>5} {:<8} {:<32} LAST USER INPUT",
-        "SESSION", "AGENT", "STATE", "TURN", "RUNNING", "ORIGIN"
+        "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<32} LAST USER INPUT",
+        "SESSION", "AGENT", "STATE", "AGENT STATE", "SINCE", "TURN", "ORIGIN"
     );
     for s in sessions {
         let input = s.last_user_input.as_deref().unwrap_or("-");
@@ -54,13 +63,18 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
                 .unwrap_or_default();
             format!("{} {}{thread}", o.origin, o.chat)
         });
+        let agent_state = s.agent_state.map_or("-", relayq_engine::AgentState::as_str);
+        let since = s
+            .agent_state_since
+            .map_or("-".to_string(), |t| crate::output::relative(t, now));
         println!(
-            "{:<38} {:<7} {:<7} {:>5} {:<8} {:<32} {}",
+            "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<32} {}",
             shown(&s.key),
             s.agent,
             s.state,
+            agent_state,
+            since,
             s.current_turn,
-            if s.turn_running { "yes" } else { "no" },
             excerpt(&origin, 32),
             excerpt(input, 60)
         );

@@ -117,6 +117,24 @@ function drawLanes(lanes) {
   }));
 }
 
+// What each session's agent is doing, from its own hook events (see the README's agent states).
+function drawAgents(sessions) {
+  const now = Date.now();
+  fill("agents", sessions.filter((s) => s.state === "active").map((s) => {
+    const tr = document.createElement("tr");
+    tr.dataset.session = s.key;
+    const state = document.createElement("span");
+    state.textContent = (s.agent_state || "unknown").replace(/_/g, " ");
+    state.className = "state agent-" + (s.agent_state || "unknown");
+    const stateCell = document.createElement("td");
+    stateCell.append(state);
+    tr.append(cell(s.key, "key"), cell(s.agent), stateCell,
+      cell(s.agent_state_since_ms ? age(now - s.agent_state_since_ms) + " ago" : "—"),
+      cell(s.current_turn, "num"), cell(s.last_user_input || "", "error"));
+    return tr;
+  }));
+}
+
 function drawDead(page) {
   const now = Date.now();
   document.getElementById("dead-total").textContent = page.total ? page.total + " in all" : "";
@@ -137,10 +155,12 @@ function drawDead(page) {
 
 async function refresh() {
   try {
-    const [status, lanes, dead, pauses] = await Promise.all([
+    const [status, lanes, dead, pauses, sessions] = await Promise.all([
       api("GET", "/v1/status"), api("GET", "/v1/lanes"), api("GET", "/v1/dead?limit=100"), api("GET", "/v1/pauses"),
+      api("GET", "/v1/sessions"),
     ]);
     drawQueues(status, pauses);
+    drawAgents(sessions);
     drawLanes(lanes);
     drawDead(dead);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();

@@ -59,14 +59,19 @@ impl Screen {
             .copied()
     }
 
-    /// The input box: from the bottom-most line that starts with a prompt marker to the end.
+    /// The input box: from the bottom-most line that starts with a prompt marker to the end;
+    /// on a screen with no marker (a plain program reading lines), the last line with text.
     fn input_box(&self) -> Option<String> {
-        let start = self.lines.iter().rposition(|l| {
-            l.trim_start()
-                .chars()
-                .next()
-                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
-        })?;
+        let start = self
+            .lines
+            .iter()
+            .rposition(|l| {
+                l.trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| PROMPT_MARKERS.contains(&c))
+            })
+            .or_else(|| self.lines.iter().rposition(|l| !l.trim().is_empty()))?;
         Some(words(&self.lines[start..].join(" ")))
     }
 
@@ -128,5 +133,8 @@ mod tests {
         assert!(!Screen::new(GEMINI_HELD).holds("please reply g1"));
         let long = "❯ [Pasted text #1 +12 lines]\n──────────";
         assert!(Screen::new(long).holds("many\nlines"));
+        let plain = "message 3\nanswer 3\nmessage 4\n\n";
+        assert!(Screen::new(plain).holds("message 4"), "no marker: the last line");
+        assert!(!Screen::new(plain).holds("message 3"));
     }
 }
