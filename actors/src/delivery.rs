@@ -11,7 +11,8 @@ use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
 use crate::channels::{
-    ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome, UnknownOutcome,
+    AgentHints, ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome,
+    UnknownOutcome,
 };
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -57,7 +58,15 @@ pub async fn deliver(
         Ok((_, Content::Outbound(m))) => m.part,
         _ => None,
     };
-    let tried = try_delivery(store, queue, lease, channels, message, None).await;
+    let tried = try_delivery(
+        store,
+        queue,
+        lease,
+        channels,
+        message,
+        AgentHints::default(),
+    )
+    .await;
     let answered = Answered::new(channels, lease.clone(), tried, part);
     // The next row goes to the same channel and destination: when nothing holds the channel
     // and it has no budget to take, it is cleared here and marked started as it is leased.
@@ -295,14 +304,14 @@ impl Tried {
 
 /// Hands a leased row to its channel and returns the answer, unrecorded. A payload that cannot
 /// be read, or a channel that is not configured (removed from the config since the row was
-/// written), is a permanent failure: retrying cannot help. `look`: see `Delivery::look`.
+/// written), is a permanent failure: retrying cannot help. `agent`: see `Delivery::agent`.
 pub async fn try_delivery(
     store: &Store,
     queue: &Queue,
     lease: &Lease,
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
-    look: Option<u32>,
+    agent: AgentHints,
 ) -> Tried {
     match message {
         Err(e) => Tried {
@@ -339,7 +348,7 @@ pub async fn try_delivery(
                             attempt: lease.attempts,
                             created_at: lease.created_at,
                             possible_repeat: started.is_some(),
-                            look,
+                            agent,
                             content,
                         };
                         span.record("to", delivery.address());

@@ -411,8 +411,15 @@ impl Lane {
             }
             let part = message.as_ref().ok().and_then(|m| m.part);
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
-            let tried =
-                try_delivery(&self.store, queue, &lease, &self.channels, message, None).await;
+            let tried = try_delivery(
+                &self.store,
+                queue,
+                &lease,
+                &self.channels,
+                message,
+                Default::default(),
+            )
+            .await;
             let since = *first_answer.get_or_insert_with(Instant::now);
             let answered = Answered::new(&self.channels, lease, tried, part);
             let failed = !answered.tried.outcome.is_delivered();

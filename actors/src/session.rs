@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use relayq_engine::{sessions, AgentState, Head, InboundMessage, Lease, QueueName};
 
-use crate::channels::{ChannelDirectory, Content, Outcome};
+use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
 use crate::delivery::{record_in, try_delivery, Recorded, Tried};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
@@ -51,6 +51,12 @@ pub struct Wake;
 /// wake it as the agent's state changes).
 pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
 
+/// How long a dialog may stand with no event saying it was answered before relayq looks at
+/// the agent's screen for its prompt, in waits for a confirmation (`confirm_within`): 30 s by
+/// default (Claude Code's idle reminder comes after a minute; Codex and Gemini CLI say nothing
+/// after a denial).
+pub const STALE_ASK_WAITS: u32 = 3;
+
 /// Where a session's messages go, and what they do while its agent is busy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -66,7 +72,7 @@ pub struct UseChannel(pub Route);
 /// A message handed to an agent, waiting for the agent to say it took it.
 struct Awaiting {
     lease: Lease,
-    /// When the channel is asked to look at it (see `Delivery::look`).
+    /// When the channel is asked to look at it (see `AgentHints::look`).
     look_at: Instant,
     /// Which look that will be.
     next_look: u32,
@@ -103,6 +109,8 @@ struct StepWritten {
     recorded: Vec<Recorded>,
     /// Ordering keys of the notices written to chats (wake their sender).
     told: Vec<String>,
+    /// The run was leased past a dialog no event said was answered.
+    asked: bool,
     /// The next run, or when to look again; `None` when no lease was asked for.
     next: Option<Result<Vec<Lease>, Head>>,
 }
@@ -111,6 +119,9 @@ pub struct SessionActor {
     session: String,
     channel: String,
     busy_setting: Busy,
+    /// The row leased last was leased past a dialog no event said was answered (see
+    /// `AgentHints::asked`).
+    agent_asked: bool,
     /// The message handed to the agent and not yet confirmed.
     awaiting: Option<Awaiting>,
     store: Store,
@@ -149,6 +160,7 @@ impl SessionActor {
             session,
             channel: route.channel,
             busy_setting: route.busy,
+            agent_asked: false,
             awaiting: None,
             store,
             channels,
@@ -241,8 +253,12 @@ impl SessionActor {
     }
 
     /// Delivers `lease`, or with `look`, has its channel look at it again (see
-    /// `Delivery::look`).
+    /// `AgentHints::look`).
     fn deliver(&mut self, mut lease: Lease, look: Option<u32>, ctx: &mut Context<Self>) {
+        let hints = AgentHints {
+            look,
+            asked: std::mem::take(&mut self.agent_asked),
+        };
         // Read once here; the answered row (kept, cloned for the log) needs no payload, but a
         // message that waits for its agent keeps it for the next look.
         let payload = std::mem::take(&mut lease.payload);
@@ -253,7 +269,7 @@ impl SessionActor {
         let tried = async move {
             let started = Instant::now();
             let queue = store.inbound.clone();
-            let tried = try_delivery(&store, &queue, &lease, &channels, message, look).await;
+            let tried = try_delivery(&store, &queue, &lease, &channels, message, hints).await;
             let answered = Answered {
                 lease,
                 tried,
@@ -302,7 +318,9 @@ impl SessionActor {
             },
             lease_next: (failed || self.run.is_empty()) && !paused && self.awaiting.is_none(),
         };
-        let agent = self.agent_confirms().map(|_| self.busy_setting);
+        let agent = self
+            .agent_confirms()
+            .map(|wait| (self.busy_setting, wait * STALE_ASK_WAITS));
         let since = self.answers_since.take();
         let given_back = step.give_back.clone();
         let key = self.session.clone();
@@ -324,15 +342,19 @@ impl SessionActor {
                 recorded.push(done);
             }
             q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
-            let next = match (step.lease_next, agent) {
-                (false, _) => None,
-                (true, None) => Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
-                (true, Some(busy)) => Some(lease_for_agent(q, tx, &key, busy, now)?),
+            let (next, asked) = match (step.lease_next, agent) {
+                (false, _) => (None, false),
+                (true, None) => (Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?), false),
+                (true, Some((busy, stale_ask))) => {
+                    let (next, asked) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
+                    (Some(next), asked)
+                }
             };
             Ok(StepWritten {
                 recorded,
                 next,
                 told,
+                asked,
             })
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
@@ -346,6 +368,7 @@ impl SessionActor {
                     for key in &synced.told {
                         crate::wake::notify(&db, QueueName::Outbound, key);
                     }
+                    act.agent_asked = synced.asked;
                     match paused {
                         // Resuming wakes the session again.
                         true => act.go_idle(),
@@ -539,26 +562,34 @@ fn tell_chat_in(
 /// then leaves a mark, and the row is looked at, not pasted twice), and only when the agent can
 /// take it. While it works (unless `busy = "steer"`) or a dialog is up, nothing is leased and
 /// the session looks again after [`AGENT_LOOK_AGAIN`] unless its agent's events wake it first.
+/// A dialog no event said was answered for `stale_ask` (a denial in the terminal says so to
+/// no hook) is looked past: the row is leased, `true` said, and the channel pastes only onto
+/// a screen that shows the agent back at its prompt.
 fn lease_for_agent(
     q: &relayq_engine::Queue,
     tx: &relayq_engine::rusqlite::Transaction<'_>,
     key: &str,
     busy: Busy,
+    stale_ask: Duration,
     now: i64,
-) -> relayq_engine::Result<Result<Vec<Lease>, Head>> {
-    let state = sessions::agent_state(tx, key)?.map(|(state, _)| state);
-    let waits = match state {
-        Some(AgentState::AwaitingApproval) => true,
-        Some(AgentState::Working) => busy == Busy::Wait,
-        _ => false,
+) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, bool)> {
+    let look_again = now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN);
+    let (wait_until, asked) = match sessions::agent_state(tx, key)? {
+        Some((AgentState::AwaitingApproval, since)) => {
+            let stale_at = since + relayq_engine::clock::ms(stale_ask);
+            ((stale_at > now).then_some(stale_at.min(look_again)), true)
+        }
+        Some((AgentState::Working, _)) if busy == Busy::Wait => (Some(look_again), false),
+        _ => (None, false),
     };
-    if waits {
-        return Ok(Err(match q.head_in(tx, key, now)? {
-            Head::Due => Head::NotBefore(now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN)),
+    if let Some(at) = wait_until {
+        let head = match q.head_in(tx, key, now)? {
+            Head::Due => Head::NotBefore(at),
             head => head,
-        }));
+        };
+        return Ok((Err(head), false));
     }
-    q.lease_run_to_send_in(tx, key, now, 1)
+    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, asked))
 }
 
 impl Handler<Stop> for SessionActor {

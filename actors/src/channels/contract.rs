@@ -26,13 +26,23 @@ pub struct Delivery {
     /// may answer `Delivered` without sending. See [`UnknownOutcome`].
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub possible_repeat: bool,
-    /// For a channel whose far end confirms by itself ([`Channel::confirms_within`]): look at
-    /// the message sent before (the `n`th look) instead of sending it again; see
-    /// [`Outcome::Submitted`].
+    /// For a channel whose far end confirms by itself ([`Channel::confirms_within`]).
     #[serde(skip)]
-    pub look: Option<u32>,
+    pub agent: AgentHints,
     #[serde(flatten)]
     pub content: Content,
+}
+
+/// What a delivery to an agent must know beyond the row (see [`Channel::confirms_within`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentHints {
+    /// Look at the message sent before (the `n`th look) instead of sending it again; see
+    /// [`Outcome::Submitted`].
+    pub look: Option<u32>,
+    /// The agent's last word was a dialog that no event said was answered (a denial in the
+    /// terminal ends the turn silently): send only when the far end shows the agent back at
+    /// its prompt.
+    pub asked: bool,
 }
 
 /// What is being delivered.

@@ -46,7 +46,7 @@ pub fn delivery() -> Delivery {
         attempt: 1,
         created_at: 1_700_000_000_000,
         possible_repeat: false,
-        look: None,
+        agent: Default::default(),
         content: Content::Outbound(OutboundMessage {
             session: Some("s1".into()),
             ..OutboundMessage::text("under-test", "12345", "hello from relayq")

@@ -154,7 +154,7 @@ impl Channel for TmuxChannel {
         let config = self.config.clone();
         Answer::later(async move {
             let work = async {
-                match delivery.look {
+                match delivery.agent.look {
                     Some(n) => look(&config, &delivery, n).await,
                     None => paste(&config, &delivery).await,
                 }
@@ -254,8 +254,18 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
     let turn = pane_turn(config.socket_name.as_deref(), &pane);
     let _turn = turn.lock().await;
     if agent {
-        if let Some(dialog) = Screen::new(&capture(config, &pane).await?).dialog() {
+        let screen = capture(config, &pane).await?;
+        if let Some(dialog) = screen.dialog() {
             return Err(dialog_open(dialog));
+        }
+        if delivery.agent.asked && !screen.at_prompt() {
+            return Err(Outcome::Throttled {
+                reason: "the agent asked for a permission and is not back at its prompt yet: \
+                         nothing is typed until it is"
+                    .into(),
+                wait: Duration::from_secs(5),
+                channel_wide: false,
+            });
         }
     }
     let buffer = format!("relayq-{}", delivery.id);
@@ -278,7 +288,7 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
     if agent {
         // The agent has read the paste when it shows it: an Enter sooner may be a newline.
         let shown = tokio::time::Instant::now() + SHOW_WITHIN;
-        while !Screen::new(&capture(config, &pane).await?).holds(&text)
+        while !capture(config, &pane).await?.holds(&text)
             && tokio::time::Instant::now() < shown
         {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -304,7 +314,7 @@ async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, O
     })?;
     let turn = pane_turn(config.socket_name.as_deref(), &pane);
     let _turn = turn.lock().await;
-    let screen = Screen::new(&capture(config, &pane).await?);
+    let screen = capture(config, &pane).await?;
     if let Some(dialog) = screen.dialog() {
         return Err(dialog_open(dialog));
     }
@@ -349,8 +359,11 @@ fn dialog_open(dialog: &str) -> Outcome {
 }
 
 /// What the pane shows now, long lines joined.
-async fn capture(config: &Config, pane: &str) -> Result<String, Outcome> {
-    tmux(config, &["capture-pane", "-p", "-J", "-t", pane], None).await
+/// What the pane shows now, long lines joined, and where its cursor is on its line.
+async fn capture(config: &Config, pane: &str) -> Result<Screen, Outcome> {
+    let shown = tmux(config, &["capture-pane", "-p", "-J", "-t", pane], None).await?;
+    let cursor = tmux(config, &["display-message", "-p", "-t", pane, "#{cursor_x}"], None).await?;
+    Ok(Screen::new(&shown).with_cursor_x(cursor.trim().parse().ok()))
 }
 
 /// The turn to paste into `pane` of the tmux server on `socket`: one paste-and-submit at a time

@@ -29,19 +29,29 @@ const DIALOG_LINES: usize = 10;
 /// The first character of an input box's first line, per agent.
 const PROMPT_MARKERS: &[char] = &['❯', '›', '>'];
 
+/// What an empty input box shows, per agent (Claude Code shows nothing after its marker).
+const PLACEHOLDERS: &[&str] = &["Type your message", "Ask Codex to do anything"];
+
 /// How Claude Code shows a long paste in its input box.
 const PASTE_PLACEHOLDER: &str = "[Pasted text";
 
 /// A pane's screen as `capture-pane -p -J` gives it.
 pub struct Screen {
     lines: Vec<String>,
+    /// The cursor's column, when known: at 0, a line just submitted left no input behind.
+    cursor_x: Option<usize>,
 }
 
 impl Screen {
     pub fn new(captured: &str) -> Self {
         Screen {
             lines: captured.lines().map(|l| l.trim_end().to_string()).collect(),
+            cursor_x: None,
         }
+    }
+
+    pub fn with_cursor_x(self, cursor_x: Option<usize>) -> Self {
+        Screen { cursor_x, ..self }
     }
 
     /// The dialog wording at the bottom of the screen, if a dialog is open.
@@ -60,19 +70,44 @@ impl Screen {
     }
 
     /// The input box: from the bottom-most line that starts with a prompt marker to the end;
-    /// on a screen with no marker (a plain program reading lines), the last line with text.
+    /// on a screen with no marker (a plain program reading lines), the last line with text,
+    /// unless the cursor is at the start of a line (what was typed was submitted).
     fn input_box(&self) -> Option<String> {
-        let start = self
-            .lines
-            .iter()
-            .rposition(|l| {
-                l.trim_start()
-                    .chars()
-                    .next()
-                    .is_some_and(|c| PROMPT_MARKERS.contains(&c))
-            })
-            .or_else(|| self.lines.iter().rposition(|l| !l.trim().is_empty()))?;
+        let marked = self.lines.iter().rposition(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
+        });
+        let start = match marked {
+            Some(start) => start,
+            None if self.cursor_x == Some(0) => return None,
+            None => self.lines.iter().rposition(|l| !l.trim().is_empty())?,
+        };
         Some(words(&self.lines[start..].join(" ")))
+    }
+
+    /// Whether the agent shows its empty input box at the bottom, and no dialog: it is at its
+    /// prompt. A dialog answered in the terminal says so to no hook (a denial ends the turn
+    /// silently), so this is how relayq sees the agent back after one.
+    pub fn at_prompt(&self) -> bool {
+        if self.dialog().is_some() {
+            return false;
+        }
+        // The box's first line: what follows it may be the box's border or a status line.
+        let Some(first) = self.lines.iter().rev().find(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
+        }) else {
+            return false;
+        };
+        let typed = first
+            .trim_start()
+            .trim_start_matches(|c: char| PROMPT_MARKERS.contains(&c))
+            .trim();
+        typed.is_empty() || PLACEHOLDERS.iter().any(|p| typed.starts_with(p))
     }
 
     /// Whether `text` (as pasted) still sits in the input box: its last words show there, or
@@ -124,6 +159,17 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_is_at_its_prompt_when_its_input_box_is_empty_and_no_dialog_shows() {
+        assert!(Screen::new(CLAUDE_IDLE).at_prompt());
+        assert!(!Screen::new(CLAUDE_DIALOG).at_prompt());
+        assert!(!Screen::new(GEMINI_HELD).at_prompt(), "text waits in the box");
+        let gemini = " > hi\n✦ echo: hi\n──────\n >   Type your message or @path/to/file";
+        assert!(Screen::new(gemini).at_prompt());
+        let codex = "› Ask Codex to do anything\n  gpt-5-codex default";
+        assert!(Screen::new(codex).at_prompt());
+    }
+
+    #[test]
     fn a_text_is_held_only_when_it_shows_in_the_bottom_input_box() {
         assert!(
             !Screen::new(CLAUDE_IDLE).holds("please reply xyz"),
@@ -136,5 +182,7 @@ mod tests {
         let plain = "message 3\nanswer 3\nmessage 4\n\n";
         assert!(Screen::new(plain).holds("message 4"), "no marker: the last line");
         assert!(!Screen::new(plain).holds("message 3"));
+        let submitted = Screen::new(plain).with_cursor_x(Some(0));
+        assert!(!submitted.holds("message 4"), "the cursor left the line: submitted");
     }
 }
