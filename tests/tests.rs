@@ -15,6 +15,7 @@ mod http;
 mod openapi;
 mod outbound;
 mod platforms;
+mod real_agents;
 mod recovery;
 mod regression;
 mod service;

@@ -2,6 +2,7 @@
 //! and a database, and a `serve` process that is waited for and stopped.
 
 pub mod api;
+pub mod fake_model;
 
 use std::io::Write;
 use std::path::PathBuf;

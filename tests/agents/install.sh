@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the real agent CLIs the tests run (tests/real_agents.rs), pinned, outside the
+# project tree: $RELAYQ_AGENTS_DIR, else ~/.cache/relayq-test-agents. Needs Node.js and npm.
+set -euo pipefail
+dir="${RELAYQ_AGENTS_DIR:-$HOME/.cache/relayq-test-agents}"
+versions=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @google/gemini-cli@0.61.0)
+if [ -x "$dir/node_modules/.bin/claude" ] && [ -x "$dir/node_modules/.bin/codex" ] \
+   && [ -x "$dir/node_modules/.bin/gemini" ] && [ "$(cat "$dir/.versions" 2>/dev/null)" = "${versions[*]}" ]; then
+  exit 0
+fi
+mkdir -p "$dir"
+# Not --ignore-scripts: Claude Code's postinstall places its native binary.
+npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "${versions[@]}"
+echo "${versions[*]}" > "$dir/.versions"

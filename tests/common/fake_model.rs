@@ -1,0 +1,266 @@
+//! A model API on loopback for the real agent CLIs (Claude Code, Codex, Gemini CLI), speaking
+//! the three wire formats they use (see shared/design/REAL-AGENTS.md): Anthropic's
+//! `/v1/messages` (SSE), OpenAI's `/v1/responses` (SSE), Gemini's `:streamGenerateContent`
+//! (SSE), and the side requests they make (token counts, model lists, titles, routing).
+//!
+//! What it answers, by the person's last message:
+//! - `tool` in it: a request to run `touch probe-tool.txt` (the CLI asks for permission); once
+//!   the tool's result comes back, `tool done`;
+//! - `long` in it: a 10 000-character answer ([`long_answer`]);
+//! - `slow` in it: the answer after [`SLOW`];
+//! - anything else: `echo: <the message>`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// How long a `slow` prompt's turn takes.
+pub const SLOW: Duration = Duration::from_secs(5);
+
+/// The answer to a prompt with `long` in it: 10 000 characters in paragraphs.
+pub fn long_answer() -> String {
+    let para = format!("{}end.\n\n", "word ".repeat(99));
+    para.repeat(21).chars().take(10_000).collect()
+}
+
+/// The model's answer to the person's `text`.
+pub fn answer_to(text: &str) -> String {
+    if text.contains("long") {
+        long_answer()
+    } else {
+        format!("echo: {text}")
+    }
+}
+
+/// A running fake model API; stopped when dropped.
+pub struct FakeModel {
+    pub port: u16,
+    server: Arc<tiny_http::Server>,
+}
+
+impl FakeModel {
+    pub fn start() -> FakeModel {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let srv = server.clone();
+        std::thread::spawn(move || {
+            for mut request in srv.incoming_requests() {
+                std::thread::spawn(move || {
+                    let mut body = String::new();
+                    let _ = request.as_reader().read_to_string(&mut body);
+                    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    let (content_type, answer) = answer(request.url(), &body);
+                    let response = tiny_http::Response::from_string(answer).with_header(
+                        tiny_http::Header::from_bytes("content-type", content_type).unwrap(),
+                    );
+                    let _ = request.respond(response);
+                });
+            }
+        });
+        FakeModel { port, server }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}
+
+const SSE: &str = "text/event-stream";
+const JSON: &str = "application/json";
+
+/// The answer to one request: its content type and body.
+fn answer(url: &str, body: &Value) -> (&'static str, String) {
+    let path = url.split('?').next().unwrap_or(url);
+    if path.ends_with("/count_tokens") {
+        return (JSON, json!({"input_tokens": 10}).to_string());
+    }
+    if path.starts_with("/v1/messages") {
+        return claude(body);
+    }
+    if path.starts_with("/v1/responses") {
+        return (SSE, codex(body));
+    }
+    if path.contains(":streamGenerateContent") {
+        return (SSE, gemini_stream(body));
+    }
+    if path.contains(":generateContent") {
+        // Side requests (routing, the next speaker, titles) expect JSON in the text.
+        let text = json!({"reasoning": "simple", "model_choice": "flash", "next_speaker": "user"});
+        return (JSON, gemini_response(&[json!({"text": text.to_string()})]).to_string());
+    }
+    if path.contains(":countTokens") {
+        return (JSON, json!({"totalTokens": 10}).to_string());
+    }
+    (JSON, json!({"models": [], "data": []}).to_string())
+}
+
+fn pause_if_slow(text: &str) {
+    if text.contains("slow") {
+        std::thread::sleep(SLOW);
+    }
+}
+
+fn sse(events: &[(&str, Value)]) -> String {
+    events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
+}
+
+/// Anthropic Messages: the person's last text, or a tool result.
+fn claude(body: &Value) -> (&'static str, String) {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let last_user = messages.iter().rev().find(|m| m["role"] == "user");
+    let mut text = String::new();
+    let mut tool_result = false;
+    match last_user.map(|m| &m["content"]) {
+        Some(Value::String(s)) => text = s.clone(),
+        Some(Value::Array(blocks)) => {
+            for b in blocks {
+                match b["type"].as_str() {
+                    Some("text") => {
+                        let t = b["text"].as_str().unwrap_or_default();
+                        if !t.starts_with("<system-reminder>") {
+                            text = t.to_string();
+                        }
+                    }
+                    Some("tool_result") => tool_result = true,
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    // A prompt sent after a dismissed tool call comes with the call's (refused) result.
+    tool_result &= text.is_empty();
+    if text.contains("<session>") {
+        text = r#"{"title": "A relayq test"}"#.into();
+        return (JSON, claude_json(&text));
+    }
+    if body["stream"] != true {
+        return (JSON, claude_json(&answer_to(&text)));
+    }
+    pause_if_slow(&text);
+    let start = json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+        "role": "assistant", "model": body["model"], "content": [], "stop_reason": null,
+        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
+    let (block, delta, stop) = if text.contains("tool") && !tool_result {
+        let input = json!({"command": "touch probe-tool.txt", "description": "Create the probe file"});
+        (
+            json!({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            "tool_use",
+        )
+    } else {
+        let answer = if tool_result { "tool done".into() } else { answer_to(&text) };
+        (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": answer}),
+            "end_turn",
+        )
+    };
+    let events = [
+        ("message_start", start),
+        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": block})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    (SSE, sse(&events))
+}
+
+fn claude_json(text: &str) -> String {
+    json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+           "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+           "usage": {"input_tokens": 1, "output_tokens": 1}})
+    .to_string()
+}
+
+/// OpenAI Responses, as Codex calls it: the person's last text, or a tool's output.
+fn codex(body: &Value) -> String {
+    let mut text = String::new();
+    let mut tool_result = false;
+    for item in body["input"].as_array().into_iter().flatten() {
+        if item["type"] == "message" && item["role"] == "user" {
+            for c in item["content"].as_array().into_iter().flatten() {
+                if c["type"] == "input_text" {
+                    text = c["text"].as_str().unwrap_or_default().to_string();
+                }
+            }
+            tool_result = false;
+        }
+        if item["type"] == "function_call_output" {
+            tool_result = true;
+        }
+    }
+    let item = if text.contains("task title") {
+        message_item("Reply to the user")
+    } else if text.contains("tool") && !tool_result {
+        pause_if_slow(&text);
+        let arguments = json!({"cmd": "touch probe-tool.txt",
+            "sandbox_permissions": "require_escalated", "justification": "Create the probe file?"});
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+               "name": "exec_command", "arguments": arguments.to_string()})
+    } else {
+        pause_if_slow(&text);
+        message_item(&if tool_result { "tool done".into() } else { answer_to(&text) })
+    };
+    let event = |name: &str, mut data: Value| {
+        data["type"] = json!(name);
+        (name.to_string(), data)
+    };
+    let usage = json!({"input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
+                       "output_tokens_details": null, "total_tokens": 2});
+    let events = [
+        event("response.created", json!({"response": {"id": "resp_1"}})),
+        event("response.output_item.done", json!({"item": item})),
+        event("response.completed", json!({"response": {"id": "resp_1", "usage": usage}})),
+    ];
+    let events: Vec<(&str, Value)> = events.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    sse(&events)
+}
+
+fn message_item(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "id": "msg_1",
+           "content": [{"type": "output_text", "text": text}]})
+}
+
+/// Gemini's streamGenerateContent: the person's last text, or a function's response.
+fn gemini_stream(body: &Value) -> String {
+    let contents = body["contents"].as_array().cloned().unwrap_or_default();
+    let mut text = String::new();
+    for c in contents.iter().filter(|c| c["role"] == "user") {
+        for part in c["parts"].as_array().into_iter().flatten() {
+            if let Some(t) = part["text"].as_str() {
+                text = t.to_string();
+            }
+        }
+    }
+    let tool_result = contents
+        .last()
+        .and_then(|c| c["parts"].as_array())
+        .is_some_and(|parts| parts.iter().any(|p| p.get("functionResponse").is_some()));
+    pause_if_slow(&text);
+    let parts = if text.contains("tool") && !tool_result {
+        vec![json!({"functionCall": {"name": "run_shell_command",
+            "args": {"command": "touch probe-tool.txt", "description": "Create the probe file"}}})]
+    } else if tool_result {
+        vec![json!({"text": "tool done"})]
+    } else {
+        vec![json!({"text": answer_to(&text)})]
+    };
+    format!("data: {}\n\n", gemini_response(&parts))
+}
+
+fn gemini_response(parts: &[Value]) -> Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+           "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}})
+}

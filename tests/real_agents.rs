@@ -1,0 +1,411 @@
+//! The real agent CLIs in real tmux panes: Claude Code, Codex and Gemini CLI, installed from npm
+//! at pinned versions (`tests/agents/install.sh`, run by `.ci/run`), each against a local fake
+//! model API (`common::fake_model`), with relayq's Telegram source and channel against a local
+//! Bot API, and the hooks wired as `relayq init` prints them. For each agent: a round trip;
+//! three messages in order, each with its own answer; a message sent during a turn; a
+//! permission dialog answered "no" from the chat never approves; `kill -9` of the daemon
+//! during and between turns; a 10 000-character answer arriving whole. The paste → confirmed
+//! times are written to `$CARGO_TARGET_TMPDIR/real-agents-<agent>.txt`.
+//!
+//! Missing CLIs fail the suite, with the command that installs them: it never skips.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use relayq_actors::testing::fake_telegram::FakeTelegram;
+use serde_json::{json, Value};
+
+use crate::common::fake_model::{long_answer, FakeModel, SLOW};
+use crate::common::*;
+
+const TOKEN: &str = "123456:real-agents-token";
+const ALICE: i64 = 777000;
+const WAIT: Duration = Duration::from_secs(90);
+
+/// Where `tests/agents/install.sh` put the CLIs.
+fn agents_dir() -> PathBuf {
+    match std::env::var_os("RELAYQ_AGENTS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/relayq-test-agents"),
+    }
+}
+
+fn cli(name: &str) -> PathBuf {
+    let path = agents_dir().join("node_modules/.bin").join(name);
+    assert!(
+        path.exists(),
+        "the real agent CLIs are not installed ({} is missing): run tests/agents/install.sh \
+         (npm install of the pinned versions; .ci/run does it)",
+        path.display()
+    );
+    path
+}
+
+/// `s` as one shell word.
+fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// One agent CLI, set up in its own HOME, running in a tmux pane as relayq session `session`.
+struct RealAgent {
+    tmux: Tmux,
+    session: String,
+    project: PathBuf,
+}
+
+impl RealAgent {
+    fn start(kind: &'static str, app: &App, model: &FakeModel, tmux: Tmux) -> RealAgent {
+        let session = format!("{kind}-agent");
+        let home = app.path(&format!("home-{kind}"));
+        let project = app.path(&format!("project-{kind}"));
+        std::fs::create_dir_all(&project).unwrap();
+        let project_s = project.display().to_string();
+        let hook = format!(
+            "{} --config {} --db {} hook --agent {kind}",
+            sq(&bin()),
+            sq(&app.path("config.toml").display().to_string()),
+            sq(&app.db().display().to_string())
+        );
+        let hooks = |events: &[&str]| -> Value {
+            let entry = json!([{"hooks": [{"type": "command", "command": hook}]}]);
+            Value::Object(events.iter().map(|e| (e.to_string(), entry.clone())).collect())
+        };
+        let write = |path: PathBuf, value: &Value| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+        };
+        let mut env: Vec<(&str, String)> = vec![
+            ("HOME", home.display().to_string()),
+            ("RELAYQ_SESSION", session.clone()),
+        ];
+        let command = match kind {
+            "claude" => {
+                write(
+                    home.join(".claude.json"),
+                    &json!({"hasCompletedOnboarding": true, "theme": "dark",
+                        "projects": {project_s.clone(): {"hasTrustDialogAccepted": true,
+                                                        "hasCompletedProjectOnboarding": true}}}),
+                );
+                let events = ["SessionStart", "UserPromptSubmit", "Stop", "PermissionRequest",
+                    "SessionEnd"];
+                let mut hooks = hooks(&events);
+                hooks["Notification"] = json!([{"matcher": "idle_prompt",
+                    "hooks": [{"type": "command", "command": hook}]}]);
+                write(home.join(".claude/settings.json"), &json!({"hooks": hooks}));
+                env.extend([
+                    ("ANTHROPIC_BASE_URL", model.url()),
+                    ("ANTHROPIC_AUTH_TOKEN", "test-token".into()),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+                    ("DISABLE_AUTOUPDATER", "1".into()),
+                ]);
+                sq(&cli("claude").display().to_string())
+            }
+            "codex" => {
+                let codex_home = home.join(".codex");
+                let notify: Vec<String> = [
+                    bin(),
+                    "--config".into(),
+                    app.path("config.toml").display().to_string(),
+                    "--db".into(),
+                    app.db().display().to_string(),
+                    "hook".into(),
+                    "--agent".into(),
+                    "codex".into(),
+                ]
+                .to_vec();
+                std::fs::create_dir_all(&codex_home).unwrap();
+                std::fs::write(
+                    codex_home.join("config.toml"),
+                    format!(
+                        "model_provider = \"fake\"\nmodel = \"gpt-5-codex\"\n\
+                         check_for_update_on_startup = false\nnotify = {}\n\n\
+                         [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
+                         wire_api = \"responses\"\nenv_key = \"FAKE_MODEL_KEY\"\n\n\
+                         [projects.{:?}]\ntrust_level = \"trusted\"\n",
+                        serde_json::to_string(&notify).unwrap(),
+                        model.url(),
+                        project_s
+                    ),
+                )
+                .unwrap();
+                let events = ["SessionStart", "UserPromptSubmit", "PermissionRequest", "Stop"];
+                write(codex_home.join("hooks.json"), &json!({"hooks": hooks(&events)}));
+                env.extend([
+                    ("CODEX_HOME", codex_home.display().to_string()),
+                    ("FAKE_MODEL_KEY", "test-key".into()),
+                ]);
+                format!(
+                    "{} --dangerously-bypass-hook-trust",
+                    sq(&cli("codex").display().to_string())
+                )
+            }
+            "gemini" => {
+                let events = ["SessionStart", "BeforeAgent", "AfterAgent", "Notification",
+                    "SessionEnd"];
+                write(
+                    home.join(".gemini/settings.json"),
+                    &json!({"security": {"auth": {"selectedType": "gemini-api-key"},
+                                         "folderTrust": {"enabled": false}},
+                            "general": {"enableAutoUpdate": false}, "ide": {"hasSeenNudge": true},
+                            "privacy": {"usageStatisticsEnabled": false},
+                            "hooksConfig": {"enabled": true}, "hooks": hooks(&events)}),
+                );
+                write(
+                    home.join(".gemini/state.json"),
+                    &json!({"terminalSetupPromptShown": true}),
+                );
+                env.extend([
+                    ("GOOGLE_GEMINI_BASE_URL", model.url()),
+                    ("GEMINI_API_KEY", "test-key".into()),
+                ]);
+                sq(&cli("gemini").display().to_string())
+            }
+            other => panic!("no agent {other}"),
+        };
+        let exports: Vec<String> = env
+            .iter()
+            .map(|(k, v)| format!("export {k}={};", sq(v)))
+            .collect();
+        tmux.start(
+            &session,
+            &format!(
+                "cd {}; {} exec {command}",
+                sq(&project_s),
+                exports.join(" ")
+            ),
+        );
+        RealAgent {
+            tmux,
+            session,
+            project,
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.tmux.screen(&self.session)
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let target = format!("={}:", self.session);
+        let mut args = vec!["send-keys", "-t", &target];
+        args.extend_from_slice(keys);
+        self.tmux.run(&args);
+    }
+}
+
+/// The config: the agents' panes on `tmux` (their programs: claude, and node for the npm
+/// launchers), the Telegram bot as source and answering channel.
+fn config(tmux: &Tmux, fake: &FakeTelegram, sessions: &[&str]) -> Config {
+    let chats: Vec<String> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("\"{}\" = \"{s}\"", ALICE + i as i64))
+        .collect();
+    let users: Vec<String> = (0..sessions.len()).map(|i| (ALICE + i as i64).to_string()).collect();
+    tmux.agent_config(&[
+        "programs = [\"claude\", \"node\"]",
+        "submit_delay = \"100ms\"",
+    ])
+    .set("database", "busy_timeout = \"30s\"")
+    .table(
+        "sources.bot",
+        &[
+            "kind = \"telegram\"",
+            &format!("token = {TOKEN:?}"),
+            &format!("api_url = {:?}", fake.url),
+            &format!("allowed_users = [{}]", users.join(", ")),
+            &format!("chats = {{ {} }}", chats.join(", ")),
+            "poll_timeout = \"1s\"",
+        ],
+    )
+}
+
+/// The chat's view: the texts the bot sent to `chat`, in order.
+fn chat(fake: &FakeTelegram, chat: i64) -> Vec<String> {
+    fake.texts_to(chat)
+}
+
+/// Waits until the chat's texts satisfy `done`; on a timeout, says what `context` tells (the
+/// pane, the rows).
+fn wait_chat(
+    fake: &FakeTelegram,
+    chat_id: i64,
+    what: &str,
+    done: impl Fn(&[String]) -> bool,
+    context: &dyn Fn() -> String,
+) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let texts = chat(fake, chat_id);
+        if done(&texts) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; the chat has {texts:#?}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How many of the chat's messages are the agent's answer `answer`.
+fn answers(texts: &[String], answer: &str) -> usize {
+    let wanted = format!("agent finished\n\n{answer}");
+    texts.iter().filter(|t| t.ends_with(&wanted)).count()
+}
+
+/// Runs every scenario against one real agent CLI.
+fn run_agent(kind: &'static str) {
+    let model = FakeModel::start();
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new(&format!("real-{kind}"));
+    let session = format!("{kind}-agent");
+    let app = App::new(config(&tmux, &fake, &[&session]));
+    let agent = RealAgent::start(kind, &app, &model, tmux);
+    let serve = || app.serve();
+    let mut daemon = serve();
+    let say = |text: &str| {
+        fake.push_text(ALICE, ALICE, text);
+    };
+    let context = || {
+        let rows = app.run(&["dead", "list"]);
+        format!(
+            "the pane shows:\n{}\nsessions: {}\nstatus:\n{}\ndead:\n{}",
+            agent.screen(),
+            String::from_utf8_lossy(&app.run(&["session", "list", "--json"]).stdout),
+            String::from_utf8_lossy(&app.run(&["status"]).stdout),
+            String::from_utf8_lossy(&rows.stdout)
+        )
+    };
+    let answered = |answer: &str, n: usize| {
+        let what = format!("{n} answer(s) {answer:?}");
+        wait_chat(&fake, ALICE, &what, |t| answers(t, answer) >= n, &context)
+    };
+
+    // A round trip (the agent may still be starting: the message waits for it).
+    say("please reply r1");
+    answered("echo: please reply r1", 1);
+
+    // Three messages in order, each with its own turn and answer.
+    for m in ["o1", "o2", "o3"] {
+        say(&format!("please reply {m}"));
+    }
+    answered("echo: please reply o3", 1);
+    let texts = chat(&fake, ALICE);
+    let at = |a: &str| texts.iter().position(|t| t.ends_with(&format!("echo: please reply {a}")));
+    assert!(at("o1") < at("o2") && at("o2") < at("o3"), "{texts:#?}");
+    for m in ["o1", "o2", "o3"] {
+        assert_eq!(answers(&texts, &format!("echo: please reply {m}")), 1, "{texts:#?}");
+    }
+
+    // A message sent during a turn gets its own turn and answer after it.
+    say("a slow reply s1");
+    std::thread::sleep(Duration::from_secs(1));
+    say("please reply s2");
+    answered("echo: please reply s2", 1);
+    answered("echo: a slow reply s1", 1);
+
+    // A permission dialog: the chat hears what is asked; its "no" is never typed into it.
+    say("use the tool t1");
+    wait_chat(&fake, ALICE, "needs you", |t| t.iter().any(|t| t.contains("needs you")), &context);
+    let asked = chat(&fake, ALICE).into_iter().find(|t| t.contains("needs you")).unwrap();
+    assert!(asked.contains("touch probe-tool.txt"), "{asked}");
+    say("no");
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        !agent.project.join("probe-tool.txt").exists(),
+        "the tool was approved; the pane shows:\n{}",
+        agent.screen()
+    );
+    // Denied in the terminal, the agent is back at its prompt; the "no" then goes in a turn
+    // of its own.
+    agent.keys(&["Escape"]);
+    answered("echo: no", 1);
+    assert!(!agent.project.join("probe-tool.txt").exists());
+
+    // kill -9 during a turn: its answer comes once the daemon is back, once.
+    say("a slow reply k1");
+    std::thread::sleep(SLOW / 2);
+    daemon.signal("KILL");
+    daemon = serve();
+    answered("echo: a slow reply k1", 1);
+    // kill -9 between turns, a message arriving meanwhile.
+    daemon.signal("KILL");
+    say("please reply k2");
+    std::thread::sleep(Duration::from_secs(2));
+    daemon = serve();
+    answered("echo: please reply k2", 1);
+
+    // A 10 000-character answer arrives whole, in parts.
+    say("a long answer please");
+    wait_chat(
+        &fake,
+        ALICE,
+        "the long answer's 3 parts",
+        |t| t.iter().any(|t| t.contains("agent finished (3/3)")),
+        &context,
+    );
+    let parts: Vec<String> = chat(&fake, ALICE)
+        .into_iter()
+        .filter(|t| t.contains(": agent finished (") && t.contains("/3)"))
+        .collect();
+    let whole: String = parts
+        .iter()
+        .map(|t| t.split_once("\n\n").unwrap().1)
+        .map(|b| b.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        .collect();
+    assert_eq!(whole, long_answer(), "the parts joined are the answer");
+
+    std::thread::sleep(Duration::from_secs(2));
+    let texts = chat(&fake, ALICE);
+    for answer in ["echo: please reply r1", "echo: a slow reply s1", "echo: please reply s2",
+        "echo: no", "echo: a slow reply k1", "echo: please reply k2"] {
+        assert_eq!(answers(&texts, answer), 1, "{answer:?} once: {texts:#?}");
+    }
+    report_latency(&app, kind);
+    daemon.stop();
+}
+
+/// Paste → confirmed, for every message the agent confirmed: written for the closing note.
+fn report_latency(app: &App, kind: &str) {
+    let conn = rusqlite::Connection::open(app.db()).unwrap();
+    let mut took: Vec<i64> = conn
+        .prepare(
+            "SELECT took_ms FROM queue_rows WHERE queue = 'inbound' AND state = 'delivered'
+               AND took_ms IS NOT NULL",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    took.sort_unstable();
+    assert!(!took.is_empty(), "confirmed messages have their time");
+    let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];
+    let line = format!(
+        "{kind}: paste -> confirmed over {} messages: p50 {} ms, p99 {} ms, max {} ms\n",
+        took.len(),
+        at(0.5),
+        at(0.99),
+        took[took.len() - 1]
+    );
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("real-agents-{kind}.txt"));
+    std::fs::write(out, &line).unwrap();
+    eprint!("{line}");
+}
+
+#[test]
+fn claude_code_in_tmux_through_relayq() {
+    run_agent("claude");
+}
+
+#[test]
+fn codex_in_tmux_through_relayq() {
+    run_agent("codex");
+}
+
+#[test]
+fn gemini_cli_in_tmux_through_relayq() {
+    run_agent("gemini");
+}
