@@ -68,7 +68,12 @@ impl RealAgent {
         );
         let hooks = |events: &[&str]| -> Value {
             let entry = json!([{"hooks": [{"type": "command", "command": hook}]}]);
-            Value::Object(events.iter().map(|e| (e.to_string(), entry.clone())).collect())
+            Value::Object(
+                events
+                    .iter()
+                    .map(|e| (e.to_string(), entry.clone()))
+                    .collect(),
+            )
         };
         let write = |path: PathBuf, value: &Value| {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -86,8 +91,13 @@ impl RealAgent {
                         "projects": {project_s.clone(): {"hasTrustDialogAccepted": true,
                                                         "hasCompletedProjectOnboarding": true}}}),
                 );
-                let events = ["SessionStart", "UserPromptSubmit", "Stop", "PermissionRequest",
-                    "SessionEnd"];
+                let events = [
+                    "SessionStart",
+                    "UserPromptSubmit",
+                    "Stop",
+                    "PermissionRequest",
+                    "SessionEnd",
+                ];
                 let mut hooks = hooks(&events);
                 hooks["Notification"] = json!([{"matcher": "idle_prompt",
                     "hooks": [{"type": "command", "command": hook}]}]);
@@ -128,8 +138,16 @@ impl RealAgent {
                     ),
                 )
                 .unwrap();
-                let events = ["SessionStart", "UserPromptSubmit", "PermissionRequest", "Stop"];
-                write(codex_home.join("hooks.json"), &json!({"hooks": hooks(&events)}));
+                let events = [
+                    "SessionStart",
+                    "UserPromptSubmit",
+                    "PermissionRequest",
+                    "Stop",
+                ];
+                write(
+                    codex_home.join("hooks.json"),
+                    &json!({"hooks": hooks(&events)}),
+                );
                 env.extend([
                     ("CODEX_HOME", codex_home.display().to_string()),
                     ("FAKE_MODEL_KEY", "test-key".into()),
@@ -140,8 +158,13 @@ impl RealAgent {
                 )
             }
             "gemini" => {
-                let events = ["SessionStart", "BeforeAgent", "AfterAgent", "Notification",
-                    "SessionEnd"];
+                let events = [
+                    "SessionStart",
+                    "BeforeAgent",
+                    "AfterAgent",
+                    "Notification",
+                    "SessionEnd",
+                ];
                 write(
                     home.join(".gemini/settings.json"),
                     &json!({"security": {"auth": {"selectedType": "gemini-api-key"},
@@ -201,7 +224,9 @@ fn config(tmux: &Tmux, fake: &FakeTelegram, sessions: &[&str]) -> Config {
         .enumerate()
         .map(|(i, s)| format!("\"{}\" = \"{s}\"", ALICE + i as i64))
         .collect();
-    let users: Vec<String> = (0..sessions.len()).map(|i| (ALICE + i as i64).to_string()).collect();
+    let users: Vec<String> = (0..sessions.len())
+        .map(|i| (ALICE + i as i64).to_string())
+        .collect();
     tmux.agent_config(&[
         "programs = [\"claude\", \"node\"]",
         "submit_delay = \"100ms\"",
@@ -293,10 +318,18 @@ fn run_agent(kind: &'static str) {
     }
     answered("echo: please reply o3", 1);
     let texts = chat(&fake, ALICE);
-    let at = |a: &str| texts.iter().position(|t| t.ends_with(&format!("echo: please reply {a}")));
+    let at = |a: &str| {
+        texts
+            .iter()
+            .position(|t| t.ends_with(&format!("echo: please reply {a}")))
+    };
     assert!(at("o1") < at("o2") && at("o2") < at("o3"), "{texts:#?}");
     for m in ["o1", "o2", "o3"] {
-        assert_eq!(answers(&texts, &format!("echo: please reply {m}")), 1, "{texts:#?}");
+        assert_eq!(
+            answers(&texts, &format!("echo: please reply {m}")),
+            1,
+            "{texts:#?}"
+        );
     }
 
     // A message sent during a turn gets its own turn and answer after it.
@@ -308,8 +341,17 @@ fn run_agent(kind: &'static str) {
 
     // A permission dialog: the chat hears what is asked; its "no" is never typed into it.
     say("use the tool t1");
-    wait_chat(&fake, ALICE, "needs you", |t| t.iter().any(|t| t.contains("needs you")), &context);
-    let asked = chat(&fake, ALICE).into_iter().find(|t| t.contains("needs you")).unwrap();
+    wait_chat(
+        &fake,
+        ALICE,
+        "needs you",
+        |t| t.iter().any(|t| t.contains("needs you")),
+        &context,
+    );
+    let asked = chat(&fake, ALICE)
+        .into_iter()
+        .find(|t| t.contains("needs you"))
+        .unwrap();
     assert!(asked.contains("touch probe-tool.txt"), "{asked}");
     say("no");
     std::thread::sleep(Duration::from_secs(8));
@@ -353,14 +395,24 @@ fn run_agent(kind: &'static str) {
     let whole: String = parts
         .iter()
         .map(|t| t.split_once("\n\n").unwrap().1)
-        .map(|b| b.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        .map(|b| {
+            b.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
         .collect();
     assert_eq!(whole, long_answer(), "the parts joined are the answer");
 
     std::thread::sleep(Duration::from_secs(2));
     let texts = chat(&fake, ALICE);
-    for answer in ["echo: please reply r1", "echo: a slow reply s1", "echo: please reply s2",
-        "echo: no", "echo: a slow reply k1", "echo: please reply k2"] {
+    for answer in [
+        "echo: please reply r1",
+        "echo: a slow reply s1",
+        "echo: please reply s2",
+        "echo: no",
+        "echo: a slow reply k1",
+        "echo: please reply k2",
+    ] {
         assert_eq!(answers(&texts, answer), 1, "{answer:?} once: {texts:#?}");
     }
     report_latency(&app, kind);

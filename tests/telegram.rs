@@ -149,11 +149,12 @@ fn a_conflict_backs_off_with_a_clear_log_line_and_a_stranger_is_ignored_and_logg
     daemon.stop();
 }
 
-/// A stand-in for Claude Code in the pane: each line typed in is a prompt; it reports the turn
-/// through `relayq hook` as Claude Code's hooks would, answering "answer to: <line>".
+/// A stand-in for Claude Code in the pane: at its `> ` prompt, each line typed in is a prompt;
+/// it reports the turn through `relayq hook` as Claude Code's hooks would, answering
+/// "answer to: <line>".
 fn fake_agent(log: &std::path::Path) -> String {
     format!(
-        r#"while IFS= read -r line; do
+        r#"while printf '> '; IFS= read -r line; do
   printf '%s\n' "$line" >> {log}
   printf '{{"session_id":"native-1","hook_event_name":"UserPromptSubmit","prompt":"%s"}}' "$line" | {bin} hook --agent claude
   printf '{{"session_id":"native-1","hook_event_name":"Stop","last_assistant_message":"answer to: %s"}}' "$line" | {bin} hook --agent claude

@@ -109,8 +109,8 @@ struct StepWritten {
     recorded: Vec<Recorded>,
     /// Ordering keys of the notices written to chats (wake their sender).
     told: Vec<String>,
-    /// The run was leased past a dialog no event said was answered.
-    asked: bool,
+    /// The run was leased without knowing the agent at its prompt.
+    unsure: bool,
     /// The next run, or when to look again; `None` when no lease was asked for.
     next: Option<Result<Vec<Lease>, Head>>,
 }
@@ -119,9 +119,9 @@ pub struct SessionActor {
     session: String,
     channel: String,
     busy_setting: Busy,
-    /// The row leased last was leased past a dialog no event said was answered (see
-    /// `AgentHints::asked`).
-    agent_asked: bool,
+    /// The row leased last was leased without knowing the agent at its prompt (see
+    /// `AgentHints::unsure`).
+    agent_unsure: bool,
     /// The message handed to the agent and not yet confirmed.
     awaiting: Option<Awaiting>,
     store: Store,
@@ -160,7 +160,7 @@ impl SessionActor {
             session,
             channel: route.channel,
             busy_setting: route.busy,
-            agent_asked: false,
+            agent_unsure: false,
             awaiting: None,
             store,
             channels,
@@ -257,7 +257,7 @@ impl SessionActor {
     fn deliver(&mut self, mut lease: Lease, look: Option<u32>, ctx: &mut Context<Self>) {
         let hints = AgentHints {
             look,
-            asked: std::mem::take(&mut self.agent_asked),
+            unsure: std::mem::take(&mut self.agent_unsure),
         };
         // Read once here; the answered row (kept, cloned for the log) needs no payload, but a
         // message that waits for its agent keeps it for the next look.
@@ -342,19 +342,19 @@ impl SessionActor {
                 recorded.push(done);
             }
             q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
-            let (next, asked) = match (step.lease_next, agent) {
+            let (next, unsure) = match (step.lease_next, agent) {
                 (false, _) => (None, false),
                 (true, None) => (Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?), false),
                 (true, Some((busy, stale_ask))) => {
-                    let (next, asked) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
-                    (Some(next), asked)
+                    let (next, unsure) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
+                    (Some(next), unsure)
                 }
             };
             Ok(StepWritten {
                 recorded,
                 next,
                 told,
-                asked,
+                unsure,
             })
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
@@ -368,7 +368,7 @@ impl SessionActor {
                     for key in &synced.told {
                         crate::wake::notify(&db, QueueName::Outbound, key);
                     }
-                    act.agent_asked = synced.asked;
+                    act.agent_unsure = synced.unsure;
                     match paused {
                         // Resuming wakes the session again.
                         true => act.go_idle(),
@@ -563,8 +563,9 @@ fn tell_chat_in(
 /// take it. While it works (unless `busy = "steer"`) or a dialog is up, nothing is leased and
 /// the session looks again after [`AGENT_LOOK_AGAIN`] unless its agent's events wake it first.
 /// A dialog no event said was answered for `stale_ask` (a denial in the terminal says so to
-/// no hook) is looked past: the row is leased, `true` said, and the channel pastes only onto
-/// a screen that shows the agent back at its prompt.
+/// no hook) is looked past, and an agent that has not reported is not waited for: the row is
+/// leased, `true` said (unsure), and the channel pastes only onto a screen that shows the agent
+/// at its prompt.
 fn lease_for_agent(
     q: &relayq_engine::Queue,
     tx: &relayq_engine::rusqlite::Transaction<'_>,
@@ -574,13 +575,15 @@ fn lease_for_agent(
     now: i64,
 ) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, bool)> {
     let look_again = now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN);
-    let (wait_until, asked) = match sessions::agent_state(tx, key)? {
+    let (wait_until, unsure) = match sessions::agent_state(tx, key)? {
         Some((AgentState::AwaitingApproval, since)) => {
             let stale_at = since + relayq_engine::clock::ms(stale_ask);
             ((stale_at > now).then_some(stale_at.min(look_again)), true)
         }
         Some((AgentState::Working, _)) if busy == Busy::Wait => (Some(look_again), false),
-        _ => (None, false),
+        Some((AgentState::Ready | AgentState::Working, _)) => (None, false),
+        // Not reported yet, or gone (it may run again): only onto its prompt.
+        Some((AgentState::Starting | AgentState::Gone, _)) | None => (None, true),
     };
     if let Some(at) = wait_until {
         let head = match q.head_in(tx, key, now)? {
@@ -589,7 +592,7 @@ fn lease_for_agent(
         };
         return Ok((Err(head), false));
     }
-    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, asked))
+    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, unsure))
 }
 
 impl Handler<Stop> for SessionActor {

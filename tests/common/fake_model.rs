@@ -18,10 +18,38 @@ use serde_json::{json, Value};
 /// How long a `slow` prompt's turn takes.
 pub const SLOW: Duration = Duration::from_secs(5);
 
-/// The answer to a prompt with `long` in it: 10 000 characters in paragraphs.
+/// The answer to a prompt with `long` in it: 10 000 characters in paragraphs of sentences
+/// that do not repeat (Gemini CLI stops a turn whose stream repeats itself, as a loop).
 pub fn long_answer() -> String {
-    let para = format!("{}end.\n\n", "word ".repeat(99));
-    para.repeat(21).chars().take(10_000).collect()
+    const WORDS: &[&str] = &[
+        "queue", "lease", "agent", "pane", "turn", "hook", "chat", "answer", "order", "crash",
+        "commit", "retry", "session", "paste", "notice", "token", "daemon", "socket", "row",
+        "channel", "source", "offset", "backoff", "part", "limit", "markup", "dialog", "state",
+    ];
+    let mut seed: u64 = 28;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let mut text = String::new();
+    let mut sentence = 0;
+    while text.len() < 10_000 {
+        sentence += 1;
+        let words: Vec<&str> = (0..8 + next() % 8)
+            .map(|_| WORDS[next() % WORDS.len()])
+            .collect();
+        text += &format!("Sentence {sentence} tells of {}.", words.join(" "));
+        text += if sentence % 6 == 0 { "\n\n" } else { " " };
+    }
+    let mut answer: String = text.chars().take(10_000).collect();
+    // Agents trim an answer's ends: it must end in a letter, not white space.
+    while answer.ends_with(char::is_whitespace) {
+        answer.pop();
+        answer.push('x');
+    }
+    answer
 }
 
 /// The model's answer to the person's `text`.
@@ -93,7 +121,10 @@ fn answer(url: &str, body: &Value) -> (&'static str, String) {
     if path.contains(":generateContent") {
         // Side requests (routing, the next speaker, titles) expect JSON in the text.
         let text = json!({"reasoning": "simple", "model_choice": "flash", "next_speaker": "user"});
-        return (JSON, gemini_response(&[json!({"text": text.to_string()})]).to_string());
+        return (
+            JSON,
+            gemini_response(&[json!({"text": text.to_string()})]).to_string(),
+        );
     }
     if path.contains(":countTokens") {
         return (JSON, json!({"totalTokens": 10}).to_string());
@@ -152,14 +183,19 @@ fn claude(body: &Value) -> (&'static str, String) {
         "role": "assistant", "model": body["model"], "content": [], "stop_reason": null,
         "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
     let (block, delta, stop) = if text.contains("tool") && !tool_result {
-        let input = json!({"command": "touch probe-tool.txt", "description": "Create the probe file"});
+        let input =
+            json!({"command": "touch probe-tool.txt", "description": "Create the probe file"});
         (
             json!({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}),
             json!({"type": "input_json_delta", "partial_json": input.to_string()}),
             "tool_use",
         )
     } else {
-        let answer = if tool_result { "tool done".into() } else { answer_to(&text) };
+        let answer = if tool_result {
+            "tool done".into()
+        } else {
+            answer_to(&text)
+        };
         (
             json!({"type": "text", "text": ""}),
             json!({"type": "text_delta", "text": answer}),
@@ -168,10 +204,22 @@ fn claude(body: &Value) -> (&'static str, String) {
     };
     let events = [
         ("message_start", start),
-        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": block})),
-        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta})),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}})),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
     (SSE, sse(&events))
@@ -211,7 +259,11 @@ fn codex(body: &Value) -> String {
                "name": "exec_command", "arguments": arguments.to_string()})
     } else {
         pause_if_slow(&text);
-        message_item(&if tool_result { "tool done".into() } else { answer_to(&text) })
+        message_item(&if tool_result {
+            "tool done".into()
+        } else {
+            answer_to(&text)
+        })
     };
     let event = |name: &str, mut data: Value| {
         data["type"] = json!(name);
@@ -222,9 +274,15 @@ fn codex(body: &Value) -> String {
     let events = [
         event("response.created", json!({"response": {"id": "resp_1"}})),
         event("response.output_item.done", json!({"item": item})),
-        event("response.completed", json!({"response": {"id": "resp_1", "usage": usage}})),
+        event(
+            "response.completed",
+            json!({"response": {"id": "resp_1", "usage": usage}}),
+        ),
     ];
-    let events: Vec<(&str, Value)> = events.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    let events: Vec<(&str, Value)> = events
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.clone()))
+        .collect();
     sse(&events)
 }
 
@@ -239,8 +297,10 @@ fn gemini_stream(body: &Value) -> String {
     let mut text = String::new();
     for c in contents.iter().filter(|c| c["role"] == "user") {
         for part in c["parts"].as_array().into_iter().flatten() {
-            if let Some(t) = part["text"].as_str() {
-                text = t.to_string();
+            // Gemini CLI's own notes ("System: Potential loop detected…") are not the person.
+            match part["text"].as_str() {
+                Some(t) if !t.starts_with("System:") => text = t.to_string(),
+                _ => {}
             }
         }
     }

@@ -39,10 +39,11 @@ pub struct AgentHints {
     /// Look at the message sent before (the `n`th look) instead of sending it again; see
     /// [`Outcome::Submitted`].
     pub look: Option<u32>,
-    /// The agent's last word was a dialog that no event said was answered (a denial in the
-    /// terminal ends the turn silently): send only when the far end shows the agent back at
-    /// its prompt.
-    pub asked: bool,
+    /// relayq does not know the agent is at its prompt: it has not reported yet (an agent
+    /// still starting drops input), or its last word was a dialog no event said was answered
+    /// (a denial in the terminal ends the turn silently). Send only onto a far end that shows
+    /// the agent at its prompt.
+    pub unsure: bool,
 }
 
 /// What is being delivered.
@@ -116,7 +117,7 @@ pub enum Outcome {
     Expired { reason: String },
     /// Handed to a far end that confirms by itself (an agent, by its prompt-submit event): the
     /// row stays in flight, `note` saying so, until the confirmation marks it delivered. No
-    /// word within `wait`: the channel is asked to look again (`Delivery::look`).
+    /// word within `wait`: the channel is asked to look again (`AgentHints::look`).
     Submitted { note: String, wait: Duration },
 }
 

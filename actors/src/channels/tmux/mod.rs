@@ -258,12 +258,12 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
         if let Some(dialog) = screen.dialog() {
             return Err(dialog_open(dialog));
         }
-        if delivery.agent.asked && !screen.at_prompt() {
+        if delivery.agent.unsure && !screen.at_prompt() {
             return Err(Outcome::Throttled {
-                reason: "the agent asked for a permission and is not back at its prompt yet: \
-                         nothing is typed until it is"
+                reason: "the agent has not reported that it is ready, and its pane shows no \
+                         empty prompt (still starting, or a dialog): nothing is typed until it does"
                     .into(),
-                wait: Duration::from_secs(5),
+                wait: Duration::from_secs(2),
                 channel_wide: false,
             });
         }
@@ -287,10 +287,16 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
     })?;
     if agent {
         // The agent has read the paste when it shows it: an Enter sooner may be a newline.
-        let shown = tokio::time::Instant::now() + SHOW_WITHIN;
-        while !capture(config, &pane).await?.holds(&text)
-            && tokio::time::Instant::now() < shown
-        {
+        let deadline = tokio::time::Instant::now() + SHOW_WITHIN;
+        while !capture(config, &pane).await?.holds(&text) {
+            if tokio::time::Instant::now() >= deadline {
+                // Not taken (an agent still starting drops input): nothing is submitted.
+                return Err(Outcome::retry(format!(
+                    "the pasted text did not show in the agent's input box within \
+                     {SHOW_WITHIN:?} (is it still starting?): nothing was submitted; it is \
+                     pasted again"
+                )));
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

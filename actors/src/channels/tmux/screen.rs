@@ -32,8 +32,8 @@ const PROMPT_MARKERS: &[char] = &['❯', '›', '>'];
 /// What an empty input box shows, per agent (Claude Code shows nothing after its marker).
 const PLACEHOLDERS: &[&str] = &["Type your message", "Ask Codex to do anything"];
 
-/// How Claude Code shows a long paste in its input box.
-const PASTE_PLACEHOLDER: &str = "[Pasted text";
+/// How Claude Code (and Gemini CLI) show a long paste in the input box, lowercased.
+const PASTE_PLACEHOLDER: &str = "[pasted text";
 
 /// A pane's screen as `capture-pane -p -J` gives it.
 pub struct Screen {
@@ -116,7 +116,7 @@ impl Screen {
         let Some(input) = self.input_box() else {
             return false;
         };
-        if input.contains(PASTE_PLACEHOLDER) {
+        if input.to_lowercase().contains(PASTE_PLACEHOLDER) {
             return true;
         }
         let last_line = text
