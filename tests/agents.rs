@@ -4,6 +4,7 @@
 //! input folded into a running turn, a side thread's notify, an idle reminder), running
 //! relayq's own hook command as the real CLIs do. The real CLIs are in `real_agents`.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::common::*;
@@ -11,7 +12,8 @@ use serde_json::Value;
 
 /// A fake agent in its own tmux server, its hooks wired to `app`.
 pub struct FakeAgent {
-    pub tmux: Tmux,
+    /// Shared when several agents run on one server.
+    pub tmux: Rc<Tmux>,
     pub session: String,
     log: std::path::PathBuf,
 }
@@ -25,7 +27,14 @@ impl FakeAgent {
     /// Starts `agent` (claude, codex, gemini) as relayq session `session` with the fake's
     /// settings `env` (see the fake's doc), its hooks run as `relayq hook` with
     /// `RELAYQ_SESSION` set (unless `env` sets it empty).
-    pub fn start(app: &App, tmux: Tmux, agent: &str, session: &str, env: &[(&str, &str)]) -> Self {
+    pub fn start(
+        app: &App,
+        tmux: impl Into<Rc<Tmux>>,
+        agent: &str,
+        session: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let tmux = tmux.into();
         let log = app.path(&format!("{session}-agent.jsonl"));
         let relayq = |cmd: &str| -> String {
             let argv: Vec<String> = [
@@ -439,5 +448,41 @@ fn the_chat_is_told_when_its_message_waits_for_an_agent_and_when_it_is_dropped()
     assert!(told.iter().all(|m| m["chat_id"] == ALICE));
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(fake.sent().len(), 2, "told once each: {:?}", fake.sent());
+    daemon.stop();
+}
+
+/// Faults 4 and 7 end to end: Codex's side thread (naming the task) and Claude Code's idle
+/// reminder each made a second notice for one answer.
+#[test]
+fn a_side_thread_and_an_idle_reminder_make_no_second_notice() {
+    let tmux = Rc::new(Tmux::new("quiet"));
+    let app = App::new(agent_config(&tmux, &[]));
+    let codex = FakeAgent::start(
+        &app,
+        tmux.clone(),
+        "codex",
+        "codex",
+        &[("FAKE_SIDE_THREAD", "1")],
+    );
+    let claude = FakeAgent::start(&app, tmux, "claude", "claude", &[("FAKE_IDLE_MS", "300")]);
+    let daemon = app.serve();
+    app.enqueue("codex", "please reply c1");
+    app.enqueue("claude", "please reply k1");
+    codex.wait_log("the side thread's notify", |l| {
+        l.iter().any(|e| e["notify"] == "side")
+    });
+    claude.wait_log("the idle reminder", |l| {
+        l.iter().filter(|e| e["hook"] == "Notification").count() == 1
+    });
+    let finished = wait_notices(&app, 2);
+    std::thread::sleep(Duration::from_secs(2));
+    let notices = app.lines(NOTICES);
+    assert_eq!(notices.len(), 2, "one notice per answer: {notices:#?}");
+    let mut bodies: Vec<&str> = finished
+        .iter()
+        .map(|n| n["notice"]["body"].as_str().unwrap())
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, ["echo: please reply c1", "echo: please reply k1"]);
     daemon.stop();
 }
