@@ -18,11 +18,6 @@ pub struct FakeAgent {
     log: std::path::PathBuf,
 }
 
-/// `s` as one shell word.
-fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 impl FakeAgent {
     /// Starts `agent` (claude, codex, gemini) as relayq session `session` with the fake's
     /// settings `env` (see the fake's doc), its hooks run as `relayq hook` with
@@ -36,24 +31,11 @@ impl FakeAgent {
     ) -> Self {
         let tmux = tmux.into();
         let log = app.path(&format!("{session}-agent.jsonl"));
-        let relayq = |cmd: &str| -> String {
-            let argv: Vec<String> = [
-                bin(),
-                "--config".into(),
-                app.path("config.toml").display().to_string(),
-                "--db".into(),
-                app.db().display().to_string(),
-                cmd.into(),
-                "--agent".into(),
-                agent.into(),
-            ]
-            .to_vec();
-            serde_json::to_string(&argv).unwrap()
-        };
+        let hook = serde_json::to_string(&app.hook_argv(agent)).unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
         let mut vars = vec![
             ("FAKE_AGENT", agent.to_string()),
-            ("FAKE_HOOK", relayq("hook")),
+            ("FAKE_HOOK", hook.clone()),
             ("FAKE_LOG", log.display().to_string()),
             ("RELAYQ_SESSION", session.to_string()),
             (
@@ -63,7 +45,7 @@ impl FakeAgent {
         ];
         if agent == "codex" {
             // notify gets the JSON as its last argument: `relayq hook` reads it from there.
-            vars.push(("FAKE_NOTIFY", relayq("hook")));
+            vars.push(("FAKE_NOTIFY", hook));
         }
         for (k, v) in env {
             vars.retain(|(name, _)| name != k);
@@ -73,7 +55,7 @@ impl FakeAgent {
             .iter()
             .map(|(k, v)| match v.is_empty() {
                 true => format!("unset {k};"),
-                false => format!("export {k}={};", sq(v)),
+                false => format!("export {k}={};", shell_word(v)),
             })
             .collect();
         let cwd = app.dir.path().display().to_string();
@@ -81,7 +63,7 @@ impl FakeAgent {
             session,
             &format!(
                 "cd {}; {} exec python3 {script}",
-                sq(&cwd),
+                shell_word(&cwd),
                 exports.join(" ")
             ),
         );

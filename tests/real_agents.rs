@@ -41,11 +41,6 @@ fn cli(name: &str) -> PathBuf {
     path
 }
 
-/// `s` as one shell word.
-fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// One agent CLI, set up in its own HOME, running in a tmux pane as relayq session `session`.
 struct RealAgent {
     tmux: Tmux,
@@ -60,12 +55,7 @@ impl RealAgent {
         let project = app.path(&format!("project-{kind}"));
         std::fs::create_dir_all(&project).unwrap();
         let project_s = project.display().to_string();
-        let hook = format!(
-            "{} --config {} --db {} hook --agent {kind}",
-            sq(&bin()),
-            sq(&app.path("config.toml").display().to_string()),
-            sq(&app.db().display().to_string())
-        );
+        let hook = app.hook_command(kind);
         let hooks = |events: &[&str]| -> Value {
             let entry = json!([{"hooks": [{"type": "command", "command": hook}]}]);
             Value::Object(
@@ -108,21 +98,11 @@ impl RealAgent {
                     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
                     ("DISABLE_AUTOUPDATER", "1".into()),
                 ]);
-                sq(&cli("claude").display().to_string())
+                shell_word(&cli("claude").display().to_string())
             }
             "codex" => {
                 let codex_home = home.join(".codex");
-                let notify: Vec<String> = [
-                    bin(),
-                    "--config".into(),
-                    app.path("config.toml").display().to_string(),
-                    "--db".into(),
-                    app.db().display().to_string(),
-                    "hook".into(),
-                    "--agent".into(),
-                    "codex".into(),
-                ]
-                .to_vec();
+                let notify = app.hook_argv("codex");
                 std::fs::create_dir_all(&codex_home).unwrap();
                 std::fs::write(
                     codex_home.join("config.toml"),
@@ -154,7 +134,7 @@ impl RealAgent {
                 ]);
                 format!(
                     "{} --dangerously-bypass-hook-trust",
-                    sq(&cli("codex").display().to_string())
+                    shell_word(&cli("codex").display().to_string())
                 )
             }
             "gemini" => {
@@ -181,19 +161,19 @@ impl RealAgent {
                     ("GOOGLE_GEMINI_BASE_URL", model.url()),
                     ("GEMINI_API_KEY", "test-key".into()),
                 ]);
-                sq(&cli("gemini").display().to_string())
+                shell_word(&cli("gemini").display().to_string())
             }
             other => panic!("no agent {other}"),
         };
         let exports: Vec<String> = env
             .iter()
-            .map(|(k, v)| format!("export {k}={};", sq(v)))
+            .map(|(k, v)| format!("export {k}={};", shell_word(v)))
             .collect();
         tmux.start(
             &session,
             &format!(
                 "cd {}; {} exec {command}",
-                sq(&project_s),
+                shell_word(&project_s),
                 exports.join(" ")
             ),
         );

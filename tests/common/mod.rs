@@ -149,6 +149,31 @@ impl App {
             .unwrap()
     }
 
+    /// `relayq hook --agent AGENT` for this directory's config and database, as an agent's
+    /// hook settings run it: the argument list.
+    pub fn hook_argv(&self, agent: &str) -> Vec<String> {
+        vec![
+            bin(),
+            "--config".into(),
+            self.path("config.toml").display().to_string(),
+            "--db".into(),
+            self.db().display().to_string(),
+            "hook".into(),
+            "--agent".into(),
+            agent.into(),
+        ]
+    }
+
+    /// [`hook_argv`](Self::hook_argv) as one shell command line.
+    pub fn hook_command(&self, agent: &str) -> String {
+        let words: Vec<String> = self
+            .hook_argv(agent)
+            .iter()
+            .map(|w| shell_word(w))
+            .collect();
+        words.join(" ")
+    }
+
     /// `command` (a hook made by the test) run with `payload` on its stdin.
     pub fn run_with_stdin(mut command: Command, payload: &str) -> Output {
         let mut child = command
@@ -557,6 +582,11 @@ impl Drop for Endpoint {
     fn drop(&mut self) {
         self.server.unblock();
     }
+}
+
+/// `s` as one shell word (single-quoted).
+pub fn shell_word(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A private tmux server for one test, killed when dropped.
