@@ -468,3 +468,45 @@ fn a_side_thread_and_an_idle_reminder_make_no_second_notice() {
     assert_eq!(bodies, ["echo: please reply c1", "echo: please reply k1"]);
     daemon.stop();
 }
+
+/// Fault 11, the other way in: a message for a session whose agent ended it is not typed into
+/// whatever runs in the pane now; it is dropped, and its chat hears so.
+#[test]
+fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
+    use relayq_actors::testing::fake_telegram::FakeTelegram;
+    const TOKEN: &str = "123456:ended-test-token";
+    const BOB: i64 = 4343;
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("ended");
+    let config = agent_config(&tmux, &[]).table(
+        "sources.bot",
+        &[
+            "kind = \"telegram\"",
+            &format!("token = {TOKEN:?}"),
+            &format!("api_url = {:?}", fake.url),
+            &format!("allowed_users = [{BOB}]"),
+            &format!("chats = {{ \"{BOB}\" = \"gone\" }}"),
+            "poll_timeout = \"1s\"",
+        ],
+    );
+    let app = App::new(config);
+    let env = [("RELAYQ_SESSION", "gone")];
+    for event in ["SessionStart", "SessionEnd"] {
+        let payload = format!(r#"{{"session_id":"n1","hook_event_name":"{event}"}}"#);
+        assert!(app.hook("claude", &payload, false, &env).status.success());
+    }
+    let daemon = app.serve();
+    wait_until("the session ended", Duration::from_secs(20), || {
+        app.ok(&["session", "list", "--json"])
+            .contains("\"state\":\"ended\"")
+    });
+    fake.push_text(BOB, BOB, "still there?");
+    let told = fake.wait_sent(Duration::from_secs(30), |sent| !sent.is_empty());
+    let text = told[0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("<b>gone</b>: your message was dropped"),
+        "{text}"
+    );
+    assert!(text.contains("the agent ended this session"), "{text}");
+    daemon.stop();
+}

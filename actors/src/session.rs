@@ -364,10 +364,8 @@ impl SessionActor {
                     for ((lease, tried, _), recorded) in outcomes.iter().zip(&synced.recorded) {
                         tried.log(&act.store.metrics, &act.store.inbound, lease, recorded);
                     }
-                    let db = act.store.engine.database().path().to_path_buf();
-                    for key in &synced.told {
-                        crate::wake::notify(&db, QueueName::Outbound, key);
-                    }
+                    let db = act.store.engine.database().path();
+                    crate::wake::outbound_written(db, synced.told);
                     act.agent_unsure = synced.unsure;
                     match paused {
                         // Resuming wakes the session again.

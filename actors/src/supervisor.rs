@@ -217,15 +217,19 @@ impl Handler<Enqueue> for SupervisorActor {
         let write = self.store.write_as(atomicity, move |s, tx| {
             let now = s.inbound.now();
             let enqueued = inbound::enqueue_in(&s.inbound, tx, &message, now)?;
-            tell_if_dropped_in(s, tx, &message, &enqueued, now)?;
-            Ok(enqueued)
+            let told = tell_if_dropped_in(s, tx, &message, &enqueued, now)?;
+            Ok((enqueued, told))
         });
+        let db = self.store.engine.database().path().to_path_buf();
         // Awaited in a task of its own, not in this actor's context, which polls every future
         // spawned into it at each wake: with many enqueues in flight, each answer cost as
         // many polls. The wake is queued before the caller hears of the commit.
         let me = ctx.address();
         Box::pin(async move {
-            let result = write.await;
+            let result = write.await.map(|(enqueued, told)| {
+                crate::wake::outbound_written(&db, told);
+                enqueued
+            });
             if matches!(
                 result,
                 Ok(Enqueued {
@@ -298,16 +302,19 @@ impl Handler<EnqueueFrom> for SupervisorActor {
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let rows = sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())?;
+            let mut told = Vec::new();
             for (message, row) in valid.iter().zip(&rows) {
-                tell_if_dropped_in(s, tx, message, row, q.now())?;
+                told.extend(tell_if_dropped_in(s, tx, message, row, q.now())?);
             }
             for copy in &refused {
                 q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())?;
             }
-            Ok(rows)
+            Ok((rows, told))
         });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
-            let mut enqueued = result?.into_iter();
+            let (rows, told) = result?;
+            crate::wake::outbound_written(act.store.engine.database().path(), told);
+            let mut enqueued = rows.into_iter();
             let answers = checked
                 .into_iter()
                 .map(|message| {
@@ -326,28 +333,17 @@ impl Handler<EnqueueFrom> for SupervisorActor {
     }
 }
 
-/// A message written expired (its session ended): its chat is told, in the same transaction,
-/// and the notice's sender woken.
+/// A message written expired (its session ended): its chat is told, in the same transaction.
+/// The ordering key of the notice written, whose sender is woken after the commit.
 fn tell_if_dropped_in(
     s: &crate::store::Handles,
     tx: &relayq_engine::rusqlite::Transaction<'_>,
     message: &InboundMessage,
     enqueued: &Enqueued,
     now: i64,
-) -> relayq_engine::Result<()> {
+) -> relayq_engine::Result<Option<String>> {
     let routes = s.processor.routes.read().expect("routes lock").clone();
-    let told = relayq_engine::trouble::tell_if_dropped_in(
-        &s.outbound,
-        tx,
-        &routes,
-        message,
-        enqueued,
-        now,
-    )?;
-    if let Some(key) = told {
-        crate::wake::notify(s.engine.database().path(), QueueName::Outbound, &key);
-    }
-    Ok(())
+    relayq_engine::trouble::tell_if_dropped_in(&s.outbound, tx, &routes, message, enqueued, now)
 }
 
 impl Handler<WakeSession> for SupervisorActor {

@@ -28,6 +28,14 @@ pub fn socket_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Tells the daemon that outbound rows were committed for these ordering keys (notices
+/// written beside another write): their sender claims them now.
+pub fn outbound_written(db: &Path, keys: impl IntoIterator<Item = String>) {
+    for key in keys {
+        notify(db, QueueName::Outbound, &key);
+    }
+}
+
 /// Tells a running daemon (if any) that `queue`/`key` has new rows. Never fails the caller.
 pub fn notify(db: &Path, queue: QueueName, key: &str) {
     let note = serde_json::to_vec(&WakeNote {
