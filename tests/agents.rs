@@ -230,6 +230,12 @@ fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent(
         "delivered",
         "not delivered while it sits in the box"
     );
+    let shown = app.ok(&["show", &id.to_string()]);
+    assert!(
+        shown.contains("in flight     submitted: ")
+            && shown.contains(", waiting for the agent to take it"),
+        "{shown}"
+    );
     agent.wait_log("the turn", |l| {
         l.iter().any(|e| e["turn_start"] == "please reply g1")
     });

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use relayq_engine::clock::ms;
-use relayq_engine::queue::{THROTTLED, UNREACHABLE};
+use relayq_engine::queue::{SUBMITTED, THROTTLED, UNREACHABLE};
 use relayq_engine::rusqlite::Transaction;
 use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
 
@@ -487,6 +487,7 @@ pub fn record_in(
         Outcome::Submitted { note, wait } => {
             // The lease outlives the wait, so only a crash hands the row to someone else.
             let until = now.saturating_add(ms(wait + SUBMITTED_LEASE_MARGIN));
+            let note = format!("{SUBMITTED}{note}");
             if q.submitted_in(tx, l, &note, until, now)? {
                 Recorded::Submitted
             } else {

@@ -93,8 +93,15 @@ fn row_text(row: &RowDetail, now: i64) -> String {
     if let Some(reason) = &row.reason {
         line("reason", reason.clone());
     }
-    if let Some(error) = &row.last_error {
-        line("last error", error.clone());
+    match &row.last_error {
+        // Handed to an agent that confirms by itself: in flight, not failed.
+        Some(note)
+            if row.state == "leased" && note.starts_with(relayq_engine::queue::SUBMITTED) =>
+        {
+            line("in flight", note.clone())
+        }
+        Some(error) => line("last error", error.clone()),
+        None => {}
     }
     line("payload", row.payload.clone());
     out

@@ -303,7 +303,7 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
     tokio::time::sleep(config.submit_delay).await;
     tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
     Ok(match agent {
-        true => submitted(config, "submitted"),
+        true => submitted(config, "pasted"),
         false => Outcome::delivered(),
     })
 }

@@ -37,7 +37,8 @@ pub(crate) use read::{
     counts, dead_page, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
 };
 pub use read::{
-    DeadQuery, Lane, OldestPending, RowDetail, RowState, StateCount, THROTTLED, UNREACHABLE,
+    DeadQuery, Lane, OldestPending, RowDetail, RowState, StateCount, SUBMITTED, THROTTLED,
+    UNREACHABLE,
 };
 pub use upkeep::PRUNE_SQL;
 pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};

@@ -366,6 +366,9 @@ const LANES_SQL: &str = "WITH active AS (
 pub const THROTTLED: &str = "throttled: ";
 /// The text an unreachable far end's row's last error starts with (nothing was sent).
 pub const UNREACHABLE: &str = "unreachable: ";
+/// The text a row handed to a far end that confirms by itself says while it waits (an agent's
+/// prompt-submit event): it is still leased, not failed.
+pub const SUBMITTED: &str = "submitted: ";
 
 /// One key's unfinished rows: what the dashboard shows as a lane.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -382,13 +385,15 @@ pub struct Lane {
 }
 
 impl Lane {
-    /// What the lane is doing at `now`: `delivering`, `due` (waiting for a worker), or
+    /// What the lane is doing at `now`: `delivering`, `waiting for the agent` (to confirm the
+    /// message handed to it), `due` (waiting for a worker), or
     /// waiting until `head_next_attempt_at` because the far end was `throttled` or
     /// `unreachable`, or the head failed (`backing off`; `blocked by a failing head` when rows
     /// wait behind it).
     pub fn state(&self, now: i64) -> &'static str {
         let error = self.head_last_error.as_deref().unwrap_or_default();
         match () {
+            _ if self.leased > 0 && error.starts_with(SUBMITTED) => "waiting for the agent",
             _ if self.leased > 0 => "delivering",
             _ if self.head_next_attempt_at <= now => "due",
             _ if error.starts_with(THROTTLED) => "throttled",
