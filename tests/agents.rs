@@ -516,3 +516,44 @@ fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
     assert!(text.contains("the agent ended this session"), "{text}");
     daemon.stop();
 }
+
+/// `[sessions.busy] S = "steer"`: the next message is pasted during the running turn (Codex
+/// then folds it into that turn), as asked.
+#[test]
+fn busy_steer_pastes_during_a_turn() {
+    let tmux = Tmux::new("steer");
+    let app = App::new(agent_config(&tmux, &[]).set("sessions.busy", "agent = \"steer\""));
+    let agent = FakeAgent::start(
+        &app,
+        tmux,
+        "codex",
+        "agent",
+        &[("FAKE_BUSY", "fold"), ("FAKE_TURN_MS", "3000")],
+    );
+    let daemon = app.serve();
+    app.enqueue("agent", "first");
+    agent.wait_log("the first turn", |l| {
+        l.iter().any(|e| e["turn_start"] == "first")
+    });
+    let second = app.enqueue("agent", "second");
+    agent.wait_log("the second pasted mid-turn", |l| {
+        l.iter().any(|e| e["mid_turn"] == "second")
+    });
+    wait_for("one turn with both", || {
+        agent
+            .entries("turn_end")
+            .iter()
+            .any(|t| t == "first\nsecond")
+    });
+    // Folded into the first turn, it never gets a prompt-submit of its own: it is looked at
+    // and, gone from the input box, counted as taken, the receipt saying how.
+    wait_for("the second delivered", || {
+        row(&app, second).0 == "delivered"
+    });
+    let receipt = row(&app, second).1.unwrap();
+    assert!(
+        receipt.starts_with("taken into the agent's running turn"),
+        "{receipt}"
+    );
+    daemon.stop();
+}

@@ -76,6 +76,8 @@ struct Awaiting {
     look_at: Instant,
     /// Which look that will be.
     next_look: u32,
+    /// How it was sent (see `AgentHints::steering`).
+    steering: bool,
 }
 
 /// The session has nothing left to do (to the SupervisorActor, which stops it unless a wake is
@@ -109,8 +111,8 @@ struct StepWritten {
     recorded: Vec<Recorded>,
     /// Ordering keys of the notices written to chats (wake their sender).
     told: Vec<String>,
-    /// The run was leased without knowing the agent at its prompt.
-    unsure: bool,
+    /// What the run leased must be sent with.
+    hints: AgentHints,
     /// The next run, or when to look again; `None` when no lease was asked for.
     next: Option<Result<Vec<Lease>, Head>>,
 }
@@ -119,9 +121,8 @@ pub struct SessionActor {
     session: String,
     channel: String,
     busy_setting: Busy,
-    /// The row leased last was leased without knowing the agent at its prompt (see
-    /// `AgentHints::unsure`).
-    agent_unsure: bool,
+    /// What the row leased last must be sent with (see `AgentHints`).
+    agent_hints: AgentHints,
     /// The message handed to the agent and not yet confirmed.
     awaiting: Option<Awaiting>,
     store: Store,
@@ -160,7 +161,7 @@ impl SessionActor {
             session,
             channel: route.channel,
             busy_setting: route.busy,
-            agent_unsure: false,
+            agent_hints: AgentHints::default(),
             awaiting: None,
             store,
             channels,
@@ -218,7 +219,11 @@ impl SessionActor {
                 // A row whose send started before (a crash, a stop) is looked at, not pasted.
                 let look =
                     (self.agent_confirms().is_some() && lease.send_started.is_some()).then_some(0);
-                self.deliver(lease, look, ctx)
+                let hints = AgentHints {
+                    look,
+                    ..std::mem::take(&mut self.agent_hints)
+                };
+                self.deliver(lease, hints, ctx)
             }
             other => {
                 if let Some(lease) = other {
@@ -252,13 +257,9 @@ impl SessionActor {
         self.channels.confirms_within(&self.channel)
     }
 
-    /// Delivers `lease`, or with `look`, has its channel look at it again (see
-    /// `AgentHints::look`).
-    fn deliver(&mut self, mut lease: Lease, look: Option<u32>, ctx: &mut Context<Self>) {
-        let hints = AgentHints {
-            look,
-            unsure: std::mem::take(&mut self.agent_unsure),
-        };
+    /// Delivers `lease`, or with `hints.look`, has its channel look at it again (see
+    /// `AgentHints`).
+    fn deliver(&mut self, mut lease: Lease, hints: AgentHints, ctx: &mut Context<Self>) {
         // Read once here; the answered row (kept, cloned for the log) needs no payload, but a
         // message that waits for its agent keeps it for the next look.
         let payload = std::mem::take(&mut lease.payload);
@@ -288,7 +289,8 @@ impl SessionActor {
                         act.awaiting = Some(Awaiting {
                             lease,
                             look_at: Instant::now() + *wait,
-                            next_look: look.map_or(1, |n| n + 1),
+                            next_look: hints.look.map_or(1, |n| n + 1),
+                            steering: hints.steering,
                         });
                     }
                     let slow = took >= FAST_DELIVERY;
@@ -342,19 +344,22 @@ impl SessionActor {
                 recorded.push(done);
             }
             q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
-            let (next, unsure) = match (step.lease_next, agent) {
-                (false, _) => (None, false),
-                (true, None) => (Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?), false),
+            let (next, hints) = match (step.lease_next, agent) {
+                (false, _) => (None, AgentHints::default()),
+                (true, None) => (
+                    Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
+                    AgentHints::default(),
+                ),
                 (true, Some((busy, stale_ask))) => {
-                    let (next, unsure) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
-                    (Some(next), unsure)
+                    let (next, hints) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
+                    (Some(next), hints)
                 }
             };
             Ok(StepWritten {
                 recorded,
                 next,
                 told,
-                unsure,
+                hints,
             })
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
@@ -366,7 +371,7 @@ impl SessionActor {
                     }
                     let db = act.store.engine.database().path();
                     crate::wake::outbound_written(db, synced.told);
-                    act.agent_unsure = synced.unsure;
+                    act.agent_hints = synced.hints;
                     match paused {
                         // Resuming wakes the session again.
                         true => act.go_idle(),
@@ -437,7 +442,12 @@ impl SessionActor {
                     if left.is_zero() {
                         let awaiting = act.awaiting.take().expect("checked above");
                         act.busy = true;
-                        act.deliver(awaiting.lease, Some(awaiting.next_look), ctx);
+                        let hints = AgentHints {
+                            look: Some(awaiting.next_look),
+                            steering: awaiting.steering,
+                            ..AgentHints::default()
+                        };
+                        act.deliver(awaiting.lease, hints, ctx);
                     } else {
                         act.timer = Some(ctx.run_later(left, |act, ctx| act.step(ctx)));
                     }
@@ -571,26 +581,37 @@ fn lease_for_agent(
     busy: Busy,
     stale_ask: Duration,
     now: i64,
-) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, bool)> {
+) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, AgentHints)> {
     let look_again = now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN);
-    let (wait_until, unsure) = match sessions::agent_state(tx, key)? {
+    let hints = |unsure, steering| AgentHints {
+        look: None,
+        unsure,
+        steering,
+    };
+    let (wait_until, hints) = match sessions::agent_state(tx, key)? {
         Some((AgentState::AwaitingApproval, since)) => {
             let stale_at = since + relayq_engine::clock::ms(stale_ask);
-            ((stale_at > now).then_some(stale_at.min(look_again)), true)
+            (
+                (stale_at > now).then_some(stale_at.min(look_again)),
+                hints(true, false),
+            )
         }
-        Some((AgentState::Working, _)) if busy == Busy::Wait => (Some(look_again), false),
-        Some((AgentState::Ready | AgentState::Working, _)) => (None, false),
+        Some((AgentState::Working, _)) if busy == Busy::Wait => {
+            (Some(look_again), hints(false, false))
+        }
+        Some((AgentState::Working, _)) => (None, hints(false, true)),
+        Some((AgentState::Ready, _)) => (None, hints(false, false)),
         // Not reported yet, or gone (it may run again): only onto its prompt.
-        Some((AgentState::Starting | AgentState::Gone, _)) | None => (None, true),
+        Some((AgentState::Starting | AgentState::Gone, _)) | None => (None, hints(true, false)),
     };
     if let Some(at) = wait_until {
         let head = match q.head_in(tx, key, now)? {
             Head::Due => Head::NotBefore(at),
             head => head,
         };
-        return Ok((Err(head), false));
+        return Ok((Err(head), AgentHints::default()));
     }
-    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, unsure))
+    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, hints))
 }
 
 impl Handler<Stop> for SessionActor {

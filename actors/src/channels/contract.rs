@@ -44,6 +44,10 @@ pub struct AgentHints {
     /// (a denial in the terminal ends the turn silently). Send only onto a far end that shows
     /// the agent at its prompt.
     pub unsure: bool,
+    /// Sent while the agent works (`busy = "steer"`): an agent that folds it into the running
+    /// turn (Codex) reports no prompt of its own for it, so a text that left the input box
+    /// counts as taken.
+    pub steering: bool,
 }
 
 /// What is being delivered.

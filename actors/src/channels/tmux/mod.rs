@@ -331,6 +331,10 @@ async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, O
             tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
             Ok(submitted(config, "Enter pressed again"))
         }
+        // Folded into the running turn, it gets no prompt-submit of its own.
+        (false, _) if delivery.agent.steering => Ok(Outcome::delivered_as(
+            "taken into the agent's running turn (pasted during it; it left the input box)",
+        )),
         (false, 0) => Ok(submitted(config, "looked at after a restart")),
         (held, _) => Ok(Outcome::Permanent {
             reason: format!(
