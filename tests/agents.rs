@@ -111,6 +111,12 @@ impl FakeAgent {
         }
     }
 
+    /// Waits until the fake logged `field` with `value` (`what` names it in a timeout).
+    pub fn wait_entry(&self, what: &str, field: &str, value: impl Into<Value>) {
+        let value = value.into();
+        self.wait_log(what, |l| l.iter().any(|e| e[field] == value));
+    }
+
     pub fn screen(&self) -> String {
         self.tmux.screen(&self.session)
     }
@@ -162,9 +168,7 @@ fn a_reply_sent_while_a_dialog_is_open_never_approves_the_tool() {
     let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
     let daemon = app.serve();
     let asks = app.enqueue("agent", "use the tool please");
-    agent.wait_log("the dialog", |l| {
-        l.iter().any(|e| e["hook"] == "PermissionRequest")
-    });
+    agent.wait_entry("the dialog", "hook", "PermissionRequest");
     wait_for("the ask delivered", || row(&app, asks).0 == "delivered");
     let no = app.enqueue("agent", "no");
     std::thread::sleep(Duration::from_secs(3));
@@ -196,13 +200,9 @@ fn a_reply_sent_while_a_dialog_is_open_never_approves_the_tool() {
     // relayq looks at the screen, sees the agent back at its prompt, and the reply goes in a
     // turn of its own.
     agent.keys(&["Escape"]);
-    agent.wait_log("the dialog answered", |l| {
-        l.iter().any(|e| e["approved"] == false)
-    });
+    agent.wait_entry("the dialog answered", "approved", false);
     wait_for("the reply delivered", || row(&app, no).0 == "delivered");
-    agent.wait_log("the reply's turn", |l| {
-        l.iter().any(|e| e["turn_start"] == "no")
-    });
+    agent.wait_entry("the reply's turn", "turn_start", "no");
     assert!(agent.entries("approved").iter().all(|a| a == "false"));
     daemon.stop();
 }
@@ -222,9 +222,7 @@ fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent(
     );
     let daemon = app.serve();
     let id = app.enqueue("agent", "please reply g1");
-    agent.wait_log("the Enter taken as a newline", |l| {
-        l.iter().any(|e| e["enter_as_newline"] == true)
-    });
+    agent.wait_entry("the Enter taken as a newline", "enter_as_newline", true);
     assert_ne!(
         row(&app, id).0,
         "delivered",
@@ -236,9 +234,7 @@ fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent(
             && shown.contains(", waiting for the agent to take it"),
         "{shown}"
     );
-    agent.wait_log("the turn", |l| {
-        l.iter().any(|e| e["turn_start"] == "please reply g1")
-    });
+    agent.wait_entry("the turn", "turn_start", "please reply g1");
     wait_for("confirmed", || row(&app, id).0 == "delivered");
     assert_eq!(row(&app, id).1.as_deref(), Some("BeforeAgent"));
     assert_eq!(agent.entries("pasted").len(), 1, "pasted once, never twice");
@@ -321,9 +317,7 @@ fn a_long_answer_reaches_telegram_whole_in_parts_that_each_fit_and_parse() {
     let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
     let daemon = app.serve();
     app.enqueue("agent", "a long answer please");
-    agent.wait_log("the answer", |l| {
-        l.iter().any(|e| e["answer_chars"] == 10000)
-    });
+    agent.wait_entry("the answer", "answer_chars", 10000);
     fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 3);
     std::thread::sleep(Duration::from_millis(500));
     let sent = fake.sent();
@@ -456,9 +450,7 @@ fn a_side_thread_and_an_idle_reminder_make_no_second_notice() {
     let daemon = app.serve();
     app.enqueue("codex", "please reply c1");
     app.enqueue("claude", "please reply k1");
-    codex.wait_log("the side thread's notify", |l| {
-        l.iter().any(|e| e["notify"] == "side")
-    });
+    codex.wait_entry("the side thread's notify", "notify", "side");
     claude.wait_log("the idle reminder", |l| {
         l.iter().filter(|e| e["hook"] == "Notification").count() == 1
     });
@@ -532,13 +524,9 @@ fn busy_steer_pastes_during_a_turn() {
     );
     let daemon = app.serve();
     app.enqueue("agent", "first");
-    agent.wait_log("the first turn", |l| {
-        l.iter().any(|e| e["turn_start"] == "first")
-    });
+    agent.wait_entry("the first turn", "turn_start", "first");
     let second = app.enqueue("agent", "second");
-    agent.wait_log("the second pasted mid-turn", |l| {
-        l.iter().any(|e| e["mid_turn"] == "second")
-    });
+    agent.wait_entry("the second pasted mid-turn", "mid_turn", "second");
     wait_for("one turn with both", || {
         agent
             .entries("turn_end")
