@@ -545,3 +545,36 @@ fn busy_steer_pastes_during_a_turn() {
     );
     daemon.stop();
 }
+
+/// A turn whose end was never reported (the agent crashed and was restarted, its Stop hook
+/// failed) left the session `working` for good: its messages waited forever. After twelve
+/// confirmation waits relayq looks at the screen, and pastes once the agent shows its prompt
+/// with no turn running.
+#[test]
+fn a_turn_whose_end_was_never_reported_does_not_hold_the_session_forever() {
+    let tmux = Tmux::new("lost");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve();
+    app.enqueue("agent", "please lose it");
+    agent.wait_entry(
+        "the unreported end",
+        "turn_end_unreported",
+        "please lose it",
+    );
+    let next = app.enqueue("agent", "are you back?");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_ne!(
+        row(&app, next).0,
+        "delivered",
+        "not while the turn may still run"
+    );
+    wait_until("delivered after the look", Duration::from_secs(40), || {
+        row(&app, next).0 == "delivered"
+    });
+    assert_eq!(
+        agent.entries("turn_start"),
+        ["please lose it", "are you back?"]
+    );
+    daemon.stop();
+}

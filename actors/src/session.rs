@@ -51,11 +51,27 @@ pub struct Wake;
 /// wake it as the agent's state changes).
 pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
 
+/// When a session's agent state is looked past (see [`lease_for_agent`]).
+#[derive(Debug, Clone, Copy)]
+struct Stale {
+    busy: Busy,
+    /// A dialog no event said was answered.
+    ask: Duration,
+    /// A turn no event said ended.
+    work: Duration,
+}
+
 /// How long a dialog may stand with no event saying it was answered before relayq looks at
 /// the agent's screen for its prompt, in waits for a confirmation (`confirm_within`): 30 s by
 /// default (Claude Code's idle reminder comes after a minute; Codex and Gemini CLI say nothing
 /// after a denial).
 pub const STALE_ASK_WAITS: u32 = 3;
+
+/// How long a turn may run with no event from the agent before relayq looks at its screen
+/// for its prompt (its turn's end may have gone unreported: the agent crashed, was restarted,
+/// or its hook failed), in waits for a confirmation: 2 min by default. The screen must show
+/// the agent at its empty prompt with no turn running.
+pub const STALE_WORK_WAITS: u32 = 12;
 
 /// Where a session's messages go, and what they do while its agent is busy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,9 +336,11 @@ impl SessionActor {
             },
             lease_next: (failed || self.run.is_empty()) && !paused && self.awaiting.is_none(),
         };
-        let agent = self
-            .agent_confirms()
-            .map(|wait| (self.busy_setting, wait * STALE_ASK_WAITS));
+        let agent = self.agent_confirms().map(|wait| Stale {
+            busy: self.busy_setting,
+            ask: wait * STALE_ASK_WAITS,
+            work: wait * STALE_WORK_WAITS,
+        });
         let since = self.answers_since.take();
         let given_back = step.give_back.clone();
         let key = self.session.clone();
@@ -350,8 +368,8 @@ impl SessionActor {
                     Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
                     AgentHints::default(),
                 ),
-                (true, Some((busy, stale_ask))) => {
-                    let (next, hints) = lease_for_agent(q, tx, &key, busy, stale_ask, now)?;
+                (true, Some(stale)) => {
+                    let (next, hints) = lease_for_agent(q, tx, &key, stale, now)?;
                     (Some(next), hints)
                 }
             };
@@ -570,16 +588,15 @@ fn tell_chat_in(
 /// then leaves a mark, and the row is looked at, not pasted twice), and only when the agent can
 /// take it. While it works (unless `busy = "steer"`) or a dialog is up, nothing is leased and
 /// the session looks again after [`AGENT_LOOK_AGAIN`] unless its agent's events wake it first.
-/// A dialog no event said was answered for `stale_ask` (a denial in the terminal says so to
-/// no hook) is looked past, and an agent that has not reported is not waited for: the row is
-/// leased, `true` said (unsure), and the channel pastes only onto a screen that shows the agent
-/// at its prompt.
+/// A dialog no event said was answered for `stale.ask` (a denial in the terminal says so to
+/// no hook), or a turn no event said ended for `stale.work`, is looked past, and an agent that
+/// has not reported is not waited for: the row is leased unsure (`AgentHints::unsure`), and
+/// the channel pastes only onto a screen that shows the agent at its prompt, no turn running.
 fn lease_for_agent(
     q: &relayq_engine::Queue,
     tx: &relayq_engine::rusqlite::Transaction<'_>,
     key: &str,
-    busy: Busy,
-    stale_ask: Duration,
+    stale: Stale,
     now: i64,
 ) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, AgentHints)> {
     let look_again = now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN);
@@ -588,16 +605,16 @@ fn lease_for_agent(
         unsure,
         steering,
     };
+    // Waits until `since + after`, then is leased unsure (only onto the agent's prompt).
+    let until_stale = |since: i64, after: Duration| {
+        let stale_at = since + relayq_engine::clock::ms(after);
+        let wait = (stale_at > now).then_some(stale_at.min(look_again));
+        (wait, hints(true, false))
+    };
     let (wait_until, hints) = match sessions::agent_state(tx, key)? {
-        Some((AgentState::AwaitingApproval, since)) => {
-            let stale_at = since + relayq_engine::clock::ms(stale_ask);
-            (
-                (stale_at > now).then_some(stale_at.min(look_again)),
-                hints(true, false),
-            )
-        }
-        Some((AgentState::Working, _)) if busy == Busy::Wait => {
-            (Some(look_again), hints(false, false))
+        Some((AgentState::AwaitingApproval, since)) => until_stale(since, stale.ask),
+        Some((AgentState::Working, since)) if stale.busy == Busy::Wait => {
+            until_stale(since, stale.work)
         }
         Some((AgentState::Working, _)) => (None, hints(false, true)),
         Some((AgentState::Ready, _)) => (None, hints(false, false)),

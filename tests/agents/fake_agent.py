@@ -18,7 +18,9 @@ Settings (environment):
   FAKE_HOOKS          0: no hooks at all (only notify)
 
 Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
-approves, typed text is ignored, Escape denies); "long" answers 10 000 characters.
+approves, typed text is ignored, Escape denies); "long" answers 10 000 characters; "lose"
+ends its turn without the turn-end hook (a crash, a failed hook). While a turn runs, the
+bottom line says "esc to interrupt", as the real CLIs do.
 """
 import json, os, select, subprocess, sys, termios, threading, time, tty, uuid
 
@@ -82,7 +84,8 @@ def draw(line=None):
             out.write(" Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
             state["dialog_drawn"] = True
         else:
-            out.write(f"{MARKER} " + text().replace("\n", " ⏎ "))
+            busy = "  (esc to interrupt)" if state["busy"] else ""
+            out.write(f"{MARKER} " + text().replace("\n", " ⏎ ") + busy)
         out.flush()
 
 
@@ -152,7 +155,9 @@ def turn(prompt):
     if SIDE_THREAD and first:
         notify(str(uuid.uuid4()), ["Generate a concise, single-line task title of at most "
                                    "36 characters.\n\nUser prompt:\n" + prompt], "Reply to the user")
-    if AGENT == "gemini":
+    if "lose" in prompt:
+        log(turn_end_unreported=prompt)
+    elif AGENT == "gemini":
         hook("AfterAgent", prompt=prompt, prompt_response=answer)
     else:
         hook("Stop", last_assistant_message=answer, stop_hook_active=False)

@@ -29,6 +29,10 @@ const DIALOG_LINES: usize = 10;
 /// The first character of an input box's first line, per agent.
 const PROMPT_MARKERS: &[char] = &['❯', '›', '>'];
 
+/// What an agent shows while a turn runs (Claude Code and Codex: `esc to interrupt`; Gemini
+/// CLI: `esc to cancel`), lowercased.
+const BUSY_MARKERS: &[&str] = &["esc to interrupt", "esc to cancel"];
+
 /// What an empty input box shows, per agent (Claude Code shows nothing after its marker).
 const PLACEHOLDERS: &[&str] = &["Type your message", "Ask Codex to do anything"];
 
@@ -56,13 +60,7 @@ impl Screen {
 
     /// The dialog wording at the bottom of the screen, if a dialog is open.
     pub fn dialog(&self) -> Option<&'static str> {
-        let bottom: Vec<&String> = self
-            .lines
-            .iter()
-            .filter(|l| !l.trim().is_empty())
-            .rev()
-            .take(DIALOG_LINES)
-            .collect();
+        let bottom: Vec<&String> = self.bottom(DIALOG_LINES).collect();
         DIALOG_MARKERS
             .iter()
             .find(|marker| bottom.iter().any(|l| l.contains(*marker)))
@@ -87,11 +85,28 @@ impl Screen {
         Some(words(&self.lines[start..].join(" ")))
     }
 
-    /// Whether the agent shows its empty input box at the bottom, and no dialog: it is at its
-    /// prompt. A dialog answered in the terminal says so to no hook (a denial ends the turn
-    /// silently), so this is how relayq sees the agent back after one.
+    /// Whether the bottom of the screen says a turn runs.
+    pub fn busy(&self) -> bool {
+        self.bottom(DIALOG_LINES).any(|l| {
+            let l = l.to_lowercase();
+            BUSY_MARKERS.iter().any(|m| l.contains(m))
+        })
+    }
+
+    /// The last `n` lines with text, bottom first.
+    fn bottom(&self, n: usize) -> impl Iterator<Item = &String> {
+        self.lines
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .rev()
+            .take(n)
+    }
+
+    /// Whether the agent shows its empty input box at the bottom, no dialog, and no turn
+    /// running: it is at its prompt. A dialog answered in the terminal, or a turn whose end
+    /// was never reported, says so to no hook, so this is how relayq sees the agent back.
     pub fn at_prompt(&self) -> bool {
-        if self.dialog().is_some() {
+        if self.dialog().is_some() || self.busy() {
             return false;
         }
         // The box's first line: what follows it may be the box's border or a status line.
@@ -167,6 +182,10 @@ mod tests {
         assert!(Screen::new(gemini).at_prompt());
         let codex = "› Ask Codex to do anything\n  gpt-5-codex default";
         assert!(Screen::new(codex).at_prompt());
+        let working = "✻ Churning…\n──────\n❯ \n──────\n  esc to interrupt · ← for agents";
+        assert!(Screen::new(working).busy() && !Screen::new(working).at_prompt());
+        let gemini_working = " ⠼ Thinking (esc to cancel, 1s)\n──────\n >   Type your message";
+        assert!(!Screen::new(gemini_working).at_prompt());
     }
 
     #[test]
