@@ -506,6 +506,27 @@ fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
         "{text}"
     );
     assert!(text.contains("the agent ended this session"), "{text}");
+    // The same from `relayq enqueue`, naming the chat.
+    let out = app.run(&[
+        "enqueue",
+        "inbound",
+        "--session",
+        "gone",
+        "--origin",
+        "telegram:bot",
+        "--source-channel-id",
+        &BOB.to_string(),
+        "--source-id",
+        "9",
+        "and now?",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let told = fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 2);
+    let text = told[1]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("<b>gone</b>: your message was dropped"),
+        "{text}"
+    );
     daemon.stop();
 }
 

@@ -509,17 +509,26 @@ impl SessionActor {
         }
         let answers = std::mem::take(&mut self.answers);
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
+        let key = self.session.clone();
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let now = q.now();
+            let mut told = Vec::new();
             for a in answers {
-                record_in(q, tx, &a.lease, a.tried.outcome, now)?;
+                let done = record_in(q, tx, &a.lease, a.tried.outcome.clone(), now)?;
+                told.extend(tell_chat_in(s, tx, &key, &a, &done, now)?);
             }
-            q.defer_in(tx, &give_back, Duration::ZERO, now)
+            q.defer_in(tx, &give_back, Duration::ZERO, now)?;
+            Ok(told)
         });
-        ctx.wait(write.into_actor(self).map(|result, _, ctx| {
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "cannot record the last answers or give back leased rows; they are retried when their lease expires");
+        ctx.wait(write.into_actor(self).map(|result, act, ctx| {
+            match result {
+                Ok(told) => {
+                    crate::wake::outbound_written(act.store.engine.database().path(), told)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record the last answers or give back leased rows; they are retried when their lease expires");
+                }
             }
             ctx.stop();
         }));

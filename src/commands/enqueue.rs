@@ -43,10 +43,22 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let store = open(ctx)?;
     let row = message.to_row();
     let q = &store.inbound;
-    let enqueued = store
-        .engine
-        .database()
-        .write(|tx| inbound::enqueue_in(q, tx, &message, q.now()))?;
+    let routes = ctx.config.notice_routes();
+    let (enqueued, told) = store.engine.database().write(|tx| {
+        let now = q.now();
+        let enqueued = inbound::enqueue_in(q, tx, &message, now)?;
+        // A message named its chat: that chat hears it was dropped, as from the daemon.
+        let told = relayq_engine::trouble::tell_if_dropped_in(
+            &store.outbound,
+            tx,
+            &routes,
+            &message,
+            &enqueued,
+            now,
+        )?;
+        Ok((enqueued, told))
+    })?;
+    relayq_actors::wake::outbound_written(store.engine.database().path(), told);
     if let Some(reason) = enqueued.expired {
         eprintln!(
             "relayq: warning: row {} was expired at once ({reason}): session '{}' has ended, \
