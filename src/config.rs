@@ -792,6 +792,9 @@ mod tests {
                 .filter(|(k, _)| k != DEFAULT_CHANNEL),
         );
         assert_eq!(parsed, expected);
+        // The example tmux channel shows the tmux defaults.
+        let tmux_defaults = Config::parse("[channels.p]\nkind = \"tmux\"\n", "t").unwrap();
+        assert_eq!(parsed.channels["agent-pane"], tmux_defaults.channels["p"]);
         assert!(parsed
             .channels
             .values()
