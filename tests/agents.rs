@@ -599,3 +599,31 @@ fn a_turn_whose_end_was_never_reported_does_not_hold_the_session_forever() {
     );
     daemon.stop();
 }
+
+/// Review: a look at an unconfirmed message that found a dialog open answered "throttled",
+/// which cleared the message's send mark: once the dialog was gone, the text already pasted
+/// was pasted a second time.
+#[test]
+fn a_dialog_found_while_looking_at_an_unconfirmed_message_never_makes_a_second_paste() {
+    let tmux = Tmux::new("nomark");
+    let app = App::new(agent_config(&tmux, &[]));
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[("FAKE_PROMPT_HOOK", "0")]);
+    let daemon = app.serve();
+    let id = app.enqueue("agent", "use the tool please");
+    agent.wait_entry("the dialog", "hook", "PermissionRequest");
+    // Looks come every second (confirm_within); the dialog stays up past several of them.
+    std::thread::sleep(Duration::from_secs(5));
+    agent.keys(&["Escape"]);
+    agent.wait_entry("the dialog answered", "approved", false);
+    wait_until("the row ends", Duration::from_secs(30), || {
+        row(&app, id).0 != "leased" && row(&app, id).0 != "pending"
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        agent.entries("pasted").len(),
+        1,
+        "pasted once: {:?}",
+        agent.log()
+    );
+    daemon.stop();
+}

@@ -16,6 +16,7 @@ Settings (environment):
   FAKE_SIDE_THREAD    1: on the first prompt, a side thread's notify (Codex's task title)
   FAKE_NOTIFY         JSON list: Codex's notify program (gets the JSON as last argument)
   FAKE_HOOKS          0: no hooks at all (only notify)
+  FAKE_PROMPT_HOOK    0: no prompt-submit hook (a lost or failing one)
 
 Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); "long" answers 10 000 characters; "lose"
@@ -34,6 +35,7 @@ IDLE_MS = int(os.environ.get("FAKE_IDLE_MS", "0"))
 SIDE_THREAD = os.environ.get("FAKE_SIDE_THREAD") == "1"
 NOTIFY = json.loads(os.environ.get("FAKE_NOTIFY", "[]"))
 HOOKS = os.environ.get("FAKE_HOOKS", "1") == "1"
+PROMPT_HOOK = os.environ.get("FAKE_PROMPT_HOOK", "1") == "1"
 MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
 SESSION = str(uuid.uuid4())
 CWD = os.getcwd()
@@ -111,11 +113,13 @@ def turn(prompt):
     if state["idle_timer"]:
         state["idle_timer"].cancel()
     if AGENT == "gemini":
-        hook("BeforeAgent", prompt=prompt)
+        if PROMPT_HOOK:
+            hook("BeforeAgent", prompt=prompt)
     else:
         if first and AGENT == "codex":
             hook("SessionStart", source="startup")
-        hook("UserPromptSubmit", prompt=prompt)
+        if PROMPT_HOOK:
+            hook("UserPromptSubmit", prompt=prompt)
     draw(f"{MARKER} {prompt}")
     time.sleep((3000 if "slow" in prompt else TURN_MS) / 1000)
     if "tool" in prompt:

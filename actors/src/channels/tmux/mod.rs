@@ -322,7 +322,12 @@ async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, O
     let _turn = turn.lock().await;
     let screen = capture(config, &pane).await?;
     if let Some(dialog) = screen.dialog() {
-        return Err(dialog_open(dialog));
+        // Nothing is pressed; the row stays in flight with its send mark (a throttle would
+        // clear the mark, and the text already pasted would be pasted again).
+        return Ok(submitted(
+            config,
+            &format!("a dialog is open ({dialog:?}), nothing pressed"),
+        ));
     }
     let text = sanitize(delivery.text());
     match (screen.holds(&text), n) {
@@ -368,7 +373,6 @@ fn dialog_open(dialog: &str) -> Outcome {
     }
 }
 
-/// What the pane shows now, long lines joined.
 /// What the pane shows now, long lines joined, and where its cursor is on its line.
 async fn capture(config: &Config, pane: &str) -> Result<Screen, Outcome> {
     let shown = tmux(config, &["capture-pane", "-p", "-J", "-t", pane], None).await?;

@@ -60,24 +60,27 @@ impl Screen {
 
     /// The dialog wording at the bottom of the screen, if a dialog is open.
     pub fn dialog(&self) -> Option<&'static str> {
-        let bottom: Vec<&String> = self.bottom(DIALOG_LINES).collect();
         DIALOG_MARKERS
             .iter()
-            .find(|marker| bottom.iter().any(|l| l.contains(*marker)))
+            .find(|marker| self.bottom(DIALOG_LINES).any(|l| l.contains(*marker)))
             .copied()
+    }
+
+    /// The index of the bottom-most line that starts with a prompt marker: the input box's.
+    fn marker_line(&self) -> Option<usize> {
+        self.lines.iter().rposition(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
+        })
     }
 
     /// The input box: from the bottom-most line that starts with a prompt marker to the end;
     /// on a screen with no marker (a plain program reading lines), the last line with text,
     /// unless the cursor is at the start of a line (what was typed was submitted).
     fn input_box(&self) -> Option<String> {
-        let marked = self.lines.iter().rposition(|l| {
-            l.trim_start()
-                .chars()
-                .next()
-                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
-        });
-        let start = match marked {
+        let start = match self.marker_line() {
             Some(start) => start,
             None if self.cursor_x == Some(0) => return None,
             None => self.lines.iter().rposition(|l| !l.trim().is_empty())?,
@@ -110,15 +113,10 @@ impl Screen {
             return false;
         }
         // The box's first line: what follows it may be the box's border or a status line.
-        let Some(first) = self.lines.iter().rev().find(|l| {
-            l.trim_start()
-                .chars()
-                .next()
-                .is_some_and(|c| PROMPT_MARKERS.contains(&c))
-        }) else {
+        let Some(first) = self.marker_line() else {
             return false;
         };
-        let typed = first
+        let typed = self.lines[first]
             .trim_start()
             .trim_start_matches(|c: char| PROMPT_MARKERS.contains(&c))
             .trim();
