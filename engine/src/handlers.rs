@@ -275,6 +275,7 @@ impl HookProcessor {
             None => false,
         };
         effects.wake_session |= changed;
+        let routes = self.routes.read().expect("routes lock").clone();
         match event.event {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
@@ -300,27 +301,19 @@ impl HookProcessor {
                     .expire_key_in(tx, key, crate::inbound::SESSION_ENDED, now)?;
                 effects.session_ended = true;
                 // Never silence: each waiting message's chat hears it was dropped.
-                let routes = self.routes.read().expect("routes lock").clone();
+                let why = "the agent ended the session (SessionEnd) before it took the \
+                           message. Start the agent again, then send it again";
                 for (id, payload) in dropped {
                     let Ok(message) = crate::InboundMessage::from_payload(&payload) else {
                         continue;
                     };
-                    let Some(origin) = message.reply_origin() else {
-                        continue;
-                    };
-                    let why = "the agent ended the session (SessionEnd) before it took the \
-                               message. Start the agent again, then send it again";
                     let trouble = crate::trouble::Trouble::Dropped { why };
-                    let from = crate::trouble::FromChat {
-                        row: id,
-                        session: key,
-                        origin: &origin,
-                    };
-                    let told = crate::trouble::tell_chat_in(
+                    let told = crate::trouble::tell_message_in(
                         &self.outbound,
                         tx,
                         &routes,
-                        from,
+                        id,
+                        &message,
                         trouble,
                         now,
                     )?;
@@ -329,7 +322,6 @@ impl HookProcessor {
             }
         }
         effects.wake_session |= effects.confirmed.is_some();
-        let routes = self.routes.read().expect("routes lock").clone();
         if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
             return Ok(effects);
         }
@@ -356,10 +348,10 @@ impl HookProcessor {
                     .zip(parts)
                     .map(|(index, part)| OutboundMessage {
                         notice: Some(part),
-                        idempotency_key: Some(match index {
-                            1 => format!("relayq-hook-{row_id}-{n}"),
-                            _ => format!("relayq-hook-{row_id}-{n}#{index}"),
-                        }),
+                        idempotency_key: Some(crate::outbound::part_key(
+                            &format!("relayq-hook-{row_id}-{n}"),
+                            index,
+                        )),
                         session: Some(key.to_string()),
                         event: Some(event_name(event.event)),
                         thread: thread.clone(),

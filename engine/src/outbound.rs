@@ -137,6 +137,15 @@ pub fn enqueue_parts_in(
     })
 }
 
+/// The idempotency key of part `index` of a message keyed `key`: the message's own for the
+/// first part, with `#N` for part N.
+pub fn part_key(key: &str, index: u32) -> String {
+    match index {
+        1 => key.to_string(),
+        n => format!("{key}#{n}"),
+    }
+}
+
 impl OutboundMessage {
     /// A final message of `text` to `to` on `channel`; the optional fields unset (set them
     /// with struct update syntax: `OutboundMessage { thread, ..OutboundMessage::text(..) }`).
@@ -223,10 +232,7 @@ impl OutboundMessage {
             .map(|(text, index)| OutboundMessage {
                 text,
                 part: Some(Part { index, of }),
-                idempotency_key: self.idempotency_key.as_ref().map(|k| match index {
-                    1 => k.clone(),
-                    n => format!("{k}#{n}"),
-                }),
+                idempotency_key: self.idempotency_key.as_ref().map(|k| part_key(k, index)),
                 ..self.clone()
             })
             .collect()

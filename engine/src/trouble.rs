@@ -82,6 +82,28 @@ pub fn tell_chat_in(
     Ok((!written.duplicate).then_some(row.key))
 }
 
+/// Tells the chat `message` (row `row`) came from of `trouble`, if it named its chat; see
+/// [`tell_chat_in`].
+pub fn tell_message_in(
+    outbound: &Queue,
+    tx: &Transaction<'_>,
+    routes: &NoticeRoutes,
+    row: i64,
+    message: &crate::InboundMessage,
+    trouble: Trouble<'_>,
+    now: i64,
+) -> Result<Option<String>> {
+    let Some(origin) = message.reply_origin() else {
+        return Ok(None);
+    };
+    let from = FromChat {
+        row,
+        session: &message.session,
+        origin: &origin,
+    };
+    tell_chat_in(outbound, tx, routes, from, trouble, now)
+}
+
 /// Tells the chat of `message` that it was dropped as it was written (`enqueued.expired`: its
 /// session ended), in the caller's transaction; see [`tell_chat_in`].
 pub fn tell_if_dropped_in(
@@ -92,9 +114,7 @@ pub fn tell_if_dropped_in(
     enqueued: &crate::Enqueued,
     now: i64,
 ) -> Result<Option<String>> {
-    let (Some(reason), false, Some(origin)) =
-        (enqueued.expired, enqueued.duplicate, message.reply_origin())
-    else {
+    let (Some(reason), false) = (enqueued.expired, enqueued.duplicate) else {
         return Ok(None);
     };
     let why = format!(
@@ -103,10 +123,5 @@ pub fn tell_if_dropped_in(
         message.session
     );
     let trouble = Trouble::Dropped { why: &why };
-    let from = FromChat {
-        row: enqueued.id,
-        session: &message.session,
-        origin: &origin,
-    };
-    tell_chat_in(outbound, tx, routes, from, trouble, now)
+    tell_message_in(outbound, tx, routes, enqueued.id, message, trouble, now)
 }
