@@ -1428,10 +1428,7 @@ fn a_broken_config_file_does_not_lose_the_agents_event() {
         said.contains("config is not valid") && said.contains("agent.db"),
         "{said}"
     );
-    assert!(
-        !said.contains("  "),
-        "one sentence, no runs of spaces: {said}"
-    );
+    assert_one_sentence(&said);
     assert_eq!(
         hook_rows_in(&app.path("agent.db")).len(),
         1,
@@ -1678,10 +1675,7 @@ fn a_database_link_in_a_shared_directory_is_not_followed() {
         said.contains("symbolic link") && said.contains("not follow"),
         "{said}"
     );
-    assert!(
-        !said.contains("  "),
-        "one sentence, no runs of spaces: {said}"
-    );
+    assert_one_sentence(&said);
     assert!(!target.exists(), "nothing written where the link points");
 }
 
@@ -1710,10 +1704,7 @@ fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("was deleted while relayq serve"), "{said}");
-    assert!(
-        !said.contains("  "),
-        "one sentence, no runs of spaces: {said}"
-    );
+    assert_one_sentence(&said);
     assert!(
         !app.db().exists(),
         "no new database beside the running daemon"
@@ -1936,4 +1927,13 @@ fn config_check_fails_on_what_keeps_relayq_from_working_here() {
             "{said}"
         );
     }
+}
+
+/// A message for people is sentences, not a source line's wrapping: no runs of spaces (a lost
+/// line continuation leaves them).
+fn assert_one_sentence(said: &str) {
+    assert!(
+        !said.contains("  "),
+        "one sentence, no runs of spaces: {said}"
+    );
 }

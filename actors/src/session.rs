@@ -234,7 +234,7 @@ impl SessionActor {
             Some(lease) if !self.must_record() && !self.paused() => {
                 // A row whose send started before (a crash, a stop) is looked at, not pasted.
                 let look =
-                    (self.agent_confirms().is_some() && lease.send_started.is_some()).then_some(0);
+                    (lease.send_started.is_some() && self.agent_confirms().is_some()).then_some(0);
                 let hints = AgentHints {
                     look,
                     ..std::mem::take(&mut self.agent_hints)
