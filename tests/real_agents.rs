@@ -41,6 +41,18 @@ fn cli(name: &str) -> PathBuf {
     path
 }
 
+/// `unset` of the variables that tell a program it runs in CI (`CI`, `CONTINUOUS_INTEGRATION`,
+/// any `CI_*`): Gemini CLI (through the `is-in-ci` package) then refuses its interactive mode
+/// and exits right after SessionStart, so under a CI runner the pane would hold no agent.
+fn unset_ci() -> String {
+    std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| name == "CI" || name == "CONTINUOUS_INTEGRATION" || name.starts_with("CI_"))
+        .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(|name| format!("unset {name}; "))
+        .collect()
+}
+
 /// One agent CLI, set up in its own HOME, running in a tmux pane as relayq session `session`.
 struct RealAgent {
     tmux: Tmux,
@@ -172,8 +184,9 @@ impl RealAgent {
         tmux.start(
             &session,
             &format!(
-                "cd {}; {} exec {command}",
+                "cd {}; {}{} exec {command}",
                 shell_word(&project_s),
+                unset_ci(),
                 exports.join(" ")
             ),
         );
