@@ -13,6 +13,7 @@
 //! control it.
 
 pub mod agent_state;
+pub mod approvals;
 pub mod chunking;
 pub mod engine;
 pub mod error;

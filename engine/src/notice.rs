@@ -177,6 +177,14 @@ fn command_of(event: &HookEvent) -> Option<&str> {
         .and_then(serde_json::Value::as_str)
 }
 
+/// `text` cut to at most `max` bytes (at a character), ending in `…` when cut.
+pub fn cut_to(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    format!("{}…", head_of(&text, max.saturating_sub('…'.len_utf8())))
+}
+
 fn cut(text: String) -> String {
     if text.len() <= MAX_NOTICE_BYTES {
         return text;
