@@ -34,6 +34,8 @@ pub struct Config {
     pub pacing: BTreeMap<String, PaceSettings>,
     /// `[http]`: the daemon's HTTP API, off by default.
     pub http: crate::http::HttpConfig,
+    /// `[approvals]`: agents' permission questions answered from the chat.
+    pub approvals: relayq_engine::approvals::Settings,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -122,6 +124,7 @@ impl Default for Config {
             sources: BTreeMap::new(),
             pacing: BTreeMap::new(),
             http: crate::http::HttpConfig::default(),
+            approvals: Default::default(),
         }
     }
 }
@@ -568,6 +571,12 @@ impl Config {
                 self.database.busy_timeout,
                 (Duration::ZERO, MAX_GRACE),
                 "",
+            ),
+            (
+                "approvals.expire_after",
+                self.approvals.expire_after,
+                relayq_engine::approvals::EXPIRE_AFTER_RANGE,
+                "the waiting hook must answer before the agent's own hook timeout (600 s)",
             ),
         ] {
             within(value, range, why).map_err(|m| err(key, m))?;

@@ -141,6 +141,7 @@ fn kill_9_during_the_handlers_never_leaves_half_an_effect() {
                     native_session_id: None,
                     received_at: 0,
                     pane: None,
+                    approval: None,
                     data,
                 }
                 .to_row()

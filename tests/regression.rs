@@ -496,6 +496,7 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
                 native_session_id: None,
                 received_at: 0,
                 pane: None,
+                approval: None,
                 data: prompt.clone(),
             }
             .to_row()

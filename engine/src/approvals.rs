@@ -22,6 +22,83 @@ use crate::error::{EngineError, Result};
 use crate::hooks::{Agent, HookEvent};
 use crate::sessions::Origin;
 
+/// `[approvals]`: whether the session's chat answers its agent's permission questions, and
+/// how long a question waits for an answer before the agent is told no.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Off: questions are told to the chat as before, and answered in the agent's terminal.
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub expire_after: std::time::Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: true,
+            expire_after: std::time::Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+/// What `expire_after` may be: long enough to read a question on a phone, and short of the
+/// agents' own hook timeout (600 s for Claude Code and Codex; `relayq init` sets it on the
+/// hook), so the hook always answers before the agent gives up on it.
+pub const EXPIRE_AFTER_RANGE: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(10),
+    std::time::Duration::from_secs(9 * 60),
+);
+
+/// The approval a permission request opens, when the session's chat can answer it: Claude
+/// Code's and Codex's `PermissionRequest` (answered by the waiting hook), Gemini CLI's
+/// `ToolPermission` notification (answered by the dialog's keys). `None` for any other event,
+/// when approvals are off, or when the session has no chat to ask.
+pub fn ask_of(
+    event: &HookEvent,
+    origin: Option<Origin>,
+    settings: &Settings,
+    waiter_pid: Option<u32>,
+    now: i64,
+) -> Option<Ask> {
+    if !settings.enabled {
+        return None;
+    }
+    let native = event.native_event.as_deref()?;
+    let (means, session_rules) = match event.agent {
+        Agent::Claude | Agent::Codex if native == "PermissionRequest" => {
+            let suggestions = event
+                .data
+                .get("permission_suggestions")
+                .filter(|s| s.as_array().is_some_and(|a| !a.is_empty()))
+                .cloned();
+            (Means::Hook, suggestions)
+        }
+        Agent::Gemini
+            if native == "Notification"
+                && event.field(&["notification_type"]) == Some("ToolPermission") =>
+        {
+            (Means::Keys, Some(Value::Null))
+        }
+        _ => return None,
+    };
+    let origin = origin?;
+    Some(Ask {
+        session: event.session.clone(),
+        agent: event.agent,
+        tool: event
+            .field(&["tool_name"])
+            .or_else(|| event.data.get("details")?.get("title")?.as_str())
+            .map(str::to_string),
+        action: action_of(event),
+        means,
+        waiter_pid: waiter_pid.filter(|_| means == Means::Hook),
+        session_rules,
+        origin: Some(origin),
+        expires_at: now + settings.expire_after.as_millis() as i64,
+    })
+}
+
 /// Letters of an approval id: no `0`/`o`, `1`/`l`/`i`, so an id read off a phone types right.
 const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
 
@@ -401,6 +478,8 @@ pub enum AnswerResult {
     NotHere(Approval),
     /// No approval has this id.
     NotFound,
+    /// The person may not answer approvals: nothing changed.
+    NotAllowed,
 }
 
 impl AnswerResult {
@@ -414,6 +493,11 @@ impl AnswerResult {
                 a.id
             ),
             AnswerResult::NotFound => "No such approval".into(),
+            AnswerResult::NotAllowed => {
+                "You may not answer this agent's questions: ask the bot's owner to add your \
+                 user id to allowed_users"
+                    .into()
+            }
         }
     }
 }
@@ -531,6 +615,148 @@ pub fn told_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
+/// Which approval an answer from a chat is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Named by its id (a button's data, `/allow ID`).
+    Id(String),
+    /// The question this platform message is (a reply of yes or no to it).
+    Question { message_id: String },
+}
+
+/// An answer that came from a chat: a button tapped, a text command, a reply to the question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAnswer {
+    pub target: Target,
+    pub decision: Decision,
+    /// Who, from which chat (`who.chat` is set).
+    pub who: Answerer,
+    /// Whether the source's allowlist names this user (`allowed_users`): a chat allowed as a
+    /// whole lets its members write to the agent, not answer its questions.
+    pub may_answer: bool,
+    /// The platform's handle to acknowledge the tap with (Telegram `callback_query.id`).
+    pub callback: Option<String>,
+    /// The platform's id of the message that carried a text answer (the reply goes to it).
+    pub message_id: Option<String>,
+}
+
+/// `/allow ID`, `/allow ID session`, `/deny ID` (also `/allow@bot ID`, as Telegram writes a
+/// command in a group); or, replying to a question, `yes`/`no`/`allow`/`deny`. `None` for any
+/// other text, which goes to the agent as it is.
+pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decision)> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let command = |word: &str| {
+        let word = word.strip_prefix('/')?;
+        let word = word.split_once('@').map_or(word, |(w, _)| w);
+        match word.to_ascii_lowercase().as_str() {
+            "allow" => Some(Decision::Allow(Scope::Once)),
+            "deny" => Some(Decision::Deny),
+            _ => None,
+        }
+    };
+    match words.as_slice() {
+        [first, id] if is_id(id) => Some((Target::Id(id.to_string()), command(first)?)),
+        [first, id, scope] if is_id(id) && scope.eq_ignore_ascii_case("session") => {
+            match command(first)? {
+                Decision::Allow(_) => Some((Target::Id(id.to_string()), Decision::Allow(Scope::Session))),
+                Decision::Deny => None,
+            }
+        }
+        [word] => {
+            let message_id = reply_to?.to_string();
+            let word = word.trim_end_matches(['.', '!']).to_ascii_lowercase();
+            let decision = match word.as_str() {
+                "yes" | "y" | "allow" | "/allow" => Decision::Allow(Scope::Once),
+                "no" | "n" | "deny" | "/deny" => Decision::Deny,
+                _ => return None,
+            };
+            Some((Target::Question { message_id }, decision))
+        }
+        _ => None,
+    }
+}
+
+/// Records an answer from a chat: only from a user the source allows to answer, only in the
+/// chat it was asked in, only while it is open. `Ok(None)` when the target names no approval
+/// (a reply to a message that is no question: the text goes to the agent).
+pub fn answer_from_chat_in(
+    tx: &Transaction<'_>,
+    answer: &ChatAnswer,
+    now: i64,
+) -> Result<Option<AnswerResult>> {
+    let id = match &answer.target {
+        Target::Id(id) => id.clone(),
+        Target::Question { message_id } => {
+            let Some((origin, chat)) = &answer.who.chat else {
+                return Ok(None);
+            };
+            let asked = tx
+                .prepare_cached(
+                    "SELECT a.id FROM approvals a JOIN queue_rows q ON q.id = a.question_row
+                     WHERE q.receipt = :message AND a.origin = :origin AND a.chat = :chat",
+                )?
+                .query_row(
+                    rusqlite::named_params! {":message": message_id, ":origin": origin, ":chat": chat},
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()?;
+            match asked {
+                Some(id) => id,
+                None => return Ok(None),
+            }
+        }
+    };
+    if !answer.may_answer {
+        return Ok(Some(AnswerResult::NotAllowed));
+    }
+    answer_in(tx, &id, answer.decision, &answer.who, now).map(Some)
+}
+
+/// Tells the chat how the approval ended, once: its question, edited to say the outcome
+/// (buttons gone), or a new message where the question's id is not known (never delivered,
+/// or a channel that cannot edit). The ordering key of the row written, to wake its sender.
+pub fn tell_in(
+    outbound: &crate::Queue,
+    tx: &Transaction<'_>,
+    approval: &Approval,
+    now: i64,
+) -> Result<Option<String>> {
+    told_in(tx, &approval.id, now)?;
+    let Some(row) = approval.question_row else {
+        return Ok(None);
+    };
+    let Some(question) = crate::storage::queue::row_detail(tx, row)? else {
+        return Ok(None);
+    };
+    let Ok(asked) = crate::OutboundMessage::from_payload(&question.payload) else {
+        return Ok(None);
+    };
+    let what = asked
+        .notice
+        .as_ref()
+        .and_then(|n| n.question.as_deref())
+        .unwrap_or(&approval.action);
+    let mark = match approval.decision() {
+        Some(Decision::Allow(_)) => "✅",
+        _ => "⛔",
+    };
+    let text = format!(
+        "{} asked: {what}\n\n{mark} {}",
+        approval.session,
+        capitalise(&approval.outcome())
+    );
+    let message = crate::OutboundMessage {
+        edit: question.receipt.filter(|_| question.state == "delivered"),
+        idempotency_key: Some(format!("relayq-approval-{}-outcome", approval.id)),
+        session: Some(approval.session.clone()),
+        event: Some("approval".into()),
+        thread: asked.thread.clone(),
+        ..crate::OutboundMessage::text(&asked.channel, &asked.to, &text)
+    };
+    let written = crate::outbound::enqueue_in(outbound, tx, &message, None, now)?;
+    Ok((!written.first.duplicate).then(|| message.destination_key()))
+}
+
 /// What the agent's hook prints for an ended approval: Claude Code's and Codex's
 /// `PermissionRequest` decision output. An allow for the session hands Claude Code back its
 /// own suggestions (what its dialog's "don't ask again" option applies).
@@ -545,10 +771,21 @@ pub fn hook_output(approval: &Approval) -> Option<String> {
             answer["updatedPermissions"] = rules.clone();
         }
     }
-    Some(
-        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": answer}})
-            .to_string(),
-    )
+    Some(hook_decision(answer))
+}
+
+/// The deny a hook prints for approval `id` when it expired but could not be recorded so.
+pub fn expired_hook_output(id: &str) -> String {
+    hook_decision(json!({"behavior": "deny", "message": expired_message(id)}))
+}
+
+fn hook_decision(answer: Value) -> String {
+    json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": answer}})
+        .to_string()
+}
+
+fn expired_message(id: &str) -> String {
+    format!("no answer came from the chat in time (relayq approval {id}): denied")
 }
 
 /// What a deny tells the agent (and so the model): who said no, or why no one did.
@@ -559,10 +796,7 @@ pub fn deny_message(approval: &Approval) -> String {
             approval.answered_by.as_deref().unwrap_or("the user"),
             approval.id
         ),
-        State::Expired => format!(
-            "no answer came from the chat in time (relayq approval {}): denied",
-            approval.id
-        ),
+        State::Expired => expired_message(&approval.id),
         _ => format!("denied (relayq approval {})", approval.id),
     }
 }
@@ -738,6 +972,7 @@ mod tests {
             native_session_id: None,
             received_at: 0,
             pane: None,
+            approval: None,
             data,
         };
         assert_eq!(

@@ -14,7 +14,7 @@ use crate::hooks::{EventType, HookEvent};
 use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Queue, Retried};
-use crate::{agent_state, sessions};
+use crate::{agent_state, approvals, sessions};
 
 /// One place a session's notices go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,6 +139,14 @@ impl NoticeRoutes {
         };
         Ok(channel.map(|channel| (channel, origin.chat, origin.thread)))
     }
+}
+
+/// Ends the session's open approvals: the agent no longer asks them (`why`).
+fn withdraw_open_in(tx: &rusqlite::Transaction<'_>, key: &str, why: &str, now: i64) -> Result<()> {
+    for open in approvals::open_for_session(tx, key)? {
+        approvals::withdraw_in(tx, &open.id, why, now)?;
+    }
+    Ok(())
 }
 
 /// What applying an event changed, for the actors to act on after the commit.
@@ -283,6 +291,7 @@ impl HookProcessor {
                 effects.confirmed = self.confirm_pasted(tx, event, now)?;
             }
             EventType::AgentStop => {
+                withdraw_open_in(tx, key, "the agent's turn ended", now)?;
                 let answer = answer.or(event.last_assistant_message());
                 sessions::complete_turn(tx, key, answer)?;
                 if let Some(input) = agent_state::this_turns_input(event) {
@@ -296,6 +305,7 @@ impl HookProcessor {
             EventType::Error => effects.receiver_error = Some(event.agent),
             EventType::SessionEnd => {
                 sessions::end(tx, key, now)?;
+                withdraw_open_in(tx, key, "the agent's session ended", now)?;
                 let dropped = self.inbound.active_rows_in(tx, key)?;
                 self.inbound
                     .expire_key_in(tx, key, crate::inbound::SESSION_ENDED, now)?;
@@ -333,7 +343,8 @@ impl HookProcessor {
         if asked_again {
             return Ok(effects);
         }
-        if let Some(notice) = Notice::of(event, answer) {
+        if let Some(mut notice) = Notice::of(event, answer) {
+            let approval = self.approval_asked(tx, event, &mut notice)?;
             for (n, route) in routes.for_session(key).iter().enumerate() {
                 if !route.events.contains(&event.event) {
                     continue;
@@ -341,6 +352,16 @@ impl HookProcessor {
                 let Some((channel, to, thread)) = routes.resolve(route, tx, key)? else {
                     continue;
                 };
+                // The question's answers are offered in the chat it was asked in.
+                let asks_here = approval
+                    .as_ref()
+                    .filter(|a| a.origin.as_ref().is_some_and(|o| o.chat == to));
+                let mut notice = notice.clone();
+                notice.approval = asks_here.map(|a| crate::notice::ApprovalAsked {
+                    id: a.id.clone(),
+                    for_session: a.for_session,
+                    expires_at: a.expires_at,
+                });
                 // A long answer goes whole, in parts that each fit the channel, in order.
                 let parts = notice.parts(routes.limits.get(&channel).copied());
                 let of = parts.len() as u32;
@@ -364,9 +385,36 @@ impl HookProcessor {
                 if !written.first.duplicate {
                     effects.outbound_keys.push(messages[0].destination_key());
                 }
+                if let Some(asked) = asks_here.filter(|a| a.question_row.is_none()) {
+                    approvals::set_question_in(tx, &asked.id, written.first.id)?;
+                }
             }
         }
         Ok(effects)
+    }
+
+    /// The approval `event` asks, when the session's chat can answer it: the one `relayq hook`
+    /// recorded (and waits on). The notice's question then says what is asked, and the
+    /// channel offers the answers (not "answer it in the terminal").
+    fn approval_asked(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        event: &HookEvent,
+        notice: &mut Notice,
+    ) -> Result<Option<approvals::Approval>> {
+        let Some(id) = &event.approval else {
+            return Ok(None);
+        };
+        let Some(approval) = approvals::get(tx, id)? else {
+            return Ok(None);
+        };
+        if approval.state != approvals::State::Asked {
+            return Ok(None);
+        }
+        notice.question = crate::notice::permission_asked(event).map(|ask| {
+            format!("{ask}\n(relayq approval {})", approval.id)
+        });
+        Ok(Some(approval))
     }
 
     /// The message being delivered to the session, when it was pasted and `event` says the

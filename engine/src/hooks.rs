@@ -132,6 +132,9 @@ pub struct HookEvent {
     /// The tmux pane the hook ran in (`$TMUX_PANE`), when it ran in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
+    /// The approval `relayq hook` recorded for this permission request, and waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
     /// The agent's payload, every field kept; for an `error` from bad input, the decode error
     /// and the start of the input.
     pub data: Value,
@@ -213,6 +216,7 @@ pub fn receive(agent: Agent, input: &str, session: Option<String>) -> Received {
         native_session_id: native_id,
         received_at: 0,
         pane: None,
+        approval: None,
         data: payload,
     };
     // The daemon must be able to read what is stored: check with its own decoder.
@@ -235,6 +239,7 @@ fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookE
         native_session_id: None,
         received_at: 0,
         pane: None,
+        approval: None,
         data: serde_json::json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)}),
     }
 }

@@ -29,6 +29,37 @@ pub struct Notice {
     /// What the agent asks of the person (a permission, a question).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The approval the question opened: the chat answers it (buttons, `/allow ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalAsked>,
+}
+
+/// An open approval as a notice carries it: what a channel needs to offer the answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalAsked {
+    pub id: String,
+    /// "Allow for this session" is offered.
+    #[serde(default)]
+    pub for_session: bool,
+    /// Unix ms; unanswered by then, the agent is told no.
+    pub expires_at: i64,
+}
+
+impl ApprovalAsked {
+    /// How to answer by text, for channels without buttons (and beside them).
+    pub fn text_commands(&self) -> String {
+        let id = &self.id;
+        let session = if self.for_session {
+            format!(", /allow {id} session")
+        } else {
+            String::new()
+        };
+        format!(
+            "Answer with /allow {id}{session} or /deny {id} (or reply yes or no to this \
+             message) by {}; unanswered, it is denied.",
+            crate::approvals::clock_time(self.expires_at)
+        )
+    }
 }
 
 impl Notice {
@@ -42,6 +73,7 @@ impl Notice {
             headline: headline.into(),
             body: body.map(cut),
             question: question.map(cut),
+            approval: None,
         };
         Some(match event.event {
             EventType::AgentStop => notice(
@@ -212,6 +244,7 @@ mod tests {
                 native_session_id: None,
                 received_at: 0,
                 pane: None,
+                approval: None,
                 data,
             },
             None,

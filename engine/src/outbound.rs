@@ -74,6 +74,10 @@ pub struct OutboundMessage {
     /// The platform's id of the message this one answers (Telegram `reply_parameters`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
+    /// The platform's id of an earlier message this one replaces (an approval's question,
+    /// edited to its outcome): channels that can edit do, the others send it as a new message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<String>,
 }
 
 /// One part of a text split for its channel's limit (see [`chunking`](crate::chunking)): part
@@ -162,6 +166,7 @@ impl OutboundMessage {
             part: None,
             thread: None,
             reply_to: None,
+            edit: None,
         }
     }
 

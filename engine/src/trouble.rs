@@ -70,6 +70,7 @@ pub fn tell_chat_in(
             headline: headline.into(),
             body: Some(body),
             question: None,
+            approval: None,
         }),
         idempotency_key: Some(key),
         session: Some(session.to_string()),

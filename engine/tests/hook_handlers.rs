@@ -71,6 +71,7 @@ fn event(session: &str, kind: EventType, data: Value) -> HookEvent {
         native_session_id: Some(format!("native-{session}")),
         received_at: T0,
         pane: None,
+        approval: None,
         data,
     }
 }

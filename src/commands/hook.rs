@@ -10,6 +10,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
+use relayq_engine::approvals::{self, Approval};
 use relayq_engine::hook_spool;
 use relayq_engine::hooks::{self, Received};
 use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, QueuePolicy};
@@ -119,7 +120,9 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     let mut db = ctx.db_config()?;
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
-    match record(&db, &spool, event.clone()) {
+    match record(&db, &spool, event.clone(), &ctx.config.approvals) {
+        Ok(Some((engine, approval))) => answer_when_decided(&engine, approval),
+        Ok(None) => Ok(()),
         Err(e) if e.is_busy() => {
             let kept = hook_spool::keep(&spool, event).map_err(|why| {
                 CliError::Failed(format!(
@@ -135,7 +138,7 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
             );
             Ok(())
         }
-        done => Ok(done?),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -161,15 +164,90 @@ fn wait() -> Duration {
     }
 }
 
-/// Spooled events first (they are older), then `event`; pokes a running daemon.
-fn record(db: &DbConfig, spool: &Path, mut event: HookEvent) -> Result<(), EngineError> {
+/// Spooled events first (they are older), then `event`; pokes a running daemon. A permission
+/// request the session's chat can answer opens an approval in the same transaction as its
+/// event: the engine and the approval are returned, for the hook to wait on.
+fn record(
+    db: &DbConfig,
+    spool: &Path,
+    mut event: HookEvent,
+    settings: &approvals::Settings,
+) -> Result<Option<(Engine, Approval)>, EngineError> {
     let engine = Engine::open(db)?;
     for session in hook_spool::drain(&engine, spool)? {
         relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &session);
     }
-    event.received_at = engine.now();
+    let now = engine.now();
+    event.received_at = now;
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
-    queue.enqueue(&event.to_row())?;
+    let asked = engine.database().write(|tx| {
+        let origin = relayq_engine::sessions::origin(tx, &event.session)?;
+        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
+        let asked = match ask {
+            Some(ask) => Some(approvals::ask_in(tx, &ask, now)?),
+            None => None,
+        };
+        event.approval = asked.as_ref().map(|a| a.id.clone());
+        queue.enqueue_in(tx, &event.to_row(), now)?;
+        Ok(asked)
+    })?;
     relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &event.session);
+    Ok(asked.map(|approval| (engine, approval)))
+}
+
+/// How often a waiting hook reads its approval.
+const ANSWER_POLL: Duration = Duration::from_millis(200);
+
+/// Waits for the approval's answer (from the chat, `relayq approvals`, the API) and prints the
+/// agent's decision output, once. At its expiry the hook expires it and prints a deny: the
+/// agent never waits on silence, and never past its own hook timeout. A database that stays
+/// busy at expiry still gets the deny printed (the daemon's sweep records the expiry later).
+fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliError> {
+    let id = approval.id;
+    let db = engine.database();
+    loop {
+        let now = engine.now();
+        let current = db.read().and_then(|conn| approvals::get(&conn, &id));
+        let current = match current {
+            Ok(Some(current)) => current,
+            Ok(None) => return Err(CliError::Failed(format!("approval {id} vanished"))),
+            Err(e) if now < approval.expires_at => {
+                tracing::debug!(error = %e, "reading approval {id}; trying again");
+                std::thread::sleep(ANSWER_POLL);
+                continue;
+            }
+            Err(e) => return deny_unrecorded(&approval.session, &id, &e),
+        };
+        if current.state == approvals::State::Asked {
+            if now < current.expires_at {
+                std::thread::sleep(ANSWER_POLL);
+                continue;
+            }
+            match db.write(|tx| approvals::expire_in(tx, &id, now)) {
+                Ok(_) => continue, // read again: expired now, or answered just before
+                Err(e) => return deny_unrecorded(&current.session, &id, &e),
+            }
+        }
+        let first = db.write(|tx| approvals::reached_in(tx, &id, engine.now()));
+        match first {
+            Ok(true) | Err(_) => {
+                if let Some(output) = approvals::hook_output(&current) {
+                    println!("{output}");
+                }
+            }
+            // Another waiter printed it already (a hook run twice for one question).
+            Ok(false) => {}
+        }
+        relayq_actors::wake::notify(db.path(), hooks::QUEUE, &current.session);
+        return Ok(());
+    }
+}
+
+/// The approval could not be recorded as expired (the database stays busy): the agent is told
+/// no all the same, and stderr says why.
+fn deny_unrecorded(session: &str, id: &str, error: &EngineError) -> Result<(), CliError> {
+    eprintln!("relayq hook: approval {id} of session {session} expired, and recording it failed ({error}): denied");
+    let output = approvals::expired_hook_output(id);
+    println!("{output}");
     Ok(())
 }

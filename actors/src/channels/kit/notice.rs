@@ -15,7 +15,7 @@ pub const DISCORD_MAX_CHARS: usize = 2000;
 /// webhooks, which also get the notice itself as JSON.
 pub fn plain(n: &Notice) -> String {
     let (s, headline) = (&n.session, &n.headline);
-    match (&n.question, &n.body) {
+    match (&question(n), &n.body) {
         (Some(q), _) => format!("{s} {headline}: {q}"),
         (None, Some(b)) if n.event == EventType::Error => format!("{s}: {headline}: {b}"),
         (None, Some(b)) => format!("{s}: {headline}\n\n{b}"),
@@ -28,7 +28,8 @@ pub fn plain(n: &Notice) -> String {
 /// count, an entity counts as one character).
 pub fn telegram_html(n: &Notice) -> String {
     let head = format!("{}: {}", n.session, n.headline);
-    let (body, separator) = match (&n.question, &n.body) {
+    let question = question(n);
+    let (body, separator) = match (&question, &n.body) {
         (Some(q), _) => (q.as_str(), ": "),
         (None, Some(b)) => (b.as_str(), "\n\n"),
         (None, None) => ("", ""),
@@ -52,7 +53,7 @@ pub fn slack_mrkdwn(n: &Notice) -> String {
             .replace('>', "&gt;")
     };
     let head = format!("*{}*: {}", escape(&n.session), escape(&n.headline));
-    match (&n.question, &n.body) {
+    match (&question(n), &n.body) {
         (Some(q), _) => format!("{head}: {}", escape(q)),
         (None, Some(b)) => format!("{head}\n\n{}", escape(b)),
         (None, None) => head,
@@ -67,7 +68,7 @@ pub fn discord_markdown(n: &Notice) -> String {
         escape_markdown(&n.session),
         escape_markdown(&n.headline)
     );
-    let text = match (&n.question, &n.body) {
+    let text = match (&question(n), &n.body) {
         (Some(q), _) => format!("{head}: {q}"),
         (None, Some(b)) => format!("{head}\n\n{b}"),
         (None, None) => head,
@@ -77,6 +78,16 @@ pub fn discord_markdown(n: &Notice) -> String {
         .replace("@everyone", "@\u{200b}everyone")
         .replace("@here", "@\u{200b}here");
     cut_chars(&text, DISCORD_MAX_CHARS)
+}
+
+/// The notice's question, and how to answer it when it opened an approval (the text commands,
+/// which every channel takes; Telegram and Slack add buttons).
+fn question(n: &Notice) -> Option<String> {
+    let question = n.question.clone()?;
+    Some(match &n.approval {
+        Some(approval) => format!("{question}\n{}", approval.text_commands()),
+        None => question,
+    })
 }
 
 fn escape_html(text: &str) -> String {

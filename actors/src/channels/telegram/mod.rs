@@ -84,9 +84,22 @@ impl Channel for TelegramChannel {
             body["parse_mode"] = json!("HTML");
             notice::fit(&notice::plain(n), text_limit())
         });
+        // An approval's question carries its answers as buttons (`callback_query` to the
+        // source); its outcome replaces it, buttons gone.
+        if let Some(approval) = message.notice.as_ref().and_then(|n| n.approval.as_ref()) {
+            body["reply_markup"] = approval_keyboard(approval);
+        }
+        let edit = message.edit.as_deref().map(number_or_text);
         let this = self.clone();
         let original = message.to.clone();
-        Answer::later(async move { this.send_message(&original, body, plain).await })
+        Answer::later(async move {
+            if let Some(edit) = edit {
+                if let Some(outcome) = this.edit_message(&body, edit).await {
+                    return outcome;
+                }
+            }
+            this.send_message(&original, body, plain).await
+        })
     }
 
     fn timeout(&self) -> Duration {
@@ -133,6 +146,39 @@ impl TelegramChannel {
     /// A method's URL.
     fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
+    }
+
+    /// `editMessageText` of message `id` to `body`'s text (no `reply_markup`: its buttons go).
+    /// `None` when that message cannot be edited (gone, too old): the caller sends it new.
+    async fn edit_message(&self, body: &Value, id: Value) -> Option<Outcome> {
+        let mut edit = body.clone();
+        edit["message_id"] = id.clone();
+        if let Some(fields) = edit.as_object_mut() {
+            fields.remove("reply_parameters");
+            fields.remove("message_thread_id");
+        }
+        let request = self
+            .http
+            .post(self.method("editMessageText"))
+            .json(edit.to_string());
+        let reply = match self.http.send(request).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return Some(no_answer),
+        };
+        let error = describe(&reply);
+        if reply.status == 400 && error.contains("message is not modified") {
+            return Some(Outcome::delivered_as(id.to_string()));
+        }
+        if reply.status == 400 && error.contains("message") {
+            tracing::info!(error, "Telegram cannot edit the message; sending it as a new one");
+            return None;
+        }
+        match classify(&reply) {
+            // An edit answers the message, whose id stays the question's.
+            Verdict::Done(Outcome::Delivered { .. }) => Some(Outcome::delivered_as(id.to_string())),
+            Verdict::Done(outcome) => Some(outcome),
+            Verdict::Migrated(_) | Verdict::BadMarkup(_) => None,
+        }
     }
 
     /// Sends `body`, following one chat migration and falling back once to `plain` text.
@@ -188,6 +234,38 @@ impl TelegramChannel {
             _ => Err(describe(&reply)),
         }
     }
+}
+
+/// The inline keyboard of an approval's question: Allow and Deny, and "Allow for this
+/// session" where the agent has it. A tap comes back as `callback_query` with the data
+/// `relayq:<id>:<allow|deny|allow-session>` (within Telegram's 64 bytes).
+fn approval_keyboard(approval: &relayq_engine::notice::ApprovalAsked) -> Value {
+    use relayq_engine::approvals::{Decision, Scope};
+    let button = |text: &str, decision: Decision| {
+        json!({"text": text, "callback_data": callback_data(&approval.id, decision)})
+    };
+    let mut rows = vec![json!([
+        button("Allow", Decision::Allow(Scope::Once)),
+        button("Deny", Decision::Deny)
+    ])];
+    if approval.for_session {
+        rows.push(json!([button(
+            "Allow for this session",
+            Decision::Allow(Scope::Session)
+        )]));
+    }
+    json!({"inline_keyboard": rows})
+}
+
+/// A button's `callback_data` for answering approval `id` with `decision`.
+pub fn callback_data(id: &str, decision: relayq_engine::approvals::Decision) -> String {
+    format!("relayq:{id}:{}", decision.word())
+}
+
+/// The approval and decision a button's `callback_data` names, if it is relayq's.
+pub fn read_callback_data(data: &str) -> Option<(String, relayq_engine::approvals::Decision)> {
+    let (id, word) = data.strip_prefix("relayq:")?.split_once(':')?;
+    Some((id.to_string(), relayq_engine::approvals::Decision::parse(word)?))
 }
 
 /// What one `sendMessage` answer means.
