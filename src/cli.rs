@@ -75,6 +75,9 @@ pub enum Command {
     /// Rows that gave up, in every queue: list, retry or purge them
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Agents' permission questions: list them, or answer one (as the chat's buttons do)
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Record an agent CLI hook event (configure this as the agent's hook command)
     Hook {
         #[arg(long, value_parser = parse_agent)]
@@ -183,6 +186,31 @@ pub struct OutboundArgs {
     pub json: bool,
     /// The message text, or - to read it from stdin
     pub text: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The open questions (newest first); --all for the answered ones too
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow the tool call approval ID asks for (--session: and the like, for the agent's session)
+    Allow {
+        id: String,
+        #[arg(long)]
+        session: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny the tool call approval ID asks for
+    Deny {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -503,6 +531,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Enqueue(EnqueueCommand::Inbound(args)) => commands::enqueue::inbound(&ctx, args),
         Command::Enqueue(EnqueueCommand::Outbound(args)) => commands::enqueue::outbound(&ctx, args),
         Command::Dead(command) => commands::dead::run(&ctx, command),
+        Command::Approvals(command) => commands::approvals::run(&ctx, command),
         Command::Config(ConfigCommand::Check) => commands::config::check(&ctx),
         Command::Config(ConfigCommand::Show) => commands::config::show(&ctx),
         Command::Session(SessionCommand::List { json }) => commands::session::list(&ctx, json),

@@ -11,9 +11,12 @@
 //! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
 //!   the kit platforms share, and one folder per kind (file, exec, tmux, webhook).
 //! - [`sources`]: inbound platforms, read from a stored offset.
+//! - [`approvals::ApprovalsActor`] tells chats how agents' questions ended and ends the ones
+//!   nobody waits on; answers from chats are recorded with their source's batch.
 //!
 //! Every SQLite call goes through [`store::Store`], which runs it off the executor's threads.
 
+pub mod approvals;
 pub mod channels;
 pub mod children;
 pub mod claiming;

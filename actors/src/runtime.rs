@@ -188,6 +188,7 @@ impl RelayqBuilder {
             config.prune_interval,
         )
         .start();
+        let approvals = crate::approvals::ApprovalsActor::new(store.clone()).start();
         let listener = if config.listen_for_wakes {
             match wake::listen(&config.db.path, wakers.clone()) {
                 Ok(task) => Some(task),
@@ -211,6 +212,7 @@ impl RelayqBuilder {
                 channels: known_channels,
                 wakers,
                 ingress,
+                approvals,
             },
             config,
             sources: std::sync::Mutex::new(running_sources),
@@ -316,6 +318,7 @@ impl Relayq {
             source.do_send(Stop);
         }
         self.recovery.do_send(Stop);
+        self.handle.approvals.do_send(Stop);
         let started = std::time::Instant::now();
         let _ = tokio::join!(
             self.handle.supervisor.send(Shutdown { grace }),
@@ -408,6 +411,7 @@ pub struct RelayqHandle {
     channels: ChannelDirectory,
     wakers: Wakers,
     ingress: Ingress,
+    approvals: Addr<crate::approvals::ApprovalsActor>,
 }
 
 impl RelayqHandle {
@@ -442,6 +446,24 @@ impl RelayqHandle {
             .supervisor
             .send(crate::supervisor::RecordRefused(message));
         async move { request.await? }
+    }
+
+    /// Records answers to agents' questions a platform pushed; each with the line for the
+    /// person who answered, once committed.
+    pub fn record_answers(
+        &self,
+        answers: Vec<relayq_engine::approvals::ChatAnswer>,
+    ) -> impl std::future::Future<Output = Result<Vec<(relayq_engine::approvals::ChatAnswer, String)>>>
+           + 'static {
+        let request = self
+            .supervisor
+            .send(crate::supervisor::RecordAnswers(answers));
+        async move { request.await? }
+    }
+
+    /// Tells the ApprovalsActor to look now (an answer was recorded outside a source).
+    pub fn approvals_changed(&self) {
+        self.approvals.do_send(crate::approvals::LookNow);
     }
 
     /// Writes an outbound message ahead of sending it, and wakes the claimer; answers once the

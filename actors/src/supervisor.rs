@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
+use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage, QueueName};
 
 use crate::channels::ChannelDirectory;
@@ -83,11 +84,45 @@ pub struct RecordRefused(pub InboundMessage);
 /// transaction, then wake their sessions. Answers, for each message in order, its row or why it
 /// was refused (an invalid message is not written; the offset moves past it all the same).
 #[derive(Debug, actix::Message)]
-#[rtype(result = "Result<Vec<std::result::Result<Enqueued, String>>>")]
+#[rtype(result = "Result<BatchRecorded>")]
 pub struct EnqueueFrom {
     pub source: String,
     pub messages: Vec<InboundMessage>,
+    /// Answers to agents' questions the batch carried, recorded in its transaction.
+    pub answers: Vec<ChatAnswer>,
     pub offset: String,
+}
+
+/// What a source's batch wrote: each message's row (or why it was refused), and each answer
+/// with the line for the person who gave it.
+#[derive(Debug)]
+pub struct BatchRecorded {
+    pub rows: Vec<std::result::Result<Enqueued, String>>,
+    pub answered: Vec<(ChatAnswer, String)>,
+}
+
+/// Answers to agents' questions a platform pushed: recorded, then each with the line for the
+/// person who answered.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "Result<Vec<(ChatAnswer, String)>>")]
+pub struct RecordAnswers(pub Vec<ChatAnswer>);
+
+impl Handler<RecordAnswers> for SupervisorActor {
+    type Result = ResponseActFuture<Self, Result<Vec<(ChatAnswer, String)>>>;
+
+    fn handle(
+        &mut self,
+        RecordAnswers(answers): RecordAnswers,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let write = self.store.write(move |s, tx| {
+            crate::approvals::record_chat_answers_in(s, tx, answers, s.outbound.now())
+        });
+        Box::pin(write.into_actor(self).map(|result, act, ctx| {
+            let recorded = result?;
+            Ok(act.answers_recorded(recorded, ctx))
+        }))
+    }
 }
 
 /// Rows for this session were written elsewhere (the CLI, another process): deliver them.
@@ -279,7 +314,7 @@ impl Handler<Committed> for SupervisorActor {
 }
 
 impl Handler<EnqueueFrom> for SupervisorActor {
-    type Result = ResponseActFuture<Self, Result<Vec<std::result::Result<Enqueued, String>>>>;
+    type Result = ResponseActFuture<Self, Result<BatchRecorded>>;
 
     fn handle(&mut self, mut batch: EnqueueFrom, _: &mut Context<Self>) -> Self::Result {
         if self.shutting_down {
@@ -298,7 +333,12 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             });
         }
         let valid: Vec<InboundMessage> = checked.iter().flatten().cloned().collect();
-        let EnqueueFrom { source, offset, .. } = batch;
+        let EnqueueFrom {
+            source,
+            offset,
+            answers,
+            ..
+        } = batch;
         let write = self.store.write(move |s, tx| {
             let q = &s.inbound;
             let rows = sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())?;
@@ -309,11 +349,13 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             for copy in &refused {
                 q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())?;
             }
-            Ok((rows, told))
+            let recorded = crate::approvals::record_chat_answers_in(s, tx, answers, q.now())?;
+            Ok((rows, told, recorded))
         });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
-            let (rows, told) = result?;
+            let (rows, told, recorded) = result?;
             crate::wake::outbound_written(act.store.engine.database().path(), told);
+            let answered = act.answers_recorded(recorded, ctx);
             let mut enqueued = rows.into_iter();
             let answers = checked
                 .into_iter()
@@ -328,8 +370,26 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                     Ok(row)
                 })
                 .collect();
-            Ok(answers)
+            Ok(BatchRecorded {
+                rows: answers,
+                answered,
+            })
         }))
+    }
+}
+
+impl SupervisorActor {
+    /// After recording answers: wake what they wrote; the lines for the people who answered.
+    fn answers_recorded(
+        &mut self,
+        recorded: crate::approvals::Recorded,
+        ctx: &mut Context<Self>,
+    ) -> Vec<(ChatAnswer, String)> {
+        crate::wake::outbound_written(self.store.engine.database().path(), recorded.outbound_keys);
+        for session in &recorded.sessions {
+            self.wake(session, ctx);
+        }
+        recorded.answered
     }
 }
 

@@ -47,6 +47,7 @@ fn hook(session: &str, event: EventType, data: Value) -> NewRow {
         native_session_id: None,
         received_at: 0,
         pane: None,
+        approval: None,
         data,
     }
     .to_row()

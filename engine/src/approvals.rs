@@ -275,7 +275,10 @@ impl Approval {
         let at = self.answered_at.map(clock_time).unwrap_or_default();
         let by = self.answered_by.as_deref().unwrap_or("someone");
         match self.state {
-            State::Asked => format!("waiting for an answer until {}", clock_time(self.expires_at)),
+            State::Asked => format!(
+                "waiting for an answer until {}",
+                clock_time(self.expires_at)
+            ),
             State::Allowed if self.scope == Some(Scope::Session) => {
                 format!("allowed for this session by {by} at {at}")
             }
@@ -399,7 +402,9 @@ pub fn ask_in(tx: &Transaction<'_>, ask: &Ask, now: i64) -> Result<Approval> {
 }
 
 fn new_id(conn: &Connection) -> Result<String> {
-    let bytes: Vec<u8> = conn.query_row("SELECT randomblob(?1)", params![ID_LEN as i64], |r| r.get(0))?;
+    let bytes: Vec<u8> = conn.query_row("SELECT randomblob(?1)", params![ID_LEN as i64], |r| {
+        r.get(0)
+    })?;
     Ok(bytes
         .iter()
         .map(|b| ID_ALPHABET[*b as usize % ID_ALPHABET.len()] as char)
@@ -563,7 +568,12 @@ pub fn expire_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<Appr
 
 /// Ends an open approval the agent no longer asks (`why`: answered in the terminal, the
 /// session ended). `None` when it was no longer open.
-pub fn withdraw_in(tx: &Transaction<'_>, id: &str, why: &str, now: i64) -> Result<Option<Approval>> {
+pub fn withdraw_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    why: &str,
+    now: i64,
+) -> Result<Option<Approval>> {
     end_in(tx, id, "withdrawn", "agent", Some(why), now)
 }
 
@@ -638,6 +648,9 @@ pub struct ChatAnswer {
     pub callback: Option<String>,
     /// The platform's id of the message that carried a text answer (the reply goes to it).
     pub message_id: Option<String>,
+    /// A yes or no replying to a message that turns out to be no question goes to the agent
+    /// as this message.
+    pub otherwise: Option<crate::InboundMessage>,
 }
 
 /// `/allow ID`, `/allow ID session`, `/deny ID` (also `/allow@bot ID`, as Telegram writes a
@@ -658,7 +671,9 @@ pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decisio
         [first, id] if is_id(id) => Some((Target::Id(id.to_string()), command(first)?)),
         [first, id, scope] if is_id(id) && scope.eq_ignore_ascii_case("session") => {
             match command(first)? {
-                Decision::Allow(_) => Some((Target::Id(id.to_string()), Decision::Allow(Scope::Session))),
+                Decision::Allow(_) => {
+                    Some((Target::Id(id.to_string()), Decision::Allow(Scope::Session)))
+                }
                 Decision::Deny => None,
             }
         }
@@ -812,9 +827,7 @@ pub fn action_of(event: &HookEvent) -> String {
         command.to_string()
     } else if let Some(file) = file {
         let old = field("old_string").map(line_count);
-        let new = field("new_string")
-            .or(field("content"))
-            .map(line_count);
+        let new = field("new_string").or(field("content")).map(line_count);
         match (old, new, field("fileDiff")) {
             (_, _, Some(diff)) => format!("{file} ({})", diff_summary(diff)),
             (Some(old), Some(new), _) => format!("{file} (+{new} −{old} lines)"),
@@ -887,7 +900,15 @@ mod tests {
         assert!(is_id(&asked.id), "{}", asked.id);
         assert_eq!(asked.state, State::Asked);
         let first = db
-            .write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice(), 60_000))
+            .write(|tx| {
+                answer_in(
+                    tx,
+                    &asked.id,
+                    Decision::Allow(Scope::Once),
+                    &alice(),
+                    60_000,
+                )
+            })
             .unwrap();
         let AnswerResult::Recorded(now) = first else {
             panic!("{first:?}")
@@ -900,7 +921,10 @@ mod tests {
         assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
         assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
         // Expiry after an answer does nothing either.
-        assert_eq!(db.write(|tx| expire_in(tx, &asked.id, 2_000)).unwrap(), None);
+        assert_eq!(
+            db.write(|tx| expire_in(tx, &asked.id, 2_000)).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -913,7 +937,10 @@ mod tests {
             .write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &elsewhere, 1))
             .unwrap();
         assert!(matches!(result, AnswerResult::NotHere(_)));
-        assert_eq!(get(&db.read().unwrap(), &asked.id).unwrap().unwrap().state, State::Asked);
+        assert_eq!(
+            get(&db.read().unwrap(), &asked.id).unwrap().unwrap().state,
+            State::Asked
+        );
     }
 
     #[test]
@@ -922,7 +949,10 @@ mod tests {
         let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
         assert!(due(&db.read().unwrap(), 999).unwrap().is_empty());
         assert_eq!(due(&db.read().unwrap(), 1_000).unwrap().len(), 1);
-        let expired = db.write(|tx| expire_in(tx, &asked.id, 1_000)).unwrap().unwrap();
+        let expired = db
+            .write(|tx| expire_in(tx, &asked.id, 1_000))
+            .unwrap()
+            .unwrap();
         assert_eq!(expired.decision(), Some(Decision::Deny));
         let output: Value = serde_json::from_str(&hook_output(&expired).unwrap()).unwrap();
         assert_eq!(output["hookSpecificOutput"]["decision"]["behavior"], "deny");
@@ -985,8 +1015,10 @@ mod tests {
             "/p/a.rs (+3 −2 lines)"
         );
         assert_eq!(
-            action_of(&event(json!({"details": {"type": "edit", "fileName": "a.txt",
-                "fileDiff": "--- a\n+++ b\n@@\n-x\n+y\n+z\n"}}))),
+            action_of(&event(
+                json!({"details": {"type": "edit", "fileName": "a.txt",
+                "fileDiff": "--- a\n+++ b\n@@\n-x\n+y\n+z\n"}})
+            )),
             "a.txt (+2 −1 lines)"
         );
     }

@@ -411,9 +411,8 @@ impl HookProcessor {
         if approval.state != approvals::State::Asked {
             return Ok(None);
         }
-        notice.question = crate::notice::permission_asked(event).map(|ask| {
-            format!("{ask}\n(relayq approval {})", approval.id)
-        });
+        notice.question = crate::notice::permission_asked(event)
+            .map(|ask| format!("{ask}\n(relayq approval {})", approval.id));
         Ok(Some(approval))
     }
 

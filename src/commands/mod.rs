@@ -1,5 +1,6 @@
 //! One module per command. Each reads the context, does one thing, prints its answer.
 
+pub mod approvals;
 pub mod config;
 pub mod dead;
 pub mod enqueue;

@@ -65,6 +65,12 @@ pub(super) async fn ingress(
     let messages = match source.receive(&name, &push).await {
         Ok(Pushed::Answer(answer)) => return Ok(HttpResponse::Ok().json(answer)),
         Ok(Pushed::Messages(messages)) => messages,
+        Ok(Pushed::Answers(answers)) => {
+            let answered = api.relayq.record_answers(answers).await?;
+            let n = answered.len();
+            source.acknowledge(answered);
+            return Ok(HttpResponse::Ok().json(json!({ "answered": n })));
+        }
         Err(PushRefused::NotThePlatform(why)) => {
             tracing::warn!(source = %name, why, "refused a push that does not prove it comes from the platform");
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why));

@@ -93,11 +93,17 @@ impl<S: Source> SourceActor<S> {
         let send = self.enqueue.send(EnqueueFrom {
             source: self.name.clone(),
             messages: batch.messages,
+            answers: batch.answers,
             offset: batch.offset,
         });
         ctx.spawn(send.into_actor(self).map(move |answer, act, ctx| {
             let results = match answer {
-                Ok(Ok(results)) => results,
+                Ok(Ok(recorded)) => {
+                    if !recorded.answered.is_empty() {
+                        act.source.acknowledge(recorded.answered);
+                    }
+                    recorded.rows
+                }
                 Ok(Err(e)) => return act.failed(e.to_string(), ctx, Self::fetch),
                 Err(e) => return act.failed(e.to_string(), ctx, Self::fetch),
             };

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::InboundMessage;
 
 use crate::pacing::Pacer;
@@ -12,6 +13,8 @@ use crate::pacing::Pacer;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub messages: Vec<InboundMessage>,
+    /// Answers to agents' questions (a button tapped, `/allow ID`), recorded with the rows.
+    pub answers: Vec<ChatAnswer>,
     /// Where the next fetch starts (Telegram: the last `update_id` + 1; a file: a byte
     /// position). Stored with the messages, in one transaction.
     pub offset: String,
@@ -37,6 +40,10 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// `budget` paces the channel that answers the source: a call that is only cosmetic takes
     /// from it and is dropped when it says wait, so it never delays an answer.
     fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<Pacer>>) {}
+
+    /// Called once a batch's answers are recorded, each with the line for the person who
+    /// answered, so a source may show it where they tapped (Telegram: `answerCallbackQuery`).
+    fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
 
     /// Asks the platform whether it takes the source's credentials (Telegram: `getMe`), for
     /// `relayq config check`; `None` when there is nothing to ask.
@@ -68,6 +75,8 @@ impl Push {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pushed {
     Messages(Vec<InboundMessage>),
+    /// Answers to agents' questions, recorded before the platform is answered 200.
+    Answers(Vec<ChatAnswer>),
     Answer(serde_json::Value),
 }
 
@@ -96,4 +105,7 @@ pub trait PushSource: Send + Sync + 'static {
 
     /// Called once when the daemon starts the source (Telegram: `setWebhook`).
     fn started(&self, _name: &str) {}
+
+    /// As [`Source::acknowledge`], for pushed answers once recorded.
+    fn acknowledge(&self, _answered: Vec<(ChatAnswer, String)>) {}
 }

@@ -1,8 +1,10 @@
 //! A Telegram Bot API on loopback, answering as <https://core.telegram.org/bots/api> documents
 //! (and as `tests/fixtures/telegram` shows): `getMe`, `getUpdates` (a long poll that confirms
 //! updates below the asked offset, as Telegram does), `sendMessage`, `sendChatAction`,
-//! `getFile` and file downloads. A wrong token is answered 401. Tests push updates in, read
-//! what was sent, and script failures.
+//! `getFile` and file downloads, and for inline keyboards `callback_query` updates,
+//! `answerCallbackQuery` (once per query) and `editMessageText` (the bot's own messages; "not
+//! modified" and "not found" as Telegram words them). A wrong token is answered 401. Tests
+//! push updates in, read what was sent, and script failures.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -45,6 +47,15 @@ struct State {
     files: HashMap<String, (String, Vec<u8>)>,
     /// `setWebhook` bodies; while the last one set a URL, `getUpdates` is refused (409).
     webhooks: Vec<Value>,
+    /// The bot's messages as they are now (edits applied): `message_id`, `chat_id`, `text`,
+    /// `reply_markup`.
+    messages: Vec<Value>,
+    /// `editMessageText` bodies that were answered ok, in order.
+    edits: Vec<Value>,
+    /// Callback queries pushed: id → answered yet.
+    callbacks: HashMap<String, bool>,
+    /// `answerCallbackQuery` bodies, in order (refused ones too, marked `"refused": true`).
+    callback_answers: Vec<Value>,
 }
 
 impl FakeTelegram {
@@ -101,6 +112,52 @@ impl FakeTelegram {
             "date": 1767225600,
             "text": text,
         }))
+    }
+
+    /// Queues a tap by `user` on a button with `data` of the bot's message `message_id` in
+    /// `chat` (a `callback_query` update); the callback query's id.
+    pub fn push_tap(&self, chat: i64, user: i64, message_id: i64, data: &str) -> String {
+        let (lock, ready) = &*self.shared;
+        let mut state = lock.lock().unwrap();
+        let id = state.next_update_id;
+        state.next_update_id += 1;
+        let query = format!("{}{id}", 4_000_000_000u64 + user.unsigned_abs());
+        state.callbacks.insert(query.clone(), false);
+        let text = state
+            .messages
+            .iter()
+            .find(|m| m["chat_id"] == json!(chat) && m["message_id"] == json!(message_id))
+            .map(|m| m["text"].clone())
+            .unwrap_or(Value::Null);
+        state.pending.push(json!({"update_id": id, "callback_query": {
+            "id": query,
+            "from": {"id": user, "is_bot": false, "first_name": if user == chat { "Alice" } else { "Mallory" },
+                     "username": format!("user{user}")},
+            "message": {"message_id": message_id,
+                        "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},
+                        "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }},
+                        "date": 1767225600, "text": text},
+            "chat_instance": format!("-{}", chat.unsigned_abs()),
+            "data": data,
+        }}));
+        ready.notify_all();
+        query
+    }
+
+    /// The bot's messages as they are now, edits applied (`message_id`, `chat_id`, `text`,
+    /// `reply_markup`).
+    pub fn bot_messages(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().messages.clone()
+    }
+
+    /// Every `editMessageText` answered ok so far.
+    pub fn edits(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().edits.clone()
+    }
+
+    /// Every `answerCallbackQuery` so far (a refused one has `"refused": true`).
+    pub fn callback_answers(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().callback_answers.clone()
     }
 
     /// A fresh message id, as Telegram numbers a chat's messages.
@@ -241,6 +298,8 @@ impl FakeTelegram {
                 ok(json!(true))
             }
             "sendMessage" => self.send_message(args),
+            "editMessageText" => self.edit_message_text(args),
+            "answerCallbackQuery" => self.answer_callback_query(args),
             "sendChatAction" => {
                 self.shared.0.lock().unwrap().actions.push(args);
                 ok(json!(true))
@@ -304,6 +363,10 @@ impl FakeTelegram {
         state.next_message_id += 1;
         let id = state.next_message_id;
         state.sent.push(args.clone());
+        state
+            .messages
+            .push(json!({"message_id": id, "chat_id": args["chat_id"],
+            "text": args["text"], "reply_markup": args["reply_markup"]}));
         ok(json!({
             "message_id": id,
             "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},
@@ -311,6 +374,62 @@ impl FakeTelegram {
             "date": 1767225600,
             "text": args["text"],
         }))
+    }
+}
+
+impl FakeTelegram {
+    /// `editMessageText`: only the bot's own messages; the same text and markup again is
+    /// "not modified"; without `reply_markup` the buttons go.
+    fn edit_message_text(&self, args: Value) -> (u16, Value) {
+        let mut state = self.shared.0.lock().unwrap();
+        let Some(message) = state
+            .messages
+            .iter_mut()
+            .find(|m| m["chat_id"] == args["chat_id"] && m["message_id"] == args["message_id"])
+        else {
+            return (400, error(400, "Bad Request: message to edit not found"));
+        };
+        if message["text"] == args["text"] && message["reply_markup"] == args["reply_markup"] {
+            return (
+                400,
+                error(400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"),
+            );
+        }
+        message["text"] = args["text"].clone();
+        message["reply_markup"] = args["reply_markup"].clone();
+        let edited = json!({
+            "message_id": message["message_id"],
+            "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},
+            "chat": {"id": message["chat_id"], "type": "private"},
+            "date": 1767225600,
+            "edit_date": 1767225660,
+            "text": message["text"],
+        });
+        state.edits.push(args);
+        ok(edited)
+    }
+
+    /// `answerCallbackQuery`: once per query; a second answer, or an unknown query, is
+    /// refused as Telegram refuses it.
+    fn answer_callback_query(&self, args: Value) -> (u16, Value) {
+        let mut state = self.shared.0.lock().unwrap();
+        let id = args["callback_query_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let fresh = state.callbacks.get(&id) == Some(&false);
+        let mut record = args.clone();
+        if !fresh {
+            record["refused"] = json!(true);
+            state.callback_answers.push(record);
+            return (
+                400,
+                error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid"),
+            );
+        }
+        state.callbacks.insert(id, true);
+        state.callback_answers.push(record);
+        ok(json!(true))
     }
 }
 

@@ -156,6 +156,7 @@ mod tests {
             headline: headline.into(),
             body: body.map(str::to_string),
             question: question.map(str::to_string),
+            approval: None,
         }
     }
 

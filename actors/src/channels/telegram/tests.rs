@@ -180,6 +180,7 @@ async fn a_notice_telegram_cannot_parse_is_sent_again_as_plain_text() {
         headline: "agent finished".into(),
         body: Some("All <tests> pass".into()),
         question: None,
+        approval: None,
     };
     let mut tg = channel(&server.uri(), Duration::from_secs(5));
     let text = tg.render(&notice);
@@ -216,6 +217,7 @@ async fn thread_and_reply_go_with_the_message_and_plain_text_has_no_parse_mode()
             headline: "agent finished".into(),
             body: None,
             question: None,
+            approval: None,
         });
         m.thread = Some("42".into());
         m.reply_to = Some("977".into());

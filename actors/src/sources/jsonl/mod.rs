@@ -101,6 +101,7 @@ impl Source for JsonlSource {
 /// Up to `batch` whole lines from byte `start` of the file.
 fn read(config: &Config, start: u64) -> Result<Batch, String> {
     let empty = |at: u64| Batch {
+        answers: Vec::new(),
         messages: Vec::new(),
         offset: at.to_string(),
     };
@@ -141,6 +142,7 @@ fn read(config: &Config, start: u64) -> Result<Batch, String> {
         }
     }
     Ok(Batch {
+        answers: Vec::new(),
         messages,
         offset: at.to_string(),
     })

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::{InboundMessage, MessageType};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -119,6 +120,14 @@ impl Source for TelegramSource {
         }))
     }
 
+    fn acknowledge(&mut self, answered: Vec<(ChatAnswer, String)>) {
+        let taps = answered
+            .into_iter()
+            .filter_map(|(answer, reply)| Some((answer.callback?, reply)))
+            .collect();
+        self.inner.answer_taps(taps);
+    }
+
     fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<Pacer>>) {
         if !self.inner.config.typing {
             return;
@@ -173,7 +182,7 @@ impl Inner {
             "offset": from,
             "limit": limit,
             "timeout": self.config.poll_timeout.as_secs(),
-            "allowed_updates": ["message"],
+            "allowed_updates": ALLOWED_UPDATES,
         });
         let reply = self
             .call_reading(&self.http, "getUpdates", &body, limit * UPDATE_BYTES)
@@ -198,19 +207,22 @@ impl Inner {
             other => return Err(format!("getUpdates answered a result that is not a list: {other}")),
         };
         let mut next = from;
-        let mut messages = Vec::new();
+        let (mut messages, mut answers) = (Vec::new(), Vec::new());
         for update in updates {
             let Some(id) = update["update_id"].as_i64() else {
                 tracing::error!("skipping an update without an update_id");
                 continue;
             };
             next = next.max(id + 1);
-            if let Some(message) = self.accept(id, update, origin).await {
-                messages.push(message);
+            match self.accept(id, update, origin).await {
+                Some(Taken::Message(message)) => messages.push(message),
+                Some(Taken::Answer(answer)) => answers.push(answer),
+                None => {}
             }
         }
         Ok(Batch {
             messages,
+            answers,
             offset: next.to_string(),
         })
     }
@@ -236,8 +248,13 @@ impl Inner {
         Ok(empty(from.max(id + 1)))
     }
 
-    /// The inbound message an update makes, if it is a message relayq takes.
-    async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<InboundMessage> {
+    /// What an update is to relayq: a message for the session its chat feeds, an answer to
+    /// an agent's question (a button tapped, `/allow ID`, a yes or no replying to the
+    /// question), or nothing it takes.
+    async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<Taken> {
+        if let Some(tap) = update.get("callback_query") {
+            return self.tap(id, tap, origin).map(Taken::Answer);
+        }
         let Some(raw) = update.get("message") else {
             tracing::debug!(update = id, "skipping an update that is not a new message");
             return None;
@@ -265,7 +282,7 @@ impl Inner {
             return None;
         }
         let (message_type, content, payload) = self.content_of(&message).await?;
-        Some(InboundMessage {
+        let inbound = InboundMessage {
             session,
             origin: origin.to_string(),
             message_type,
@@ -281,7 +298,85 @@ impl Inner {
             actor_name: message.from.as_ref().map(User::name),
             actor_avatar_url: None,
             payload,
+        };
+        let reply_to = message.reply_to_message.as_ref().map(|r| r.message_id.to_string());
+        let command = message
+            .text
+            .as_deref()
+            .and_then(|text| approvals::command_of(text, reply_to.as_deref()));
+        let Some((target, decision)) = command else {
+            return Some(Taken::Message(inbound));
+        };
+        let otherwise = matches!(target, approvals::Target::Question { .. }).then(|| inbound.clone());
+        Some(Taken::Answer(ChatAnswer {
+            target,
+            decision,
+            who: Answerer {
+                name: inbound.actor_name.clone().unwrap_or_else(|| "someone".into()),
+                id: inbound.actor_id.clone(),
+                via: origin.to_string(),
+                chat: Some((origin.to_string(), inbound.source_channel_id.clone()?)),
+            },
+            may_answer: sender.is_some_and(|s| self.config.allowed_users.contains(&s)),
+            callback: None,
+            message_id: inbound.source_message_id.clone(),
+            otherwise,
+        }))
+    }
+
+    /// A button of an approval's question tapped (`callback_query`): the answer it gives, if
+    /// it is relayq's. Whoever tapped, the tap is answered (after it is recorded); a tap
+    /// relayq cannot read is answered at once.
+    fn tap(&self, id: i64, tap: &Value, origin: &str) -> Option<ChatAnswer> {
+        let tap = match CallbackQuery::deserialize(tap) {
+            Ok(tap) => tap,
+            Err(e) => {
+                tracing::error!(update = id, error = %e, "skipping a button tap relayq cannot read");
+                return None;
+            }
+        };
+        let read = tap.data.as_deref().and_then(crate::channels::telegram::read_callback_data);
+        let (Some((approval, decision)), Some(message)) = (read, &tap.message) else {
+            tracing::info!(update = id, user = tap.from.id, "a button tap that is not an approval's answer");
+            self.answer_taps(vec![(tap.id, "This button is not relayq's, or too old to answer".into())]);
+            return None;
+        };
+        if !self.allowed(Some(tap.from.id), message.chat.id) {
+            tracing::warn!(update = id, user = tap.from.id, chat = message.chat.id, "a stranger tapped an approval's button: refused");
+        }
+        Some(ChatAnswer {
+            target: approvals::Target::Id(approval),
+            decision,
+            who: Answerer {
+                name: tap.from.name(),
+                id: Some(tap.from.id.to_string()),
+                via: origin.to_string(),
+                chat: Some((origin.to_string(), message.chat.id.to_string())),
+            },
+            may_answer: self.config.allowed_users.contains(&tap.from.id),
+            callback: Some(tap.id),
+            message_id: None,
+            otherwise: None,
         })
+    }
+
+    /// `answerCallbackQuery` for each tap: Telegram stops the button's spinner and shows the
+    /// text. Cosmetic (the outcome is also in the edited question): failures are logged.
+    fn answer_taps(&self, taps: Vec<(String, String)>) {
+        for (callback, text) in taps {
+            let body = json!({"callback_query_id": callback,
+                              "text": approvals_reply_cut(&text)});
+            let client = self.short.clone();
+            let url = self.method("answerCallbackQuery");
+            actix_rt::spawn(async move {
+                let request = client.post(url).json(body.to_string());
+                match client.send(request).await {
+                    Ok(reply) if reply.is_success() => {}
+                    Ok(reply) => tracing::warn!(error = describe(&reply), "answerCallbackQuery refused"),
+                    Err(no_answer) => tracing::warn!(error = no_answer.text().unwrap_or_default(), "answerCallbackQuery not sent"),
+                }
+            });
+        }
     }
 
     /// Whether the sender or the chat is on the allowlist.
@@ -406,6 +501,23 @@ impl Inner {
     }
 }
 
+/// The updates relayq asks Telegram for: messages, and the taps on its questions' buttons.
+pub const ALLOWED_UPDATES: [&str; 2] = ["message", "callback_query"];
+
+/// What an update is to relayq.
+enum Taken {
+    Message(InboundMessage),
+    Answer(ChatAnswer),
+}
+
+/// A tap's text within `answerCallbackQuery`'s 200 characters.
+fn approvals_reply_cut(text: &str) -> String {
+    match text.char_indices().nth(199) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 /// The first `update_id` in the start of a `getUpdates` answer that was cut.
 fn first_update_id(cut: &str) -> Option<i64> {
     let after = cut.split_once("\"update_id\"")?.1.trim_start().strip_prefix(':')?;
@@ -416,6 +528,7 @@ fn first_update_id(cut: &str) -> Option<i64> {
 /// No news: the same offset.
 fn empty(offset: i64) -> Batch {
     Batch {
+        answers: Vec::new(),
         messages: Vec::new(),
         offset: offset.to_string(),
     }
@@ -507,6 +620,9 @@ fn write_file(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[derive(Debug, Deserialize)]
 struct Message {
     message_id: i64,
+    /// The message this one replies to (a yes or no to an approval's question).
+    #[serde(default)]
+    reply_to_message: Option<Box<Replied>>,
     #[serde(default)]
     message_thread_id: Option<i64>,
     #[serde(default)]
@@ -524,6 +640,28 @@ struct Message {
     document: Option<Document>,
     #[serde(default)]
     photo: Option<Vec<FileRef>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Replied {
+    message_id: i64,
+}
+
+/// `CallbackQuery`: a tap on an inline keyboard's button.
+#[derive(Debug, Deserialize)]
+struct CallbackQuery {
+    id: String,
+    from: User,
+    #[serde(default)]
+    message: Option<TappedMessage>,
+    #[serde(default)]
+    data: Option<String>,
+}
+
+/// The message whose button was tapped (`MaybeInaccessibleMessage`: its id and chat).
+#[derive(Debug, Deserialize)]
+struct TappedMessage {
+    chat: Chat,
 }
 
 #[derive(Debug, Deserialize)]

@@ -47,9 +47,16 @@ impl PushSource for TelegramWebhook {
             let Some(id) = update["update_id"].as_i64() else {
                 return Err(PushRefused::Unreadable("the update has no update_id".into()));
             };
-            let message = self.source.inner.accept(id, update, &super::origin(name)).await;
-            Ok(Pushed::Messages(message.into_iter().collect()))
+            Ok(match self.source.inner.accept(id, update, &super::origin(name)).await {
+                Some(super::Taken::Message(message)) => Pushed::Messages(vec![message]),
+                Some(super::Taken::Answer(answer)) => Pushed::Answers(vec![answer]),
+                None => Pushed::Messages(Vec::new()),
+            })
         })
+    }
+
+    fn acknowledge(&self, answered: Vec<(relayq_engine::approvals::ChatAnswer, String)>) {
+        crate::sources::Source::acknowledge(&mut self.source.clone(), answered);
     }
 
     fn started(&self, name: &str) {
@@ -67,7 +74,7 @@ async fn register(inner: Arc<super::Inner>, url: &str, secret: &Secret, name: &s
     let body = json!({
         "url": url,
         "secret_token": secret.expose(),
-        "allowed_updates": ["message"],
+        "allowed_updates": super::ALLOWED_UPDATES,
     });
     match inner.call(&inner.short, "setWebhook", &body).await {
         Ok(reply) => match answered(&reply) {
