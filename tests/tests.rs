@@ -5,6 +5,7 @@
 mod common;
 
 mod agents;
+mod approvals;
 mod bad_input;
 mod config;
 mod dashboard;

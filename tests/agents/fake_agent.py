@@ -19,7 +19,9 @@ Settings (environment):
   FAKE_PROMPT_HOOK    0: no prompt-submit hook (a lost or failing one)
 
 Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
-approves, typed text is ignored, Escape denies); "long" answers 10 000 characters; "lose"
+approves, typed text is ignored, Escape denies); Claude and Codex also run their
+PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
+before it); "long" answers 10 000 characters; "lose"
 ends its turn without the turn-end hook (a crash, a failed hook). While a turn runs, the
 bottom line says "esc to interrupt", as the real CLIs do.
 """
@@ -60,6 +62,27 @@ def hook(name, **fields):
     subprocess.run(HOOK, input=json.dumps(payload).encode(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     log(hook=name)
+
+
+def ask_hook(**fields):
+    """Runs the PermissionRequest hook and reads its decision output, as Claude Code and Codex
+    do: True (allow), False (deny), or None (no decision: the dialog decides)."""
+    if not HOOKS or not HOOK:
+        return None
+    payload = {"session_id": SESSION, "transcript_path": f"/tmp/{SESSION}.jsonl", "cwd": CWD,
+               "hook_event_name": "PermissionRequest", **fields}
+    done = subprocess.run(HOOK, input=json.dumps(payload).encode(), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
+    out_text = done.stdout.decode(errors="replace").strip()
+    log(hook="PermissionRequest", hook_output=out_text)
+    if not out_text:
+        return None
+    try:
+        behavior = json.loads(out_text)["hookSpecificOutput"]["decision"]["behavior"]
+    except (ValueError, KeyError, TypeError):
+        log(hook_output_unreadable=out_text)
+        return None
+    return behavior == "allow"
 
 
 def notify(thread, inputs, answer):
@@ -124,16 +147,34 @@ def turn(prompt):
     time.sleep((3000 if "slow" in prompt else TURN_MS) / 1000)
     if "tool" in prompt:
         decided = threading.Event()
+        ask = dict(tool_name="Bash",
+                   tool_input={"command": "touch probe.txt", "description": "Create the probe file"})
+        if AGENT == "claude":
+            ask["permission_suggestions"] = [
+                {"type": "addDirectories", "directories": [CWD], "destination": "session"}]
+        # Codex runs its PermissionRequest hook before any dialog: a decision skips it.
+        told = ask_hook(**ask) if AGENT == "codex" else None
+        if told is not None:
+            state["dialog_answer"] = told
+            decided.set()
         with lock:
-            state["dialog"] = decided
+            state["dialog"] = None if told is not None else decided
         draw()
-        if AGENT == "gemini":
+        if told is not None:
+            pass
+        elif AGENT == "gemini":
             hook("Notification", notification_type="ToolPermission",
                  message="Tool Confirm Shell Command requires execution",
                  details={"type": "exec", "command": "touch probe.txt"})
         else:
-            hook("PermissionRequest", tool_name="Bash",
-                 tool_input={"command": "touch probe.txt", "description": "Create the probe file"})
+            # Claude Code draws the dialog while the hook runs; whichever answers first wins.
+            def from_hook():
+                allowed = ask_hook(**ask)
+                with lock:
+                    if allowed is not None and state["dialog"] is decided and not decided.is_set():
+                        state["dialog_answer"] = allowed
+                        decided.set()
+            threading.Thread(target=from_hook, daemon=True).start()
         decided.wait()
         with lock:
             approved = state["dialog_answer"]

@@ -114,9 +114,16 @@ impl FakeTelegram {
         }))
     }
 
-    /// Queues a tap by `user` on a button with `data` of the bot's message `message_id` in
-    /// `chat` (a `callback_query` update); the callback query's id.
-    pub fn push_tap(&self, chat: i64, user: i64, message_id: i64, data: &str) -> String {
+    /// Queues a tap by `user` (first name `name`) on a button with `data` of the bot's
+    /// message `message_id` in `chat` (a `callback_query` update); the callback query's id.
+    pub fn push_tap(
+        &self,
+        chat: i64,
+        user: i64,
+        name: &str,
+        message_id: i64,
+        data: &str,
+    ) -> String {
         let (lock, ready) = &*self.shared;
         let mut state = lock.lock().unwrap();
         let id = state.next_update_id;
@@ -131,7 +138,7 @@ impl FakeTelegram {
             .unwrap_or(Value::Null);
         state.pending.push(json!({"update_id": id, "callback_query": {
             "id": query,
-            "from": {"id": user, "is_bot": false, "first_name": if user == chat { "Alice" } else { "Mallory" },
+            "from": {"id": user, "is_bot": false, "first_name": name,
                      "username": format!("user{user}")},
             "message": {"message_id": message_id,
                         "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},

@@ -312,7 +312,10 @@ impl Inner {
             target,
             decision,
             who: Answerer {
-                name: inbound.actor_name.clone().unwrap_or_else(|| "someone".into()),
+                name: message
+                    .from
+                    .as_ref()
+                    .map_or_else(|| "someone".into(), User::first_name_or_username),
                 id: inbound.actor_id.clone(),
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), inbound.source_channel_id.clone()?)),
@@ -348,7 +351,7 @@ impl Inner {
             target: approvals::Target::Id(approval),
             decision,
             who: Answerer {
-                name: tap.from.name(),
+                name: tap.from.first_name_or_username(),
                 id: Some(tap.from.id.to_string()),
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), message.chat.id.to_string())),
@@ -679,6 +682,14 @@ impl User {
         match &self.username {
             Some(u) => format!("@{u}"),
             None => self.first_name.clone(),
+        }
+    }
+
+    /// The first name (as a person is addressed: "Allowed by Alice"), or `@username`.
+    fn first_name_or_username(&self) -> String {
+        match self.first_name.trim() {
+            "" => self.name(),
+            first => first.to_string(),
         }
     }
 }
