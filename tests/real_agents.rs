@@ -69,7 +69,7 @@ impl RealAgent {
         let project_s = project.display().to_string();
         let hook = app.hook_command(kind);
         let hooks = |events: &[&str]| -> Value {
-            let entry = json!([{"hooks": [{"type": "command", "command": hook}]}]);
+            let entry = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 600}]}]);
             Value::Object(
                 events
                     .iter()
@@ -225,6 +225,7 @@ fn config(tmux: &Tmux, fake: &FakeTelegram, sessions: &[&str]) -> Config {
         "submit_delay = \"100ms\"",
     ])
     .set("database", "busy_timeout = \"30s\"")
+    .set("approvals", "expire_after = \"20s\"")
     .table(
         "sources.bot",
         &[
@@ -289,9 +290,10 @@ fn run_agent(kind: &'static str) {
     let context = || {
         let rows = app.run(&["dead", "list"]);
         format!(
-            "the pane shows:\n{}\nsessions: {}\nstatus:\n{}\ndead:\n{}",
+            "the pane shows:\n{}\nsessions: {}\napprovals:\n{}\nstatus:\n{}\ndead:\n{}",
             agent.screen(),
             String::from_utf8_lossy(&app.run(&["session", "list", "--json"]).stdout),
+            String::from_utf8_lossy(&app.run(&["approvals", "list", "--all"]).stdout),
             String::from_utf8_lossy(&app.run(&["status"]).stdout),
             String::from_utf8_lossy(&rows.stdout)
         )
@@ -332,32 +334,11 @@ fn run_agent(kind: &'static str) {
     answered("echo: please reply s2", 1);
     answered("echo: a slow reply s1", 1);
 
-    // A permission dialog: the chat hears what is asked; its "no" is never typed into it.
-    say("use the tool t1");
-    wait_chat(
-        &fake,
-        ALICE,
-        "needs you",
-        |t| t.iter().any(|t| t.contains("needs you")),
-        &context,
-    );
-    let asked = chat(&fake, ALICE)
-        .into_iter()
-        .find(|t| t.contains("needs you"))
-        .unwrap();
-    assert!(asked.contains("touch probe-tool.txt"), "{asked}");
-    say("no");
-    std::thread::sleep(Duration::from_secs(8));
-    assert!(
-        !agent.project.join("probe-tool.txt").exists(),
-        "the tool was approved; the pane shows:\n{}",
-        agent.screen()
-    );
-    // Denied in the terminal, the agent is back at its prompt; the "no" then goes in a turn
-    // of its own.
-    agent.keys(&["Escape"]);
-    answered("echo: no", 1);
-    assert!(!agent.project.join("probe-tool.txt").exists());
+    if kind == "gemini" {
+        dialog_answered_in_the_terminal(&fake, &agent, &say, &answered, &context);
+    } else {
+        daemon = approvals_from_the_chat(&fake, &app, &agent, daemon, &context);
+    }
 
     // kill -9 during a turn: its answer comes once the daemon is back, once.
     say("a slow reply k1");
@@ -410,6 +391,231 @@ fn run_agent(kind: &'static str) {
     }
     report_latency(&app, kind);
     daemon.stop();
+}
+
+/// Gemini CLI (its questions are answered in its terminal for now): the chat hears what is
+/// asked; its "no" is never typed into the dialog; denied in the terminal, the "no" then goes
+/// in a turn of its own.
+fn dialog_answered_in_the_terminal(
+    fake: &FakeTelegram,
+    agent: &RealAgent,
+    say: &dyn Fn(&str),
+    answered: &dyn Fn(&str, usize),
+    context: &dyn Fn() -> String,
+) {
+    say("use the tool t1");
+    wait_chat(
+        fake,
+        ALICE,
+        "needs you",
+        |t| t.iter().any(|t| t.contains("needs you")),
+        context,
+    );
+    let asked = chat(fake, ALICE)
+        .into_iter()
+        .find(|t| t.contains("needs you"))
+        .unwrap();
+    assert!(asked.contains("echo ran &gt;&gt; probe-t1.txt"), "{asked}");
+    say("no");
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        !agent.project.join("probe-t1.txt").exists(),
+        "the tool was approved; the pane shows:\n{}",
+        agent.screen()
+    );
+    agent.keys(&["Escape"]);
+    answered("echo: no", 1);
+    assert!(!agent.project.join("probe-t1.txt").exists());
+}
+
+/// The question with its buttons for the tool call `probe` (its file): the message id and
+/// the buttons' data by label.
+fn question(
+    fake: &FakeTelegram,
+    probe: &str,
+    context: &dyn Fn() -> String,
+) -> (i64, Vec<(String, String)>) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let found = fake.bot_messages().into_iter().find(|m| {
+            !m["reply_markup"].is_null() && m["text"].as_str().unwrap_or_default().contains(probe)
+        });
+        if let Some(m) = found {
+            let buttons = m["reply_markup"]["inline_keyboard"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|row| row.as_array().unwrap().clone())
+                .map(|b| {
+                    let text = b["text"].as_str().unwrap().to_string();
+                    (text, b["callback_data"].as_str().unwrap().to_string())
+                })
+                .collect();
+            return (m["message_id"].as_i64().unwrap(), buttons);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the question about {probe}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn button<'a>(buttons: &'a [(String, String)], label: &str) -> &'a str {
+    &buttons.iter().find(|(l, _)| l == label).unwrap().1
+}
+
+/// How many times the tool call `probe` ran (each run appends a line to its file).
+fn runs(agent: &RealAgent, probe: &str) -> usize {
+    std::fs::read_to_string(agent.project.join(probe))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// Waits until the bot's message `id` says `outcome` and has no buttons left.
+fn wait_edited(fake: &FakeTelegram, id: i64, outcome: &str, context: &dyn Fn() -> String) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let m = fake
+            .bot_messages()
+            .into_iter()
+            .find(|m| m["message_id"] == json!(id))
+            .unwrap();
+        if m["text"].as_str().unwrap_or_default().contains(outcome) && m["reply_markup"].is_null() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the question to say {outcome:?}: {m}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Claude Code and Codex: their `PermissionRequest` hook waits for the chat's answer. Allow
+/// runs the tool once, a double tap changes nothing; a "no" sent as a message is never typed
+/// into the dialog, Deny keeps the tool from running; a stranger's tap changes nothing, and
+/// the question survives `kill -9` of the daemon; unanswered, it expires as a deny. The
+/// daemon after the `kill -9` is returned.
+fn approvals_from_the_chat(
+    fake: &FakeTelegram,
+    app: &App,
+    agent: &RealAgent,
+    daemon: Daemon,
+    context: &dyn Fn() -> String,
+) -> Daemon {
+    let say = |text: &str| {
+        fake.push_text(ALICE, ALICE, text);
+    };
+    let tool_done = |n: usize| {
+        wait_chat(
+            fake,
+            ALICE,
+            &format!("{n} x tool done"),
+            |t| answers(t, "tool done") >= n,
+            context,
+        )
+    };
+    let taps = |n: usize| -> Vec<String> {
+        let deadline = Instant::now() + WAIT;
+        while fake.callback_answers().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {n} tap answers\n{}",
+                context()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        fake.callback_answers()
+            .iter()
+            .map(|a| a["text"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+
+    // Allow, tapped twice: the tool runs once.
+    say("use the tool a1");
+    let (q1, buttons) = question(fake, "probe-a1.txt", context);
+    let allow = button(&buttons, "Allow").to_string();
+    fake.push_tap(ALICE, ALICE, "Alice", q1, &allow);
+    fake.push_tap(ALICE, ALICE, "Alice", q1, &allow);
+    tool_done(1);
+    let answered = taps(2);
+    assert!(answered[0].starts_with("Allowed by Alice"), "{answered:?}");
+    assert!(
+        answered[1].starts_with("Already allowed by Alice"),
+        "{answered:?}"
+    );
+    wait_edited(fake, q1, "Allowed by Alice", context);
+    assert_eq!(runs(agent, "probe-a1.txt"), 1, "the tool ran once");
+
+    // A "no" sent as a message waits; Deny keeps the tool from running; the "no" then has a
+    // turn of its own.
+    say("use the tool a2");
+    let (q2, buttons) = question(fake, "probe-a2.txt", context);
+    say("no");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        runs(agent, "probe-a2.txt"),
+        0,
+        "the pane shows:\n{}",
+        agent.screen()
+    );
+    fake.push_tap(ALICE, ALICE, "Alice", q2, button(&buttons, "Deny"));
+    wait_edited(fake, q2, "Denied by Alice", context);
+    let mut done = 2;
+    tool_done(done);
+    wait_chat(
+        fake,
+        ALICE,
+        "echo: no",
+        |t| answers(t, "echo: no") >= 1,
+        context,
+    );
+    assert_eq!(runs(agent, "probe-a2.txt"), 0);
+
+    // A stranger's tap changes nothing; kill -9 while asked; after the restart the buttons
+    // still answer, once.
+    say("use the tool a3");
+    let (q3, buttons) = question(fake, "probe-a3.txt", context);
+    fake.push_tap(ALICE, 4242, "Mallory", q3, button(&buttons, "Allow"));
+    let answered = taps(4);
+    assert!(answered[2].starts_with("Denied by Alice"), "{answered:?}");
+    assert!(
+        answered[3].starts_with("You may not answer"),
+        "{answered:?}"
+    );
+    let mut daemon = daemon;
+    daemon.signal("KILL");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(runs(agent, "probe-a3.txt"), 0);
+    let daemon = app.serve();
+    fake.push_tap(ALICE, ALICE, "Alice", q3, button(&buttons, "Allow"));
+    wait_edited(fake, q3, "Allowed by Alice", context);
+    done += 1;
+    tool_done(done);
+    assert_eq!(
+        runs(agent, "probe-a3.txt"),
+        1,
+        "allowed once, across kill -9"
+    );
+
+    // Unanswered: expired after `expire_after` (20 s here), the agent is told no.
+    say("use the tool a4");
+    let (q4, _) = question(fake, "probe-a4.txt", context);
+    wait_edited(fake, q4, "Expired at", context);
+    // The agent is back at its prompt (Claude Code) or answered (Codex): a message goes.
+    say("please reply e1");
+    wait_chat(
+        fake,
+        ALICE,
+        "echo: please reply e1",
+        |t| answers(t, "echo: please reply e1") >= 1,
+        context,
+    );
+    assert_eq!(runs(agent, "probe-a4.txt"), 0);
+    daemon
 }
 
 /// Paste → confirmed, for every message the agent confirmed: written for the closing note.

@@ -42,6 +42,10 @@ impl Default for Settings {
     }
 }
 
+/// The timeout `relayq init` sets on the agents' `PermissionRequest` hook (Claude Code's and
+/// Codex's default for command hooks too): the waiting hook answers well before it.
+pub const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// What `expire_after` may be: long enough to read a question on a phone, and short of the
 /// agents' own hook timeout (600 s for Claude Code and Codex; `relayq init` sets it on the
 /// hook), so the hook always answers before the agent gives up on it.
@@ -450,6 +454,14 @@ pub fn open_for_session(conn: &Connection, session: &str) -> Result<Vec<Approval
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The session's open approval for the same call as `ask` (same agent, tool and action), if
+/// the agent asks about it again while it waits.
+pub fn open_like(conn: &Connection, ask: &Ask) -> Result<Option<Approval>> {
+    Ok(open_for_session(conn, &ask.session)?
+        .into_iter()
+        .find(|a| a.agent == ask.agent && a.tool == ask.tool && a.action == ask.action))
+}
+
 /// The open approvals past their expiry at `now`.
 pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
     let sql = format!(
@@ -789,9 +801,17 @@ pub fn hook_output(approval: &Approval) -> Option<String> {
     Some(hook_decision(answer))
 }
 
-/// The deny a hook prints for approval `id` when it expired but could not be recorded so.
-pub fn expired_hook_output(id: &str) -> String {
+/// The deny a hook prints for approval `id` of `agent`'s when it expired but could not be
+/// recorded so.
+pub fn expired_hook_output(id: &str, agent: Agent) -> String {
+    let _ = agent;
     hook_decision(json!({"behavior": "deny", "message": expired_message(id)}))
+}
+
+/// What the agent does once its hook printed an answer: works on (the tool runs, or the
+/// model hears the deny and goes on), until its turn ends.
+pub fn agent_state_after(_approval: &Approval) -> crate::AgentState {
+    crate::AgentState::Working
 }
 
 fn hook_decision(answer: Value) -> String {

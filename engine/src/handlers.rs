@@ -345,6 +345,10 @@ impl HookProcessor {
         }
         if let Some(mut notice) = Notice::of(event, answer) {
             let approval = self.approval_asked(tx, event, &mut notice)?;
+            if approval.as_ref().is_some_and(|a| a.question_row.is_some()) {
+                // Asked again about the same call: the chat has the question already.
+                return Ok(effects);
+            }
             for (n, route) in routes.for_session(key).iter().enumerate() {
                 if !route.events.contains(&event.event) {
                     continue;

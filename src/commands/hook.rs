@@ -182,9 +182,17 @@ fn record(
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     let asked = engine.database().write(|tx| {
         let origin = relayq_engine::sessions::origin(tx, &event.session)?;
-        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
+        // Gemini CLI's questions are answered by the dialog's keys, which only the daemon
+        // can press: not opened here (see docs/agent-approvals.md).
+        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now)
+            .filter(|ask| ask.means == approvals::Means::Hook);
         let asked = match ask {
-            Some(ask) => Some(approvals::ask_in(tx, &ask, now)?),
+            // An agent that asks again for the call it is asking about (Claude Code does, for
+            // a command it checks in parts) waits on the same question: one answer for both.
+            Some(ask) => match approvals::open_like(tx, &ask)? {
+                Some(open) => Some(open),
+                None => Some(approvals::ask_in(tx, &ask, now)?),
+            },
             None => None,
         };
         event.approval = asked.as_ref().map(|a| a.id.clone());
@@ -203,7 +211,7 @@ const ANSWER_POLL: Duration = Duration::from_millis(200);
 /// agent never waits on silence, and never past its own hook timeout. A database that stays
 /// busy at expiry still gets the deny printed (the daemon's sweep records the expiry later).
 fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliError> {
-    let id = approval.id;
+    let id = approval.id.clone();
     let db = engine.database();
     loop {
         let now = engine.now();
@@ -216,7 +224,7 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
                 std::thread::sleep(ANSWER_POLL);
                 continue;
             }
-            Err(e) => return deny_unrecorded(&approval.session, &id, &e),
+            Err(e) => return deny_unrecorded(&approval, &e),
         };
         if current.state == approvals::State::Asked {
             if now < current.expires_at {
@@ -225,29 +233,37 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
             }
             match db.write(|tx| approvals::expire_in(tx, &id, now)) {
                 Ok(_) => continue, // read again: expired now, or answered just before
-                Err(e) => return deny_unrecorded(&current.session, &id, &e),
+                Err(e) => return deny_unrecorded(&current, &e),
             }
         }
-        let first = db.write(|tx| approvals::reached_in(tx, &id, engine.now()));
-        match first {
-            Ok(true) | Err(_) => {
-                if let Some(output) = approvals::hook_output(&current) {
-                    println!("{output}");
-                }
+        let first = db.write(|tx| {
+            let now = engine.now();
+            let first = approvals::reached_in(tx, &id, now)?;
+            if first {
+                let state = approvals::agent_state_after(&current);
+                relayq_engine::sessions::set_agent_state(tx, &current.session, state, now)?;
             }
-            // Another waiter printed it already (a hook run twice for one question).
-            Ok(false) => {}
+            Ok(first)
+        });
+        if let Err(e) = first {
+            tracing::debug!(error = %e, "approval {id}: could not record that the agent has it");
         }
-        relayq_actors::wake::notify(db.path(), hooks::QUEUE, &current.session);
+        // Every waiting hook prints it: each is one request of the agent's for this call.
+        if let Some(output) = approvals::hook_output(&current) {
+            println!("{output}");
+        }
+        // The session's next message may go now (its agent no longer asks).
+        relayq_actors::wake::notify(db.path(), relayq_engine::inbound::QUEUE, &current.session);
         return Ok(());
     }
 }
 
 /// The approval could not be recorded as expired (the database stays busy): the agent is told
 /// no all the same, and stderr says why.
-fn deny_unrecorded(session: &str, id: &str, error: &EngineError) -> Result<(), CliError> {
+fn deny_unrecorded(approval: &Approval, error: &EngineError) -> Result<(), CliError> {
+    let (session, id) = (&approval.session, &approval.id);
     eprintln!("relayq hook: approval {id} of session {session} expired, and recording it failed ({error}): denied");
-    let output = approvals::expired_hook_output(id);
+    let output = approvals::expired_hook_output(id, approval.agent);
     println!("{output}");
     Ok(())
 }

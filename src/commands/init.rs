@@ -178,7 +178,16 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
         .map(|(event, matcher)| {
             let key = format!("{event:?}:");
             let matcher = matcher.map_or(String::new(), |m| format!("\"matcher\": {m:?}, "));
-            format!("    {key:width$} [{{ {matcher}\"hooks\": [{{ \"type\": \"command\", \"command\": {command} }}] }}]")
+            // A permission request's hook waits for the chat's answer: up to its expiry,
+            // within this timeout (seconds).
+            let timeout = match *event {
+                "PermissionRequest" => format!(
+                    ", \"timeout\": {}",
+                    relayq_engine::approvals::HOOK_TIMEOUT.as_secs()
+                ),
+                _ => String::new(),
+            };
+            format!("    {key:width$} [{{ {matcher}\"hooks\": [{{ \"type\": \"command\", \"command\": {command}{timeout} }}] }}]")
         })
         .collect();
     // Gemini CLI's stable releases run hooks only when they are switched on.

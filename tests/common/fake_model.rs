@@ -4,8 +4,9 @@
 //! (SSE), and the side requests they make (token counts, model lists, titles, routing).
 //!
 //! What it answers, by the person's last message:
-//! - `tool` in it: a request to run `touch probe-tool.txt` (the CLI asks for permission); once
-//!   the tool's result comes back, `tool done`;
+//! - `tool` in it: a request to run `echo ran >> probe-<word>.txt` ([`probe_command`]: the word
+//!   after `tool`; the CLI asks for permission, and each run adds a line); once the tool's
+//!   result comes back, `tool done`;
 //! - `long` in it: a 10 000-character answer ([`long_answer`]);
 //! - `slow` in it: the answer after [`SLOW`];
 //! - anything else: `echo: <the message>`.
@@ -14,6 +15,43 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+/// The command a `tool` prompt asks to run: `echo ran >> probe-<word>.txt`, `<word>` the
+/// word after `tool` (`use the tool a1` → `probe-a1.txt`), else `tool`.
+pub fn probe_command(text: &str) -> String {
+    format!("echo ran >> {}", probe_file(text))
+}
+
+/// The file [`probe_command`] appends to.
+pub fn probe_file(text: &str) -> String {
+    let word: String = text
+        .split_once("tool ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    format!("probe-{}.txt", if word.is_empty() { "tool" } else { &word })
+}
+
+/// A new number for a tool call's id: each call has its own, as the real APIs give them (an
+/// agent keys its permission bookkeeping by the id; Claude Code asks again, for ever, when a
+/// new call repeats an interrupted one's id).
+fn next_call() -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether this is the first time a request carries call `id`'s result.
+fn first_result_of(id: &str) -> bool {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap();
+    if id.is_empty() || seen.iter().any(|s| s == id) {
+        return false;
+    }
+    seen.push(id.to_string());
+    true
+}
 
 /// How long a `slow` prompt's turn takes.
 pub const SLOW: Duration = Duration::from_secs(5);
@@ -162,15 +200,19 @@ fn claude(body: &Value) -> (&'static str, String) {
                             text = t.to_string();
                         }
                     }
-                    Some("tool_result") => tool_result = true,
+                    Some("tool_result") => {
+                        let call = b["tool_use_id"].as_str().unwrap_or_default();
+                        tool_result |= first_result_of(call);
+                    }
                     _ => {}
                 }
             }
         }
         _ => {}
     }
-    // A prompt sent after a dismissed tool call comes with the call's (refused) result.
-    tool_result &= text.is_empty();
+    // A call's result (run, or refused by a hook) is answered once, whatever text comes with
+    // it (Claude Code sends the turn's prompt again beside it, and an answered call's result
+    // again with the next prompt).
     if text.contains("<session>") {
         text = r#"{"title": "A relayq test"}"#.into();
         return (JSON, claude_json(&text));
@@ -184,9 +226,9 @@ fn claude(body: &Value) -> (&'static str, String) {
         "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
     let (block, delta, stop) = if text.contains("tool") && !tool_result {
         let input =
-            json!({"command": "touch probe-tool.txt", "description": "Create the probe file"});
+            json!({"command": probe_command(&text), "description": "Create the probe file"});
         (
-            json!({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}),
+            json!({"type": "tool_use", "id": format!("toolu_{}", next_call()), "name": "Bash", "input": {}}),
             json!({"type": "input_json_delta", "partial_json": input.to_string()}),
             "tool_use",
         )
@@ -253,9 +295,10 @@ fn codex(body: &Value) -> String {
         message_item("Reply to the user")
     } else if text.contains("tool") && !tool_result {
         pause_if_slow(&text);
-        let arguments = json!({"cmd": "touch probe-tool.txt",
+        let arguments = json!({"cmd": probe_command(&text),
             "sandbox_permissions": "require_escalated", "justification": "Create the probe file?"});
-        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        let n = next_call();
+        json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
                "name": "exec_command", "arguments": arguments.to_string()})
     } else {
         pause_if_slow(&text);
@@ -311,7 +354,7 @@ fn gemini_stream(body: &Value) -> String {
     pause_if_slow(&text);
     let parts = if text.contains("tool") && !tool_result {
         vec![json!({"functionCall": {"name": "run_shell_command",
-            "args": {"command": "touch probe-tool.txt", "description": "Create the probe file"}}})]
+            "args": {"command": probe_command(&text), "description": "Create the probe file"}}})]
     } else if tool_result {
         vec![json!({"text": "tool done"})]
     } else {

@@ -366,20 +366,23 @@ impl Inner {
     /// `answerCallbackQuery` for each tap: Telegram stops the button's spinner and shows the
     /// text. Cosmetic (the outcome is also in the edited question): failures are logged.
     fn answer_taps(&self, taps: Vec<(String, String)>) {
-        for (callback, text) in taps {
-            let body = json!({"callback_query_id": callback,
-                              "text": approvals_reply_cut(&text)});
-            let client = self.short.clone();
-            let url = self.method("answerCallbackQuery");
-            actix_rt::spawn(async move {
-                let request = client.post(url).json(body.to_string());
+        if taps.is_empty() {
+            return;
+        }
+        let client = self.short.clone();
+        let url = self.method("answerCallbackQuery");
+        // One after another, in the order they were tapped.
+        actix_rt::spawn(async move {
+            for (callback, text) in taps {
+                let body = json!({"callback_query_id": callback, "text": approvals_reply_cut(&text)});
+                let request = client.post(url.clone()).json(body.to_string());
                 match client.send(request).await {
                     Ok(reply) if reply.is_success() => {}
                     Ok(reply) => tracing::warn!(error = describe(&reply), "answerCallbackQuery refused"),
                     Err(no_answer) => tracing::warn!(error = no_answer.text().unwrap_or_default(), "answerCallbackQuery not sent"),
                 }
-            });
-        }
+            }
+        });
     }
 
     /// Whether the sender or the chat is on the allowlist.
