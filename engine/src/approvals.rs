@@ -662,7 +662,7 @@ pub struct ChatAnswer {
     pub message_id: Option<String>,
     /// A yes or no replying to a message that turns out to be no question goes to the agent
     /// as this message.
-    pub otherwise: Option<crate::InboundMessage>,
+    pub otherwise: Option<Box<crate::InboundMessage>>,
 }
 
 /// `/allow ID`, `/allow ID session`, `/deny ID` (also `/allow@bot ID`, as Telegram writes a

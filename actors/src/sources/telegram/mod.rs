@@ -307,7 +307,8 @@ impl Inner {
         let Some((target, decision)) = command else {
             return Some(Taken::Message(inbound));
         };
-        let otherwise = matches!(target, approvals::Target::Question { .. }).then(|| inbound.clone());
+        let otherwise = matches!(target, approvals::Target::Question { .. })
+            .then(|| Box::new(inbound.clone()));
         Some(Taken::Answer(ChatAnswer {
             target,
             decision,
