@@ -74,28 +74,13 @@ impl Bridge {
             found.is_some()
         });
         let question = found.unwrap();
-        let buttons = question["reply_markup"]["inline_keyboard"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|row| row.as_array().unwrap().clone())
-            .map(|b| {
-                (
-                    b["text"].as_str().unwrap().to_string(),
-                    b["callback_data"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let buttons = FakeTelegram::buttons(&question);
         (question["message_id"].as_i64().unwrap(), buttons)
     }
 
     /// The bot's message `id` as it is now.
     fn message(&self, id: i64) -> Value {
-        self.fake
-            .bot_messages()
-            .into_iter()
-            .find(|m| m["message_id"] == json!(id))
-            .unwrap()
+        self.fake.bot_message(id).unwrap()
     }
 
     /// Waits until the question `id` was edited to say `outcome`, its buttons gone.
@@ -134,18 +119,14 @@ impl Bridge {
         serde_json::from_str(&self.app.ok(&["approvals", "list", "--all", "--json"])).unwrap()
     }
 
-    /// The tap answers Telegram got, their texts in order.
+    /// The tap answers Telegram got, their texts in order, once there are `n`.
     fn tap_answers(&self, n: usize) -> Vec<String> {
         wait_until(
             &format!("{n} answered tap(s)"),
             Duration::from_secs(30),
-            || self.fake.callback_answers().len() >= n,
+            || self.fake.tap_answers().len() >= n,
         );
-        self.fake
-            .callback_answers()
-            .iter()
-            .map(|a| a["text"].as_str().unwrap_or_default().to_string())
-            .collect()
+        self.fake.tap_answers()
     }
 }
 

@@ -253,15 +253,17 @@ fn wait_chat(
     done: impl Fn(&[String]) -> bool,
     context: &dyn Fn() -> String,
 ) {
+    let said = || format!("the chat has {:#?}\n{}", chat(fake, chat_id), context());
+    waited(what, &said, || done(&chat(fake, chat_id)));
+}
+
+/// Waits up to [`WAIT`] until `done`; on a timeout, says what `context` tells.
+fn waited(what: &str, context: &dyn Fn() -> String, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
-    loop {
-        let texts = chat(fake, chat_id);
-        if done(&texts) {
-            return;
-        }
+    while !done() {
         assert!(
             Instant::now() < deadline,
-            "timed out waiting for {what}; the chat has {texts:#?}\n{}",
+            "timed out waiting for {what}; {}",
             context()
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -435,31 +437,15 @@ fn question(
     probe: &str,
     context: &dyn Fn() -> String,
 ) -> (i64, Vec<(String, String)>) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let found = fake.bot_messages().into_iter().find(|m| {
+    let mut found = None;
+    waited(&format!("the question about {probe}"), context, || {
+        found = fake.bot_messages().into_iter().find(|m| {
             !m["reply_markup"].is_null() && m["text"].as_str().unwrap_or_default().contains(probe)
         });
-        if let Some(m) = found {
-            let buttons = m["reply_markup"]["inline_keyboard"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|row| row.as_array().unwrap().clone())
-                .map(|b| {
-                    let text = b["text"].as_str().unwrap().to_string();
-                    (text, b["callback_data"].as_str().unwrap().to_string())
-                })
-                .collect();
-            return (m["message_id"].as_i64().unwrap(), buttons);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for the question about {probe}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        found.is_some()
+    });
+    let m = found.unwrap();
+    (m["message_id"].as_i64().unwrap(), FakeTelegram::buttons(&m))
 }
 
 fn button<'a>(buttons: &'a [(String, String)], label: &str) -> &'a str {
@@ -475,23 +461,10 @@ fn runs(agent: &RealAgent, probe: &str) -> usize {
 
 /// Waits until the bot's message `id` says `outcome` and has no buttons left.
 fn wait_edited(fake: &FakeTelegram, id: i64, outcome: &str, context: &dyn Fn() -> String) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let m = fake
-            .bot_messages()
-            .into_iter()
-            .find(|m| m["message_id"] == json!(id))
-            .unwrap();
-        if m["text"].as_str().unwrap_or_default().contains(outcome) && m["reply_markup"].is_null() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for the question to say {outcome:?}: {m}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    waited(&format!("the question to say {outcome:?}"), context, || {
+        let m = fake.bot_message(id).unwrap();
+        m["text"].as_str().unwrap_or_default().contains(outcome) && m["reply_markup"].is_null()
+    });
 }
 
 /// Claude Code and Codex: their `PermissionRequest` hook waits for the chat's answer. Allow
@@ -519,19 +492,10 @@ fn approvals_from_the_chat(
         )
     };
     let taps = |n: usize| -> Vec<String> {
-        let deadline = Instant::now() + WAIT;
-        while fake.callback_answers().len() < n {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {n} tap answers\n{}",
-                context()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        fake.callback_answers()
-            .iter()
-            .map(|a| a["text"].as_str().unwrap_or_default().to_string())
-            .collect()
+        waited(&format!("{n} tap answers"), context, || {
+            fake.tap_answers().len() >= n
+        });
+        fake.tap_answers()
     };
 
     // Allow, tapped twice: the tool runs once.

@@ -130,6 +130,11 @@ impl ApprovalsActor {
 
     fn look(&mut self, ctx: &mut Context<Self>) {
         let write = self.store.write(|s, tx| {
+            // A database file deleted under the daemon is not looked at: a new connection
+            // would create an empty one in its place (the RecoveryActor says so).
+            if s.engine.database().file_still_there().is_err() {
+                return Ok(Vec::new());
+            }
             let now = s.outbound.now();
             let mut keys = Vec::new();
             for open in approvals::list(tx, true, 1000)? {

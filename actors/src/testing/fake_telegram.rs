@@ -157,6 +157,38 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().messages.clone()
     }
 
+    /// The bot's message `id` as it is now, if it sent one.
+    pub fn bot_message(&self, id: i64) -> Option<Value> {
+        self.bot_messages()
+            .into_iter()
+            .find(|m| m["message_id"] == json!(id))
+    }
+
+    /// A bot message's inline buttons, in order: (label, `callback_data`).
+    pub fn buttons(message: &Value) -> Vec<(String, String)> {
+        let rows = message["reply_markup"]["inline_keyboard"].as_array();
+        rows.into_iter()
+            .flatten()
+            .filter_map(Value::as_array)
+            .flatten()
+            .map(|b| {
+                let label = b["text"].as_str().unwrap_or_default().to_string();
+                (
+                    label,
+                    b["callback_data"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// The texts of the tap answers (`answerCallbackQuery`) so far, in order.
+    pub fn tap_answers(&self) -> Vec<String> {
+        self.callback_answers()
+            .iter()
+            .map(|a| a["text"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// Every `editMessageText` answered ok so far.
     pub fn edits(&self) -> Vec<Value> {
         self.shared.0.lock().unwrap().edits.clone()
