@@ -11,6 +11,7 @@ use relayq_actors::testing::fake_telegram::FakeTelegram;
 use serde_json::{json, Value};
 
 use crate::agents::{agent_config, FakeAgent};
+use crate::common::api::free_port;
 use crate::common::*;
 
 const TOKEN: &str = "123456:approvals-token";
@@ -20,7 +21,7 @@ const GROUP: i64 = -1001234567;
 const MALLORY: i64 = 666;
 
 /// The bridge: a fake agent as relayq session `agent`, fed by chat `chat` through the
-/// Telegram source `bot`, answered through it; `extra` config lines for `[approvals]`.
+/// Telegram source `bot`, answered through it; `extra` config lines (table, line).
 struct Bridge {
     fake: FakeTelegram,
     app: App,
@@ -29,23 +30,24 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(name: &str, agent: &str, chat: i64, approvals: &[&str]) -> Bridge {
+    fn start(name: &str, agent: &str, chat: i64, extra: &[(&str, &str)]) -> Bridge {
         let fake = FakeTelegram::start(TOKEN);
         let tmux = Tmux::new(name);
-        let config = agent_config(&tmux, &[])
-            .table(
-                "sources.bot",
-                &[
-                    "kind = \"telegram\"",
-                    &format!("token = {TOKEN:?}"),
-                    &format!("api_url = {:?}", fake.url),
-                    &format!("allowed_users = [{ALICE}]"),
-                    &format!("allowed_chats = [{GROUP}]"),
-                    &format!("chats = {{ \"{chat}\" = \"agent\" }}"),
-                    "poll_timeout = \"1s\"",
-                ],
-            )
-            .table("approvals", approvals);
+        let config = agent_config(&tmux, &[]).table(
+            "sources.bot",
+            &[
+                "kind = \"telegram\"",
+                &format!("token = {TOKEN:?}"),
+                &format!("api_url = {:?}", fake.url),
+                &format!("allowed_users = [{ALICE}]"),
+                &format!("allowed_chats = [{GROUP}]"),
+                &format!("chats = {{ \"{chat}\" = \"agent\" }}"),
+                "poll_timeout = \"1s\"",
+            ],
+        );
+        let config = extra
+            .iter()
+            .fold(config, |config, (table, line)| config.set(table, line));
         let app = App::new(config);
         let agent = FakeAgent::start(&app, tmux, agent, "agent", &[]);
         Bridge {
@@ -227,7 +229,12 @@ fn a_strangers_tap_changes_nothing_and_a_deny_by_text_keeps_the_tool_from_runnin
 /// Unanswered until `expire_after`: the agent gets an explicit deny, the chat is told.
 #[test]
 fn an_unanswered_question_expires_as_a_deny_and_the_chat_is_told() {
-    let b = Bridge::start("approve3", "claude", ALICE, &["expire_after = \"10s\""]);
+    let b = Bridge::start(
+        "approve3",
+        "claude",
+        ALICE,
+        &[("approvals", "expire_after = \"10s\"")],
+    );
     let daemon = b.app.serve();
     let (question, _) = b.ask();
     let asked = std::time::Instant::now();
@@ -308,5 +315,52 @@ fn relayq_approvals_allow_answers_from_the_terminal() {
     b.wait_edited(question, "Allowed by relayq approvals at ");
     let unknown = b.app.run(&["approvals", "allow", "zzzzzz"]);
     assert_eq!(unknown.status.code(), Some(2));
+    daemon.stop();
+}
+
+/// `GET /v1/approvals` lists the open questions; `POST /v1/approvals/{id}/deny` answers one
+/// (the agent is told no, the chat's question edited); a second answer is 409 and changes
+/// nothing; an unknown id is 404.
+#[test]
+fn approvals_over_http_are_listed_and_answered_once() {
+    let port = free_port();
+    let listen = format!("listen = \"127.0.0.1:{port}\"");
+    let b = Bridge::start(
+        "approve6",
+        "codex",
+        ALICE,
+        &[("http", "enabled = true"), ("http", &listen)],
+    );
+    let daemon = b.app.serve();
+    let (question, _) = b.ask();
+    let client = reqwest::blocking::Client::new();
+    let url = |path: &str| format!("http://127.0.0.1:{port}/v1/approvals{path}");
+    let open: Value = client.get(url("")).send().unwrap().json().unwrap();
+    assert_eq!(open.as_array().unwrap().len(), 1, "{open:#}");
+    assert_eq!(open[0]["state"], "asked");
+    assert_eq!(open[0]["action"], "touch probe.txt");
+    let id = open[0]["id"].as_str().unwrap().to_string();
+
+    let denied = client.post(url(&format!("/{id}/deny"))).send().unwrap();
+    assert_eq!(denied.status(), 200);
+    let denied: Value = denied.json().unwrap();
+    assert_eq!(denied["state"], "denied");
+    assert_eq!(b.wait_decisions(1), [false]);
+    b.wait_edited(question, "Denied by the relayq API at ");
+
+    let again = client.post(url(&format!("/{id}/allow"))).send().unwrap();
+    assert_eq!(again.status(), 409);
+    let body: Value = again.json().unwrap();
+    assert!(
+        body.to_string().contains("no longer open: denied"),
+        "{body}"
+    );
+    let unknown = client.post(url("/zzzzzz/allow")).send().unwrap();
+    assert_eq!(unknown.status(), 404);
+    let open: Value = client.get(url("")).send().unwrap().json().unwrap();
+    assert_eq!(open, serde_json::json!([]));
+    let all: Value = client.get(url("?all=true")).send().unwrap().json().unwrap();
+    assert_eq!(all[0]["answered_by"], "the relayq API");
+    assert!(b.decisions() == [false], "the tool never ran");
     daemon.stop();
 }

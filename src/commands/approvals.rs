@@ -74,18 +74,8 @@ fn list(ctx: &Invocation, all: bool, json: bool) -> Result<(), CliError> {
 
 fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<(), CliError> {
     let store = open(ctx)?;
-    let who = Answerer {
-        name: CLI_ANSWERER.into(),
-        id: std::env::var("USER").ok(),
-        via: "cli".into(),
-        chat: None,
-    };
-    let now = store.engine.now();
-    let result = store
-        .engine
-        .database()
-        .write(|tx| approvals::answer_in(tx, id, decision, &who, now))?;
-    match result {
+    let who = operator(CLI_ANSWERER, "cli");
+    match answer_as(&store.engine, id, decision, &who)? {
         AnswerResult::Recorded(a) => {
             match json {
                 true => println!("{}", approval_json(&a)),
@@ -93,11 +83,7 @@ fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<
             }
             Ok(())
         }
-        AnswerResult::AlreadyEnded(a) => Err(CliError::Usage(format!(
-            "approval {} is no longer open: {}; nothing was changed",
-            a.id,
-            a.outcome()
-        ))),
+        AnswerResult::AlreadyEnded(a) => Err(CliError::Usage(no_longer_open(&a))),
         AnswerResult::NotFound => Err(CliError::Usage(format!(
             "no approval {id:?}: `relayq approvals list --all` shows them"
         ))),
@@ -106,4 +92,36 @@ fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<
             Err(CliError::Failed(other.reply()))
         }
     }
+}
+
+/// The operator, answering through `via` (`cli`, `api`) as `name`.
+pub fn operator(name: &str, via: &str) -> Answerer {
+    Answerer {
+        name: name.into(),
+        id: std::env::var("USER").ok().filter(|_| via == "cli"),
+        via: via.into(),
+        chat: None,
+    }
+}
+
+/// Records the operator's answer (the CLI's, the API's): once, as the chat's buttons do.
+pub fn answer_as(
+    engine: &relayq_engine::Engine,
+    id: &str,
+    decision: Decision,
+    who: &Answerer,
+) -> Result<AnswerResult, relayq_engine::EngineError> {
+    let now = engine.now();
+    engine
+        .database()
+        .write(|tx| approvals::answer_in(tx, id, decision, who, now))
+}
+
+/// What a second answer is told.
+pub fn no_longer_open(a: &Approval) -> String {
+    format!(
+        "approval {} is no longer open: {}; nothing was changed",
+        a.id,
+        a.outcome()
+    )
 }

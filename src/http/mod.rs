@@ -25,7 +25,9 @@
 //! - `GET /v1/lanes`: every session and destination with unfinished rows, and its state.
 //! - `POST /v1/ingress/{source}`: a platform's push (Telegram webhook, Slack Events API).
 //! - `GET /v1/pauses`, `POST /v1/pause`, `POST /v1/resume`: hold a queue or one key.
+//! - `GET /v1/approvals`, `POST /v1/approvals/{id}/allow|deny`: as `relayq approvals`.
 
+mod approvals;
 mod auth;
 mod body;
 mod config;

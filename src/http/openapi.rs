@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::{dead, health, hooks, ingress, lanes, metrics, pauses, sessions, v1};
+use super::{approvals, dead, health, hooks, ingress, lanes, metrics, pauses, sessions, v1};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/openapi.json", web::get().to(document));
@@ -24,6 +24,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         v1::enqueue_inbound, v1::enqueue_outbound, v1::message, v1::status,
         dead::list, dead::retry, dead::purge,
         sessions::list, sessions::expire,
+        approvals::list, approvals::allow, approvals::deny,
         hooks::record, ingress::ingress,
         pauses::list, pauses::pause, pauses::resume,
         lanes::lanes,

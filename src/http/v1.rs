@@ -24,6 +24,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .configure(super::hooks::routes)
         .configure(super::pauses::routes)
         .configure(super::lanes::routes)
+        .configure(super::approvals::routes)
         .configure(super::openapi::routes)
         .configure(super::ingress::routes);
 }
