@@ -318,3 +318,50 @@ fn the_agents_table_shows_each_sessions_agent_state() {
     rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
+
+/// Issue 29: an agent's open permission question is listed with what it asks, and Allow on
+/// the dashboard answers it: the waiting hook prints the allow and the row leaves the table.
+#[test]
+fn an_open_approval_is_listed_and_allowed_from_the_dashboard() {
+    let api = Api::start(crate::common::file_config().set("daemon", "shutdown_grace = \"5s\""));
+    // The session talks to a chat: its question can be answered from outside the terminal.
+    let message = serde_json::json!({"session": "s1", "origin": "telegram:bot", "content": "hi",
+                                     "source_message_id": "1", "source_channel_id": "7"});
+    let (status, _) = crate::common::api::answer(api.post("/v1/inbound", &message));
+    assert_eq!(status, 201);
+    let payload = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/claude-code/captured/PermissionRequest.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let hook = api
+        .app
+        .spawn_hook("claude", &payload, false, &[("RELAYQ_SESSION", "s1")]);
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
+    let asks = rt.block_on(text_of(browser, "#approvals tbody tr td:nth-child(4)"));
+    assert_eq!(asks, "Bash: touch probe-p512802.txt");
+    rt.block_on(click(browser, "#approvals tbody tr button.allow"));
+    let out = hook.wait_with_output().unwrap();
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["hookSpecificOutput"]["decision"]["behavior"],
+        "allow"
+    );
+    rt.block_on(async {
+        let deadline = std::time::Instant::now() + WAIT;
+        while browser
+            .find(Locator::Css("#approvals tbody tr"))
+            .await
+            .is_ok()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the approval stays listed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    rt.block_on(browser.clone().close()).unwrap();
+    api.stop();
+}

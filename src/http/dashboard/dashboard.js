@@ -135,6 +135,24 @@ function drawAgents(sessions) {
   }));
 }
 
+// Agents' open permission questions, answered as the chat's buttons answer them (once).
+function drawApprovals(approvals) {
+  const now = Date.now();
+  fill("approvals", approvals.map((a) => {
+    const tr = document.createElement("tr");
+    tr.id = "approval-" + a.id;
+    const path = "/v1/approvals/" + encodeURIComponent(a.id);
+    const td = document.createElement("td");
+    td.append(
+      button("Allow", "allow", () => api("POST", path + "/allow")),
+      " ",
+      button("Deny", "deny", () => api("POST", path + "/deny")));
+    tr.append(cell(a.id, "key"), cell(a.session, "key"), cell(a.agent),
+      cell((a.tool || "tool") + ": " + a.action, "error"), cell(until(a.expires_at_ms, now)), td);
+    return tr;
+  }));
+}
+
 function drawDead(page) {
   const now = Date.now();
   document.getElementById("dead-total").textContent = page.total ? page.total + " in all" : "";
@@ -155,12 +173,13 @@ function drawDead(page) {
 
 async function refresh() {
   try {
-    const [status, lanes, dead, pauses, sessions] = await Promise.all([
+    const [status, lanes, dead, pauses, sessions, approvals] = await Promise.all([
       api("GET", "/v1/status"), api("GET", "/v1/lanes"), api("GET", "/v1/dead?limit=100"), api("GET", "/v1/pauses"),
-      api("GET", "/v1/sessions"),
+      api("GET", "/v1/sessions"), api("GET", "/v1/approvals"),
     ]);
     drawQueues(status, pauses);
     drawAgents(sessions);
+    drawApprovals(approvals);
     drawLanes(lanes);
     drawDead(dead);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
