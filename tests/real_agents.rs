@@ -491,6 +491,8 @@ fn approvals_from_the_chat(
             context,
         )
     };
+    let answered_once =
+        |answer: &str| wait_chat(fake, ALICE, answer, |t| answers(t, answer) >= 1, context);
     let taps = |n: usize| -> Vec<String> {
         waited(&format!("{n} tap answers"), context, || {
             fake.tap_answers().len() >= n
@@ -530,13 +532,7 @@ fn approvals_from_the_chat(
     wait_edited(fake, q2, "Denied by Alice", context);
     let mut done = 2;
     tool_done(done);
-    wait_chat(
-        fake,
-        ALICE,
-        "echo: no",
-        |t| answers(t, "echo: no") >= 1,
-        context,
-    );
+    answered_once("echo: no");
     assert_eq!(runs(agent, "probe-a2.txt"), 0);
 
     // A stranger's tap changes nothing; kill -9 while asked; after the restart the buttons
@@ -571,13 +567,7 @@ fn approvals_from_the_chat(
     wait_edited(fake, q4, "Expired at", context);
     // The agent is back at its prompt (Claude Code) or answered (Codex): a message goes.
     say("please reply e1");
-    wait_chat(
-        fake,
-        ALICE,
-        "echo: please reply e1",
-        |t| answers(t, "echo: please reply e1") >= 1,
-        context,
-    );
+    answered_once("echo: please reply e1");
     assert_eq!(runs(agent, "probe-a4.txt"), 0);
     daemon
 }
