@@ -128,40 +128,56 @@ impl ApprovalsActor {
         ApprovalsActor { store }
     }
 
+    /// Reads first (a reader connection, no lock); writes only when an approval is open or
+    /// its chat untold, so an idle daemon takes no write lock each second.
     fn look(&mut self, ctx: &mut Context<Self>) {
-        let write = self.store.write(|s, tx| {
-            // A database file deleted under the daemon is not looked at: a new connection
-            // would create an empty one in its place (the RecoveryActor says so).
-            if s.engine.database().file_still_there().is_err() {
+        let store = self.store.clone();
+        let work = async move {
+            let busy = store
+                .run(|s| {
+                    // A database file deleted under the daemon is not looked at: a new
+                    // connection would create an empty one in its place (the RecoveryActor
+                    // says so).
+                    if s.engine.database().file_still_there().is_err() {
+                        return Ok(false);
+                    }
+                    approvals::anything_to_do(&*s.engine.database().read()?)
+                })
+                .await?;
+            if !busy {
                 return Ok(Vec::new());
             }
-            let now = s.outbound.now();
-            let mut keys = Vec::new();
-            for open in approvals::list(tx, true, 1000)? {
-                if let Some(ended) = end_if_unwaited_in(tx, &open, now)? {
-                    tracing::info!(
-                        approval = ended.id,
-                        session = ended.session,
-                        outcome = ended.outcome(),
-                        "approval ended by the daemon"
-                    );
-                }
-            }
-            for ended in approvals::untold(tx)? {
-                keys.extend(approvals::tell_in(&s.outbound, tx, &ended, now)?);
-            }
-            Ok(keys)
-        });
+            store
+                .write(|s, tx| {
+                    let now = s.outbound.now();
+                    for open in approvals::list(tx, true, 1000)? {
+                        if let Some(ended) = end_if_unwaited_in(tx, &open, now)? {
+                            tracing::info!(
+                                approval = ended.id,
+                                session = ended.session,
+                                outcome = ended.outcome(),
+                                "approval ended by the daemon"
+                            );
+                        }
+                    }
+                    let mut keys = Vec::new();
+                    for ended in approvals::untold(tx)? {
+                        keys.extend(approvals::tell_in(&s.outbound, tx, &ended, now)?);
+                    }
+                    Ok(keys)
+                })
+                .await
+        };
         let db = self.store.engine.database().path().to_path_buf();
         ctx.spawn(
-            write
-                .into_actor(self)
-                .map(move |result, _, _| match result {
+            work.into_actor(self).map(
+                move |result: crate::Result<Vec<String>>, _, _| match result {
                     Ok(keys) => crate::wake::outbound_written(&db, keys),
                     Err(e) => {
                         tracing::warn!(error = %e, "approvals: could not look at open questions")
                     }
-                }),
+                },
+            ),
         );
     }
 }

@@ -176,11 +176,11 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// `allow`, `allow-session` (or `session`), `deny`.
+    /// `allow`, `allow-session`, `deny` (a button's data).
     pub fn parse(word: &str) -> Option<Decision> {
         Some(match word {
             "allow" => Decision::Allow(Scope::Once),
-            "allow-session" | "session" => Decision::Allow(Scope::Session),
+            "allow-session" => Decision::Allow(Scope::Session),
             "deny" => Decision::Deny,
             _ => return None,
         })
@@ -471,6 +471,16 @@ pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(rusqlite::named_params! {":now": now}, from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Whether any approval is open, or ended with its chat not told (the daemon's look).
+pub fn anything_to_do(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
+                 OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)",
+        )?
+        .query_row([], |r| r.get(0))?)
 }
 
 /// The approvals that ended and whose chat was not told yet, oldest first.
@@ -801,17 +811,9 @@ pub fn hook_output(approval: &Approval) -> Option<String> {
     Some(hook_decision(answer))
 }
 
-/// The deny a hook prints for approval `id` of `agent`'s when it expired but could not be
-/// recorded so.
-pub fn expired_hook_output(id: &str, agent: Agent) -> String {
-    let _ = agent;
+/// The deny a hook prints for approval `id` when it expired but could not be recorded so.
+pub fn expired_hook_output(id: &str) -> String {
     hook_decision(json!({"behavior": "deny", "message": expired_message(id)}))
-}
-
-/// What the agent does once its hook printed an answer: works on (the tool runs, or the
-/// model hears the deny and goes on), until its turn ends.
-pub fn agent_state_after(_approval: &Approval) -> crate::AgentState {
-    crate::AgentState::Working
 }
 
 fn hook_decision(answer: Value) -> String {
@@ -966,7 +968,9 @@ mod tests {
     #[test]
     fn expiry_is_a_deny_the_agent_gets_once() {
         let (_dir, db) = crate::db::temp_database();
+        assert!(!anything_to_do(&db.read().unwrap()).unwrap());
         let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
+        assert!(anything_to_do(&db.read().unwrap()).unwrap(), "open");
         assert!(due(&db.read().unwrap(), 999).unwrap().is_empty());
         assert_eq!(due(&db.read().unwrap(), 1_000).unwrap().len(), 1);
         let expired = db
@@ -980,8 +984,13 @@ mod tests {
         assert!(!db.write(|tx| reached_in(tx, &asked.id, 1_002)).unwrap());
         // Told once.
         assert_eq!(untold(&db.read().unwrap()).unwrap().len(), 1);
+        assert!(anything_to_do(&db.read().unwrap()).unwrap(), "untold");
         db.write(|tx| told_in(tx, &asked.id, 1_003)).unwrap();
         assert!(untold(&db.read().unwrap()).unwrap().is_empty());
+        assert!(
+            !anything_to_do(&db.read().unwrap()).unwrap(),
+            "nothing left"
+        );
     }
 
     #[test]

@@ -240,8 +240,9 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
             let now = engine.now();
             let first = approvals::reached_in(tx, &id, now)?;
             if first {
-                let state = approvals::agent_state_after(&current);
-                relayq_engine::sessions::set_agent_state(tx, &current.session, state, now)?;
+                // The agent works on: the tool runs, or the model hears the deny.
+                let working = relayq_engine::AgentState::Working;
+                relayq_engine::sessions::set_agent_state(tx, &current.session, working, now)?;
             }
             Ok(first)
         });
@@ -263,7 +264,7 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
 fn deny_unrecorded(approval: &Approval, error: &EngineError) -> Result<(), CliError> {
     let (session, id) = (&approval.session, &approval.id);
     eprintln!("relayq hook: approval {id} of session {session} expired, and recording it failed ({error}): denied");
-    let output = approvals::expired_hook_output(id, approval.agent);
+    let output = approvals::expired_hook_output(id);
     println!("{output}");
     Ok(())
 }

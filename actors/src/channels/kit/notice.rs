@@ -131,7 +131,8 @@ pub fn fit(text: &str, limit: relayq_engine::TextLimit) -> String {
     cut
 }
 
-fn cut_chars(text: &str, max: usize) -> String {
+/// At most `max` characters of `text`; when cut, the last one is `…`.
+pub fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }

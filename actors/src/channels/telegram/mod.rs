@@ -169,7 +169,8 @@ impl TelegramChannel {
         if reply.status == 400 && error.contains("message is not modified") {
             return Some(Outcome::delivered_as(id.to_string()));
         }
-        if reply.status == 400 && error.contains("message") {
+        let cannot_edit = ["message to edit not found", "message can't be edited"];
+        if reply.status == 400 && cannot_edit.iter().any(|e| error.contains(e)) {
             tracing::info!(error, "Telegram cannot edit the message; sending it as a new one");
             return None;
         }

@@ -292,3 +292,60 @@ fn config_needs_one_token_and_never_shows_it() {
     let bad = Config::new("not a token").build().err().unwrap();
     assert_eq!(bad.key, "token");
 }
+
+/// An approval's outcome edits its question (`editMessageText`, buttons gone). A question
+/// Telegram can no longer edit gets the outcome as a new message; any other refusal of the
+/// edit is the row's answer, not a second message.
+#[actix_rt::test]
+async fn an_edit_replaces_the_question_and_only_an_uneditable_one_is_sent_anew() {
+    let server = MockServer::start().await;
+    let base = format!("/bot{TOKEN}/");
+    let refusal = |description: &str| {
+        ResponseTemplate::new(400).set_body_json(
+            json!({"ok": false, "error_code": 400, "description": description}),
+        )
+    };
+    Mock::given(method("POST"))
+        .and(path(format!("{base}editMessageText")))
+        .and(body_partial_json(json!({"message_id": 10})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true,
+            "result": {"message_id": 10, "chat": {"id": 111}, "date": 1, "text": "done"}})))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{base}editMessageText")))
+        .and(body_partial_json(json!({"message_id": 11})))
+        .respond_with(refusal("Bad Request: message to edit not found"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{base}editMessageText")))
+        .and(body_partial_json(json!({"message_id": 12})))
+        .respond_with(refusal("Bad Request: message text is empty"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{base}sendMessage")))
+        .respond_with(answer("ok_send_message"))
+        .mount(&server)
+        .await;
+    let mut tg = channel(&server.uri(), Duration::from_secs(5));
+    let edit = |id: &str| to("111", |m| m.edit = Some(id.into()));
+
+    let edited = outcome_of(&mut tg, edit("10")).await;
+    assert_eq!(edited, Outcome::delivered_as("10"));
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["message_id"], 10);
+    assert!(sent[0].get("reply_markup").is_none(), "the buttons go");
+
+    let anew = outcome_of(&mut tg, edit("11")).await;
+    assert!(matches!(anew, Outcome::Delivered(_)), "{anew:?}");
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 3, "the edit, then the message sent anew");
+    assert!(sent[2].get("message_id").is_none(), "{}", sent[2]);
+
+    let refused = outcome_of(&mut tg, edit("12")).await;
+    assert!(matches!(refused, Outcome::Permanent { .. }), "{refused:?}");
+    assert_eq!(bodies(&server).await.len(), 4, "no message sent anew");
+}

@@ -375,7 +375,7 @@ impl Inner {
         // One after another, in the order they were tapped.
         actix_rt::spawn(async move {
             for (callback, text) in taps {
-                let body = json!({"callback_query_id": callback, "text": approvals_reply_cut(&text)});
+                let body = json!({"callback_query_id": callback, "text": crate::channels::kit::notice::cut_chars(&text, TAP_ANSWER_CHARS)});
                 let request = client.post(url.clone()).json(body.to_string());
                 match client.send(request).await {
                     Ok(reply) if reply.is_success() => {}
@@ -517,13 +517,8 @@ enum Taken {
     Answer(ChatAnswer),
 }
 
-/// A tap's text within `answerCallbackQuery`'s 200 characters.
-fn approvals_reply_cut(text: &str) -> String {
-    match text.char_indices().nth(199) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
+/// The most characters `answerCallbackQuery` shows.
+const TAP_ANSWER_CHARS: usize = 200;
 
 /// The first `update_id` in the start of a `getUpdates` answer that was cut.
 fn first_update_id(cut: &str) -> Option<i64> {
