@@ -2,9 +2,11 @@
 //! at pinned versions (`tests/agents/install.sh`, run by `.ci/run`), each against a local fake
 //! model API (`common::fake_model`), with relayq's Telegram source and channel against a local
 //! Bot API, and the hooks wired as `relayq init` prints them. For each agent: a round trip;
-//! three messages in order, each with its own answer; a message sent during a turn; a
-//! permission dialog answered "no" from the chat never approves; `kill -9` of the daemon
-//! during and between turns; a 10 000-character answer arriving whole. The paste → confirmed
+//! three messages in order, each with its own answer; a message sent during a turn; approvals
+//! from the chat (Allow, Deny, a double tap, a stranger's tap, `kill -9` while asked, expiry,
+//! an answer given in the terminal, "allow for this session"), a "no" sent meanwhile never
+//! typed into the dialog; `kill -9` of the daemon during and between turns; a
+//! 10 000-character answer arriving whole. The paste → confirmed
 //! times are written to `$CARGO_TARGET_TMPDIR/real-agents-<agent>.txt`.
 //!
 //! Missing CLIs fail the suite, with the command that installs them: it never skips.
@@ -336,11 +338,7 @@ fn run_agent(kind: &'static str) {
     answered("echo: please reply s2", 1);
     answered("echo: a slow reply s1", 1);
 
-    if kind == "gemini" {
-        dialog_answered_in_the_terminal(&fake, &agent, &say, &answered, &context);
-    } else {
-        daemon = approvals_from_the_chat(&fake, &app, &agent, daemon, &context);
-    }
+    daemon = approvals_from_the_chat(kind, &fake, &app, &agent, daemon, &context);
 
     // kill -9 during a turn: its answer comes once the daemon is back, once.
     say("a slow reply k1");
@@ -395,41 +393,6 @@ fn run_agent(kind: &'static str) {
     daemon.stop();
 }
 
-/// Gemini CLI (its questions are answered in its terminal for now): the chat hears what is
-/// asked; its "no" is never typed into the dialog; denied in the terminal, the "no" then goes
-/// in a turn of its own.
-fn dialog_answered_in_the_terminal(
-    fake: &FakeTelegram,
-    agent: &RealAgent,
-    say: &dyn Fn(&str),
-    answered: &dyn Fn(&str, usize),
-    context: &dyn Fn() -> String,
-) {
-    say("use the tool t1");
-    wait_chat(
-        fake,
-        ALICE,
-        "needs you",
-        |t| t.iter().any(|t| t.contains("needs you")),
-        context,
-    );
-    let asked = chat(fake, ALICE)
-        .into_iter()
-        .find(|t| t.contains("needs you"))
-        .unwrap();
-    assert!(asked.contains("echo ran &gt;&gt; probe-t1.txt"), "{asked}");
-    say("no");
-    std::thread::sleep(Duration::from_secs(8));
-    assert!(
-        !agent.project.join("probe-t1.txt").exists(),
-        "the tool was approved; the pane shows:\n{}",
-        agent.screen()
-    );
-    agent.keys(&["Escape"]);
-    answered("echo: no", 1);
-    assert!(!agent.project.join("probe-t1.txt").exists());
-}
-
 /// The question with its buttons for the tool call `probe` (its file): the message id and
 /// the buttons' data by label.
 fn question(
@@ -467,12 +430,15 @@ fn wait_edited(fake: &FakeTelegram, id: i64, outcome: &str, context: &dyn Fn() -
     });
 }
 
-/// Claude Code and Codex: their `PermissionRequest` hook waits for the chat's answer. Allow
-/// runs the tool once, a double tap changes nothing; a "no" sent as a message is never typed
-/// into the dialog, Deny keeps the tool from running; a stranger's tap changes nothing, and
-/// the question survives `kill -9` of the daemon; unanswered, it expires as a deny. The
-/// daemon after the `kill -9` is returned.
+/// Approvals from the chat, answered through Claude Code's and Codex's `PermissionRequest`
+/// hook, and Gemini CLI's dialog keys. Allow runs the tool once, a double tap changes nothing;
+/// a "no" sent as a message is never typed into the dialog, Deny keeps the tool from running;
+/// a stranger's tap changes nothing, and the question survives `kill -9` of the daemon;
+/// unanswered, it expires as a deny; a question answered in the terminal is no longer asked
+/// in the chat; "Allow for this session", where offered, runs the tool. The daemon after the
+/// `kill -9` is returned.
 fn approvals_from_the_chat(
+    kind: &str,
     fake: &FakeTelegram,
     app: &App,
     agent: &RealAgent,
@@ -530,8 +496,13 @@ fn approvals_from_the_chat(
     );
     fake.push_tap(ALICE, ALICE, "Alice", q2, button(&buttons, "Deny"));
     wait_edited(fake, q2, "Denied by Alice", context);
-    let mut done = 2;
-    tool_done(done);
+    let mut done = 1;
+    if kind != "gemini" {
+        // Claude Code and Codex tell the model no, and it answers; Gemini CLI's Escape ends
+        // the turn ("Request cancelled").
+        done += 1;
+        tool_done(done);
+    }
     answered_once("echo: no");
     assert_eq!(runs(agent, "probe-a2.txt"), 0);
 
@@ -565,10 +536,48 @@ fn approvals_from_the_chat(
     say("use the tool a4");
     let (q4, _) = question(fake, "probe-a4.txt", context);
     wait_edited(fake, q4, "Expired at", context);
-    // The agent is back at its prompt (Claude Code) or answered (Codex): a message goes.
+    // The agent is back at its prompt (Claude Code, Gemini CLI) or answered (Codex): a
+    // message goes.
     say("please reply e1");
     answered_once("echo: please reply e1");
     assert_eq!(runs(agent, "probe-a4.txt"), 0);
+
+    if kind == "gemini" {
+        // Answered in the terminal: the chat's question says it is no longer asked, and its
+        // buttons go (Claude Code's and Codex's waiting hook is ended by the agent then).
+        say("use the tool t1");
+        let (q, _) = question(fake, "probe-t1.txt", context);
+        std::thread::sleep(Duration::from_secs(1));
+        agent.keys(&["Escape"]);
+        wait_edited(fake, q, "No longer asked", context);
+        assert_eq!(runs(agent, "probe-t1.txt"), 0);
+    }
+
+    // "Allow for this session", where the agent offers it (last: it may allow more).
+    say("use the tool a5");
+    let (q5, buttons) = question(fake, "probe-a5.txt", context);
+    match buttons
+        .iter()
+        .find(|(label, _)| label == "Allow for this session")
+    {
+        Some((_, data)) => {
+            fake.push_tap(ALICE, ALICE, "Alice", q5, data);
+            wait_edited(fake, q5, "Allowed for this session by Alice", context);
+        }
+        None => {
+            fake.push_tap(ALICE, ALICE, "Alice", q5, button(&buttons, "Allow"));
+            wait_edited(fake, q5, "Allowed by Alice", context);
+        }
+    }
+    waited("the tool a5 to run", context, || {
+        runs(agent, "probe-a5.txt") == 1
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(runs(agent, "probe-a5.txt"), 1, "once");
+    eprintln!(
+        "{kind}: allow for this session offered: {}",
+        buttons.iter().any(|(l, _)| l == "Allow for this session")
+    );
     daemon
 }
 

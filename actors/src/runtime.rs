@@ -188,7 +188,8 @@ impl RelayqBuilder {
             config.prune_interval,
         )
         .start();
-        let approvals = crate::approvals::ApprovalsActor::new(store.clone()).start();
+        let approvals =
+            crate::approvals::ApprovalsActor::new(store.clone(), supervisor.clone()).start();
         let listener = if config.listen_for_wakes {
             match wake::listen(&config.db.path, wakers.clone()) {
                 Ok(task) => Some(task),

@@ -8,7 +8,7 @@ use actix::prelude::*;
 use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage, QueueName};
 
-use crate::channels::ChannelDirectory;
+use crate::channels::{ChannelDirectory, DialogOutcome, DialogRequest};
 use crate::children::Children;
 use crate::error::{ActorError, Result};
 use crate::lifecycle::{all_stopped, Shutdown, Stop};
@@ -129,6 +129,13 @@ impl Handler<RecordAnswers> for SupervisorActor {
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
 pub struct WakeSession(pub String);
+
+/// Look at, or answer by its keys, an agent's dialog, through the channel its session's
+/// messages go to (see [`Channel::dialog`](crate::channels::Channel::dialog)). `None`: that
+/// channel cannot.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "Option<DialogOutcome>")]
+pub struct AnswerDialog(pub DialogRequest);
 
 /// Make sure each of these sessions has a running actor (after a restart, or a sweep).
 #[derive(Debug, Clone, actix::Message)]
@@ -410,6 +417,21 @@ impl Handler<WakeSession> for SupervisorActor {
     type Result = ();
     fn handle(&mut self, WakeSession(session): WakeSession, ctx: &mut Context<Self>) {
         self.wake(&session, ctx);
+    }
+}
+
+impl Handler<AnswerDialog> for SupervisorActor {
+    type Result = actix::Response<Option<DialogOutcome>>;
+    fn handle(
+        &mut self,
+        AnswerDialog(request): AnswerDialog,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let channel = self.session_channels.channel_for(&request.session);
+        match self.channels.dialog(channel, request) {
+            Some(answer) => actix::Response::fut(async move { Some(answer.await) }),
+            None => actix::Response::reply(None),
+        }
     }
 }
 

@@ -261,6 +261,12 @@ pub struct Approval {
     pub reached_at: Option<i64>,
     /// When the chat was told the outcome.
     pub told_at: Option<i64>,
+    /// Keys only: when the daemon started pressing the dialog's keys (kept across a crash).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pressed_at: Option<i64>,
+    /// Keys only: why the answer could not reach the agent (its dialog had closed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreached: Option<String>,
 }
 
 impl Approval {
@@ -278,7 +284,7 @@ impl Approval {
     pub fn outcome(&self) -> String {
         let at = self.answered_at.map(clock_time).unwrap_or_default();
         let by = self.answered_by.as_deref().unwrap_or("someone");
-        match self.state {
+        let said = match self.state {
             State::Asked => format!(
                 "waiting for an answer until {}",
                 clock_time(self.expires_at)
@@ -293,6 +299,10 @@ impl Approval {
                 Some(why) => format!("no longer asked ({why})"),
                 None => "no longer asked".into(),
             },
+        };
+        match &self.unreached {
+            Some(why) => format!("{said}; it did not reach the agent: {why}"),
+            None => said,
         }
     }
 }
@@ -305,7 +315,7 @@ pub fn clock_time(ms: i64) -> String {
 
 const COLUMNS: &str = "id, session, agent, tool, action, means, waiter_pid, session_rules, \
      origin, chat, thread, question_row, asked_at, expires_at, state, scope, answered_by, \
-     answered_by_id, answered_via, answered_at, note, reached_at, told_at";
+     answered_by_id, answered_via, answered_at, note, reached_at, told_at, pressed_at, unreached";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let text = |i: usize| r.get::<_, Option<String>>(i);
@@ -359,6 +369,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
         note: text(20)?,
         reached_at: r.get(21)?,
         told_at: r.get(22)?,
+        pressed_at: r.get(23)?,
+        unreached: text(24)?,
     })
 }
 
@@ -483,10 +495,14 @@ pub fn anything_to_do(conn: &Connection) -> Result<bool> {
         .query_row([], |r| r.get(0))?)
 }
 
-/// The approvals that ended and whose chat was not told yet, oldest first.
+/// The approvals that ended and whose chat was not told yet, oldest first. A keys answer is
+/// told once it is settled (pressed, or found unable to reach the agent): the chat learns what
+/// the agent got, not only what was tapped.
 pub fn untold(conn: &Connection) -> Result<Vec<Approval>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM approvals WHERE state <> 'asked' AND told_at IS NULL
+           AND (means = 'hook' OR state = 'withdrawn' OR reached_at IS NOT NULL
+                OR unreached IS NOT NULL)
          ORDER BY answered_at LIMIT 100"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
@@ -631,6 +647,61 @@ pub fn reached_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<bool> {
         )?
         .execute(rusqlite::named_params! {":now": now, ":id": id})?;
     Ok(changed == 1)
+}
+
+/// The keys answers still to press, oldest first: ended (allowed, denied, expired: a deny),
+/// answered by the dialog's keys, neither reached nor found unreachable.
+pub fn keys_due(conn: &Connection) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals
+          WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL
+          ORDER BY answered_at LIMIT 100"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Whether the session has asked anything after `approval` (a newer dialog stands where its
+/// dialog stood: keys for it must not be pressed into the newer one).
+pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM approvals
+                 WHERE session = :session AND id <> :id
+                   AND (asked_at > :at OR (asked_at = :at AND id > :id)))",
+        )?
+        .query_row(
+            rusqlite::named_params! {
+                ":session": approval.session, ":id": approval.id, ":at": approval.asked_at,
+            },
+            |r| r.get(0),
+        )?)
+}
+
+/// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
+/// were pressed for it before (a crash between the press and its record).
+pub fn pressing_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<i64>> {
+    let before: Option<i64> = tx
+        .prepare_cached("SELECT pressed_at FROM approvals WHERE id = :id")?
+        .query_row(rusqlite::named_params! {":id": id}, |r| r.get(0))
+        .optional()?
+        .flatten();
+    if before.is_none() {
+        tx.prepare_cached("UPDATE approvals SET pressed_at = :now WHERE id = :id")?
+            .execute(rusqlite::named_params! {":now": now, ":id": id})?;
+    }
+    Ok(before)
+}
+
+/// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
+/// asks something else). Nothing was pressed; the chat is told.
+pub fn unreached_in(tx: &Transaction<'_>, id: &str, why: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL",
+    )?
+    .execute(rusqlite::named_params! {":why": why, ":id": id})?;
+    Ok(())
 }
 
 /// Keeps the outbound row that carried the question.

@@ -166,7 +166,7 @@ fn wait() -> Duration {
 
 /// Spooled events first (they are older), then `event`; pokes a running daemon. A permission
 /// request the session's chat can answer opens an approval in the same transaction as its
-/// event: the engine and the approval are returned, for the hook to wait on.
+/// event: the engine and the approval are returned when the hook is to wait on it.
 fn record(
     db: &DbConfig,
     spool: &Path,
@@ -182,10 +182,7 @@ fn record(
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     let asked = engine.database().write(|tx| {
         let origin = relayq_engine::sessions::origin(tx, &event.session)?;
-        // Gemini CLI's questions are answered by the dialog's keys, which only the daemon
-        // can press: not opened here (see docs/agent-approvals.md).
-        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now)
-            .filter(|ask| ask.means == approvals::Means::Hook);
+        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
         let asked = match ask {
             // An agent that asks again for the call it is asking about (Claude Code does, for
             // a command it checks in parts) waits on the same question: one answer for both.
@@ -200,7 +197,10 @@ fn record(
         Ok(asked)
     })?;
     relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &event.session);
-    Ok(asked.map(|approval| (engine, approval)))
+    // Gemini CLI's questions are answered by the dialog's keys, which the daemon presses: no
+    // hook waits on them (see docs/agent-approvals.md).
+    let waited_on = asked.filter(|approval| approval.means == approvals::Means::Hook);
+    Ok(waited_on.map(|approval| (engine, approval)))
 }
 
 /// How often a waiting hook reads its approval.

@@ -211,6 +211,36 @@ impl From<Outcome> for Answer {
     }
 }
 
+/// A question to an agent's dialog (see [`Channel::dialog`]): whether the permission dialog
+/// about `action` (what its approval row says the tool will do) shows in `session`'s terminal,
+/// and, with `press`, the answer to give it by its keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DialogRequest {
+    pub session: String,
+    pub action: String,
+    /// `None`: only look.
+    pub press: Option<relayq_engine::approvals::Decision>,
+}
+
+/// What an agent's dialog did with a [`DialogRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DialogOutcome {
+    /// Looked only: the dialog about the action shows.
+    Shows,
+    /// The key was pressed and the dialog left the screen (the agent took the answer);
+    /// whether the agent is then back at its empty prompt.
+    Answered { at_prompt: bool },
+    /// No dialog about the action shows (closed in the terminal, or another question's):
+    /// nothing was pressed. Why, for people.
+    NotShown(String),
+    /// Could not tell or could not finish (tmux failed, the dialog still shows after the key):
+    /// asked again later.
+    Retry(String),
+}
+
+/// A [`Channel::dialog`] answer, when it comes.
+pub type DialogAnswer = Pin<Box<dyn Future<Output = DialogOutcome>>>;
+
 /// A channel: the only code that talks to the outside world. relayq runs each one in a
 /// [`ChannelActor`](super::ChannelActor), which restarts it from a clone of its settings if it
 /// panics; a channel is therefore its settings plus cheap handles (an HTTP client), `Clone`.
@@ -266,6 +296,13 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// hook event. Its session's messages then go one at a time, each when the agent is ready
     /// for it. `None` (the default): `deliver`'s answer is final.
     fn confirms_within(&self) -> Option<Duration> {
+        None
+    }
+
+    /// A channel that types into an agent's terminal can answer the agent's permission dialog
+    /// by its keys (Gemini CLI, whose hooks cannot decide): see
+    /// [`approvals`](crate::approvals). `None` (the default): it cannot.
+    fn dialog(&self, _request: DialogRequest) -> Option<DialogAnswer> {
         None
     }
 

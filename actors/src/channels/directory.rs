@@ -18,6 +18,7 @@ pub struct ChannelSpec {
     start: Arc<dyn Fn() -> Recipient<Deliver> + Send + Sync>,
     readiness: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
     ready_check: Arc<dyn Fn() -> Option<super::ReadyCheck> + Send + Sync>,
+    dialog: Arc<dyn Fn(super::DialogRequest) -> Option<super::DialogAnswer> + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
     /// How fast it may send.
@@ -38,7 +39,9 @@ impl ChannelSpec {
         let confirms_within = channel.confirms_within();
         let probe = channel.clone();
         let asker = channel.clone();
+        let presser = channel.clone();
         ChannelSpec {
+            dialog: Arc::new(move |request| presser.dialog(request)),
             ready_check: Arc::new(move || asker.ready_check()),
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
             readiness: Arc::new(move || probe.readiness()),
@@ -61,6 +64,11 @@ impl ChannelSpec {
     /// See [`Channel::readiness`].
     pub fn readiness(&self) -> Result<(), String> {
         (self.readiness)()
+    }
+
+    /// See [`Channel::dialog`].
+    pub fn dialog(&self, request: super::DialogRequest) -> Option<super::DialogAnswer> {
+        (self.dialog)(request)
     }
 
     /// See [`Channel::ready_check`]: whether the far end takes the channel's credentials.
@@ -326,6 +334,12 @@ impl ChannelDirectory {
     /// The budgets of channel `name`, if it has any.
     pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
         self.slots.lock().unwrap().get(name)?.pacer.clone()
+    }
+
+    /// See [`Channel::dialog`]: `None` when channel `name` is unknown or cannot answer.
+    pub fn dialog(&self, name: &str, request: super::DialogRequest) -> Option<super::DialogAnswer> {
+        let spec = self.slots.lock().unwrap().get(name)?.spec.clone();
+        spec.dialog(request)
     }
 
     /// The live actor of channel `name` on this thread, (re)started if needed. Must run inside

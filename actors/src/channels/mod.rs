@@ -33,7 +33,8 @@ pub use relayq_engine::handlers::NOTICES_CHANNEL;
 /// built-in `deliveries` file.
 pub const DELIVERIES_CHANNEL: &str = "deliveries";
 pub use contract::{
-    AgentHints, Answer, Channel, Content, Delivery, Outcome, ReadyCheck, Receipt, UnknownOutcome,
+    AgentHints, Answer, Channel, Content, Delivery, DialogAnswer, DialogOutcome, DialogRequest,
+    Outcome, ReadyCheck, Receipt, UnknownOutcome,
 };
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};

@@ -44,7 +44,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use super::kit::{on_path, tail};
-use super::{Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
+use super::{
+    Answer, Channel, ChannelKind, Delivery, DialogAnswer, DialogOutcome, DialogRequest, Outcome,
+    SettingError,
+};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -177,6 +180,20 @@ impl Channel for TmuxChannel {
         (self.config.confirm == Confirm::Agent).then_some(self.config.confirm_within)
     }
 
+    fn dialog(&self, request: DialogRequest) -> Option<DialogAnswer> {
+        let config = self.config.clone();
+        Some(Box::pin(async move {
+            let work = answer_dialog(&config, &request);
+            match tokio::time::timeout(config.timeout, work).await {
+                Ok(outcome) => outcome,
+                Err(_) => DialogOutcome::Retry(format!(
+                    "tmux did not answer within {:?}",
+                    config.timeout
+                )),
+            }
+        }))
+    }
+
     fn readiness(&self) -> Result<(), String> {
         match on_path("tmux") {
             true => Ok(()),
@@ -246,6 +263,98 @@ async fn agent_pane(config: &Config, delivery: &Delivery) -> Result<String, Outc
     }
     Ok(pane)
 }
+/// How long a dialog has to leave the screen after its key was pressed.
+const DIALOG_GONE_WITHIN: Duration = Duration::from_secs(3);
+
+/// How long, after a deny closed the dialog, the agent has to show its empty prompt.
+const PROMPT_BACK_WITHIN: Duration = Duration::from_secs(1);
+
+/// Looks at, or answers by its keys, the dialog about `request.action` in the session's pane:
+/// only while that dialog shows (never into another question's dialog, never into the input
+/// box), with the dialog's own numbering for an allow and Escape for a deny; answered once
+/// the dialog left the screen. One paste or key press at a time per pane ([`pane_turn`]).
+async fn answer_dialog(config: &Config, request: &DialogRequest) -> DialogOutcome {
+    use relayq_engine::approvals::{Decision, Scope};
+    let retry = |o: Outcome| DialogOutcome::Retry(o.text().unwrap_or("tmux failed").to_string());
+    let Ok((name, rest)) = target_for(&config.target, &request.session) else {
+        return DialogOutcome::NotShown("the session has no pane relayq can address".into());
+    };
+    let pane = match find_pane(config, &name, &rest).await {
+        Ok(Some((pane, program))) if config.programs.contains(&program) => pane,
+        Ok(Some((pane, program))) => {
+            return DialogOutcome::NotShown(format!(
+                "pane {pane} runs `{program}`, not the agent"
+            ))
+        }
+        Ok(None) => return DialogOutcome::NotShown("the agent's pane is gone".into()),
+        Err(e) => return retry(e),
+    };
+    let turn = pane_turn(config.socket_name.as_deref(), &pane);
+    let _turn = turn.lock().await;
+    let screen = match capture(config, &pane).await {
+        Ok(screen) => screen,
+        Err(e) => return retry(e),
+    };
+    if !screen.dialog_about(&request.action) {
+        return DialogOutcome::NotShown(match screen.dialog() {
+            Some(_) => "the dialog open in the agent's terminal asks about something else".into(),
+            None => "no dialog was open in the agent's terminal (answered there?)".into(),
+        });
+    }
+    let Some(decision) = request.press else {
+        return DialogOutcome::Shows;
+    };
+    let (key, literal) = match decision {
+        Decision::Deny => ("Escape".to_string(), false),
+        Decision::Allow(scope) => {
+            let labels: &[&str] = match scope {
+                Scope::Once => &["Allow once"],
+                Scope::Session => &["Allow for this session", "Allow always"],
+            };
+            match screen.choice(labels) {
+                Some(key) => (key, true),
+                None => {
+                    return DialogOutcome::NotShown(format!(
+                        "the dialog offers no {:?} choice",
+                        labels[0]
+                    ))
+                }
+            }
+        }
+    };
+    tracing::info!(pane, key, "answering the agent's dialog by its keys");
+    let mut args = vec!["send-keys", "-t", &pane];
+    if literal {
+        args.push("-l");
+    }
+    args.push(&key);
+    if let Err(e) = tmux(config, &args, None).await {
+        return retry(e);
+    }
+    let deadline = tokio::time::Instant::now() + DIALOG_GONE_WITHIN;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let screen = match capture(config, &pane).await {
+            Ok(screen) => screen,
+            Err(e) => return retry(e),
+        };
+        if !screen.dialog_about(&request.action) {
+            let mut at_prompt = screen.at_prompt();
+            let back_by = tokio::time::Instant::now() + PROMPT_BACK_WITHIN;
+            while decision == Decision::Deny && !at_prompt && tokio::time::Instant::now() < back_by {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                at_prompt = capture(config, &pane).await.is_ok_and(|s| s.at_prompt());
+            }
+            return DialogOutcome::Answered { at_prompt };
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return DialogOutcome::Retry(format!(
+                "the dialog still shows {DIALOG_GONE_WITHIN:?} after {key} was pressed"
+            ));
+        }
+    }
+}
+
 /// Pastes the message and presses Enter. With `confirm = "agent"`, not into an open dialog,
 /// Enter only once the text shows, and the answer is `Submitted`: the agent's word decides.
 async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome> {

@@ -66,6 +66,49 @@ impl Screen {
             .copied()
     }
 
+    /// The open dialog's lines, cleaned of box drawing: from the top of the box around its
+    /// wording (Gemini CLI frames its dialog) down to the bottom of the screen. `None` when no
+    /// dialog is open.
+    fn dialog_block(&self) -> Option<Vec<String>> {
+        let marker = self.dialog()?;
+        let at = self.lines.iter().rposition(|l| l.contains(marker))?;
+        let top = (0..=at)
+            .rev()
+            .take(DIALOG_BLOCK_LINES)
+            .find(|&i| self.lines[i].trim_start().starts_with('╭'))
+            .unwrap_or(at.saturating_sub(DIALOG_BLOCK_LINES / 2));
+        Some(
+            self.lines[top..]
+                .iter()
+                .map(|l| unboxed(l))
+                .filter(|l| !l.is_empty())
+                .collect(),
+        )
+    }
+
+    /// Whether the open dialog asks about `action` (what its approval says the tool will do):
+    /// the beginning of the action's first line shows in it. Keys go only to that dialog,
+    /// never to another question's.
+    pub fn dialog_about(&self, action: &str) -> bool {
+        let Some(block) = self.dialog_block() else {
+            return false;
+        };
+        let first_line = words(action.lines().find(|l| !l.trim().is_empty()).unwrap_or(""));
+        let start: String = first_line.chars().take(ACTION_SHOWN_CHARS).collect();
+        !start.trim().is_empty() && block.join(" ").contains(start.trim())
+    }
+
+    /// The key of the open dialog's choice whose label starts with one of `labels` (`1` for
+    /// "1. Allow once"), as the dialog numbers it now.
+    pub fn choice(&self, labels: &[&str]) -> Option<String> {
+        self.dialog_block()?.iter().find_map(|line| {
+            let line = line.trim_start_matches(['●', '❯', '>', ' ']);
+            let (number, label) = line.split_once(". ")?;
+            let numbered = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
+            (numbered && labels.iter().any(|l| label.starts_with(l))).then(|| number.to_string())
+        })
+    }
+
     /// The index of the bottom-most line that starts with a prompt marker: the input box's.
     fn marker_line(&self) -> Option<usize> {
         self.lines.iter().rposition(|l| {
@@ -147,6 +190,25 @@ impl Screen {
     }
 }
 
+/// How far above a dialog's wording its box's top is looked for.
+const DIALOG_BLOCK_LINES: usize = 40;
+
+/// How much of an action's first line must show in a dialog for keys to go to it: enough to
+/// tell two commands apart, short enough not to wrap in a narrow pane.
+const ACTION_SHOWN_CHARS: usize = 30;
+
+/// A screen line without its box drawing (`│ ╭ ─`), white space folded.
+fn unboxed(line: &str) -> String {
+    let kept: String = line
+        .chars()
+        .map(|c| match c {
+            '\u{2500}'..='\u{257f}' => ' ',
+            c => c,
+        })
+        .collect();
+    words(&kept)
+}
+
 /// `s` with every run of white space one space.
 fn words(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -162,6 +224,43 @@ mod tests {
         ──────────\n Bash command\n\n   touch probe.txt\n\n Do you want to proceed?\n ❯ 1. Yes\n   2. No";
     const GEMINI_HELD: &str = " > please reply g1\n✦ echo: please reply g1\n\
         ──────────\n >   please reply g2\n\n workspace (/directory)";
+
+    /// Gemini CLI 0.61's dialog as `capture-pane -p -J` shows it, an earlier call above.
+    const GEMINI_DIALOG: &str = "\
+╭──────────────────────────────────────────╮
+│ ✓  Shell echo ran >> probe-a1.txt        │
+╰──────────────────────────────────────────╯
+✦ tool done
+ > use the tool a2
+╭──────────────────────────────────────────────╮
+│ ? Shell  echo ran >> probe-a2.txt            │
+│ ╭──────────────────────────────────────────╮ │
+│ │ echo ran >> probe-a2.txt                 │ │
+│ ╰──────────────────────────────────────────╯ │
+│ Allow execution of [Shell]?                  │
+│ Redirection detected. To auto-accept, press  │
+│                                              │
+│ ● 1. Allow once                              │
+│   2. Allow for this session                  │
+│   3. No, suggest changes (esc)               │
+╰──────────────────────────────────────────────╯";
+
+    #[test]
+    fn keys_go_only_to_the_dialog_about_the_action_and_by_its_numbering() {
+        let screen = Screen::new(GEMINI_DIALOG);
+        assert!(screen.dialog_about("echo ran >> probe-a2.txt"));
+        assert!(
+            !screen.dialog_about("echo ran >> probe-a1.txt"),
+            "shown above the dialog, not in it"
+        );
+        assert!(!Screen::new(CLAUDE_IDLE).dialog_about("please reply xyz"));
+        assert_eq!(screen.choice(&["Allow once"]).as_deref(), Some("1"));
+        assert_eq!(
+            screen.choice(&["Allow for this session"]).as_deref(),
+            Some("2")
+        );
+        assert_eq!(screen.choice(&["Modify with external editor"]), None);
+    }
 
     #[test]
     fn a_dialog_is_seen_by_its_wording() {
