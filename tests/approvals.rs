@@ -364,3 +364,220 @@ fn approvals_over_http_are_listed_and_answered_once() {
     assert!(b.decisions() == [false], "the tool never ran");
     daemon.stop();
 }
+
+/// Slack: the question goes out with Block Kit buttons; a click comes back as a signed
+/// `block_actions` interaction on the source's URL. A stranger's click is answered (ephemeral,
+/// through its `response_url`) and changes nothing; Alice's Allow reaches the agent once, the
+/// question is updated to its outcome (`chat.update`, buttons gone); her second click is
+/// told it was already answered. A bare `deny WORD` naming no approval is a message.
+#[test]
+fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
+    use relayq_actors::sources::slack::sign;
+    const SECRET: &str = "slack-approvals-secret";
+    const QUESTION_TS: &str = "1767225780.000100";
+    // Slack's Web API (chat.postMessage, chat.update, auth.test) and the clicks' response_url.
+    let slack = Endpoint::start_with(0, |calls| {
+        let call = calls.last().unwrap();
+        let body = match call.url.rsplit('/').next().unwrap_or_default() {
+            "auth.test" => json!({"ok": true, "user": "relayq", "team": "Demo"}),
+            "chat.update" => json!({"ok": true, "channel": call.body["channel"],
+                "ts": call.body["ts"], "text": call.body["text"]}),
+            "chat.postMessage" => {
+                // The question gets a known ts; other messages their own.
+                let asks = !call.body["blocks"].is_null();
+                let n = calls.len();
+                let ts = if asks {
+                    QUESTION_TS.to_string()
+                } else {
+                    format!("1767225781.{n:06}")
+                };
+                json!({"ok": true, "channel": call.body["channel"], "ts": ts,
+                       "message": {"type": "message", "text": call.body["text"], "ts": ts}})
+            }
+            _ => json!({"ok": true}),
+        };
+        Reply {
+            headers: vec![("Content-Type", "application/json; charset=utf-8".into())],
+            body: body.to_string(),
+            ..Reply::status(200)
+        }
+    });
+    let port = free_port();
+    let tmux = Tmux::new("approve-slack");
+    let config = agent_config(&tmux, &[])
+        .set("http", "enabled = true")
+        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+        .table(
+            "sources.team",
+            &[
+                "kind = \"slack\"",
+                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+                "token = \"xoxb-test-token\"",
+                &format!("api_url = \"{}/\"", slack.url),
+                "allowed_users = [\"U0ALICE\"]",
+                "channels = { C0DEV = \"agent\" }",
+            ],
+        );
+    let app = App::new(config);
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
+    let client = reqwest::blocking::Client::new();
+    let post = |body: String, content_type: &str| {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        client
+            .post(&url)
+            .header("Content-Type", content_type)
+            .header("X-Slack-Request-Timestamp", ts.to_string())
+            .header("X-Slack-Signature", sign(SECRET, ts, body.as_bytes()))
+            .body(body)
+            .send()
+            .unwrap()
+    };
+    let say = |text: &str, ts: &str| {
+        let event = json!({"type": "event_callback", "team_id": "T0TEAM", "event_id": format!("Ev{ts}"),
+            "event": {"type": "message", "channel": "C0DEV", "user": "U0ALICE", "text": text,
+                      "ts": ts, "channel_type": "channel"}});
+        assert_eq!(post(event.to_string(), "application/json").status(), 200);
+    };
+    // The interaction as Slack posts it (docs.slack.dev, block_actions payload), form-encoded.
+    let click = |user: &str, name: &str, value: &str| {
+        let payload = json!({
+            "type": "block_actions",
+            "user": {"id": user, "username": name, "name": name, "team_id": "T0TEAM"},
+            "api_app_id": "A0APP", "token": "x", "trigger_id": "1.2.3",
+            "container": {"type": "message", "message_ts": QUESTION_TS, "channel_id": "C0DEV", "is_ephemeral": false},
+            "team": {"id": "T0TEAM", "domain": "demo"},
+            "channel": {"id": "C0DEV", "name": "dev"},
+            "message": {"type": "message", "ts": QUESTION_TS, "text": "…"},
+            "response_url": format!("{}/actions/T0TEAM/1/{user}", slack.url),
+            "actions": [{"action_id": "relayq-allow", "block_id": "b", "value": value,
+                         "type": "button", "action_ts": "1767225790.000001",
+                         "text": {"type": "plain_text", "text": "Allow"}}],
+        });
+        let encoded: String = payload
+            .to_string()
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                b => format!("%{b:02X}"),
+            })
+            .collect();
+        let body = format!("payload={encoded}");
+        assert_eq!(
+            post(body, "application/x-www-form-urlencoded").status(),
+            200
+        );
+    };
+    let calls_to = |method: &str| -> Vec<Value> {
+        slack
+            .calls()
+            .into_iter()
+            .filter(|c| c.url.ends_with(method) || c.url.contains(method))
+            .map(|c| c.body)
+            .collect()
+    };
+    let ephemeral = |n: usize| -> Vec<String> {
+        wait_until(
+            &format!("{n} click answers"),
+            Duration::from_secs(30),
+            || calls_to("/actions/").len() >= n,
+        );
+        calls_to("/actions/")
+            .iter()
+            .map(|b| {
+                assert_eq!(b["response_type"], "ephemeral");
+                b["text"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let decisions = || -> Vec<bool> {
+        agent
+            .log()
+            .iter()
+            .filter_map(|e| e["approved"].as_bool())
+            .collect()
+    };
+
+    say("please use the tool", "1767225700.000100");
+    let mut question = None;
+    wait_until("the question with buttons", Duration::from_secs(30), || {
+        question = calls_to("/chat.postMessage")
+            .into_iter()
+            .find(|b| !b["blocks"].is_null());
+        question.is_some()
+    });
+    let question = question.unwrap();
+    assert_eq!(question["channel"], "C0DEV");
+    let buttons: Vec<(String, String)> = question["blocks"][1]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["text"]["text"].as_str().unwrap().to_string(),
+                b["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let labels: Vec<&str> = buttons.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["Allow", "Deny", "Allow for this session"]);
+    assert!(
+        question["blocks"][0]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("touch probe.txt"),
+        "{question:#}"
+    );
+    let allow = data(&buttons, "Allow");
+
+    click("U0MALLORY", "mallory", allow);
+    assert!(
+        ephemeral(1)[0].starts_with("You may not answer"),
+        "{:?}",
+        ephemeral(1)
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(decisions().is_empty(), "a stranger's click changes nothing");
+
+    click("U0ALICE", "alice", allow);
+    wait_until("the decision", Duration::from_secs(30), || {
+        !decisions().is_empty()
+    });
+    click("U0ALICE", "alice", allow);
+    let answers = ephemeral(3);
+    assert!(answers[1].starts_with("Allowed by alice"), "{answers:?}");
+    assert!(
+        answers[2].starts_with("Already allowed by alice"),
+        "{answers:?}"
+    );
+    wait_until("the question updated", Duration::from_secs(30), || {
+        !calls_to("/chat.update").is_empty()
+    });
+    let update = &calls_to("/chat.update")[0];
+    assert_eq!(
+        (&update["channel"], &update["ts"]),
+        (&json!("C0DEV"), &json!(QUESTION_TS))
+    );
+    assert_eq!(update["blocks"], json!([]), "its buttons gone");
+    assert!(
+        update["text"]
+            .as_str()
+            .unwrap()
+            .contains("Allowed by alice"),
+        "{update:#}"
+    );
+    agent.wait_entry("the turn's end", "turn_end", "please use the tool");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(decisions(), [true], "the tool ran once");
+
+    // `deny access` names no approval: the agent gets it as a message.
+    say("deny access", "1767225800.000100");
+    agent.wait_entry("the message", "turn_start", "deny access");
+    daemon.stop();
+}

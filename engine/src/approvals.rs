@@ -718,6 +718,19 @@ pub fn told_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
+/// What a chat button answering approval `id` with `decision` carries (Telegram's
+/// `callback_data`, a Slack button's `value`): `relayq:<id>:<allow|deny|allow-session>`, well
+/// within Telegram's 64 bytes.
+pub fn button_data(id: &str, decision: Decision) -> String {
+    format!("relayq:{id}:{}", decision.word())
+}
+
+/// The approval and decision a button's data names, if it is relayq's.
+pub fn read_button_data(data: &str) -> Option<(String, Decision)> {
+    let (id, word) = data.strip_prefix("relayq:")?.split_once(':')?;
+    Some((id.to_string(), Decision::parse(word)?))
+}
+
 /// Which approval an answer from a chat is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -741,8 +754,9 @@ pub struct ChatAnswer {
     pub callback: Option<String>,
     /// The platform's id of the message that carried a text answer (the reply goes to it).
     pub message_id: Option<String>,
-    /// A yes or no replying to a message that turns out to be no question goes to the agent
-    /// as this message.
+    /// An answer that turns out to answer no question goes to the agent as this message: a
+    /// yes or no replying to a message that is no question; a bare `allow WORD` (Slack) whose
+    /// word names no approval.
     pub otherwise: Option<Box<crate::InboundMessage>>,
 }
 
@@ -793,6 +807,8 @@ pub fn answer_from_chat_in(
     now: i64,
 ) -> Result<Option<AnswerResult>> {
     let id = match &answer.target {
+        // A bare `allow WORD` that names no approval is a message after all.
+        Target::Id(id) if answer.otherwise.is_some() && get(tx, id)?.is_none() => return Ok(None),
         Target::Id(id) => id.clone(),
         Target::Question { message_id } => {
             let Some((origin, chat)) = &answer.who.chat else {

@@ -51,6 +51,26 @@ impl FromRequest for Raw {
     }
 }
 
+/// A platform's push as it came: JSON, or a form (Slack posts button clicks as
+/// `payload=<JSON>`). Only for `POST /v1/ingress/NAME`, whose source checks the platform's
+/// proof (a signature, a secret header) that no web page can forge: the form type's danger
+/// (any page can make a browser post one) does not reach it.
+pub struct Pushed(pub web::BytesMut);
+
+impl FromRequest for Pushed {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
+        let (req, payload) = (req.clone(), payload.take());
+        Box::pin(async move {
+            let limit = limit_of(&req);
+            let types = ["application/json", "application/x-www-form-urlencoded"];
+            read(&req, payload, limit, &types).await.map(Pushed)
+        })
+    }
+}
+
 fn limit_of(req: &HttpRequest) -> usize {
     req.app_data::<web::Data<Api>>()
         .map_or(0, |api| api.max_request_bytes)
@@ -82,8 +102,18 @@ pub fn query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
 /// The body as it came: only as `application/json`, within `limit`.
 async fn bytes(
     req: &HttpRequest,
+    payload: dev::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
+    read(req, payload, limit, &["application/json"]).await
+}
+
+/// The body as it came, sent as one of `types`, within `limit`.
+async fn read(
+    req: &HttpRequest,
     mut payload: dev::Payload,
     limit: usize,
+    types: &[&str],
 ) -> Result<web::BytesMut, ApiError> {
     let content_type = req
         .headers()
@@ -91,14 +121,18 @@ async fn bytes(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let essence = content_type.split(';').next().unwrap_or_default().trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
+    if !types.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
-            format!(
-                "the body must be JSON sent as `Content-Type: application/json` (got {:?})",
-                content_type
-            ),
+            match types {
+                [json] => format!(
+                    "the body must be JSON sent as `Content-Type: {json}` (got {content_type:?})"
+                ),
+                _ => format!(
+                    "the body must be sent as `Content-Type:` one of {types:?} (got {content_type:?})"
+                ),
+            },
         ));
     }
     let too_large = || {

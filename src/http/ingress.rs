@@ -11,7 +11,7 @@ use relayq_actors::ActorError;
 use relayq_engine::EngineError;
 use serde_json::json;
 
-use super::body::Raw;
+use super::body::Pushed as PushBody;
 use super::openapi::{BodyRefusals, ErrorBody};
 use super::{Api, ApiError};
 
@@ -26,7 +26,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[utoipa::path(
     post, path = "/v1/ingress/{source}", tag = "ingress", operation_id = "ingress",
     params(("source" = String, Path, description = "A source in webhook mode, `[sources.NAME]`")),
-    request_body(content = Object, description = "The platform's push (a Telegram update, a Slack event)"),
+    request_body(content = Object, description = "The platform's push: a Telegram update, a Slack event (JSON), a Slack button click (`application/x-www-form-urlencoded`, `payload=<JSON>`)"),
     responses(
         (status = 200, description = "Committed (or nothing to take); Slack's challenge answered", body = Object),
         (status = 400, description = "Not a push the source can read", body = ErrorBody),
@@ -41,7 +41,7 @@ pub(super) async fn ingress(
     api: web::Data<Api>,
     name: web::Path<String>,
     req: HttpRequest,
-    Raw(body): Raw,
+    PushBody(body): PushBody,
 ) -> Result<HttpResponse, ApiError> {
     let Some(source) = api.relayq.push_source(&name) else {
         return Err(ApiError::not_found(format!(

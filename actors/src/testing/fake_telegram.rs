@@ -116,6 +116,22 @@ impl FakeTelegram {
 
     /// Queues a tap by `user` (first name `name`) on a button with `data` of the bot's
     /// message `message_id` in `chat` (a `callback_query` update); the callback query's id.
+    /// Pushes an update as the fixtures hold it (its `update_id` replaced by the next one); a
+    /// `callback_query` in it may then be answered once.
+    pub fn push_update(&self, mut update: Value) -> i64 {
+        let (lock, ready) = &*self.shared;
+        let mut state = lock.lock().unwrap();
+        let id = state.next_update_id;
+        state.next_update_id += 1;
+        update["update_id"] = json!(id);
+        if let Some(query) = update["callback_query"]["id"].as_str() {
+            state.callbacks.insert(query.to_string(), false);
+        }
+        state.pending.push(update);
+        ready.notify_all();
+        id
+    }
+
     pub fn push_tap(
         &self,
         chat: i64,

@@ -4,7 +4,10 @@
 //!   row ──▶ an earlier send got no answer? ── yes ──▶ conversations.history: a message whose
 //!             │ no                                    metadata names this row?  yes → delivered
 //!             ▼                                                                 no  → send
-//!           chat.postMessage {channel, text (mrkdwn), thread_ts?, metadata: {row}}
+//!           chat.postMessage {channel, text (mrkdwn), thread_ts?, metadata: {row},
+//!                             blocks: an approval's question and its buttons}
+//!           (an approval's outcome: chat.update of the question, buttons gone; a question
+//!            Slack cannot edit any more gets a new message)
 //!             200 ok: true {ts}                 → delivered, receipt = ts
 //!             429 ratelimited + Retry-After     → throttled that long (not counted)
 //!             200 ok: false channel_not_found, is_archived, not_in_channel,
@@ -84,11 +87,21 @@ impl Channel for SlackChannel {
         if let Some(ts) = thread {
             body["thread_ts"] = json!(ts.trim());
         }
+        // An approval's question carries its answers as buttons (a `block_actions` push to the
+        // Slack source); its outcome replaces it, buttons gone.
+        if let Some(approval) = message.notice.as_ref().and_then(|n| n.approval.as_ref()) {
+            body["blocks"] = approval_blocks(&message.text, approval);
+        }
         let this = self.clone();
         let (channel, thread) = (message.to.trim().to_string(), thread.cloned());
         let check_first = delivery.possible_repeat;
+        let edit = message.edit.clone();
         Answer::later(async move {
-            if check_first {
+            if let Some(ts) = edit {
+                if let Some(outcome) = this.update_message(&body, &ts).await {
+                    return outcome;
+                }
+            } else if check_first {
                 match this.find(&channel, thread.as_deref(), row).await {
                     Ok(Some(ts)) => return Outcome::delivered_as(ts),
                     Ok(None) => {}
@@ -168,6 +181,31 @@ impl SlackChannel {
             Ok(reply) => classify(&reply),
             Err(no_answer) => no_answer,
         }
+    }
+
+    /// `chat.update` of message `ts` to `body`'s text, its blocks (buttons) gone. `None` when
+    /// Slack cannot edit that message (deleted, too old): the caller sends it new.
+    async fn update_message(&self, body: &Value, ts: &str) -> Option<Outcome> {
+        let update = json!({
+            "channel": body["channel"],
+            "ts": ts,
+            "text": body["text"],
+            "blocks": [],
+        });
+        let request = self
+            .http
+            .post(self.method("chat.update"))
+            .body(update.to_string(), "application/json; charset=utf-8");
+        let reply = match self.http.send(request).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return Some(no_answer),
+        };
+        let error = reply.json::<Answered>().and_then(|a| a.error);
+        if error.as_deref().is_some_and(|e| CANNOT_UPDATE.contains(&e)) {
+            tracing::info!(error, "Slack cannot update the message; sending it as a new one");
+            return None;
+        }
+        Some(classify(&reply))
     }
 
     /// The `ts` of the message sent for `row` in `channel` (in `thread`), if Slack has it.
@@ -298,6 +336,47 @@ struct Answered {
     ts: Option<String>,
     #[serde(default)]
     error: Option<String>,
+}
+
+/// `chat.update`'s errors for a message it cannot edit: it is then sent as a new one.
+const CANNOT_UPDATE: &[&str] = &["message_not_found", "cant_update_message", "edit_window_closed"];
+
+/// Slack's limit on a section block's text.
+const SECTION_CHARS: usize = 3000;
+
+/// The blocks of an approval's question: its text, and the buttons Allow, Deny, and "Allow
+/// for this session" where the agent has it. A click comes back as a `block_actions` push
+/// whose action `value` is the button's data (see
+/// [`button_data`](relayq_engine::approvals::button_data)).
+fn approval_blocks(text: &str, approval: &relayq_engine::notice::ApprovalAsked) -> Value {
+    use relayq_engine::approvals::{button_data, Decision, Scope};
+    let button = |label: &str, decision: Decision, style: Option<&str>| {
+        let mut b = json!({
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": format!("relayq-{}", decision.word()),
+            "value": button_data(&approval.id, decision),
+        });
+        if let Some(style) = style {
+            b["style"] = json!(style);
+        }
+        b
+    };
+    let mut buttons = vec![
+        button("Allow", Decision::Allow(Scope::Once), Some("primary")),
+        button("Deny", Decision::Deny, Some("danger")),
+    ];
+    if approval.for_session {
+        buttons.push(button(
+            "Allow for this session",
+            Decision::Allow(Scope::Session),
+            None,
+        ));
+    }
+    json!([
+        {"type": "section", "text": {"type": "mrkdwn", "text": notice::cut_chars(text, SECTION_CHARS)}},
+        {"type": "actions", "block_id": format!("relayq-approval-{}", approval.id), "elements": buttons},
+    ])
 }
 
 /// Slack's errors that a later try may get past; every other `ok: false` is permanent.

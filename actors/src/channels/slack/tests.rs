@@ -277,3 +277,88 @@ fn config_needs_one_token_and_never_shows_it() {
     assert!(!shown.contains("s3cr3t"), "{shown}");
     assert_eq!(Config::new(" ").build().err().unwrap().key, "token");
 }
+
+/// An approval's question goes with its buttons (their values name the approval and the
+/// answer); its outcome is a `chat.update` of the question with the blocks emptied; a question
+/// Slack cannot update any more (deleted, too old) gets a new message instead.
+#[actix_rt::test]
+async fn a_question_has_buttons_and_its_outcome_updates_it_or_is_sent_anew() {
+    use relayq_engine::notice::ApprovalAsked;
+    let server = MockServer::start().await;
+    let update = |ts: &str, name: &str| {
+        Mock::given(method("POST"))
+            .and(path("/chat.update"))
+            .and(wiremock::matchers::body_partial_json(json!({"ts": ts})))
+            .respond_with(answer(name))
+    };
+    update("1.1", "ok_chat_update").mount(&server).await;
+    update("2.2", "error_message_not_found").mount(&server).await;
+    update("3.3", "error_cant_update_message").mount(&server).await;
+    update("4.4", "error_invalid_auth").mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(&server)
+        .await;
+    let mut slack = channel(&format!("{}/", server.uri()), Duration::from_secs(5));
+
+    let question = to(CHANNEL, |d| {
+        if let Content::Outbound(m) = &mut d.content {
+            m.notice = Some(relayq_engine::Notice {
+                session: "agent".into(),
+                event: relayq_engine::EventType::Notification,
+                headline: "needs you".into(),
+                body: None,
+                question: Some("permission to use Bash: touch probe.txt".into()),
+                approval: Some(ApprovalAsked {
+                    id: "k3x9pq".into(),
+                    for_session: true,
+                    expires_at: 0,
+                }),
+            });
+        }
+    });
+    let asked = outcome_of(&mut slack, question).await;
+    assert!(matches!(asked, Outcome::Delivered(_)), "{asked:?}");
+    let sent: Value = serde_json::from_slice(&requests(&server).await[0].body).unwrap();
+    let buttons: Vec<(&str, &str)> = sent["blocks"][1]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["text"]["text"].as_str().unwrap(), b["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        buttons,
+        [
+            ("Allow", "relayq:k3x9pq:allow"),
+            ("Deny", "relayq:k3x9pq:deny"),
+            ("Allow for this session", "relayq:k3x9pq:allow-session")
+        ]
+    );
+
+    let edit = |ts: &str| to(CHANNEL, |d| {
+        if let Content::Outbound(m) = &mut d.content {
+            m.edit = Some(ts.into());
+        }
+    });
+    assert_eq!(
+        outcome_of(&mut slack, edit("1.1")).await,
+        Outcome::delivered_as("1767225780.000200")
+    );
+    let calls = requests(&server).await;
+    let updated: Value = serde_json::from_slice(&calls[1].body).unwrap();
+    assert_eq!(
+        (&updated["channel"], &updated["ts"], &updated["blocks"]),
+        (&json!(CHANNEL), &json!("1.1"), &json!([])),
+        "the buttons go"
+    );
+    for gone in ["2.2", "3.3"] {
+        let anew = outcome_of(&mut slack, edit(gone)).await;
+        assert!(matches!(anew, Outcome::Delivered(_)), "{anew:?}");
+        let last = requests(&server).await.last().unwrap().url.path().to_string();
+        assert_eq!(last, "/chat.postMessage", "sent anew");
+    }
+    let refused = outcome_of(&mut slack, edit("4.4")).await;
+    assert!(matches!(refused, Outcome::Permanent { .. }), "{refused:?}");
+    assert_eq!(requests(&server).await.len(), 7, "no message sent anew");
+}

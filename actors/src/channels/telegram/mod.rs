@@ -243,7 +243,7 @@ impl TelegramChannel {
 fn approval_keyboard(approval: &relayq_engine::notice::ApprovalAsked) -> Value {
     use relayq_engine::approvals::{Decision, Scope};
     let button = |text: &str, decision: Decision| {
-        json!({"text": text, "callback_data": callback_data(&approval.id, decision)})
+        json!({"text": text, "callback_data": relayq_engine::approvals::button_data(&approval.id, decision)})
     };
     let mut rows = vec![json!([
         button("Allow", Decision::Allow(Scope::Once)),
@@ -256,17 +256,6 @@ fn approval_keyboard(approval: &relayq_engine::notice::ApprovalAsked) -> Value {
         )]));
     }
     json!({"inline_keyboard": rows})
-}
-
-/// A button's `callback_data` for answering approval `id` with `decision`.
-pub fn callback_data(id: &str, decision: relayq_engine::approvals::Decision) -> String {
-    format!("relayq:{id}:{}", decision.word())
-}
-
-/// The approval and decision a button's `callback_data` names, if it is relayq's.
-pub fn read_callback_data(data: &str) -> Option<(String, relayq_engine::approvals::Decision)> {
-    let (id, word) = data.strip_prefix("relayq:")?.split_once(':')?;
-    Some((id.to_string(), relayq_engine::approvals::Decision::parse(word)?))
 }
 
 /// What one `sendMessage` answer means.

@@ -308,14 +308,19 @@ async fn an_edit_replaces_the_question_and_only_an_uneditable_one_is_sent_anew()
     Mock::given(method("POST"))
         .and(path(format!("{base}editMessageText")))
         .and(body_partial_json(json!({"message_id": 10})))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true,
-            "result": {"message_id": 10, "chat": {"id": 111}, "date": 1, "text": "done"}})))
+        .respond_with(answer("ok_edit_message_text"))
         .mount(&server)
         .await;
     Mock::given(method("POST"))
         .and(path(format!("{base}editMessageText")))
         .and(body_partial_json(json!({"message_id": 11})))
-        .respond_with(refusal("Bad Request: message to edit not found"))
+        .respond_with(answer("error_message_to_edit_not_found"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{base}editMessageText")))
+        .and(body_partial_json(json!({"message_id": 13})))
+        .respond_with(answer("error_message_not_modified"))
         .mount(&server)
         .await;
     Mock::given(method("POST"))
@@ -348,4 +353,8 @@ async fn an_edit_replaces_the_question_and_only_an_uneditable_one_is_sent_anew()
     let refused = outcome_of(&mut tg, edit("12")).await;
     assert!(matches!(refused, Outcome::Permanent { .. }), "{refused:?}");
     assert_eq!(bodies(&server).await.len(), 4, "no message sent anew");
+
+    let unchanged = outcome_of(&mut tg, edit("13")).await;
+    assert_eq!(unchanged, Outcome::delivered_as("13"), "already says it");
+    assert_eq!(bodies(&server).await.len(), 5, "no message sent anew");
 }

@@ -9,8 +9,13 @@
 //!     event_callback, a user's message (no subtype, no bot):
 //!       allowed user? conversation → session → InboundMessage { origin "slack:NAME",
 //!         source_channel_id channel, source_message_id ts, source_thread_id thread_ts }
+//!     payload=<JSON> (form-encoded): block_actions, a click on an approval's button →
+//!       ChatAnswer (allowed user? the conversation it was asked in?) recorded, then the
+//!       click answered where it was made (response_url, ephemeral)
 //!   committed ──▶ 200 (Slack wants it within 3 s; a commit takes milliseconds)
 //! ```
+//!
+//! Set the app's Interactivity Request URL to the same `POST /v1/ingress/NAME` as its events.
 //!
 //! Slack retries an event it saw no 200 for (`X-Slack-Retry-Num`); the retry carries the same
 //! conversation and `ts`, which the row's dedup key (origin, chat, message id) makes a
@@ -20,12 +25,14 @@ mod config;
 #[cfg(test)]
 mod tests;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
 use serde_json::{json, Value};
 
+use crate::channels::kit::http::HttpClient;
 use crate::channels::kit::secret::Secret;
 use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
 
@@ -42,12 +49,69 @@ pub fn origin(name: &str) -> String {
 pub struct SlackEvents {
     config: Config,
     key: hmac::Key,
+    /// Answers a click where it was made (its `response_url`).
+    http: HttpClient,
 }
+
+/// How long answering a click (`response_url`) may take.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl SlackEvents {
     pub fn new(config: Config, signing_secret: Secret) -> Self {
         let key = hmac::Key::new(hmac::HMAC_SHA256, signing_secret.expose().as_bytes());
-        SlackEvents { config, key }
+        let http = HttpClient::new(RESPONSE_TIMEOUT, Default::default(), Vec::new());
+        SlackEvents { config, key, http }
+    }
+
+    /// The answers a click on an approval's buttons gives (a `block_actions` interaction);
+    /// none for anyone else's buttons. Whoever clicked, the click is answered once recorded
+    /// (a stranger's changes nothing).
+    fn clicked(&self, interaction: &Value, origin: &str) -> Vec<ChatAnswer> {
+        let text = |path: &[&str]| {
+            let mut v = interaction;
+            for key in path {
+                v = v.get(*key)?;
+            }
+            v.as_str()
+        };
+        if text(&["type"]) != Some("block_actions") {
+            tracing::debug!(kind = ?text(&["type"]), "ignoring a Slack interaction that is not a button click");
+            return Vec::new();
+        }
+        let (Some(user), Some(channel)) = (
+            text(&["user", "id"]),
+            text(&["channel", "id"]).or(text(&["container", "channel_id"])),
+        ) else {
+            tracing::warn!("skipping a Slack button click without user or channel");
+            return Vec::new();
+        };
+        let may_answer = self.config.allowed_users.iter().any(|u| u == user);
+        if !may_answer {
+            tracing::warn!(user, channel, "a Slack user who is not in allowed_users clicked an approval's button: refused");
+        }
+        let actions = interaction.get("actions").and_then(Value::as_array);
+        actions
+            .into_iter()
+            .flatten()
+            .filter_map(|action| approvals::read_button_data(action.get("value")?.as_str()?))
+            .map(|(id, decision)| ChatAnswer {
+                target: approvals::Target::Id(id),
+                decision,
+                who: Answerer {
+                    name: text(&["user", "name"])
+                        .or(text(&["user", "username"]))
+                        .unwrap_or(user)
+                        .to_string(),
+                    id: Some(user.to_string()),
+                    via: origin.to_string(),
+                    chat: Some((origin.to_string(), channel.to_string())),
+                },
+                may_answer,
+                callback: text(&["response_url"]).map(str::to_string),
+                message_id: None,
+                otherwise: None,
+            })
+            .collect()
     }
 
     /// Slack's request signing: `v0=` and the hex HMAC-SHA256 of `v0:<timestamp>:<body>`,
@@ -126,12 +190,48 @@ impl SlackEvents {
 }
 
 impl PushSource for SlackEvents {
+    /// Each click is answered where it was made, seen only by who clicked (an ephemeral
+    /// message through its `response_url`). Cosmetic (the question itself is edited to its
+    /// outcome): failures are logged.
+    fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
+        let replies: Vec<(url::Url, String)> = answered
+            .into_iter()
+            .filter_map(|(answer, reply)| Some((url::Url::parse(&answer.callback?).ok()?, reply)))
+            .collect();
+        if replies.is_empty() {
+            return;
+        }
+        let http = self.http.clone();
+        actix_rt::spawn(async move {
+            for (url, reply) in replies {
+                let body = json!({"response_type": "ephemeral", "replace_original": false, "text": reply});
+                let request = http.post(url).json(body.to_string());
+                match http.send(request).await {
+                    Ok(answer) if answer.is_success() => {}
+                    Ok(answer) => tracing::warn!(status = answer.status, "Slack refused the answer to a click"),
+                    Err(no_answer) => tracing::warn!(error = no_answer.text().unwrap_or_default(), "the answer to a Slack click was not sent"),
+                }
+            }
+        });
+    }
+
     fn receive<'a>(&'a self, name: &'a str, push: &'a Push) -> Receive<'a> {
         Box::pin(async move {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64);
             self.verify(push, now)?;
+            // Button clicks come form-encoded (`payload=<JSON>`) to the same URL when the
+            // app's Interactivity Request URL is set to it.
+            if let Some(interaction) = interaction_of(&push.body) {
+                let interaction: Value = serde_json::from_str(&interaction).map_err(|e| {
+                    PushRefused::Unreadable(format!("the interaction payload is not JSON: {e}"))
+                })?;
+                return Ok(match self.clicked(&interaction, &origin(name)) {
+                    answers if answers.is_empty() => Pushed::Messages(Vec::new()),
+                    answers => Pushed::Answers(answers),
+                });
+            }
             let body: Value = serde_json::from_slice(&push.body)
                 .map_err(|e| PushRefused::Unreadable(format!("the event is not JSON: {e}")))?;
             match body.get("type").and_then(Value::as_str) {
@@ -141,7 +241,11 @@ impl PushSource for SlackEvents {
                 Some("event_callback") => {
                     let event = body.get("event").unwrap_or(&Value::Null);
                     let message = self.accept(event, &origin(name));
-                    Ok(Pushed::Messages(message.into_iter().collect()))
+                    Ok(match message.map(|m| (answer_in_text(&m), m)) {
+                        Some((Some(answer), _)) => Pushed::Answers(vec![answer]),
+                        Some((None, message)) => Pushed::Messages(vec![message]),
+                        None => Pushed::Messages(Vec::new()),
+                    })
                 }
                 other => {
                     tracing::debug!(kind = ?other, "ignoring a Slack request that is not an event");
@@ -150,6 +254,45 @@ impl PushSource for SlackEvents {
             }
         })
     }
+}
+
+/// The answer an allowed user's message gives, if it is one: `/allow ID`, `/deny ID` (Slack
+/// takes a leading `/` for its own commands: `allow ID` works too), or yes / no in the
+/// question's thread. A yes or no that answers no question goes on as the message it is.
+fn answer_in_text(message: &InboundMessage) -> Option<ChatAnswer> {
+    let text = message.content.trim();
+    let (command, bare) = match approvals::command_of(text, message.source_thread_id.as_deref()) {
+        Some(command) => (command, false),
+        None => (approvals::command_of(&format!("/{text}"), None)?, true),
+    };
+    let (target, decision) = command;
+    let chat = message.source_channel_id.clone()?;
+    let may_be_a_message = bare || matches!(target, approvals::Target::Question { .. });
+    Some(ChatAnswer {
+        otherwise: may_be_a_message.then(|| Box::new(message.clone())),
+        target,
+        decision,
+        who: Answerer {
+            name: message.actor_id.clone().unwrap_or_else(|| "someone".into()),
+            id: message.actor_id.clone(),
+            via: message.origin.clone(),
+            chat: Some((message.origin.clone(), chat)),
+        },
+        // Only allowed users' messages are taken at all.
+        may_answer: true,
+        callback: None,
+        message_id: message.source_message_id.clone(),
+    })
+}
+
+/// The `payload` field of a form-encoded interaction, if the body is one.
+fn interaction_of(body: &[u8]) -> Option<String> {
+    if !body.starts_with(b"payload=") {
+        return None;
+    }
+    url::form_urlencoded::parse(body)
+        .find(|(key, _)| key == "payload")
+        .map(|(_, value)| value.into_owned())
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

@@ -1,4 +1,5 @@
 use super::*;
+use relayq_engine::approvals;
 
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
@@ -63,4 +64,82 @@ fn only_an_allowed_users_own_message_in_a_mapped_conversation_is_taken() {
     let mut elsewhere = message;
     elsewhere["channel"] = json!("C9");
     assert!(e.accept(&elsewhere, "slack:s").is_none(), "no session for it");
+}
+
+/// A `block_actions` click as Slack posts it (docs.slack.dev, block_actions payload).
+fn click(user: &str, value: &str) -> Value {
+    json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": "amy", "name": "amy", "team_id": "T1"},
+        "container": {"type": "message", "message_ts": "1.2", "channel_id": "C1"},
+        "channel": {"id": "C1", "name": "dev"},
+        "response_url": "https://hooks.slack.com/actions/T1/1/x",
+        "actions": [{"action_id": "relayq-allow", "block_id": "b", "type": "button", "value": value}],
+    })
+}
+
+#[test]
+fn a_click_on_an_approvals_button_is_its_answer_and_only_allowed_users_may_give_it() {
+    let e = events();
+    let answers = e.clicked(&click("U1", "relayq:abc234:allow-session"), "slack:s");
+    assert_eq!(answers.len(), 1);
+    let a = &answers[0];
+    assert_eq!(a.target, approvals::Target::Id("abc234".into()));
+    assert_eq!(
+        a.decision,
+        approvals::Decision::Allow(approvals::Scope::Session)
+    );
+    assert!(a.may_answer);
+    assert_eq!(a.who.chat, Some(("slack:s".into(), "C1".into())));
+    assert_eq!(a.who.name, "amy");
+    assert_eq!(
+        a.callback.as_deref(),
+        Some("https://hooks.slack.com/actions/T1/1/x")
+    );
+    assert!(!e.clicked(&click("U2", "relayq:abc234:allow"), "slack:s")[0].may_answer);
+    assert!(e.clicked(&click("U1", "someone-elses-button"), "slack:s").is_empty());
+    // The documented payload, as recorded in the fixtures.
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/slack/block_actions.json");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let answers = e.clicked(&recorded, "slack:s");
+    assert_eq!(answers[0].target, approvals::Target::Id("k3x9pq".into()));
+    assert_eq!(
+        answers[0].who.chat,
+        Some(("slack:s".into(), "C0123ABCDEF".into()))
+    );
+    assert!(!answers[0].may_answer, "U0ALICE0001 is not in this source's allowed_users");
+    let body = format!(
+        "payload={}",
+        "%7B%22type%22%3A%22block_actions%22%7D"
+    );
+    assert_eq!(interaction_of(body.as_bytes()).as_deref(), Some(r#"{"type":"block_actions"}"#));
+    assert_eq!(interaction_of(br#"{"type":"event_callback"}"#), None);
+}
+
+#[test]
+fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_message() {
+    let e = events();
+    let said = |text: &str, thread: Option<&str>| {
+        let mut m = json!({"type": "message", "user": "U1", "channel": "C1", "ts": "9.9", "text": text});
+        if let Some(t) = thread {
+            m["thread_ts"] = json!(t);
+        }
+        answer_in_text(&e.accept(&m, "slack:s").unwrap())
+    };
+    let deny = said("deny abc234", None).unwrap();
+    assert_eq!(
+        (deny.target, deny.decision),
+        (approvals::Target::Id("abc234".into()), approvals::Decision::Deny)
+    );
+    assert!(deny.otherwise.is_some(), "if abc234 is no approval, a message");
+    let yes = said("yes", Some("1.2")).unwrap();
+    assert_eq!(
+        yes.target,
+        approvals::Target::Question {
+            message_id: "1.2".into()
+        }
+    );
+    assert!(said("yes", None).is_none(), "not in a question's thread");
+    assert!(said("please deny it", None).is_none());
 }

@@ -339,7 +339,7 @@ impl Inner {
                 return None;
             }
         };
-        let read = tap.data.as_deref().and_then(crate::channels::telegram::read_callback_data);
+        let read = tap.data.as_deref().and_then(approvals::read_button_data);
         let (Some((approval, decision)), Some(message)) = (read, &tap.message) else {
             tracing::info!(update = id, user = tap.from.id, "a button tap that is not an approval's answer");
             self.answer_taps(vec![(tap.id, "This button is not relayq's, or too old to answer".into())]);

@@ -267,3 +267,36 @@ async fn an_update_too_large_to_read_is_skipped_and_the_source_reads_on() {
     assert_eq!(limits[..2], [100, 50], "asks for fewer after a cut answer: {limits:?}");
     assert!(limits.contains(&1), "{limits:?}");
 }
+
+/// A tap on an approval's button (the fixture's `callback_query`) is an answer, not a row: its
+/// approval and decision from the button's data, who tapped, from which chat; the tap is then
+/// answered once (`answerCallbackQuery`) with the line for the person.
+#[actix_rt::test]
+async fn a_tapped_approval_button_is_an_answer_and_the_tap_is_answered() {
+    let fake = FakeTelegram::start(TOKEN);
+    fake.push_update(fixture("update_callback_query.json"));
+    let mut source = started(config(&fake));
+    let batch = fetch(&mut source, None).await.unwrap();
+    assert!(batch.messages.is_empty(), "{batch:#?}");
+    let [answer] = &batch.answers[..] else {
+        panic!("{batch:#?}")
+    };
+    assert_eq!(answer.target, approvals::Target::Id("k3x9pq".into()));
+    assert_eq!(
+        answer.decision,
+        approvals::Decision::Allow(approvals::Scope::Once)
+    );
+    assert_eq!(answer.who.name, "Alice");
+    assert_eq!(
+        answer.who.chat,
+        Some(("telegram:bot".into(), ALICE.to_string()))
+    );
+    assert!(answer.may_answer);
+    assert_eq!(answer.callback.as_deref(), Some("4382bfdwdsb323b2d9"));
+    source.acknowledge(vec![(answer.clone(), "Allowed by Alice at 00:03 UTC".into())]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while fake.tap_answers().is_empty() && std::time::Instant::now() < deadline {
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(fake.tap_answers(), ["Allowed by Alice at 00:03 UTC"]);
+}
