@@ -140,6 +140,63 @@ fn data<'a>(buttons: &'a [(String, String)], label: &str) -> &'a str {
         .1
 }
 
+/// The README's picture of the question, drawn from what the fake Bot API recorded: the bot's
+/// message as Telegram got it (its HTML text, its inline keyboard) and as the tap left it.
+/// `RELAYQ_SCREENSHOT=docs/approval-question.png cargo test --test integration approvals::a_tap`
+/// rewrites the PNG (Chromium, headless); otherwise only the page is checked.
+fn screenshot_of_the_chat(asked: &Value, answered: &Value) {
+    let bubble = |m: &Value| {
+        let keyboard: String = FakeTelegram::buttons(m)
+            .iter()
+            .map(|(label, _)| format!("<span class=button>{label}</span>"))
+            .collect();
+        // The text is the bot's own Telegram HTML (<b>, <code>, <pre>, entities escaped).
+        format!(
+            "<div class=bubble><div class=text>{}</div><div class=keyboard>{keyboard}</div></div>",
+            m["text"].as_str().unwrap_or_default()
+        )
+    };
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><style>\
+         body{{font:15px/1.35 sans-serif;background:#7ea06b;margin:0;padding:16px;width:760px}}\
+         .col{{display:inline-block;vertical-align:top;width:360px;margin-right:16px}}\
+         h3{{color:#fff;font-weight:normal;margin:0 0 8px}}\
+         .me{{background:#e1fec6;border-radius:10px;padding:8px 10px;margin:0 0 8px 80px}}\
+         .bubble{{background:#fff;border-radius:10px;padding:8px 10px}}\
+         .text{{white-space:pre-wrap}} pre,code{{font:13px monospace}}\
+         .keyboard{{display:flex;flex-wrap:wrap;gap:4px;margin-top:6px}}\
+         .button{{flex:1 0 40%;text-align:center;background:#5b8dbd;color:#fff;border-radius:6px;padding:6px}}\
+         </style><div class=col><h3>the agent asks</h3><div class=me>please use the tool</div>{}</div>\
+         <div class=col><h3>after Alice taps Allow</h3><div class=me>please use the tool</div>{}</div>",
+        bubble(asked),
+        bubble(answered)
+    );
+    assert!(page.contains("<span class=button>Allow</span>"), "{page}");
+    assert_eq!(
+        bubble(answered).matches("class=button").count(),
+        0,
+        "the buttons go once answered"
+    );
+    let Ok(png) = std::env::var("RELAYQ_SCREENSHOT") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("question.html");
+    std::fs::write(&html, page).unwrap();
+    let made = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--hide-scrollbars",
+            "--window-size=800,330",
+        ])
+        .arg(format!("--screenshot={png}"))
+        .arg(format!("file://{}", html.display()))
+        .status()
+        .unwrap();
+    assert!(made.success(), "chromium made no screenshot");
+}
+
 /// Allow → the tool ran once; the second tap of a double tap is told it was already answered
 /// and changes nothing; the question is edited to the outcome, its buttons gone.
 #[test]
@@ -160,6 +217,7 @@ fn a_tap_on_allow_runs_the_tool_once_and_a_double_tap_changes_nothing() {
     );
 
     let allow = data(&buttons, "Allow");
+    let asked = b.message(question);
     b.fake.push_tap(ALICE, ALICE, "Alice", question, allow);
     b.fake.push_tap(ALICE, ALICE, "Alice", question, allow);
     assert_eq!(b.wait_decisions(1), [true]);
@@ -173,6 +231,7 @@ fn a_tap_on_allow_runs_the_tool_once_and_a_double_tap_changes_nothing() {
         "{answers:?}"
     );
     b.wait_edited(question, "Allowed by Alice at ");
+    screenshot_of_the_chat(&asked, &b.message(question));
     b.agent
         .wait_entry("the turn's end", "turn_end", "please use the tool");
     std::thread::sleep(Duration::from_millis(500));
@@ -252,6 +311,57 @@ fn an_unanswered_question_expires_as_a_deny_and_the_chat_is_told() {
         output.contains("no answer came from the chat in time"),
         "{output}"
     );
+    daemon.stop();
+}
+
+/// Gemini CLI (the fake draws its framed, numbered dialog): no hook can decide, so the daemon
+/// answers the dialog by its keys. Allow for this session presses the dialog's own `2` once,
+/// a double tap changes nothing, and the row says the answer reached the agent; unanswered, the
+/// next question expires and Escape denies it.
+#[test]
+fn gemini_questions_are_answered_by_the_dialogs_keys_once() {
+    let b = Bridge::start(
+        "approve-gemini",
+        "gemini",
+        ALICE,
+        &[("approvals", "expire_after = \"10s\"")],
+    );
+    let daemon = b.app.serve();
+    let (question, buttons) = b.ask();
+    let session = data(&buttons, "Allow for this session").to_string();
+    b.fake.push_tap(ALICE, ALICE, "Alice", question, &session);
+    b.fake.push_tap(ALICE, ALICE, "Alice", question, &session);
+    assert_eq!(b.wait_decisions(1), [true]);
+    b.wait_edited(question, "Allowed for this session by Alice");
+    let answers = b.tap_answers(2);
+    assert!(answers[1].starts_with("Already allowed"), "{answers:?}");
+    let approvals = b.approvals();
+    assert_eq!(approvals[0]["means"], "keys");
+    assert!(approvals[0]["reached_at"].is_string(), "{approvals:#?}");
+    assert!(approvals[0]["pressed_at"].is_number(), "{approvals:#?}");
+    let keys: Vec<String> = b.agent.entries("ignored_by_dialog");
+    assert!(
+        keys.is_empty(),
+        "nothing else was typed into the dialog: {keys:?}"
+    );
+
+    b.agent
+        .wait_entry("the turn's end", "turn_end", "please use the tool");
+    b.fake.push_text(ALICE, ALICE, "please use the tool again");
+    wait_until("a second question", Duration::from_secs(30), || {
+        b.approvals().len() == 2
+    });
+    assert_eq!(b.wait_decisions(2), [true, false], "expired: Escape");
+    wait_until("the expiry told", Duration::from_secs(30), || {
+        b.fake.bot_messages().iter().any(|m| {
+            m["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Expired at")
+        })
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(b.decisions(), [true, false], "one key per answer");
     daemon.stop();
 }
 

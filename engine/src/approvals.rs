@@ -1080,6 +1080,54 @@ mod tests {
         );
     }
 
+    /// A keys answer: due to press once ended, marked before pressing (the mark from before
+    /// a crash comes back), told only once it reached the agent or could not; never pressed
+    /// when the session asked something since.
+    #[test]
+    fn a_keys_answer_is_pressed_once_and_told_when_settled() {
+        let (_dir, db) = crate::db::temp_database();
+        let keys = |expires_at| Ask {
+            agent: Agent::Gemini,
+            means: Means::Keys,
+            waiter_pid: None,
+            session_rules: Some(Value::Null),
+            ..ask(expires_at)
+        };
+        let asked = db.write(|tx| ask_in(tx, &keys(10_000), 0)).unwrap();
+        assert!(asked.for_session);
+        let read = || db.read().unwrap();
+        assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
+        db.write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice(), 1))
+            .unwrap();
+        assert_eq!(keys_due(&read()).unwrap().len(), 1);
+        assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
+        assert_eq!(db.write(|tx| pressing_in(tx, &asked.id, 2)).unwrap(), None);
+        assert_eq!(
+            db.write(|tx| pressing_in(tx, &asked.id, 3)).unwrap(),
+            Some(2),
+            "pressed before: the first mark"
+        );
+        assert!(db.write(|tx| reached_in(tx, &asked.id, 4)).unwrap());
+        assert!(keys_due(&read()).unwrap().is_empty());
+        assert_eq!(untold(&read()).unwrap().len(), 1);
+
+        let second = db.write(|tx| ask_in(tx, &keys(10_000), 5)).unwrap();
+        let third = db.write(|tx| ask_in(tx, &keys(10_000), 6)).unwrap();
+        assert!(asked_since(&read(), &second).unwrap());
+        assert!(!asked_since(&read(), &third).unwrap());
+        db.write(|tx| expire_in(tx, &second.id, 10_000)).unwrap();
+        db.write(|tx| unreached_in(tx, &second.id, "the dialog had closed"))
+            .unwrap();
+        let second = get(&read(), &second.id).unwrap().unwrap();
+        assert_eq!(
+            second.outcome(),
+            "expired at 00:00 UTC with no answer: denied; it did not reach the agent: \
+             the dialog had closed"
+        );
+        assert!(keys_due(&read()).unwrap().is_empty());
+        assert_eq!(untold(&read()).unwrap().len(), 2, "both settled");
+    }
+
     #[test]
     fn allow_for_the_session_hands_claude_its_own_suggestions_back() {
         let (_dir, db) = crate::db::temp_database();

@@ -39,6 +39,17 @@ NOTIFY = json.loads(os.environ.get("FAKE_NOTIFY", "[]"))
 HOOKS = os.environ.get("FAKE_HOOKS", "1") == "1"
 PROMPT_HOOK = os.environ.get("FAKE_PROMPT_HOOK", "1") == "1"
 MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
+# The permission dialog as each CLI draws it (Gemini CLI 0.61 frames it and numbers its
+# choices: 1 and 2 allow, 3 or Escape deny; the others: Enter allows, Escape denies).
+DIALOG = {
+    "gemini": "╭────────────────────────────────────╮\n"
+              "│ ? Shell  touch probe.txt           │\n"
+              "│ Allow execution of [Shell]?        │\n"
+              "│ ● 1. Allow once                    │\n"
+              "│   2. Allow for this session        │\n"
+              "│   3. No, suggest changes (esc)     │\n"
+              "╰────────────────────────────────────╯",
+}.get(AGENT, " Do you want to proceed?\n ❯ 1. Yes\n   2. No")
 SESSION = str(uuid.uuid4())
 CWD = os.getcwd()
 
@@ -101,12 +112,13 @@ def draw(line=None):
     with lock:
         out.write("\r\033[K")
         if state.get("dialog_drawn"):
-            out.write("\033[2A\r\033[J")  # a closed dialog leaves the screen, as in the real CLIs
+            # a closed dialog leaves the screen, as in the real CLIs
+            out.write(f"\033[{DIALOG.count(chr(10))}A\r\033[J")
             state["dialog_drawn"] = False
         if line is not None:
             out.write(line.replace("\n", "\r\n") + "\r\n")
         if state["dialog"]:
-            out.write(" Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
+            out.write(DIALOG.replace("\n", "\r\n"))
             state["dialog_drawn"] = True
         else:
             busy = "  (esc to interrupt)" if state["busy"] else ""
@@ -274,10 +286,10 @@ def main():
                 byte, data = data[:1], data[1:]
                 dialog = state["dialog"]
                 if dialog is not None and not pasting:
-                    if byte in (b"\r", b"\n"):
+                    if byte in (b"\r", b"\n") or (AGENT == "gemini" and byte in (b"1", b"2")):
                         state["dialog_answer"] = True
                         dialog.set()
-                    elif byte == b"\033":
+                    elif byte == b"\033" or (AGENT == "gemini" and byte == b"3"):
                         state["dialog_answer"] = False
                         dialog.set()
                     else:
