@@ -71,12 +71,7 @@ pub fn ask_of(
     let native = event.native_event.as_deref()?;
     let (means, session_rules) = match event.agent {
         Agent::Claude | Agent::Codex if native == "PermissionRequest" => {
-            let suggestions = event
-                .data
-                .get("permission_suggestions")
-                .filter(|s| s.as_array().is_some_and(|a| !a.is_empty()))
-                .cloned();
-            (Means::Hook, suggestions)
+            (Means::Hook, session_rules_of(event))
         }
         Agent::Gemini
             if native == "Notification"
@@ -101,6 +96,42 @@ pub fn ask_of(
         origin: Some(origin),
         expires_at: now + settings.expire_after.as_millis() as i64,
     })
+}
+
+/// What "allow for this session" hands back to Claude Code (`updatedPermissions`), `None` when
+/// it is not offered: Claude Code's own suggestions for the call (its dialog's "don't ask
+/// again" choice), each kept to this session (never written to a settings file from a chat),
+/// and, for a shell command, a rule allowing that exact command: Claude Code's suggestions for
+/// a command in the project's directory are that directory, which does not spare the next
+/// identical call its question (seen with Claude Code 2.1.197).
+fn session_rules_of(event: &HookEvent) -> Option<Value> {
+    let mut rules: Vec<Value> = event
+        .data
+        .get("permission_suggestions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for rule in &mut rules {
+        if rule.get("destination").is_some() {
+            rule["destination"] = json!("session");
+        }
+    }
+    let command = event
+        .data
+        .get("tool_input")
+        .and_then(|i| i.get("command"))
+        .and_then(Value::as_str);
+    if let (Agent::Claude, Some("Bash"), Some(command)) =
+        (event.agent, event.field(&["tool_name"]), command)
+    {
+        rules.push(json!({
+            "type": "addRules",
+            "rules": [{"toolName": "Bash", "ruleContent": command}],
+            "behavior": "allow",
+            "destination": "session",
+        }));
+    }
+    (!rules.is_empty()).then_some(Value::Array(rules))
 }
 
 /// Letters of an approval id: no `0`/`o`, `1`/`l`/`i`, so an id read off a phone types right.
@@ -1154,6 +1185,33 @@ mod tests {
             panic!()
         };
         assert_eq!(allowed.scope, Some(Scope::Once));
+
+        // From Claude Code's own payload: its suggestions kept to the session (never a
+        // settings file), and the exact command allowed for the session.
+        let event = HookEvent {
+            agent: Agent::Claude,
+            event: crate::EventType::Notification,
+            native_event: Some("PermissionRequest".into()),
+            session: "s".into(),
+            native_session_id: None,
+            received_at: 0,
+            pane: None,
+            approval: None,
+            data: json!({"tool_name": "Bash", "tool_input": {"command": "npm test"},
+                "permission_suggestions": [{"type": "addRules", "behavior": "allow",
+                    "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+                    "destination": "localSettings"}]}),
+        };
+        let rules = session_rules_of(&event).unwrap();
+        assert_eq!(rules[0]["destination"], "session", "{rules:#}");
+        assert_eq!(rules[1]["rules"][0]["ruleContent"], "npm test", "{rules:#}");
+        assert_eq!(rules[1]["destination"], "session");
+        let codex = HookEvent {
+            agent: Agent::Codex,
+            data: json!({"tool_name": "Bash", "tool_input": {"command": "npm test"}}),
+            ..event
+        };
+        assert_eq!(session_rules_of(&codex), None, "Codex has no such answer");
     }
 
     #[test]

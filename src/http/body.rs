@@ -43,11 +43,8 @@ impl FromRequest for Raw {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
-        let (req, payload) = (req.clone(), payload.take());
-        Box::pin(async move {
-            let limit = limit_of(&req);
-            bytes(&req, payload, limit).await.map(Raw)
-        })
+        let body = body_of(req, payload, &["application/json"]);
+        Box::pin(async move { body.await.map(Raw) })
     }
 }
 
@@ -62,18 +59,25 @@ impl FromRequest for Pushed {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
-        let (req, payload) = (req.clone(), payload.take());
-        Box::pin(async move {
-            let limit = limit_of(&req);
-            let types = ["application/json", "application/x-www-form-urlencoded"];
-            read(&req, payload, limit, &types).await.map(Pushed)
-        })
+        let types = &["application/json", "application/x-www-form-urlencoded"];
+        let body = body_of(req, payload, types);
+        Box::pin(async move { body.await.map(Pushed) })
     }
 }
 
-fn limit_of(req: &HttpRequest) -> usize {
-    req.app_data::<web::Data<Api>>()
-        .map_or(0, |api| api.max_request_bytes)
+/// The request's body, sent as one of `types`, within `http.max_request_bytes`.
+fn body_of(
+    req: &HttpRequest,
+    payload: &mut dev::Payload,
+    types: &'static [&'static str],
+) -> impl Future<Output = Result<web::BytesMut, ApiError>> {
+    let (req, payload) = (req.clone(), payload.take());
+    async move {
+        let limit = req
+            .app_data::<web::Data<Api>>()
+            .map_or(0, |api| api.max_request_bytes);
+        read(&req, payload, limit, types).await
+    }
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -97,15 +101,6 @@ pub fn query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
                 "the query string is not what this route takes: {e}"
             ))
         })
-}
-
-/// The body as it came: only as `application/json`, within `limit`.
-async fn bytes(
-    req: &HttpRequest,
-    payload: dev::Payload,
-    limit: usize,
-) -> Result<web::BytesMut, ApiError> {
-    read(req, payload, limit, &["application/json"]).await
 }
 
 /// The body as it came, sent as one of `types`, within `limit`.
