@@ -22,50 +22,11 @@
 //! `starting` is what relayq says of an agent seen running in its pane that has not reported
 //! yet (Codex says nothing before its first prompt).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::hooks::{Agent, HookEvent};
 
-/// What the agent is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentState {
-    /// Running in its pane, not reported yet.
-    Starting,
-    /// At its prompt: the next message may be pasted.
-    Ready,
-    /// A turn runs.
-    Working,
-    /// A dialog asks the person (a tool's permission): nothing may be typed.
-    AwaitingApproval,
-    /// The session ended, or its pane is gone or runs something else.
-    Gone,
-}
-
-impl AgentState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentState::Starting => "starting",
-            AgentState::Ready => "ready",
-            AgentState::Working => "working",
-            AgentState::AwaitingApproval => "awaiting_approval",
-            AgentState::Gone => "gone",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            AgentState::Starting,
-            AgentState::Ready,
-            AgentState::Working,
-            AgentState::AwaitingApproval,
-            AgentState::Gone,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == s)
-    }
-}
+pub use crate::storage::sessions::AgentState;
 
 /// The state `event` moves its session's agent to; `None`: the event says nothing of it.
 pub fn after(event: &HookEvent) -> Option<AgentState> {

@@ -13,38 +13,7 @@ pub const QUEUE: crate::QueueName = crate::QueueName::Hooks;
 /// How much of an undecodable input is kept in the `error` row.
 pub const MAX_KEPT_INPUT: usize = 4096;
 
-/// The agent CLIs relayq understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Agent {
-    Claude,
-    Codex,
-    Gemini,
-}
-
-impl Agent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-        }
-    }
-}
-
-impl std::str::FromStr for Agent {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "claude" => Ok(Agent::Claude),
-            "codex" => Ok(Agent::Codex),
-            "gemini" => Ok(Agent::Gemini),
-            other => Err(format!(
-                "unknown agent '{other}': use claude, codex or gemini"
-            )),
-        }
-    }
-}
+pub use crate::storage::sessions::Agent;
 
 /// relayq's internal event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,15 +23,13 @@ pub mod hooks;
 pub mod inbound;
 pub mod notice;
 pub mod outbound;
-pub mod pauses;
-pub mod penalties;
 pub mod sessions;
 pub mod sources;
 pub mod storage;
 pub mod transcript;
 pub mod trouble;
 
-pub use storage::{clock, commit, db, policy, queue};
+pub use storage::{clock, commit, db, pauses, penalties, policy, queue};
 
 pub use agent_state::AgentState;
 pub use chunking::{Markup, TextLimit};

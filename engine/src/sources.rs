@@ -1,30 +1,14 @@
-//! The `source_offsets` table: how far each inbound source has read. A source's batch of
-//! messages and its new offset are written in one transaction ([`enqueue_batch_in`]).
+//! Inbound sources' batches: a source's messages and its new offset (the `source_offsets`
+//! table, in [`storage`](crate::storage::source_offsets)) are written in one transaction
+//! ([`enqueue_batch_in`]).
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::Transaction;
 
 use crate::error::Result;
 use crate::inbound::{self, InboundMessage};
 use crate::queue::{Enqueued, Queue};
 
-/// Where source `name` stopped reading, if it ever read.
-pub fn offset(conn: &Connection, name: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached(r#"SELECT "offset" FROM source_offsets WHERE source = ?1"#)?
-        .query_row(params![name], |r| r.get(0))
-        .optional()?)
-}
-
-/// Records that source `name` has read up to `offset`.
-pub fn set_offset_in(tx: &Transaction<'_>, name: &str, offset: &str, now: i64) -> Result<()> {
-    tx.prepare_cached(
-        r#"INSERT INTO source_offsets (source, "offset", updated_at) VALUES (?1, ?2, ?3)
-           ON CONFLICT (source) DO UPDATE SET "offset" = excluded."offset",
-                                              updated_at = excluded.updated_at"#,
-    )?
-    .execute(params![name, offset, now])?;
-    Ok(())
-}
+pub use crate::storage::source_offsets::{offset, set_offset_in};
 
 /// Enqueues a source's batch (already validated) and moves its offset, in the caller's
 /// transaction: both or neither are kept.

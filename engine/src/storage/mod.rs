@@ -5,11 +5,18 @@
 //! - [`commit`]: the commit thread that groups concurrent writers into one transaction;
 //!   [`checkpoint`]: WAL checkpoints on their own thread.
 //! - [`queue`]: the `queue_rows` table, every statement on it.
+//! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses.
+//! - [`source_offsets`]: how far each inbound source has read.
+//! - [`sessions`]: the agent sessions' registry and the chat each talks to.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
 
 pub(crate) mod checkpoint;
 pub mod clock;
 pub mod commit;
 pub mod db;
+pub mod pauses;
+pub mod penalties;
 pub mod policy;
 pub mod queue;
+pub mod sessions;
+pub mod source_offsets;
