@@ -8,8 +8,10 @@
 //! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses.
 //! - [`source_offsets`]: how far each inbound source has read.
 //! - [`sessions`]: the agent sessions' registry and the chat each talks to.
+//! - [`approvals`]: agents' permission questions and their answers.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
 
+pub mod approvals;
 pub(crate) mod checkpoint;
 pub mod clock;
 pub mod commit;

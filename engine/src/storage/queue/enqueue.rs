@@ -219,4 +219,27 @@ mod tests {
         q.complete(lease.id, lease.token, None).unwrap();
         q.enqueue(&row("c", None)).unwrap();
     }
+
+    /// A message stored before dedup keys carried the chat id is still found by its retry.
+    #[test]
+    fn upgrade_keeps_deduplicating_inbound_rows_stored_before_the_chat_id_was_in_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        crate::db::migrate(&mut conn, 3).unwrap();
+        let mut m = crate::InboundMessage::text("s", "telegram", "hi");
+        m.source_message_id = Some("42".into());
+        m.source_channel_id = Some("-100".into());
+        conn.execute(
+            "INSERT INTO queue_rows(queue,key,dedup_key,payload,created_at,next_attempt_at)
+             VALUES('inbound','s','[\"telegram\",\"42\"]',?1,0,0)",
+            [serde_json::to_string(&m).unwrap()],
+        )
+        .unwrap();
+        drop(conn);
+        let engine = crate::Engine::open(&crate::DbConfig::new(&path)).unwrap();
+        let q = engine.queue(crate::QueueName::Inbound, crate::QueuePolicy::inbound());
+        let again = q.enqueue(&m.to_row()).unwrap();
+        assert_eq!((again.id, again.duplicate), (1, true));
+    }
 }

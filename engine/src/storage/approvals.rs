@@ -1,0 +1,580 @@
+//! The `approvals` table: an agent's permission question, from the time it asks until the
+//! answer reached it, and its row types. Every statement on it lives here; what the rows mean
+//! to the agents and the chats (which events ask, how answers are read and told) is in
+//! [`approvals`](crate::approvals).
+//!
+//! Only the first answer is recorded: every write that ends an approval is
+//! `UPDATE … WHERE state = 'asked'`, and says whether it changed the row.
+
+use rusqlite::{named_params, Connection, OptionalExtension, Row, Transaction};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::sessions::{Agent, Origin};
+use crate::error::{EngineError, Result};
+
+/// Letters of an approval id: no `0`/`o`, `1`/`l`/`i`, so an id read off a phone types right.
+const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+
+const NEW_ID_SQL: &str = "SELECT randomblob(:n)";
+
+/// Characters in an approval id. Random, so a button left over from an older database (or
+/// another host) can never answer a newer question.
+const ID_LEN: usize = 6;
+
+/// Where an approval is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// The agent waits for the answer.
+    Asked,
+    Allowed,
+    Denied,
+    /// No answer in time: the agent is told no.
+    Expired,
+    /// The agent stopped asking (answered in its terminal, its turn or session ended).
+    Withdrawn,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Asked => "asked",
+            State::Allowed => "allowed",
+            State::Denied => "denied",
+            State::Expired => "expired",
+            State::Withdrawn => "withdrawn",
+        }
+    }
+
+    fn parse(text: &str) -> Option<State> {
+        Some(match text {
+            "asked" => State::Asked,
+            "allowed" => State::Allowed,
+            "denied" => State::Denied,
+            "expired" => State::Expired,
+            "withdrawn" => State::Withdrawn,
+            _ => return None,
+        })
+    }
+}
+
+/// How the answer reaches the agent (see `docs/agent-approvals.md` for why, per agent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Means {
+    /// A `relayq hook` process waits and prints the agent's decision output (Claude Code,
+    /// Codex: their `PermissionRequest` hook).
+    Hook,
+    /// The dialog's keys, pressed by the daemon into the agent's pane (Gemini CLI).
+    Keys,
+}
+
+/// For how long an allow holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// This one call.
+    Once,
+    /// This call and the like for the rest of the agent's session (the agent's own option).
+    Session,
+}
+
+/// What an answer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow(Scope),
+    Deny,
+}
+
+impl Decision {
+    /// `allow`, `allow-session`, `deny` (a button's data).
+    pub fn parse(word: &str) -> Option<Decision> {
+        Some(match word {
+            "allow" => Decision::Allow(Scope::Once),
+            "allow-session" => Decision::Allow(Scope::Session),
+            "deny" => Decision::Deny,
+            _ => return None,
+        })
+    }
+
+    /// The word [`parse`](Self::parse) reads back (a button's data).
+    pub fn word(self) -> &'static str {
+        match self {
+            Decision::Allow(Scope::Once) => "allow",
+            Decision::Allow(Scope::Session) => "allow-session",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// Who answered, and through what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answerer {
+    /// A name for people: the user's, or `relayq approvals`.
+    pub name: String,
+    /// Their id on the platform, when they have one.
+    pub id: Option<String>,
+    /// `telegram:bot`, `slack:team`, `cli`, `api`.
+    pub via: String,
+    /// The chat the answer came from (a platform's); `None` for the CLI and the API, which
+    /// the operator runs.
+    pub chat: Option<(String, String)>,
+}
+
+/// A question the agent asks, as recorded by [`ask_in`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    pub session: String,
+    pub agent: Agent,
+    pub tool: Option<String>,
+    /// What it will do: the command, the file and a short diff summary.
+    pub action: String,
+    pub means: Means,
+    /// The hook process that waits for the answer ([`Means::Hook`]).
+    pub waiter_pid: Option<u32>,
+    /// What the agent applies for "allow for this session" (Claude Code's
+    /// `permission_suggestions`); `Some(Null)` when the agent does it itself (Gemini CLI's
+    /// option 2); `None` when it has no such answer.
+    pub session_rules: Option<Value>,
+    /// The session's chat, where the question goes.
+    pub origin: Option<Origin>,
+    pub expires_at: i64,
+}
+
+/// One approval row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Approval {
+    pub id: String,
+    pub session: String,
+    pub agent: Agent,
+    pub tool: Option<String>,
+    pub action: String,
+    pub means: Means,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiter_pid: Option<u32>,
+    /// Whether "allow for this session" is offered.
+    pub for_session: bool,
+    #[serde(skip)]
+    pub session_rules: Option<Value>,
+    pub origin: Option<Origin>,
+    /// The outbound row that carried the question (its receipt is the message's id).
+    pub question_row: Option<i64>,
+    pub asked_at: i64,
+    pub expires_at: i64,
+    pub state: State,
+    pub scope: Option<Scope>,
+    pub answered_by: Option<String>,
+    pub answered_by_id: Option<String>,
+    pub answered_via: Option<String>,
+    pub answered_at: Option<i64>,
+    pub note: Option<String>,
+    /// When the answer reached the agent (the hook printed it, the keys were pressed).
+    pub reached_at: Option<i64>,
+    /// When the chat was told the outcome.
+    pub told_at: Option<i64>,
+    /// Keys only: when the daemon started pressing the dialog's keys (kept across a crash).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pressed_at: Option<i64>,
+    /// Keys only: why the answer could not reach the agent (its dialog had closed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreached: Option<String>,
+}
+
+const COLUMNS: &str = "id, session, agent, tool, action, means, waiter_pid, session_rules, \
+     origin, chat, thread, question_row, asked_at, expires_at, state, scope, answered_by, \
+     answered_by_id, answered_via, answered_at, note, reached_at, told_at, pressed_at, unreached";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
+    let text = |i: usize| r.get::<_, Option<String>>(i);
+    let invalid = |i: usize, what: &str| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("not an approval {what}").into(),
+        )
+    };
+    let agent: String = r.get(2)?;
+    let means: String = r.get(5)?;
+    let state: String = r.get(14)?;
+    let rules: Option<String> = text(7)?;
+    let origin = match (text(8)?, text(9)?) {
+        (Some(origin), Some(chat)) => Some(Origin {
+            origin,
+            chat,
+            thread: text(10)?,
+        }),
+        _ => None,
+    };
+    Ok(Approval {
+        id: r.get(0)?,
+        session: r.get(1)?,
+        agent: agent.parse().map_err(|_| invalid(2, "agent"))?,
+        tool: text(3)?,
+        action: r.get(4)?,
+        means: match means.as_str() {
+            "hook" => Means::Hook,
+            "keys" => Means::Keys,
+            _ => return Err(invalid(5, "means")),
+        },
+        waiter_pid: r.get(6)?,
+        for_session: rules.is_some(),
+        session_rules: rules.and_then(|r| serde_json::from_str(&r).ok()),
+        origin,
+        question_row: r.get(11)?,
+        asked_at: r.get(12)?,
+        expires_at: r.get(13)?,
+        state: State::parse(&state).ok_or_else(|| invalid(14, "state"))?,
+        scope: match text(15)?.as_deref() {
+            Some("once") => Some(Scope::Once),
+            Some("session") => Some(Scope::Session),
+            _ => None,
+        },
+        answered_by: text(16)?,
+        answered_by_id: text(17)?,
+        answered_via: text(18)?,
+        answered_at: r.get(19)?,
+        note: text(20)?,
+        reached_at: r.get(21)?,
+        told_at: r.get(22)?,
+        pressed_at: r.get(23)?,
+        unreached: text(24)?,
+    })
+}
+
+/// Records the question, `asked`, under a new random id.
+pub fn ask_in(tx: &Transaction<'_>, ask: &Ask, now: i64) -> Result<Approval> {
+    let rules = ask
+        .session_rules
+        .as_ref()
+        .map(|r| serde_json::to_string(r).expect("JSON serialises"));
+    let (origin, chat, thread) = match &ask.origin {
+        Some(o) => (Some(&o.origin), Some(&o.chat), o.thread.as_ref()),
+        None => (None, None, None),
+    };
+    for _ in 0..8 {
+        let id = new_id(tx)?;
+        let inserted = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO approvals (id, session, agent, tool, action, means,
+                     waiter_pid, session_rules, origin, chat, thread, asked_at, expires_at)
+                 VALUES (:id, :session, :agent, :tool, :action, :means, :waiter_pid,
+                         :session_rules, :origin, :chat, :thread, :now, :expires_at)",
+            )?
+            .execute(named_params! {
+                ":id": id,
+                ":session": ask.session,
+                ":agent": ask.agent.as_str(),
+                ":tool": ask.tool,
+                ":action": ask.action,
+                ":means": match ask.means { Means::Hook => "hook", Means::Keys => "keys" },
+                ":waiter_pid": ask.waiter_pid,
+                ":session_rules": rules,
+                ":origin": origin,
+                ":chat": chat,
+                ":thread": thread,
+                ":now": now,
+                ":expires_at": ask.expires_at,
+            })?;
+        if inserted == 1 {
+            return get(tx, &id)?.ok_or_else(|| EngineError::Invalid("approval vanished".into()));
+        }
+    }
+    Err(EngineError::Invalid(
+        "no free approval id after 8 tries".into(),
+    ))
+}
+
+fn new_id(conn: &Connection) -> Result<String> {
+    let bytes: Vec<u8> = conn.query_row(NEW_ID_SQL, named_params! {":n": ID_LEN as i64}, |r| {
+        r.get(0)
+    })?;
+    Ok(bytes
+        .iter()
+        .map(|b| ID_ALPHABET[*b as usize % ID_ALPHABET.len()] as char)
+        .collect())
+}
+
+/// Whether `text` has the shape of an approval id (so a chat's `/allow k3x9p` is read as one).
+pub fn is_id(text: &str) -> bool {
+    text.len() == ID_LEN && text.bytes().all(|b| ID_ALPHABET.contains(&b))
+}
+
+/// One approval.
+pub fn get(conn: &Connection, id: &str) -> Result<Option<Approval>> {
+    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE id = :id");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(named_params! {":id": id}, from_row)
+        .optional()?)
+}
+
+/// The newest approvals first: only the open ones (`asked`), or all, at most `limit`.
+pub fn list(conn: &Connection, open_only: bool, limit: u32) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals WHERE (:open_only = 0 OR state = 'asked')
+         ORDER BY asked_at DESC, id LIMIT :limit"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        named_params! {":open_only": open_only, ":limit": limit},
+        from_row,
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The session's open approvals, oldest first.
+pub fn open_for_session(conn: &Connection, session: &str) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals WHERE session = :session AND state = 'asked'
+         ORDER BY asked_at, id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(named_params! {":session": session}, from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The session's open approval for the same call as `ask` (same agent, tool and action), if
+/// the agent asks about it again while it waits.
+pub fn open_like(conn: &Connection, ask: &Ask) -> Result<Option<Approval>> {
+    Ok(open_for_session(conn, &ask.session)?
+        .into_iter()
+        .find(|a| a.agent == ask.agent && a.tool == ask.tool && a.action == ask.action))
+}
+
+/// The open approvals past their expiry at `now`.
+pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals WHERE state = 'asked' AND expires_at <= :now
+         ORDER BY expires_at"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(named_params! {":now": now}, from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Whether any approval is open, or ended with its chat not told (the daemon's look).
+pub fn anything_to_do(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
+                 OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)",
+        )?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// The approvals that ended and whose chat was not told yet, oldest first. A keys answer is
+/// told once it is settled (pressed, or found unable to reach the agent): the chat learns what
+/// the agent got, not only what was tapped.
+pub fn untold(conn: &Connection) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals WHERE state <> 'asked' AND told_at IS NULL
+           AND (means = 'hook' OR state = 'withdrawn' OR reached_at IS NOT NULL
+                OR unreached IS NOT NULL)
+         ORDER BY answered_at LIMIT 100"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// What an answer did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnswerResult {
+    /// Recorded: the approval as it is now.
+    Recorded(Approval),
+    /// It was answered (or expired, or withdrawn) before: nothing changed.
+    AlreadyEnded(Approval),
+    /// The answer came from a chat the question was not asked in: nothing changed.
+    NotHere(Approval),
+    /// No approval has this id.
+    NotFound,
+    /// The person may not answer approvals: nothing changed.
+    NotAllowed,
+}
+
+/// Records `decision` by `who`, only while the approval is `asked` (exactly one answer wins),
+/// and only from the chat it was asked in when the answer comes from a chat. An allow for the
+/// session where the agent has none is an allow once.
+pub fn answer_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    decision: Decision,
+    who: &Answerer,
+    now: i64,
+) -> Result<AnswerResult> {
+    let Some(approval) = get(tx, id)? else {
+        return Ok(AnswerResult::NotFound);
+    };
+    if let Some((origin, chat)) = &who.chat {
+        let asked_here = approval
+            .origin
+            .as_ref()
+            .is_some_and(|o| &o.origin == origin && &o.chat == chat);
+        if !asked_here {
+            return Ok(AnswerResult::NotHere(approval));
+        }
+    }
+    let (state, scope) = match decision {
+        Decision::Allow(Scope::Session) if approval.for_session => ("allowed", Some("session")),
+        Decision::Allow(_) => ("allowed", Some("once")),
+        Decision::Deny => ("denied", None),
+    };
+    let changed = tx
+        .prepare_cached(
+            "UPDATE approvals SET state = :state, scope = :scope, answered_by = :by,
+                 answered_by_id = :by_id, answered_via = :via, answered_at = :now
+             WHERE id = :id AND state = 'asked'",
+        )?
+        .execute(named_params! {
+            ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
+            ":via": who.via, ":now": now, ":id": id,
+        })?;
+    let now_row = get(tx, id)?.expect("the approval was just read");
+    Ok(if changed == 1 {
+        AnswerResult::Recorded(now_row)
+    } else {
+        AnswerResult::AlreadyEnded(now_row)
+    })
+}
+
+/// Ends an open approval past its expiry: `expired`, a deny for the agent. `None` when it was
+/// no longer open (answered meanwhile).
+pub fn expire_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<Approval>> {
+    end_in(tx, id, "expired", "expiry", None, now)
+}
+
+/// Ends an open approval the agent no longer asks (`why`: answered in the terminal, the
+/// session ended). `None` when it was no longer open.
+pub fn withdraw_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    why: &str,
+    now: i64,
+) -> Result<Option<Approval>> {
+    end_in(tx, id, "withdrawn", "agent", Some(why), now)
+}
+
+fn end_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    state: &str,
+    via: &str,
+    note: Option<&str>,
+    now: i64,
+) -> Result<Option<Approval>> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE approvals SET state = :state, answered_via = :via, answered_at = :now,
+                 note = :note
+             WHERE id = :id AND state = 'asked'",
+        )?
+        .execute(named_params! {
+            ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
+        })?;
+    if changed == 0 {
+        return Ok(None);
+    }
+    get(tx, id)
+}
+
+/// Marks that the answer reached the agent. False when it already had (so it is given once).
+pub fn reached_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<bool> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE approvals SET reached_at = :now
+             WHERE id = :id AND state <> 'asked' AND reached_at IS NULL",
+        )?
+        .execute(named_params! {":now": now, ":id": id})?;
+    Ok(changed == 1)
+}
+
+/// The keys answers still to press, oldest first: ended (allowed, denied, expired: a deny),
+/// answered by the dialog's keys, neither reached nor found unreachable.
+pub fn keys_due(conn: &Connection) -> Result<Vec<Approval>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM approvals
+          WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL
+          ORDER BY answered_at LIMIT 100"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Whether the session has asked anything after `approval` (a newer dialog stands where its
+/// dialog stood: keys for it must not be pressed into the newer one).
+pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM approvals
+                 WHERE session = :session AND id <> :id
+                   AND (asked_at > :at OR (asked_at = :at AND id > :id)))",
+        )?
+        .query_row(
+            named_params! {
+                ":session": approval.session, ":id": approval.id, ":at": approval.asked_at,
+            },
+            |r| r.get(0),
+        )?)
+}
+
+/// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
+/// were pressed for it before (a crash between the press and its record).
+pub fn pressing_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<i64>> {
+    let before: Option<i64> = tx
+        .prepare_cached("SELECT pressed_at FROM approvals WHERE id = :id")?
+        .query_row(named_params! {":id": id}, |r| r.get(0))
+        .optional()?
+        .flatten();
+    if before.is_none() {
+        tx.prepare_cached("UPDATE approvals SET pressed_at = :now WHERE id = :id")?
+            .execute(named_params! {":now": now, ":id": id})?;
+    }
+    Ok(before)
+}
+
+/// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
+/// asks something else). Nothing was pressed; the chat is told.
+pub fn unreached_in(tx: &Transaction<'_>, id: &str, why: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL",
+    )?
+    .execute(named_params! {":why": why, ":id": id})?;
+    Ok(())
+}
+
+/// Keeps the outbound row that carried the question.
+pub fn set_question_in(tx: &Transaction<'_>, id: &str, row: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE approvals SET question_row = :row WHERE id = :id")?
+        .execute(named_params! {":row": row, ":id": id})?;
+    Ok(())
+}
+
+/// Marks that the chat was told the outcome.
+pub fn told_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE approvals SET told_at = :now WHERE id = :id")?
+        .execute(named_params! {":now": now, ":id": id})?;
+    Ok(())
+}
+
+const ASKED_BY_QUESTION_SQL: &str = "SELECT a.id FROM approvals a
+     JOIN queue_rows q ON q.id = a.question_row
+     WHERE q.receipt = :message AND a.origin = :origin AND a.chat = :chat";
+
+/// The approval whose question is platform message `message_id` in `chat` of `origin` (the
+/// question's outbound row's receipt), if any.
+pub fn asked_by_question(
+    conn: &Connection,
+    origin: &str,
+    chat: &str,
+    message_id: &str,
+) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(ASKED_BY_QUESTION_SQL)?
+        .query_row(
+            named_params! {":message": message_id, ":origin": origin, ":chat": chat},
+            |r| r.get(0),
+        )
+        .optional()?)
+}
