@@ -32,7 +32,7 @@ use crate::supervisor::{AnswerDialog, SupervisorActor, WakeSession};
 
 /// What recording a batch's answers did, for the caller to act on after the commit.
 #[derive(Debug, Default)]
-pub struct Recorded {
+pub struct ChatAnswersRecorded {
     /// Each answer with the line for the person who gave it.
     pub answered: Vec<(ChatAnswer, String)>,
     /// Outbound rows written (questions edited, replies): wake their sender.
@@ -47,8 +47,8 @@ pub fn record_chat_answers_in(
     tx: &Transaction<'_>,
     answers: Vec<ChatAnswer>,
     now: i64,
-) -> relayq_engine::Result<Recorded> {
-    let mut recorded = Recorded::default();
+) -> relayq_engine::Result<ChatAnswersRecorded> {
+    let mut recorded = ChatAnswersRecorded::default();
     for answer in answers {
         let Some(result) = approvals::answer_from_chat_in(tx, &answer, now)? else {
             if let Some(message) = &answer.otherwise {

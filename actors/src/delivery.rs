@@ -26,7 +26,7 @@ const SUBMITTED_LEASE_MARGIN: Duration = Duration::from_secs(30);
 
 /// What became of the row.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Recorded {
+pub enum RowRecorded {
     Delivered,
     /// The far end said "not now": pending again, due at this time (unix ms), the attempt not
     /// counted.
@@ -53,7 +53,7 @@ pub async fn deliver(
     channels: &ChannelDirectory,
     message: Result<(String, Content), EngineError>,
     then: Then,
-) -> Result<(Recorded, Option<Taken>)> {
+) -> Result<(RowRecorded, Option<Taken>)> {
     let part = match &message {
         Ok((_, Content::Outbound(m))) => m.part,
         _ => None,
@@ -67,7 +67,7 @@ pub async fn deliver(
         AgentHints::default(),
     )
     .await;
-    let answered = Answered::new(channels, lease.clone(), tried, part);
+    let answered = AnswerToRecord::new(channels, lease.clone(), tried, part);
     // The next row goes to the same channel and destination: when nothing holds the channel
     // and it has no budget to take, it is cleared here and marked started as it is leased.
     let then = match then {
@@ -83,7 +83,7 @@ pub async fn deliver(
         .write(move |_, tx| {
             let now = q.now();
             let recorded = a.record_in(&q, tx, now)?;
-            if then == Then::Stop || recorded != Recorded::Delivered {
+            if then == Then::Stop || recorded != RowRecorded::Delivered {
                 return Ok((recorded, None));
             }
             let key = &a.lease.key;
@@ -174,7 +174,7 @@ pub enum Taken {
 /// limit), or the channel's breaker opened. Applied in memory when the answer comes, written
 /// with the answer.
 #[derive(Debug, Clone)]
-pub struct Pause {
+pub struct ChannelPause {
     channel: String,
     wait: Duration,
     reason: String,
@@ -183,14 +183,14 @@ pub struct Pause {
 /// One attempt's answer, ready to record: the row, what the channel said, which part of a text
 /// it is, and the pause of the channel the answer called for.
 #[derive(Debug, Clone)]
-pub struct Answered {
+pub struct AnswerToRecord {
     pub lease: Lease,
     pub tried: Tried,
     part: Option<relayq_engine::outbound::Part>,
-    pause: Option<Pause>,
+    pause: Option<ChannelPause>,
 }
 
-impl Answered {
+impl AnswerToRecord {
     /// Takes in what the answer says of the whole channel (its breaker, a global limit): a
     /// pause starts at once in memory, so no send starts in the channel while it is written.
     pub fn new(
@@ -205,14 +205,14 @@ impl Answered {
                 wait,
                 channel_wide: true,
                 reason,
-            } => Some(Pause {
+            } => Some(ChannelPause {
                 channel: tried.channel.clone(),
                 wait: *wait,
                 reason: format!("rate limit: {reason}"),
             }),
             _ => channels.observe(&tried.channel, outcome).map(|open| {
                 let why = outcome.text().unwrap_or_default();
-                Pause {
+                ChannelPause {
                     channel: tried.channel.clone(),
                     wait: open,
                     reason: format!("breaker open after failed sends in a row: {why}"),
@@ -223,7 +223,7 @@ impl Answered {
             tracing::warn!(channel = p.channel, wait = ?p.wait, reason = p.reason, "channel paused");
             channels.penalize(&p.channel, p.wait);
         }
-        Answered {
+        AnswerToRecord {
             lease,
             tried,
             part,
@@ -238,7 +238,7 @@ impl Answered {
         q: &Queue,
         tx: &Transaction<'_>,
         now: i64,
-    ) -> relayq_engine::Result<Recorded> {
+    ) -> relayq_engine::Result<RowRecorded> {
         if let Some(p) = &self.pause {
             let until = now.saturating_add(p.wait.as_millis() as i64);
             penalties::set_in(tx, &p.channel, until, &p.reason)?;
@@ -247,7 +247,7 @@ impl Answered {
         let recorded = record_in(q, tx, l, self.tried.outcome.clone(), now)?;
         // The parts of a text after one that died would arrive without it: they wait as dead
         // letters with it, and `dead retry` sends them again in order.
-        if let (Recorded::Dead, Some(part)) = (&recorded, self.part) {
+        if let (RowRecorded::Dead, Some(part)) = (&recorded, self.part) {
             let later = i64::from(part.of.saturating_sub(part.index));
             let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
             q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
@@ -267,7 +267,7 @@ pub struct Tried {
 impl Tried {
     /// Logs and counts what became of the row: failures at warn, since someone may have to
     /// act.
-    pub fn log(&self, metrics: &Metrics, queue: &Queue, lease: &Lease, recorded: &Recorded) {
+    pub fn log(&self, metrics: &Metrics, queue: &Queue, lease: &Lease, recorded: &RowRecorded) {
         metrics.recorded(queue.name(), &self.channel, recorded);
         let (queue, row, attempt, channel) = (
             queue.name().as_str(),
@@ -276,8 +276,8 @@ impl Tried {
             &self.channel,
         );
         match (recorded, &self.outcome) {
-            (Recorded::Delivered, _) => tracing::debug!(queue, row, channel, "delivered"),
-            (Recorded::Stale, _) => {
+            (RowRecorded::Delivered, _) => tracing::debug!(queue, row, channel, "delivered"),
+            (RowRecorded::Stale, _) => {
                 tracing::info!(queue, row, "answer ignored: the lease was lost")
             }
             (_, Outcome::Unreachable { error }) => {
@@ -446,13 +446,13 @@ pub fn record_in(
     l: &Lease,
     outcome: Outcome,
     now: i64,
-) -> relayq_engine::Result<Recorded> {
+) -> relayq_engine::Result<RowRecorded> {
     Ok(match outcome {
         Outcome::Delivered(receipt) => {
             if q.delivered_in(tx, l, &receipt, now)? {
-                Recorded::Delivered
+                RowRecorded::Delivered
             } else {
-                Recorded::Stale
+                RowRecorded::Stale
             }
         }
         Outcome::Throttled { reason, wait, .. } => {
@@ -472,16 +472,16 @@ pub fn record_in(
         }
         Outcome::Permanent { reason } => {
             if q.bury_in(tx, l, &reason, now)? {
-                Recorded::Dead
+                RowRecorded::Dead
             } else {
-                Recorded::Stale
+                RowRecorded::Stale
             }
         }
         Outcome::Expired { reason } => {
             if q.expire_in(tx, l, &reason, now)? {
-                Recorded::Expired
+                RowRecorded::Expired
             } else {
-                Recorded::Stale
+                RowRecorded::Stale
             }
         }
         Outcome::Submitted { note, wait } => {
@@ -489,24 +489,24 @@ pub fn record_in(
             let until = now.saturating_add(ms(wait + SUBMITTED_LEASE_MARGIN));
             let note = format!("{SUBMITTED}{note}");
             if q.submitted_in(tx, l, &note, until, now)? {
-                Recorded::Submitted
+                RowRecorded::Submitted
             } else {
-                Recorded::Stale
+                RowRecorded::Stale
             }
         }
     })
 }
 
 /// A throttle's answer as recorded: pending again, due `at`, or stale.
-fn throttled(at: Option<i64>) -> Recorded {
-    at.map_or(Recorded::Stale, |at| Recorded::Throttled { at })
+fn throttled(at: Option<i64>) -> RowRecorded {
+    at.map_or(RowRecorded::Stale, |at| RowRecorded::Throttled { at })
 }
 
 /// A retry's answer as recorded.
-fn retried(retried: Retried) -> Recorded {
+fn retried(retried: Retried) -> RowRecorded {
     match retried {
-        Retried::Stale => Recorded::Stale,
-        Retried::Dead => Recorded::Dead,
-        r => Recorded::Retried(r),
+        Retried::Stale => RowRecorded::Stale,
+        Retried::Dead => RowRecorded::Dead,
+        r => RowRecorded::Retried(r),
     }
 }

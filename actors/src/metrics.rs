@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use relayq_engine::QueueName;
 
-use crate::delivery::Recorded;
+use crate::delivery::RowRecorded;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueChannel {
@@ -79,14 +79,14 @@ impl Metrics {
     }
 
     /// An answer was recorded for a row of `queue` sent through `channel`.
-    pub fn recorded(&self, queue: QueueName, channel: &str, recorded: &Recorded) {
+    pub fn recorded(&self, queue: QueueName, channel: &str, recorded: &RowRecorded) {
         let family = match recorded {
-            Recorded::Delivered => &self.delivered,
-            Recorded::Retried(_) => &self.retried,
-            Recorded::Dead => &self.dead,
-            Recorded::Expired => &self.expired,
-            Recorded::Throttled { .. } => &self.throttled,
-            Recorded::Stale | Recorded::Submitted => return,
+            RowRecorded::Delivered => &self.delivered,
+            RowRecorded::Retried(_) => &self.retried,
+            RowRecorded::Dead => &self.dead,
+            RowRecorded::Expired => &self.expired,
+            RowRecorded::Throttled { .. } => &self.throttled,
+            RowRecorded::Stale | RowRecorded::Submitted => return,
         };
         family.get_or_create(&label(queue, channel)).inc();
     }

@@ -16,7 +16,9 @@ use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, ClaimSettings};
-use crate::delivery::{deliver, lease_run_in, try_delivery, Answered, Recorded, Taken, Then};
+use crate::delivery::{
+    deliver, lease_run_in, try_delivery, AnswerToRecord, RowRecorded, Taken, Then,
+};
 use crate::lifecycle::Shutdown;
 use crate::send_threads::{SendThread, SendThreads};
 use crate::store::Store;
@@ -222,8 +224,8 @@ impl OutboundSender {
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
             let queue = store.outbound.clone();
             match deliver(&store, &queue, &lease, &channels, message, then).await {
-                Ok((Recorded::Delivered, next)) => (Sent::Delivered, next),
-                Ok((Recorded::Throttled { .. }, _)) => (Sent::Deferred, None),
+                Ok((RowRecorded::Delivered, next)) => (Sent::Delivered, next),
+                Ok((RowRecorded::Throttled { .. }, _)) => (Sent::Deferred, None),
                 Ok(_) => (Sent::Failed, None),
                 Err(e) => {
                     tracing::error!(row = lease.id, error = %e, "cannot record the outbound outcome");
@@ -251,7 +253,7 @@ impl OutboundSender {
     /// `possible_repeat` (at-least-once, as any unrecorded delivery).
     fn send_run(&mut self, run: Vec<Lease>, chain: u32, ctx: &mut Context<Self>) {
         self.sending += 1;
-        let lane = Lane {
+        let lane = DestinationSender {
             store: self.store.clone(),
             channels: self.channels.clone(),
             stopping: self.stopping.clone(),
@@ -338,14 +340,14 @@ async fn give_back(store: &Store, leases: Vec<Lease>, wait: Duration) {
 }
 
 /// What sending a destination's runs needs (see [`OutboundSender::send_run`]).
-struct Lane {
+struct DestinationSender {
     store: Store,
     channels: ChannelDirectory,
     stopping: Arc<AtomicBool>,
     mark: bool,
 }
 
-impl Lane {
+impl DestinationSender {
     /// Sends `run` and the runs leased after it, `chain` counting them, until the key has no
     /// due row, a send fails, the channel is held, or the sender stops.
     ///
@@ -395,7 +397,7 @@ impl Lane {
     /// [`LANE_RECORD_WITHIN`] has passed since the first answer. Returns the answers, and whether it
     /// stopped because the channel is held (paused, not ready, breaker open) or the sender
     /// stops: the row it stopped at is left in `rest`, unsent.
-    async fn send_while_fast(&self, rest: &mut VecDeque<Lease>) -> (Vec<Answered>, bool) {
+    async fn send_while_fast(&self, rest: &mut VecDeque<Lease>) -> (Vec<AnswerToRecord>, bool) {
         let queue = &self.store.outbound;
         let mut answers = Vec::new();
         let mut first_answer: Option<Instant> = None;
@@ -421,7 +423,7 @@ impl Lane {
             )
             .await;
             let since = *first_answer.get_or_insert_with(Instant::now);
-            let answered = Answered::new(&self.channels, lease, tried, part);
+            let answered = AnswerToRecord::new(&self.channels, lease, tried, part);
             let failed = !answered.tried.outcome.is_delivered();
             answers.push(answered);
             if failed || since.elapsed() >= LANE_RECORD_WITHIN {
@@ -435,7 +437,7 @@ impl Lane {
     /// records `answers` in order, and leases the `next` key's next run. Answers that run.
     fn record(
         &self,
-        answers: Vec<Answered>,
+        answers: Vec<AnswerToRecord>,
         give_back: Vec<Lease>,
         next: Option<&str>,
     ) -> impl std::future::Future<Output = crate::error::Result<Vec<Lease>>> + 'static {

@@ -27,7 +27,7 @@ use actix::prelude::*;
 use relayq_engine::{sessions, AgentState, Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
-use crate::delivery::{record_in, try_delivery, Recorded, Tried};
+use crate::delivery::{record_in, try_delivery, RowRecorded, Tried};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
 use crate::supervisor::Busy;
@@ -107,7 +107,7 @@ pub struct SessionIdle {
 }
 
 /// A delivered row whose answer is not recorded yet.
-struct Answered {
+struct PendingAnswer {
     lease: Lease,
     tried: Tried,
     /// The chat the message came from: told when the message waits or is dropped.
@@ -117,14 +117,14 @@ struct Answered {
 /// One write of the delivery loop: record answers in order, give back leased rows that must not
 /// be delivered now, and lease the next run.
 struct StepWrite {
-    answers: Vec<Answered>,
+    answers: Vec<PendingAnswer>,
     give_back: Vec<Lease>,
     lease_next: bool,
 }
 
 /// What a `StepWrite` found.
 struct StepWritten {
-    recorded: Vec<Recorded>,
+    recorded: Vec<RowRecorded>,
     /// Ordering keys of the notices written to chats (wake their sender).
     told: Vec<String>,
     /// What the run leased must be sent with.
@@ -159,7 +159,7 @@ pub struct SessionActor {
     /// Leased rows not yet attempted, oldest first.
     run: VecDeque<Lease>,
     /// Delivered rows whose answers are not recorded yet, in delivery order.
-    answers: Vec<Answered>,
+    answers: Vec<PendingAnswer>,
     /// When the oldest unrecorded answer came.
     answers_since: Option<Instant>,
 }
@@ -287,7 +287,7 @@ impl SessionActor {
             let started = Instant::now();
             let queue = store.inbound.clone();
             let tried = try_delivery(&store, &queue, &lease, &channels, message, hints).await;
-            let answered = Answered {
+            let answered = PendingAnswer {
                 lease,
                 tried,
                 origin,
@@ -402,7 +402,7 @@ impl SessionActor {
                     tracing::error!(session = act.session, error = %e, "cannot record deliveries or lease the next rows");
                     act.answers = outcomes
                         .into_iter()
-                        .map(|(lease, tried, origin)| Answered {
+                        .map(|(lease, tried, origin)| PendingAnswer {
                             lease,
                             tried,
                             origin,
@@ -566,8 +566,8 @@ fn tell_chat_in(
     s: &crate::store::Handles,
     tx: &relayq_engine::rusqlite::Transaction<'_>,
     session: &str,
-    answered: &Answered,
-    recorded: &Recorded,
+    answered: &PendingAnswer,
+    recorded: &RowRecorded,
     now: i64,
 ) -> relayq_engine::Result<Option<String>> {
     use relayq_engine::trouble::Trouble;
@@ -576,12 +576,12 @@ fn tell_chat_in(
     };
     let why = answered.tried.outcome.text().unwrap_or_default();
     let trouble = match recorded {
-        Recorded::Retried(relayq_engine::Retried::Scheduled { .. })
+        RowRecorded::Retried(relayq_engine::Retried::Scheduled { .. })
             if answered.lease.attempts == 1 =>
         {
             Trouble::Waits { why }
         }
-        Recorded::Dead | Recorded::Expired => Trouble::Dropped { why },
+        RowRecorded::Dead | RowRecorded::Expired => Trouble::Dropped { why },
         _ => return Ok(None),
     };
     let routes = s.processor.routes.read().expect("routes lock").clone();

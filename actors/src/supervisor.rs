@@ -389,7 +389,7 @@ impl SupervisorActor {
     /// After recording answers: wake what they wrote; the lines for the people who answered.
     fn answers_recorded(
         &mut self,
-        recorded: crate::approvals::Recorded,
+        recorded: crate::approvals::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
     ) -> Vec<(ChatAnswer, String)> {
         crate::wake::outbound_written(self.store.engine.database().path(), recorded.outbound_keys);

@@ -20,7 +20,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
-pub(super) struct ListQuery {
+pub(super) struct ApprovalListQuery {
     /// The answered ones too (newest first); the open ones only when false.
     #[serde(default)]
     all: bool,
@@ -28,13 +28,13 @@ pub(super) struct ListQuery {
 
 #[utoipa::path(
     get, path = "/v1/approvals", tag = "approvals", operation_id = "list_approvals",
-    params(ListQuery),
+    params(ApprovalListQuery),
     responses((status = 200, description = "As `relayq approvals list --json`", body = Vec<Object>), Refusals),
     security((), ("bearer" = []))
 )]
 pub(super) async fn list(
     api: web::Data<Api>,
-    query: web::Query<ListQuery>,
+    query: web::Query<ApprovalListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let all = query.all;

@@ -52,16 +52,16 @@ impl FromRequest for Raw {
 /// `payload=<JSON>`). Only for `POST /v1/ingress/NAME`, whose source checks the platform's
 /// proof (a signature, a secret header) that no web page can forge: the form type's danger
 /// (any page can make a browser post one) does not reach it.
-pub struct Pushed(pub web::BytesMut);
+pub struct PushBody(pub web::BytesMut);
 
-impl FromRequest for Pushed {
+impl FromRequest for PushBody {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
         let types = &["application/json", "application/x-www-form-urlencoded"];
         let body = body_of(req, payload, types);
-        Box::pin(async move { body.await.map(Pushed) })
+        Box::pin(async move { body.await.map(PushBody) })
     }
 }
 

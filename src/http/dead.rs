@@ -31,7 +31,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
+pub(super) struct DeadListQuery {
     #[param(value_type = Option<super::openapi::Queue>)]
     queue: Option<QueueName>,
     /// A session, or an outbound destination as the list shows it.
@@ -103,12 +103,12 @@ impl BulkRequest {
 }
 
 #[utoipa::path(
-    get, path = "/v1/dead", tag = "dead letters", operation_id = "list_dead", params(ListQuery),
+    get, path = "/v1/dead", tag = "dead letters", operation_id = "list_dead", params(DeadListQuery),
     responses((status = 200, description = "A page of dead letters, oldest first: `rows`, `total`, `next_after`", body = Object), Refusals),
     security((), ("bearer" = []))
 )]
 pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let q: ListQuery = body::query(&req)?;
+    let q: DeadListQuery = body::query(&req)?;
     if !(1..=MAX_PAGE).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_PAGE}")).with_field("limit"));
     }

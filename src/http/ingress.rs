@@ -11,7 +11,7 @@ use relayq_actors::ActorError;
 use relayq_engine::EngineError;
 use serde_json::json;
 
-use super::body::Pushed as PushBody;
+use super::body::PushBody;
 use super::openapi::{BodyRefusals, ErrorBody};
 use super::{Api, ApiError};
 

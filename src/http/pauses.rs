@@ -23,14 +23,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// `{"queue": "outbound", "key": "[\"tg\",\"42\"]"}`; without `key`, the whole queue.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Target {
+pub(super) struct PauseTarget {
     #[schema(value_type = super::openapi::Queue)]
     queue: QueueName,
     /// One key of it (a session, a destination); without it, the whole queue.
     key: Option<String>,
 }
 
-impl Target {
+impl PauseTarget {
     fn key(&self) -> Result<Option<String>, ApiError> {
         match &self.key {
             Some(k) if k.is_empty() => Err(ApiError::invalid(
@@ -55,13 +55,13 @@ pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> 
 }
 
 #[utoipa::path(
-    post, path = "/v1/pause", tag = "pauses", request_body = Target,
+    post, path = "/v1/pause", tag = "pauses", request_body = PauseTarget,
     responses((status = 200, description = "Paused (kept across a restart)", body = Object), BodyRefusals, Refusals),
     security((), ("bearer" = []))
 )]
 pub(super) async fn pause(
     api: web::Data<Api>,
-    Body(t): Body<Target>,
+    Body(t): Body<PauseTarget>,
 ) -> Result<HttpResponse, ApiError> {
     let key = t.key()?;
     api.relayq.pause(t.queue, key.clone()).await?;
@@ -70,13 +70,13 @@ pub(super) async fn pause(
 
 /// Answers `was_paused: false` for what was not paused (resuming is idempotent).
 #[utoipa::path(
-    post, path = "/v1/resume", tag = "pauses", request_body = Target,
+    post, path = "/v1/resume", tag = "pauses", request_body = PauseTarget,
     responses((status = 200, description = "Resumed; `was_paused` false when it was not", body = Object), BodyRefusals, Refusals),
     security((), ("bearer" = []))
 )]
 pub(super) async fn resume(
     api: web::Data<Api>,
-    Body(t): Body<Target>,
+    Body(t): Body<PauseTarget>,
 ) -> Result<HttpResponse, ApiError> {
     let key = t.key()?;
     let was = api.relayq.resume(t.queue, key.clone()).await?;

@@ -68,7 +68,7 @@ type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -
 /// How to run one named source.
 #[derive(Clone)]
 pub struct SourceSpec {
-    run: Run,
+    run: RunMode,
     /// See [`Source::ready_check`].
     ready_check: Arc<dyn Fn() -> Option<crate::channels::ReadyCheck> + Send + Sync>,
     /// The channel that answers the source's chats, whose budget its cosmetic calls share.
@@ -76,7 +76,7 @@ pub struct SourceSpec {
 }
 
 #[derive(Clone)]
-enum Run {
+enum RunMode {
     /// Read by a [`SourceActor`].
     Fetched(Arc<Start>),
     /// Pushed to the HTTP API (`POST /v1/ingress/NAME`).
@@ -89,7 +89,7 @@ impl SourceSpec {
         let asker = source.clone();
         SourceSpec {
             ready_check: Arc::new(move || asker.ready_check()),
-            run: Run::Fetched(Arc::new(move |name, store, enqueue, budget| {
+            run: RunMode::Fetched(Arc::new(move |name, store, enqueue, budget| {
                 SourceActor::new(name, source.clone(), store, enqueue, budget)
                     .start()
                     .recipient()
@@ -101,7 +101,7 @@ impl SourceSpec {
     /// A source the platform pushes to: the HTTP API hands it each push.
     pub fn pushed(source: impl PushSource) -> Self {
         SourceSpec {
-            run: Run::Pushed(Arc::new(source)),
+            run: RunMode::Pushed(Arc::new(source)),
             ready_check: Arc::new(|| None),
             reply_channel: None,
         }
@@ -115,8 +115,8 @@ impl SourceSpec {
     /// The push source, when the platform pushes.
     pub fn push_source(&self) -> Option<Arc<dyn PushSource>> {
         match &self.run {
-            Run::Pushed(source) => Some(source.clone()),
-            Run::Fetched(_) => None,
+            RunMode::Pushed(source) => Some(source.clone()),
+            RunMode::Fetched(_) => None,
         }
     }
 
@@ -136,8 +136,8 @@ impl SourceSpec {
         budget: Option<Arc<Pacer>>,
     ) -> Option<Recipient<Stop>> {
         match &self.run {
-            Run::Fetched(start) => Some(start(name.to_string(), store, enqueue, budget)),
-            Run::Pushed(source) => {
+            RunMode::Fetched(start) => Some(start(name.to_string(), store, enqueue, budget)),
+            RunMode::Pushed(source) => {
                 source.started(name);
                 None
             }

@@ -20,11 +20,11 @@ pub struct FakeTelegram {
     /// The base URL to give as `api_url`.
     pub url: String,
     pub token: String,
-    shared: Arc<(Mutex<State>, Condvar)>,
+    shared: Arc<(Mutex<FakeState>, Condvar)>,
 }
 
 #[derive(Default)]
-struct State {
+struct FakeState {
     /// Updates not yet confirmed (a later poll's offset confirms them).
     pending: Vec<Value>,
     next_update_id: i64,
@@ -70,10 +70,10 @@ impl FakeTelegram {
             url,
             token: token.to_string(),
             shared: Arc::new((
-                Mutex::new(State {
+                Mutex::new(FakeState {
                     next_update_id: 700_000_000,
                     next_message_id: 1,
-                    ..State::default()
+                    ..FakeState::default()
                 }),
                 Condvar::new(),
             )),
@@ -315,28 +315,28 @@ impl FakeTelegram {
         let path = request.url().to_string();
         let (status, reply) = self.route(&path, &body);
         let response = match reply {
-            Reply::Json(v) => tiny_http::Response::from_string(wire(&v)).with_header(
+            Scripted::Json(v) => tiny_http::Response::from_string(wire(&v)).with_header(
                 "Content-Type: application/json"
                     .parse::<tiny_http::Header>()
                     .unwrap(),
             ),
-            Reply::Bytes(b) => tiny_http::Response::from_data(b),
+            Scripted::Bytes(b) => tiny_http::Response::from_data(b),
         };
         let _ = request.respond(response.with_status_code(status));
     }
 
-    fn route(&self, path: &str, body: &str) -> (u16, Reply) {
+    fn route(&self, path: &str, body: &str) -> (u16, Scripted) {
         let bot = format!("/bot{}/", self.token);
         let files = format!("/file/bot{}/", self.token);
         if let Some(file_path) = path.strip_prefix(&files) {
             let state = self.shared.0.lock().unwrap();
             return match state.files.values().find(|(p, _)| p == file_path) {
-                Some((_, bytes)) => (200, Reply::Bytes(bytes.clone())),
-                None => (404, Reply::Json(error(404, "Not Found"))),
+                Some((_, bytes)) => (200, Scripted::Bytes(bytes.clone())),
+                None => (404, Scripted::Json(error(404, "Not Found"))),
             };
         }
         let Some(method) = path.strip_prefix(&bot) else {
-            return (401, Reply::Json(error(401, "Unauthorized")));
+            return (401, Scripted::Json(error(401, "Unauthorized")));
         };
         let args: Value = serde_json::from_str(body).unwrap_or(json!({}));
         let (status, value) = match method {
@@ -371,7 +371,7 @@ impl FakeTelegram {
             }
             _ => (404, error(404, "Not Found")),
         };
-        (status, Reply::Json(value))
+        (status, Scripted::Json(value))
     }
 
     fn get_updates(&self, args: &Value) -> (u16, Value) {
@@ -488,7 +488,7 @@ impl FakeTelegram {
     }
 }
 
-enum Reply {
+enum Scripted {
     Json(Value),
     Bytes(Vec<u8>),
 }

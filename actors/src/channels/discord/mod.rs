@@ -188,7 +188,7 @@ fn nonce(id: i64, created_at: i64) -> String {
 /// Discord's error answer: `{"message": "Missing Permissions", "code": 50013}`; a 429's is
 /// `{"message": ..., "retry_after": 1.337, "global": false}`.
 #[derive(Debug, Default, Deserialize)]
-struct ApiError {
+struct DiscordError {
     #[serde(default)]
     message: Option<String>,
     #[serde(default)]
@@ -209,7 +209,7 @@ fn classify(reply: &Reply) -> Outcome {
             _ => Outcome::unknown(format!("unexpected answer: {}", reply.error())),
         };
     }
-    let error = reply.json::<ApiError>().unwrap_or_default();
+    let error = reply.json::<DiscordError>().unwrap_or_default();
     let described = describe(reply);
     match reply.status {
         429 => {
@@ -260,13 +260,13 @@ fn hint(code: i64) -> Option<&'static str> {
 
 /// `Discord 403 (50013): Missing Permissions`, or the HTTP status and body.
 fn describe(reply: &Reply) -> String {
-    match reply.json::<ApiError>() {
-        Some(ApiError {
+    match reply.json::<DiscordError>() {
+        Some(DiscordError {
             message: Some(m),
             code: Some(code),
             ..
         }) => format!("Discord {} ({code}): {m}", reply.status),
-        Some(ApiError {
+        Some(DiscordError {
             message: Some(m), ..
         }) => format!("Discord {}: {m}", reply.status),
         _ => reply.error(),

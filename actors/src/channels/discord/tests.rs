@@ -5,7 +5,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
+use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDAwMQ.GabcDE.s3cr3t-discord-token";
@@ -13,8 +13,8 @@ const CHANNEL: &str = "1312345678901234567";
 
 /// A fixture as Discord sends it: without headers recorded, the status Discord answers its
 /// error code with.
-fn fixture(name: &str) -> Recorded {
-    Recorded::load("discord", name, |body| match body["code"].as_i64() {
+fn fixture(name: &str) -> RecordedReply {
+    RecordedReply::load("discord", name, |body| match body["code"].as_i64() {
         None => 200,
         Some(10003 | 10015) => 404,
         Some(50001 | 50007 | 50013) => 403,
@@ -63,7 +63,7 @@ async fn discord_passes_the_channel_conformance_suite() {
         "error_50013",
         "error_50035_content_too_long",
     ];
-    conformance::run(Platform {
+    conformance::run(ChannelUnderTest {
         build: Box::new(channel),
         secrets: vec![TOKEN.into()],
         success: (answer("ok_create_message"), Some("1323456789012345678".into())),

@@ -25,7 +25,7 @@ use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
 pub type Build<C> = Box<dyn Fn(&str, Duration) -> C>;
 
 /// How a platform answers, for the suite to play back.
-pub struct Platform<C> {
+pub struct ChannelUnderTest<C> {
     pub build: Build<C>,
     /// The secrets the channel was built with: none may show in an error.
     pub secrets: Vec<String>,
@@ -68,7 +68,7 @@ pub async fn outcome_of<C: Channel>(channel: &mut C, delivery: Delivery) -> Outc
 }
 
 /// Runs every case; panics naming the first that fails.
-pub async fn run<C: Channel>(platform: Platform<C>) {
+pub async fn run<C: Channel>(platform: ChannelUnderTest<C>) {
     let timeout = Duration::from_millis(500);
     let echo_secrets = format!("upstream failed for {}", platform.secrets.join(" and "));
     let no_secret = |case: &str, outcome: &Outcome| {
@@ -142,7 +142,7 @@ pub async fn run<C: Channel>(platform: Platform<C>) {
 /// Starts a mock server answering `template`, delivers through a channel built for it, and
 /// returns the outcome, how many requests the server saw and how long the delivery took.
 async fn play<C: Channel>(
-    platform: &Platform<C>,
+    platform: &ChannelUnderTest<C>,
     template: ResponseTemplate,
     timeout: Duration,
 ) -> (Outcome, usize, Duration) {
@@ -161,13 +161,13 @@ async fn play<C: Channel>(
 /// One of a platform's answers recorded in `tests/fixtures/<platform>/`: `NAME.json` is the
 /// body, and `NAME.headers.json` (`{"status": 429, "headers": {...}}`), where there is one, the
 /// status and headers; else the status is the one the platform answers that body with.
-pub struct Recorded {
+pub struct RecordedReply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
-impl Recorded {
+impl RecordedReply {
     /// `status_of` says the status of a body without a `.headers.json`.
     pub fn load(platform: &str, name: &str, status_of: fn(&serde_json::Value) -> u16) -> Self {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -179,7 +179,7 @@ impl Recorded {
             Ok(head) => {
                 let head: serde_json::Value = serde_json::from_str(&head).unwrap();
                 let headers = head["headers"].as_object().unwrap().iter();
-                Recorded {
+                RecordedReply {
                     status: head["status"].as_u64().unwrap() as u16,
                     headers: headers
                         .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
@@ -187,7 +187,7 @@ impl Recorded {
                     body,
                 }
             }
-            Err(_) => Recorded {
+            Err(_) => RecordedReply {
                 status: status_of(&json),
                 headers: vec![],
                 body,

@@ -200,7 +200,7 @@ impl SlackChannel {
             Ok(reply) => reply,
             Err(no_answer) => return Some(no_answer),
         };
-        let error = reply.json::<Answered>().and_then(|a| a.error);
+        let error = reply.json::<WebApiReply>().and_then(|a| a.error);
         if error.as_deref().is_some_and(|e| CANNOT_UPDATE.contains(&e)) {
             tracing::info!(error, "Slack cannot update the message; sending it as a new one");
             return None;
@@ -330,7 +330,7 @@ struct ResponseMetadata {
 
 /// The Web API's answer: `{"ok": true, "ts": ...}` or `{"ok": false, "error": "..."}`.
 #[derive(Debug, Deserialize)]
-struct Answered {
+struct WebApiReply {
     ok: bool,
     #[serde(default)]
     ts: Option<String>,
@@ -388,11 +388,11 @@ const TRANSIENT: &[&str] = &[
 ];
 
 fn classify(reply: &Reply) -> Outcome {
-    let answered = reply.json::<Answered>();
+    let answered = reply.json::<WebApiReply>();
     let described = describe(reply);
     // Slack says `ratelimited` with a 429 (and, from some methods, under a 200).
     let ratelimited = reply.status == 429
-        || matches!(&answered, Some(Answered { error: Some(e), .. }) if e == "ratelimited");
+        || matches!(&answered, Some(WebApiReply { error: Some(e), .. }) if e == "ratelimited");
     if ratelimited {
         return Outcome::Throttled {
             reason: described,
@@ -407,12 +407,12 @@ fn classify(reply: &Reply) -> Outcome {
         };
     }
     match answered {
-        Some(Answered {
+        Some(WebApiReply {
             ok: true,
             ts: Some(ts),
             ..
         }) => Outcome::delivered_as(ts),
-        Some(Answered {
+        Some(WebApiReply {
             ok: false,
             error: Some(error),
             ..
@@ -449,7 +449,7 @@ fn hint(error: &str) -> Option<&'static str> {
 
 /// `Slack: channel_not_found`, or the HTTP status and body.
 fn describe(reply: &Reply) -> String {
-    match reply.json::<Answered>().and_then(|a| a.error) {
+    match reply.json::<WebApiReply>().and_then(|a| a.error) {
         Some(error) => format!("Slack: {error}"),
         None => reply.error(),
     }

@@ -5,7 +5,7 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
+use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "xoxb-1234-5678-s3cr3tSlackToken";
@@ -13,8 +13,8 @@ const CHANNEL: &str = "C0123ABCDEF";
 
 /// A fixture as Slack sends it: without headers recorded, HTTP 200, as Slack answers even its
 /// errors.
-fn fixture(name: &str) -> Recorded {
-    Recorded::load("slack", name, |_| 200)
+fn fixture(name: &str) -> RecordedReply {
+    RecordedReply::load("slack", name, |_| 200)
 }
 
 fn answer(name: &str) -> ResponseTemplate {
@@ -59,7 +59,7 @@ async fn slack_passes_the_channel_conformance_suite() {
         "error_account_inactive",
         "error_msg_too_long",
     ];
-    conformance::run(Platform {
+    conformance::run(ChannelUnderTest {
         build: Box::new(channel),
         secrets: vec![TOKEN.into()],
         success: (answer("ok_post_message"), Some("1767225780.000200".into())),

@@ -226,8 +226,8 @@ impl TelegramChannel {
             .send(self.http.get(self.method("getMe")))
             .await
             .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
-        match reply.json::<Answered>() {
-            Some(Answered {
+        match reply.json::<BotApiReply>() {
+            Some(BotApiReply {
                 ok: true,
                 result: Some(bot),
                 ..
@@ -271,7 +271,7 @@ enum Verdict {
 /// The Bot API's answer: `{"ok": true, "result": ...}` or
 /// `{"ok": false, "error_code": N, "description": "...", "parameters": {...}}`.
 #[derive(Debug, Deserialize)]
-pub struct Answered {
+pub struct BotApiReply {
     pub ok: bool,
     #[serde(default)]
     pub result: Option<Value>,
@@ -289,11 +289,11 @@ pub struct Parameters {
 }
 
 fn classify(reply: &Reply) -> Verdict {
-    let answered = reply.json::<Answered>();
+    let answered = reply.json::<BotApiReply>();
     let parameters = answered.as_ref().and_then(|a| a.parameters.as_ref());
     if reply.is_success() {
         return Verdict::Done(match answered {
-            Some(Answered {
+            Some(BotApiReply {
                 ok: true,
                 result: Some(message),
                 ..
@@ -332,7 +332,7 @@ fn classify(reply: &Reply) -> Verdict {
 
 /// `Telegram 403: Forbidden: bot was blocked by the user`, or the HTTP status and body.
 pub(crate) fn describe(reply: &Reply) -> String {
-    match reply.json::<Answered>().and_then(|a| a.description) {
+    match reply.json::<BotApiReply>().and_then(|a| a.description) {
         Some(d) => format!("Telegram {}: {d}", reply.status),
         None => reply.error(),
     }

@@ -5,15 +5,15 @@ use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, Platform, Recorded};
+use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "123456:s3cr3t-T0KEN-abcdef";
 
 /// A fixture as Telegram sends it: without headers recorded, the status its `error_code` says
 /// (200 for `ok: true`).
-fn fixture(name: &str) -> Recorded {
-    Recorded::load("telegram", name, |body| {
+fn fixture(name: &str) -> RecordedReply {
+    RecordedReply::load("telegram", name, |body| {
         body["error_code"].as_u64().unwrap_or(200) as u16
     })
 }
@@ -63,7 +63,7 @@ async fn telegram_passes_the_channel_conformance_suite() {
         "error_too_long",
         "error_caption_too_long",
     ];
-    conformance::run(Platform {
+    conformance::run(ChannelUnderTest {
         build: Box::new(channel),
         secrets: vec![TOKEN.into()],
         success: (answer("ok_send_message"), Some("4213".into())),

@@ -82,7 +82,7 @@ pub fn idempotency_key(delivery: &Delivery) -> String {
 /// What an HTTP answer means for the row.
 pub fn classify(reply: &Reply) -> Outcome {
     if reply.is_success() {
-        return match reply.json::<Answered>().and_then(|a| a.id) {
+        return match reply.json::<WebhookReply>().and_then(|a| a.id) {
             Some(serde_json::Value::String(id)) => Outcome::delivered_as(id),
             Some(id @ serde_json::Value::Number(_)) => Outcome::delivered_as(id.to_string()),
             _ => Outcome::delivered(),
@@ -105,6 +105,6 @@ pub fn classify(reply: &Reply) -> Outcome {
 
 /// A JSON answer that names what the far end made.
 #[derive(serde::Deserialize)]
-struct Answered {
+struct WebhookReply {
     id: Option<serde_json::Value>,
 }

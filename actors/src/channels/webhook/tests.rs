@@ -4,7 +4,7 @@ use std::time::Duration;
 use wiremock::ResponseTemplate;
 
 use super::*;
-use crate::channels::kit::conformance::{self, Platform};
+use crate::channels::kit::conformance::{self, ChannelUnderTest};
 use crate::channels::kit::secret::Secret;
 use crate::channels::{ChannelKind, ChannelConfig};
 
@@ -98,7 +98,7 @@ fn settings_show_secrets_masked() {
 async fn webhook_passes_the_channel_conformance_suite() {
     let path_token = "s3cr3t-path-0123456789";
     let header_token = "t0ken-s3cr3t";
-    conformance::run(Platform {
+    conformance::run(ChannelUnderTest {
         build: Box::new(move |base, timeout| {
             let config = Config {
                 headers: BTreeMap::from([(

@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::channels::kit::http::{HttpClient, Reply};
-use crate::channels::telegram::{describe, number_or_text, Answered};
+use crate::channels::telegram::{describe, number_or_text, BotApiReply};
 use crate::pacing::Pacer;
 use crate::settings::SettingError;
 use crate::sources::{Batch, Fetch, Source};
@@ -215,8 +215,8 @@ impl Inner {
             };
             next = next.max(id + 1);
             match self.accept(id, update, origin).await {
-                Some(Taken::Message(message)) => messages.push(message),
-                Some(Taken::Answer(answer)) => answers.push(answer),
+                Some(TakenUpdate::Message(message)) => messages.push(message),
+                Some(TakenUpdate::Answer(answer)) => answers.push(answer),
                 None => {}
             }
         }
@@ -251,9 +251,9 @@ impl Inner {
     /// What an update is to relayq: a message for the session its chat feeds, an answer to
     /// an agent's question (a button tapped, `/allow ID`, a yes or no replying to the
     /// question), or nothing it takes.
-    async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<Taken> {
+    async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<TakenUpdate> {
         if let Some(tap) = update.get("callback_query") {
-            return self.tap(id, tap, origin).map(Taken::Answer);
+            return self.tap(id, tap, origin).map(TakenUpdate::Answer);
         }
         let Some(raw) = update.get("message") else {
             tracing::debug!(update = id, "skipping an update that is not a new message");
@@ -305,11 +305,11 @@ impl Inner {
             .as_deref()
             .and_then(|text| approvals::command_of(text, reply_to.as_deref()));
         let Some((target, decision)) = command else {
-            return Some(Taken::Message(inbound));
+            return Some(TakenUpdate::Message(inbound));
         };
         let otherwise = matches!(target, approvals::Target::Question { .. })
             .then(|| Box::new(inbound.clone()));
-        Some(Taken::Answer(ChatAnswer {
+        Some(TakenUpdate::Answer(ChatAnswer {
             target,
             decision,
             who: Answerer {
@@ -512,7 +512,7 @@ impl Inner {
 pub const ALLOWED_UPDATES: [&str; 2] = ["message", "callback_query"];
 
 /// What an update is to relayq.
-enum Taken {
+enum TakenUpdate {
     Message(InboundMessage),
     Answer(ChatAnswer),
 }
@@ -555,9 +555,9 @@ impl std::fmt::Display for Refusal {
 
 /// The `result` of an `ok: true` answer, or what went wrong, in words an operator can act on.
 fn answered(reply: &Reply) -> Result<Value, Refusal> {
-    let answer = reply.json::<Answered>();
+    let answer = reply.json::<BotApiReply>();
     if reply.is_success() {
-        if let Some(Answered {
+        if let Some(BotApiReply {
             ok: true,
             result: Some(result),
             ..

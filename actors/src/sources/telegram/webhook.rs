@@ -48,8 +48,8 @@ impl PushSource for TelegramWebhook {
                 return Err(PushRefused::Unreadable("the update has no update_id".into()));
             };
             Ok(match self.source.inner.accept(id, update, &super::origin(name)).await {
-                Some(super::Taken::Message(message)) => Pushed::Messages(vec![message]),
-                Some(super::Taken::Answer(answer)) => Pushed::Answers(vec![answer]),
+                Some(super::TakenUpdate::Message(message)) => Pushed::Messages(vec![message]),
+                Some(super::TakenUpdate::Answer(answer)) => Pushed::Answers(vec![answer]),
                 None => Pushed::Messages(Vec::new()),
             })
         })
