@@ -23,6 +23,7 @@
 
 mod buckets;
 mod config;
+mod render;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +34,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
-use super::kit::notice;
 use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
 use crate::pacing::Pace;
 
@@ -104,7 +104,7 @@ impl Channel for DiscordChannel {
     }
 
     fn render(&self, n: &relayq_engine::Notice) -> String {
-        notice::discord_markdown(n)
+        render::discord_markdown(n)
     }
 
     fn pace(&self) -> Pace {
@@ -128,7 +128,7 @@ impl Channel for DiscordChannel {
 /// Discord's limit: 2000 characters of markdown.
 pub fn text_limit() -> relayq_engine::TextLimit {
     relayq_engine::TextLimit {
-        max: notice::DISCORD_MAX_CHARS,
+        max: render::DISCORD_MAX_CHARS,
         markup: relayq_engine::Markup::Markdown,
     }
 }

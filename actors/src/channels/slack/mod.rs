@@ -21,6 +21,7 @@
 //! thread's `ts`. Texts are split at 4000 characters when written.
 
 mod config;
+mod render;
 #[cfg(test)]
 mod tests;
 
@@ -122,7 +123,7 @@ impl Channel for SlackChannel {
     }
 
     fn render(&self, n: &relayq_engine::Notice) -> String {
-        notice::slack_mrkdwn(n)
+        render::slack_mrkdwn(n)
     }
 
     fn pace(&self) -> Pace {

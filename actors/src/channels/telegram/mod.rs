@@ -20,6 +20,7 @@
 //! default) or held for an operator (`"hold"`).
 
 mod config;
+mod render;
 #[cfg(test)]
 mod tests;
 
@@ -38,7 +39,7 @@ use crate::pacing::Pace;
 pub use config::{Config, API_URL};
 
 /// Telegram's limit on a message's text (UTF-16 units after entities are parsed).
-pub const MAX_CHARS: usize = notice::TELEGRAM_MAX_CHARS;
+pub const MAX_CHARS: usize = render::TELEGRAM_MAX_CHARS;
 
 #[derive(Clone)]
 pub struct TelegramChannel {
@@ -107,7 +108,7 @@ impl Channel for TelegramChannel {
     }
 
     fn render(&self, n: &relayq_engine::Notice) -> String {
-        notice::telegram_html(n)
+        render::telegram_html(n)
     }
 
     fn pace(&self) -> Pace {
