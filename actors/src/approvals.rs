@@ -1,7 +1,7 @@
 //! The daemon's side of approvals (the table and its rules are in
-//! `relayq_engine::approvals`): answers from chats recorded with the rows they came with, and
-//! the ApprovalsActor, which tells chats how their questions ended and ends the ones nobody
-//! waits on any more.
+//! `relayq_engine::approvals`, the writes in `relayq_engine::writes::approvals`): the
+//! ApprovalsActor, which tells chats how their questions ended, ends the ones nobody waits on
+//! any more, and answers dialogs by their keys.
 //!
 //! ```text
 //!   source batch / push ──answers──▶ record_chat_answers_in (the batch's transaction):
@@ -22,112 +22,17 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::approvals::{self, AnswerResult, Approval, ChatAnswer, Means};
-use relayq_engine::rusqlite::Transaction;
-use relayq_engine::{inbound, AgentState, OutboundMessage};
+use relayq_engine::approvals::{self, Approval};
+use relayq_engine::writes::approvals::{
+    ApprovalsSwept, GiveUpPressing, Pressed, RecordPressed, StartPressing, SweepApprovals, Withdraw,
+};
 
 use crate::channels::{DialogOutcome, DialogRequest};
-use crate::store::{Handles, Store};
+use crate::store::Store;
 use crate::supervisor::{AnswerDialog, SupervisorActor, WakeSession};
-
-/// What recording a batch's answers did, for the caller to act on after the commit.
-#[derive(Debug, Default)]
-pub struct ChatAnswersRecorded {
-    /// Each answer with the line for the person who gave it.
-    pub answered: Vec<(ChatAnswer, String)>,
-    /// Outbound rows written (questions edited, replies): wake their sender.
-    pub outbound_keys: Vec<String>,
-    /// Answers that answer nothing, written as messages for their sessions: wake them.
-    pub sessions: Vec<String>,
-}
-
-/// Records answers from chats in the caller's transaction (see the module's drawing).
-pub fn record_chat_answers_in(
-    s: &Handles,
-    tx: &Transaction<'_>,
-    answers: Vec<ChatAnswer>,
-    now: i64,
-) -> relayq_engine::Result<ChatAnswersRecorded> {
-    let mut recorded = ChatAnswersRecorded::default();
-    for answer in answers {
-        let Some(result) = approvals::answer_from_chat_in(tx, &answer, now)? else {
-            if let Some(message) = &answer.otherwise {
-                let row = inbound::enqueue_in(&s.inbound, tx, message, now)?;
-                if !row.duplicate && row.expired.is_none() {
-                    recorded.sessions.push(message.session.clone());
-                }
-            }
-            continue;
-        };
-        let reply = result.reply();
-        match &result {
-            AnswerResult::Recorded(approval) => {
-                tracing::info!(
-                    approval = approval.id,
-                    session = approval.session,
-                    by = answer.who.name,
-                    outcome = approval.outcome(),
-                    "approval answered from the chat"
-                );
-                // A keys answer is told once its keys were pressed (the ApprovalsActor).
-                if approval.means == Means::Hook {
-                    recorded.outbound_keys.extend(approvals::tell_in(
-                        &s.outbound,
-                        tx,
-                        approval,
-                        now,
-                    )?);
-                }
-            }
-            AnswerResult::NotAllowed => {
-                tracing::warn!(by = answer.who.name, id = ?answer.who.id, "an answer from someone not in allowed_users: refused");
-            }
-            _ => {}
-        }
-        if answer.callback.is_none() {
-            recorded
-                .outbound_keys
-                .extend(reply_in(s, tx, &answer, &reply, now)?);
-        }
-        recorded.answered.push((answer, reply));
-    }
-    Ok(recorded)
-}
-
-/// A text answer's reply, in its chat, to its message.
-fn reply_in(
-    s: &Handles,
-    tx: &Transaction<'_>,
-    answer: &ChatAnswer,
-    reply: &str,
-    now: i64,
-) -> relayq_engine::Result<Option<String>> {
-    let Some((origin, chat)) = &answer.who.chat else {
-        return Ok(None);
-    };
-    let routes = s.processor.routes.read().expect("routes lock").clone();
-    let Some(channel) = routes.replies.get(origin) else {
-        return Ok(None);
-    };
-    let message = OutboundMessage {
-        reply_to: answer.message_id.clone(),
-        idempotency_key: answer
-            .message_id
-            .as_ref()
-            .map(|m| format!("relayq-approval-reply-{origin}-{chat}-{m}")),
-        event: Some("approval".into()),
-        ..OutboundMessage::text(channel, chat, reply)
-    };
-    let written = relayq_engine::outbound::enqueue_in(&s.outbound, tx, &message, None, now)?;
-    Ok((!written.first.duplicate).then(|| message.destination_key()))
-}
 
 /// How often the ApprovalsActor looks.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-
-/// How long after its expiry an approval whose hook still waits is left to that hook (which
-/// expires it itself, and prints the deny), before the daemon expires it.
-const HOOK_GRACE_MS: i64 = 5_000;
 
 /// Tells chats how their questions ended, ends the ones nobody waits on (past expiry, the
 /// hook that should have expired it gone; its waiting hook died; its dialog closed in the
@@ -143,31 +48,15 @@ pub struct ApprovalsActor {
     unseen: HashSet<String>,
 }
 
-/// What the ApprovalsActor's look found to do outside its transaction.
-#[derive(Default)]
-struct Found {
-    /// Outbound rows written (chats told): wake their sender.
-    outbound_keys: Vec<String>,
-    /// Keys answers to press.
-    to_press: Vec<Approval>,
-    /// Open keys approvals whose dialog is to be looked at.
-    to_check: Vec<Approval>,
-}
-
-/// How a keys answer went.
-enum Pressed {
-    /// Reached the agent, or found unable to: the chat can be told.
-    Settled,
-    /// To be tried again at the next look: why not now.
-    Again(String),
+/// Whether a keys answer's record is done: reached, or found unable to reach the agent (the
+/// chat can be told); or, not yet, why.
+enum Settled {
+    Yes,
+    No(String),
 }
 
 /// Tries before a keys answer that cannot finish is given up (said in the row and the chat).
 const MAX_PRESS_TRIES: u32 = 5;
-
-/// How old an open keys approval must be before its dialog is looked for: the agent may
-/// tell its hook before it draws the dialog.
-const DIALOG_SETTLE_MS: i64 = 5_000;
 
 impl ApprovalsActor {
     pub fn new(store: Store, supervisor: Addr<SupervisorActor>) -> Self {
@@ -197,59 +86,31 @@ impl ApprovalsActor {
                 })
                 .await?;
             if !busy {
-                return Ok(Found::default());
+                return Ok(ApprovalsSwept::default());
             }
             store
-                .write(|s, tx| {
-                    let now = s.outbound.now();
-                    let mut found = Found::default();
-                    for open in approvals::list(tx, true, 1000)? {
-                        match end_if_unwaited_in(tx, &open, now)? {
-                            Some(ended) => tracing::info!(
-                                approval = ended.id,
-                                session = ended.session,
-                                outcome = ended.outcome(),
-                                "approval ended by the daemon"
-                            ),
-                            None if open.means == Means::Keys
-                                && now - open.asked_at >= DIALOG_SETTLE_MS =>
-                            {
-                                found.to_check.push(open)
-                            }
-                            None => {}
-                        }
-                    }
-                    for ended in approvals::untold(tx)? {
-                        found.outbound_keys.extend(approvals::tell_in(
-                            &s.outbound,
-                            tx,
-                            &ended,
-                            now,
-                        )?);
-                    }
-                    found.to_press = approvals::keys_due(tx)?;
-                    Ok(found)
+                .apply(SweepApprovals {
+                    waiter_alive: process_alive,
                 })
                 .await
         };
         let db = self.store.engine.database().path().to_path_buf();
-        ctx.spawn(
-            work.into_actor(self)
-                .map(move |result: crate::Result<Found>, act, ctx| match result {
-                    Ok(found) => {
-                        crate::wake::outbound_written(&db, found.outbound_keys);
-                        for approval in found.to_press {
-                            act.press(approval, ctx);
-                        }
-                        for approval in found.to_check {
-                            act.check(approval, ctx);
-                        }
+        ctx.spawn(work.into_actor(self).map(
+            move |result: crate::Result<ApprovalsSwept>, act, ctx| match result {
+                Ok(found) => {
+                    crate::wake::outbound_written(&db, found.told);
+                    for approval in found.to_press {
+                        act.press(approval, ctx);
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "approvals: could not look at open questions")
+                    for approval in found.to_check {
+                        act.check(approval, ctx);
                     }
-                }),
-        );
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "approvals: could not look at open questions")
+                }
+            },
+        ));
     }
 
     /// Gives a keys answer to its dialog, once: a send-started mark first, the keys only into
@@ -261,62 +122,47 @@ impl ApprovalsActor {
         let (store, supervisor) = (self.store.clone(), self.supervisor.clone());
         let id = approval.id.clone();
         let work = async move {
-            let earlier = store
-                .write({
-                    let approval = approval.clone();
-                    move |s, tx| {
-                        if approvals::asked_since(tx, &approval)? {
-                            let why =
-                                "the agent asked another question meanwhile: nothing was pressed";
-                            approvals::unreached_in(tx, &approval.id, why)?;
-                            return Ok(None);
-                        }
-                        Ok(Some(approvals::pressing_in(
-                            tx,
-                            &approval.id,
-                            s.outbound.now(),
-                        )?))
-                    }
-                })
-                .await?;
+            let earlier = store.apply(StartPressing(approval.clone())).await?;
             let Some(earlier) = earlier else {
-                return Ok(Pressed::Settled);
+                return Ok(Settled::Yes);
             };
             let request = DialogRequest {
                 session: approval.session.clone(),
                 action: approval.action.clone(),
                 press: approval.decision(),
             };
-            let outcome = match supervisor.send(AnswerDialog(request)).await {
-                Ok(outcome) => outcome,
-                Err(e) => {
-                    return Ok(Pressed::Again(format!(
-                        "the supervisor did not answer: {e}"
-                    )))
+            let pressed = match supervisor.send(AnswerDialog(request)).await {
+                Ok(Some(DialogOutcome::Answered { at_prompt })) => Pressed::Answered { at_prompt },
+                Ok(Some(DialogOutcome::NotShown(why))) => Pressed::NotShown(why),
+                Ok(None) => Pressed::CannotPress,
+                Ok(Some(DialogOutcome::Retry(why))) => return Ok(Settled::No(why)),
+                Ok(Some(DialogOutcome::Shows)) => {
+                    return Ok(Settled::No("nothing was pressed".into()))
                 }
+                Err(e) => return Ok(Settled::No(format!("the supervisor did not answer: {e}"))),
             };
             let session = approval.session.clone();
-            let settled = store
-                .write(move |s, tx| {
-                    record_pressed_in(tx, &approval, earlier, outcome, s.outbound.now())
+            store
+                .apply(RecordPressed {
+                    approval,
+                    earlier,
+                    pressed,
                 })
                 .await?;
-            if matches!(settled, Pressed::Settled) {
-                // Its next message may go now: the dialog is gone.
-                supervisor.do_send(WakeSession(session));
-            }
-            Ok(settled)
+            // Its next message may go now: the dialog is gone.
+            supervisor.do_send(WakeSession(session));
+            Ok(Settled::Yes)
         };
         ctx.spawn(
             work.into_actor(self)
-                .map(move |result: crate::Result<Pressed>, act, ctx| {
+                .map(move |result: crate::Result<Settled>, act, ctx| {
                     act.at_dialog.remove(&id);
                     let why = match result {
-                        Ok(Pressed::Settled) => {
+                        Ok(Settled::Yes) => {
                             act.tries.remove(&id);
                             return act.look(ctx); // tell the chat now
                         }
-                        Ok(Pressed::Again(why)) => why,
+                        Ok(Settled::No(why)) => why,
                         Err(e) => e.to_string(),
                     };
                     let tries = act.tries.entry(id.clone()).or_default();
@@ -326,11 +172,7 @@ impl ApprovalsActor {
                         act.tries.remove(&id);
                         let why = format!("the keys could not be pressed ({why})");
                         let store = act.store.clone();
-                        let give_up = async move {
-                            store
-                                .write(move |_, tx| approvals::unreached_in(tx, &id, &why))
-                                .await
-                        };
+                        let give_up = async move { store.apply(GiveUpPressing { id, why }).await };
                         ctx.spawn(give_up.into_actor(act).map(|_, act, ctx| act.look(ctx)));
                     }
                 }),
@@ -360,13 +202,7 @@ impl ApprovalsActor {
                     let store = act.store.clone();
                     let why = format!("its dialog closed in the terminal: {why}");
                     let id = approval.id.clone();
-                    let withdraw = async move {
-                        store
-                            .write(move |s, tx| {
-                                approvals::withdraw_in(tx, &id, &why, s.outbound.now())
-                            })
-                            .await
-                    };
+                    let withdraw = async move { store.apply(Withdraw { id, why }).await };
                     ctx.spawn(withdraw.into_actor(act).map(|_, act, ctx| act.look(ctx)));
                 }
                 _ => {
@@ -375,70 +211,6 @@ impl ApprovalsActor {
             }
         }));
     }
-}
-
-/// Records what pressing a keys answer did. `earlier`: a send-started mark from before (keys
-/// pressed, then a crash before their record).
-fn record_pressed_in(
-    tx: &Transaction<'_>,
-    approval: &Approval,
-    earlier: Option<i64>,
-    outcome: Option<DialogOutcome>,
-    now: i64,
-) -> relayq_engine::Result<Pressed> {
-    let id = &approval.id;
-    match outcome {
-        Some(DialogOutcome::Answered { at_prompt }) => {
-            if approvals::reached_in(tx, id, now)? {
-                let state = match at_prompt {
-                    true => AgentState::Ready,
-                    false => AgentState::Working,
-                };
-                relayq_engine::sessions::set_agent_state(tx, &approval.session, state, now)?;
-            }
-            tracing::info!(
-                approval = id,
-                session = approval.session,
-                "the dialog was answered by its keys"
-            );
-        }
-        Some(DialogOutcome::NotShown(why)) => {
-            let why = match earlier {
-                Some(_) => format!(
-                    "{why}; its keys were pressed before a restart, so the agent most likely                      has the answer (not confirmed)"
-                ),
-                None => why,
-            };
-            approvals::unreached_in(tx, id, &why)?;
-        }
-        Some(DialogOutcome::Retry(why)) => return Ok(Pressed::Again(why)),
-        Some(DialogOutcome::Shows) => return Ok(Pressed::Again("nothing was pressed".into())),
-        None => {
-            let why = "the session's messages go to a channel that cannot press keys in the \
-                       agent's terminal: answer it there";
-            approvals::unreached_in(tx, id, why)?;
-        }
-    }
-    Ok(Pressed::Settled)
-}
-
-/// Ends `open` when no one will: past its expiry (a waiting hook gets a little longer, as it
-/// expires the approval itself and prints the deny), or its waiting hook is gone.
-fn end_if_unwaited_in(
-    tx: &Transaction<'_>,
-    open: &Approval,
-    now: i64,
-) -> relayq_engine::Result<Option<Approval>> {
-    let waiter_alive = open.means == Means::Hook && open.waiter_pid.is_some_and(process_alive);
-    if open.means == Means::Hook && !waiter_alive {
-        let why = "the agent stopped waiting: answered in its terminal, or it quit";
-        return approvals::withdraw_in(tx, &open.id, why, now);
-    }
-    let grace = if waiter_alive { HOOK_GRACE_MS } else { 0 };
-    if now >= open.expires_at + grace {
-        return approvals::expire_in(tx, &open.id, now);
-    }
-    Ok(None)
 }
 
 /// Whether process `pid` runs (on this host: hooks run beside the daemon).

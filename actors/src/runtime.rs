@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::rusqlite::Transaction;
+use relayq_engine::writes;
 use relayq_engine::{
     inbound, outbound, DbConfig, Engine, Enqueued, HookEvent, InboundMessage, NoticeRoutes,
     OutboundMessage, QueueName, QueuePolicies,
@@ -490,20 +490,7 @@ impl RelayqHandle {
                 ))),
             });
         let parts = message.parts(self.channels.text_limit(&message.channel));
-        let write = checked.map(|()| {
-            let one_part = parts.len() == 1;
-            let write = move |s: &Store, tx: &Transaction<'_>| {
-                outbound::enqueue_parts_in(&s.outbound, tx, &parts, s.outbound.now())
-            };
-            // One part is one INSERT: it needs no savepoint of its own.
-            let written: std::pin::Pin<
-                Box<dyn std::future::Future<Output = Result<outbound::Written>>>,
-            > = match one_part {
-                true => Box::pin(self.store.write_one_statement(write)),
-                false => Box::pin(self.store.write(write)),
-            };
-            written
-        });
+        let write = checked.map(|()| self.store.apply(writes::EnqueueOutbound(parts)));
         let sender = self.sender.clone();
         let (metrics, channel) = (self.store.metrics.clone(), message.channel.clone());
         async move {
@@ -529,9 +516,7 @@ impl RelayqHandle {
     ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
         event.received_at = self.store.hooks.now();
         let row = event.to_row();
-        let write = self
-            .store
-            .write_one_statement(move |s, tx| s.hooks.enqueue_in(tx, &row, s.hooks.now()));
+        let write = self.store.apply(writes::RecordHook(row));
         let (wakers, metrics) = (self.wakers.clone(), self.store.metrics.clone());
         async move {
             let enqueued = write.await?;
@@ -545,10 +530,12 @@ impl RelayqHandle {
     /// [`RelayqHandle::resume`]; deliveries under way finish. Kept in the database, so the
     /// pause holds across a restart. Answers once it is committed.
     pub async fn pause(&self, queue: QueueName, key: Option<String>) -> Result<()> {
-        let k = key.clone();
+        let (k, paused) = (key.clone(), true);
         self.store
-            .write_one_statement(move |s, tx| {
-                relayq_engine::pauses::pause_in(tx, queue, k.as_deref(), s.engine.now())
+            .apply(writes::SetPause {
+                queue,
+                key: k,
+                paused,
             })
             .await?;
         self.store.pauses.set(queue, key, true);
@@ -558,11 +545,13 @@ impl RelayqHandle {
     /// Ends a pause [`RelayqHandle::pause`] began, and wakes the workers; true when it was
     /// paused. A key stays held while its whole queue is paused.
     pub async fn resume(&self, queue: QueueName, key: Option<String>) -> Result<bool> {
-        let k = key.clone();
+        let (k, paused) = (key.clone(), false);
         let was = self
             .store
-            .write_one_statement(move |_, tx| {
-                relayq_engine::pauses::resume_in(tx, queue, k.as_deref())
+            .apply(writes::SetPause {
+                queue,
+                key: k,
+                paused,
             })
             .await?;
         self.store.pauses.set(queue, key.clone(), false);

@@ -161,6 +161,26 @@ impl Store {
         }
     }
 
+    /// Applies `write` (see [`relayq_engine::writes`]) in the next group commit, with every
+    /// write submitted around it; the future answers after the commit. Writes submitted in
+    /// order commit in that order.
+    pub fn apply<W: relayq_engine::writes::Write>(
+        &self,
+        write: W,
+    ) -> impl std::future::Future<Output = Result<W::Output>> + 'static {
+        self.in_flight.count.fetch_add(1, Ordering::SeqCst);
+        // The guard travels with the result, so `settle` waits for the commit, not the call.
+        let answer = self
+            .processor
+            .submit(write, Running(self.in_flight.clone()));
+        async move {
+            let (value, _running) = answer
+                .await
+                .map_err(|_| ActorError::Blocking("the commit thread stopped".into()))??;
+            Ok(value)
+        }
+    }
+
     /// Runs `f` on tokio's blocking pool; the future answers when it is done. The future owns
     /// what it needs, so an actor can hold it across its own state changes.
     pub fn run<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T>> + 'static

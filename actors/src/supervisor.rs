@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use actix::prelude::*;
 use relayq_engine::approvals::ChatAnswer;
-use relayq_engine::{inbound, sources, Atomicity, Enqueued, InboundMessage, QueueName};
+use relayq_engine::writes;
+use relayq_engine::{Enqueued, InboundMessage, QueueName};
 
 use crate::channels::{ChannelDirectory, DialogOutcome, DialogRequest};
 use crate::children::Children;
@@ -115,9 +116,7 @@ impl Handler<RecordAnswers> for SupervisorActor {
         RecordAnswers(answers): RecordAnswers,
         _: &mut Context<Self>,
     ) -> Self::Result {
-        let write = self.store.write(move |s, tx| {
-            crate::approvals::record_chat_answers_in(s, tx, answers, s.outbound.now())
-        });
+        let write = self.store.apply(writes::RecordAnswers(answers));
         Box::pin(write.into_actor(self).map(|result, act, ctx| {
             let recorded = result?;
             Ok(act.answers_recorded(recorded, ctx))
@@ -250,18 +249,8 @@ impl Handler<Enqueue> for SupervisorActor {
             return Box::pin(std::future::ready(Err(e.into())));
         }
         let session = message.session.clone();
-        let atomicity = if message.writes_one_statement() {
-            Atomicity::OneStatement
-        } else {
-            Atomicity::Savepoint
-        };
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
-        let write = self.store.write_as(atomicity, move |s, tx| {
-            let now = s.inbound.now();
-            let enqueued = inbound::enqueue_in(&s.inbound, tx, &message, now)?;
-            let told = tell_if_dropped_in(s, tx, &message, &enqueued, now)?;
-            Ok((enqueued, told))
-        });
+        let write = self.store.apply(writes::EnqueueInbound(message));
         let db = self.store.engine.database().path().to_path_buf();
         // Awaited in a task of its own, not in this actor's context, which polls every future
         // spawned into it at each wake: with many enqueues in flight, each answer cost as
@@ -298,10 +287,7 @@ impl Handler<RecordRefused> for SupervisorActor {
         let Some(copy) = self.refused_copy(&message) else {
             return Box::pin(std::future::ready(Ok(None)));
         };
-        let write = self.store.write(move |s, tx| {
-            let q = &s.inbound;
-            q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())
-        });
+        let write = self.store.apply(writes::RecordRefused(copy));
         Box::pin(async move { Ok(Some(write.await?)) })
     }
 }
@@ -346,21 +332,19 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             answers,
             ..
         } = batch;
-        let write = self.store.write(move |s, tx| {
-            let q = &s.inbound;
-            let rows = sources::enqueue_batch_in(q, tx, &source, &valid, &offset, q.now())?;
-            let mut told = Vec::new();
-            for (message, row) in valid.iter().zip(&rows) {
-                told.extend(tell_if_dropped_in(s, tx, message, row, q.now())?);
-            }
-            for copy in &refused {
-                q.enqueue_expired_in(tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, q.now())?;
-            }
-            let recorded = crate::approvals::record_chat_answers_in(s, tx, answers, q.now())?;
-            Ok((rows, told, recorded))
+        let write = self.store.apply(writes::RecordBatch {
+            source,
+            messages: valid,
+            refused,
+            answers,
+            offset,
         });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
-            let (rows, told, recorded) = result?;
+            let writes::BatchWritten {
+                rows,
+                told,
+                answers: recorded,
+            } = result?;
             crate::wake::outbound_written(act.store.engine.database().path(), told);
             let answered = act.answers_recorded(recorded, ctx);
             let mut enqueued = rows.into_iter();
@@ -389,7 +373,7 @@ impl SupervisorActor {
     /// After recording answers: wake what they wrote; the lines for the people who answered.
     fn answers_recorded(
         &mut self,
-        recorded: crate::approvals::ChatAnswersRecorded,
+        recorded: relayq_engine::approvals::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
     ) -> Vec<(ChatAnswer, String)> {
         crate::wake::outbound_written(self.store.engine.database().path(), recorded.outbound_keys);
@@ -398,19 +382,6 @@ impl SupervisorActor {
         }
         recorded.answered
     }
-}
-
-/// A message written expired (its session ended): its chat is told, in the same transaction.
-/// The ordering key of the notice written, whose sender is woken after the commit.
-fn tell_if_dropped_in(
-    s: &crate::store::Handles,
-    tx: &relayq_engine::rusqlite::Transaction<'_>,
-    message: &InboundMessage,
-    enqueued: &Enqueued,
-    now: i64,
-) -> relayq_engine::Result<Option<String>> {
-    let routes = s.processor.routes.read().expect("routes lock").clone();
-    relayq_engine::trouble::tell_if_dropped_in(&s.outbound, tx, &routes, message, enqueued, now)
 }
 
 impl Handler<WakeSession> for SupervisorActor {

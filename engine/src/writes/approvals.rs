@@ -1,0 +1,201 @@
+//! The ApprovalsActor's writes (see `actors/src/approvals.rs`): its look each second, and the
+//! record of a dialog answered by its keys.
+
+use super::{Write, Writer};
+use crate::approvals::{self, Approval, Means};
+use crate::error::Result;
+use crate::sessions;
+use crate::AgentState;
+
+/// How long after its expiry an approval whose hook still waits is left to that hook (which
+/// expires it itself, and prints the deny), before the daemon expires it.
+pub const HOOK_GRACE_MS: i64 = 5_000;
+
+/// How old an open keys approval must be before its dialog is looked for: the agent may tell
+/// its hook before it draws the dialog.
+pub const DIALOG_SETTLE_MS: i64 = 5_000;
+
+/// The look: ends the open approvals nobody will end (past expiry, the hook that should have
+/// expired it gone; its waiting hook dead), tells the chats of those that ended, and finds
+/// the keys answers to press and the open keys questions whose dialog is to be looked at.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepApprovals {
+    /// Whether a waiting hook's process still runs (on this host).
+    pub waiter_alive: fn(u32) -> bool,
+}
+
+/// What [`SweepApprovals`] found.
+#[derive(Debug, Default)]
+pub struct ApprovalsSwept {
+    /// Outbound rows written (chats told): wake their sender.
+    pub told: Vec<String>,
+    /// Keys answers to press.
+    pub to_press: Vec<Approval>,
+    /// Open keys approvals whose dialog is to be looked at.
+    pub to_check: Vec<Approval>,
+}
+
+impl Write for SweepApprovals {
+    type Output = ApprovalsSwept;
+
+    fn apply(self, w: &Writer<'_>) -> Result<ApprovalsSwept> {
+        let (tx, now) = (w.tx(), w.now());
+        let mut found = ApprovalsSwept::default();
+        for open in approvals::list(tx, true, 1000)? {
+            match self.end_if_unwaited(w, &open, now)? {
+                Some(ended) => tracing::info!(
+                    approval = ended.id,
+                    session = ended.session,
+                    outcome = ended.outcome(),
+                    "approval ended by the daemon"
+                ),
+                None if open.means == Means::Keys && now - open.asked_at >= DIALOG_SETTLE_MS => {
+                    found.to_check.push(open)
+                }
+                None => {}
+            }
+        }
+        for ended in approvals::untold(tx)? {
+            found
+                .told
+                .extend(approvals::tell_in(&w.flows.outbound, tx, &ended, now)?);
+        }
+        found.to_press = approvals::keys_due(tx)?;
+        Ok(found)
+    }
+}
+
+impl SweepApprovals {
+    /// Ends `open` when no one will: past its expiry (a waiting hook gets a little longer, as
+    /// it expires the approval itself and prints the deny), or its waiting hook is gone.
+    fn end_if_unwaited(
+        &self,
+        w: &Writer<'_>,
+        open: &Approval,
+        now: i64,
+    ) -> Result<Option<Approval>> {
+        let waiter_alive =
+            open.means == Means::Hook && open.waiter_pid.is_some_and(self.waiter_alive);
+        if open.means == Means::Hook && !waiter_alive {
+            let why = "the agent stopped waiting: answered in its terminal, or it quit";
+            return approvals::withdraw_in(w.tx(), &open.id, why, now);
+        }
+        let grace = if waiter_alive { HOOK_GRACE_MS } else { 0 };
+        if now >= open.expires_at + grace {
+            return approvals::expire_in(w.tx(), &open.id, now);
+        }
+        Ok(None)
+    }
+}
+
+/// Before a keys answer is pressed: its send-started mark, unless the session asked anything
+/// since (a newer dialog stands where its dialog stood: then it is unreached, and nothing is
+/// to be pressed). Answers `None` then, else the mark from before a restart, if any.
+#[derive(Debug, Clone)]
+pub struct StartPressing(pub Approval);
+
+impl Write for StartPressing {
+    type Output = Option<Option<i64>>;
+
+    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+        let tx = w.tx();
+        if approvals::asked_since(tx, &self.0)? {
+            let why = "the agent asked another question meanwhile: nothing was pressed";
+            approvals::unreached_in(tx, &self.0.id, why)?;
+            return Ok(None);
+        }
+        Ok(Some(approvals::pressing_in(tx, &self.0.id, w.now())?))
+    }
+}
+
+/// What pressing a keys answer did, as the channel saw the dialog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pressed {
+    /// The key went and the dialog left the screen; whether the agent is at its prompt.
+    Answered { at_prompt: bool },
+    /// No dialog about the action shows: nothing pressed, why.
+    NotShown(String),
+    /// The session's channel cannot press keys.
+    CannotPress,
+}
+
+/// Records what pressing a keys answer did. `earlier`: the send-started mark from before a
+/// restart (keys pressed, then a crash before their record).
+#[derive(Debug, Clone)]
+pub struct RecordPressed {
+    pub approval: Approval,
+    pub earlier: Option<i64>,
+    pub pressed: Pressed,
+}
+
+impl Write for RecordPressed {
+    type Output = ();
+
+    fn apply(self, w: &Writer<'_>) -> Result<()> {
+        let (tx, now, approval) = (w.tx(), w.now(), &self.approval);
+        let id = &approval.id;
+        match self.pressed {
+            Pressed::Answered { at_prompt } => {
+                if approvals::reached_in(tx, id, now)? {
+                    let state = match at_prompt {
+                        true => AgentState::Ready,
+                        false => AgentState::Working,
+                    };
+                    sessions::set_agent_state(tx, &approval.session, state, now)?;
+                }
+                let session = &approval.session;
+                tracing::info!(
+                    approval = id,
+                    session,
+                    "the dialog was answered by its keys"
+                );
+            }
+            Pressed::NotShown(why) => {
+                let why = match self.earlier {
+                    Some(_) => format!(
+                        "{why}; its keys were pressed before a restart, so the agent most \
+                         likely has the answer (not confirmed)"
+                    ),
+                    None => why,
+                };
+                approvals::unreached_in(tx, id, &why)?;
+            }
+            Pressed::CannotPress => {
+                let why = "the session's messages go to a channel that cannot press keys in \
+                           the agent's terminal: answer it there";
+                approvals::unreached_in(tx, id, why)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A keys answer that could not be pressed: why, in the row (and so in the chat).
+#[derive(Debug, Clone)]
+pub struct GiveUpPressing {
+    pub id: String,
+    pub why: String,
+}
+
+impl Write for GiveUpPressing {
+    type Output = ();
+
+    fn apply(self, w: &Writer<'_>) -> Result<()> {
+        approvals::unreached_in(w.tx(), &self.id, &self.why)
+    }
+}
+
+/// An open approval the agent no longer asks (its dialog closed in the terminal).
+#[derive(Debug, Clone)]
+pub struct Withdraw {
+    pub id: String,
+    pub why: String,
+}
+
+impl Write for Withdraw {
+    type Output = Option<Approval>;
+
+    fn apply(self, w: &Writer<'_>) -> Result<Option<Approval>> {
+        approvals::withdraw_in(w.tx(), &self.id, &self.why, w.now())
+    }
+}

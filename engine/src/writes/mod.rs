@@ -1,0 +1,242 @@
+//! The daemon's writes, as typed requests: each is a value the actors build (what to enqueue,
+//! which answers to record) and the engine applies inside the group commit
+//! ([`HookProcessor::submit`]). The actors never see a transaction, so a second backend
+//! implements these writes, not the actors.
+//!
+//! What every write guarantees, whatever the backend:
+//! - **Atomicity**: a write is applied whole or not at all; writes submitted together share
+//!   one transaction, each in its own savepoint unless it is one statement
+//!   ([`Write::atomicity`]), so one failing write takes no other with it.
+//! - **Order**: writes submitted in order commit in that order.
+//! - **Durability**: the answer comes after the commit: a caller told "done" never loses it.
+//! - **Fencing** (leases): a write about a leased row changes it only while the lease it names
+//!   is still that row's (the queue's statements check the lease token).
+
+pub mod approvals;
+
+use rusqlite::Transaction;
+
+use crate::approvals::{ChatAnswer, ChatAnswersRecorded};
+use crate::error::Result;
+use crate::handlers::HookProcessor;
+use crate::inbound::{self, InboundMessage};
+use crate::outbound::{self, OutboundMessage};
+use crate::queue::{Enqueued, NewRow, QueueName};
+use crate::{trouble, Atomicity};
+
+/// What a write may use: the group commit's transaction (for the storage functions, inside
+/// the engine) and the queues and notice routes.
+pub struct Writer<'a> {
+    tx: &'a Transaction<'a>,
+    pub flows: &'a HookProcessor,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn tx(&self) -> &'a Transaction<'a> {
+        self.tx
+    }
+
+    /// The time the write is made at.
+    pub fn now(&self) -> i64 {
+        self.flows.engine.now()
+    }
+}
+
+/// One typed write (see the module's doc).
+pub trait Write: Send + 'static {
+    type Output: Send + 'static;
+
+    /// A write of one statement needs no savepoint of its own.
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::Savepoint
+    }
+
+    fn apply(self, w: &Writer<'_>) -> Result<Self::Output>;
+}
+
+impl HookProcessor {
+    /// Queues `write` for the next group commit; answered after the commit, with `keep` (held
+    /// until then: the caller's count of writes in flight).
+    pub fn submit<W: Write, K: Send + 'static>(
+        &self,
+        write: W,
+        keep: K,
+    ) -> tokio::sync::oneshot::Receiver<Result<(W::Output, K)>> {
+        let flows = self.clone();
+        let atomicity = write.atomicity();
+        self.engine.database().submit(atomicity, move |tx| {
+            let out = write.apply(&Writer { tx, flows: &flows })?;
+            Ok((out, keep))
+        })
+    }
+}
+
+/// An inbound message (validated): its row, the session's origin, and a "your message was
+/// dropped" notice to its chat when it is written expired. Answers the row and the notice's
+/// ordering key (to wake its sender).
+#[derive(Debug, Clone)]
+pub struct EnqueueInbound(pub InboundMessage);
+
+impl Write for EnqueueInbound {
+    type Output = (Enqueued, Option<String>);
+
+    fn atomicity(&self) -> Atomicity {
+        match self.0.writes_one_statement() {
+            true => Atomicity::OneStatement,
+            false => Atomicity::Savepoint,
+        }
+    }
+
+    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+        let now = w.now();
+        let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx, &self.0, now)?;
+        let told = tell_if_dropped(w, &self.0, &enqueued, now)?;
+        Ok((enqueued, told))
+    }
+}
+
+/// A platform's message the queue cannot take whole, kept expired and cut (see
+/// [`InboundMessage::refused_copy`]).
+#[derive(Debug, Clone)]
+pub struct RecordRefused(pub InboundMessage);
+
+impl Write for RecordRefused {
+    type Output = Enqueued;
+
+    fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
+        let q = &w.flows.inbound;
+        q.enqueue_expired_in(w.tx, &self.0.to_row(), inbound::REFUSED_TOO_LARGE, w.now())
+    }
+}
+
+/// A source's batch: its messages (validated), the copies of those it refused, the answers to
+/// agents' questions it read, and its new offset, all in one transaction.
+#[derive(Debug, Clone)]
+pub struct RecordBatch {
+    pub source: String,
+    pub messages: Vec<InboundMessage>,
+    pub refused: Vec<InboundMessage>,
+    pub answers: Vec<ChatAnswer>,
+    pub offset: String,
+}
+
+/// What [`RecordBatch`] wrote: a row per message, the notices' ordering keys, the answers.
+#[derive(Debug)]
+pub struct BatchWritten {
+    pub rows: Vec<Enqueued>,
+    pub told: Vec<String>,
+    pub answers: ChatAnswersRecorded,
+}
+
+impl Write for RecordBatch {
+    type Output = BatchWritten;
+
+    fn apply(self, w: &Writer<'_>) -> Result<BatchWritten> {
+        let (q, now) = (&w.flows.inbound, w.now());
+        let rows = crate::sources::enqueue_batch_in(
+            q,
+            w.tx,
+            &self.source,
+            &self.messages,
+            &self.offset,
+            now,
+        )?;
+        let mut told = Vec::new();
+        for (message, row) in self.messages.iter().zip(&rows) {
+            told.extend(tell_if_dropped(w, message, row, now)?);
+        }
+        for copy in &self.refused {
+            q.enqueue_expired_in(w.tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, now)?;
+        }
+        let answers = crate::approvals::record_chat_answers_in(w, self.answers, now)?;
+        Ok(BatchWritten {
+            rows,
+            told,
+            answers,
+        })
+    }
+}
+
+/// Answers to agents' questions a platform pushed (see
+/// [`crate::approvals::record_chat_answers_in`]).
+#[derive(Debug, Clone)]
+pub struct RecordAnswers(pub Vec<ChatAnswer>);
+
+impl Write for RecordAnswers {
+    type Output = ChatAnswersRecorded;
+
+    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+        crate::approvals::record_chat_answers_in(w, self.0, w.now())
+    }
+}
+
+/// An outbound message's parts (one row each, split for its channel), written ahead.
+#[derive(Debug, Clone)]
+pub struct EnqueueOutbound(pub Vec<OutboundMessage>);
+
+impl Write for EnqueueOutbound {
+    type Output = outbound::Written;
+
+    fn atomicity(&self) -> Atomicity {
+        match self.0.len() {
+            1 => Atomicity::OneStatement,
+            _ => Atomicity::Savepoint,
+        }
+    }
+
+    fn apply(self, w: &Writer<'_>) -> Result<outbound::Written> {
+        outbound::enqueue_parts_in(&w.flows.outbound, w.tx, &self.0, w.now())
+    }
+}
+
+/// A hook event's row (see [`crate::hooks::receive`]).
+#[derive(Debug, Clone)]
+pub struct RecordHook(pub NewRow);
+
+impl Write for RecordHook {
+    type Output = Enqueued;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
+        w.flows.hooks.enqueue_in(w.tx, &self.0, w.now())
+    }
+}
+
+/// An operator's pause of `queue`'s `key` (the whole queue when `None`), or its end.
+#[derive(Debug, Clone)]
+pub struct SetPause {
+    pub queue: QueueName,
+    pub key: Option<String>,
+    pub paused: bool,
+}
+
+impl Write for SetPause {
+    /// Whether it changed: paused now, or was paused.
+    type Output = bool;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(self, w: &Writer<'_>) -> Result<bool> {
+        let key = self.key.as_deref();
+        match self.paused {
+            true => crate::pauses::pause_in(w.tx, self.queue, key, w.now()).map(|()| true),
+            false => crate::pauses::resume_in(w.tx, self.queue, key),
+        }
+    }
+}
+
+/// A message written expired (its session ended): its chat is told, in the same transaction.
+fn tell_if_dropped(
+    w: &Writer<'_>,
+    message: &InboundMessage,
+    enqueued: &Enqueued,
+    now: i64,
+) -> Result<Option<String>> {
+    let routes = w.flows.routes.read().expect("routes lock").clone();
+    trouble::tell_if_dropped_in(&w.flows.outbound, w.tx, &routes, message, enqueued, now)
+}
