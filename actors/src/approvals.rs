@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::approvals::{self, Approval};
+use relayq_engine::approvals::Approval;
 use relayq_engine::writes::approvals::{
     ApprovalsSwept, GiveUpPressing, Pressed, RecordPressed, StartPressing, SweepApprovals, Withdraw,
 };
@@ -82,7 +82,7 @@ impl ApprovalsActor {
                     if s.engine.database().file_still_there().is_err() {
                         return Ok(false);
                     }
-                    approvals::anything_to_do(&*s.engine.database().read()?)
+                    s.engine.approvals_to_look_at()
                 })
                 .await?;
             if !busy {

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use relayq_engine::clock::ms;
-use relayq_engine::queue::{SUBMITTED, THROTTLED, UNREACHABLE};
-use relayq_engine::rusqlite::Transaction;
-use relayq_engine::{penalties, EngineError, Lease, Queue, Retried};
+use relayq_engine::writes::runs::{Answered, ChannelPause, ExtendLease, RecordAnswer};
+use relayq_engine::{EngineError, Lease, Queue};
+
+pub use relayq_engine::writes::runs::{RowRecorded, Taken, Then};
 
 use crate::channels::{
     AgentHints, ChannelDirectory, ChannelHandle, Content, Deliver, Delivery, Outcome,
@@ -20,27 +20,6 @@ use crate::store::Store;
 
 /// How long after a channel's own timeout the caller stops waiting for it.
 const BACKSTOP_MARGIN: Duration = Duration::from_secs(1);
-
-/// How long a submitted row's lease lasts past the wait for its confirmation.
-const SUBMITTED_LEASE_MARGIN: Duration = Duration::from_secs(30);
-
-/// What became of the row.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RowRecorded {
-    Delivered,
-    /// The far end said "not now": pending again, due at this time (unix ms), the attempt not
-    /// counted.
-    Throttled {
-        at: i64,
-    },
-    Retried(Retried),
-    Dead,
-    Expired,
-    /// Handed to a far end that confirms by itself: still in flight until it does.
-    Submitted,
-    /// The lease was lost (e.g. the session expired meanwhile): the answer changed nothing.
-    Stale,
-}
 
 /// Delivers a leased row through the named channel and records the answer: the whole of one
 /// attempt. `message` is the row's payload, read back with the channel it goes to (see
@@ -78,106 +57,17 @@ pub async fn deliver(
         }
         then => then,
     };
-    let (q, a) = (queue.clone(), answered.clone());
     let recorded = store
-        .write(move |_, tx| {
-            let now = q.now();
-            let recorded = a.record_in(&q, tx, now)?;
-            if then == Then::Stop || recorded != RowRecorded::Delivered {
-                return Ok((recorded, None));
-            }
-            let key = &a.lease.key;
-            let taken = match then {
-                Then::LeaseRun { limit, mark } => {
-                    Some(lease_run_in(&q, tx, key, now, limit, mark)?)
-                        .filter(|run| !run.is_empty())
-                        .map(Taken::Run)
-                }
-                // Leased and marked by one statement, as a run of one.
-                Then::LeaseToSend { mark: true } => loop {
-                    match q.lease_run_to_send_in(tx, key, now, 1)? {
-                        // It ended at its lease (expired, superseded): the next row is the head.
-                        Ok(run) if run.is_empty() => continue,
-                        Ok(run) => {
-                            break run.into_iter().next().map(|lease| Taken::Row {
-                                lease,
-                                cleared: true,
-                            })
-                        }
-                        Err(_) => break None,
-                    }
-                },
-                _ => q
-                    .lease_next_in(tx, key, now)?
-                    .map(|next| {
-                        let cleared = then == Then::LeaseToSend { mark: false };
-                        Ok::<_, EngineError>(Taken::Row {
-                            lease: next,
-                            cleared,
-                        })
-                    })
-                    .transpose()?,
-            };
-            Ok((recorded, taken))
+        .apply(RecordAnswer {
+            queue: queue.name(),
+            answer: answered.to_record(),
+            then,
         })
         .await?;
     answered
         .tried
         .log(&store.metrics, queue, lease, &recorded.0);
     Ok(recorded)
-}
-
-/// What [`deliver`] does for the row behind a delivered one on its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Then {
-    /// Nothing: the next row is found by the next claim.
-    Stop,
-    /// Lease it; the caller checks the channel's gates before sending it.
-    Lease,
-    /// The channel has no budget to take: lease it and, when nothing holds the channel,
-    /// clear it to be sent, marked started if `mark` (one write with the answer, not two).
-    LeaseToSend { mark: bool },
-    /// As `LeaseToSend`, for up to `limit` rows of the key at once, all marked started if
-    /// `mark` (see [`Queue::lease_run_to_send_in`]): they go one after the other, their answers
-    /// recorded together.
-    LeaseRun { limit: usize, mark: bool },
-}
-
-/// Leases the key's next run (see [`Then::LeaseRun`]), marked started if `mark`; empty when its
-/// head is not due.
-pub fn lease_run_in(
-    q: &Queue,
-    tx: &Transaction<'_>,
-    key: &str,
-    now: i64,
-    limit: usize,
-    mark: bool,
-) -> relayq_engine::Result<Vec<Lease>> {
-    let run = match mark {
-        true => q.lease_run_to_send_in(tx, key, now, limit)?,
-        false => q.lease_run_in(tx, key, now, limit)?,
-    };
-    Ok(run.unwrap_or_default())
-}
-
-/// The rows behind a delivered one, leased with its answer.
-#[derive(Debug, Clone)]
-pub enum Taken {
-    /// The next row; `cleared`: its gates were passed and it is marked started (as asked), so
-    /// it is sent as it is.
-    Row { lease: Lease, cleared: bool },
-    /// The next rows, cleared and marked started together (see [`Then::LeaseRun`]).
-    Run(Vec<Lease>),
-}
-
-/// A pause of a whole channel an answer called for: the far end asked for it (a global rate
-/// limit), or the channel's breaker opened. Applied in memory when the answer comes, written
-/// with the answer.
-#[derive(Debug, Clone)]
-pub struct ChannelPause {
-    channel: String,
-    wait: Duration,
-    reason: String,
 }
 
 /// One attempt's answer, ready to record: the row, what the channel said, which part of a text
@@ -231,28 +121,15 @@ impl AnswerToRecord {
         }
     }
 
-    /// Records the answer in the caller's transaction: the channel's pause, the row's outcome
-    /// (fenced by its lease), and for a part of a text that died, the parts after it.
-    pub fn record_in(
-        &self,
-        q: &Queue,
-        tx: &Transaction<'_>,
-        now: i64,
-    ) -> relayq_engine::Result<RowRecorded> {
-        if let Some(p) = &self.pause {
-            let until = now.saturating_add(p.wait.as_millis() as i64);
-            penalties::set_in(tx, &p.channel, until, &p.reason)?;
+    /// The answer as the run recorder takes it.
+    pub fn to_record(&self) -> Answered {
+        Answered {
+            lease: self.lease.clone(),
+            outcome: self.tried.outcome.clone(),
+            part: self.part,
+            pause: self.pause.clone(),
+            origin: None,
         }
-        let l = &self.lease;
-        let recorded = record_in(q, tx, l, self.tried.outcome.clone(), now)?;
-        // The parts of a text after one that died would arrive without it: they wait as dead
-        // letters with it, and `dead retry` sends them again in order.
-        if let (RowRecorded::Dead, Some(part)) = (&recorded, self.part) {
-            let later = i64::from(part.of.saturating_sub(part.index));
-            let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
-            q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
-        }
-        Ok(recorded)
     }
 }
 
@@ -422,91 +299,18 @@ pub async fn attempt(
                 return Outcome::unknown(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
             }
             _ = extend.tick() => {
-                let (q, id, token, key) = (queue.clone(), lease.id, lease.token, lease.key.clone());
-                let extend = move |_: &Store, tx: &Transaction<'_>| {
-                    let now = q.now();
-                    let ours = q.extend_in(tx, id, token, now)?;
-                    q.extend_key_in(tx, &key, now)?;
-                    Ok(ours)
+                let extend = ExtendLease {
+                    queue: queue.name(),
+                    id: lease.id,
+                    token: lease.token,
+                    key: lease.key.clone(),
                 };
-                match store.write(extend).await {
+                match store.apply(extend).await {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(row = lease.id, "lease lost while delivering"),
                     Err(e) => tracing::warn!(row = lease.id, error = %e, "could not extend lease"),
                 }
             }
         }
-    }
-}
-
-/// Records an attempt's answer inside a caller's transaction, fenced by the lease token.
-pub fn record_in(
-    q: &Queue,
-    tx: &Transaction<'_>,
-    l: &Lease,
-    outcome: Outcome,
-    now: i64,
-) -> relayq_engine::Result<RowRecorded> {
-    Ok(match outcome {
-        Outcome::Delivered(receipt) => {
-            if q.delivered_in(tx, l, &receipt, now)? {
-                RowRecorded::Delivered
-            } else {
-                RowRecorded::Stale
-            }
-        }
-        Outcome::Throttled { reason, wait, .. } => {
-            let reason = format!("{THROTTLED}{reason}");
-            throttled(q.throttle_in(tx, l, &reason, wait, now)?)
-        }
-        Outcome::Retry { error, after } => retried(q.retry_later_in(tx, l, &error, after, now)?),
-        Outcome::Unreachable { error } => {
-            // Nothing went out: pending again after the backoff step it is at, uncounted.
-            let wait = q.policy().delay_after(l.attempts.saturating_sub(1).max(1));
-            let error = format!("{UNREACHABLE}{error}");
-            throttled(q.throttle_in(tx, l, &error, wait, now)?)
-        }
-        Outcome::Unknown { error } => {
-            let error = format!("outcome unknown: {error}");
-            retried(q.retry_unknown_in(tx, l, &error, now)?)
-        }
-        Outcome::Permanent { reason } => {
-            if q.bury_in(tx, l, &reason, now)? {
-                RowRecorded::Dead
-            } else {
-                RowRecorded::Stale
-            }
-        }
-        Outcome::Expired { reason } => {
-            if q.expire_in(tx, l, &reason, now)? {
-                RowRecorded::Expired
-            } else {
-                RowRecorded::Stale
-            }
-        }
-        Outcome::Submitted { note, wait } => {
-            // The lease outlives the wait, so only a crash hands the row to someone else.
-            let until = now.saturating_add(ms(wait + SUBMITTED_LEASE_MARGIN));
-            let note = format!("{SUBMITTED}{note}");
-            if q.submitted_in(tx, l, &note, until, now)? {
-                RowRecorded::Submitted
-            } else {
-                RowRecorded::Stale
-            }
-        }
-    })
-}
-
-/// A throttle's answer as recorded: pending again, due `at`, or stale.
-fn throttled(at: Option<i64>) -> RowRecorded {
-    at.map_or(RowRecorded::Stale, |at| RowRecorded::Throttled { at })
-}
-
-/// A retry's answer as recorded.
-fn retried(retried: Retried) -> RowRecorded {
-    match retried {
-        Retried::Stale => RowRecorded::Stale,
-        Retried::Dead => RowRecorded::Dead,
-        r => RowRecorded::Retried(r),
     }
 }

@@ -11,14 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use relayq_engine::writes::runs::{
+    GiveBack, GiveBackUnsent, LeaseNext, MarkSendStarted, RecordRun, RunRecorded,
+};
 use relayq_engine::{Lease, OutboundMessage, QueueName};
 use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, ClaimSettings};
-use crate::delivery::{
-    deliver, lease_run_in, try_delivery, AnswerToRecord, RowRecorded, Taken, Then,
-};
+use crate::delivery::{deliver, try_delivery, AnswerToRecord, RowRecorded, Taken, Then};
 use crate::lifecycle::Shutdown;
 use crate::send_threads::{SendThread, SendThreads};
 use crate::store::Store;
@@ -307,8 +308,10 @@ const LANE_RECORD_WITHIN: Duration = Duration::from_millis(20);
 /// the row is known to be a possible repeat. False when the send must not start (the lease was
 /// lost, or the mark could not be written: the lease runs out and the row is tried again).
 async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
-    let l = lease.clone();
-    let mark = store.write(move |s, tx| s.outbound.mark_send_started_in(tx, &l, s.outbound.now()));
+    let mark = store.apply(MarkSendStarted {
+        queue: QueueName::Outbound,
+        lease: lease.clone(),
+    });
     match mark.await {
         Ok(true) => true,
         Ok(false) => {
@@ -327,9 +330,10 @@ async fn mark_send_started(store: &Store, lease: &Lease) -> bool {
 /// with a lease (see [`Then::LeaseToSend`]) is undone: the mark is what the lease found.
 async fn give_back(store: &Store, leases: Vec<Lease>, wait: Duration) {
     let rows: Vec<i64> = leases.iter().map(|l| l.id).collect();
-    let give_back = store.write(move |s, tx| {
-        let q = &s.outbound;
-        q.give_back_in(tx, &leases, wait, q.now())
+    let give_back = store.apply(GiveBackUnsent {
+        queue: QueueName::Outbound,
+        leases,
+        wait,
     });
     match give_back.await {
         Ok(_) => tracing::debug!(?rows, ?wait, "given back unsent"),
@@ -446,25 +450,24 @@ impl DestinationSender {
             .iter()
             .map(|a| (a.lease.clone(), a.tried.clone()))
             .collect();
-        let write = self.store.write(move |s, tx| {
-            let q = &s.outbound;
-            let now = q.now();
-            // Given back first: the parts of a text after one that died are buried with
-            // it as it is recorded, which only touches rows no one holds.
-            q.give_back_in(tx, &give_back, Duration::ZERO, now)?;
-            let recorded = answers
-                .iter()
-                .map(|a| a.record_in(q, tx, now))
-                .collect::<relayq_engine::Result<Vec<_>>>()?;
-            let run = match &next {
-                Some(key) => lease_run_in(q, tx, key, now, RUN_LIMIT, mark)?,
-                None => Vec::new(),
-            };
-            Ok((recorded, run))
+        let write = self.store.apply(RecordRun {
+            queue: QueueName::Outbound,
+            answers: answers.iter().map(AnswerToRecord::to_record).collect(),
+            give_back,
+            give_back_as: GiveBack::UndoMarks,
+            next: match next {
+                Some(key) => LeaseNext::Run {
+                    key,
+                    limit: RUN_LIMIT,
+                    mark,
+                },
+                None => LeaseNext::Nothing,
+            },
         });
         let store = self.store.clone();
         async move {
-            let (recorded, run) = write.await?;
+            let RunRecorded { recorded, next, .. } = write.await?;
+            let run = next.and_then(|run| run.ok()).unwrap_or_default();
             for ((lease, tried), recorded) in logged.iter().zip(&recorded) {
                 tried.log(&store.metrics, &store.outbound, lease, recorded);
             }

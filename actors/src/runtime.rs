@@ -125,11 +125,7 @@ impl RelayqBuilder {
             .await?;
         // A channel paused before the restart (the far end asked, or its breaker opened) stays
         // paused: a far end that asked for quiet is still owed it.
-        let paused = store
-            .run(|s| {
-                relayq_engine::penalties::running(&*s.engine.database().read()?, s.engine.now())
-            })
-            .await?;
+        let paused = store.run(|s| s.engine.channel_penalties()).await?;
         let now = engine.now();
         for p in paused {
             let wait = Duration::from_millis(p.until.saturating_sub(now).max(0) as u64);

@@ -24,10 +24,13 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::{sessions, AgentState, Head, InboundMessage, Lease, QueueName};
+use relayq_engine::writes::runs::{
+    AgentWaits, Answered, GiveBack, LeaseNext, RecordRun, RunRecorded,
+};
+use relayq_engine::{sessions, Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
-use crate::delivery::{record_in, try_delivery, RowRecorded, Tried};
+use crate::delivery::{try_delivery, Tried};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
 use crate::supervisor::Busy;
@@ -50,16 +53,6 @@ pub struct Wake;
 /// How often a session waiting for its agent looks again when no Wake comes (its hook events
 /// wake it as the agent's state changes).
 pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
-
-/// When a session's agent state is looked past (see [`lease_for_agent`]).
-#[derive(Debug, Clone, Copy)]
-struct Stale {
-    busy: Busy,
-    /// A dialog no event said was answered.
-    ask: Duration,
-    /// A turn no event said ended.
-    work: Duration,
-}
 
 /// How long a dialog may stand with no event saying it was answered before relayq looks at
 /// the agent's screen for its prompt, in waits for a confirmation (`confirm_within`): 30 s by
@@ -114,23 +107,17 @@ struct PendingAnswer {
     origin: Option<sessions::Origin>,
 }
 
-/// One write of the delivery loop: record answers in order, give back leased rows that must not
-/// be delivered now, and lease the next run.
-struct StepWrite {
-    answers: Vec<PendingAnswer>,
-    give_back: Vec<Lease>,
-    lease_next: bool,
-}
-
-/// What a `StepWrite` found.
-struct StepWritten {
-    recorded: Vec<RowRecorded>,
-    /// Ordering keys of the notices written to chats (wake their sender).
-    told: Vec<String>,
-    /// What the run leased must be sent with.
-    hints: AgentHints,
-    /// The next run, or when to look again; `None` when no lease was asked for.
-    next: Option<Result<Vec<Lease>, Head>>,
+impl PendingAnswer {
+    /// The answer as the run recorder takes it.
+    fn to_record(&self) -> Answered {
+        Answered {
+            lease: self.lease.clone(),
+            outcome: self.tried.outcome.clone(),
+            part: None,
+            pause: None,
+            origin: self.origin.clone(),
+        }
+    }
 }
 
 pub struct SessionActor {
@@ -327,58 +314,42 @@ impl SessionActor {
         self.busy = true;
         let failed = self.answers.iter().any(|a| !a.tried.outcome.is_delivered());
         let paused = self.paused();
-        let step = StepWrite {
-            answers: std::mem::take(&mut self.answers),
-            give_back: if failed || paused {
-                self.run.drain(..).collect()
-            } else {
-                Vec::new()
-            },
-            lease_next: (failed || self.run.is_empty()) && !paused && self.awaiting.is_none(),
+        let answers = std::mem::take(&mut self.answers);
+        let give_back: Vec<Lease> = match failed || paused {
+            true => self.run.drain(..).collect(),
+            false => Vec::new(),
         };
-        let agent = self.agent_confirms().map(|wait| Stale {
-            busy: self.busy_setting,
-            ask: wait * STALE_ASK_WAITS,
-            work: wait * STALE_WORK_WAITS,
-        });
-        let since = self.answers_since.take();
-        let given_back = step.give_back.clone();
+        let lease_next = (failed || self.run.is_empty()) && !paused && self.awaiting.is_none();
         let key = self.session.clone();
-        let outcomes: Vec<(Lease, Tried, Option<sessions::Origin>)> = step
-            .answers
+        let next = match (lease_next, self.agent_confirms()) {
+            (false, _) => LeaseNext::Nothing,
+            (true, None) => LeaseNext::Run {
+                key,
+                limit: RUN_LIMIT,
+                mark: false,
+            },
+            (true, Some(wait)) => LeaseNext::ForAgent {
+                key,
+                waits: AgentWaits {
+                    steer: self.busy_setting == Busy::Steer,
+                    ask: wait * STALE_ASK_WAITS,
+                    work: wait * STALE_WORK_WAITS,
+                    look_again: AGENT_LOOK_AGAIN,
+                },
+            },
+        };
+        let since = self.answers_since.take();
+        let given_back = give_back.clone();
+        let outcomes: Vec<(Lease, Tried, Option<sessions::Origin>)> = answers
             .iter()
             .map(|a| (a.lease.clone(), a.tried.clone(), a.origin.clone()))
             .collect();
-        let write = self.store.write(move |s, tx| {
-            let q = &s.inbound;
-            let now = q.now();
-            let mut recorded = Vec::with_capacity(step.answers.len());
-            let mut told = Vec::new();
-            for a in step.answers {
-                let done = record_in(q, tx, &a.lease, a.tried.outcome.clone(), now)?;
-                if let Some(key) = tell_chat_in(s, tx, &key, &a, &done, now)? {
-                    told.push(key);
-                }
-                recorded.push(done);
-            }
-            q.defer_in(tx, &step.give_back, Duration::ZERO, now)?;
-            let (next, hints) = match (step.lease_next, agent) {
-                (false, _) => (None, AgentHints::default()),
-                (true, None) => (
-                    Some(q.lease_run_in(tx, &key, now, RUN_LIMIT)?),
-                    AgentHints::default(),
-                ),
-                (true, Some(stale)) => {
-                    let (next, hints) = lease_for_agent(q, tx, &key, stale, now)?;
-                    (Some(next), hints)
-                }
-            };
-            Ok(StepWritten {
-                recorded,
-                next,
-                told,
-                hints,
-            })
+        let write = self.store.apply(RecordRun {
+            queue: QueueName::Inbound,
+            answers: answers.iter().map(PendingAnswer::to_record).collect(),
+            give_back,
+            give_back_as: GiveBack::KeepMarks,
+            next,
         });
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
@@ -389,7 +360,11 @@ impl SessionActor {
                     }
                     let db = act.store.engine.database().path();
                     crate::wake::outbound_written(db, synced.told);
-                    act.agent_hints = synced.hints;
+                    act.agent_hints = AgentHints {
+                        look: None,
+                        unsure: synced.for_agent.unsure,
+                        steering: synced.for_agent.steering,
+                    };
                     match paused {
                         // Resuming wakes the session again.
                         true => act.go_idle(),
@@ -509,21 +484,16 @@ impl SessionActor {
         }
         let answers = std::mem::take(&mut self.answers);
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
-        let key = self.session.clone();
-        let write = self.store.write(move |s, tx| {
-            let q = &s.inbound;
-            let now = q.now();
-            let mut told = Vec::new();
-            for a in answers {
-                let done = record_in(q, tx, &a.lease, a.tried.outcome.clone(), now)?;
-                told.extend(tell_chat_in(s, tx, &key, &a, &done, now)?);
-            }
-            q.defer_in(tx, &give_back, Duration::ZERO, now)?;
-            Ok(told)
+        let write = self.store.apply(RecordRun {
+            queue: QueueName::Inbound,
+            answers: answers.iter().map(PendingAnswer::to_record).collect(),
+            give_back,
+            give_back_as: GiveBack::KeepMarks,
+            next: LeaseNext::Nothing,
         });
         ctx.wait(write.into_actor(self).map(|result, act, ctx| {
             match result {
-                Ok(told) => {
+                Ok(RunRecorded { told, .. }) => {
                     crate::wake::outbound_written(act.store.engine.database().path(), told)
                 }
                 Err(e) => {
@@ -557,87 +527,6 @@ impl Handler<UseChannel> for SessionActor {
         self.channel = route.channel;
         self.busy_setting = route.busy;
     }
-}
-
-/// Tells the chat a message came from, in the transaction that records its answer, when the
-/// message starts to wait (its first failed attempt) or is dropped (see
-/// [`relayq_engine::trouble`]). The ordering key of the notice written, if one was.
-fn tell_chat_in(
-    s: &crate::store::Handles,
-    tx: &relayq_engine::rusqlite::Transaction<'_>,
-    session: &str,
-    answered: &PendingAnswer,
-    recorded: &RowRecorded,
-    now: i64,
-) -> relayq_engine::Result<Option<String>> {
-    use relayq_engine::trouble::Trouble;
-    let Some(origin) = &answered.origin else {
-        return Ok(None);
-    };
-    let why = answered.tried.outcome.text().unwrap_or_default();
-    let trouble = match recorded {
-        RowRecorded::Retried(relayq_engine::Retried::Scheduled { .. })
-            if answered.lease.attempts == 1 =>
-        {
-            Trouble::Waits { why }
-        }
-        RowRecorded::Dead | RowRecorded::Expired => Trouble::Dropped { why },
-        _ => return Ok(None),
-    };
-    let routes = s.processor.routes.read().expect("routes lock").clone();
-    let from = relayq_engine::trouble::FromChat {
-        row: answered.lease.id,
-        session,
-        origin,
-    };
-    relayq_engine::trouble::tell_chat_in(&s.outbound, tx, &routes, from, trouble, now)
-}
-
-/// Leases the session's next row for its agent: one row, marked sent as it is leased (a crash
-/// then leaves a mark, and the row is looked at, not pasted twice), and only when the agent can
-/// take it. While it works (unless `busy = "steer"`) or a dialog is up, nothing is leased and
-/// the session looks again after [`AGENT_LOOK_AGAIN`] unless its agent's events wake it first.
-/// A dialog no event said was answered for `stale.ask` (a denial in the terminal says so to
-/// no hook), or a turn no event said ended for `stale.work`, is looked past, and an agent that
-/// has not reported is not waited for: the row is leased unsure (`AgentHints::unsure`), and
-/// the channel pastes only onto a screen that shows the agent at its prompt, no turn running.
-fn lease_for_agent(
-    q: &relayq_engine::Queue,
-    tx: &relayq_engine::rusqlite::Transaction<'_>,
-    key: &str,
-    stale: Stale,
-    now: i64,
-) -> relayq_engine::Result<(Result<Vec<Lease>, Head>, AgentHints)> {
-    let look_again = now + relayq_engine::clock::ms(AGENT_LOOK_AGAIN);
-    let hints = |unsure, steering| AgentHints {
-        look: None,
-        unsure,
-        steering,
-    };
-    // Waits until `since + after`, then is leased unsure (only onto the agent's prompt).
-    let until_stale = |since: i64, after: Duration| {
-        let stale_at = since + relayq_engine::clock::ms(after);
-        let wait = (stale_at > now).then_some(stale_at.min(look_again));
-        (wait, hints(true, false))
-    };
-    let (wait_until, hints) = match sessions::agent_state(tx, key)? {
-        Some((AgentState::AwaitingApproval, since)) => until_stale(since, stale.ask),
-        Some((AgentState::Working, since)) if stale.busy == Busy::Wait => {
-            until_stale(since, stale.work)
-        }
-        Some((AgentState::Working, _)) => (None, hints(false, true)),
-        Some((AgentState::Ready, _)) => (None, hints(false, false)),
-        // Not reported yet, or gone (it may run again): only onto its prompt.
-        Some((AgentState::Starting | AgentState::Gone, _)) | None => (None, hints(true, false)),
-    };
-    if let Some(at) = wait_until {
-        let head = match q.head_in(tx, key, now)? {
-            Head::Due => Head::NotBefore(at),
-            head => head,
-        };
-        return Ok((Err(head), AgentHints::default()));
-    }
-    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, hints))
 }
 
 impl Handler<Stop> for SessionActor {

@@ -1,13 +1,12 @@
 //! The engine, seen from async code: no call runs on the executor's threads, so a slow disk
-//! or a lock held by another process stalls no actor. Writes on the delivery path go through
-//! the group commit ([`Store::write`]); other calls run on a blocking thread ([`Store::run`]).
+//! or a lock held by another process stalls no actor. Writes on the delivery path are typed
+//! requests applied in the group commit ([`Store::apply`], see `relayq_engine::writes`); other
+//! calls run on a blocking thread ([`Store::run`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayq_engine::rusqlite::Transaction;
-use relayq_engine::Atomicity;
 use relayq_engine::{Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies, Queues};
 use tokio::sync::Notify;
 
@@ -110,55 +109,6 @@ impl Store {
             }
         };
         tokio::time::timeout(limit, all_done).await.is_ok()
-    }
-
-    /// Runs `f` in the next group commit, with every write submitted around it; the future
-    /// answers after the commit. Writes submitted in order commit in that order.
-    pub fn write<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T>> + 'static
-    where
-        T: Send + 'static,
-        F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
-    {
-        self.write_as(Atomicity::Savepoint, f)
-    }
-
-    /// [`Store::write`] for `f` that writes with a single statement: it needs no savepoint of
-    /// its own (see [`Atomicity::OneStatement`]).
-    pub fn write_one_statement<T, F>(
-        &self,
-        f: F,
-    ) -> impl std::future::Future<Output = Result<T>> + 'static
-    where
-        T: Send + 'static,
-        F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
-    {
-        self.write_as(Atomicity::OneStatement, f)
-    }
-
-    /// [`Store::write`] with the atomicity the caller knows `f` needs.
-    pub fn write_as<T, F>(
-        &self,
-        atomicity: Atomicity,
-        f: F,
-    ) -> impl std::future::Future<Output = Result<T>> + 'static
-    where
-        T: Send + 'static,
-        F: FnOnce(&Store, &Transaction<'_>) -> relayq_engine::Result<T> + Send + 'static,
-    {
-        let store = self.clone();
-        self.in_flight.count.fetch_add(1, Ordering::SeqCst);
-        let running = Running(self.in_flight.clone());
-        // The guard travels with the result, so `settle` waits for the commit, not the call.
-        let answer = self
-            .engine
-            .database()
-            .submit(atomicity, move |tx| f(&store, tx).map(|v| (v, running)));
-        async move {
-            let (value, _running) = answer
-                .await
-                .map_err(|_| ActorError::Blocking("the commit thread stopped".into()))??;
-            Ok(value)
-        }
     }
 
     /// Applies `write` (see [`relayq_engine::writes`]) in the next group commit, with every

@@ -727,7 +727,8 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let (started, running) = std::sync::mpsc::channel::<usize>();
     let counted = sends.clone();
-    let hold = rt.store().write(move |_, _| {
+    let commit = relayq_engine::Atomicity::Savepoint;
+    let hold = rt.store().engine.database().submit(commit, move |_| {
         started.send(counted.count()).unwrap();
         held.recv().ok();
         Ok(())
@@ -743,7 +744,7 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let during = sends.count() - before;
     release.send(()).unwrap();
-    hold.await.unwrap().unwrap();
+    hold.await.unwrap().unwrap().unwrap();
     // The lane sends on for at least one whole LANE_RECORD_WITHIN (20 ms, ~7 sends of 2-3 ms);
     // a lane that waits for each write sends at most what is left of its 5 ms window (≤ 3).
     assert!(

@@ -165,6 +165,17 @@ impl Engine {
         crate::pauses::all(&*self.db.read()?)
     }
 
+    /// The channels' pauses still running (see [`crate::penalties`]).
+    pub fn channel_penalties(&self) -> Result<Vec<crate::penalties::Penalty>> {
+        crate::penalties::running(&*self.db.read()?, self.now())
+    }
+
+    /// Whether an approval is open, or ended with its chat not told (see
+    /// [`crate::approvals::anything_to_do`]).
+    pub fn approvals_to_look_at(&self) -> Result<bool> {
+        crate::approvals::anything_to_do(&*self.db.read()?)
+    }
+
     /// The session registry (most recently active first).
     pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::list(&*self.db.read()?)

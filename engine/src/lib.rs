@@ -23,6 +23,7 @@ pub mod hooks;
 pub mod inbound;
 pub mod notice;
 pub mod outbound;
+pub mod outcome;
 pub mod sessions;
 pub mod sources;
 pub mod storage;
@@ -44,6 +45,7 @@ pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use notice::Notice;
 pub use outbound::OutboundMessage;
+pub use outcome::Outcome;
 pub use policy::{ExpireAction, QueuePolicies, QueuePolicy};
 pub use queue::{
     DeadQuery, Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried,

@@ -35,7 +35,7 @@ pub(super) async fn readyz(api: web::Data<Api>) -> HttpResponse {
         reasons.push("the daemon is stopping".to_string());
     }
     // An empty write through the group commit: the database file takes writes.
-    if let Err(e) = api.relayq.store().write(|_, _| Ok(())).await {
+    if let Err(e) = api.relayq.store().apply(relayq_engine::writes::Probe).await {
         reasons.push(format!("the database does not take writes: {e}"));
     }
     let engine = api.relayq.store().engine.clone();

@@ -13,6 +13,7 @@
 //!   is still that row's (the queue's statements check the lease token).
 
 pub mod approvals;
+pub mod runs;
 
 use rusqlite::Transaction;
 
@@ -227,6 +228,23 @@ impl Write for SetPause {
             true => crate::pauses::pause_in(w.tx, self.queue, key, w.now()).map(|()| true),
             false => crate::pauses::resume_in(w.tx, self.queue, key),
         }
+    }
+}
+
+/// Writes nothing: answered once a group commit went through (the health check's probe of
+/// the commit thread).
+#[derive(Debug, Clone, Copy)]
+pub struct Probe;
+
+impl Write for Probe {
+    type Output = ();
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(self, _: &Writer<'_>) -> Result<()> {
+        Ok(())
     }
 }
 
