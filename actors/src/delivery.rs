@@ -122,6 +122,17 @@ impl AnswerToRecord {
     }
 
     /// The answer as the run recorder takes it.
+    pub fn into_record(self) -> Answered {
+        Answered {
+            lease: self.lease,
+            outcome: self.tried.outcome,
+            part: self.part,
+            pause: self.pause,
+            origin: None,
+        }
+    }
+
+    /// [`into_record`](Self::into_record) of a copy.
     pub fn to_record(&self) -> Answered {
         Answered {
             lease: self.lease.clone(),

@@ -452,7 +452,10 @@ impl DestinationSender {
             .collect();
         let write = self.store.apply(RecordRun {
             queue: QueueName::Outbound,
-            answers: answers.iter().map(AnswerToRecord::to_record).collect(),
+            answers: answers
+                .into_iter()
+                .map(AnswerToRecord::into_record)
+                .collect(),
             give_back,
             give_back_as: GiveBack::UndoMarks,
             next: match next {

@@ -109,13 +109,13 @@ struct PendingAnswer {
 
 impl PendingAnswer {
     /// The answer as the run recorder takes it.
-    fn to_record(&self) -> Answered {
+    fn into_record(self) -> Answered {
         Answered {
-            lease: self.lease.clone(),
-            outcome: self.tried.outcome.clone(),
+            lease: self.lease,
+            outcome: self.tried.outcome,
             part: None,
             pause: None,
-            origin: self.origin.clone(),
+            origin: self.origin,
         }
     }
 }
@@ -346,7 +346,10 @@ impl SessionActor {
             .collect();
         let write = self.store.apply(RecordRun {
             queue: QueueName::Inbound,
-            answers: answers.iter().map(PendingAnswer::to_record).collect(),
+            answers: answers
+                .into_iter()
+                .map(PendingAnswer::into_record)
+                .collect(),
             give_back,
             give_back_as: GiveBack::KeepMarks,
             next,
@@ -486,7 +489,10 @@ impl SessionActor {
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
         let write = self.store.apply(RecordRun {
             queue: QueueName::Inbound,
-            answers: answers.iter().map(PendingAnswer::to_record).collect(),
+            answers: answers
+                .into_iter()
+                .map(PendingAnswer::into_record)
+                .collect(),
             give_back,
             give_back_as: GiveBack::KeepMarks,
             next: LeaseNext::Nothing,

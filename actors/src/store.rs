@@ -27,7 +27,7 @@ pub struct Handles {
     pub hooks: Queue,
     pub outbound: Queue,
     /// Runs hook rows through their handlers.
-    pub processor: HookProcessor,
+    pub processor: Arc<HookProcessor>,
     /// The operator's pauses, read on every claim.
     pub pauses: Pauses,
     /// What this process counts, for `/metrics`.
@@ -81,7 +81,7 @@ impl Store {
             inbound,
             hooks,
             outbound,
-            processor,
+            processor: Arc::new(processor),
             pauses: Pauses::default(),
             metrics: Metrics::default(),
             in_flight: Arc::default(),

@@ -59,11 +59,11 @@ impl HookProcessor {
     /// Queues `write` for the next group commit; answered after the commit, with `keep` (held
     /// until then: the caller's count of writes in flight).
     pub fn submit<W: Write, K: Send + 'static>(
-        &self,
+        self: &std::sync::Arc<Self>,
         write: W,
         keep: K,
     ) -> tokio::sync::oneshot::Receiver<Result<(W::Output, K)>> {
-        let flows = self.clone();
+        let flows = std::sync::Arc::clone(self);
         let atomicity = write.atomicity();
         self.engine.database().submit(atomicity, move |tx| {
             let out = write.apply(&Writer { tx, flows: &flows })?;
