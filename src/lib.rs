@@ -9,8 +9,11 @@ pub mod commands;
 pub mod config;
 pub mod dead_letters;
 pub mod http;
+pub mod invocation;
 pub mod logging;
+pub mod operator;
 pub mod output;
 pub mod pid_file;
+pub mod views;
 
 pub use config::Config;

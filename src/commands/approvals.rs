@@ -3,11 +3,40 @@
 //! says what the first was). The waiting hook reads the answer within a fraction of a second;
 //! a running daemon edits the chat's question to the outcome within a second.
 
-use relayq_engine::approvals::{self, AnswerResult, Answerer, Approval, Decision, Scope};
+use clap::Subcommand;
 
-use crate::cli::{ApprovalsCommand, CliError, Invocation};
+use crate::operator::{answer_as, no_longer_open, operator};
+use crate::views::approval_json;
+use relayq_engine::approvals::{self, AnswerResult, Decision, Scope};
+
 use crate::commands::{open, open_existing};
-use crate::output::{excerpt, list_printed, relative, shown, with_times};
+use crate::invocation::{CliError, Invocation};
+use crate::output::{excerpt, list_printed, relative, shown};
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The open questions (newest first); --all for the answered ones too
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow the tool call approval ID asks for (--session: and the like, for the agent's session)
+    Allow {
+        id: String,
+        #[arg(long)]
+        session: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny the tool call approval ID asks for
+    Deny {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 /// The name an answer from this command is recorded under.
 pub const CLI_ANSWERER: &str = "relayq approvals";
@@ -21,22 +50,6 @@ pub fn run(ctx: &Invocation, command: ApprovalsCommand) -> Result<(), CliError> 
         }
         ApprovalsCommand::Deny { id, json } => answer(ctx, &id, Decision::Deny, json),
     }
-}
-
-/// An approval as JSON: `relayq approvals list --json` and the API.
-pub fn approval_json(a: &Approval) -> serde_json::Value {
-    let mut value = serde_json::to_value(a).expect("an approval serialises");
-    value["outcome"] = a.outcome().into();
-    with_times(
-        value,
-        &[
-            "asked_at",
-            "expires_at",
-            "answered_at",
-            "reached_at",
-            "told_at",
-        ],
-    )
 }
 
 fn list(ctx: &Invocation, all: bool, json: bool) -> Result<(), CliError> {
@@ -92,36 +105,4 @@ fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<
             Err(CliError::Failed(other.reply()))
         }
     }
-}
-
-/// The operator, answering through `via` (`cli`, `api`) as `name`.
-pub fn operator(name: &str, via: &str) -> Answerer {
-    Answerer {
-        name: name.into(),
-        id: std::env::var("USER").ok().filter(|_| via == "cli"),
-        via: via.into(),
-        chat: None,
-    }
-}
-
-/// Records the operator's answer (the CLI's, the API's): once, as the chat's buttons do.
-pub fn answer_as(
-    engine: &relayq_engine::Engine,
-    id: &str,
-    decision: Decision,
-    who: &Answerer,
-) -> Result<AnswerResult, relayq_engine::EngineError> {
-    let now = engine.now();
-    engine
-        .database()
-        .write(|tx| approvals::answer_in(tx, id, decision, who, now))
-}
-
-/// What a second answer is told.
-pub fn no_longer_open(a: &Approval) -> String {
-    format!(
-        "approval {} is no longer open: {}; nothing was changed",
-        a.id,
-        a.outcome()
-    )
 }

@@ -2,11 +2,20 @@
 //! is. The effective configuration is the file (`--config`, `$RELAYQ_CONFIG`, the per-user
 //! file, or the built-in defaults) with `RELAYQ_<SECTION>__<KEY>` environment variables over it.
 
+use clap::Subcommand;
 use relayq_actors::sources::SourceSpec;
 use relayq_actors::ChannelSpec;
 
-use crate::cli::{CliError, Invocation};
 use crate::config::{settings_from_env, Config};
+use crate::invocation::{CliError, Invocation};
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check that the configuration works here: parse it, build every channel and source
+    Check,
+    /// Print the effective configuration (file, then RELAYQ_* variables) as TOML
+    Show,
+}
 
 /// Every channel and source built, and what the operator should know.
 pub struct Built {

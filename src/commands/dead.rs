@@ -3,15 +3,93 @@
 //! wakes a running daemon; purge deletes them. Ids that are not dead rows are refused before
 //! anything changes.
 
+use std::time::Duration;
+
+use clap::Subcommand;
 use std::collections::BTreeSet;
 
 use relayq_engine::{Engine, QueueName, RowDetail};
 
-use crate::cli::{CliError, DeadCommand, Invocation, Selection};
 use crate::commands::open_existing;
 use crate::dead_letters::{self, DeadError, DeadFilter};
+use crate::invocation::{CliError, Invocation};
 use crate::output::{excerpt, list_printed, shown, Progress};
 use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// Show dead rows, oldest first
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Only this queue (inbound, hooks, outbound)
+        #[arg(long, value_parser = parse_queue)]
+        queue: Option<relayq_engine::QueueName>,
+        /// Only rows of this key (a session, or an outbound destination as the list shows it)
+        #[arg(long, allow_hyphen_values = true)]
+        key: Option<String>,
+        /// Only rows whose reason or last error contains this text
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only rows that died longer ago than this (e.g. 1h, 2d)
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
+    },
+    /// Make dead rows pending again, with a fresh attempt count; a destination's rows go in
+    /// their original order, and a row whose later messages were already delivered is refused
+    /// unless --force
+    Retry {
+        #[command(flatten)]
+        selection: Selection,
+        /// Replay rows whose later messages were already delivered (they arrive out of order)
+        #[arg(long)]
+        force: bool,
+        /// Print {"count":N,"ids":[...]}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete dead rows
+    Purge {
+        #[command(flatten)]
+        selection: Selection,
+        /// Say which rows would be deleted, and delete nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Print {"dry_run":bool,"count":N,"ids":[...]}
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Row ids, or --all, or filters (which combine: rows that match every one given).
+#[derive(Debug, clap::Args)]
+#[group(id = "which", required = true, multiple = true)]
+pub struct Selection {
+    /// Row ids (as `relayq dead list` shows them)
+    #[arg(group = "which", conflicts_with_all = ["all", "queue", "key", "reason", "older_than"])]
+    pub ids: Vec<i64>,
+    /// Every dead row
+    #[arg(long, group = "which")]
+    pub all: bool,
+    /// Only rows of this queue (inbound, hooks, outbound)
+    #[arg(long, group = "which", value_parser = parse_queue)]
+    pub queue: Option<relayq_engine::QueueName>,
+    /// Only rows of this key (a session, or an outbound destination as `dead list` shows it)
+    #[arg(long, group = "which", allow_hyphen_values = true)]
+    pub key: Option<String>,
+    /// Only rows whose reason or last error contains this text
+    #[arg(long, group = "which")]
+    pub reason: Option<String>,
+    /// Only rows that died longer ago than this (e.g. 1h, 2d)
+    #[arg(long, group = "which", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub older_than: Option<Duration>,
+}
+
+/// A queue name, refused with the names there are.
+fn parse_queue(name: &str) -> Result<relayq_engine::QueueName, String> {
+    name.parse()
+        .map_err(|e: relayq_engine::EngineError| e.to_string())
+}
 
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;

@@ -1,14 +1,96 @@
 //! `relayq enqueue inbound|outbound`: checks the message, writes the row, wakes a running daemon.
 //! Everything is checked before the database is opened, so bad input writes nothing.
 
+use clap::Subcommand;
+use relayq_engine::outbound::Kind;
+use relayq_engine::{EngineError, MessageType};
 use std::io::Read;
 
 use relayq_engine::{
     inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName, Queues,
 };
 
-use crate::cli::{CliError, InboundArgs, Invocation, OutboundArgs};
 use crate::commands::open;
+use crate::invocation::{CliError, Invocation};
+
+#[derive(Debug, Subcommand)]
+pub enum EnqueueCommand {
+    /// A chat message for an agent session
+    Inbound(InboundArgs),
+    /// A message for a chat platform or webhook, sent through a configured channel
+    Outbound(OutboundArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OutboundArgs {
+    /// The configured channel that sends it ([channels.NAME])
+    #[arg(long)]
+    pub channel: String,
+    /// Where on the channel: a chat id (a Telegram group's is negative: --to -100123), a
+    /// user, a channel
+    #[arg(long, allow_hyphen_values = true)]
+    pub to: String,
+    /// Post in this thread of the destination (a Telegram forum topic id, a Slack thread_ts)
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Answer this message of the destination (its platform id, e.g. a Telegram message_id)
+    #[arg(long)]
+    pub reply_to: Option<String>,
+    #[arg(long, default_value = "final", value_parser = parse_kind)]
+    pub kind: Kind,
+    /// Sent to the far end; a second enqueue with the same key on the channel is not written
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Print {"id":N,"duplicate":bool}
+    #[arg(long)]
+    pub json: bool,
+    /// The message text, or - to read it from stdin
+    pub text: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InboundArgs {
+    /// The agent session to deliver to
+    #[arg(long, allow_hyphen_values = true)]
+    pub session: String,
+    /// Where the message came from (telegram, discord, terminal, ...)
+    #[arg(long)]
+    pub origin: String,
+    /// The platform's message id: a second enqueue with the same origin, chat and id is not
+    /// written (Telegram: message_id; Discord: the message id; Slack: the message ts)
+    #[arg(long, allow_hyphen_values = true)]
+    pub source_id: Option<String>,
+    /// The chat the message came from, part of the dedup key: Telegram message ids and Slack
+    /// ts are unique per chat only (Telegram: chat.id; Discord: channel_id; Slack: channel)
+    #[arg(long, allow_hyphen_values = true)]
+    pub source_channel_id: Option<String>,
+    /// The thread in that chat (Telegram: message_thread_id; Slack: thread_ts); with the chat,
+    /// it becomes the session's origin, where `to = "origin"` notices go
+    #[arg(long, allow_hyphen_values = true)]
+    pub source_thread_id: Option<String>,
+    #[arg(long = "type", default_value = "text", value_parser = parse_type)]
+    pub message_type: MessageType,
+    #[arg(long)]
+    pub actor_id: Option<String>,
+    #[arg(long)]
+    pub actor_name: Option<String>,
+    /// Extra JSON handed to the channel with the message
+    #[arg(long, value_name = "JSON")]
+    pub payload: Option<String>,
+    /// Print {"id":N,"duplicate":bool}
+    #[arg(long)]
+    pub json: bool,
+    /// The message text, or - to read it from stdin
+    pub text: String,
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    s.parse().map_err(|e: EngineError| e.to_string())
+}
+
+fn parse_type(s: &str) -> Result<MessageType, String> {
+    s.parse().map_err(|e: EngineError| e.to_string())
+}
 
 pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;

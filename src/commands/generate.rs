@@ -3,22 +3,19 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
+use crate::invocation::CliError;
 
-use crate::cli::{Cli, CliError};
-
-/// Prints the completion script for `shell` on stdout.
-pub fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+/// Prints the completion script for `shell` on stdout, for the command line `cli`.
+pub fn completions(mut cli: clap::Command, shell: clap_complete::Shell) -> Result<(), CliError> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "relayq", &mut script);
+    clap_complete::generate(shell, &mut cli, "relayq", &mut script);
     print(&script)
 }
 
 /// Prints the manual page (roff) on stdout: one page with every command in it. (clap_mangen's
 /// subcommands section points at `relayq-serve(1)` and the like, pages no one installs.)
-pub fn man() -> Result<(), CliError> {
+pub fn man(command: clap::Command) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError::Failed(format!("cannot write the manual page: {e}"));
-    let command = Cli::command();
     let man = clap_mangen::Man::new(command.clone());
     let mut page = Vec::new();
     man.render_title(&mut page).map_err(failed)?;

@@ -15,7 +15,7 @@ use relayq_engine::hook_spool;
 use relayq_engine::hooks::{self, Received};
 use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, QueuePolicy};
 
-use crate::cli::{CliError, Invocation};
+use crate::invocation::{CliError, Invocation};
 
 /// The longest a hook waits for the database lock by default: long past any write the daemon
 /// holds, and within the agents' own default hook timeouts (Gemini CLI's is 60 s; Claude

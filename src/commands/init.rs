@@ -2,12 +2,47 @@
 //! reads the user's messages into a tmux session running an agent, and the agent's answers go
 //! back to the chat; then prints the hook snippet and the commands left to run.
 
+use clap::Subcommand;
 use std::path::{Path, PathBuf};
 
 use relayq_engine::Agent;
 
-use crate::cli::{CliError, InitTelegramArgs};
 use crate::config::{user_config_file, Config, CONFIG_ENV};
+use crate::invocation::CliError;
+
+#[derive(Debug, Subcommand)]
+pub enum InitCommand {
+    /// A Telegram bot to an agent in tmux: writes the config file (--config, $RELAYQ_CONFIG,
+    /// else ~/.config/relayq/config.toml) and prints the hook snippet and what to run next
+    Telegram(InitTelegramArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InitTelegramArgs {
+    /// Your Telegram user id, the only one whose messages reach the agent (ask @userinfobot)
+    #[arg(long, allow_hyphen_values = true)]
+    pub user: i64,
+    /// The chat that talks to the agent [default: your private chat with the bot, whose id is
+    /// your user id]; a group's id is negative (-100...)
+    #[arg(long, allow_hyphen_values = true)]
+    pub chat: Option<i64>,
+    /// The relayq session, which is also the tmux session the agent runs in
+    #[arg(long, default_value = "my-agent")]
+    pub session: String,
+    /// The environment variable that holds the bot token
+    #[arg(long, default_value = "TELEGRAM_BOT_TOKEN")]
+    pub token_env: String,
+    /// The agent CLI whose hook snippet to print
+    #[arg(long, default_value = "claude", value_parser = parse_agent)]
+    pub agent: Agent,
+    /// Replace the config file if it exists
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub(crate) fn parse_agent(s: &str) -> Result<Agent, String> {
+    s.parse()
+}
 
 /// Where `init` writes: `--config`, else `$RELAYQ_CONFIG`, else the per-user file (which every
 /// relayq command, the agent's hook included, reads without being told).

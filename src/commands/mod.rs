@@ -16,7 +16,7 @@ pub mod stop;
 
 use relayq_engine::{Engine, Queues};
 
-use crate::cli::{CliError, Invocation};
+use crate::invocation::{CliError, Invocation};
 
 /// The engine and the queue handles under the configured policies, for commands that work on
 /// the database directly (synchronously: one-shot commands run no actor system).

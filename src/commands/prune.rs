@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
+use crate::invocation::{CliError, Invocation};
 use crate::output::Progress;
 
 pub fn run(

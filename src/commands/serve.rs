@@ -7,16 +7,16 @@
 use relayq_actors::{Relayq, Reload};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::cli::{CliError, Invocation};
 use crate::commands::config::{build, describe, Built};
 use crate::config::Config;
+use crate::invocation::{CliError, Invocation};
 
 pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     crate::logging::init("info", ctx.log_format);
     let mut config = ctx.config.clone();
     // The built-in channels write there unless the config file says otherwise. A daemon whose
     // database is elsewhere starts without it (those channels' writes fail and say why).
-    if let Err(e) = crate::cli::ensure_state_dir() {
+    if let Err(e) = crate::invocation::ensure_state_dir() {
         tracing::warn!(error = %e, "the state directory cannot be made; the built-in deliveries and notices files cannot be written there");
     }
     let mut runtime_config = config.runtime_config(ctx.db.as_deref());

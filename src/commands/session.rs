@@ -2,11 +2,28 @@
 //! delivered. A running daemon is woken so the session's worker notices and stops.
 //! `relayq session list`: the session registry the hook events keep.
 
+use clap::Subcommand;
 use relayq_engine::inbound;
 
-use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
-use crate::output::{excerpt, list_printed, shown, with_times};
+use crate::invocation::{CliError, Invocation};
+use crate::output::{excerpt, list_printed, shown};
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Expire a session's pending messages (the session is gone)
+    Expire {
+        session: String,
+        /// Print {"session":S,"expired":N}
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session registry kept by hook events
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliError> {
     if session.trim().is_empty() {
@@ -27,25 +44,11 @@ pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliE
     Ok(())
 }
 
-/// A session as JSON: `relayq session list --json` and `GET /v1/sessions`.
-pub fn record_json(s: &relayq_engine::SessionRecord) -> serde_json::Value {
-    let value = serde_json::to_value(s).expect("a session record serialises");
-    with_times(
-        value,
-        &[
-            "started_at",
-            "ended_at",
-            "last_activity_at",
-            "agent_state_since",
-        ],
-    )
-}
-
 pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let sessions = store.engine.sessions()?;
     let empty = "no sessions yet (they appear when hook events are processed)";
-    if list_printed(&sessions, as_json, record_json, empty) {
+    if list_printed(&sessions, as_json, crate::views::session_json, empty) {
         return Ok(());
     }
     let now = store.engine.now();

@@ -3,11 +3,10 @@
 //! for a delivered row the far end's receipt (its message id, how long the send took).
 
 use relayq_engine::RowDetail;
-use serde_json::{json, Value};
 
-use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
-use crate::output::{now_ms, shown, when, with_times};
+use crate::invocation::{CliError, Invocation};
+use crate::output::{now_ms, shown, when};
 
 pub fn run(ctx: &Invocation, id: i64, as_json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
@@ -17,35 +16,11 @@ pub fn run(ctx: &Invocation, id: i64, as_json: bool) -> Result<(), CliError> {
         )));
     };
     if as_json {
-        println!("{}", row_json(&row));
+        println!("{}", crate::views::row_json(&row));
     } else {
         print!("{}", row_text(&row, now_ms()));
     }
     Ok(())
-}
-
-/// A row as JSON: every field, times in RFC 3339, the payload as JSON.
-pub fn row_json(row: &RowDetail) -> Value {
-    let payload =
-        serde_json::from_str::<Value>(&row.payload).unwrap_or_else(|_| row.payload.clone().into());
-    with_times(
-        json!({
-            "id": row.id, "queue": row.queue, "key": row.key, "state": row.state,
-            "attempts": row.attempts, "created_at": row.created_at,
-            "next_attempt_at": (row.state == "pending").then_some(row.next_attempt_at),
-            "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
-            "last_error": row.last_error, "finished_at": row.finished_at, "reason": row.reason,
-            "receipt": row.receipt, "took_ms": row.took_ms, "send_started": row.send_started,
-            "payload": payload,
-        }),
-        &[
-            "created_at",
-            "send_started",
-            "next_attempt_at",
-            "lease_expires_at",
-            "finished_at",
-        ],
-    )
 }
 
 fn row_text(row: &RowDetail, now: i64) -> String {
@@ -145,6 +120,6 @@ mod tests {
             "{sending}"
         );
         assert!(!row_text(&row("pending", None), 2_000).contains("send started"));
-        assert!(row_json(&row("pending", Some(1_000)))["send_started"].is_string());
+        assert!(crate::views::row_json(&row("pending", Some(1_000)))["send_started"].is_string());
     }
 }

@@ -2,46 +2,10 @@
 //! channels a far end paused, and the stuck rows (failed, holding up their key) with their
 //! last error.
 
-use relayq_engine::pauses::Pause;
-use relayq_engine::penalties::Penalty;
-use relayq_engine::{Engine, EngineError, OldestPending, RowDetail, StateCount};
-use serde_json::{json, Value};
-
-use crate::cli::{CliError, Invocation};
 use crate::commands::open_existing;
-use crate::commands::show::row_json;
-use crate::output::{excerpt, relative, shown, with_times};
-
-/// Stuck rows listed at most.
-const STUCK_SHOWN: usize = 20;
-
-/// What status reports, read once, then printed as text or JSON.
-pub struct Status {
-    counts: Vec<StateCount>,
-    oldest: Vec<OldestPending>,
-    stuck: Vec<RowDetail>,
-    paused: Vec<Penalty>,
-    /// Queues and keys the operator paused.
-    held: Vec<Pause>,
-    /// Agent sessions no chat hears (see `sessions::unmatched`).
-    unmatched: Vec<relayq_engine::SessionRecord>,
-    now: i64,
-}
-
-impl Status {
-    pub fn read(engine: &Engine) -> Result<Status, EngineError> {
-        let now = engine.now();
-        Ok(Status {
-            counts: engine.counts()?,
-            oldest: engine.oldest_pending()?,
-            stuck: engine.stuck_heads(STUCK_SHOWN)?,
-            paused: relayq_engine::penalties::running(&*engine.database().read()?, now)?,
-            held: engine.pauses()?,
-            unmatched: relayq_engine::sessions::unmatched(&*engine.database().read()?)?,
-            now,
-        })
-    }
-}
+use crate::invocation::{CliError, Invocation};
+use crate::output::{excerpt, relative, shown};
+use crate::views::Status;
 
 pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     let engine = open_existing(ctx)?.engine.clone();
@@ -129,50 +93,4 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// An operator's pause as JSON (`key` null: the whole queue).
-pub fn pause_json(p: &Pause) -> Value {
-    with_times(
-        serde_json::to_value(p).expect("a pause serialises"),
-        &["paused_at"],
-    )
-}
-
-impl Status {
-    /// What `status --json` prints and `GET /v1/status` answers: counts per queue, state and
-    /// reason; the oldest pending row of each queue; channels a far end paused; stuck rows.
-    pub fn json(&self) -> Value {
-        let now = self.now;
-        let oldest: Vec<_> = self
-            .oldest
-            .iter()
-            .map(|o| {
-                with_times(
-                    json!({"queue": o.queue, "id": o.id, "created_at": o.created_at,
-                           "age_seconds": (now - o.created_at).max(0) as f64 / 1000.0}),
-                    &["created_at"],
-                )
-            })
-            .collect();
-        let stuck: Vec<_> = self.stuck.iter().map(row_json).collect();
-        let paused: Vec<_> = self
-            .paused
-            .iter()
-            .map(|p| {
-                with_times(
-                    json!({"channel": p.channel, "until": p.until, "reason": p.reason}),
-                    &["until"],
-                )
-            })
-            .collect();
-        let held: Vec<_> = self.held.iter().map(pause_json).collect();
-        let unmatched: Vec<_> = self
-            .unmatched
-            .iter()
-            .map(crate::commands::session::record_json)
-            .collect();
-        json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
-               "paused": held, "stuck": stuck, "unmatched_sessions": unmatched})
-    }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use relayq_actors::daemon_lock;
 
-use crate::cli::{CliError, Invocation};
+use crate::invocation::{CliError, Invocation};
 use crate::pid_file;
 
 /// How often the database's lock is looked at while waiting.

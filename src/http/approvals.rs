@@ -8,7 +8,8 @@ use serde::Deserialize;
 
 use super::openapi::{ErrorBody, Refusals};
 use super::{Api, ApiError};
-use crate::commands::approvals::{answer_as, approval_json, no_longer_open, operator};
+use crate::operator::{answer_as, no_longer_open, operator};
+use crate::views::approval_json;
 
 /// The name an answer through the API is recorded under.
 const API_ANSWERER: &str = "the relayq API";

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::body::Body;
 use super::openapi::{BodyRefusals, Refusals};
 use super::{Api, ApiError};
-use crate::commands::status::pause_json;
+use crate::views::pause_json;
 use utoipa::ToSchema;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

@@ -6,7 +6,6 @@ use serde_json::json;
 
 use super::openapi::Refusals;
 use super::{Api, ApiError};
-use crate::commands::session;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/sessions", web::get().to(list))
@@ -21,7 +20,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
     let sessions = web::block(move || engine.sessions()).await??;
-    let sessions: Vec<_> = sessions.iter().map(session::record_json).collect();
+    let sessions: Vec<_> = sessions.iter().map(crate::views::session_json).collect();
     Ok(HttpResponse::Ok().json(sessions))
 }
 

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use super::body::Body;
 use super::openapi::{BodyRefusals, ErrorBody, Refusals, Written};
 use super::{Api, ApiError};
-use crate::commands::{show, status};
 use utoipa::ToSchema;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -160,7 +159,7 @@ pub(super) async fn message(
     let engine = api.relayq.store().engine.clone();
     let row = web::block(move || engine.row(id)).await??;
     match row {
-        Some(row) => Ok(HttpResponse::Ok().json(show::row_json(&row))),
+        Some(row) => Ok(HttpResponse::Ok().json(crate::views::row_json(&row))),
         None => Err(ApiError::not_found(format!(
             "there is no row {id} (pruned, or never written; GET /v1/status shows what there is)"
         ))),
@@ -174,6 +173,6 @@ pub(super) async fn message(
 )]
 pub(super) async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
     let engine = api.relayq.store().engine.clone();
-    let status = web::block(move || status::Status::read(&engine)).await??;
+    let status = web::block(move || crate::views::Status::read(&engine)).await??;
     Ok(HttpResponse::Ok().json(status.json()))
 }
