@@ -459,6 +459,15 @@ impl Config {
         Ok(self)
     }
 
+    /// The channel `name`, or why there is none (see
+    /// [`not_configured`](relayq_actors::channels::not_configured)).
+    pub fn channel(&self, name: &str) -> Result<&ChannelConfig, String> {
+        self.channels.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+            relayq_actors::channels::not_configured(name, &known)
+        })
+    }
+
     /// Checks that parsing alone cannot: references between sections, empty lists.
     fn check(&self, file: &str) -> Result<(), ConfigError> {
         let err = |key: &str, message: String| ConfigError {
@@ -631,25 +640,17 @@ impl Config {
                 ),
             ));
         }
-        let known = || self.channels.keys().cloned().collect::<Vec<_>>().join(", ");
-        if !self.channels.contains_key(&self.sessions.default_channel) {
-            return Err(err(
-                "sessions.default_channel",
-                format!(
-                    "names channel '{}', which has no [channels.{}] table (configured: {})",
-                    self.sessions.default_channel,
-                    self.sessions.default_channel,
-                    known()
-                ),
-            ));
-        }
-        for (session, channel) in &self.sessions.channels {
-            if !self.channels.contains_key(channel) {
-                return Err(err(
-                    &format!("sessions.channels.{session}"),
-                    format!("names channel '{channel}', which has no [channels.{channel}] table (configured: {})", known()),
-                ));
+        // Every reference to a channel, checked the one way: it names a [channels.NAME] table.
+        let named = |key: &str, channel: &str| match self.channels.contains_key(channel) {
+            true => Ok(()),
+            false => {
+                let known: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+                Err(err(key, format!("names channel '{channel}', which has no [channels.{channel}] table (configured: {})", known.join(", "))))
             }
+        };
+        named("sessions.default_channel", &self.sessions.default_channel)?;
+        for (session, channel) in &self.sessions.channels {
+            named(&format!("sessions.channels.{session}"), channel)?;
         }
         let routes = self
             .routes
@@ -669,15 +670,7 @@ impl Config {
                 None if route.to == ORIGIN => continue,
                 None => return Err(err(&key, format!("the route to '{}' names no channel: add channel = \"NAME\", or write to = \"origin\" for the chat the session's messages come from", route.to))),
             };
-            if !self.channels.contains_key(channel) {
-                return Err(err(
-                    &key,
-                    format!(
-                        "names channel '{channel}', which has no [channels.{channel}] table (configured: {})",
-                        known()
-                    ),
-                ));
-            }
+            named(&key, channel)?;
             if route.to.trim().is_empty() {
                 return Err(err(&key, format!("the route to channel '{channel}' has an empty `to`: say where on the channel to send")));
             }
@@ -688,12 +681,7 @@ impl Config {
                 .map_err(|e| err(&format!("channels.{name}.{}", e.key), e.message))?;
         }
         for name in self.pacing.keys() {
-            if !self.channels.contains_key(name) {
-                return Err(err(
-                    &format!("pacing.{name}"),
-                    format!("names channel '{name}', which has no [channels.{name}] table (configured: {})", known()),
-                ));
-            }
+            named(&format!("pacing.{name}"), name)?;
         }
         for (name, source) in &self.sources {
             source

@@ -388,9 +388,9 @@ fn check_channels(
         .chain(routed);
     for name in named {
         if !configured.contains(name) {
-            return Err(ActorError::Invalid(format!(
-                "channel '{name}' is not configured (configured: {})",
-                configured.join(", ")
+            let known: Vec<&str> = configured.iter().map(String::as_str).collect();
+            return Err(ActorError::Invalid(crate::channels::not_configured(
+                name, &known,
             )));
         }
     }
@@ -479,11 +479,14 @@ impl RelayqHandle {
             .map_err(ActorError::from)
             .and_then(|()| match self.channels.contains(&message.channel) {
                 true => Ok(()),
-                false => Err(ActorError::Invalid(format!(
-                    "channel '{}' is not configured (configured: {})",
-                    message.channel,
-                    self.channels.names().join(", ")
-                ))),
+                false => {
+                    let names = self.channels.names();
+                    let known: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Err(ActorError::Invalid(crate::channels::not_configured(
+                        &message.channel,
+                        &known,
+                    )))
+                }
             });
         let parts = message.parts(self.channels.text_limit(&message.channel));
         let write = checked.map(|()| self.store.apply(writes::EnqueueOutbound(parts)));

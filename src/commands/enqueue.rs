@@ -161,15 +161,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
 
 pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     let max = ctx.config.daemon.max_body_bytes;
-    let Some(channel) = ctx.config.channels.get(&args.channel) else {
-        let known: Vec<_> = ctx.config.channels.keys().cloned().collect();
-        return Err(CliError::Usage(format!(
-            "channel '{}' is not configured (configured: {}); add a [channels.{}] table",
-            args.channel,
-            known.join(", "),
-            args.channel
-        )));
-    };
+    let channel = ctx.config.channel(&args.channel).map_err(CliError::Usage)?;
     let limit = channel.text_limit();
     let text = if args.text == "-" {
         read_stdin(max)?

@@ -29,6 +29,15 @@ pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};
 pub use relayq_engine::handlers::NOTICES_CHANNEL;
 
+/// Why channel `name` cannot be used: it is not one of `configured`. What a message for an
+/// unknown channel is told (`relayq enqueue outbound`, the API, an embedder's enqueue).
+pub fn not_configured(name: &str, configured: &[&str]) -> String {
+    format!(
+        "channel '{name}' is not configured (configured: {}); add a [channels.{name}] table",
+        configured.join(", ")
+    )
+}
+
 /// The channel every session's messages go to unless `[sessions]` says otherwise: relayq's
 /// built-in `deliveries` file.
 pub const DELIVERIES_CHANNEL: &str = "deliveries";
