@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use relayq_engine::QueueName;
 
-use crate::delivery::RowRecorded;
+use relayq_engine::writes::runs::RowRecorded;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueChannel {

@@ -33,7 +33,18 @@ use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
 use crate::delivery::{try_delivery, Tried};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
-use crate::supervisor::Busy;
+
+/// A session's next message while its agent works: see `SessionChannels::busy` (the supervisor's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Busy {
+    /// Wait until the agent is ready: every message gets its own turn and its own answer.
+    #[default]
+    Wait,
+    /// Paste during the turn (Claude Code queues it for a turn of its own; Codex folds it into
+    /// the running turn; Gemini CLI takes it when the turn ends).
+    Steer,
+}
 
 /// Most rows leased at once for one session.
 pub const RUN_LIMIT: usize = 64;

@@ -13,8 +13,9 @@ use crate::channels::{ChannelDirectory, DialogOutcome, DialogRequest};
 use crate::children::Children;
 use crate::error::{ActorError, Result};
 use crate::lifecycle::{all_stopped, Shutdown, Stop};
-use crate::session::{self, SessionActor, SessionIdle};
+use crate::session::{self, Busy, SessionActor, SessionIdle};
 use crate::store::Store;
+pub use crate::wake::{Resume, WakeSession};
 
 /// Which channel each session's messages go to (`[sessions]` in config.toml).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -28,18 +29,6 @@ pub struct SessionChannels {
     /// channel that waits for its agent, see `Channel::confirms_within`): `wait` (the default)
     /// for the agent to be ready, or `steer`: pasted during the turn.
     pub busy: BTreeMap<String, Busy>,
-}
-
-/// A session's next message while its agent works: see [`SessionChannels::busy`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Busy {
-    /// Wait until the agent is ready: every message gets its own turn and its own answer.
-    #[default]
-    Wait,
-    /// Paste during the turn (Claude Code queues it for a turn of its own; Codex folds it into
-    /// the running turn; Gemini CLI takes it when the turn ends).
-    Steer,
 }
 
 /// Every session to relayq's built-in `deliveries` channel.
@@ -124,22 +113,12 @@ impl Handler<RecordAnswers> for SupervisorActor {
     }
 }
 
-/// Rows for this session were written elsewhere (the CLI, another process): deliver them.
-#[derive(Debug, Clone, actix::Message)]
-#[rtype(result = "()")]
-pub struct WakeSession(pub String);
-
 /// Look at, or answer by its keys, an agent's dialog, through the channel its session's
 /// messages go to (see [`Channel::dialog`](crate::channels::Channel::dialog)). `None`: that
 /// channel cannot.
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "Option<DialogOutcome>")]
 pub struct AnswerDialog(pub DialogRequest);
-
-/// Make sure each of these sessions has a running actor (after a restart, or a sweep).
-#[derive(Debug, Clone, actix::Message)]
-#[rtype(result = "()")]
-pub struct Resume(pub Vec<String>);
 
 /// Expire the session's pending rows and stop its actor. Answers with how many rows expired.
 #[derive(Debug, Clone, actix::Message)]
@@ -373,7 +352,7 @@ impl SupervisorActor {
     /// After recording answers: wake what they wrote; the lines for the people who answered.
     fn answers_recorded(
         &mut self,
-        recorded: relayq_engine::approvals::ChatAnswersRecorded,
+        recorded: relayq_engine::writes::approvals::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
     ) -> Vec<(ChatAnswer, String)> {
         crate::wake::outbound_written(self.store.engine.database().path(), recorded.outbound_keys);

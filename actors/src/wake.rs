@@ -12,7 +12,6 @@ use relayq_engine::QueueName;
 use serde::{Deserialize, Serialize};
 
 use crate::claiming::{ClaimHooks, ClaimOutbound};
-use crate::supervisor::{Resume, WakeSession};
 
 /// What a wake datagram says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +46,16 @@ pub fn notify(db: &Path, queue: QueueName, key: &str) {
         let _ = socket.send_to(&note, socket_path(db));
     }
 }
+
+/// Rows for this session were written elsewhere (the CLI, another process): deliver them.
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct WakeSession(pub String);
+
+/// Make sure each of these sessions has a running actor (after a restart, or a sweep).
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct Resume(pub Vec<String>);
 
 /// Who is told that rows may be due: the SupervisorActor (a session's inbound rows), the
 /// HookClaimer and the OutboundSender.

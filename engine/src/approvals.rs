@@ -179,11 +179,7 @@ impl Approval {
     }
 }
 
-/// `12:03 UTC` for unix ms.
-pub fn clock_time(ms: i64) -> String {
-    let minutes = ms.div_euclid(60_000).rem_euclid(24 * 60);
-    format!("{:02}:{:02} UTC", minutes / 60, minutes % 60)
-}
+pub use crate::notice::clock_time;
 
 impl AnswerResult {
     /// A line for the person who answered.
@@ -319,98 +315,6 @@ pub fn answer_from_chat_in(
         return Ok(Some(AnswerResult::NotAllowed));
     }
     answer_in(tx, &id, answer.decision, &answer.who, now).map(Some)
-}
-
-/// What recording a batch's answers did, for the caller to act on after the commit.
-#[derive(Debug, Default)]
-pub struct ChatAnswersRecorded {
-    /// Each answer with the line for the person who gave it.
-    pub answered: Vec<(ChatAnswer, String)>,
-    /// Outbound rows written (questions edited, replies): wake their sender.
-    pub outbound_keys: Vec<String>,
-    /// Answers that answer nothing, written as messages for their sessions: wake them.
-    pub sessions: Vec<String>,
-}
-
-/// Records answers from chats in the write's transaction: each answer that names an open
-/// question is recorded (the first wins), its question told (a hook answer at once; a keys
-/// answer once pressed, by the daemon); a text answer gets a reply in its chat; a yes or no
-/// that answers no question is written as the message it is.
-pub fn record_chat_answers_in(
-    w: &crate::writes::Writer<'_>,
-    answers: Vec<ChatAnswer>,
-    now: i64,
-) -> Result<ChatAnswersRecorded> {
-    let (tx, flows) = (w.tx(), w.flows);
-    let mut recorded = ChatAnswersRecorded::default();
-    for answer in answers {
-        let Some(result) = answer_from_chat_in(tx, &answer, now)? else {
-            if let Some(message) = &answer.otherwise {
-                let row = crate::inbound::enqueue_in(&flows.inbound, tx, message, now)?;
-                if !row.duplicate && row.expired.is_none() {
-                    recorded.sessions.push(message.session.clone());
-                }
-            }
-            continue;
-        };
-        let reply = result.reply();
-        match &result {
-            AnswerResult::Recorded(approval) => {
-                tracing::info!(
-                    approval = approval.id,
-                    session = approval.session,
-                    by = answer.who.name,
-                    outcome = approval.outcome(),
-                    "approval answered from the chat"
-                );
-                // A keys answer is told once its keys were pressed (the ApprovalsActor).
-                if approval.means == Means::Hook {
-                    recorded
-                        .outbound_keys
-                        .extend(tell_in(&flows.outbound, tx, approval, now)?);
-                }
-            }
-            AnswerResult::NotAllowed => {
-                tracing::warn!(by = answer.who.name, id = ?answer.who.id, "an answer from someone not in allowed_users: refused");
-            }
-            _ => {}
-        }
-        if answer.callback.is_none() {
-            recorded
-                .outbound_keys
-                .extend(reply_in(flows, tx, &answer, &reply, now)?);
-        }
-        recorded.answered.push((answer, reply));
-    }
-    Ok(recorded)
-}
-
-/// A text answer's reply, in its chat, to its message.
-fn reply_in(
-    flows: &crate::HookProcessor,
-    tx: &Transaction<'_>,
-    answer: &ChatAnswer,
-    reply: &str,
-    now: i64,
-) -> Result<Option<String>> {
-    let Some((origin, chat)) = &answer.who.chat else {
-        return Ok(None);
-    };
-    let routes = flows.routes.read().expect("routes lock").clone();
-    let Some(channel) = routes.replies.get(origin) else {
-        return Ok(None);
-    };
-    let message = crate::OutboundMessage {
-        reply_to: answer.message_id.clone(),
-        idempotency_key: answer
-            .message_id
-            .as_ref()
-            .map(|m| format!("relayq-approval-reply-{origin}-{chat}-{m}")),
-        event: Some("approval".into()),
-        ..crate::OutboundMessage::text(channel, chat, reply)
-    };
-    let written = crate::outbound::enqueue_in(&flows.outbound, tx, &message, None, now)?;
-    Ok((!written.first.duplicate).then(|| message.destination_key()))
 }
 
 /// Tells the chat how the approval ended, once: its question, edited to say the outcome

@@ -24,6 +24,7 @@ pub mod inbound;
 pub mod notice;
 pub mod outbound;
 pub mod outcome;
+pub mod routes;
 pub mod sessions;
 pub mod sources;
 pub mod storage;

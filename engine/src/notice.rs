@@ -57,7 +57,7 @@ impl ApprovalAsked {
         format!(
             "Answer with /allow {id}{session} or /deny {id} (or reply yes or no to this \
              message) by {}; unanswered, it is denied.",
-            crate::approvals::clock_time(self.expires_at)
+            clock_time(self.expires_at)
         )
     }
 }
@@ -226,6 +226,12 @@ fn cut(text: String) -> String {
         "{kept}\n\n[{} more bytes of this text are in the agent's transcript]",
         text.len() - kept.len()
     )
+}
+
+/// `12:03 UTC` for unix ms.
+pub fn clock_time(ms: i64) -> String {
+    let minutes = ms.div_euclid(60_000).rem_euclid(24 * 60);
+    format!("{:02}:{:02} UTC", minutes / 60, minutes % 60)
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@
 use rusqlite::Transaction;
 
 use crate::error::Result;
-use crate::handlers::NoticeRoutes;
 use crate::hooks::EventType;
 use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::Queue;
+use crate::routes::NoticeRoutes;
 use crate::sessions::Origin;
 
 /// What happened to a chat's message.

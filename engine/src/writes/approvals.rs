@@ -1,11 +1,108 @@
 //! The ApprovalsActor's writes (see `actors/src/approvals.rs`): its look each second, and the
 //! record of a dialog answered by its keys.
 
+use rusqlite::Transaction;
+
 use super::{Write, Writer};
-use crate::approvals::{self, Approval, Means};
+use crate::approvals::{self, AnswerResult, Approval, ChatAnswer, Means};
 use crate::error::Result;
 use crate::sessions;
 use crate::AgentState;
+
+/// What recording a batch's answers did, for the caller to act on after the commit.
+#[derive(Debug, Default)]
+pub struct ChatAnswersRecorded {
+    /// Each answer with the line for the person who gave it.
+    pub answered: Vec<(ChatAnswer, String)>,
+    /// Outbound rows written (questions edited, replies): wake their sender.
+    pub outbound_keys: Vec<String>,
+    /// Answers that answer nothing, written as messages for their sessions: wake them.
+    pub sessions: Vec<String>,
+}
+
+/// Records answers from chats in the write's transaction: each answer that names an open
+/// question is recorded (the first wins), its question told (a hook answer at once; a keys
+/// answer once pressed, by the daemon); a text answer gets a reply in its chat; a yes or no
+/// that answers no question is written as the message it is.
+pub fn record_chat_answers_in(
+    w: &Writer<'_>,
+    answers: Vec<ChatAnswer>,
+    now: i64,
+) -> Result<ChatAnswersRecorded> {
+    let (tx, flows) = (w.tx(), w.flows);
+    let mut recorded = ChatAnswersRecorded::default();
+    for answer in answers {
+        let Some(result) = approvals::answer_from_chat_in(tx, &answer, now)? else {
+            if let Some(message) = &answer.otherwise {
+                let row = crate::inbound::enqueue_in(&flows.inbound, tx, message, now)?;
+                if !row.duplicate && row.expired.is_none() {
+                    recorded.sessions.push(message.session.clone());
+                }
+            }
+            continue;
+        };
+        let reply = result.reply();
+        match &result {
+            AnswerResult::Recorded(approval) => {
+                tracing::info!(
+                    approval = approval.id,
+                    session = approval.session,
+                    by = answer.who.name,
+                    outcome = approval.outcome(),
+                    "approval answered from the chat"
+                );
+                // A keys answer is told once its keys were pressed (the ApprovalsActor).
+                if approval.means == Means::Hook {
+                    recorded.outbound_keys.extend(approvals::tell_in(
+                        &flows.outbound,
+                        tx,
+                        approval,
+                        now,
+                    )?);
+                }
+            }
+            AnswerResult::NotAllowed => {
+                tracing::warn!(by = answer.who.name, id = ?answer.who.id, "an answer from someone not in allowed_users: refused");
+            }
+            _ => {}
+        }
+        if answer.callback.is_none() {
+            recorded
+                .outbound_keys
+                .extend(reply_in(flows, tx, &answer, &reply, now)?);
+        }
+        recorded.answered.push((answer, reply));
+    }
+    Ok(recorded)
+}
+
+/// A text answer's reply, in its chat, to its message.
+fn reply_in(
+    flows: &crate::HookProcessor,
+    tx: &Transaction<'_>,
+    answer: &ChatAnswer,
+    reply: &str,
+    now: i64,
+) -> Result<Option<String>> {
+    let Some((origin, chat)) = &answer.who.chat else {
+        return Ok(None);
+    };
+    let routes = flows.routes.read().expect("routes lock").clone();
+    let Some(channel) = routes.replies.get(origin) else {
+        return Ok(None);
+    };
+    let message = crate::OutboundMessage {
+        reply_to: answer.message_id.clone(),
+        idempotency_key: answer
+            .message_id
+            .as_ref()
+            .map(|m| format!("relayq-approval-reply-{origin}-{chat}-{m}")),
+        event: Some("approval".into()),
+        ..crate::OutboundMessage::text(channel, chat, reply)
+    };
+    let written = crate::outbound::enqueue_in(&flows.outbound, tx, &message, None, now)?;
+    Ok((!written.first.duplicate).then(|| message.destination_key()))
+}
 
 /// How long after its expiry an approval whose hook still waits is left to that hook (which
 /// expires it itself, and prints the deny), before the daemon expires it.

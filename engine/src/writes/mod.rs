@@ -17,13 +17,14 @@ pub mod runs;
 
 use rusqlite::Transaction;
 
-use crate::approvals::{ChatAnswer, ChatAnswersRecorded};
+use crate::approvals::ChatAnswer;
 use crate::error::Result;
 use crate::handlers::HookProcessor;
 use crate::inbound::{self, InboundMessage};
 use crate::outbound::{self, OutboundMessage};
 use crate::queue::{Enqueued, NewRow, QueueName};
 use crate::{trouble, Atomicity};
+use approvals::ChatAnswersRecorded;
 
 /// What a write may use: the group commit's transaction (for the storage functions, inside
 /// the engine) and the queues and notice routes.
@@ -149,7 +150,7 @@ impl Write for RecordBatch {
         for copy in &self.refused {
             q.enqueue_expired_in(w.tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, now)?;
         }
-        let answers = crate::approvals::record_chat_answers_in(w, self.answers, now)?;
+        let answers = approvals::record_chat_answers_in(w, self.answers, now)?;
         Ok(BatchWritten {
             rows,
             told,
@@ -159,7 +160,7 @@ impl Write for RecordBatch {
 }
 
 /// Answers to agents' questions a platform pushed (see
-/// [`crate::approvals::record_chat_answers_in`]).
+/// [`approvals::record_chat_answers_in`]).
 #[derive(Debug, Clone)]
 pub struct RecordAnswers(pub Vec<ChatAnswer>);
 
@@ -167,7 +168,7 @@ impl Write for RecordAnswers {
     type Output = ChatAnswersRecorded;
 
     fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
-        crate::approvals::record_chat_answers_in(w, self.0, w.now())
+        approvals::record_chat_answers_in(w, self.0, w.now())
     }
 }
 
