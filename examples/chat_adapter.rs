@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_actors::channels::file;
-use relayq_actors::supervisor::Enqueue;
+use relayq_actors::inbound::supervisor::Enqueue;
 use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
 use relayq_engine::{Enqueued, InboundMessage};
 

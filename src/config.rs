@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use relayq_actors::channels::file;
+use relayq_actors::outbound::send_threads::MAX_SEND_THREADS;
 use relayq_actors::pacing::PaceSettings;
-use relayq_actors::send_threads::MAX_SEND_THREADS;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
 use relayq_engine::handlers::{relayed_events, ORIGIN};

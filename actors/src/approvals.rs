@@ -28,8 +28,8 @@ use relayq_engine::writes::approvals::{
 };
 
 use crate::channels::{DialogOutcome, DialogRequest};
+use crate::inbound::supervisor::{AnswerDialog, SupervisorActor, WakeSession};
 use crate::store::Store;
-use crate::supervisor::{AnswerDialog, SupervisorActor, WakeSession};
 
 /// How often the ApprovalsActor looks.
 const LOOK_EVERY: Duration = Duration::from_secs(1);

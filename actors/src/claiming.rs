@@ -1,5 +1,5 @@
-//! What the two claimers (the [`HookClaimer`](crate::hook_claimer::HookClaimer) and the
-//! [`OutboundSender`](crate::outbound_sender::OutboundSender)) share: their settings and the
+//! What the two claimers (the [`HookClaimer`](crate::hooks::claimer::HookClaimer) and the
+//! [`OutboundSender`](crate::outbound::sender::OutboundSender)) share: their settings and the
 //! claim loop that runs at most one claim at a time, again when asked meanwhile, and at the
 //! next row's due time.
 
@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::{Lease, Queue};
-
-use crate::hook_buffer::Limits;
 
 /// Hook rows may be due: claim them (to the HookClaimer).
 #[derive(Debug, Clone, Copy, actix::Message)]
@@ -36,7 +34,7 @@ pub struct ClaimSettings {
     /// outage), so rows written since always have room.
     pub drain_in_flight: usize,
     /// Threads outbound runs are sent on: the actix thread and `send_threads − 1` more (see
-    /// [`send_threads`](crate::send_threads)).
+    /// [`send_threads`](crate::outbound::send_threads)).
     pub send_threads: usize,
 }
 
@@ -50,6 +48,24 @@ impl Default for ClaimSettings {
             outbound_in_flight: 32,
             drain_in_flight: 16,
             send_threads: 2,
+        }
+    }
+}
+
+/// A session's hook buffer's limits (see [`hooks::buffer`](crate::hooks::buffer)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Rows held at most.
+    pub capacity: usize,
+    /// Slots only critical rows may use.
+    pub reserved_critical: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            capacity: 32,
+            reserved_critical: 8,
         }
     }
 }

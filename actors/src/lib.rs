@@ -1,12 +1,16 @@
 //! relayq's actor system, on actix. `docs/flows.md` follows a message through it hop by hop.
 //!
-//! - [`supervisor::SupervisorActor`] owns one [`session::SessionActor`] per session with
-//!   pending inbound rows, routes enqueues (and [`sources`]' batches) and wake-ups, and
-//!   replaces actors that die.
-//! - [`session::SessionActor`] delivers its session's rows one at a time, oldest first.
-//! - [`hook_claimer::HookClaimer`] leases hook rows in batches for each session's
-//!   [`hook_worker::HookWorker`]; [`outbound_sender::OutboundSender`] leases each
+//! Three flows, one folder each, and what they share at the root:
+//! - [`inbound`]: the [`SupervisorActor`](inbound::supervisor::SupervisorActor) owns one
+//!   [`SessionActor`](inbound::session::SessionActor) per session with pending inbound rows,
+//!   routes enqueues (and [`sources`]' batches) and wake-ups, and replaces actors that die;
+//!   a SessionActor delivers its session's rows one at a time, oldest first.
+//! - [`hooks`]: the [`HookClaimer`](hooks::claimer::HookClaimer) leases hook rows in batches
+//!   for each session's [`HookWorker`](hooks::worker::HookWorker).
+//! - [`outbound`]: the [`OutboundSender`](outbound::sender::OutboundSender) leases each
 //!   destination's head row and sends it, a bounded number at once.
+//! - shared: [`delivery`] (one attempt at a channel), [`claiming`], [`store`], [`wake`],
+//!   [`pacing`], [`pauses`], [`metrics`], [`lifecycle`], [`runtime`] (starting it all).
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
 //! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
 //!   the kit platforms share, and one folder per kind (file, exec, tmux, webhook).
@@ -18,27 +22,22 @@
 
 pub mod approvals;
 pub mod channels;
-pub mod children;
 pub mod claiming;
 pub mod daemon_lock;
 pub mod delivery;
 pub mod error;
-pub mod hook_buffer;
-pub mod hook_claimer;
-pub mod hook_worker;
+pub mod hooks;
+pub mod inbound;
 pub mod lifecycle;
 pub mod metrics;
-pub mod outbound_sender;
+pub mod outbound;
 pub mod pacing;
 pub mod pauses;
 pub mod recovery;
 pub mod runtime;
-pub mod send_threads;
-pub mod session;
 pub mod settings;
 pub mod sources;
 pub mod store;
-pub mod supervisor;
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod testing;
 pub mod wake;
@@ -49,5 +48,5 @@ pub use channels::{
 };
 pub use claiming::ClaimSettings;
 pub use error::{ActorError, Result};
+pub use inbound::supervisor::SessionChannels;
 pub use runtime::{Relayq, RelayqBuilder, RelayqConfig, RelayqHandle, Reload};
-pub use supervisor::SessionChannels;

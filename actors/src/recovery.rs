@@ -7,9 +7,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::QueueName;
 
+use crate::inbound::supervisor::Resume;
 use crate::lifecycle::Stop;
 use crate::store::Store;
-use crate::supervisor::Resume;
 use crate::wake::Wakers;
 
 pub struct RecoveryActor {

@@ -17,15 +17,15 @@ use crate::channels::{ChannelDirectory, ChannelSpec};
 use crate::claiming::{ClaimHooks, ClaimOutbound, ClaimSettings};
 use crate::daemon_lock::{self, DaemonLock};
 use crate::error::{ActorError, Result};
-use crate::hook_claimer::HookClaimer;
+use crate::hooks::claimer::HookClaimer;
+use crate::inbound::supervisor::{
+    Enqueue, ExpireSession, Resume, SessionChannels, SetSessionChannels, SupervisorActor,
+};
 use crate::lifecycle::{Shutdown, Stop};
-use crate::outbound_sender::OutboundSender;
+use crate::outbound::sender::OutboundSender;
 use crate::recovery::RecoveryActor;
 use crate::sources::{PushSource, SourceSpec};
 use crate::store::Store;
-use crate::supervisor::{
-    Enqueue, ExpireSession, Resume, SessionChannels, SetSessionChannels, SupervisorActor,
-};
 use crate::wake::{self, Wakers};
 
 /// Everything the actor system needs to run.
@@ -433,7 +433,7 @@ impl RelayqHandle {
     }
 
     /// Keeps a platform's message that is over `max_body_bytes` expired and cut (see
-    /// [`RecordRefused`](crate::supervisor::RecordRefused)); `None` when it is wrong in
+    /// [`RecordRefused`](crate::inbound::supervisor::RecordRefused)); `None` when it is wrong in
     /// another way.
     pub fn record_refused(
         &self,
@@ -441,7 +441,7 @@ impl RelayqHandle {
     ) -> impl std::future::Future<Output = Result<Option<Enqueued>>> + 'static {
         let request = self
             .supervisor
-            .send(crate::supervisor::RecordRefused(message));
+            .send(crate::inbound::supervisor::RecordRefused(message));
         async move { request.await? }
     }
 
@@ -454,7 +454,7 @@ impl RelayqHandle {
            + 'static {
         let request = self
             .supervisor
-            .send(crate::supervisor::RecordAnswers(answers));
+            .send(crate::inbound::supervisor::RecordAnswers(answers));
         async move { request.await? }
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use relayq_actors::channels::file;
-use relayq_actors::hook_buffer::Limits;
+use relayq_actors::hooks::buffer::Limits;
 use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
 use relayq_engine::handlers::relayed_events;
 use relayq_engine::{

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relayq_actors::channels::file;
-use relayq_actors::supervisor::RunningSessions;
+use relayq_actors::inbound::supervisor::RunningSessions;
 use relayq_actors::{
     Answer, Channel, ChannelConfig, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig,
 };

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use anyhow::{bail, ensure, Context as _, Result};
-use relayq_actors::supervisor::{Enqueue, SupervisorActor};
+use relayq_actors::inbound::supervisor::{Enqueue, SupervisorActor};
 use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig};
 use relayq_engine::{DbConfig, Engine, InboundMessage, NewRow, Synchronous};
 use tokio::sync::{mpsc, Semaphore};

@@ -90,7 +90,7 @@ pub struct ChannelHandle {
 struct Slot {
     spec: ChannelSpec,
     /// Its actor on each thread that sends through it (see
-    /// [`send_threads`](crate::send_threads)): a delivery stays on the thread that asked for it.
+    /// [`send_threads`](crate::outbound::send_threads)): a delivery stays on the thread that asked for it.
     running: Vec<(std::thread::ThreadId, Recipient<Deliver>)>,
     pacer: Option<Arc<Pacer>>,
     /// False until the channel's ready check answers (see [`Channel::ready_check`]).

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::contract::{Batch, Source};
+use crate::inbound::supervisor::EnqueueFrom;
 use crate::lifecycle::Stop;
 use crate::pacing::Pacer;
 use crate::store::Store;
-use crate::supervisor::EnqueueFrom;
 
 /// After an empty batch, at least this long before the next fetch (a source that does not
 /// wait when idle must not spin).

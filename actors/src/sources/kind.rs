@@ -9,11 +9,11 @@ use actix::prelude::*;
 use super::actor::SourceActor;
 use super::contract::{PushSource, Source};
 use crate::channels::ChannelConfig;
+use crate::inbound::supervisor::EnqueueFrom;
 use crate::lifecycle::Stop;
 use crate::pacing::Pacer;
 use crate::settings::SettingError;
 use crate::store::Store;
-use crate::supervisor::EnqueueFrom;
 
 /// A kind of source as `config.toml` names it, implemented by the kind's `Config` in
 /// `sources/<kind>/`.

@@ -40,7 +40,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///
 /// Each thread sending through it has its own pool: a connection is driven by a task on the
 /// thread that opened it, so a request from another thread would wake that thread for every
-/// request (see [`send_threads`](crate::send_threads)).
+/// request (see [`send_threads`](crate::outbound::send_threads)).
 #[derive(Clone)]
 pub struct Transport {
     connector: Connector,

@@ -33,23 +33,7 @@ pub enum Dropped {
     Deferred,
 }
 
-/// Buffer limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Rows held at most.
-    pub capacity: usize,
-    /// Slots only critical rows may use.
-    pub reserved_critical: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            capacity: 32,
-            reserved_critical: 8,
-        }
-    }
-}
+pub use crate::claiming::Limits;
 
 #[derive(Debug, Default)]
 pub struct HookBuffer {

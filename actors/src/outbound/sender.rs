@@ -21,7 +21,7 @@ use crate::channels::{ChannelDirectory, Content};
 use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, ClaimSettings};
 use crate::delivery::{deliver, try_delivery, AnswerToRecord, RowRecorded, Taken, Then};
 use crate::lifecycle::Shutdown;
-use crate::send_threads::{SendThread, SendThreads};
+use crate::outbound::send_threads::{SendThread, SendThreads};
 use crate::store::Store;
 
 pub struct OutboundSender {
@@ -36,7 +36,7 @@ pub struct OutboundSender {
     /// Shared with the runs being sent, which stop at their next row.
     stopping: Arc<AtomicBool>,
     drained: Vec<oneshot::Sender<()>>,
-    /// Where runs are sent (see [`send_threads`](crate::send_threads)).
+    /// Where runs are sent (see [`send_threads`](crate::outbound::send_threads)).
     threads: SendThreads,
     /// Mark each send started before the platform call (see [`mark_send_started`]).
     mark: bool,

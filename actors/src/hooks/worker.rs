@@ -9,10 +9,10 @@ use relayq_engine::{EventType, Lease, Processed, Retried};
 use serde::Deserialize;
 
 use crate::claiming::{ClaimHooks, ClaimOutbound};
-use crate::hook_buffer::{Buffered, Dropped, HookBuffer, Limits};
+use crate::hooks::buffer::{Buffered, Dropped, HookBuffer, Limits};
+use crate::inbound::supervisor::{SessionEnded, WakeSession};
 use crate::lifecycle::{Stop, Stopping};
 use crate::store::Store;
-use crate::supervisor::{SessionEnded, WakeSession};
 
 /// Rows claimed for this session, oldest first.
 #[derive(Debug, actix::Message)]

@@ -13,10 +13,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::{Lease, QueueName};
 
-use crate::children::Children;
 use crate::claiming::{delay_until, with_next_due, ClaimHooks, ClaimLoop};
-use crate::hook_buffer::Limits;
-use crate::hook_worker::{HookWorker, Reports, Rows, WorkerLevel};
+use crate::hooks::buffer::Limits;
+use crate::hooks::worker::{HookWorker, Reports, Rows, WorkerLevel};
+use crate::inbound::children::Children;
 use crate::lifecycle::{all_stopped, Shutdown, Stop};
 use crate::store::Store;
 
@@ -42,7 +42,7 @@ impl HookClaimer {
         batch: usize,
         limits: Limits,
         outbound: Recipient<crate::claiming::ClaimOutbound>,
-        supervisor: Addr<crate::supervisor::SupervisorActor>,
+        supervisor: Addr<crate::inbound::supervisor::SupervisorActor>,
     ) -> Addr<HookClaimer> {
         HookClaimer::create(|ctx| HookClaimer {
             store,

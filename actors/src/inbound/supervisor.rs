@@ -10,10 +10,10 @@ use relayq_engine::writes;
 use relayq_engine::{Enqueued, InboundMessage, QueueName};
 
 use crate::channels::{ChannelDirectory, DialogOutcome, DialogRequest};
-use crate::children::Children;
 use crate::error::{ActorError, Result};
+use crate::inbound::children::Children;
+use crate::inbound::session::{self, Busy, SessionActor, SessionIdle};
 use crate::lifecycle::{all_stopped, Shutdown, Stop};
-use crate::session::{self, Busy, SessionActor, SessionIdle};
 use crate::store::Store;
 pub use crate::wake::{Resume, WakeSession};
 
