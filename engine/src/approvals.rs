@@ -638,20 +638,11 @@ mod tests {
 
         // From Claude Code's own payload: its suggestions kept to the session (never a
         // settings file), and the exact command allowed for the session.
-        let event = HookEvent {
-            agent: Agent::Claude,
-            event: crate::EventType::Notification,
-            native_event: Some("PermissionRequest".into()),
-            session: "s".into(),
-            native_session_id: None,
-            received_at: 0,
-            pane: None,
-            approval: None,
-            data: json!({"tool_name": "Bash", "tool_input": {"command": "npm test"},
-                "permission_suggestions": [{"type": "addRules", "behavior": "allow",
-                    "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
-                    "destination": "localSettings"}]}),
-        };
+        let event = permission_request(json!({"tool_name": "Bash",
+            "tool_input": {"command": "npm test"},
+            "permission_suggestions": [{"type": "addRules", "behavior": "allow",
+                "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+                "destination": "localSettings"}]}));
         let rules = session_rules_of(&event).unwrap();
         assert_eq!(rules[0]["destination"], "session", "{rules:#}");
         assert_eq!(rules[1]["rules"][0]["ruleContent"], "npm test", "{rules:#}");
@@ -664,9 +655,9 @@ mod tests {
         assert_eq!(session_rules_of(&codex), None, "Codex has no such answer");
     }
 
-    #[test]
-    fn the_action_names_the_command_or_the_file_and_its_diff() {
-        let event = |data: Value| HookEvent {
+    /// Claude Code's `PermissionRequest` event with `data` as its payload.
+    fn permission_request(data: Value) -> HookEvent {
+        HookEvent {
             agent: Agent::Claude,
             event: crate::EventType::Notification,
             native_event: Some("PermissionRequest".into()),
@@ -676,7 +667,12 @@ mod tests {
             pane: None,
             approval: None,
             data,
-        };
+        }
+    }
+
+    #[test]
+    fn the_action_names_the_command_or_the_file_and_its_diff() {
+        let event = permission_request;
         assert_eq!(
             action_of(&event(json!({"tool_input": {"command": "touch x"}}))),
             "touch x"

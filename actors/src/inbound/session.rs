@@ -319,6 +319,26 @@ impl SessionActor {
         );
     }
 
+    /// The session's write: `answers` recorded, `give_back` given back (marks kept), `next`
+    /// leased.
+    fn record(
+        &self,
+        answers: Vec<PendingAnswer>,
+        give_back: Vec<Lease>,
+        next: LeaseNext,
+    ) -> impl std::future::Future<Output = crate::error::Result<RunRecorded>> + 'static {
+        self.store.apply(RecordRun {
+            queue: QueueName::Inbound,
+            answers: answers
+                .into_iter()
+                .map(PendingAnswer::into_record)
+                .collect(),
+            give_back,
+            give_back_as: GiveBack::KeepMarks,
+            next,
+        })
+    }
+
     /// Records the answers; gives back the rest of the run when one failed; leases the next run
     /// when this one is used up.
     fn write(&mut self, ctx: &mut Context<Self>) {
@@ -355,16 +375,7 @@ impl SessionActor {
             .iter()
             .map(|a| (a.lease.clone(), a.tried.clone(), a.origin.clone()))
             .collect();
-        let write = self.store.apply(RecordRun {
-            queue: QueueName::Inbound,
-            answers: answers
-                .into_iter()
-                .map(PendingAnswer::into_record)
-                .collect(),
-            give_back,
-            give_back_as: GiveBack::KeepMarks,
-            next,
-        });
+        let write = self.record(answers, give_back, next);
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             match result {
@@ -498,16 +509,7 @@ impl SessionActor {
         }
         let answers = std::mem::take(&mut self.answers);
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
-        let write = self.store.apply(RecordRun {
-            queue: QueueName::Inbound,
-            answers: answers
-                .into_iter()
-                .map(PendingAnswer::into_record)
-                .collect(),
-            give_back,
-            give_back_as: GiveBack::KeepMarks,
-            next: LeaseNext::Nothing,
-        });
+        let write = self.record(answers, give_back, LeaseNext::Nothing);
         ctx.wait(write.into_actor(self).map(|result, act, ctx| {
             match result {
                 Ok(RunRecorded { told, .. }) => {
