@@ -94,11 +94,10 @@ impl ApprovalsActor {
                 })
                 .await
         };
-        let db = self.store.engine.database().path().to_path_buf();
         ctx.spawn(work.into_actor(self).map(
             move |result: crate::Result<ApprovalsSwept>, act, ctx| match result {
                 Ok(found) => {
-                    crate::wake::outbound_written(&db, found.told);
+                    act.store.waking.outbound_written(found.told);
                     for approval in found.to_press {
                         act.press(approval, ctx);
                     }

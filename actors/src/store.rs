@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use crate::error::{ActorError, Result};
 use crate::metrics::Metrics;
 use crate::pauses::Pauses;
+use crate::wake::{SocketWaking, Waking};
 
 /// The engine plus the queue handles the actors use. Cheap to clone: one reference count, as
 /// every write on the delivery path carries a clone to the commit thread.
@@ -32,6 +33,8 @@ pub struct Handles {
     pub pauses: Pauses,
     /// What this process counts, for `/metrics`.
     pub metrics: Metrics,
+    /// Tells the workers that rows were committed (see [`Waking`]).
+    pub waking: Arc<dyn Waking>,
     in_flight: Arc<InFlight>,
 }
 
@@ -76,6 +79,7 @@ impl Store {
             outbound: outbound.clone(),
             routes: routes.shared(),
         };
+        let waking = Arc::new(SocketWaking::beside(engine.database().path()));
         Store(Arc::new(Handles {
             engine,
             inbound,
@@ -84,6 +88,7 @@ impl Store {
             processor: Arc::new(processor),
             pauses: Pauses::default(),
             metrics: Metrics::default(),
+            waking,
             in_flight: Arc::default(),
         }))
     }

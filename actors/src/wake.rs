@@ -1,4 +1,4 @@
-//! Cross-process wake-ups. A process that writes rows while the daemon runs (the CLI, the hook
+//! Wake-ups ([`Waking`]). A process that writes rows while the daemon runs (the CLI, the hook
 //! receiver) sends one datagram to a Unix socket beside the database, naming the queue and key;
 //! the daemon wakes that key's worker at once. Best effort by design: a lost datagram only
 //! delays the row until the RecoveryActor's next sweep, since SQLite is the source of truth.
@@ -27,23 +27,55 @@ pub fn socket_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Tells the daemon that outbound rows were committed for these ordering keys (notices
-/// written beside another write): their sender claims them now.
-pub fn outbound_written(db: &Path, keys: impl IntoIterator<Item = String>) {
-    for key in keys {
-        notify(db, QueueName::Outbound, &key);
+/// Telling the workers that rows were committed where they do not see it: by another process
+/// (the CLI, `relayq hook`), or by a write of the daemon's that another worker must take
+/// (notices written beside another write). Best effort: a lost wake-up delays the rows until
+/// the next sweep, never loses them. This is one of the pieces that assume one host: a
+/// backend shared by several hosts implements it over its own channel (PostgreSQL: `NOTIFY`).
+pub trait Waking: Send + Sync + std::fmt::Debug + 'static {
+    /// `queue`'s `key` has new rows. Never fails the caller.
+    fn rows_written(&self, queue: QueueName, key: &str);
+
+    /// Outbound rows were committed for these ordering keys: their sender claims them now.
+    fn outbound_written(&self, keys: Vec<String>) {
+        for key in keys {
+            self.rows_written(QueueName::Outbound, &key);
+        }
     }
 }
 
-/// Tells a running daemon (if any) that `queue`/`key` has new rows. Never fails the caller.
-pub fn notify(db: &Path, queue: QueueName, key: &str) {
-    let note = serde_json::to_vec(&WakeNote {
-        queue,
-        key: key.into(),
-    })
-    .expect("serialises");
-    if let Ok(socket) = UnixDatagram::unbound() {
-        let _ = socket.send_to(&note, socket_path(db));
+/// Today's [`Waking`]: a datagram to the Unix socket beside the database file, which the
+/// daemon [`listen`]s on.
+#[derive(Debug, Clone)]
+pub struct SocketWaking {
+    socket: PathBuf,
+}
+
+impl SocketWaking {
+    /// The wake-ups for the daemon serving database `db`.
+    pub fn beside(db: &Path) -> Self {
+        SocketWaking {
+            socket: socket_path(db),
+        }
+    }
+}
+
+/// [`SocketWaking::rows_written`] for a one-shot process that wrote to database `db` directly
+/// (the CLI, `relayq hook`).
+pub fn rows_written_beside(db: &Path, queue: QueueName, key: &str) {
+    SocketWaking::beside(db).rows_written(queue, key);
+}
+
+impl Waking for SocketWaking {
+    fn rows_written(&self, queue: QueueName, key: &str) {
+        let note = serde_json::to_vec(&WakeNote {
+            queue,
+            key: key.into(),
+        })
+        .expect("serialises");
+        if let Ok(socket) = UnixDatagram::unbound() {
+            let _ = socket.send_to(&note, &self.socket);
+        }
     }
 }
 

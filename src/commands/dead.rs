@@ -131,7 +131,7 @@ pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
             let keys: BTreeSet<(QueueName, String)> =
                 revived.iter().map(|(_, q, k)| (*q, k.clone())).collect();
             for (queue, key) in keys {
-                relayq_actors::wake::notify(engine.database().path(), queue, &key);
+                relayq_actors::wake::rows_written_beside(engine.database().path(), queue, &key);
             }
             let ids: Vec<i64> = revived.iter().map(|(id, _, _)| *id).collect();
             match json {

@@ -2,6 +2,7 @@
 //! Everything is checked before the database is opened, so bad input writes nothing.
 
 use clap::Subcommand;
+use relayq_actors::wake::Waking;
 use relayq_engine::outbound::Kind;
 use relayq_engine::{EngineError, MessageType};
 use std::io::Read;
@@ -140,7 +141,8 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         )?;
         Ok((enqueued, told))
     })?;
-    relayq_actors::wake::outbound_written(store.engine.database().path(), told);
+    let waking = relayq_actors::wake::SocketWaking::beside(store.engine.database().path());
+    waking.outbound_written(told.into_iter().collect());
     if let Some(reason) = enqueued.expired {
         eprintln!(
             "relayq: warning: row {} was expired at once ({reason}): session '{}' has ended, \
@@ -216,7 +218,7 @@ fn answer(
     json: bool,
 ) {
     if !enqueued.duplicate && enqueued.expired.is_none() {
-        relayq_actors::wake::notify(store.engine.database().path(), queue, key);
+        relayq_actors::wake::rows_written_beside(store.engine.database().path(), queue, key);
     }
     if json {
         println!("{}", serde_json::to_string(written).expect("serialises"));

@@ -175,7 +175,7 @@ fn record(
 ) -> Result<Option<(Engine, Approval)>, EngineError> {
     let engine = Engine::open(db)?;
     for session in hook_spool::drain(&engine, spool)? {
-        relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &session);
+        relayq_actors::wake::rows_written_beside(engine.database().path(), hooks::QUEUE, &session);
     }
     let now = engine.now();
     event.received_at = now;
@@ -196,7 +196,11 @@ fn record(
         queue.enqueue_in(tx, &event.to_row(), now)?;
         Ok(asked)
     })?;
-    relayq_actors::wake::notify(engine.database().path(), hooks::QUEUE, &event.session);
+    relayq_actors::wake::rows_written_beside(
+        engine.database().path(),
+        hooks::QUEUE,
+        &event.session,
+    );
     // Gemini CLI's questions are answered by the dialog's keys, which the daemon presses: no
     // hook waits on them (see docs/agent-approvals.md).
     let waited_on = asked.filter(|approval| approval.means == approvals::Means::Hook);
@@ -254,7 +258,11 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
             println!("{output}");
         }
         // The session's next message may go now (its agent no longer asks).
-        relayq_actors::wake::notify(db.path(), relayq_engine::inbound::QUEUE, &current.session);
+        relayq_actors::wake::rows_written_beside(
+            db.path(),
+            relayq_engine::inbound::QUEUE,
+            &current.session,
+        );
         return Ok(());
     }
 }

@@ -33,7 +33,11 @@ pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliE
     }
     let store = open_existing(ctx)?;
     let n = store.inbound.expire_key(session, "session expired")?;
-    relayq_actors::wake::notify(store.engine.database().path(), inbound::QUEUE, session);
+    relayq_actors::wake::rows_written_beside(
+        store.engine.database().path(),
+        inbound::QUEUE,
+        session,
+    );
     match as_json {
         true => println!("{}", serde_json::json!({"session": session, "expired": n})),
         false => println!(

@@ -383,8 +383,7 @@ impl SessionActor {
                     for ((lease, tried, _), recorded) in outcomes.iter().zip(&synced.recorded) {
                         tried.log(&act.store.metrics, &act.store.inbound, lease, recorded);
                     }
-                    let db = act.store.engine.database().path();
-                    crate::wake::outbound_written(db, synced.told);
+                    act.store.waking.outbound_written(synced.told);
                     act.agent_hints = AgentHints {
                         look: None,
                         unsure: synced.for_agent.unsure,
@@ -513,7 +512,7 @@ impl SessionActor {
         ctx.wait(write.into_actor(self).map(|result, act, ctx| {
             match result {
                 Ok(RunRecorded { told, .. }) => {
-                    crate::wake::outbound_written(act.store.engine.database().path(), told)
+                    act.store.waking.outbound_written(told)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot record the last answers or give back leased rows; they are retried when their lease expires");

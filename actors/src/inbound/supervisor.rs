@@ -230,14 +230,14 @@ impl Handler<Enqueue> for SupervisorActor {
         let session = message.session.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
         let write = self.store.apply(writes::EnqueueInbound(message));
-        let db = self.store.engine.database().path().to_path_buf();
+        let waking = self.store.waking.clone();
         // Awaited in a task of its own, not in this actor's context, which polls every future
         // spawned into it at each wake: with many enqueues in flight, each answer cost as
         // many polls. The wake is queued before the caller hears of the commit.
         let me = ctx.address();
         Box::pin(async move {
             let result = write.await.map(|(enqueued, told)| {
-                crate::wake::outbound_written(&db, told);
+                waking.outbound_written(told.into_iter().collect());
                 enqueued
             });
             if matches!(
@@ -324,7 +324,7 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                 told,
                 answers: recorded,
             } = result?;
-            crate::wake::outbound_written(act.store.engine.database().path(), told);
+            act.store.waking.outbound_written(told);
             let answered = act.answers_recorded(recorded, ctx);
             let mut enqueued = rows.into_iter();
             let answers = checked
@@ -355,7 +355,7 @@ impl SupervisorActor {
         recorded: relayq_engine::writes::approvals::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
     ) -> Vec<(ChatAnswer, String)> {
-        crate::wake::outbound_written(self.store.engine.database().path(), recorded.outbound_keys);
+        self.store.waking.outbound_written(recorded.outbound_keys);
         for session in &recorded.sessions {
             self.wake(session, ctx);
         }
