@@ -8,21 +8,37 @@ use std::sync::{Arc, RwLock};
 use relayq_engine::pauses::Pause;
 use relayq_engine::QueueName;
 
+/// What the claimers and sessions ask of the operator's pauses, on every claim. One of the
+/// pieces that assume one host (see `docs/flows.md`): [`Pauses`] keeps them in this process's
+/// memory, read from the table at start and changed by this daemon's API; several daemons on
+/// one database would each need to hear of the others' changes.
+pub trait OperatorPauses: Send + Sync + std::fmt::Debug + 'static {
+    /// Takes the pauses read from the table at start.
+    fn load(&self, stored: Vec<Pause>);
+    /// `queue`'s `key` (the whole queue when `None`) is paused, or no longer.
+    fn set(&self, queue: QueueName, key: Option<String>, paused: bool);
+    /// Whether the whole queue is paused.
+    fn queue(&self, queue: QueueName) -> bool;
+    /// Whether `key`'s rows wait: it, or its queue, is paused.
+    fn holds(&self, queue: QueueName, key: &str) -> bool;
+    /// The paused keys of `queue` (a claim's skip list).
+    fn keys(&self, queue: QueueName) -> Vec<String>;
+}
+
 /// One thing paused: a queue's key, or the whole queue (no key).
 type Paused = (QueueName, Option<String>);
 
-/// What is paused.
+/// Today's [`OperatorPauses`]: what is paused, in this process's memory.
 #[derive(Debug, Clone, Default)]
 pub struct Pauses(Arc<RwLock<BTreeSet<Paused>>>);
 
-impl Pauses {
-    /// Takes the pauses read from the table at start.
-    pub fn load(&self, stored: Vec<Pause>) {
+impl OperatorPauses for Pauses {
+    fn load(&self, stored: Vec<Pause>) {
         let mut set = self.0.write().expect("pauses lock");
         set.extend(stored.into_iter().map(|p| (p.queue, p.key)));
     }
 
-    pub fn set(&self, queue: QueueName, key: Option<String>, paused: bool) {
+    fn set(&self, queue: QueueName, key: Option<String>, paused: bool) {
         let mut set = self.0.write().expect("pauses lock");
         match paused {
             true => set.insert((queue, key)),
@@ -30,21 +46,18 @@ impl Pauses {
         };
     }
 
-    /// Whether the whole queue is paused.
-    pub fn queue(&self, queue: QueueName) -> bool {
+    fn queue(&self, queue: QueueName) -> bool {
         self.0.read().expect("pauses lock").contains(&(queue, None))
     }
 
-    /// Whether `key`'s rows wait: it, or its queue, is paused.
-    pub fn holds(&self, queue: QueueName, key: &str) -> bool {
+    fn holds(&self, queue: QueueName, key: &str) -> bool {
         let set = self.0.read().expect("pauses lock");
         // Most of the time nothing is paused: no key is copied to find that out.
         !set.is_empty()
             && (set.contains(&(queue, None)) || set.contains(&(queue, Some(key.to_string()))))
     }
 
-    /// The paused keys of `queue` (a claim's skip list).
-    pub fn keys(&self, queue: QueueName) -> Vec<String> {
+    fn keys(&self, queue: QueueName) -> Vec<String> {
         let set = self.0.read().expect("pauses lock");
         set.iter()
             .filter(|(q, _)| *q == queue)

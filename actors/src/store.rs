@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
 use crate::metrics::Metrics;
-use crate::pauses::Pauses;
+use crate::pauses::{OperatorPauses, Pauses};
 use crate::wake::{SocketWaking, Waking};
 
 /// The engine plus the queue handles the actors use. Cheap to clone: one reference count, as
@@ -30,7 +30,7 @@ pub struct Handles {
     /// Runs hook rows through their handlers.
     pub processor: Arc<HookProcessor>,
     /// The operator's pauses, read on every claim.
-    pub pauses: Pauses,
+    pub pauses: Arc<dyn OperatorPauses>,
     /// What this process counts, for `/metrics`.
     pub metrics: Metrics,
     /// Tells the workers that rows were committed (see [`Waking`]).
@@ -86,7 +86,7 @@ impl Store {
             hooks,
             outbound,
             processor: Arc::new(processor),
-            pauses: Pauses::default(),
+            pauses: Arc::new(Pauses::default()),
             metrics: Metrics::default(),
             waking,
             in_flight: Arc::default(),
