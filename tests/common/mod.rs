@@ -658,7 +658,19 @@ impl Tmux {
 }
 
 impl Drop for Tmux {
+    /// Ends the panes' programs, then the server. A pane's program leads its own process
+    /// group; Gemini CLI's `node` (and the child it relaunches itself as) outlives a killed
+    /// server otherwise, one pair left behind per run.
     fn drop(&mut self) {
+        let panes = self.run(&["list-panes", "-a", "-F", "#{pane_pid}"]);
+        for pid in String::from_utf8_lossy(&panes.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 1)
+        {
+            // SAFETY: a signal to a process group this test started; no memory is touched.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         let _ = self.run(&["kill-server"]);
     }
 }
