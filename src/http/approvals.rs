@@ -8,8 +8,9 @@ use serde::Deserialize;
 
 use super::openapi::{ErrorBody, Refusals};
 use super::{Api, ApiError};
-use crate::operator::{answer_as, no_longer_open, operator};
+use crate::operator::{no_longer_open, operator};
 use crate::views::approval_json;
+use relayq_engine::writes::approvals::AnswerApproval;
 
 /// The name an answer through the API is recorded under.
 const API_ANSWERER: &str = "the relayq API";
@@ -101,11 +102,13 @@ async fn answer(
     id: String,
     decision: Decision,
 ) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
-    let asked = id.clone();
-    let result =
-        web::block(move || answer_as(&engine, &asked, decision, &operator(API_ANSWERER, "api")))
-            .await??;
+    // Through the daemon's group commit, as every write of the daemon's.
+    let answer = AnswerApproval {
+        id: id.clone(),
+        decision,
+        who: operator(API_ANSWERER, "api"),
+    };
+    let result = api.relayq.store().apply(answer).await?;
     match result {
         AnswerResult::Recorded(a) => {
             api.relayq.approvals_changed();

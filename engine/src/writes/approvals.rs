@@ -282,6 +282,23 @@ impl Write for GiveUpPressing {
     }
 }
 
+/// The operator's answer to approval `id` (the HTTP API, the dashboard): recorded once, as a
+/// chat's button would.
+#[derive(Debug, Clone)]
+pub struct AnswerApproval {
+    pub id: String,
+    pub decision: approvals::Decision,
+    pub who: approvals::Answerer,
+}
+
+impl Write for AnswerApproval {
+    type Output = AnswerResult;
+
+    fn apply(self, w: &Writer<'_>) -> Result<AnswerResult> {
+        approvals::answer_in(w.tx(), &self.id, self.decision, &self.who, w.now())
+    }
+}
+
 /// An open approval the agent no longer asks (its dialog closed in the terminal).
 #[derive(Debug, Clone)]
 pub struct Withdraw {
@@ -294,5 +311,97 @@ impl Write for Withdraw {
 
     fn apply(self, w: &Writer<'_>) -> Result<Option<Approval>> {
         approvals::withdraw_in(w.tx(), &self.id, &self.why, w.now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::approvals::{Ask, State};
+    use crate::sessions::Origin;
+    use crate::{Agent, Engine, NoticeRoutes, QueueName, QueuePolicy};
+
+    fn flows() -> (tempfile::TempDir, Arc<crate::HookProcessor>) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&crate::DbConfig::new(dir.path().join("q.db"))).unwrap();
+        let queue = |name| engine.queue(name, QueuePolicy::inbound());
+        let flows = crate::HookProcessor {
+            engine: engine.clone(),
+            hooks: queue(QueueName::Hooks),
+            inbound: queue(QueueName::Inbound),
+            outbound: queue(QueueName::Outbound),
+            routes: NoticeRoutes::none().shared(),
+        };
+        (dir, Arc::new(flows))
+    }
+
+    fn apply<W: Write>(flows: &Arc<crate::HookProcessor>, write: W) -> W::Output {
+        flows.submit(write, ()).blocking_recv().unwrap().unwrap().0
+    }
+
+    /// Regression: the note for keys pressed before a restart held a run of spaces where its
+    /// source line was continued.
+    #[test]
+    fn keys_pressed_before_a_restart_are_said_most_likely_reached_in_one_line() {
+        let (_dir, flows) = flows();
+        let ask = Ask {
+            session: "s".into(),
+            agent: Agent::Gemini,
+            tool: None,
+            action: "touch x".into(),
+            means: Means::Keys,
+            waiter_pid: None,
+            session_rules: None,
+            origin: Some(Origin {
+                origin: "telegram:bot".into(),
+                chat: "7".into(),
+                thread: None,
+            }),
+            expires_at: i64::MAX,
+        };
+        let asked = flows
+            .engine
+            .database()
+            .write(|tx| approvals::ask_in(tx, &ask, 0))
+            .unwrap();
+        let who = approvals::Answerer {
+            name: "Alice".into(),
+            id: None,
+            via: "api".into(),
+            chat: None,
+        };
+        let id = asked.id.clone();
+        let answered = apply(
+            &flows,
+            AnswerApproval {
+                id: id.clone(),
+                decision: approvals::Decision::Deny,
+                who,
+            },
+        );
+        let AnswerResult::Recorded(denied) = answered else {
+            panic!("{answered:?}")
+        };
+        assert_eq!(denied.state, State::Denied);
+        let pressed = Pressed::NotShown("no dialog was open".into());
+        apply(
+            &flows,
+            RecordPressed {
+                approval: denied,
+                earlier: Some(1),
+                pressed,
+            },
+        );
+        let row = approvals::get(&flows.engine.database().read().unwrap(), &id)
+            .unwrap()
+            .unwrap();
+        let why = row.unreached.unwrap();
+        assert!(
+            why.ends_with("so the agent most likely has the answer (not confirmed)"),
+            "{why:?}"
+        );
+        assert!(!why.contains("  "), "{why:?}");
     }
 }
