@@ -164,6 +164,20 @@ fn within(value: Duration, (min, max): Range, why: &str) -> Result<(), String> {
 }
 
 /// `line N` of `text` where `span` starts.
+/// A deserialiser's message, with what to do when it names an unknown key but not the keys
+/// the table takes (a kind whose settings take shared parts in whole, such as a token, is
+/// read that way).
+fn explained(message: &str) -> String {
+    let message = message.trim();
+    if message.starts_with("unknown field") && !message.contains("expected") {
+        return format!(
+            "{message}: check its spelling; `relayq config show` and the README's section for \
+             this kind list the keys it takes"
+        );
+    }
+    message.to_string()
+}
+
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
     span.map(|s| {
         format!(
@@ -410,7 +424,7 @@ impl Config {
                     } else {
                         path
                     },
-                    message: e.into_inner().message().trim().to_string(),
+                    message: explained(e.into_inner().message()),
                 }
             })
             .map_err(blame)?;
@@ -435,7 +449,7 @@ impl Config {
             ConfigError {
                 file: file.into(),
                 key,
-                message: inner.message().trim().to_string(),
+                message: explained(inner.message()),
             }
         })?;
         config.finish(file)
@@ -988,7 +1002,7 @@ mod tests {
         let source = "[sources.mybot]\nkind = \"telegram\"\ntoken_env = \"T\"\nallowed_users = [1]\nchats = { \"1\" = \"agent\" }\n";
         let c = Config::parse(source, "c.toml").unwrap();
         match &c.channels["mybot"] {
-            ChannelConfig::Telegram(bot) => assert_eq!(bot.token_env.as_deref(), Some("T")),
+            ChannelConfig::Telegram(bot) => assert_eq!(bot.token.token_env.as_deref(), Some("T")),
             other => panic!("{other:?}"),
         }
         let routes = c.notice_routes();

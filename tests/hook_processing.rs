@@ -38,7 +38,7 @@ fn outbound_texts(app: &App) -> BTreeMap<String, Vec<String>> {
         let m = relayq_engine::OutboundMessage::from_payload(&payload.unwrap()).unwrap();
         // A notice is stored as data; this is the plain text a file or webhook channel sends.
         let text = match &m.notice {
-            Some(notice) => relayq_actors::channels::kit::notice::plain(notice),
+            Some(notice) => relayq_actors::channels::notice::plain(notice),
             None => m.text.clone(),
         };
         map.entry(m.session.clone().unwrap())

@@ -13,8 +13,11 @@
 //!   [`pacing`], [`pauses`], [`metrics`], [`lifecycle`], [`runtime`] (starting it all).
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
 //! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
-//!   the kit platforms share, and one folder per kind (file, exec, tmux, webhook).
-//! - [`sources`]: inbound platforms, read from a stored offset.
+//!   and one folder per kind (file, exec, tmux, webhook, telegram, slack, discord).
+//! - [`sources`]: inbound platforms, read from a stored offset, pushed, or over a held
+//!   connection; one folder per kind.
+//! - [`kit`]: what channels and sources share: HTTP, secrets, chat routing, each platform's
+//!   API vocabulary.
 //! - [`approvals::ApprovalsActor`] tells chats how agents' questions ended and ends the ones
 //!   nobody waits on; answers from chats are recorded with their source's batch.
 //!
@@ -28,6 +31,7 @@ pub mod delivery;
 pub mod error;
 pub mod hooks;
 pub mod inbound;
+pub mod kit;
 pub mod lifecycle;
 pub mod metrics;
 pub mod outbound;

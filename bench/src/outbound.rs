@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Result};
 
 use crate::cpu;
-use relayq_actors::channels::kit::http::HttpClient;
 use relayq_actors::channels::{webhook, ChannelConfig, UnknownOutcome};
+use relayq_actors::kit::http::HttpClient;
 use relayq_actors::{Relayq, RelayqConfig};
 // (the producers share the runtime on the actix thread)
 use relayq_engine::{Engine, OutboundMessage, Synchronous};

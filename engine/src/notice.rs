@@ -1,6 +1,6 @@
 //! What a relayed hook event tells the people watching: a [`Notice`], kept as data in the
 //! outbound row. The engine never writes chat text: each channel renders the notice in its
-//! platform's markup (see `relayq_actors::channels::kit::notice`), so a Telegram message gets
+//! platform's markup (see `relayq_actors::channels::notice`), so a Telegram message gets
 //! HTML within Telegram's limits and a webhook gets the structured notice beside plain text.
 
 use serde::{Deserialize, Serialize};

@@ -164,7 +164,7 @@ fn a_turn_updates_the_registry_and_agent_stop_sends_the_last_answer_to_the_route
     let out = f.outbound();
     assert_eq!(out.len(), 1);
     // The notice is stored as data; each channel renders it (plain text: "s1: agent
-    // finished\n\nAll pass.", see relayq_actors::channels::kit::notice).
+    // finished\n\nAll pass.", see relayq_actors::channels::notice).
     let notice = out[0].notice.clone().expect("a notice");
     assert_eq!(
         (

@@ -8,7 +8,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header;
 use actix_web::middleware::Next;
 use actix_web::{web, Error, ResponseError};
-use relayq_actors::channels::kit::secret::Secret;
+use relayq_actors::kit::secret::Secret;
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;

@@ -1,9 +1,8 @@
 //! `[http]`: whether the daemon serves its HTTP API, where, and the token it asks for.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-use relayq_actors::channels::kit::secret::{Secret, SecretSetting};
+use relayq_actors::kit::secret::{Secret, TokenSetting};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -15,9 +14,8 @@ pub struct HttpConfig {
     pub listen: String,
     /// The bearer token every request but `/healthz` must carry; better `token_env` or
     /// `token_file`. Optional on loopback, required elsewhere.
-    pub token: Option<Secret>,
-    pub token_env: Option<String>,
-    pub token_file: Option<PathBuf>,
+    #[serde(flatten)]
+    pub token: TokenSetting,
     /// Threads answering requests.
     pub workers: usize,
     /// The largest request body taken, in bytes; a larger one is refused with 413 unread.
@@ -29,9 +27,7 @@ impl Default for HttpConfig {
         HttpConfig {
             enabled: false,
             listen: "127.0.0.1:8765".into(),
-            token: None,
-            token_env: None,
-            token_file: None,
+            token: TokenSetting::default(),
             workers: 2,
             max_request_bytes: 4 * 1024 * 1024,
         }
@@ -68,10 +64,8 @@ impl HttpConfig {
             self.max_request_bytes,
             MAX_REQUEST_BYTES,
         )?;
-        let token = self.token_setting();
-        let given = token.inline.is_some() || token.env.is_some() || token.file.is_some();
-        if given {
-            token.check().map_err(|e| ("http.token", e.message))?;
+        if self.token.is_given() {
+            self.token.check().map_err(|e| ("http.token", e.message))?;
         } else if self.enabled && !address.ip().is_loopback() {
             return Err((
                 "http.token",
@@ -85,18 +79,13 @@ impl HttpConfig {
         Ok(())
     }
 
-    fn token_setting(&self) -> SecretSetting<'_> {
-        SecretSetting::new("token", &self.token, &self.token_env, &self.token_file)
-    }
-
     /// The token, read from the environment or the file when given that way; `None` when
     /// none is set (loopback only: [`HttpConfig::check`] refuses the rest).
     pub fn token(&self) -> Result<Option<Secret>, String> {
-        let setting = self.token_setting();
-        if setting.inline.is_none() && setting.env.is_none() && setting.file.is_none() {
+        if !self.token.is_given() {
             return Ok(None);
         }
-        setting
+        self.token
             .resolve()
             .map(Some)
             .map_err(|e| format!("http.{} {}", e.key, e.message))

@@ -42,7 +42,7 @@ impl<C: Channel> Handler<Deliver> for ChannelActor<C> {
                 message.text = self.channel.render(notice);
                 if let Some(limit) = self.channel.text_limit() {
                     // Platform renderers fit their limit; plain text is cut here.
-                    message.text = super::kit::notice::fit(&message.text, limit);
+                    message.text = super::notice::fit(&message.text, limit);
                 }
             }
         }

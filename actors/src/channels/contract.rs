@@ -104,8 +104,7 @@ pub enum UnknownOutcome {
     Hold,
 }
 
-/// A [`Channel::ready_check`]: `Err` says why the far end is not ready.
-pub type ReadyCheck = Pin<Box<dyn Future<Output = Result<(), String>>>>;
+pub use crate::kit::ReadyCheck;
 
 /// A channel's answer to one delivery: known at once, or when the far end replies.
 pub enum Answer {
@@ -176,9 +175,9 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     fn timeout(&self) -> Duration;
 
     /// A hook event's notice as this channel's far end reads it: plain text unless the
-    /// platform has markup (see [`kit::notice`](super::kit::notice)).
+    /// platform has markup (see [`kit::notice`](super::notice)).
     fn render(&self, notice: &Notice) -> String {
-        super::kit::notice::plain(notice)
+        super::notice::plain(notice)
     }
 
     /// The platform's budgets: how fast it may send to one destination and in all (see

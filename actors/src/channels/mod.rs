@@ -10,8 +10,10 @@
 //! - [`contract`]: the [`Channel`] trait, [`Delivery`], [`Outcome`].
 //! - [`ChannelActor`]: runs any channel; [`ChannelDirectory`] restarts one that panicked.
 //! - [`ChannelKind`]: a kind's settings, checked and built into a channel.
-//! - [`kit`]: what platforms share: the HTTP client and its error words, secrets, the
-//!   conformance suite.
+//! - [`notice`]: a notice as plain text, and what each platform's renderer shares.
+//! - `conformance` (tests only): the suite every HTTP channel passes.
+//! - what channels share with sources (HTTP, secrets, platform vocabulary) is in
+//!   [`kit`](crate::kit).
 //! - one folder per kind: `file/`, `exec/`, `tmux/`, `webhook/`, `telegram/`.
 //!
 //! **Adding a kind** (a platform): create `channels/<kind>/mod.rs` with a `Config` that
@@ -20,10 +22,12 @@
 //! `kinds!` list below. `kind = "<kind>"` in `[channels.NAME]` then selects it.
 
 mod actor;
+#[cfg(test)]
+pub mod conformance;
 pub mod contract;
 pub mod directory;
 mod kind;
-pub mod kit;
+pub mod notice;
 
 pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};

@@ -47,7 +47,7 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
 
     /// Asks the platform whether it takes the source's credentials (Telegram: `getMe`), for
     /// `relayq config check`; `None` when there is nothing to ask.
-    fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+    fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
         None
     }
 }

@@ -70,7 +70,7 @@ type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -
 pub struct SourceSpec {
     run: RunMode,
     /// See [`Source::ready_check`].
-    ready_check: Arc<dyn Fn() -> Option<crate::channels::ReadyCheck> + Send + Sync>,
+    ready_check: Arc<dyn Fn() -> Option<crate::kit::ReadyCheck> + Send + Sync>,
     /// The channel that answers the source's chats, whose budget its cosmetic calls share.
     pub reply_channel: Option<String>,
 }
@@ -108,7 +108,7 @@ impl SourceSpec {
     }
 
     /// See [`Source::ready_check`].
-    pub fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+    pub fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
         (self.ready_check)()
     }
 

@@ -3,16 +3,11 @@
 use ::http::header::{HeaderValue, USER_AGENT};
 
 use super::DiscordChannel;
-use crate::channels::kit::bot::{BotConfig, Platform};
-use crate::channels::kit::http::HttpClient;
+use crate::kit::api::discord::{Discord, API_URL};
+use crate::kit::bot::{BotConfig, Platform};
+use crate::kit::http::HttpClient;
 use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};
-
-/// Discord's REST API, version 10.
-pub const API_URL: &str = "https://discord.com/api/v10";
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Discord;
 
 /// `[channels.NAME] kind = "discord"`. `unknown_outcome = "resend"` sends again with the same
 /// nonce: Discord keeps one message per nonce for a few minutes.

@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
+use crate::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
 use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
 use crate::pacing::Pace;
 
 pub use buckets::Buckets;
-pub use config::{Config, API_URL};
+pub use config::Config;
 
 /// The route messages are created on, as Discord's buckets are keyed.
 const CREATE_MESSAGE: &str = "POST /channels/{id}/messages";

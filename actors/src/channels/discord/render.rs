@@ -2,7 +2,8 @@
 
 use relayq_engine::Notice;
 
-use crate::channels::kit::notice::{cut_chars, question};
+use crate::channels::notice::question;
+use crate::kit::cut_chars;
 
 /// Discord's limit on a message's content, in characters.
 pub const DISCORD_MAX_CHARS: usize = 2000;
@@ -45,7 +46,7 @@ fn escape_markdown(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::kit::notice::tests::stop;
+    use crate::channels::notice::tests::stop;
 
     #[test]
     fn discord_markup_cannot_mention_everyone_or_break_the_bold() {

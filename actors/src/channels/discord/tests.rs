@@ -5,7 +5,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
+use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDAwMQ.GabcDE.s3cr3t-discord-token";
@@ -240,7 +240,7 @@ async fn ready_means_the_bot_user_answered() {
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
     let none = Config {
-        token: None,
+        token: Default::default(),
         ..Config::new("")
     };
     assert_eq!(none.check().unwrap_err().key, "token");

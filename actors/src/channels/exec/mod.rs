@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::kit::{default_timeout, on_path, tail};
+use crate::kit::{default_timeout, on_path, tail};
 use super::UnknownOutcome;
 use super::{Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
@@ -221,7 +221,7 @@ async fn run(&self, delivery: &Delivery) -> Outcome {
         Err(e) => return Outcome::retry(format!("waiting for {program} failed: {e}")),
     };
     // The command may print what `env` gave it (an API key): never kept or shown.
-    let stderr = super::kit::secret::scrub(
+    let stderr = crate::kit::secret::scrub(
         &String::from_utf8_lossy(&stderr),
         self.env.iter().map(|(_, value)| value.as_str()),
     );

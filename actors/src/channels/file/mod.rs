@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::kit::default_timeout;
+use crate::kit::default_timeout;
 use super::{resolve_path, Answer, Channel, ChannelKind, Delivery, Outcome, SettingError};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -165,7 +165,7 @@ impl Channel for FileChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::kit::conformance::{delivery, outcome_of};
+    use crate::channels::conformance::{delivery, outcome_of};
 
     /// Issue 27, item 14: a file with `max_bytes` is rotated (one old file kept), never grows
     /// past it.

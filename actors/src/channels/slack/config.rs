@@ -1,16 +1,11 @@
 //! The Slack channel's settings: a bot's (see `kit::bot`), at Slack's Web API.
 
 use super::SlackChannel;
-use crate::channels::kit::bot::{BotConfig, Platform};
-use crate::channels::kit::http::HttpClient;
+use crate::kit::api::slack::{Slack, API_URL};
+use crate::kit::bot::{BotConfig, Platform};
+use crate::kit::http::HttpClient;
 use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};
-
-/// Slack's Web API.
-pub const API_URL: &str = "https://slack.com/api";
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Slack;
 
 /// `[channels.NAME] kind = "slack"`. `unknown_outcome = "resend"` looks the row up in the
 /// conversation (its id is in the message's metadata) and posts it only if it is not there.

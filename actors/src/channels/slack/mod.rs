@@ -30,12 +30,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::kit::http::{HttpClient, Reply};
-use super::kit::notice;
+use crate::kit::http::{HttpClient, Reply};
 use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
 use crate::pacing::Pace;
 
-pub use config::{Config, API_URL};
+pub use config::Config;
 
 /// Slack's limit on a message's `text` (it truncates longer ones).
 pub const MAX_CHARS: usize = 4000;
@@ -375,7 +374,7 @@ fn approval_blocks(text: &str, approval: &relayq_engine::notice::ApprovalAsked) 
         ));
     }
     json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": notice::cut_chars(text, SECTION_CHARS)}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": crate::kit::cut_chars(text, SECTION_CHARS)}},
         {"type": "actions", "block_id": format!("relayq-approval-{}", approval.id), "elements": buttons},
     ])
 }

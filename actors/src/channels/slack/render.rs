@@ -2,7 +2,7 @@
 
 use relayq_engine::Notice;
 
-use crate::channels::kit::notice::question;
+use crate::channels::notice::question;
 
 /// Slack mrkdwn: the session in bold; `&`, `<` and `>` escaped as Slack asks (so text cannot
 /// form a link or a mention); the agent's own text is left as written.
@@ -24,7 +24,7 @@ pub fn slack_mrkdwn(n: &Notice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::kit::notice::tests::stop;
+    use crate::channels::notice::tests::stop;
 
     #[test]
     fn slack_markup_cannot_link_mention_or_break_the_bold() {

@@ -5,7 +5,7 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
+use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "xoxb-1234-5678-s3cr3tSlackToken";
@@ -268,7 +268,7 @@ async fn ready_means_auth_test_said_ok() {
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
     let none = Config {
-        token: None,
+        token: Default::default(),
         ..Config::new("")
     };
     assert_eq!(none.check().unwrap_err().key, "token");

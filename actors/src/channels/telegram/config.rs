@@ -1,19 +1,14 @@
 //! The Telegram channel's settings: a bot's (see `kit::bot`), at the Bot API.
 
 use super::TelegramChannel;
-use crate::channels::kit::bot::{BotConfig, Platform};
-use crate::channels::kit::http::HttpClient;
-use crate::channels::kit::secret::Secret;
+use crate::kit::api::telegram::{Telegram, API_URL};
+use crate::kit::bot::{BotConfig, Platform};
+use crate::kit::http::HttpClient;
+use crate::kit::secret::Secret;
 use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};
 
-/// The Bot API.
-pub const API_URL: &str = "https://api.telegram.org";
-
 const LOOKS_LIKE: &str = "123456:ABC-DEF... (from @BotFather)";
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Telegram;
 
 impl Platform for Telegram {
     const API_URL: &'static str = API_URL;

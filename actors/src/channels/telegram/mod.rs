@@ -28,15 +28,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::kit::http::{self, HttpClient, Reply};
-use super::kit::notice;
+use crate::kit::http::{self, HttpClient, Reply};
+use crate::channels::notice;
+use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
 use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
 use crate::pacing::Pace;
 
-pub use config::{Config, API_URL};
+pub use config::Config;
 
 /// Telegram's limit on a message's text (UTF-16 units after entities are parsed).
 pub const MAX_CHARS: usize = render::TELEGRAM_MAX_CHARS;
@@ -269,26 +269,6 @@ enum Verdict {
     BadMarkup(String),
 }
 
-/// The Bot API's answer: `{"ok": true, "result": ...}` or
-/// `{"ok": false, "error_code": N, "description": "...", "parameters": {...}}`.
-#[derive(Debug, Deserialize)]
-pub struct BotApiReply {
-    pub ok: bool,
-    #[serde(default)]
-    pub result: Option<Value>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub parameters: Option<Parameters>,
-}
-
-/// `ResponseParameters`.
-#[derive(Debug, Default, Deserialize)]
-pub struct Parameters {
-    pub retry_after: Option<u64>,
-    pub migrate_to_chat_id: Option<i64>,
-}
-
 fn classify(reply: &Reply) -> Verdict {
     let answered = reply.json::<BotApiReply>();
     let parameters = answered.as_ref().and_then(|a| a.parameters.as_ref());
@@ -329,20 +309,4 @@ fn classify(reply: &Reply) -> Verdict {
             after: reply.retry_after,
         },
     })
-}
-
-/// `Telegram 403: Forbidden: bot was blocked by the user`, or the HTTP status and body.
-pub(crate) fn describe(reply: &Reply) -> String {
-    match reply.json::<BotApiReply>().and_then(|a| a.description) {
-        Some(d) => format!("Telegram {}: {d}", reply.status),
-        None => reply.error(),
-    }
-}
-
-/// A chat, thread or message id as Telegram takes it: a number when it is one (`-100123`), else
-/// text (`@channelname`).
-pub(crate) fn number_or_text(id: &str) -> Value {
-    id.trim()
-        .parse::<i64>()
-        .map_or_else(|_| json!(id.trim()), |n| json!(n))
 }

@@ -2,7 +2,8 @@
 
 use relayq_engine::Notice;
 
-use crate::channels::kit::notice::{cut_chars, question};
+use crate::channels::notice::question;
+use crate::kit::cut_chars;
 
 /// Telegram's limit on a message's text, in characters after entities are parsed.
 pub const TELEGRAM_MAX_CHARS: usize = 4096;
@@ -38,7 +39,7 @@ fn escape_html(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::kit::notice::tests::stop;
+    use crate::channels::notice::tests::stop;
 
     #[test]
     fn telegram_html_escapes_and_stays_within_4096_characters() {

@@ -5,7 +5,7 @@ use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::kit::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
+use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "123456:s3cr3t-T0KEN-abcdef";
@@ -275,7 +275,7 @@ async fn ready_means_get_me_answered_with_the_bot() {
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
     let none = Config {
-        token: None,
+        token: Default::default(),
         ..Config::new("")
     };
     assert_eq!(none.check().unwrap_err().key, "token");

@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::kit::{on_path, tail};
+use crate::kit::{on_path, tail};
 use super::{
     Answer, Channel, ChannelKind, Delivery, DialogAnswer, DialogOutcome, DialogRequest, Outcome,
     SettingError,

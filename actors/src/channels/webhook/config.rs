@@ -1,27 +1,23 @@
 //! The webhook's settings: where to POST, extra headers, the timeout.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::WebhookChannel;
-use crate::channels::kit::http::{self, HttpClient};
-use crate::channels::kit::secret::{Secret, SecretSetting};
-use crate::channels::kit::default_timeout;
-use crate::channels::{resolve_path, ChannelKind, SettingError, UnknownOutcome};
+use crate::kit::http::{self, HttpClient};
+use crate::kit::secret::{Secret, UrlSetting};
+use crate::kit::default_timeout;
+use crate::channels::{ChannelKind, SettingError, UnknownOutcome};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Where to POST, e.g. `https://bridge.example.com/relayq`; or `url_env` / `url_file`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url_file: Option<PathBuf>,
+    #[serde(flatten)]
+    pub url: UrlSetting,
     /// Extra request headers, e.g. `{ Authorization = "Bearer ..." }`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, Secret>,
@@ -51,19 +47,13 @@ impl Config {
     /// A webhook to `url` with no extra headers.
     pub fn new(url: &str) -> Self {
         Config {
-            url: Some(Secret::new(url)),
-            url_env: None,
-            url_file: None,
+            url: UrlSetting::inline(url),
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             timeout: default_timeout(),
             max_chars: None,
             unknown_outcome: UnknownOutcome::Resend,
         }
-    }
-
-    fn url(&self) -> SecretSetting<'_> {
-        SecretSetting::new("url", &self.url, &self.url_env, &self.url_file)
     }
 }
 
@@ -82,7 +72,7 @@ impl ChannelKind for Config {
     }
 
     fn check(&self) -> Result<(), SettingError> {
-        self.url().check()?;
+        self.url.check()?;
         let (min, max) = MAX_CHARS_RANGE;
         if let Some(n) = self.max_chars.filter(|n| !(min..=max).contains(n)) {
             return Err(SettingError::new(
@@ -90,7 +80,7 @@ impl ChannelKind for Config {
                 format!("{n} is out of range: between {min} and {max}"),
             ));
         }
-        if let Some(url) = &self.url {
+        if let Some(url) = &self.url.url {
             http::check_url("url", url.expose())?;
         }
         http::headers(&self.headers)?;
@@ -98,7 +88,7 @@ impl ChannelKind for Config {
     }
 
     fn build(&self) -> Result<WebhookChannel, SettingError> {
-        let url = self.url().resolve()?;
+        let url = self.url.resolve()?;
         let parsed = http::check_url("url", url.expose())?;
         // A far end may echo part of the URL back: those parts are secret too.
         let parts = http::url_secrets(&parsed);
@@ -127,9 +117,7 @@ impl ChannelKind for Config {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        if let Some(file) = &mut self.url_file {
-            resolve_path(file, base);
-        }
+        self.url.resolve_paths(base);
     }
 }
 

@@ -11,9 +11,9 @@
 //!   `Retry-After` when it gives one.
 //! - any other 4xx: permanent (the request itself is wrong; sending it again cannot help).
 //! - redirects: 307 and 308 are followed within the URL's origin; any other 3xx is permanent
-//!   (see [`kit::http::follows_redirect`](super::kit::http::follows_redirect)).
+//!   (see [`kit::http::follows_redirect`](crate::kit::http::follows_redirect)).
 //!
-//! The URL may hold a secret (Slack and Discord webhook URLs do): it is a [`Secret`](super::kit::secret::Secret), may be
+//! The URL may hold a secret (Slack and Discord webhook URLs do): it is a [`Secret`](crate::kit::secret::Secret), may be
 //! given as `url_env` or `url_file`, and never appears in an error.
 
 mod config;
@@ -22,7 +22,7 @@ mod tests;
 
 use std::time::Duration;
 
-use super::kit::http::{self, HttpClient, Reply};
+use crate::kit::http::{self, HttpClient, Reply};
 use super::{Answer, Channel, Content, Delivery, Outcome};
 
 pub use config::Config;

@@ -4,8 +4,8 @@ use std::time::Duration;
 use wiremock::ResponseTemplate;
 
 use super::*;
-use crate::channels::kit::conformance::{self, ChannelUnderTest};
-use crate::channels::kit::secret::Secret;
+use crate::channels::conformance::{self, ChannelUnderTest};
+use crate::kit::secret::Secret;
 use crate::channels::{ChannelKind, ChannelConfig};
 
 fn reply(status: u16, body: &str) -> Reply {
@@ -62,7 +62,7 @@ fn config_check_names_the_key_and_never_the_url() {
     let e = c("hooks.example.com/services/T0/B0/s3cr3t").check().unwrap_err();
     assert!(e.key == "url" && !e.to_string().contains("s3cr3t"), "{e}");
     let none = Config {
-        url: None,
+        url: Default::default(),
         ..Config::new("")
     };
     assert!(none.check().unwrap_err().message.contains("url_env"));

@@ -32,8 +32,8 @@ use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
 use serde_json::{json, Value};
 
-use crate::channels::kit::http::HttpClient;
-use crate::channels::kit::secret::Secret;
+use crate::kit::http::HttpClient;
+use crate::kit::secret::Secret;
 use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
 
 pub use config::{Config, CHANNEL_PLACEHOLDER};
@@ -85,7 +85,7 @@ impl SlackEvents {
             tracing::warn!("skipping a Slack button click without user or channel");
             return Vec::new();
         };
-        let may_answer = self.config.allowed_users.iter().any(|u| u == user);
+        let may_answer = self.config.routing.allows(&user.to_string());
         if !may_answer {
             tracing::warn!(user, channel, "a Slack user who is not in allowed_users clicked an approval's button: refused");
         }
@@ -157,12 +157,12 @@ impl SlackEvents {
             tracing::warn!(event = %event, "skipping a Slack message without user, channel or ts");
             return None;
         };
-        if !self.config.allowed_users.iter().any(|u| u == user) {
+        if !self.config.routing.allows(&user.to_string()) {
             tracing::warn!(user, channel, "ignored a message from a Slack user who is not allowed (add the id to allowed_users to accept them)");
             return None;
         }
-        let Some(session) = self.session_for(channel) else {
-            tracing::warn!(channel, "ignored a message from a conversation that feeds no session: add it to `channels` (or set session_template)");
+        let Some(session) = self.config.routing.session_for(channel) else {
+            tracing::warn!(channel, "ignored a message from a conversation that feeds no session: add it to `chats` (or set session_template)");
             return None;
         };
         Some(InboundMessage {
@@ -178,14 +178,6 @@ impl SlackEvents {
             actor_avatar_url: None,
             payload: None,
         })
-    }
-
-    fn session_for(&self, channel: &str) -> Option<String> {
-        if let Some(session) = self.config.channels.get(channel) {
-            return Some(session.clone());
-        }
-        let template = self.config.session_template.as_ref()?;
-        Some(template.replace(CHANNEL_PLACEHOLDER, channel))
     }
 }
 

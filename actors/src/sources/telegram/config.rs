@@ -1,15 +1,16 @@
 //! The Telegram source's settings: the bot (the same token settings as the channel), who may
 //! write to the agents, which chat feeds which session, and how to poll.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::TelegramSource;
-use crate::channels::kit::secret::{Secret, SecretSetting};
 use crate::channels::telegram::Config as BotConfig;
+use crate::kit::api::telegram::{Telegram, API_URL};
+use crate::kit::routing::{ChatPlatform, ChatRouting};
+use crate::kit::secret::{Secret, TokenSetting, WebhookSecretSetting};
 use crate::channels::ChannelConfig;
 use crate::settings::{check_duration, resolve_path, SettingError};
 use crate::sources::{Replies, SourceKind, SourceSpec};
@@ -18,32 +19,18 @@ use crate::sources::{Replies, SourceKind, SourceSpec};
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The bot's token, as for the channel: better `token_env` or `token_file`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
+    #[serde(flatten)]
+    pub token: TokenSetting,
     /// The Bot API's base URL.
     #[serde(default = "api_url")]
     pub api_url: String,
-    /// Telegram user ids whose messages are accepted, in any chat the bot is in.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_users: Vec<i64>,
+    /// Telegram user ids whose messages are accepted, in any chat the bot is in; chat id →
+    /// session (`chats`, or `session_template` with `{chat}`); the answering channel.
+    #[serde(flatten)]
+    pub routing: ChatRouting<Telegram>,
     /// Chat ids whose every member's messages are accepted (a group you trust).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_chats: Vec<i64>,
-    /// Chat id → the session its messages go to.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub chats: BTreeMap<String, String>,
-    /// For chats not in `chats`: one session per chat, named from this (`{chat}` is the chat
-    /// id), e.g. `"tg{chat}"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_template: Option<String>,
-    /// The channel that answers these chats (`to = "origin"` notices); the default is the
-    /// channel named like this source, made from these settings if config.toml has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_channel: Option<String>,
     /// How long one `getUpdates` waits for news (a long poll).
     #[serde(default = "default_poll_timeout", with = "humantime_serde")]
     pub poll_timeout: Duration,
@@ -65,12 +52,8 @@ pub struct Config {
     /// The secret Telegram sends with every webhook call (`X-Telegram-Bot-Api-Secret-Token`):
     /// 1 to 256 of `A-Z a-z 0-9 _ -`. Required in webhook mode; better `webhook_secret_env`
     /// or `webhook_secret_file`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webhook_secret: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webhook_secret_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webhook_secret_file: Option<PathBuf>,
+    #[serde(flatten)]
+    pub webhook_secret: WebhookSecretSetting,
     /// The public HTTPS address Telegram posts to; when set, relayq registers it (and the
     /// secret) with `setWebhook` at start. Not set: register it yourself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,7 +70,7 @@ pub enum Mode {
 }
 
 fn api_url() -> String {
-    crate::channels::telegram::API_URL.to_string()
+    API_URL.to_string()
 }
 fn default_poll_timeout() -> Duration {
     Duration::from_secs(30)
@@ -102,38 +85,42 @@ fn default_typing() -> bool {
 /// `{chat}` in `session_template`.
 pub const CHAT_PLACEHOLDER: &str = "{chat}";
 
+impl ChatPlatform for Telegram {
+    type User = i64;
+    const PLACEHOLDER: &'static str = CHAT_PLACEHOLDER;
+    const TEMPLATE_EXAMPLE: &'static str = "tg{chat}";
+    const CHATS_EXAMPLE: &'static str = "{ \"123456789\" = \"my-agent\" }";
+    const USERS_EXAMPLE: &'static str = "List your Telegram user id (allowed_users = [123456789]; \
+        message @userinfobot to learn it) or trusted chat ids (allowed_chats)";
+
+    fn check_chat(id: &str) -> Result<(), String> {
+        id.parse::<i64>()
+            .map(|_| ())
+            .map_err(|_| "is not a chat id: chat ids are numbers (-100... for groups)".to_string())
+    }
+}
+
 impl Config {
     /// A bot with this token, accepting `user`'s messages, chat `chat` feeding `session`.
     pub fn new(token: &str, user: i64, chat: i64, session: &str) -> Self {
         Config {
-            token: Some(Secret::new(token)),
-            token_env: None,
-            token_file: None,
+            token: TokenSetting::inline(token),
             api_url: api_url(),
-            allowed_users: vec![user],
+            routing: ChatRouting::new(user, &chat.to_string(), session),
             allowed_chats: Vec::new(),
-            chats: BTreeMap::from([(chat.to_string(), session.to_string())]),
-            session_template: None,
-            reply_channel: None,
             poll_timeout: default_poll_timeout(),
             download_dir: None,
             max_download_bytes: default_max_download_bytes(),
             typing: true,
             mode: Mode::Poll,
-            webhook_secret: None,
-            webhook_secret_env: None,
-            webhook_secret_file: None,
+            webhook_secret: WebhookSecretSetting::default(),
             webhook_url: None,
         }
     }
 
-    fn webhook_secret_setting(&self) -> SecretSetting<'_> {
-        SecretSetting::new("webhook_secret", &self.webhook_secret, &self.webhook_secret_env, &self.webhook_secret_file)
-    }
-
     /// The webhook secret, read from where the settings say, checked as Telegram takes it.
     pub fn webhook_secret(&self) -> Result<Secret, SettingError> {
-        let secret = self.webhook_secret_setting().resolve()?;
+        let secret = self.webhook_secret.resolve()?;
         let value = secret.expose();
         let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
         if value.len() > 256 || !value.chars().all(allowed) {
@@ -150,8 +137,6 @@ impl Config {
     pub fn bot(&self) -> BotConfig {
         BotConfig {
             token: self.token.clone(),
-            token_env: self.token_env.clone(),
-            token_file: self.token_file.clone(),
             api_url: Some(self.api_url.clone()),
             ..BotConfig::new("")
         }
@@ -162,48 +147,12 @@ impl SourceKind for Config {
 
     fn check(&self) -> Result<(), SettingError> {
         self.bot().check()?;
-        if self.allowed_users.is_empty() && self.allowed_chats.is_empty() {
-            return Err(SettingError::new(
-                "allowed_users",
-                "is required: the agent behind a session can run commands, so relayq reads only \
-                 the people you name. List your Telegram user id (allowed_users = [123456789]; \
-                 message @userinfobot to learn it) or trusted chat ids (allowed_chats)",
-            ));
-        }
-        for (chat, session) in &self.chats {
-            if chat.trim().parse::<i64>().is_err() {
-                return Err(SettingError::new(
-                    format!("chats.{chat}"),
-                    "is not a chat id: chat ids are numbers (-100... for groups)",
-                ));
-            }
-            if session.trim().is_empty() {
-                return Err(SettingError::new(
-                    format!("chats.{chat}"),
-                    "names no session",
-                ));
-            }
-        }
-        match &self.session_template {
-            Some(t) if !t.contains(CHAT_PLACEHOLDER) => {
-                return Err(SettingError::new(
-                    "session_template",
-                    format!("{t:?} has no {CHAT_PLACEHOLDER}: write e.g. \"tg{CHAT_PLACEHOLDER}\" for one session per chat"),
-                ))
-            }
-            None if self.chats.is_empty() => {
-                return Err(SettingError::new(
-                    "chats",
-                    "is required: say which session each chat feeds (chats = { \"123456789\" = \"my-agent\" }), or set session_template = \"tg{chat}\" for one session per chat",
-                ))
-            }
-            _ => {}
-        }
+        self.routing.check(!self.allowed_chats.is_empty())?;
         let range = (Duration::from_secs(1), Duration::from_secs(50));
         let why = "a long poll; shorter polls only cost more requests";
         check_duration("poll_timeout", self.poll_timeout, range, why)?;
         match self.mode {
-            Mode::Webhook => self.webhook_secret_setting().check()?,
+            Mode::Webhook => self.webhook_secret.check()?,
             Mode::Poll if self.webhook_url.is_some() => {
                 return Err(SettingError::new(
                     "webhook_url",
@@ -242,14 +191,10 @@ impl SourceKind for Config {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        if let Some(file) = &mut self.token_file {
-            resolve_path(file, base);
-        }
+        self.token.resolve_paths(base);
+        self.webhook_secret.resolve_paths(base);
         if let Some(dir) = &mut self.download_dir {
             resolve_path(dir, base);
-        }
-        if let Some(file) = &mut self.webhook_secret_file {
-            resolve_path(file, base);
         }
     }
 
@@ -260,7 +205,7 @@ impl SourceKind for Config {
     fn replies(&self, name: &str) -> Option<Replies> {
         Some(Replies {
             origin: super::origin(name),
-            channel: self.reply_channel.clone().unwrap_or_else(|| name.to_string()),
+            channel: self.routing.reply_channel_or(name),
             default_config: ChannelConfig::Telegram(self.bot()),
         })
     }

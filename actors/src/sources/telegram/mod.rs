@@ -33,8 +33,8 @@ use relayq_engine::{InboundMessage, MessageType};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::channels::kit::http::{HttpClient, Reply};
-use crate::channels::telegram::{describe, number_or_text, BotApiReply};
+use crate::kit::http::{HttpClient, Reply};
+use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
 use crate::pacing::Pacer;
 use crate::settings::SettingError;
 use crate::sources::{Batch, Fetch, Source};
@@ -112,7 +112,7 @@ impl Source for TelegramSource {
         Box::pin(async move { inner.fetch(offset, &origin).await })
     }
 
-    fn ready_check(&self) -> Option<crate::channels::ReadyCheck> {
+    fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
         let inner = self.inner.clone();
         Some(Box::pin(async move {
             let reply = inner.call(&inner.short, "getMe", &json!({})).await?;
@@ -155,7 +155,7 @@ impl Inner {
 
     /// Calls `method` with a JSON body on `client`; the answer's status and body.
     async fn call(&self, client: &HttpClient, method: &str, body: &Value) -> Result<Reply, String> {
-        self.call_reading(client, method, body, crate::channels::kit::http::MAX_BODY).await
+        self.call_reading(client, method, body, crate::kit::http::MAX_BODY).await
     }
 
     /// [`call`](Self::call), reading up to `bytes` of the answer.
@@ -273,7 +273,7 @@ impl Inner {
                 "ignored a message from a user and chat that are not allowed (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
             return None;
         }
-        let Some(session) = self.session_for(&chat) else {
+        let Some(session) = self.config.routing.session_for(&chat) else {
             tracing::warn!(update = id, chat, "ignored a message from a chat that feeds no session: add it to `chats` (or set session_template)");
             return None;
         };
@@ -321,7 +321,7 @@ impl Inner {
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), inbound.source_channel_id.clone()?)),
             },
-            may_answer: sender.is_some_and(|s| self.config.allowed_users.contains(&s)),
+            may_answer: sender.is_some_and(|s| self.config.routing.allows(&s)),
             callback: None,
             message_id: inbound.source_message_id.clone(),
             otherwise,
@@ -357,7 +357,7 @@ impl Inner {
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), message.chat.id.to_string())),
             },
-            may_answer: self.config.allowed_users.contains(&tap.from.id),
+            may_answer: self.config.routing.allows(&tap.from.id),
             callback: Some(tap.id),
             message_id: None,
             otherwise: None,
@@ -375,7 +375,7 @@ impl Inner {
         // One after another, in the order they were tapped.
         actix_rt::spawn(async move {
             for (callback, text) in taps {
-                let body = json!({"callback_query_id": callback, "text": crate::channels::kit::notice::cut_chars(&text, TAP_ANSWER_CHARS)});
+                let body = json!({"callback_query_id": callback, "text": crate::kit::cut_chars(&text, TAP_ANSWER_CHARS)});
                 let request = client.post(url.clone()).json(body.to_string());
                 match client.send(request).await {
                     Ok(reply) if reply.is_success() => {}
@@ -388,23 +388,8 @@ impl Inner {
 
     /// Whether the sender or the chat is on the allowlist.
     fn allowed(&self, sender: Option<i64>, chat: i64) -> bool {
-        sender.is_some_and(|s| self.config.allowed_users.contains(&s))
+        sender.is_some_and(|s| self.config.routing.allows(&s))
             || self.config.allowed_chats.contains(&chat)
-    }
-
-    /// The session chat `chat` feeds.
-    fn session_for(&self, chat: &str) -> Option<String> {
-        if let Some(session) = self
-            .config
-            .chats
-            .iter()
-            .find(|(id, _)| id.trim() == chat)
-            .map(|(_, s)| s.clone())
-        {
-            return Some(session);
-        }
-        let template = self.config.session_template.as_ref()?;
-        Some(template.replace(CHAT_PLACEHOLDER, chat))
     }
 
     /// The row's type, text and payload: a text as it is; a voice note or file as its caption
@@ -582,7 +567,7 @@ fn answered(reply: &Reply) -> Result<Value, Refusal> {
                 .map(Duration::from_secs)
                 .or(reply.retry_after)
                 .unwrap_or(Duration::from_secs(5));
-            Refusal::Wait(wait.min(crate::channels::kit::http::MAX_RETRY_AFTER))
+            Refusal::Wait(wait.min(crate::kit::http::MAX_RETRY_AFTER))
         }
         _ => Refusal::Failed(error),
     })

@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::pacing::{Pace, Pacer};
-use crate::channels::kit::secret::Secret;
+use crate::kit::api::telegram::Telegram;
+use crate::kit::routing::ChatRouting;
+use crate::kit::secret::TokenSetting;
 use crate::sources::SourceKind;
 use crate::testing::fake_telegram::FakeTelegram;
 
@@ -24,13 +26,19 @@ fn fixture(name: &str) -> Value {
 }
 
 fn config(fake: &FakeTelegram) -> Config {
-    Config {
+    let mut config = Config {
         api_url: fake.url.clone(),
         poll_timeout: Duration::from_secs(1),
-        chats: [(ALICE.to_string(), "alice-agent".to_string())].into(),
-        session_template: Some("tg{chat}".into()),
         ..Config::new(TOKEN, ALICE, ALICE, "alice-agent")
-    }
+    };
+    config.routing.session_template = Some("tg{chat}".into());
+    config
+}
+
+/// `config` with its routing changed by `change`.
+fn routed(mut config: Config, change: impl FnOnce(&mut ChatRouting<Telegram>)) -> Config {
+    change(&mut config.routing);
+    config
 }
 
 fn started(config: Config) -> TelegramSource {
@@ -108,10 +116,7 @@ async fn a_message_from_someone_not_allowed_is_skipped_but_its_update_is_passed(
 async fn a_chat_that_feeds_no_session_is_skipped() {
     let fake = FakeTelegram::start(TOKEN);
     fake.push_text(GROUP, ALICE, "which session?");
-    let mut source = started(Config {
-        session_template: None,
-        ..config(&fake)
-    });
+    let mut source = started(routed(config(&fake), |r| r.session_template = None));
     let batch = fetch(&mut source, None).await.unwrap();
     assert!(batch.messages.is_empty());
     assert_eq!(batch.offset, "700000001");
@@ -156,7 +161,7 @@ async fn conflict_and_a_bad_token_fail_the_fetch_with_what_to_do() {
     assert!(error.contains("409") && error.contains("another program is reading this bot's updates"), "{error}");
 
     let mut bad = started(Config {
-        token: Some(Secret::new("999:wrong")),
+        token: TokenSetting::inline("999:wrong"),
         ..config(&fake)
     });
     let error = fetch(&mut bad, None).await.unwrap_err();
@@ -192,33 +197,23 @@ async fn typing_is_shown_within_the_reply_channels_budget_and_dropped_when_it_is
 #[test]
 fn settings_that_would_let_anyone_in_or_reach_no_session_are_refused() {
     let base = Config::new(TOKEN, ALICE, ALICE, "a");
-    let open = Config {
-        allowed_users: vec![],
-        ..base.clone()
-    };
+    let open = routed(base.clone(), |r| r.allowed_users = vec![]);
     let e = open.check().unwrap_err();
     assert_eq!(e.key, "allowed_users");
     assert!(e.message.contains("can run commands"), "{}", e.message);
 
-    let nowhere = Config {
-        chats: Default::default(),
-        ..base.clone()
-    };
+    let nowhere = routed(base.clone(), |r| r.chats = Default::default());
     assert_eq!(nowhere.check().unwrap_err().key, "chats");
-    let one_for_all = Config {
-        session_template: Some("shared".into()),
-        ..base.clone()
-    };
+    let one_for_all = routed(base.clone(), |r| r.session_template = Some("shared".into()));
     assert_eq!(one_for_all.check().unwrap_err().key, "session_template");
     let busy = Config {
         poll_timeout: Duration::ZERO,
         ..base.clone()
     };
     assert_eq!(busy.check().unwrap_err().key, "poll_timeout");
-    let not_a_chat = Config {
-        chats: [("@alice".to_string(), "a".to_string())].into(),
-        ..base.clone()
-    };
+    let not_a_chat = routed(base.clone(), |r| {
+        r.chats = [("@alice".to_string(), "a".to_string())].into()
+    });
     assert_eq!(not_a_chat.check().unwrap_err().key, "chats.@alice");
     base.check().unwrap();
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
 use super::{answered, TelegramSource};
-use crate::channels::kit::secret::Secret;
+use crate::kit::secret::Secret;
 use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
 
 /// The header Telegram sends the webhook's secret in (lower case, as [`Push`] keeps names).

@@ -17,8 +17,8 @@ use relayq_engine::OutboundMessage;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::channels::kit::http::Reply;
 use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
+use crate::kit::http::Reply;
 
 /// Makes the channel under test, talking to a base URL (the mock server's, no trailing slash)
 /// with a timeout.
@@ -215,10 +215,7 @@ impl RecordedReply {
         }
         Reply {
             status: self.status,
-            retry_after: crate::channels::kit::http::retry_after(
-                &headers,
-                std::time::SystemTime::now(),
-            ),
+            retry_after: crate::kit::http::retry_after(&headers, std::time::SystemTime::now()),
             headers,
             body: self.body.clone(),
             cut: false,

@@ -59,7 +59,7 @@ pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> Stri
         .collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.into_iter().fold(text.to_string(), |text, secret| {
-        text.replace(secret, crate::channels::kit::http::REDACTED)
+        text.replace(secret, crate::kit::http::REDACTED)
     })
 }
 
@@ -139,6 +139,76 @@ impl<'a> SecretSetting<'a> {
         Ok(value)
     }
 }
+
+/// Declares a secret setting as one type that a kind's settings take in whole
+/// (`#[serde(flatten)]`): its three fields `key`, `key_env`, `key_file`, and how it is checked,
+/// read and resolved against the config file's folder.
+macro_rules! secret_setting {
+    ($(#[$doc:meta])* $name:ident, $key:literal, $inline:ident, $env:ident, $file:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+        pub struct $name {
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub $inline: Option<Secret>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub $env: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub $file: Option<PathBuf>,
+        }
+
+        impl $name {
+            /// Given inline, in the settings.
+            pub fn inline(value: &str) -> Self {
+                $name { $inline: Some(Secret::new(value)), ..Default::default() }
+            }
+
+            /// The three fields as one setting.
+            pub fn setting(&self) -> SecretSetting<'_> {
+                SecretSetting::new($key, &self.$inline, &self.$env, &self.$file)
+            }
+
+            /// Whether any of the three is given.
+            pub fn is_given(&self) -> bool {
+                self.$inline.is_some() || self.$env.is_some() || self.$file.is_some()
+            }
+
+            /// Exactly one of the three is given.
+            pub fn check(&self) -> Result<(), SettingError> {
+                self.setting().check()
+            }
+
+            /// The value, from where the settings say.
+            pub fn resolve(&self) -> Result<Secret, SettingError> {
+                self.setting().resolve()
+            }
+
+            /// The file relative to the config file's folder.
+            pub fn resolve_paths(&mut self, base: &Path) {
+                if let Some(file) = &mut self.$file {
+                    crate::settings::resolve_path(file, base);
+                }
+            }
+        }
+    };
+}
+
+secret_setting!(
+    /// A bot's or an API's token: `token`, `token_env`, `token_file`.
+    TokenSetting, "token", token, token_env, token_file
+);
+secret_setting!(
+    /// A Slack app's signing secret: `signing_secret`, `signing_secret_env`, `signing_secret_file`.
+    SigningSecretSetting, "signing_secret", signing_secret, signing_secret_env, signing_secret_file
+);
+secret_setting!(
+    /// The secret a platform sends with each webhook call: `webhook_secret`, `webhook_secret_env`,
+    /// `webhook_secret_file`.
+    WebhookSecretSetting, "webhook_secret", webhook_secret, webhook_secret_env, webhook_secret_file
+);
+secret_setting!(
+    /// A URL with a credential in it: `url`, `url_env`, `url_file`.
+    UrlSetting, "url", url, url_env, url_file
+);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 //! Each platform is a marker type naming its official API and what its token looks like.
 
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::default_timeout;
 use super::http;
-use super::secret::{Secret, SecretSetting};
-use crate::channels::{resolve_path, Channel, ChannelKind, SettingError, UnknownOutcome};
+use super::secret::{Secret, TokenSetting};
+use crate::channels::{Channel, ChannelKind, SettingError, UnknownOutcome};
 
 /// A bot platform, as its channel's settings need it.
 pub trait Platform: Sized {
@@ -33,12 +33,8 @@ pub trait Platform: Sized {
 pub struct BotConfig<P> {
     /// The bot's token; better `token_env` (an environment variable of the daemon) or
     /// `token_file`, so config.toml holds no secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<Secret>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
+    #[serde(flatten)]
+    pub token: TokenSetting,
     /// The API's base URL; not set: the platform's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_url: Option<String>,
@@ -57,9 +53,7 @@ impl<P: Platform> BotConfig<P> {
     /// A bot with this token, at the official API.
     pub fn new(token: &str) -> Self {
         BotConfig {
-            token: Some(Secret::new(token)),
-            token_env: None,
-            token_file: None,
+            token: TokenSetting::inline(token),
             api_url: None,
             timeout: default_timeout(),
             unknown_outcome: UnknownOutcome::Resend,
@@ -67,14 +61,10 @@ impl<P: Platform> BotConfig<P> {
         }
     }
 
-    fn token_setting(&self) -> SecretSetting<'_> {
-        SecretSetting::new("token", &self.token, &self.token_env, &self.token_file)
-    }
-
     /// The token, read from where the settings say, without surrounding blanks; refused when
     /// empty or holding a blank.
     pub fn token(&self) -> Result<Secret, SettingError> {
-        let token = self.token_setting().resolve()?;
+        let token = self.token.resolve()?;
         let token = token.expose().trim();
         if token.is_empty() || token.contains(char::is_whitespace) {
             return Err(SettingError::new(
@@ -104,15 +94,13 @@ impl<P: Platform> BotConfig<P> {
 
     /// What the file alone can tell: one way to give the token, an http(s) API URL.
     pub fn check(&self) -> Result<(), SettingError> {
-        self.token_setting().check()?;
+        self.token.check()?;
         self.base_url().map(|_| ())
     }
 
     /// `token_file` relative to the config file's folder.
     pub fn resolve_paths(&mut self, base: &Path) {
-        if let Some(file) = &mut self.token_file {
-            resolve_path(file, base);
-        }
+        self.token.resolve_paths(base);
     }
 }
 

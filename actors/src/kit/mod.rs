@@ -1,15 +1,19 @@
-//! What channel kinds share, so that a platform is its settings, its requests and its
-//! classification: the settings of a bot platform ([`bot`]), the HTTP client and the words for its failures ([`http`]), secret settings
-//! ([`secret`]), notices rendered in each platform's markup ([`notice`]), and the conformance suite every HTTP channel passes (`conformance`, tests only).
+//! What channels and sources share, so that a platform is its settings, its requests and its
+//! classification: the settings of a bot platform ([`bot`]), the HTTP client and the words
+//! for its failures ([`http`]), secret settings ([`secret`]), who may write and which chat feeds which session
+//! ([`routing`]), and each platform's API vocabulary ([`api`]).
 
+pub mod api;
 pub mod bot;
-#[cfg(test)]
-pub mod conformance;
 pub mod http;
-pub mod notice;
+pub mod routing;
 pub mod secret;
 
 use std::time::Duration;
+
+/// Asks a platform whether it takes the credentials (a channel's or a source's
+/// `ready_check`): `Err` says why the far end is not ready.
+pub type ReadyCheck = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>;
 
 /// The timeout of a channel kind that does not set its own.
 pub fn default_timeout() -> Duration {
@@ -50,4 +54,14 @@ pub fn head(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}...", &text[..end])
+}
+
+/// At most `max` characters of `text`; when cut, the last one is `…`.
+pub fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }

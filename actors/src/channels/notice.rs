@@ -50,16 +50,6 @@ pub fn fit(text: &str, limit: relayq_engine::TextLimit) -> String {
     cut
 }
 
-/// At most `max` characters of `text`; when cut, the last one is `…`.
-pub fn cut_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
