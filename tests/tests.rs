@@ -20,5 +20,6 @@ mod real_agents;
 mod recovery;
 mod regression;
 mod service;
+mod source_conformance;
 mod sources;
 mod telegram;

@@ -41,6 +41,8 @@ struct FakeState {
     served: i64,
     /// Answers the next polls get instead of updates.
     poll_failures: VecDeque<(u16, Value)>,
+    /// The polls answered with a failure: their place among `polls`, and when.
+    refused_polls: Vec<(usize, Instant)>,
     /// Answers the next sends get instead of ok.
     send_failures: VecDeque<(u16, Value)>,
     /// file_id → (file_path, bytes).
@@ -288,6 +290,11 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().limits.clone()
     }
 
+    /// The polls answered with a failure: their place among [`Self::polls`], and when.
+    pub fn refused_polls(&self) -> Vec<(usize, Instant)> {
+        self.shared.0.lock().unwrap().refused_polls.clone()
+    }
+
     /// The highest update id a poll has answered with (0: none yet).
     pub fn served(&self) -> i64 {
         self.shared.0.lock().unwrap().served
@@ -382,6 +389,8 @@ impl FakeTelegram {
         state.polls.push(offset);
         state.limits.push(args["limit"].as_u64().unwrap_or(0));
         if let Some((status, body)) = state.poll_failures.pop_front() {
+            let place = state.polls.len() - 1;
+            state.refused_polls.push((place, Instant::now()));
             return (status, body);
         }
         // An offset confirms every update below it: Telegram forgets them.
