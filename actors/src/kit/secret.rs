@@ -206,6 +206,10 @@ secret_setting!(
     WebhookSecretSetting, "webhook_secret", webhook_secret, webhook_secret_env, webhook_secret_file
 );
 secret_setting!(
+    /// A Slack app-level token (`xapp-...`): `app_token`, `app_token_env`, `app_token_file`.
+    AppTokenSetting, "app_token", app_token, app_token_env, app_token_file
+);
+secret_setting!(
     /// A URL with a credential in it: `url`, `url_env`, `url_file`.
     UrlSetting, "url", url, url_env, url_file
 );

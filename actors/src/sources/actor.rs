@@ -76,7 +76,9 @@ impl<S: Source> SourceActor<S> {
         let fetch = self.source.fetch(self.offset.clone());
         ctx.spawn(fetch.into_actor(self).map(|result, act, ctx| match result {
             Ok(batch)
-                if batch.messages.is_empty() && act.offset.as_ref() == Some(&batch.offset) =>
+                if batch.messages.is_empty()
+                    && batch.answers.is_empty()
+                    && act.offset.as_ref() == Some(&batch.offset) =>
             {
                 act.failures = 0;
                 ctx.run_later(IDLE_PAUSE, |act, ctx| act.fetch(ctx));
@@ -117,6 +119,7 @@ impl<S: Source> SourceActor<S> {
                     Ok(_) => {}
                 }
             }
+            act.source.taken();
             if !new.is_empty() {
                 act.source.committed(new, act.budget.clone());
             }
@@ -138,6 +141,7 @@ impl<S: Source> SourceActor<S> {
             .saturating_mul(1 << self.failures.min(10))
             .min(MAX_BACKOFF);
         self.failures += 1;
+        self.source.reset();
         tracing::warn!(source = self.name, error = %error, retry_in = ?wait, "source failed; trying again from the same offset");
         ctx.run_later(wait, again);
     }

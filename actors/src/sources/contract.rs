@@ -7,6 +7,7 @@ use std::sync::Arc;
 use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::InboundMessage;
 
+use crate::kit::ReadyCheck;
 use crate::pacing::Pacer;
 
 /// What one fetch read: the messages, and the offset to start the next fetch from.
@@ -45,9 +46,17 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// answered, so a source may show it where they tapped (Telegram: `answerCallbackQuery`).
     fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
 
+    /// Called once a batch (new rows, duplicates, answers) is committed with its offset, before
+    /// the next fetch: a held connection acknowledges it to its platform then.
+    fn taken(&mut self) {}
+
+    /// Called after a failure, before trying again from the stored offset: a held connection
+    /// is closed here, and opened again from the stored resume token.
+    fn reset(&mut self) {}
+
     /// Asks the platform whether it takes the source's credentials (Telegram: `getMe`), for
     /// `relayq config check`; `None` when there is nothing to ask.
-    fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
+    fn ready_check(&self) -> Option<ReadyCheck> {
         None
     }
 }
@@ -108,4 +117,59 @@ pub trait PushSource: Send + Sync + 'static {
 
     /// As [`Source::acknowledge`], for pushed answers once recorded.
     fn acknowledge(&self, _answered: Vec<(ChatAnswer, String)>) {}
+}
+
+/// What a held connection received: messages and answers to commit, the resume token that
+/// covers them (stored in the same transaction as their rows), and what to acknowledge to the
+/// platform once they are committed (Slack: the envelope ids).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Received {
+    pub messages: Vec<InboundMessage>,
+    pub answers: Vec<ChatAnswer>,
+    /// `None`: the platform keeps no position for relayq (it sends again what was not
+    /// acknowledged); the stored one stays.
+    pub resume: Option<String>,
+    pub acks: Vec<String>,
+}
+
+/// A reading or an acknowledgement in progress on a held connection.
+pub type OnConnection<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + 'a>>;
+
+/// A connection a platform pushes over (a WebSocket), open.
+pub trait Connection: Send + 'static {
+    /// Waits for what the platform sends next.
+    fn next(&mut self) -> OnConnection<'_, Received>;
+
+    /// Acknowledges what was committed.
+    fn acknowledge(&mut self, acks: Vec<String>) -> OnConnection<'_, ()>;
+}
+
+/// A source whose platform pushes over a connection relayq holds open (Slack's Socket Mode,
+/// Discord's gateway). It runs as a [`Source`] through [`Held`](super::Held), so it has the
+/// same actor, offsets and backoff as a source that polls:
+///
+/// ```text
+///   connect(stored resume token) ─▶ next() ─▶ Received { messages, resume, acks }
+///     rows + resume token committed in ONE transaction ─▶ acknowledge(acks) ─▶ next() ...
+///   any error: the connection is dropped; after the backoff, connect(stored token) again,
+///   and the platform sends again what was not acknowledged (the rows' dedup keys make it a
+///   duplicate where it was committed)
+/// ```
+pub trait HeldSource: Clone + Send + Sync + Unpin + 'static {
+    type Connection: Connection;
+
+    /// As [`Source::named`].
+    fn named(&mut self, _name: &str) {}
+
+    /// Opens the connection, resuming from `resume` (the token stored with the rows last
+    /// committed; `None`: never connected).
+    fn connect(&self, resume: Option<String>) -> OnConnection<'static, Self::Connection>;
+
+    /// As [`Source::acknowledge`].
+    fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
+
+    /// As [`Source::ready_check`].
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        None
+    }
 }

@@ -22,16 +22,28 @@
 //!        ◀── 200 only after ── Enqueue each message ──▶ SupervisorActor ──▶ committed rows
 //! ```
 //!
+//! A platform that pushes over a connection relayq holds open (Slack's Socket Mode, Discord's
+//! gateway) has a [`HeldSource`], run as a [`Source`] by [`Held`]: the same actor, with the
+//! platform's resume token as the offset, stored with the rows, and the platform's
+//! acknowledgements sent only after the commit.
+//!
+//! Every kind passes the conformance suite in `tests/source_conformance.rs`.
+//!
 //! **Adding a kind**: create `sources/<kind>/mod.rs` with a `Config` implementing
-//! [`SourceKind`] and a type implementing [`Source`] (or [`PushSource`]), then add one line to
+//! [`SourceKind`] and a type implementing [`Source`] (or [`PushSource`], or [`HeldSource`]), then add one line to
 //! the `kinds!` list below; `[sources.NAME] kind = "<kind>"` selects it.
 
 mod actor;
 mod contract;
+mod held;
 mod kind;
 
 pub use actor::SourceActor;
-pub use contract::{Batch, Fetch, Push, PushRefused, PushSource, Pushed, Receive, Source};
+pub use contract::{
+    Batch, Connection, Fetch, HeldSource, OnConnection, Push, PushRefused, PushSource, Pushed,
+    Receive, Received, Source,
+};
+pub use held::Held;
 pub use kind::{Replies, SourceKind, SourceSpec};
 
 crate::settings::kinds! {

@@ -1,6 +1,7 @@
 //! Test helpers other crates' tests use too (feature `test-helpers`): local servers that answer
 //! as a platform documents, so the production code path runs unchanged against loopback.
 
+pub mod fake_slack_socket;
 pub mod fake_telegram;
 
 /// Waits (without blocking the actix thread) until `done` holds, or panics after 10 s.

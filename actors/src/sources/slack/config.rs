@@ -6,14 +6,21 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::SlackEvents;
+use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+
+use super::socket::SlackSocket;
+use super::{SlackEvents, SlackReader};
 use crate::channels::slack::Config as BotConfig;
-use crate::kit::api::slack::Slack;
+use crate::kit::api::slack::{Slack, API_URL};
+use crate::kit::http::{self, HttpClient};
 use crate::kit::routing::{ChatPlatform, ChatRouting};
-use crate::kit::secret::{SigningSecretSetting, TokenSetting};
+use crate::kit::secret::{AppTokenSetting, SigningSecretSetting, TokenSetting};
 use crate::channels::ChannelConfig;
 use crate::settings::SettingError;
-use crate::sources::{Replies, SourceKind, SourceSpec};
+use crate::sources::{Held, Replies, SourceKind, SourceSpec};
+
+/// How long `apps.connections.open` may take.
+const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `{channel}` in `session_template`.
 pub const CHANNEL_PLACEHOLDER: &str = "{channel}";
@@ -30,10 +37,19 @@ impl ChatPlatform for Slack {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `events` (the default): Slack posts each event to relayq's HTTP API, signed with
+    /// `signing_secret`. `socket`: relayq holds a Socket Mode connection open with
+    /// `app_token`, and needs no public URL.
+    #[serde(default)]
+    pub mode: Mode,
     /// The app's signing secret (Basic Information → App Credentials); better
-    /// `signing_secret_env` or `signing_secret_file`.
+    /// `signing_secret_env` or `signing_secret_file`. Events mode only.
     #[serde(flatten)]
     pub signing_secret: SigningSecretSetting,
+    /// The app-level token (`xapp-...`, Basic Information → App-Level Tokens, scope
+    /// `connections:write`); better `app_token_env` or `app_token_file`. Socket mode only.
+    #[serde(flatten)]
+    pub app_token: AppTokenSetting,
     /// The bot token that answers (`xoxb-...`), as for the Slack channel; not set: answers go
     /// through `reply_channel`, or nowhere.
     #[serde(flatten)]
@@ -48,7 +64,38 @@ pub struct Config {
     pub routing: ChatRouting<Slack>,
 }
 
+/// How the Slack source hears of new events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Events,
+    Socket,
+}
+
 impl Config {
+    /// `apps.connections.open` and a client that sends the app-level token with it.
+    fn socket(&self) -> Result<SlackSocket, SettingError> {
+        let token = self.app_token.resolve()?;
+        if !token.expose().trim().starts_with("xapp-") {
+            return Err(SettingError::new(
+                "app_token",
+                "is not an app-level token: it looks like xapp-... (Basic Information → \
+                 App-Level Tokens, with the connections:write scope)",
+            ));
+        }
+        let api = http::base_url("api_url", self.api_url.as_deref().unwrap_or(API_URL))?;
+        let open = api
+            .join("apps.connections.open")
+            .map_err(|e| SettingError::new("api_url", e.to_string()))?;
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose().trim()))
+            .map_err(|_| SettingError::new("app_token", "holds characters an HTTP header cannot"))?;
+        value.set_sensitive(true);
+        let headers = HeaderMap::from_iter([(AUTHORIZATION, value)]);
+        let client = HttpClient::new(OPEN_TIMEOUT, headers, vec![token]);
+        Ok(SlackSocket::new(SlackReader::new(self.clone()), open, client))
+    }
+
     /// The same app as a channel, when a token is given.
     pub fn bot(&self) -> Option<BotConfig> {
         if !self.token.is_given() {
@@ -64,7 +111,10 @@ impl Config {
 
 impl SourceKind for Config {
     fn check(&self) -> Result<(), SettingError> {
-        self.signing_secret.check()?;
+        match self.mode {
+            Mode::Events => self.signing_secret.check()?,
+            Mode::Socket => self.app_token.check()?,
+        }
         if let Some(bot) = self.bot() {
             bot.check()?;
         }
@@ -72,17 +122,23 @@ impl SourceKind for Config {
     }
 
     fn build(&self) -> Result<SourceSpec, SettingError> {
-        let secret = self.signing_secret.resolve()?;
-        Ok(SourceSpec::pushed(SlackEvents::new(self.clone(), secret)))
+        Ok(match self.mode {
+            Mode::Events => {
+                let secret = self.signing_secret.resolve()?;
+                SourceSpec::pushed(SlackEvents::new(self.clone(), secret))
+            }
+            Mode::Socket => SourceSpec::of(Held::new(self.socket()?)),
+        })
     }
 
     fn resolve_paths(&mut self, base: &Path) {
         self.signing_secret.resolve_paths(base);
+        self.app_token.resolve_paths(base);
         self.token.resolve_paths(base);
     }
 
     fn pushed(&self) -> bool {
-        true
+        self.mode == Mode::Events
     }
 
     fn replies(&self, name: &str) -> Option<Replies> {

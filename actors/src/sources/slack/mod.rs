@@ -15,6 +15,9 @@
 //!   committed ──▶ 200 (Slack wants it within 3 s; a commit takes milliseconds)
 //! ```
 //!
+//! Or `mode = "socket"` (`socket.rs`): the same events and clicks over a Socket Mode
+//! connection relayq holds open, for a machine Slack cannot post to.
+//!
 //! Set the app's Interactivity Request URL to the same `POST /v1/ingress/NAME` as its events.
 //!
 //! Slack retries an event it saw no 200 for (`X-Slack-Retry-Num`); the retry carries the same
@@ -22,6 +25,7 @@
 //! duplicate: one row, however many retries.
 
 mod config;
+mod socket;
 #[cfg(test)]
 mod tests;
 
@@ -36,7 +40,8 @@ use crate::kit::http::HttpClient;
 use crate::kit::secret::Secret;
 use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
 
-pub use config::{Config, CHANNEL_PLACEHOLDER};
+pub use config::{Config, Mode, CHANNEL_PLACEHOLDER};
+pub use socket::SlackSocket;
 
 /// How old a signed request may be: Slack's advice, against replays.
 const MAX_AGE_SECS: i64 = 5 * 60;
@@ -46,11 +51,19 @@ pub fn origin(name: &str) -> String {
     format!("slack:{name}")
 }
 
-pub struct SlackEvents {
+/// How Slack's events and interactions read, whichever way they come (posted to the HTTP API,
+/// or over Socket Mode): who may write, which session a conversation feeds, what a click
+/// answers; and how a click is answered where it was made.
+pub struct SlackReader {
     config: Config,
-    key: hmac::Key,
     /// Answers a click where it was made (its `response_url`).
     http: HttpClient,
+}
+
+/// The Events API: Slack posts each event, signed, to `POST /v1/ingress/NAME`.
+pub struct SlackEvents {
+    reader: SlackReader,
+    key: hmac::Key,
 }
 
 /// How long answering a click (`response_url`) may take.
@@ -59,8 +72,44 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 impl SlackEvents {
     pub fn new(config: Config, signing_secret: Secret) -> Self {
         let key = hmac::Key::new(hmac::HMAC_SHA256, signing_secret.expose().as_bytes());
+        SlackEvents {
+            reader: SlackReader::new(config),
+            key,
+        }
+    }
+
+    /// Slack's request signing: `v0=` and the hex HMAC-SHA256 of `v0:<timestamp>:<body>`,
+    /// compared in constant time, for a timestamp within five minutes of now.
+    fn verify(&self, push: &Push, now: i64) -> Result<(), PushRefused> {
+        let refused = |why: &str| Err(PushRefused::NotThePlatform(why.to_string()));
+        let Some(ts) = push.header("x-slack-request-timestamp") else {
+            return refused("no X-Slack-Request-Timestamp header");
+        };
+        let Ok(at) = ts.parse::<i64>() else {
+            return refused("X-Slack-Request-Timestamp is not a unix time");
+        };
+        if (now - at).abs() > MAX_AGE_SECS {
+            return refused("the request was signed more than 5 minutes away from now (a replay, or a clock off)");
+        }
+        let Some(signature) = push
+            .header("x-slack-signature")
+            .and_then(|s| s.strip_prefix("v0="))
+            .and_then(decode_hex)
+        else {
+            return refused("no v0= X-Slack-Signature header");
+        };
+        let mut signed = format!("v0:{ts}:").into_bytes();
+        signed.extend_from_slice(&push.body);
+        hmac::verify(&self.key, &signed, &signature).or_else(|_| {
+            refused("X-Slack-Signature does not match the body signed with this app's signing_secret")
+        })
+    }
+}
+
+impl SlackReader {
+    pub fn new(config: Config) -> Self {
         let http = HttpClient::new(RESPONSE_TIMEOUT, Default::default(), Vec::new());
-        SlackEvents { config, key, http }
+        SlackReader { config, http }
     }
 
     /// The answers a click on an approval's buttons gives (a `block_actions` interaction);
@@ -114,33 +163,6 @@ impl SlackEvents {
             .collect()
     }
 
-    /// Slack's request signing: `v0=` and the hex HMAC-SHA256 of `v0:<timestamp>:<body>`,
-    /// compared in constant time, for a timestamp within five minutes of now.
-    fn verify(&self, push: &Push, now: i64) -> Result<(), PushRefused> {
-        let refused = |why: &str| Err(PushRefused::NotThePlatform(why.to_string()));
-        let Some(ts) = push.header("x-slack-request-timestamp") else {
-            return refused("no X-Slack-Request-Timestamp header");
-        };
-        let Ok(at) = ts.parse::<i64>() else {
-            return refused("X-Slack-Request-Timestamp is not a unix time");
-        };
-        if (now - at).abs() > MAX_AGE_SECS {
-            return refused("the request was signed more than 5 minutes away from now (a replay, or a clock off)");
-        }
-        let Some(signature) = push
-            .header("x-slack-signature")
-            .and_then(|s| s.strip_prefix("v0="))
-            .and_then(decode_hex)
-        else {
-            return refused("no v0= X-Slack-Signature header");
-        };
-        let mut signed = format!("v0:{ts}:").into_bytes();
-        signed.extend_from_slice(&push.body);
-        hmac::verify(&self.key, &signed, &signature).or_else(|_| {
-            refused("X-Slack-Signature does not match the body signed with this app's signing_secret")
-        })
-    }
-
     /// The inbound message an event makes, if it is a message relayq takes.
     fn accept(&self, event: &Value, origin: &str) -> Option<InboundMessage> {
         let field = |name: &str| event.get(name).and_then(Value::as_str);
@@ -179,13 +201,30 @@ impl SlackEvents {
             payload: None,
         })
     }
-}
 
-impl PushSource for SlackEvents {
+    /// What an `event_callback` carries: an allowed user's message, or an answer it gives.
+    pub fn event_callback(&self, body: &Value, origin: &str) -> Pushed {
+        let event = body.get("event").unwrap_or(&Value::Null);
+        let message = self.accept(event, origin);
+        match message.map(|m| (answer_in_text(&m), m)) {
+            Some((Some(answer), _)) => Pushed::Answers(vec![answer]),
+            Some((None, message)) => Pushed::Messages(vec![message]),
+            None => Pushed::Messages(Vec::new()),
+        }
+    }
+
+    /// What an interaction carries: the answers its clicks give.
+    pub fn interaction(&self, interaction: &Value, origin: &str) -> Pushed {
+        match self.clicked(interaction, origin) {
+            answers if answers.is_empty() => Pushed::Messages(Vec::new()),
+            answers => Pushed::Answers(answers),
+        }
+    }
+
     /// Each click is answered where it was made, seen only by who clicked (an ephemeral
     /// message through its `response_url`). Cosmetic (the question itself is edited to its
     /// outcome): failures are logged.
-    fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
+    pub fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
         let replies: Vec<(url::Url, String)> = answered
             .into_iter()
             .filter_map(|(answer, reply)| Some((url::Url::parse(&answer.callback?).ok()?, reply)))
@@ -206,6 +245,12 @@ impl PushSource for SlackEvents {
             }
         });
     }
+}
+
+impl PushSource for SlackEvents {
+    fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
+        self.reader.acknowledge(answered);
+    }
 
     fn receive<'a>(&'a self, name: &'a str, push: &'a Push) -> Receive<'a> {
         Box::pin(async move {
@@ -219,10 +264,7 @@ impl PushSource for SlackEvents {
                 let interaction: Value = serde_json::from_str(&interaction).map_err(|e| {
                     PushRefused::Unreadable(format!("the interaction payload is not JSON: {e}"))
                 })?;
-                return Ok(match self.clicked(&interaction, &origin(name)) {
-                    answers if answers.is_empty() => Pushed::Messages(Vec::new()),
-                    answers => Pushed::Answers(answers),
-                });
+                return Ok(self.reader.interaction(&interaction, &origin(name)));
             }
             let body: Value = serde_json::from_slice(&push.body)
                 .map_err(|e| PushRefused::Unreadable(format!("the event is not JSON: {e}")))?;
@@ -230,15 +272,7 @@ impl PushSource for SlackEvents {
                 Some("url_verification") => Ok(Pushed::Answer(
                     json!({"challenge": body.get("challenge").cloned().unwrap_or(Value::Null)}),
                 )),
-                Some("event_callback") => {
-                    let event = body.get("event").unwrap_or(&Value::Null);
-                    let message = self.accept(event, &origin(name));
-                    Ok(match message.map(|m| (answer_in_text(&m), m)) {
-                        Some((Some(answer), _)) => Pushed::Answers(vec![answer]),
-                        Some((None, message)) => Pushed::Messages(vec![message]),
-                        None => Pushed::Messages(Vec::new()),
-                    })
-                }
+                Some("event_callback") => Ok(self.reader.event_callback(&body, &origin(name))),
                 other => {
                     tracing::debug!(kind = ?other, "ignoring a Slack request that is not an event");
                     Ok(Pushed::Messages(Vec::new()))

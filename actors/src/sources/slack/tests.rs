@@ -49,21 +49,21 @@ fn a_wrong_signature_a_changed_body_or_an_old_timestamp_is_refused() {
 fn only_an_allowed_users_own_message_in_a_mapped_conversation_is_taken() {
     let e = events();
     let message = json!({"type": "message", "user": "U1", "channel": "C1", "ts": "1.1", "text": "hi"});
-    let taken = e.accept(&message, "slack:s").unwrap();
+    let taken = e.reader.accept(&message, "slack:s").unwrap();
     assert_eq!((taken.session.as_str(), taken.content.as_str()), ("agent", "hi"));
     assert_eq!(taken.source_message_id.as_deref(), Some("1.1"));
     let mut stranger = message.clone();
     stranger["user"] = json!("U2");
-    assert!(e.accept(&stranger, "slack:s").is_none());
+    assert!(e.reader.accept(&stranger, "slack:s").is_none());
     let mut bot = message.clone();
     bot["bot_id"] = json!("B1");
-    assert!(e.accept(&bot, "slack:s").is_none(), "relayq's own answers");
+    assert!(e.reader.accept(&bot, "slack:s").is_none(), "relayq's own answers");
     let mut edit = message.clone();
     edit["subtype"] = json!("message_changed");
-    assert!(e.accept(&edit, "slack:s").is_none());
+    assert!(e.reader.accept(&edit, "slack:s").is_none());
     let mut elsewhere = message;
     elsewhere["channel"] = json!("C9");
-    assert!(e.accept(&elsewhere, "slack:s").is_none(), "no session for it");
+    assert!(e.reader.accept(&elsewhere, "slack:s").is_none(), "no session for it");
 }
 
 /// A `block_actions` click as Slack posts it (docs.slack.dev, block_actions payload).
@@ -81,7 +81,7 @@ fn click(user: &str, value: &str) -> Value {
 #[test]
 fn a_click_on_an_approvals_button_is_its_answer_and_only_allowed_users_may_give_it() {
     let e = events();
-    let answers = e.clicked(&click("U1", "relayq:abc234:allow-session"), "slack:s");
+    let answers = e.reader.clicked(&click("U1", "relayq:abc234:allow-session"), "slack:s");
     assert_eq!(answers.len(), 1);
     let a = &answers[0];
     assert_eq!(a.target, approvals::Target::Id("abc234".into()));
@@ -96,13 +96,13 @@ fn a_click_on_an_approvals_button_is_its_answer_and_only_allowed_users_may_give_
         a.callback.as_deref(),
         Some("https://hooks.slack.com/actions/T1/1/x")
     );
-    assert!(!e.clicked(&click("U2", "relayq:abc234:allow"), "slack:s")[0].may_answer);
-    assert!(e.clicked(&click("U1", "someone-elses-button"), "slack:s").is_empty());
+    assert!(!e.reader.clicked(&click("U2", "relayq:abc234:allow"), "slack:s")[0].may_answer);
+    assert!(e.reader.clicked(&click("U1", "someone-elses-button"), "slack:s").is_empty());
     // The documented payload, as recorded in the fixtures.
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/slack/block_actions.json");
     let recorded: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let answers = e.clicked(&recorded, "slack:s");
+    let answers = e.reader.clicked(&recorded, "slack:s");
     assert_eq!(answers[0].target, approvals::Target::Id("k3x9pq".into()));
     assert_eq!(
         answers[0].who.chat,
@@ -125,7 +125,7 @@ fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_me
         if let Some(t) = thread {
             m["thread_ts"] = json!(t);
         }
-        answer_in_text(&e.accept(&m, "slack:s").unwrap())
+        answer_in_text(&e.reader.accept(&m, "slack:s").unwrap())
     };
     let deny = said("deny abc234", None).unwrap();
     assert_eq!(
