@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::settings::{check_range, SettingError};
 use actix::prelude::*;
 use relayq_engine::{Lease, Queue};
 
@@ -49,6 +50,44 @@ impl Default for ClaimSettings {
             drain_in_flight: 16,
             send_threads: 2,
         }
+    }
+}
+
+/// Most threads outbound runs may be sent on (`claimer.send_threads`).
+pub const MAX_SEND_THREADS: usize = 16;
+
+impl ClaimSettings {
+    /// What the file alone can tell; keys within `[claimer]`.
+    pub fn check(&self) -> Result<(), SettingError> {
+        if self.hook_batch == 0 {
+            return Err(SettingError::new("hook_batch", "must be at least 1"));
+        }
+        if self.outbound_in_flight == 0 {
+            return Err(SettingError::new(
+                "outbound_in_flight",
+                "must be at least 1",
+            ));
+        }
+        if self.drain_in_flight == 0 || self.drain_in_flight > self.outbound_in_flight {
+            return Err(SettingError::new(
+                "drain_in_flight",
+                format!(
+                    "{} is out of range: between 1 and claimer.outbound_in_flight ({})",
+                    self.drain_in_flight, self.outbound_in_flight
+                ),
+            ));
+        }
+        check_range("send_threads", self.send_threads, (1, MAX_SEND_THREADS))?;
+        if self.hook_buffer <= self.hook_reserved_critical {
+            return Err(SettingError::new(
+                "hook_buffer",
+                format!(
+                    "must be larger than claimer.hook_reserved_critical ({}), so bursty events have room",
+                    self.hook_reserved_critical
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -1,52 +1,9 @@
 //! What channel and source kinds share about their settings: the error that names the key to
-//! fix, and paths relative to the config file.
+//! fix (the engine's, shared by every settings type), and paths relative to the config file.
 
 use std::path::{Path, PathBuf};
 
-/// A problem with one setting of a channel or source: its key (within `[channels.NAME]` or `[sources.NAME]`) and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct SettingError {
-    pub key: String,
-    pub message: String,
-}
-
-impl SettingError {
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        SettingError {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Refuses a duration outside `min..=max`, naming `key` and the range; `why` (may be empty)
-/// says what the range protects.
-pub fn check_duration(
-    key: &str,
-    value: std::time::Duration,
-    (min, max): (std::time::Duration, std::time::Duration),
-    why: &str,
-) -> Result<(), SettingError> {
-    if value >= min && value <= max {
-        return Ok(());
-    }
-    let show = |d| humantime::format_duration(d).to_string();
-    let why = if why.is_empty() {
-        String::new()
-    } else {
-        format!(" ({why})")
-    };
-    Err(SettingError::new(
-        key,
-        format!(
-            "{} is out of range: between {} and {}{why}",
-            show(value),
-            show(min),
-            show(max)
-        ),
-    ))
-}
+pub use relayq_engine::settings::{check_duration, check_range, SettingError};
 
 /// `path` made relative to `base` when it is relative.
 pub fn resolve_path(path: &mut PathBuf, base: &Path) {

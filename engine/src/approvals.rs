@@ -61,6 +61,18 @@ pub const EXPIRE_AFTER_RANGE: (std::time::Duration, std::time::Duration) = (
     std::time::Duration::from_secs(9 * 60),
 );
 
+impl Settings {
+    /// What the file alone can tell; keys within `[approvals]`.
+    pub fn check(&self) -> Result<(), crate::settings::SettingError> {
+        crate::settings::check_duration(
+            "expire_after",
+            self.expire_after,
+            EXPIRE_AFTER_RANGE,
+            "the waiting hook must answer before the agent's own hook timeout (600 s)",
+        )
+    }
+}
+
 /// The approval a permission request opens, when the session's chat can answer it: Claude
 /// Code's and Codex's `PermissionRequest` (answered by the waiting hook), Gemini CLI's
 /// `ToolPermission` notification (answered by the dialog's keys). `None` for any other event,

@@ -26,6 +26,7 @@ pub mod outbound;
 pub mod outcome;
 pub mod routes;
 pub mod sessions;
+pub mod settings;
 pub mod sources;
 pub mod storage;
 pub mod transcript;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::hooks::EventType;
 use crate::sessions;
+use crate::settings::SettingError;
 
 /// One place a session's notices go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +93,33 @@ impl Default for NoticeRoutes {
 pub type SharedNoticeRoutes = Arc<RwLock<Arc<NoticeRoutes>>>;
 
 impl NoticeRoutes {
+    /// What the file alone can tell; keys within `[routes]`. `channel_named(key, name)` checks
+    /// that a channel a route names is configured.
+    pub fn check(
+        &self,
+        channel_named: impl Fn(&str, &str) -> std::result::Result<(), SettingError>,
+    ) -> std::result::Result<(), SettingError> {
+        let routes = self.default.iter().map(|r| ("default".to_string(), r));
+        let session_routes = self.sessions.iter().flat_map(|(session, list)| {
+            list.iter().map(move |r| (format!("sessions.{session}"), r))
+        });
+        for (key, route) in routes.chain(session_routes) {
+            if let Some(e) = route.events.iter().find(|e| !relayed_events().contains(e)) {
+                return Err(SettingError::new(key, format!("event {e:?} is not relayed; routes take agent_stop, notification and error")));
+            }
+            let channel = match &route.channel {
+                Some(channel) => channel,
+                None if route.to == ORIGIN => continue,
+                None => return Err(SettingError::new(key, format!("the route to '{}' names no channel: add channel = \"NAME\", or write to = \"origin\" for the chat the session's messages come from", route.to))),
+            };
+            channel_named(&key, channel)?;
+            if route.to.trim().is_empty() {
+                return Err(SettingError::new(key, format!("the route to channel '{channel}' has an empty `to`: say where on the channel to send")));
+            }
+        }
+        Ok(())
+    }
+
     /// These routes, replaceable (see [`SharedNoticeRoutes`]).
     pub fn shared(self) -> SharedNoticeRoutes {
         Arc::new(RwLock::new(Arc::new(self)))

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 
 use relayq_actors::kit::secret::{Secret, TokenSetting};
+use relayq_engine::settings::{check_range, SettingError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -51,24 +52,20 @@ impl HttpConfig {
     }
 
     /// What the file alone can tell: the address, the ranges, and a token wherever the
-    /// address is not loopback. Returns the key at fault and the message.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let address = self.address().map_err(|m| ("http.listen", m))?;
-        let within = |key, value: usize, (low, high): (usize, usize)| match value {
-            v if (low..=high).contains(&v) => Ok(()),
-            v => Err((key, format!("{v} is out of range: allowed {low} to {high}"))),
-        };
-        within("http.workers", self.workers, WORKERS)?;
-        within(
-            "http.max_request_bytes",
+    /// address is not loopback. Keys within `[http]`.
+    pub fn check(&self) -> Result<(), SettingError> {
+        let address = self.address().map_err(|m| SettingError::new("listen", m))?;
+        check_range("workers", self.workers, WORKERS)?;
+        check_range(
+            "max_request_bytes",
             self.max_request_bytes,
             MAX_REQUEST_BYTES,
         )?;
         if self.token.is_given() {
-            self.token.check().map_err(|e| ("http.token", e.message))?;
+            self.token.check()?;
         } else if self.enabled && !address.ip().is_loopback() {
-            return Err((
-                "http.token",
+            return Err(SettingError::new(
+                "token",
                 format!(
                     "is required when the API listens beyond this machine ({address}): set \
                      http.token_env (or token, or token_file) so every request must carry it, \

@@ -31,14 +31,11 @@ pub struct SendThreads {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendThread(usize);
 
-/// Most threads outbound runs may be sent on (`claimer.send_threads`).
-pub const MAX_SEND_THREADS: usize = 16;
-
 impl SendThreads {
     /// Starts `threads − 1` arbiters beside the caller's thread (`threads` at least 1). Must run
     /// inside an actix system.
     pub fn start(threads: usize) -> Self {
-        let threads = threads.clamp(1, MAX_SEND_THREADS);
+        let threads = threads.clamp(1, crate::claiming::MAX_SEND_THREADS);
         SendThreads {
             others: (1..threads).map(|_| Arbiter::new().handle()).collect(),
             runs: vec![0; threads],

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::settings::{check_duration, SettingError};
+
 /// How one queue behaves. The engine is the same for every queue; only this differs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueuePolicy {
@@ -52,6 +54,92 @@ pub struct QueuePolicies {
     pub inbound: QueuePolicy,
     pub hooks: QueuePolicy,
     pub outbound: QueuePolicy,
+}
+
+/// The durations a queue setting may take: below the minimum the daemon misbehaves (see the
+/// reason), above the maximum a setting is surely a typo.
+pub const LEASE_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 3600));
+/// The longest delay a backoff may list.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest a row may be kept.
+pub const MAX_KEEP: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+impl QueuePolicies {
+    /// What the file alone can tell; keys within `[queues]`.
+    pub fn check(&self) -> Result<(), SettingError> {
+        for (name, policy) in self.each() {
+            policy.check(name).map_err(|e| e.within(name))?;
+        }
+        Ok(())
+    }
+
+    /// The three policies with their queues' names.
+    pub fn each(&self) -> [(&'static str, &QueuePolicy); 3] {
+        [
+            ("inbound", &self.inbound),
+            ("hooks", &self.hooks),
+            ("outbound", &self.outbound),
+        ]
+    }
+}
+
+impl QueuePolicy {
+    /// What the file alone can tell of queue `queue`'s policy; keys within its table.
+    fn check(&self, queue: &str) -> Result<(), SettingError> {
+        match (queue, &self.replay_kinds) {
+            ("outbound", Some(kinds)) => {
+                if let Some(bad) = kinds
+                    .iter()
+                    .find(|k| !["final", "block", "tool"].contains(&k.as_str()))
+                {
+                    return Err(SettingError::new(
+                        "replay_kinds",
+                        format!("{bad:?} is not a kind of message: use \"final\", \"block\" and \"tool\""),
+                    ));
+                }
+            }
+            (_, None) => {}
+            (_, Some(_)) => {
+                return Err(SettingError::new(
+                    "replay_kinds",
+                    "only outbound messages have kinds: set replay_kinds in [queues.outbound]",
+                ))
+            }
+        }
+        if queue == "hooks" && (self.max_depth.is_some() || self.max_key_depth.is_some()) {
+            return Err(SettingError::new(
+                "max_depth",
+                "hook events are never refused (the agent cannot send them again): leave max_depth and max_key_depth out of [queues.hooks]",
+            ));
+        }
+        if self.backoff.is_empty() {
+            return Err(SettingError::new(
+                "backoff",
+                "must list at least one delay, e.g. [\"5s\", \"10s\"]",
+            ));
+        }
+        check_duration(
+            "lease_timeout",
+            self.lease_timeout,
+            LEASE_TIMEOUT_RANGE,
+            "a lease is renewed every third of it while a delivery runs; shorter ones \
+             expire under a busy disk and the row is delivered twice",
+        )?;
+        for delay in &self.backoff {
+            check_duration("backoff", *delay, (Duration::ZERO, MAX_BACKOFF), "")?;
+        }
+        for (key, value) in [
+            ("max_age", self.max_age),
+            ("retention", Some(self.retention)),
+            ("dead_retention", self.dead_retention),
+        ] {
+            if let Some(value) = value {
+                check_duration(key, value, (Duration::ZERO, MAX_KEEP), "")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<'de> Deserialize<'de> for QueuePolicies {

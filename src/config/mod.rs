@@ -1,0 +1,436 @@
+//! `config.toml`: every setting, its default, and checks whose errors name the file, the key
+//! and what is expected. The repo-root `config.toml` lists every setting with its default and
+//! is parsed by a test, so it cannot drift from this file.
+
+mod daemon;
+mod env;
+mod paths;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use relayq_actors::channels::file;
+use relayq_actors::pacing::PaceSettings;
+use relayq_actors::sources::SourceConfig;
+use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
+use relayq_engine::settings::SettingError;
+use relayq_engine::{DbConfig, NoticeRoutes, QueuePolicies};
+use serde::{Deserialize, Serialize};
+
+pub use daemon::{DaemonConfig, DatabaseConfig};
+pub use env::{settings_from_env, EnvSetting, SETTING_ENV_PREFIX};
+use paths::database_path_in;
+pub use paths::{state_dir, user_config_file, CONFIG_ENV, DB_ENV};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub daemon: DaemonConfig,
+    pub queues: QueuePolicies,
+    pub claimer: ClaimSettings,
+    pub sessions: SessionChannels,
+    pub routes: NoticeRoutes,
+    /// `[channels.NAME]` tables, each with a `kind`; they add to the built-in `deliveries` and
+    /// `notices` file channels, or replace them by name.
+    pub channels: BTreeMap<String, ChannelConfig>,
+    /// `[sources.NAME]` tables, each with a `kind`: inbound platforms the daemon reads.
+    pub sources: BTreeMap<String, SourceConfig>,
+    /// `[pacing.NAME]`: a channel's budgets, over the ones its kind declares.
+    pub pacing: BTreeMap<String, PaceSettings>,
+    /// `[http]`: the daemon's HTTP API, off by default.
+    pub http: crate::http::HttpConfig,
+    /// `[approvals]`: agents' permission questions answered from the chat.
+    pub approvals: relayq_engine::approvals::Settings,
+}
+
+/// The built-in channels: every session's messages, and the notices, each appended to a
+/// JSON-lines file.
+pub use relayq_actors::channels::{DELIVERIES_CHANNEL as DEFAULT_CHANNEL, NOTICES_CHANNEL};
+
+/// Where the built-in file channels rotate (one old file kept, `.1`).
+pub const BUILT_IN_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+impl Default for Config {
+    fn default() -> Self {
+        // In the state directory whatever config file is read (never beside it), private, and
+        // rotated: the notices hold every agent answer.
+        let file = |name: &str| {
+            ChannelConfig::File(file::Config {
+                max_bytes: Some(BUILT_IN_FILE_BYTES),
+                ..file::Config::new(state_dir().join(name))
+            })
+        };
+        Config {
+            database: DatabaseConfig::default(),
+            daemon: DaemonConfig::default(),
+            queues: QueuePolicies::default(),
+            claimer: ClaimSettings::default(),
+            sessions: SessionChannels::default(),
+            routes: NoticeRoutes::default(),
+            channels: BTreeMap::from([
+                (DEFAULT_CHANNEL.to_string(), file("relayq-deliveries.jsonl")),
+                (NOTICES_CHANNEL.to_string(), file("relayq-notices.jsonl")),
+            ]),
+            sources: BTreeMap::new(),
+            pacing: BTreeMap::new(),
+            http: crate::http::HttpConfig::default(),
+            approvals: Default::default(),
+        }
+    }
+}
+
+/// `line N` of `text` where `span` starts.
+/// A deserialiser's message, with what to do when it names an unknown key but not the keys
+/// the table takes (a kind whose settings take shared parts in whole, such as a token, is
+/// read that way).
+fn explained(message: &str) -> String {
+    let message = message.trim();
+    if message.starts_with("unknown field") && !message.contains("expected") {
+        return format!(
+            "{message}: check its spelling; `relayq config show` and the README's section for \
+             this kind list the keys it takes"
+        );
+    }
+    message.to_string()
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    span.map(|s| {
+        format!(
+            "line {}",
+            text[..s.start.min(text.len())].lines().count().max(1)
+        )
+    })
+}
+
+/// A configuration problem, said in the words a person needs to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {key}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    /// The dotted key (`channels.log.path`), or `line N` when the file is not valid TOML.
+    pub key: String,
+    pub message: String,
+}
+
+impl Config {
+    /// Finds and reads the configuration: `path` (`--config`), else `$RELAYQ_CONFIG`, else the
+    /// per-user file when it exists, else the built-in defaults. Relative paths in it are
+    /// resolved against the file's directory (the state directory for the defaults). Returns
+    /// the file read, if any.
+    pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let user_file = user_config_file();
+        let path = match path {
+            Some(p) => Some(p.to_path_buf()),
+            None => match std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+                Some(p) => Some(PathBuf::from(p)),
+                None => user_file.exists().then_some(user_file),
+            },
+        };
+        let env = settings_from_env();
+        let Some(path) = path else {
+            let mut config = Config::parse_with(&env, "", "(built-in defaults)")?;
+            config.resolve_paths(&state_dir());
+            return Ok((config, None));
+        };
+        let path = std::path::absolute(&path).unwrap_or(path);
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: "(file)".into(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        let mut config = Config::parse_with(&env, &text, &file)?;
+        config.resolve_paths(path.parent().unwrap_or(Path::new("/")));
+        Ok((config, Some(path)))
+    }
+
+    /// For `relayq hook` when [`Config::load`] fails: the built-in defaults with the database
+    /// path the file still tells (read as bare TOML, else from its `[database]` lines), so the
+    /// agent's event is kept whatever else the file says. `None` as the path: the file names
+    /// none that can be read, and the default location is used.
+    pub fn database_only(path: Option<&Path>) -> (Config, Option<PathBuf>) {
+        let mut config = Config::default();
+        let file = path
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                std::env::var_os(CONFIG_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(user_config_file);
+        let named = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| database_path_in(&text));
+        let base = file.parent().unwrap_or(Path::new("/"));
+        config.database.path = named.as_ref().map(|p| base.join(p));
+        (config, named.map(|_| file))
+    }
+
+    /// Makes relative paths (the database, file channels) relative to `base`.
+    fn resolve_paths(&mut self, base: &Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(db) = &mut self.database.path {
+            resolve(db);
+        }
+        for channel in self.channels.values_mut() {
+            channel.resolve_paths(base);
+        }
+        for source in self.sources.values_mut() {
+            source.resolve_paths(base);
+        }
+    }
+
+    /// Parses and checks a configuration text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(&[], text, file)
+    }
+
+    /// [`Config::parse`], with `env` settings (see [`settings_from_env`]) over the file's.
+    pub fn parse_with(env: &[EnvSetting], text: &str, file: &str) -> Result<Config, ConfigError> {
+        if env.is_empty() {
+            return Config::parse_text(text, file);
+        }
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
+            file: file.into(),
+            key: line_of(text, e.span()).unwrap_or_else(|| "(file)".into()),
+            message: e.message().trim().to_string(),
+        })?;
+        for setting in env {
+            setting.apply(&mut table).map_err(|message| ConfigError {
+                file: format!("${}", setting.var),
+                key: setting.path.join("."),
+                message,
+            })?;
+        }
+        // A problem with a key an environment variable set is that variable's.
+        let blame = |e: ConfigError| match env.iter().find(|s| e.key.starts_with(&s.path.join(".")))
+        {
+            Some(s) => ConfigError {
+                file: format!("${}", s.var),
+                ..e
+            },
+            None => e,
+        };
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let path = e.path().to_string();
+                ConfigError {
+                    file: file.into(),
+                    key: if path.is_empty() || path == "." {
+                        "(top level)".into()
+                    } else {
+                        path
+                    },
+                    message: explained(e.into_inner().message()),
+                }
+            })
+            .map_err(blame)?;
+        config.finish(file).map_err(blame)
+    }
+
+    fn parse_text(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let line_of = |span| line_of(text, span);
+        let de = toml::de::Deserializer::parse(text).map_err(|e| ConfigError {
+            file: file.into(),
+            key: line_of(e.span()).unwrap_or_else(|| "(file)".into()),
+            message: e.message().trim().to_string(),
+        })?;
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let key = match (path.as_str(), line_of(inner.span())) {
+                (".", Some(line)) | ("", Some(line)) => line,
+                (".", None) | ("", None) => "(top level)".into(),
+                (p, _) => p.to_string(),
+            };
+            ConfigError {
+                file: file.into(),
+                key,
+                message: explained(inner.message()),
+            }
+        })?;
+        config.finish(file)
+    }
+
+    /// Adds the built-in channels (unless a table of the same name replaces them) and checks.
+    fn finish(mut self, file: &str) -> Result<Config, ConfigError> {
+        for (name, channel) in Config::default().channels {
+            self.channels.entry(name).or_insert(channel);
+        }
+        self.check(file)?;
+        // A source that answers its chats through a channel the file does not configure gets
+        // one made from its own settings (a bot reads and writes with one token).
+        for (name, source) in &self.sources {
+            if let Some(replies) = source.replies(name) {
+                self.channels
+                    .entry(replies.channel)
+                    .or_insert(replies.default_config);
+            }
+        }
+        Ok(self)
+    }
+
+    /// The channel `name`, or why there is none (see
+    /// [`not_configured`](relayq_actors::channels::not_configured)).
+    pub fn channel(&self, name: &str) -> Result<&ChannelConfig, String> {
+        self.channels.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+            relayq_actors::channels::not_configured(name, &known)
+        })
+    }
+
+    /// Checks that parsing alone cannot: each settings type checks itself (its errors' keys
+    /// put inside its table here), then what spans tables: references to channels, the HTTP
+    /// API that pushed sources need, a body limit the API can take.
+    fn check(&self, file: &str) -> Result<(), ConfigError> {
+        self.checked().map_err(|e| ConfigError {
+            file: file.into(),
+            key: e.key,
+            message: e.message,
+        })
+    }
+
+    fn checked(&self) -> Result<(), SettingError> {
+        let table = |name: &str| {
+            let name = name.to_string();
+            move |e: SettingError| e.within(&name)
+        };
+        for (name, source) in &self.sources {
+            if source.pushed() && !self.http.enabled {
+                return Err(SettingError::new(
+                    format!("sources.{name}.mode"),
+                    "takes pushes from its platform at the HTTP API (POST /v1/ingress/NAME), which is off: set [http] enabled = true",
+                ));
+            }
+        }
+        self.queues.check().map_err(table("queues"))?;
+        self.http.check().map_err(table("http"))?;
+        if self.http.max_request_bytes < self.daemon.max_body_bytes {
+            return Err(SettingError::new(
+                "http.max_request_bytes",
+                format!(
+                    "{} is less than daemon.max_body_bytes ({}): a message the CLI takes would \
+                     be refused over HTTP; raise it to at least that",
+                    self.http.max_request_bytes, self.daemon.max_body_bytes
+                ),
+            ));
+        }
+        self.daemon.check().map_err(table("daemon"))?;
+        self.database.check().map_err(table("database"))?;
+        self.approvals.check().map_err(table("approvals"))?;
+        self.claimer.check().map_err(table("claimer"))?;
+        // Every reference to a channel, checked the one way: it names a [channels.NAME] table.
+        let named = |key: &str, channel: &str| match self.channel(channel) {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let known: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+                Err(SettingError::new(key, format!("names channel '{channel}', which has no [channels.{channel}] table (configured: {})", known.join(", "))))
+            }
+        };
+        named("sessions.default_channel", &self.sessions.default_channel)?;
+        for (session, channel) in &self.sessions.channels {
+            named(&format!("sessions.channels.{session}"), channel)?;
+        }
+        self.routes.check(named).map_err(table("routes"))?;
+        for (name, channel) in &self.channels {
+            channel
+                .check()
+                .map_err(table(&format!("channels.{name}")))?;
+        }
+        for name in self.pacing.keys() {
+            named(&format!("pacing.{name}"), name)?;
+        }
+        for (name, source) in &self.sources {
+            source.check().map_err(table(&format!("sources.{name}")))?;
+        }
+        Ok(())
+    }
+
+    /// Settings that work but are probably not what was meant, said for the log.
+    pub fn warnings(&self) -> Vec<String> {
+        let q = &self.queues;
+        [
+            ("inbound", &q.inbound),
+            ("hooks", &q.hooks),
+            ("outbound", &q.outbound),
+        ]
+        .into_iter()
+        .filter(|(_, p)| p.dead_retention.is_some_and(|dead| dead < p.retention))
+        .map(|(name, p)| {
+            format!(
+                "queues.{name}.dead_retention ({}) is shorter than its retention ({}): dead \
+                     letters, which wait for an operator, are deleted before delivered rows",
+                humantime::format_duration(p.dead_retention.unwrap_or_default()),
+                humantime::format_duration(p.retention)
+            )
+        })
+        .collect()
+    }
+
+    /// The database file: `--db`, else `$RELAYQ_DB`, else `database.path`, else `relayq.db` in
+    /// the state directory.
+    pub fn db_path(&self, db_override: Option<&Path>) -> PathBuf {
+        db_override
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                std::env::var_os(DB_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or_else(|| self.database.path.clone())
+            .unwrap_or_else(|| state_dir().join("relayq.db"))
+    }
+
+    /// The database settings, with the path as [`Config::db_path`] finds it.
+    pub fn db_config(&self, db_override: Option<&Path>) -> DbConfig {
+        DbConfig {
+            path: self.db_path(db_override),
+            synchronous: self.database.synchronous,
+            busy_timeout: self.database.busy_timeout,
+            readers: self.database.readers,
+        }
+    }
+
+    /// Where hook events' notices go.
+    pub fn notice_routes(&self) -> NoticeRoutes {
+        let mut routes = self.routes.clone();
+        routes.replies = self
+            .sources
+            .iter()
+            .filter_map(|(name, source)| source.replies(name))
+            .map(|r| (r.origin, r.channel))
+            .collect();
+        routes.limits = self
+            .channels
+            .iter()
+            .filter_map(|(name, channel)| Some((name.clone(), channel.text_limit()?)))
+            .collect();
+        routes
+    }
+
+    /// What the actor system needs.
+    pub fn runtime_config(&self, db_override: Option<&Path>) -> RelayqConfig {
+        RelayqConfig {
+            db: self.db_config(db_override),
+            queues: self.queues.clone(),
+            session_channels: self.sessions.clone(),
+            notice_routes: self.notice_routes(),
+            claims: self.claimer,
+            max_body_bytes: self.daemon.max_body_bytes,
+            sweep_interval: self.daemon.sweep_interval,
+            prune_interval: self.daemon.prune_interval,
+            listen_for_wakes: true,
+            mark_send_started: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,64 @@
+//! Where relayq looks for its config file and keeps its state when nothing says otherwise.
+
+use std::path::PathBuf;
+
+/// The environment variable naming the config file (under `--config`).
+pub const CONFIG_ENV: &str = "RELAYQ_CONFIG";
+/// The environment variable naming the database (under `--db`, over `database.path`).
+pub const DB_ENV: &str = "RELAYQ_DB";
+
+/// `database.path` in a config file's text, even when the rest of the file is wrong: read as
+/// TOML when it parses, else from the `path = "..."` line of its `[database]` table.
+pub(super) fn database_path_in(text: &str) -> Option<PathBuf> {
+    if let Ok(table) = text.parse::<toml::Table>() {
+        return table
+            .get("database")?
+            .get("path")?
+            .as_str()
+            .map(PathBuf::from);
+    }
+    let mut in_database = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_database = line
+                .trim_end_matches(|c: char| c == ']' || c.is_whitespace())
+                .trim_start_matches('[')
+                .trim()
+                == "database";
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_database && key.trim() == "path" {
+            let value: toml::Value = format!("v = {}", value.trim())
+                .parse::<toml::Table>()
+                .ok()?
+                .remove("v")?;
+            return value.as_str().map(PathBuf::from);
+        }
+    }
+    None
+}
+
+/// Where relayq keeps its database and files when nothing says otherwise:
+/// `$XDG_STATE_HOME/relayq`, else `~/.local/state/relayq`. The same for every command, wherever
+/// it runs: a hook run by an agent in its project directory finds the daemon's database.
+pub fn state_dir() -> PathBuf {
+    xdg_dir("XDG_STATE_HOME", ".local/state")
+}
+
+/// The per-user config file, read when it exists: `$XDG_CONFIG_HOME/relayq/config.toml`, else
+/// `~/.config/relayq/config.toml`.
+pub fn user_config_file() -> PathBuf {
+    xdg_dir("XDG_CONFIG_HOME", ".config").join("config.toml")
+}
+
+fn xdg_dir(var: &str, under_home: &str) -> PathBuf {
+    let base = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(under_home)))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("relayq")
+}
