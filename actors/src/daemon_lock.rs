@@ -24,13 +24,31 @@ fn held() -> &'static Held {
     HELD.get_or_init(Mutex::default)
 }
 
-/// The daemon lock on one database, released (for this process) when dropped.
+/// What a daemon holds while it serves a database, and what that allows it. One of the pieces
+/// that assume one host (see `docs/flows.md`): today's [`FileLock`] keeps every other daemon
+/// off the database, so at start this daemon may take back every lease it does not own. Nodes
+/// sharing one database would hold a node registration instead, and take back only the leases
+/// of nodes whose heartbeat stopped, or that expired.
+pub trait DaemonLock: Send + Sync + std::fmt::Debug + 'static {
+    /// Whether this daemon is the only one serving the database: at start it may take back
+    /// every lease it does not own (otherwise only expired ones).
+    fn sole(&self) -> bool;
+}
+
+/// Today's [`DaemonLock`]: an exclusive `flock` on the database file, released (for this
+/// process) when dropped.
 #[derive(Debug)]
-pub struct DaemonLock {
+pub struct FileLock {
     identity: (u64, u64),
 }
 
-impl Drop for DaemonLock {
+impl DaemonLock for FileLock {
+    fn sole(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for FileLock {
     fn drop(&mut self) {
         if let Some(entry) = held().lock().unwrap().get_mut(&self.identity) {
             entry.1 = false;
@@ -39,7 +57,7 @@ impl Drop for DaemonLock {
 }
 
 /// Takes the daemon lock on database `db` (which must exist), or says another daemon has it.
-pub fn take(db: &Path) -> Result<DaemonLock> {
+pub fn take(db: &Path) -> Result<FileLock> {
     let open_error = |reason: String| open_error(db, reason);
     let file = File::open(db).map_err(|e| open_error(format!("cannot open it to lock it: {e}")))?;
     let meta = file
@@ -52,7 +70,7 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
             return Err(ActorError::AlreadyRunning(db.display().to_string()));
         }
         *in_use = true;
-        return Ok(DaemonLock { identity });
+        return Ok(FileLock { identity });
     }
     match try_lock_awhile(&file) {
         Ok(()) => {
@@ -60,7 +78,7 @@ pub fn take(db: &Path) -> Result<DaemonLock> {
                 tracing::warn!(db = %db.display(), links = meta.nlink(), "the database has several hard links: SQLite names its -wal and -shm files after the path, so every process must use the same path");
             }
             held.insert(identity, (file, true));
-            Ok(DaemonLock { identity })
+            Ok(FileLock { identity })
         }
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(ActorError::AlreadyRunning(db.display().to_string()))

@@ -10,7 +10,7 @@
 //! - [`outbound`]: the [`OutboundSender`](outbound::sender::OutboundSender) leases each
 //!   destination's head row and sends it, a bounded number at once.
 //! - shared: [`delivery`] (one attempt at a channel), [`claiming`], [`store`], [`wake`],
-//!   [`pacing`], [`pauses`], [`metrics`], [`lifecycle`], [`runtime`] (starting it all).
+//!   [`pacing`], [`pauses`], [`penalties`], [`metrics`], [`lifecycle`], [`runtime`] (starting it all).
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
 //! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
 //!   and one folder per kind (file, exec, tmux, webhook, telegram, slack, discord).
@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod pacing;
 pub mod pauses;
+pub mod penalties;
 pub mod recovery;
 pub mod runtime;
 pub mod settings;

@@ -8,6 +8,7 @@
 //! [`Channel::pace`]: crate::channels::Channel::pace
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -174,7 +175,21 @@ impl<'de> Deserialize<'de> for Setting {
     }
 }
 
-/// A channel's budgets, kept.
+/// A channel's budgets, as its senders (and its source's cosmetic calls) take from them. One
+/// of the pieces that assume one host (see `docs/flows.md`): [`Pacer`] keeps them in this
+/// process's memory, so daemons sending for one bot would each spend the bot's whole budget;
+/// they need one budget between them (kept in the shared database).
+pub trait Budgets: Send + Sync + 'static {
+    /// Takes one message's budget for `destination`, or says how long to wait for it.
+    fn take(&self, destination: &str) -> Result<(), Duration>;
+}
+
+/// The budgets `pace` sets (`None`: it sets none), as this daemon keeps them.
+pub fn budgets(pace: &Pace) -> Option<Arc<dyn Budgets>> {
+    Pacer::new(pace).map(|pacer| Arc::new(pacer) as Arc<dyn Budgets>)
+}
+
+/// Today's [`Budgets`]: governor's rate limiters (GCRA) in this process's memory.
 pub struct Pacer {
     per_destination: Option<DefaultKeyedRateLimiter<String>>,
     per_channel: Option<DefaultDirectRateLimiter>,
@@ -197,9 +212,10 @@ impl Pacer {
                 .map(|r| RateLimiter::direct(r.quota())),
         })
     }
+}
 
-    /// Takes one message's budget for `destination`, or says how long to wait for it.
-    pub fn take(&self, destination: &str) -> Result<(), Duration> {
+impl Budgets for Pacer {
+    fn take(&self, destination: &str) -> Result<(), Duration> {
         let now = DefaultClock::default().now();
         if let Some(limiter) = &self.per_destination {
             limiter

@@ -19,6 +19,11 @@ pub struct RecoveryActor {
     prune_interval: Duration,
     /// What was last said of the database file (deleted, replaced), so it is said once.
     file_problem: Option<String>,
+    /// No other daemon serves the database (see [`DaemonLock::sole`]): at start, every lease
+    /// this daemon does not own is taken back, not only expired ones.
+    ///
+    /// [`DaemonLock::sole`]: crate::daemon_lock::DaemonLock::sole
+    sole: bool,
 }
 
 impl RecoveryActor {
@@ -27,6 +32,7 @@ impl RecoveryActor {
         wakers: Wakers,
         sweep_interval: Duration,
         prune_interval: Duration,
+        sole: bool,
     ) -> Self {
         RecoveryActor {
             store,
@@ -34,6 +40,7 @@ impl RecoveryActor {
             sweep_interval,
             prune_interval,
             file_problem: None,
+            sole,
         }
     }
 
@@ -63,10 +70,11 @@ impl RecoveryActor {
         self.check_file(ctx);
         let store = self.store.clone();
         let wakers = self.wakers.clone();
+        let take_all = at_start && self.sole;
         let work = async move {
             let found = store
                 .run(move |s| {
-                    let reclaimed = if at_start {
+                    let reclaimed = if take_all {
                         s.engine.reclaim_foreign_leases()?
                     } else {
                         s.engine.reclaim_expired()?

@@ -108,7 +108,7 @@ impl RelayqBuilder {
         let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
-        let lock = daemon_lock::take(&config.db.path)?;
+        let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take(&config.db.path)?);
         let store = Store::new(
             engine.clone(),
             config.queues.clone(),
@@ -182,6 +182,7 @@ impl RelayqBuilder {
             wakers.clone(),
             config.sweep_interval,
             config.prune_interval,
+            lock.sole(),
         )
         .start();
         let approvals =
@@ -230,7 +231,7 @@ pub struct Relayq {
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
-    _lock: DaemonLock,
+    _lock: Box<dyn DaemonLock>,
 }
 
 impl Relayq {
@@ -360,7 +361,10 @@ fn start_sources(
             if let Some(source) = spec.push_source() {
                 pushed.insert(name.clone(), source);
             }
-            let budget = spec.reply_channel.as_ref().and_then(|c| channels.pacer(c));
+            let budget = spec
+                .reply_channel
+                .as_ref()
+                .and_then(|c| channels.budgets(c));
             spec.start(name, store.clone(), supervisor.clone().recipient(), budget)
         })
         .collect();

@@ -3,13 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 
 use super::actor::{ChannelActor, Deliver};
 use super::contract::Channel;
-use crate::pacing::{Pace, PaceSettings, Pacer};
+use crate::pacing::{Budgets, Pace, PaceSettings};
+use crate::penalties::{ChannelPenalties, LocalPenalties};
 
 /// How to run one named channel: start its actor (again, after a panic), its timeout, and its
 /// readiness.
@@ -92,7 +93,7 @@ struct Slot {
     /// Its actor on each thread that sends through it (see
     /// [`send_threads`](crate::outbound::send_threads)): a delivery stays on the thread that asked for it.
     running: Vec<(std::thread::ThreadId, Recipient<Deliver>)>,
-    pacer: Option<Arc<Pacer>>,
+    budgets: Option<Arc<dyn Budgets>>,
     /// False until the channel's ready check answers (see [`Channel::ready_check`]).
     ready: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -100,13 +101,22 @@ struct Slot {
 /// The registered channels. Hands out the running actor of a channel, starting a new one when
 /// the previous one died (a panic in a handler closes the actor's mailbox), so a crashing
 /// channel costs a retry, never the daemon.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ChannelDirectory {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
-    /// Channels paused altogether (the far end said so, or the breaker opened), until when
-    /// (kept in SQLite too).
-    paused: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Channels paused altogether (the far end said so, or the breaker opened).
+    penalties: Arc<dyn ChannelPenalties>,
     breakers: Arc<Mutex<HashMap<String, Breaker>>>,
+}
+
+impl Default for ChannelDirectory {
+    fn default() -> Self {
+        ChannelDirectory {
+            slots: Arc::default(),
+            penalties: Arc::new(LocalPenalties::default()),
+            breakers: Arc::default(),
+        }
+    }
 }
 
 /// The longest a breaker stays open: the first opening (`BreakerSettings::open`) doubles each
@@ -231,20 +241,15 @@ impl ChannelDirectory {
 
     /// The far end paused channel `name` for `wait` (a channel-wide 429).
     pub fn penalize(&self, name: &str, wait: Duration) {
-        let until = Instant::now() + wait;
         if let Some(breaker) = self.breakers.lock().unwrap().get_mut(name) {
             breaker.probing = false; // a probe answered with a pause is over
         }
-        let mut paused = self.paused.lock().unwrap();
-        let entry = paused.entry(name.to_string()).or_insert(until);
-        *entry = (*entry).max(until);
+        self.penalties.penalize(name, wait);
     }
 
     /// How long channel `name` is still paused, if it is.
     pub fn penalty(&self, name: &str) -> Option<Duration> {
-        let paused = self.paused.lock().unwrap();
-        let left = paused.get(name)?.checked_duration_since(Instant::now())?;
-        (!left.is_zero()).then_some(left)
+        self.penalties.penalty(name)
     }
 
     /// Whether a row may go through channel `name` now: `Err(wait)` while the channel is paused,
@@ -327,13 +332,13 @@ impl ChannelDirectory {
     pub fn sends_in_runs(&self, name: &str) -> bool {
         let slots = self.slots.lock().unwrap();
         slots.get(name).is_some_and(|s| {
-            s.pacer.is_none() && s.spec.unknown_outcome == super::UnknownOutcome::Resend
+            s.budgets.is_none() && s.spec.unknown_outcome == super::UnknownOutcome::Resend
         })
     }
 
     /// The budgets of channel `name`, if it has any.
-    pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
-        self.slots.lock().unwrap().get(name)?.pacer.clone()
+    pub fn budgets(&self, name: &str) -> Option<Arc<dyn Budgets>> {
+        self.slots.lock().unwrap().get(name)?.budgets.clone()
     }
 
     /// See [`Channel::dialog`]: `None` when channel `name` is unknown or cannot answer.
@@ -375,7 +380,7 @@ impl ChannelDirectory {
 impl Slot {
     fn new(spec: ChannelSpec) -> Self {
         Slot {
-            pacer: Pacer::new(&spec.pace).map(Arc::new),
+            budgets: crate::pacing::budgets(&spec.pace),
             spec,
             running: Vec::new(),
             ready: Arc::default(),

@@ -201,7 +201,7 @@ impl OutboundSender {
                     limit: RUN_LIMIT,
                     mark,
                 },
-                Ok(m) if channels.pacer(&m.channel).is_none() => Then::LeaseToSend { mark },
+                Ok(m) if channels.budgets(&m.channel).is_none() => Then::LeaseToSend { mark },
                 _ => Then::Lease,
             };
             if let (Ok(m), false) = (&message, cleared) {
@@ -212,7 +212,11 @@ impl OutboundSender {
                     .unready(&m.channel)
                     .or_else(|| channels.penalty(&m.channel))
                     .map_or(Ok(()), Err)
-                    .and_then(|()| channels.pacer(&m.channel).map_or(Ok(()), |p| p.take(&m.to)))
+                    .and_then(|()| {
+                        channels
+                            .budgets(&m.channel)
+                            .map_or(Ok(()), |p| p.take(&m.to))
+                    })
                     .and_then(|()| channels.admit(&m.channel));
                 if let Err(wait) = gate {
                     give_back(&store, vec![lease], wait).await;

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use super::contract::{Batch, Source};
 use crate::inbound::supervisor::EnqueueFrom;
 use crate::lifecycle::Stop;
-use crate::pacing::Pacer;
+use crate::pacing::Budgets;
 use crate::store::Store;
 
 /// After an empty batch, at least this long before the next fetch (a source that does not
@@ -27,7 +27,7 @@ pub struct SourceActor<S: Source> {
     store: Store,
     enqueue: Recipient<EnqueueFrom>,
     /// The reply channel's budgets, for the source's cosmetic calls.
-    budget: Option<Arc<Pacer>>,
+    budget: Option<Arc<dyn Budgets>>,
     /// Where the next fetch starts: the stored offset, once read.
     offset: Option<String>,
     failures: u32,
@@ -39,7 +39,7 @@ impl<S: Source> SourceActor<S> {
         source: S,
         store: Store,
         enqueue: Recipient<EnqueueFrom>,
-        budget: Option<Arc<Pacer>>,
+        budget: Option<Arc<dyn Budgets>>,
     ) -> Self {
         let mut source = source;
         source.named(&name);

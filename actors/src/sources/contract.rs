@@ -8,7 +8,7 @@ use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::InboundMessage;
 
 use crate::kit::ReadyCheck;
-use crate::pacing::Pacer;
+use crate::pacing::Budgets;
 
 /// What one fetch read: the messages, and the offset to start the next fetch from.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,7 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// duplicates), so a source may show its platform they were taken (Telegram: "typing…").
     /// `budget` paces the channel that answers the source: a call that is only cosmetic takes
     /// from it and is dropped when it says wait, so it never delays an answer.
-    fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<Pacer>>) {}
+    fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<dyn Budgets>>) {}
 
     /// Called once a batch's answers are recorded, each with the line for the person who
     /// answered, so a source may show it where they tapped (Telegram: `answerCallbackQuery`).

@@ -10,7 +10,7 @@ use relayq_engine::InboundMessage;
 
 use super::contract::{Batch, Connection, Fetch, HeldSource, Received, Source};
 use crate::kit::ReadyCheck;
-use crate::pacing::Pacer;
+use crate::pacing::Budgets;
 
 pub struct Held<S: HeldSource> {
     source: S,
@@ -86,7 +86,7 @@ impl<S: HeldSource> Source for Held<S> {
         })
     }
 
-    fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<Pacer>>) {}
+    fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<dyn Budgets>>) {}
 
     fn acknowledge(&mut self, answered: Vec<(ChatAnswer, String)>) {
         self.source.acknowledge(answered);

@@ -11,7 +11,7 @@ use super::contract::{PushSource, Source};
 use crate::channels::ChannelConfig;
 use crate::inbound::supervisor::EnqueueFrom;
 use crate::lifecycle::Stop;
-use crate::pacing::Pacer;
+use crate::pacing::Budgets;
 use crate::settings::SettingError;
 use crate::store::Store;
 
@@ -61,7 +61,7 @@ pub(super) fn spec<K: SourceKind>(kind: &K) -> Result<SourceSpec, SettingError> 
     kind.build()
 }
 
-type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<Pacer>>) -> Recipient<Stop>
+type Start = dyn Fn(String, Store, Recipient<EnqueueFrom>, Option<Arc<dyn Budgets>>) -> Recipient<Stop>
     + Send
     + Sync;
 
@@ -133,7 +133,7 @@ impl SourceSpec {
         name: &str,
         store: Store,
         enqueue: Recipient<EnqueueFrom>,
-        budget: Option<Arc<Pacer>>,
+        budget: Option<Arc<dyn Budgets>>,
     ) -> Option<Recipient<Stop>> {
         match &self.run {
             RunMode::Fetched(start) => Some(start(name.to_string(), store, enqueue, budget)),

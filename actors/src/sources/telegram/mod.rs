@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 
 use crate::kit::http::{HttpClient, Reply};
 use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
-use crate::pacing::Pacer;
+use crate::pacing::Budgets;
 use crate::settings::SettingError;
 use crate::sources::{Batch, Fetch, Source};
 
@@ -128,7 +128,7 @@ impl Source for TelegramSource {
         self.inner.answer_taps(taps);
     }
 
-    fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<Pacer>>) {
+    fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<dyn Budgets>>) {
         if !self.inner.config.typing {
             return;
         }
