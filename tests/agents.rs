@@ -22,6 +22,15 @@ impl FakeAgent {
     /// Starts `agent` (claude, codex, gemini) as relayq session `session` with the fake's
     /// settings `env` (see the fake's doc), its hooks run as `relayq hook` with
     /// `RELAYQ_SESSION` set (unless `env` sets it empty).
+    /// An agent `agent` alone in tmux server `name`, as session `agent` of a new app whose
+    /// default channel is its pane.
+    pub fn alone(name: &str, agent: &str, env: &[(&str, &str)]) -> (App, FakeAgent) {
+        let tmux = Tmux::new(name);
+        let app = App::new(agent_config(&tmux, &[]));
+        let started = FakeAgent::start(&app, tmux, agent, "agent", env);
+        (app, started)
+    }
+
     pub fn start(
         app: &App,
         tmux: impl Into<Rc<Tmux>>,
@@ -163,9 +172,7 @@ fn wait_for(what: &str, done: impl FnMut() -> bool) {
 /// ignored it) and Enter confirmed the highlighted "Yes": the tool ran, the row was delivered.
 #[test]
 fn a_reply_sent_while_a_dialog_is_open_never_approves_the_tool() {
-    let tmux = Tmux::new("dialog");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let (app, agent) = FakeAgent::alone("dialog", "claude", &[]);
     let daemon = app.serve();
     let asks = app.enqueue("agent", "use the tool please");
     agent.wait_entry("the dialog", "hook", "PermissionRequest");
@@ -211,15 +218,7 @@ fn a_reply_sent_while_a_dialog_is_open_never_approves_the_tool() {
 /// text sat in the input box, marked delivered.
 #[test]
 fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent() {
-    let tmux = Tmux::new("window");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(
-        &app,
-        tmux,
-        "gemini",
-        "agent",
-        &[("FAKE_PASTE_WINDOW_MS", "700")],
-    );
+    let (app, agent) = FakeAgent::alone("window", "gemini", &[("FAKE_PASTE_WINDOW_MS", "700")]);
     let daemon = app.serve();
     let id = app.enqueue("agent", "please reply g1");
     agent.wait_entry("the Enter taken as a newline", "enter_as_newline", true);
@@ -244,13 +243,9 @@ fn an_enter_taken_as_a_newline_is_pressed_again_and_the_row_waits_for_the_agent(
 /// Fault 3: Codex folds input entered during a turn into that turn: two messages, one answer.
 #[test]
 fn each_message_gets_its_own_turn_when_the_agent_folds_input_into_a_running_turn() {
-    let tmux = Tmux::new("fold");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(
-        &app,
-        tmux,
+    let (app, agent) = FakeAgent::alone(
+        "fold",
         "codex",
-        "agent",
         &[("FAKE_BUSY", "fold"), ("FAKE_TURN_MS", "1500")],
     );
     let daemon = app.serve();
@@ -349,9 +344,7 @@ fn a_long_answer_reaches_telegram_whole_in_parts_that_each_fit_and_parse() {
 /// its events went under its own session id: the chat never heard back, and nothing said so.
 #[test]
 fn an_agent_started_without_relayq_session_is_found_by_its_pane_and_a_stray_one_is_named() {
-    let tmux = Tmux::new("pane");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[("RELAYQ_SESSION", "")]);
+    let (app, agent) = FakeAgent::alone("pane", "claude", &[("RELAYQ_SESSION", "")]);
     let daemon = app.serve();
     let id = app.enqueue("agent", "hello from the chat");
     wait_for("confirmed by the agent", || row(&app, id).0 == "delivered");
@@ -507,19 +500,17 @@ fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
     );
     assert!(text.contains("the agent ended this session"), "{text}");
     // The same from `relayq enqueue`, naming the chat.
-    let out = app.run(&[
-        "enqueue",
-        "inbound",
-        "--session",
+    let out = app.run(&inbound_args(
         "gone",
-        "--origin",
         "telegram:bot",
-        "--source-channel-id",
-        &BOB.to_string(),
-        "--source-id",
-        "9",
-        "and now?",
-    ]);
+        &[
+            "--source-channel-id",
+            &BOB.to_string(),
+            "--source-id",
+            "9",
+            "and now?",
+        ],
+    ));
     assert!(out.status.success(), "{out:?}");
     let told = fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 2);
     let text = told[1]["text"].as_str().unwrap();
@@ -573,9 +564,7 @@ fn busy_steer_pastes_during_a_turn() {
 /// with no turn running.
 #[test]
 fn a_turn_whose_end_was_never_reported_does_not_hold_the_session_forever() {
-    let tmux = Tmux::new("lost");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let (app, agent) = FakeAgent::alone("lost", "claude", &[]);
     let daemon = app.serve();
     app.enqueue("agent", "please lose it");
     agent.wait_entry(
@@ -605,9 +594,7 @@ fn a_turn_whose_end_was_never_reported_does_not_hold_the_session_forever() {
 /// was pasted a second time.
 #[test]
 fn a_dialog_found_while_looking_at_an_unconfirmed_message_never_makes_a_second_paste() {
-    let tmux = Tmux::new("nomark");
-    let app = App::new(agent_config(&tmux, &[]));
-    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[("FAKE_PROMPT_HOOK", "0")]);
+    let (app, agent) = FakeAgent::alone("nomark", "claude", &[("FAKE_PROMPT_HOOK", "0")]);
     let daemon = app.serve();
     let id = app.enqueue("agent", "use the tool please");
     agent.wait_entry("the dialog", "hook", "PermissionRequest");

@@ -39,18 +39,7 @@ fn unwritable_database_path_is_a_one_line_error() {
     let app = App::new("");
     std::fs::write(app.path("a-file"), "").unwrap();
     let db = app.path("a-file/relayq.db");
-    for args in [
-        vec![
-            "enqueue",
-            "inbound",
-            "--session",
-            "s",
-            "--origin",
-            "o",
-            "hi",
-        ],
-        vec!["serve"],
-    ] {
+    for args in [inbound_args("s", "o", &["hi"]), vec!["serve"]] {
         assert_usage_error(
             &with_db(&app, &db, &args),
             "does not exist; create it first",
@@ -128,7 +117,7 @@ fn bad_enqueue_arguments_write_nothing() {
 fn an_oversized_body_on_stdin_writes_nothing() {
     let app = App::new("[daemon]\nmax_body_bytes = 10\n");
     let mut child = app
-        .cmd(&["enqueue", "inbound", "--session", "s", "--origin", "o", "-"])
+        .cmd(&inbound_args("s", "o", &["-"]))
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -37,18 +37,7 @@ fn rows_enqueued_by_the_cli_while_serving_reach_the_file_in_order_per_session() 
 fn a_duplicate_source_id_is_delivered_once() {
     let app = App::new(file_config());
     let daemon = app.serve();
-    let args = [
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "telegram",
-        "--source-id",
-        "99",
-        "--json",
-        "hi",
-    ];
+    let args = inbound_args("s", "telegram", &["--source-id", "99", "--json", "hi"]);
     let first: serde_json::Value = serde_json::from_str(&app.ok(&args)).unwrap();
     let second: serde_json::Value = serde_json::from_str(&app.ok(&args)).unwrap();
     assert_eq!(first["duplicate"], false);
@@ -70,23 +59,21 @@ fn stdin_body_type_actor_and_payload_reach_the_channel() {
     let app = App::new(file_config());
     let daemon = app.serve();
     let mut child = app
-        .cmd(&[
-            "enqueue",
-            "inbound",
-            "--session",
+        .cmd(&inbound_args(
             "s",
-            "--origin",
             "discord",
-            "--type",
-            "voice",
-            "--actor-id",
-            "u1",
-            "--actor-name",
-            "Ann",
-            "--payload",
-            r#"{"duration":3}"#,
-            "-",
-        ])
+            &[
+                "--type",
+                "voice",
+                "--actor-id",
+                "u1",
+                "--actor-name",
+                "Ann",
+                "--payload",
+                r#"{"duration":3}"#,
+                "-",
+            ],
+        ))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -229,15 +216,7 @@ fn exec_channel_rerun_after_a_timeout_is_told_it_may_be_a_repeat() {
             .set("queues.outbound", r#"backoff = ["100ms"]"#),
     );
     let daemon = app.serve();
-    let out = app.ok(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "bridge",
-        "--to",
-        "ops",
-        "hi",
-    ]);
+    let out = app.ok(&outbound_args("bridge", "ops", &["hi"]));
     let id: i64 = out.trim().parse().unwrap();
     let row = app.wait_state(relayq_engine::QueueName::Outbound, id, "delivered");
     daemon.stop();

@@ -5,7 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::{assert_usage_error, webhook_config, App, Config, Endpoint, Reply};
+use crate::common::{
+    assert_usage_error, outbound_args, webhook_config, App, Config, Endpoint, Reply,
+};
 use serde_json::Value;
 
 fn config(url: &str, channel_timeout: &str) -> Config {
@@ -18,14 +20,7 @@ fn config(url: &str, channel_timeout: &str) -> Config {
 
 /// `relayq enqueue outbound --channel hook --to chat-42 ARGS`.
 fn enqueue_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
-    let to_chat = [
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "chat-42",
-    ];
+    let to_chat = outbound_args("hook", "chat-42", &[]);
     [&to_chat[..], args].concat()
 }
 
@@ -46,7 +41,7 @@ fn send(app: &App, args: &[&str]) -> i64 {
 
 /// Enqueues `text` for destination `to` of the `hook` channel; returns the row id.
 fn send_to(app: &App, to: &str, text: &str) -> i64 {
-    let args = ["enqueue", "outbound", "--channel", "hook", "--to", to, text];
+    let args = outbound_args("hook", to, &[text]);
     app.ok(&args).trim().parse().unwrap()
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{webhook_config, App, Call, Config, Endpoint, Reply};
+use crate::common::{outbound_args, webhook_config, App, Call, Config, Endpoint, Reply};
 
 const TOKEN: &str = "123456:platform-test-token";
 
@@ -223,16 +223,7 @@ fn serve(app: &App) -> crate::common::Daemon {
 /// `relayq enqueue outbound --channel chat --to <platform's> --json TEXT`: the first row and
 /// how many parts.
 fn send(app: &App, platform: &Platform, text: &str) -> (i64, i64) {
-    let args = [
-        "enqueue",
-        "outbound",
-        "--channel",
-        "chat",
-        "--to",
-        platform.to,
-        "--json",
-        text,
-    ];
+    let args = outbound_args("chat", platform.to, &["--json", text]);
     let written: Value = serde_json::from_str(&app.ok(&args)).unwrap();
     (
         written["id"].as_i64().unwrap(),
@@ -489,15 +480,7 @@ fn slack_events_are_verified_committed_before_the_200_and_their_retries_are_dupl
         }
         request.body(body).send().unwrap()
     };
-    let rows = || {
-        app.engine()
-            .counts()
-            .unwrap()
-            .iter()
-            .filter(|c| c.queue == "inbound")
-            .map(|c| c.count)
-            .sum::<i64>()
-    };
+    let rows = || app.inbound_rows();
 
     let challenge = json!({"token": "x", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
     let answer = post(&challenge, SECRET, None);

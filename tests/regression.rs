@@ -182,20 +182,18 @@ fn prune_older_than_keeps_dead_letters_unless_dead_is_given() {
 fn the_same_message_id_in_two_chats_is_two_messages() {
     let app = App::new(file_config());
     let enqueue = |chat: &str, text: &str| {
-        json(&app.ok(&[
-            "enqueue",
-            "inbound",
-            "--session",
+        json(&app.ok(&inbound_args(
             "s",
-            "--origin",
             "telegram",
-            "--source-id",
-            "17",
-            "--source-channel-id",
-            chat,
-            "--json",
-            text,
-        ]))
+            &[
+                "--source-id",
+                "17",
+                "--source-channel-id",
+                chat,
+                "--json",
+                text,
+            ],
+        )))
     };
     let first = enqueue("1001", "from the first chat");
     let second = enqueue("1002", "from the second chat");
@@ -216,7 +214,7 @@ fn the_same_message_id_in_two_chats_is_two_messages() {
 
 /// Enqueues an outbound message for the `hook` channel; returns the row id.
 fn send_outbound(app: &App, to: &str, text: &str) -> i64 {
-    app.ok(&["enqueue", "outbound", "--channel", "hook", "--to", to, text])
+    app.ok(&outbound_args("hook", to, &[text]))
         .trim()
         .parse()
         .unwrap()
@@ -369,16 +367,7 @@ fn a_message_for_an_ended_session_is_expired_at_once_not_delivered() {
     wait_until("the session to end", WAIT, || {
         session_state(&app, "agent-1").as_deref() == Some("ended")
     });
-    let answer = json(&app.ok(&[
-        "enqueue",
-        "inbound",
-        "--session",
-        "agent-1",
-        "--origin",
-        "test",
-        "--json",
-        "late",
-    ]));
+    let answer = json(&app.ok(&inbound_args("agent-1", "test", &["--json", "late"])));
     assert_eq!(answer["expired"], "session ended", "{answer}");
     let id = answer["id"].as_i64().unwrap();
     let row = app.inbound().state_of(id).unwrap().unwrap();
@@ -771,15 +760,7 @@ fn a_config_error_never_prints_the_urls_secret() {
 #[test]
 fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
     let app = App::new("[daemon]\nmax_body_bytes = 100\n");
-    let out = app.run(&[
-        "enqueue",
-        "outbound",
-        "--channel",
-        "notices",
-        "--to",
-        "-100123",
-        "hi",
-    ]);
+    let out = app.run(&outbound_args("notices", "-100123", &["hi"]));
     assert!(
         out.status.success(),
         "{}",
@@ -787,26 +768,8 @@ fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
     );
     let long_id = "7".repeat(10_000);
     let too_big: [&[&str]; 2] = [
-        &[
-            "enqueue",
-            "inbound",
-            "--session",
-            "s",
-            "--origin",
-            "t",
-            "--source-id",
-            &long_id,
-            "x",
-        ],
-        &[
-            "enqueue",
-            "outbound",
-            "--channel",
-            "notices",
-            "--to",
-            &long_id,
-            "x",
-        ],
+        &inbound_args("s", "t", &["--source-id", &long_id, "x"]),
+        &outbound_args("notices", &long_id, &["x"]),
     ];
     for args in too_big {
         let out = app.run(args);
@@ -814,17 +777,7 @@ fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("byte limit"), "{stderr}");
     }
-    let out = app.run(&[
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "t",
-        "--payload",
-        "[1,2]",
-        "x",
-    ]);
+    let out = app.run(&inbound_args("s", "t", &["--payload", "[1,2]", "x"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("payload must be a JSON object"), "{stderr}");
@@ -890,15 +843,8 @@ fn every_command_finds_the_same_database_wherever_it_runs() {
     .unwrap();
     let enqueue = |env: &[(&str, std::path::PathBuf)]| {
         let mut c = app.bare();
-        c.current_dir(&project).args([
-            "enqueue",
-            "inbound",
-            "--session",
-            "s",
-            "--origin",
-            "t",
-            "hi",
-        ]);
+        c.current_dir(&project)
+            .args(inbound_args("s", "t", &["hi"]));
         for (k, v) in env {
             c.env(k, v);
         }
@@ -966,15 +912,7 @@ fn show_tells_a_rows_story_and_status_lists_stuck_rows() {
 fn enqueue_on_defaults(app: &App, text: &str) -> i64 {
     let mut enqueue = app.bare();
     enqueue.arg("--db").arg(app.db());
-    enqueue.args([
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "t",
-        text,
-    ]);
+    enqueue.args(inbound_args("s", "t", &[text]));
     let out = enqueue.output().unwrap();
     assert!(
         out.status.success(),
@@ -1135,17 +1073,11 @@ fn prune_reports_progress_on_a_terminal() {
 #[test]
 fn an_idempotency_key_with_a_newline_is_refused_at_enqueue_not_found_unsendable_later() {
     let app = App::new(webhook_config("http://127.0.0.1:9/hook"));
-    let out = app.run(&[
-        "enqueue",
-        "outbound",
-        "--channel",
+    let out = app.run(&outbound_args(
         "hook",
-        "--to",
         "ops",
-        "--idempotency-key",
-        "deploy\n42",
-        "hi",
-    ]);
+        &["--idempotency-key", "deploy\n42", "hi"],
+    ));
     assert_usage_error(&out, "the idempotency key has a control character");
     assert!(
         !app.db().exists() || app.engine().counts().unwrap().is_empty(),
@@ -1545,19 +1477,11 @@ fn reply_to_goes_on_the_first_part_only_and_the_thread_on_every_part() {
     let app = App::new(webhook_config(&hook.url).set("channels.hook", "max_chars = 100"));
     let daemon = app.serve();
     let text = "word ".repeat(60);
-    let args = [
-        "enqueue",
-        "outbound",
-        "--channel",
+    let args = outbound_args(
         "hook",
-        "--to",
         "chat",
-        "--reply-to",
-        "17",
-        "--thread",
-        "5",
-        &text,
-    ];
+        &["--reply-to", "17", "--thread", "5", &text],
+    );
     let first: i64 = app.ok(&args).trim().parse().unwrap();
     app.wait_state(relayq_engine::QueueName::Outbound, first + 2, "delivered");
     daemon.stop();
@@ -1594,15 +1518,7 @@ fn two_flows_into_one_tmux_pane_never_interleave() {
     let daemon = app.serve();
     for n in 0..6 {
         app.enqueue("agent", &format!("inbound {n}"));
-        app.ok(&[
-            "enqueue",
-            "outbound",
-            "--channel",
-            "pane",
-            "--to",
-            "agent",
-            &format!("notice {n}"),
-        ]);
+        app.ok(&outbound_args("pane", "agent", &[&format!("notice {n}")]));
     }
     let mut got = Vec::new();
     wait_until("twelve submitted lines", WAIT, || {
@@ -1659,15 +1575,7 @@ fn a_database_link_in_a_shared_directory_is_not_followed() {
         .bare()
         .args(["--config", "config.toml", "--db"])
         .arg(shared.join("relayq.db"))
-        .args([
-            "enqueue",
-            "inbound",
-            "--session",
-            "s",
-            "--origin",
-            "t",
-            "secret chat",
-        ])
+        .args(inbound_args("s", "t", &["secret chat"]))
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
@@ -1693,15 +1601,7 @@ fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
     wait_until("the daemon to say so", WAIT, || {
         daemon.log().contains("was deleted while in use")
     });
-    let out = app.run(&[
-        "enqueue",
-        "inbound",
-        "--session",
-        "s",
-        "--origin",
-        "t",
-        "lost?",
-    ]);
+    let out = app.run(&inbound_args("s", "t", &["lost?"]));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("was deleted while relayq serve"), "{said}");

@@ -5,7 +5,7 @@ use std::os::unix::net::UnixDatagram;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{assert_usage_error, webhook_config, App, Endpoint, Reply};
+use crate::common::{assert_usage_error, outbound_args, webhook_config, App, Endpoint, Reply};
 
 fn pid_file(app: &App) -> std::path::PathBuf {
     app.path("relayq.db.pid")
@@ -182,15 +182,7 @@ fn a_delivery_logs_in_a_span_naming_its_row_channel_and_attempt() {
     let mut serve = app.cmd(&["--log-format", "json", "serve"]);
     serve.env("RELAYQ_LOG", "info,relayq_actors::delivery=debug");
     let daemon = app.spawn_serve(serve, &app.db());
-    let args = [
-        "enqueue",
-        "outbound",
-        "--channel",
-        "hook",
-        "--to",
-        "chat-7",
-        "hi",
-    ];
+    let args = outbound_args("hook", "chat-7", &["hi"]);
     let id: i64 = app.ok(&args).trim().parse().unwrap();
     app.wait_state(relayq_engine::QueueName::Outbound, id, "delivered");
     daemon.stop();

@@ -90,16 +90,6 @@ fn delivered(app: &App) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn inbound_rows(app: &App) -> i64 {
-    app.engine()
-        .counts()
-        .unwrap()
-        .iter()
-        .filter(|c| c.queue == "inbound")
-        .map(|c| c.count)
-        .sum()
-}
-
 fn wait_delivered(app: &App, n: usize, daemon: &crate::common::Daemon) {
     let start = Instant::now();
     while delivered(app).len() < n {
@@ -138,7 +128,7 @@ fn kill_9_before_the_commit_loses_and_repeats_nothing(source: &dyn SourceUnderTe
     source.handed_over();
     wait_delivered(&app, 3, &daemon);
     assert_eq!(delivered(&app), ["one", "two", "three"], "{}", daemon.log());
-    assert_eq!(inbound_rows(&app), 3);
+    assert_eq!(app.inbound_rows(), 3);
     daemon.stop();
 }
 
@@ -154,7 +144,7 @@ fn a_replay_writes_no_duplicate(source: &dyn SourceUnderTest) {
     source.handed_over();
     wait_delivered(&app, 2, &daemon);
     assert_eq!(delivered(&app), ["one", "two"], "{}", daemon.log());
-    assert_eq!(inbound_rows(&app), 2, "the replay wrote no row");
+    assert_eq!(app.inbound_rows(), 2, "the replay wrote no row");
     daemon.stop();
 }
 
@@ -171,7 +161,7 @@ fn a_stranger_is_refused_and_logged(source: &dyn SourceUnderTest) {
     source.handed_over();
     wait_delivered(&app, 1, &daemon);
     assert_eq!(delivered(&app), ["from alice"]);
-    assert_eq!(inbound_rows(&app), 1, "the stranger's message wrote no row");
+    assert_eq!(app.inbound_rows(), 1, "the stranger's message wrote no row");
     let log = daemon.log();
     assert!(
         log.contains("not allowed") && log.contains("allowed_users"),
@@ -199,7 +189,7 @@ fn refusals_back_off_from_the_same_offset(source: &dyn SourceUnderTest) {
             applies = true;
             assert_eq!(answered, 401, "a push without proof is refused");
             assert_eq!(
-                inbound_rows(&app),
+                app.inbound_rows(),
                 expected.len() as i64,
                 "and writes nothing"
             );

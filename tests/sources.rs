@@ -38,19 +38,6 @@ fn append(app: &App, from: usize, n: usize) {
     spool.write_all(text.as_bytes()).unwrap();
 }
 
-fn inbound_rows(app: &App) -> i64 {
-    app.engine()
-        .database()
-        .read()
-        .unwrap()
-        .query_row(
-            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'inbound'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap()
-}
-
 #[test]
 fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
     let app = App::new(config());
@@ -58,9 +45,9 @@ fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
     for round in 0..ROUNDS {
         append(&app, round * per_round, per_round);
         let mut daemon = app.serve();
-        let before = inbound_rows(&app);
+        let before = app.inbound_rows();
         // Killed while it is still reading this round's lines.
-        wait_until("some rows read", WAIT, || inbound_rows(&app) > before);
+        wait_until("some rows read", WAIT, || app.inbound_rows() > before);
         daemon.signal("KILL");
     }
     let total = ROUNDS * per_round;
@@ -70,7 +57,7 @@ fn each_spool_line_is_enqueued_exactly_once_across_kill_9() {
     });
     daemon.stop();
     assert_eq!(
-        inbound_rows(&app),
+        app.inbound_rows(),
         total as i64,
         "one row per line, none lost, none twice"
     );

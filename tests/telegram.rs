@@ -367,15 +367,7 @@ fn in_webhook_mode_an_update_is_committed_before_the_200_and_survives_a_kill_9_r
             .send()
     };
     let push = |secret: &str, update: &serde_json::Value| try_push(secret, update).unwrap();
-    let rows = |app: &App| {
-        app.engine()
-            .counts()
-            .unwrap()
-            .iter()
-            .filter(|c| c.queue == "inbound")
-            .map(|c| c.count)
-            .sum::<i64>()
-    };
+    let rows = |app: &App| app.inbound_rows();
 
     // Without the secret (or with another), nothing is written.
     let update = fixture_update();

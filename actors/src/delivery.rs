@@ -71,16 +71,34 @@ pub async fn deliver(
 }
 
 /// One attempt's answer, ready to record: the row, what the channel said, which part of a text
-/// it is, and the pause of the channel the answer called for.
+/// it is, the pause of the channel the answer called for, and (inbound) the chat the message
+/// came from.
 #[derive(Debug, Clone)]
 pub struct AnswerToRecord {
     pub lease: Lease,
     pub tried: Tried,
     part: Option<relayq_engine::outbound::Part>,
     pause: Option<ChannelPause>,
+    origin: Option<relayq_engine::sessions::Origin>,
 }
 
 impl AnswerToRecord {
+    /// An inbound row's answer: the chat it came from is told when the message starts to
+    /// wait or is dropped.
+    pub fn inbound(
+        lease: Lease,
+        tried: Tried,
+        origin: Option<relayq_engine::sessions::Origin>,
+    ) -> Self {
+        AnswerToRecord {
+            lease,
+            tried,
+            part: None,
+            pause: None,
+            origin,
+        }
+    }
+
     /// Takes in what the answer says of the whole channel (its breaker, a global limit): a
     /// pause starts at once in memory, so no send starts in the channel while it is written.
     pub fn new(
@@ -118,6 +136,7 @@ impl AnswerToRecord {
             tried,
             part,
             pause,
+            origin: None,
         }
     }
 
@@ -128,7 +147,7 @@ impl AnswerToRecord {
             outcome: self.tried.outcome,
             part: self.part,
             pause: self.pause,
-            origin: None,
+            origin: self.origin,
         }
     }
 
@@ -139,7 +158,7 @@ impl AnswerToRecord {
             outcome: self.tried.outcome.clone(),
             part: self.part,
             pause: self.pause.clone(),
-            origin: None,
+            origin: self.origin.clone(),
         }
     }
 }

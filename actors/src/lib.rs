@@ -9,7 +9,8 @@
 //!   for each session's [`HookWorker`](hooks::worker::HookWorker).
 //! - [`outbound`]: the [`OutboundSender`](outbound::sender::OutboundSender) leases each
 //!   destination's head row and sends it, a bounded number at once.
-//! - shared: [`delivery`] (one attempt at a channel), [`claiming`], [`store`], [`wake`],
+//! - shared: [`delivery`] (one attempt at a channel), [`runs`] (a run delivered while fast and
+//!   recorded in one write), [`claiming`], [`store`], [`wake`],
 //!   [`pacing`], [`pauses`], [`penalties`], [`metrics`], [`lifecycle`], [`runtime`] (starting it all).
 //! - [`recovery::RecoveryActor`] resumes work after a restart and keeps the tables tidy.
 //! - [`channels`]: the contract every channel implements, the one actor that runs any of them,
@@ -39,6 +40,7 @@ pub mod pacing;
 pub mod pauses;
 pub mod penalties;
 pub mod recovery;
+pub mod runs;
 pub mod runtime;
 pub mod settings;
 pub mod sources;

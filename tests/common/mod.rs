@@ -262,6 +262,16 @@ impl App {
             .collect()
     }
 
+    /// Inbound rows in any state, read from the database.
+    pub fn inbound_rows(&self) -> i64 {
+        let counts = self.engine().counts().unwrap();
+        counts
+            .iter()
+            .filter(|c| c.queue == "inbound")
+            .map(|c| c.count)
+            .sum()
+    }
+
     /// `status --json` counts for a state of the inbound queue.
     pub fn count(&self, state: &str) -> i64 {
         let status: serde_json::Value =
@@ -328,6 +338,25 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `relayq enqueue inbound --session SESSION --origin ORIGIN`, then `rest`.
+pub fn inbound_args<'a>(session: &'a str, origin: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let head = [
+        "enqueue",
+        "inbound",
+        "--session",
+        session,
+        "--origin",
+        origin,
+    ];
+    [&head[..], rest].concat()
+}
+
+/// `relayq enqueue outbound --channel CHANNEL --to TO`, then `rest`.
+pub fn outbound_args<'a>(channel: &'a str, to: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let head = ["enqueue", "outbound", "--channel", channel, "--to", to];
+    [&head[..], rest].concat()
 }
 
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {

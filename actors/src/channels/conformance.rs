@@ -18,6 +18,7 @@ use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
+use crate::kit::bot::{BotConfig, Platform};
 use crate::kit::http::Reply;
 
 /// Makes the channel under test, talking to a base URL (the mock server's, no trailing slash)
@@ -221,4 +222,94 @@ impl RecordedReply {
             cut: false,
         }
     }
+}
+
+/// A platform's recorded answers (`tests/fixtures/<platform>/`), and the status it answers a
+/// body without recorded headers with.
+pub struct Fixtures {
+    pub platform: &'static str,
+    pub status_of: fn(&serde_json::Value) -> u16,
+}
+
+impl Fixtures {
+    pub fn load(&self, name: &str) -> RecordedReply {
+        RecordedReply::load(self.platform, name, self.status_of)
+    }
+
+    /// The answer `name` for a mock server to play.
+    pub fn answer(&self, name: &str) -> ResponseTemplate {
+        self.load(name).template()
+    }
+
+    /// The answer `name` as the HTTP kit reads it.
+    pub fn reply(&self, name: &str) -> Reply {
+        self.load(name).reply()
+    }
+}
+
+/// Bot platform `P`'s channel with `token`, at `base`, within `timeout`.
+pub fn bot_channel<P: Platform>(token: &str, base: &str, timeout: Duration) -> P::Channel {
+    use crate::channels::ChannelKind;
+    BotConfig::<P> {
+        api_url: Some(base.into()),
+        timeout,
+        ..BotConfig::new(token)
+    }
+    .build()
+    .unwrap()
+}
+
+/// The conformance delivery, to `to`, changed by `adjust`.
+pub fn delivery_to(to: &str, adjust: impl FnOnce(&mut OutboundMessage)) -> Delivery {
+    let mut d = delivery();
+    if let Content::Outbound(m) = &mut d.content {
+        m.to = to.into();
+        adjust(m);
+    }
+    d
+}
+
+/// What `server` was asked, in order.
+pub async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
+    server.received_requests().await.unwrap()
+}
+
+/// Every bot platform's settings: a token is required, and never shown by `Debug` or
+/// `config show`; a blank one is refused when the channel is built.
+pub fn a_bot_needs_one_token_and_never_shows_it<P: Platform + std::fmt::Debug>(
+    token: &str,
+) -> BotConfig<P> {
+    use crate::channels::ChannelKind;
+    let none = BotConfig::<P> {
+        token: Default::default(),
+        ..BotConfig::new("")
+    };
+    assert_eq!(none.check().unwrap_err().key, "token");
+    let config = BotConfig::<P>::new(token);
+    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert_eq!(
+        BotConfig::<P>::new("  ").build().err().unwrap().key,
+        "token"
+    );
+    config
+}
+
+/// The ready check of a channel whose platform answers every `http_method` call with
+/// `refusal`: its error.
+pub async fn refused_ready_check<C: Channel>(
+    channel: impl Fn(&str) -> C,
+    http_method: &str,
+    refusal: ResponseTemplate,
+) -> String {
+    let refused = MockServer::start().await;
+    Mock::given(wiremock::matchers::method(http_method))
+        .respond_with(refusal)
+        .mount(&refused)
+        .await;
+    channel(&refused.uri())
+        .ready_check()
+        .unwrap()
+        .await
+        .unwrap_err()
 }

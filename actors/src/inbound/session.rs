@@ -24,14 +24,13 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::writes::runs::{
-    AgentWaits, Answered, GiveBack, LeaseNext, RecordRun, RunRecorded,
-};
-use relayq_engine::{sessions, Head, InboundMessage, Lease, QueueName};
+use relayq_engine::writes::runs::{AgentWaits, GiveBack, LeaseNext, RunRecorded};
+use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
-use crate::delivery::{try_delivery, Tried};
+use crate::delivery::{try_delivery, AnswerToRecord};
 use crate::lifecycle::{Stop, Stopping};
+use crate::runs::{record_run, RunAnswers};
 use crate::store::Store;
 
 /// A session's next message while its agent works: see `SessionChannels::busy` (the supervisor's).
@@ -110,27 +109,6 @@ pub struct SessionIdle {
     pub wakes_seen: u64,
 }
 
-/// A delivered row whose answer is not recorded yet.
-struct PendingAnswer {
-    lease: Lease,
-    tried: Tried,
-    /// The chat the message came from: told when the message waits or is dropped.
-    origin: Option<sessions::Origin>,
-}
-
-impl PendingAnswer {
-    /// The answer as the run recorder takes it.
-    fn into_record(self) -> Answered {
-        Answered {
-            lease: self.lease,
-            outcome: self.tried.outcome,
-            part: None,
-            pause: None,
-            origin: self.origin,
-        }
-    }
-}
-
 pub struct SessionActor {
     session: String,
     channel: String,
@@ -157,9 +135,7 @@ pub struct SessionActor {
     /// Leased rows not yet attempted, oldest first.
     run: VecDeque<Lease>,
     /// Delivered rows whose answers are not recorded yet, in delivery order.
-    answers: Vec<PendingAnswer>,
-    /// When the oldest unrecorded answer came.
-    answers_since: Option<Instant>,
+    answers: RunAnswers,
 }
 
 impl SessionActor {
@@ -187,8 +163,7 @@ impl SessionActor {
             stopping: Stopping::default(),
             release_leases_first,
             run: VecDeque::new(),
-            answers: Vec::new(),
-            answers_since: None,
+            answers: RunAnswers::new(RECORD_WITHIN),
         }
     }
 
@@ -257,12 +232,7 @@ impl SessionActor {
     /// The answers must be recorded before another row goes: the last one failed (the rows
     /// after it must wait), the channel is slow, or the window is full.
     fn must_record(&self) -> bool {
-        match (self.answers.last(), self.answers_since) {
-            (Some(last), Some(since)) => {
-                !last.tried.outcome.is_delivered() || since.elapsed() >= RECORD_WITHIN
-            }
-            _ => false,
-        }
+        self.answers.due()
     }
 
     /// How long the session's agent has to confirm a message, when its channel waits for one
@@ -285,11 +255,7 @@ impl SessionActor {
             let started = Instant::now();
             let queue = store.inbound.clone();
             let tried = try_delivery(&store, &queue, &lease, &channels, message, hints).await;
-            let answered = PendingAnswer {
-                lease,
-                tried,
-                origin,
-            };
+            let answered = AnswerToRecord::inbound(lease, tried, origin);
             (answered, started.elapsed())
         };
         ctx.spawn(
@@ -308,7 +274,6 @@ impl SessionActor {
                         });
                     }
                     let slow = took >= FAST_DELIVERY;
-                    act.answers_since.get_or_insert_with(Instant::now);
                     act.answers.push(answered);
                     if slow {
                         act.write(ctx);
@@ -323,29 +288,28 @@ impl SessionActor {
     /// leased.
     fn record(
         &self,
-        answers: Vec<PendingAnswer>,
+        answers: Vec<AnswerToRecord>,
         give_back: Vec<Lease>,
         next: LeaseNext,
     ) -> impl std::future::Future<Output = crate::error::Result<RunRecorded>> + 'static {
-        self.store.apply(RecordRun {
-            queue: QueueName::Inbound,
-            answers: answers
-                .into_iter()
-                .map(PendingAnswer::into_record)
-                .collect(),
+        let keep = GiveBack::KeepMarks;
+        record_run(
+            &self.store,
+            QueueName::Inbound,
+            answers,
             give_back,
-            give_back_as: GiveBack::KeepMarks,
+            keep,
             next,
-        })
+        )
     }
 
     /// Records the answers; gives back the rest of the run when one failed; leases the next run
     /// when this one is used up.
     fn write(&mut self, ctx: &mut Context<Self>) {
         self.busy = true;
-        let failed = self.answers.iter().any(|a| !a.tried.outcome.is_delivered());
+        let failed = self.answers.failed();
         let paused = self.paused();
-        let answers = std::mem::take(&mut self.answers);
+        let taken = self.answers.take();
         let give_back: Vec<Lease> = match failed || paused {
             true => self.run.drain(..).collect(),
             false => Vec::new(),
@@ -369,20 +333,12 @@ impl SessionActor {
                 },
             },
         };
-        let since = self.answers_since.take();
         let given_back = give_back.clone();
-        let outcomes: Vec<(Lease, Tried, Option<sessions::Origin>)> = answers
-            .iter()
-            .map(|a| (a.lease.clone(), a.tried.clone(), a.origin.clone()))
-            .collect();
-        let write = self.record(answers, give_back, next);
+        let write = self.record(taken.answers.clone(), give_back, next);
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             match result {
                 Ok(synced) => {
-                    for ((lease, tried, _), recorded) in outcomes.iter().zip(&synced.recorded) {
-                        tried.log(&act.store.metrics, &act.store.inbound, lease, recorded);
-                    }
                     act.store.waking.outbound_written(synced.told);
                     act.agent_hints = AgentHints {
                         look: None,
@@ -399,15 +355,7 @@ impl SessionActor {
                     // Nothing of it committed: the answers are kept (the rows were delivered)
                     // and recorded by the next try; the rows given back are still ours.
                     tracing::error!(session = act.session, error = %e, "cannot record deliveries or lease the next rows");
-                    act.answers = outcomes
-                        .into_iter()
-                        .map(|(lease, tried, origin)| PendingAnswer {
-                            lease,
-                            tried,
-                            origin,
-                        })
-                        .collect();
-                    act.answers_since = since;
+                    act.answers.restore(taken);
                     act.run.extend(given_back);
                     act.retry_later(ctx);
                 }
@@ -506,7 +454,7 @@ impl SessionActor {
             ctx.stop();
             return;
         }
-        let answers = std::mem::take(&mut self.answers);
+        let answers = self.answers.take().answers;
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
         let write = self.record(answers, give_back, LeaseNext::Nothing);
         ctx.wait(write.into_actor(self).map(|result, act, ctx| {

@@ -8,11 +8,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::writes::runs::{
-    GiveBack, GiveBackUnsent, LeaseNext, MarkSendStarted, RecordRun, RunRecorded,
+    GiveBack, GiveBackUnsent, LeaseNext, MarkSendStarted, RunRecorded,
 };
 use relayq_engine::{Lease, OutboundMessage, QueueName};
 use tokio::sync::oneshot;
@@ -22,6 +22,7 @@ use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, Clai
 use crate::delivery::{deliver, try_delivery, AnswerToRecord, RowRecorded, Taken, Then};
 use crate::lifecycle::Shutdown;
 use crate::outbound::send_threads::{SendThread, SendThreads};
+use crate::runs::{record_run, RunAnswers};
 use crate::store::Store;
 
 pub struct OutboundSender {
@@ -407,8 +408,7 @@ impl DestinationSender {
     /// stops: the row it stopped at is left in `rest`, unsent.
     async fn send_while_fast(&self, rest: &mut VecDeque<Lease>) -> (Vec<AnswerToRecord>, bool) {
         let queue = &self.store.outbound;
-        let mut answers = Vec::new();
-        let mut first_answer: Option<Instant> = None;
+        let mut answers = RunAnswers::new(LANE_RECORD_WITHIN);
         while let Some(lease) = rest.pop_front() {
             let message = OutboundMessage::from_payload(&lease.payload);
             let held = self.stopping.load(Ordering::Relaxed)
@@ -417,7 +417,7 @@ impl DestinationSender {
                     .is_ok_and(|m| !self.channels.clear_to_send(&m.channel));
             if held {
                 rest.push_front(lease);
-                return (answers, true);
+                return (answers.take().answers, true);
             }
             let part = message.as_ref().ok().and_then(|m| m.part);
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
@@ -430,15 +430,12 @@ impl DestinationSender {
                 Default::default(),
             )
             .await;
-            let since = *first_answer.get_or_insert_with(Instant::now);
-            let answered = AnswerToRecord::new(&self.channels, lease, tried, part);
-            let failed = !answered.tried.outcome.is_delivered();
-            answers.push(answered);
-            if failed || since.elapsed() >= LANE_RECORD_WITHIN {
+            answers.push(AnswerToRecord::new(&self.channels, lease, tried, part));
+            if answers.due() {
                 break;
             }
         }
-        (answers, false)
+        (answers.take().answers, false)
     }
 
     /// One write, submitted at once: gives back `give_back` unsent (uncounted, marks undone),
@@ -449,36 +446,26 @@ impl DestinationSender {
         give_back: Vec<Lease>,
         next: Option<&str>,
     ) -> impl std::future::Future<Output = crate::error::Result<Vec<Lease>>> + 'static {
-        let (mark, next) = (self.mark, next.map(str::to_string));
-        let logged: Vec<_> = answers
-            .iter()
-            .map(|a| (a.lease.clone(), a.tried.clone()))
-            .collect();
-        let write = self.store.apply(RecordRun {
-            queue: QueueName::Outbound,
-            answers: answers
-                .into_iter()
-                .map(AnswerToRecord::into_record)
-                .collect(),
-            give_back,
-            give_back_as: GiveBack::UndoMarks,
-            next: match next {
-                Some(key) => LeaseNext::Run {
-                    key,
-                    limit: RUN_LIMIT,
-                    mark,
-                },
-                None => LeaseNext::Nothing,
+        let next = match next {
+            Some(key) => LeaseNext::Run {
+                key: key.to_string(),
+                limit: RUN_LIMIT,
+                mark: self.mark,
             },
-        });
-        let store = self.store.clone();
+            None => LeaseNext::Nothing,
+        };
+        let undo = GiveBack::UndoMarks;
+        let write = record_run(
+            &self.store,
+            QueueName::Outbound,
+            answers,
+            give_back,
+            undo,
+            next,
+        );
         async move {
-            let RunRecorded { recorded, next, .. } = write.await?;
-            let run = next.and_then(|run| run.ok()).unwrap_or_default();
-            for ((lease, tried), recorded) in logged.iter().zip(&recorded) {
-                tried.log(&store.metrics, &store.outbound, lease, recorded);
-            }
-            Ok(run)
+            let RunRecorded { next, .. } = write.await?;
+            Ok(next.and_then(|run| run.ok()).unwrap_or_default())
         }
     }
 }

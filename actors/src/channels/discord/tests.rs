@@ -5,52 +5,32 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
-use crate::channels::ChannelKind;
+use crate::channels::conformance::{
+    self, bot_channel, delivery_to as to, outcome_of, requests, ChannelUnderTest, Fixtures,
+};
+use crate::kit::api::discord::Discord;
 
 const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDAwMQ.GabcDE.s3cr3t-discord-token";
 const CHANNEL: &str = "1312345678901234567";
 
-/// A fixture as Discord sends it: without headers recorded, the status Discord answers its
+/// Discord's recorded answers: without headers recorded, the status Discord answers its
 /// error code with.
-fn fixture(name: &str) -> RecordedReply {
-    RecordedReply::load("discord", name, |body| match body["code"].as_i64() {
+const FIXTURES: Fixtures = Fixtures {
+    platform: "discord",
+    status_of: |body| match body["code"].as_i64() {
         None => 200,
         Some(10003 | 10015) => 404,
         Some(50001 | 50007 | 50013) => 403,
         Some(_) => 400,
-    })
-}
+    },
+};
 
 fn answer(name: &str) -> ResponseTemplate {
-    fixture(name).template()
-}
-
-fn reply(name: &str) -> Reply {
-    fixture(name).reply()
+    FIXTURES.answer(name)
 }
 
 fn channel(base: &str, timeout: Duration) -> DiscordChannel {
-    Config {
-        api_url: Some(base.into()),
-        timeout,
-        ..Config::new(TOKEN)
-    }
-    .build()
-    .unwrap()
-}
-
-fn to(id: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
-    let mut d = conformance::delivery();
-    if let Content::Outbound(m) = &mut d.content {
-        m.to = id.into();
-        adjust(m);
-    }
-    d
-}
-
-async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
-    server.received_requests().await.unwrap()
+    bot_channel::<Discord>(TOKEN, base, timeout)
 }
 
 #[actix_rt::test]
@@ -78,7 +58,7 @@ async fn discord_passes_the_channel_conformance_suite() {
 /// Every Discord answer in the fixtures, and what it makes of the row.
 #[test]
 fn discord_errors_are_classified_as_its_api_documents_them() {
-    let permanent = |name: &str, words: &[&str]| match classify(&reply(name)) {
+    let permanent = |name: &str, words: &[&str]| match classify(&FIXTURES.reply(name)) {
         Outcome::Permanent { reason } => {
             for w in words {
                 assert!(reason.contains(w), "{name}: {reason}");
@@ -93,12 +73,12 @@ fn discord_errors_are_classified_as_its_api_documents_them() {
     permanent("error_50035_content_too_long", &["400 (50035): Invalid Form Body"]);
 
     assert_eq!(
-        classify(&reply("ok_create_message")),
+        classify(&FIXTURES.reply("ok_create_message")),
         Outcome::delivered_as("1323456789012345678")
     );
     // A route's 429: that channel id waits the body's retry_after (finer than the header's 2 s).
     assert_eq!(
-        classify(&reply("error_429")),
+        classify(&FIXTURES.reply("error_429")),
         Outcome::Throttled {
             reason: "Discord 429: You are being rate limited.".into(),
             wait: Duration::from_millis(1337),
@@ -106,7 +86,7 @@ fn discord_errors_are_classified_as_its_api_documents_them() {
         }
     );
     // The global limit: every destination of the channel waits.
-    match classify(&reply("error_429_global")) {
+    match classify(&FIXTURES.reply("error_429_global")) {
         Outcome::Throttled {
             wait, channel_wide, ..
         } => assert_eq!((wait, channel_wide), (Duration::from_millis(500), true)),
@@ -224,33 +204,19 @@ async fn ready_means_the_bot_user_answered() {
     assert_eq!(discord.bot_user().await.unwrap(), "agent-relay");
     assert_eq!(discord.ready_check().unwrap().await, Ok(()));
 
-    let refused = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"message": "401: Unauthorized", "code": 0})))
-        .mount(&refused)
-        .await;
-    let error = channel(&refused.uri(), Duration::from_secs(5))
-        .ready_check()
-        .unwrap()
-        .await
-        .unwrap_err();
+    let refusal = ResponseTemplate::new(401)
+        .set_body_json(json!({"message": "401: Unauthorized", "code": 0}));
+    let at = |base: &str| channel(base, Duration::from_secs(5));
+    let error = conformance::refused_ready_check(at, "GET", refusal).await;
     assert!(error.contains("Unauthorized") && !error.contains(TOKEN), "{error}");
 }
 
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
-    let none = Config {
-        token: Default::default(),
-        ..Config::new("")
-    };
-    assert_eq!(none.check().unwrap_err().key, "token");
-    let config = Config::new(TOKEN);
-    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
-    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let config = conformance::a_bot_needs_one_token_and_never_shows_it::<Discord>(TOKEN);
     let bad_url = Config {
         api_url: Some("ftp://discord".into()),
         ..config
     };
     assert_eq!(bad_url.check().unwrap_err().key, "api_url");
-    assert_eq!(Config::new("  ").build().err().unwrap().key, "token");
 }

@@ -5,47 +5,33 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
-use crate::channels::ChannelKind;
+use crate::channels::conformance::{
+    self, bot_channel, delivery_to, outcome_of, requests, ChannelUnderTest, Fixtures,
+};
+use crate::kit::api::slack::Slack;
 
 const TOKEN: &str = "xoxb-1234-5678-s3cr3tSlackToken";
 const CHANNEL: &str = "C0123ABCDEF";
 
-/// A fixture as Slack sends it: without headers recorded, HTTP 200, as Slack answers even its
+/// Slack's recorded answers: without headers recorded, HTTP 200, as Slack answers even its
 /// errors.
-fn fixture(name: &str) -> RecordedReply {
-    RecordedReply::load("slack", name, |_| 200)
-}
+const FIXTURES: Fixtures = Fixtures {
+    platform: "slack",
+    status_of: |_| 200,
+};
 
 fn answer(name: &str) -> ResponseTemplate {
-    fixture(name).template()
-}
-
-fn reply(name: &str) -> Reply {
-    fixture(name).reply()
+    FIXTURES.answer(name)
 }
 
 fn channel(base: &str, timeout: Duration) -> SlackChannel {
-    Config {
-        api_url: Some(base.into()),
-        timeout,
-        ..Config::new(TOKEN)
-    }
-    .build()
-    .unwrap()
+    bot_channel::<Slack>(TOKEN, base, timeout)
 }
 
 fn to(id: &str, adjust: impl FnOnce(&mut Delivery)) -> Delivery {
-    let mut d = conformance::delivery();
-    if let Content::Outbound(m) = &mut d.content {
-        m.to = id.into();
-    }
+    let mut d = delivery_to(id, |_| {});
     adjust(&mut d);
     d
-}
-
-async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
-    server.received_requests().await.unwrap()
 }
 
 #[actix_rt::test]
@@ -74,7 +60,7 @@ async fn slack_passes_the_channel_conformance_suite() {
 /// Every Slack answer in the fixtures, and what it makes of the row.
 #[test]
 fn slack_errors_under_http_200_are_classified_as_its_api_documents_them() {
-    let permanent = |name: &str, words: &str| match classify(&reply(name)) {
+    let permanent = |name: &str, words: &str| match classify(&FIXTURES.reply(name)) {
         Outcome::Permanent { reason } => assert!(reason.contains(words), "{name}: {reason}"),
         other => panic!("{name}: {other:?}, not permanent"),
     };
@@ -87,11 +73,11 @@ fn slack_errors_under_http_200_are_classified_as_its_api_documents_them() {
     permanent("error_msg_too_long", "Slack: msg_too_long");
 
     assert_eq!(
-        classify(&reply("ok_post_message")),
+        classify(&FIXTURES.reply("ok_post_message")),
         Outcome::delivered_as("1767225780.000200")
     );
     assert_eq!(
-        classify(&reply("error_ratelimited")),
+        classify(&FIXTURES.reply("error_ratelimited")),
         Outcome::Throttled {
             reason: "Slack: ratelimited".into(),
             wait: Duration::from_secs(30),
@@ -252,30 +238,15 @@ async fn ready_means_auth_test_said_ok() {
     assert_eq!(slack.auth_test().await.unwrap(), "agent-relay");
     assert_eq!(slack.ready_check().unwrap().await, Ok(()));
 
-    let refused = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(answer("error_invalid_auth"))
-        .mount(&refused)
-        .await;
-    let error = channel(&refused.uri(), Duration::from_secs(5))
-        .ready_check()
-        .unwrap()
-        .await
-        .unwrap_err();
+    let at = |base: &str| channel(base, Duration::from_secs(5));
+    let error =
+        conformance::refused_ready_check(at, "POST", answer("error_invalid_auth")).await;
     assert_eq!(error, "Slack: invalid_auth");
 }
 
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
-    let none = Config {
-        token: Default::default(),
-        ..Config::new("")
-    };
-    assert_eq!(none.check().unwrap_err().key, "token");
-    let config = Config::new(TOKEN);
-    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
-    assert!(!shown.contains("s3cr3t"), "{shown}");
-    assert_eq!(Config::new(" ").build().err().unwrap().key, "token");
+    conformance::a_bot_needs_one_token_and_never_shows_it::<Slack>(TOKEN);
 }
 
 /// An approval's question goes with its buttons (their values name the approval and the

@@ -5,40 +5,27 @@ use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
-use crate::channels::conformance::{self, outcome_of, ChannelUnderTest, RecordedReply};
+use crate::channels::conformance::{
+    self, bot_channel, delivery_to as to, outcome_of, ChannelUnderTest, Fixtures,
+};
+use crate::kit::api::telegram::Telegram;
 use crate::channels::ChannelKind;
 
 const TOKEN: &str = "123456:s3cr3t-T0KEN-abcdef";
 
-/// A fixture as Telegram sends it: without headers recorded, the status its `error_code` says
+/// Telegram's recorded answers: without headers recorded, the status its `error_code` says
 /// (200 for `ok: true`).
-fn fixture(name: &str) -> RecordedReply {
-    RecordedReply::load("telegram", name, |body| {
-        body["error_code"].as_u64().unwrap_or(200) as u16
-    })
-}
+const FIXTURES: Fixtures = Fixtures {
+    platform: "telegram",
+    status_of: |body| body["error_code"].as_u64().unwrap_or(200) as u16,
+};
 
 fn answer(name: &str) -> ResponseTemplate {
-    fixture(name).template()
+    FIXTURES.answer(name)
 }
 
 fn channel(base: &str, timeout: Duration) -> TelegramChannel {
-    Config {
-        api_url: Some(base.into()),
-        timeout,
-        ..Config::new(TOKEN)
-    }
-    .build()
-    .unwrap()
-}
-
-fn to(chat: &str, adjust: impl FnOnce(&mut relayq_engine::OutboundMessage)) -> Delivery {
-    let mut d = conformance::delivery();
-    if let Content::Outbound(m) = &mut d.content {
-        m.to = chat.into();
-        adjust(m);
-    }
-    d
+    bot_channel::<Telegram>(TOKEN, base, timeout)
 }
 
 async fn bodies(server: &MockServer) -> Vec<Value> {
@@ -82,7 +69,7 @@ async fn telegram_passes_the_channel_conformance_suite() {
 /// Every Telegram answer in the fixtures, and what it makes of the row.
 #[test]
 fn telegram_errors_are_classified_as_the_bot_api_documents_them() {
-    let reply = |name: &str| fixture(name).reply();
+    let reply = |name: &str| FIXTURES.reply(name);
     let permanent = |name: &str, words: &str| match classify(&reply(name)) {
         Verdict::Done(Outcome::Permanent { reason }) => {
             assert!(reason.contains(words), "{name}: {reason}")
@@ -259,29 +246,15 @@ async fn ready_means_get_me_answered_with_the_bot() {
     assert_eq!(tg.get_me().await.unwrap(), "agent_relay_bot");
     assert_eq!(tg.ready_check().unwrap().await, Ok(()));
 
-    let refused = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(answer("error_unauthorized"))
-        .mount(&refused)
-        .await;
-    let error = channel(&refused.uri(), Duration::from_secs(5))
-        .ready_check()
-        .unwrap()
-        .await
-        .unwrap_err();
+    let at = |base: &str| channel(base, Duration::from_secs(5));
+    let error =
+        conformance::refused_ready_check(at, "GET", answer("error_unauthorized")).await;
     assert!(error.contains("Unauthorized") && !error.contains(TOKEN), "{error}");
 }
 
 #[test]
 fn config_needs_one_token_and_never_shows_it() {
-    let none = Config {
-        token: Default::default(),
-        ..Config::new("")
-    };
-    assert_eq!(none.check().unwrap_err().key, "token");
-    let config = Config::new(TOKEN);
-    let shown = serde_json::to_string(&config).unwrap() + &format!("{config:?}");
-    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let config = conformance::a_bot_needs_one_token_and_never_shows_it::<Telegram>(TOKEN);
     let (url, _) = Config {
         api_url: Some("http://127.0.0.1:9/tg".into()),
         ..config
