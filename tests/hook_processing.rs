@@ -132,20 +132,8 @@ fn kill_9_during_the_handlers_never_leaves_half_an_effect() {
     let mut rows = Vec::new();
     for round in 0..rounds {
         for s in &sessions {
-            let event = |kind, data: Value| {
-                HookEvent {
-                    agent: Agent::Claude,
-                    event: kind,
-                    native_event: None,
-                    session: s.clone(),
-                    native_session_id: None,
-                    received_at: 0,
-                    pane: None,
-                    approval: None,
-                    data,
-                }
-                .to_row()
-            };
+            let event =
+                |kind, data: Value| HookEvent::new(Agent::Claude, kind, s.clone(), data).to_row();
             rows.push(event(
                 EventType::UserPromptSubmit,
                 json!({"prompt": format!("p{round}")}),

@@ -478,15 +478,13 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
     let rows: Vec<_> = (0..200)
         .map(|_| {
             relayq_engine::HookEvent {
-                agent: relayq_engine::Agent::Claude,
-                event: relayq_engine::EventType::UserPromptSubmit,
                 native_event: Some("UserPromptSubmit".into()),
-                session: "busy".into(),
-                native_session_id: None,
-                received_at: 0,
-                pane: None,
-                approval: None,
-                data: prompt.clone(),
+                ..relayq_engine::HookEvent::new(
+                    relayq_engine::Agent::Claude,
+                    relayq_engine::EventType::UserPromptSubmit,
+                    "busy",
+                    prompt.clone(),
+                )
             }
             .to_row()
         })

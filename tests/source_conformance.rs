@@ -105,15 +105,21 @@ fn wait_delivered(app: &App, n: usize, daemon: &crate::common::Daemon) {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+/// A daemon reading `source`, which has handed over message 1, "one", delivered.
+fn one_delivered(source: &dyn SourceUnderTest) -> (App, crate::common::Daemon) {
+    let app = App::new(source.config(base()));
+    let daemon = serve(&app, source);
+    source.send(1, "one", false);
+    source.handed_over();
+    wait_delivered(&app, 1, &daemon);
+    (app, daemon)
+}
+
 /// `kill -9` while the source has read (or been pushed) messages it cannot commit: after the
 /// restart each message is there once, in order. The write lock held from outside keeps the
 /// commit from happening, so the kill always falls in that window.
 fn kill_9_before_the_commit_loses_and_repeats_nothing(source: &dyn SourceUnderTest) {
-    let app = App::new(source.config(base()));
-    let mut daemon = serve(&app, source);
-    source.send(1, "one", false);
-    source.handed_over();
-    wait_delivered(&app, 1, &daemon);
+    let (app, mut daemon) = one_delivered(source);
 
     let blocker = rusqlite::Connection::open(app.db()).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -134,11 +140,7 @@ fn kill_9_before_the_commit_loses_and_repeats_nothing(source: &dyn SourceUnderTe
 
 /// The platform hands over a message it handed over before: no second row.
 fn a_replay_writes_no_duplicate(source: &dyn SourceUnderTest) {
-    let app = App::new(source.config(base()));
-    let daemon = serve(&app, source);
-    source.send(1, "one", false);
-    source.handed_over();
-    wait_delivered(&app, 1, &daemon);
+    let (app, daemon) = one_delivered(source);
     source.replay(1, "one");
     source.send(2, "two", false);
     source.handed_over();
@@ -177,11 +179,7 @@ fn a_stranger_is_refused_and_logged(source: &dyn SourceUnderTest) {
 /// The platform refuses the source (401, 409, 429) or a push does not prove its origin: the
 /// source waits and asks again from the same offset; nothing is skipped or written twice.
 fn refusals_back_off_from_the_same_offset(source: &dyn SourceUnderTest) {
-    let app = App::new(source.config(base()));
-    let daemon = serve(&app, source);
-    source.send(1, "one", false);
-    source.handed_over();
-    wait_delivered(&app, 1, &daemon);
+    let (app, daemon) = one_delivered(source);
     let mut expected = vec!["one".to_string()];
     let mut applies = false;
     for (n, status) in (2..).zip([401, 409, 429]) {

@@ -39,18 +39,7 @@ fn config(dir: &Path, limits: Limits) -> RelayqConfig {
 }
 
 fn hook(session: &str, event: EventType, data: Value) -> NewRow {
-    HookEvent {
-        agent: Agent::Claude,
-        event,
-        native_event: None,
-        session: session.into(),
-        native_session_id: None,
-        received_at: 0,
-        pane: None,
-        approval: None,
-        data,
-    }
-    .to_row()
+    HookEvent::new(Agent::Claude, event, session, data).to_row()
 }
 
 fn tool(session: &str, i: usize) -> NewRow {

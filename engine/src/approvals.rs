@@ -670,15 +670,8 @@ mod tests {
     /// Claude Code's `PermissionRequest` event with `data` as its payload.
     fn permission_request(data: Value) -> HookEvent {
         HookEvent {
-            agent: Agent::Claude,
-            event: crate::EventType::Notification,
             native_event: Some("PermissionRequest".into()),
-            session: "s".into(),
-            native_session_id: None,
-            received_at: 0,
-            pane: None,
-            approval: None,
-            data,
+            ..HookEvent::new(Agent::Claude, crate::EventType::Notification, "s", data)
         }
     }
 

@@ -110,6 +110,22 @@ pub struct HookEvent {
 }
 
 impl HookEvent {
+    /// Event `event` of `agent` for `session`, with `data` as its payload and nothing else
+    /// known yet (no native name or id, no pane, no approval, received at 0).
+    pub fn new(agent: Agent, event: EventType, session: impl Into<String>, data: Value) -> Self {
+        HookEvent {
+            agent,
+            event,
+            native_event: None,
+            session: session.into(),
+            native_session_id: None,
+            received_at: 0,
+            pane: None,
+            approval: None,
+            data,
+        }
+    }
+
     /// The first of `fields` of the event's data that is a non-empty string.
     pub fn field(&self, fields: &[&str]) -> Option<&str> {
         fields
@@ -175,18 +191,16 @@ pub fn receive(agent: Agent, input: &str, session: Option<String>) -> Received {
     };
     let native = native_event(&payload).map(str::to_string);
     let native_id = native_session_id(&payload).map(str::to_string);
+    let session = session.or_else(|| native_id.clone());
     let event = HookEvent {
-        agent,
-        event,
         native_event: native,
-        session: session
-            .or_else(|| native_id.clone())
-            .unwrap_or_else(|| "unknown".into()),
         native_session_id: native_id,
-        received_at: 0,
-        pane: None,
-        approval: None,
-        data: payload,
+        ..HookEvent::new(
+            agent,
+            event,
+            session.unwrap_or_else(|| "unknown".into()),
+            payload,
+        )
     };
     // The daemon must be able to read what is stored: check with its own decoder.
     if let Err(e) = HookEvent::from_payload(&event.to_row().payload) {
@@ -200,17 +214,8 @@ pub fn receive(agent: Agent, input: &str, session: Option<String>) -> Received {
 /// An `error` event standing for an input that cannot be kept as it came: the error and the
 /// start of the input.
 fn error_event(agent: Agent, session: String, error: &str, input: &str) -> HookEvent {
-    HookEvent {
-        agent,
-        event: EventType::Error,
-        native_event: None,
-        session,
-        native_session_id: None,
-        received_at: 0,
-        pane: None,
-        approval: None,
-        data: serde_json::json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)}),
-    }
+    let data = serde_json::json!({"error": error, "input": head_of(input, MAX_KEPT_INPUT)});
+    HookEvent::new(agent, EventType::Error, session, data)
 }
 
 /// The first `max` bytes of `input`, cut on a character boundary.

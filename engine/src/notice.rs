@@ -241,20 +241,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn notice(kind: EventType, data: Value) -> Option<Notice> {
-        Notice::of(
-            &HookEvent {
-                agent: Agent::Claude,
-                event: kind,
-                native_event: None,
-                session: "s1".into(),
-                native_session_id: None,
-                received_at: 0,
-                pane: None,
-                approval: None,
-                data,
-            },
-            None,
-        )
+        Notice::of(&HookEvent::new(Agent::Claude, kind, "s1", data), None)
     }
 
     fn parts(n: Notice) -> (String, Option<String>, Option<String>) {

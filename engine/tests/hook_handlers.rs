@@ -64,15 +64,9 @@ fn fixture(max_attempts: u32) -> Fixture {
 
 fn event(session: &str, kind: EventType, data: Value) -> HookEvent {
     HookEvent {
-        agent: Agent::Claude,
-        event: kind,
-        native_event: None,
-        session: session.into(),
         native_session_id: Some(format!("native-{session}")),
         received_at: T0,
-        pane: None,
-        approval: None,
-        data,
+        ..HookEvent::new(Agent::Claude, kind, session, data)
     }
 }
 

@@ -121,8 +121,7 @@ pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpRe
         after: q.after,
         limit: q.limit + 1,
     };
-    let engine = api.relayq.store().engine.clone();
-    let (mut rows, total) = web::block(move || engine.dead_page(&query)).await??;
+    let (mut rows, total) = api.read(move |e| e.dead_page(&query)).await?;
     let more = rows.len() > q.limit;
     rows.truncate(q.limit);
     Ok(HttpResponse::Ok().json(json!({

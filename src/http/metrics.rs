@@ -70,8 +70,7 @@ pub(super) async fn metrics(
     api: web::Data<Api>,
     req: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
-    let stored = web::block(move || read(&engine)).await??;
+    let stored = api.read(read).await?;
     let mut registry = Registry::with_prefix("relayq");
     api.relayq.store().metrics.register(&mut registry);
 

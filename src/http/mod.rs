@@ -64,6 +64,15 @@ pub struct Api {
 }
 
 impl Api {
+    /// Runs `read` on the engine off the HTTP worker (a blocking database read).
+    pub async fn read<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+        &self,
+        read: impl FnOnce(&relayq_engine::Engine) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let engine = self.relayq.store().engine.clone();
+        web::block(move || read(&engine)).await?.map_err(Into::into)
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }

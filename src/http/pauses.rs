@@ -48,8 +48,7 @@ impl PauseTarget {
     security((), ("bearer" = []))
 )]
 pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
-    let pauses = web::block(move || engine.pauses()).await??;
+    let pauses = api.read(move |e| e.pauses()).await?;
     let pauses: Vec<_> = pauses.iter().map(pause_json).collect();
     Ok(HttpResponse::Ok().json(pauses))
 }

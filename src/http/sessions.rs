@@ -18,8 +18,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     security((), ("bearer" = []))
 )]
 pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
-    let sessions = web::block(move || engine.sessions()).await??;
+    let sessions = api.read(move |e| e.sessions()).await?;
     let sessions: Vec<_> = sessions.iter().map(crate::views::session_json).collect();
     Ok(HttpResponse::Ok().json(sessions))
 }

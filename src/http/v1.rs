@@ -156,8 +156,7 @@ pub(super) async fn message(
     let id: i64 = id.parse().map_err(|_| {
         ApiError::invalid(format!("{id:?} is not a row id; ids are whole numbers")).with_field("id")
     })?;
-    let engine = api.relayq.store().engine.clone();
-    let row = web::block(move || engine.row(id)).await??;
+    let row = api.read(move |e| e.row(id)).await?;
     match row {
         Some(row) => Ok(HttpResponse::Ok().json(crate::views::row_json(&row))),
         None => Err(ApiError::not_found(format!(
@@ -172,7 +171,6 @@ pub(super) async fn message(
     security((), ("bearer" = []))
 )]
 pub(super) async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
-    let status = web::block(move || crate::views::Status::read(&engine)).await??;
+    let status = api.read(crate::views::Status::read).await?;
     Ok(HttpResponse::Ok().json(status.json()))
 }

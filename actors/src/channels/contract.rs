@@ -60,6 +60,18 @@ pub enum Content {
     Outbound(OutboundMessage),
 }
 
+/// The answer of a chat platform's channel (`kind`) to an inbound row routed to it: it sends
+/// only outbound messages, and no retry can change that.
+pub fn only_outbound(kind: &str) -> Answer {
+    Outcome::Permanent {
+        reason: format!(
+            "the {kind} channel sends outbound messages; route a session's inbound rows to a \
+             tmux, exec or file channel"
+        ),
+    }
+    .into()
+}
+
 impl Delivery {
     /// Where it goes on the channel: the session for inbound, the destination for outbound.
     pub fn address(&self) -> &str {

@@ -127,3 +127,37 @@ impl<P: Platform> ChannelKind for BotConfig<P> {
         BotConfig::resolve_paths(self, base)
     }
 }
+
+/// The [`Channel`] methods a bot platform's channel answers from its settings and its platform
+/// alike: its `timeout` and `unknown_outcome` fields, its platform's pace and text limit
+/// (`text_limit()` in its module), its own markup for notices, and the API call that says its
+/// token works. Used inside `impl Channel for ...`.
+macro_rules! bot_channel_basics {
+    (render: $render:path, pace: $pace:path, ready: $ready:ident) => {
+        fn timeout(&self) -> std::time::Duration {
+            self.timeout
+        }
+
+        fn render(&self, n: &relayq_engine::Notice) -> String {
+            $render(n)
+        }
+
+        fn pace(&self) -> $crate::pacing::Pace {
+            $pace()
+        }
+
+        fn unknown_outcome(&self) -> $crate::channels::UnknownOutcome {
+            self.unknown_outcome
+        }
+
+        fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
+            Some(text_limit())
+        }
+
+        fn ready_check(&self) -> Option<$crate::kit::ReadyCheck> {
+            let this = self.clone();
+            Some(Box::pin(async move { this.$ready().await.map(|_| ()) }))
+        }
+    };
+}
+pub(crate) use bot_channel_basics;

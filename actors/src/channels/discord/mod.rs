@@ -34,8 +34,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
-use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
-use crate::pacing::Pace;
+use super::contract::only_outbound;
+use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
+use crate::kit::bot::bot_channel_basics;
 
 pub use buckets::Buckets;
 pub use config::Config;
@@ -60,12 +61,7 @@ pub struct DiscordChannel {
 impl Channel for DiscordChannel {
     fn deliver(&mut self, delivery: Delivery) -> Answer {
         let Content::Outbound(message) = &delivery.content else {
-            return Outcome::Permanent {
-                reason: "the discord channel sends outbound messages; route a session's \
-                         inbound rows to a tmux, exec or file channel"
-                    .into(),
-            }
-            .into();
+            return only_outbound("discord");
         };
         let channel_id = message.thread.as_deref().unwrap_or(&message.to).trim();
         if !is_snowflake(channel_id) {
@@ -99,30 +95,7 @@ impl Channel for DiscordChannel {
         Answer::later(async move { this.create_message(&channel_id, body).await })
     }
 
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn render(&self, n: &relayq_engine::Notice) -> String {
-        render::discord_markdown(n)
-    }
-
-    fn pace(&self) -> Pace {
-        config::pace()
-    }
-
-    fn unknown_outcome(&self) -> UnknownOutcome {
-        self.unknown_outcome
-    }
-
-    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
-        Some(text_limit())
-    }
-
-    fn ready_check(&self) -> Option<ReadyCheck> {
-        let this = self.clone();
-        Some(Box::pin(async move { this.bot_user().await.map(|_| ()) }))
-    }
+    bot_channel_basics!(render: render::discord_markdown, pace: config::pace, ready: bot_user);
 }
 
 /// Discord's limit: 2000 characters of markdown.

@@ -31,8 +31,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::kit::http::{HttpClient, Reply};
-use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
-use crate::pacing::Pace;
+use super::contract::only_outbound;
+use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
+use crate::kit::bot::bot_channel_basics;
 
 pub use config::Config;
 
@@ -65,12 +66,7 @@ pub struct SlackChannel {
 impl Channel for SlackChannel {
     fn deliver(&mut self, delivery: Delivery) -> Answer {
         let Content::Outbound(message) = &delivery.content else {
-            return Outcome::Permanent {
-                reason: "the slack channel sends outbound messages; route a session's \
-                         inbound rows to a tmux, exec or file channel"
-                    .into(),
-            }
-            .into();
+            return only_outbound("slack");
         };
         let row = RowMark {
             row: delivery.id,
@@ -117,30 +113,7 @@ impl Channel for SlackChannel {
         })
     }
 
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn render(&self, n: &relayq_engine::Notice) -> String {
-        render::slack_mrkdwn(n)
-    }
-
-    fn pace(&self) -> Pace {
-        config::pace()
-    }
-
-    fn unknown_outcome(&self) -> UnknownOutcome {
-        self.unknown_outcome
-    }
-
-    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
-        Some(text_limit())
-    }
-
-    fn ready_check(&self) -> Option<ReadyCheck> {
-        let this = self.clone();
-        Some(Box::pin(async move { this.auth_test().await.map(|_| ()) }))
-    }
+    bot_channel_basics!(render: render::slack_mrkdwn, pace: config::pace, ready: auth_test);
 }
 
 /// Slack's limit: 4000 characters of mrkdwn.

@@ -28,6 +28,15 @@ fn channel(base: &str, timeout: Duration) -> SlackChannel {
     bot_channel::<Slack>(TOKEN, base, timeout)
 }
 
+/// The channel at `server`, which answers every `chat.postMessage` ok.
+async fn posting(server: &MockServer) -> SlackChannel {
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(answer("ok_post_message"))
+        .mount(server)
+        .await;
+    channel(&server.uri(), Duration::from_secs(5))
+}
+
 fn to(id: &str, adjust: impl FnOnce(&mut Delivery)) -> Delivery {
     let mut d = delivery_to(id, |_| {});
     adjust(&mut d);
@@ -106,11 +115,7 @@ fn slack_errors_under_http_200_are_classified_as_its_api_documents_them() {
 #[actix_rt::test]
 async fn a_message_carries_its_row_in_metadata_and_goes_to_its_thread() {
     let server = MockServer::start().await;
-    Mock::given(path("/chat.postMessage"))
-        .respond_with(answer("ok_post_message"))
-        .mount(&server)
-        .await;
-    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let mut slack = posting(&server).await;
     let delivery = to(CHANNEL, |d| {
         if let Content::Outbound(m) = &mut d.content {
             m.text = "*done*: <!channel> tests pass".into();
@@ -160,11 +165,7 @@ async fn a_send_cut_by_a_crash_that_reached_slack_is_found_by_its_metadata_and_n
         .respond_with(history(&[(row.id + 1, row.created_at), (row.id, row.created_at)]))
         .mount(&server)
         .await;
-    Mock::given(path("/chat.postMessage"))
-        .respond_with(answer("ok_post_message"))
-        .mount(&server)
-        .await;
-    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let mut slack = posting(&server).await;
     let repeat = to(CHANNEL, |d| d.possible_repeat = true);
     assert_eq!(
         outcome_of(&mut slack, repeat).await,
@@ -206,11 +207,7 @@ async fn a_lookup_slack_cannot_answer_now_is_retried_and_one_it_never_can_sends(
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": false, "error": "missing_scope", "needed": "channels:history"})))
         .mount(&server)
         .await;
-    Mock::given(path("/chat.postMessage"))
-        .respond_with(answer("ok_post_message"))
-        .mount(&server)
-        .await;
-    let mut slack = channel(&server.uri(), Duration::from_secs(5));
+    let mut slack = posting(&server).await;
     let in_thread = to(CHANNEL, |d| {
         d.possible_repeat = true;
         if let Content::Outbound(m) = &mut d.content {

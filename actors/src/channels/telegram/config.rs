@@ -25,7 +25,6 @@ impl Platform for Telegram {
             http: config.client(&token),
             api,
             timeout: config.timeout,
-            pace: pace(),
             unknown_outcome: config.unknown_outcome,
             migrated: Default::default(),
         })

@@ -33,8 +33,9 @@ use serde_json::{json, Value};
 use crate::kit::http::{self, HttpClient, Reply};
 use crate::channels::notice;
 use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
-use super::{Answer, Channel, Content, Delivery, Outcome, ReadyCheck, UnknownOutcome};
-use crate::pacing::Pace;
+use super::contract::only_outbound;
+use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
+use crate::kit::bot::bot_channel_basics;
 
 pub use config::Config;
 
@@ -48,7 +49,6 @@ pub struct TelegramChannel {
     api: url::Url,
     http: HttpClient,
     timeout: Duration,
-    pace: Pace,
     unknown_outcome: UnknownOutcome,
     /// Groups upgraded to supergroups: old chat id → new, as Telegram said
     /// (`migrate_to_chat_id`). Later rows to the old id go to the new one.
@@ -58,12 +58,7 @@ pub struct TelegramChannel {
 impl Channel for TelegramChannel {
     fn deliver(&mut self, delivery: Delivery) -> Answer {
         let Content::Outbound(message) = &delivery.content else {
-            return Outcome::Permanent {
-                reason: "the telegram channel sends outbound messages; route a session's \
-                         inbound rows to a tmux, exec or file channel"
-                    .into(),
-            }
-            .into();
+            return only_outbound("telegram");
         };
         let chat = self.chat_for(&message.to);
         let mut body = json!({
@@ -103,30 +98,7 @@ impl Channel for TelegramChannel {
         })
     }
 
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn render(&self, n: &relayq_engine::Notice) -> String {
-        render::telegram_html(n)
-    }
-
-    fn pace(&self) -> Pace {
-        self.pace.clone()
-    }
-
-    fn unknown_outcome(&self) -> UnknownOutcome {
-        self.unknown_outcome
-    }
-
-    fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
-        Some(text_limit())
-    }
-
-    fn ready_check(&self) -> Option<ReadyCheck> {
-        let this = self.clone();
-        Some(Box::pin(async move { this.get_me().await.map(|_| ()) }))
-    }
+    bot_channel_basics!(render: render::telegram_html, pace: config::pace, ready: get_me);
 }
 
 /// The limit texts are split at: plain text, as rows are sent.

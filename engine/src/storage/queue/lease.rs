@@ -47,30 +47,35 @@ const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_a
                     attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-/// Due pending rows that head their key, oldest first, but for the keys in `:skip` (a JSON
-/// list: paused keys). The `+` keeps SQLite off the due index: through it, every due row is
-/// checked and sorted before the first is returned (a claim's cost grew with the backlog);
-/// through the pending index, rows come in id order and the walk stops at `:limit` heads.
-pub const DUE_HEADS_SQL: &str = "SELECT r.id FROM queue_rows r
-     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
+/// The due pending rows that head their key, oldest first, but for the keys in `:skip` (a
+/// JSON list: paused keys), and those `$written` also asks for. The `+` keeps SQLite off the
+/// due index: through it, every due row is checked and sorted before the first is returned (a
+/// claim's cost grew with the backlog); through the pending index, rows come in id order and
+/// the walk stops at `:limit` heads.
+macro_rules! due_heads_sql {
+    ($written:literal) => {
+        concat!(
+            "SELECT r.id FROM queue_rows r
+     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now",
+            $written,
+            "
        AND r.key NOT IN (SELECT value FROM json_each(:skip))
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
-     ORDER BY r.id LIMIT :limit";
+     ORDER BY r.id LIMIT :limit"
+        )
+    };
+}
+
+/// Due pending rows that head their key (see `due_heads_sql!`).
+pub const DUE_HEADS_SQL: &str = due_heads_sql!("");
 
 /// `DUE_HEADS_SQL` for rows written in `[:from, :before)`: a restart's backlog, or the rows
 /// written since, each with its own budget. Public so a test can pin its plan.
-pub const DUE_HEADS_WRITTEN_SQL: &str = "SELECT r.id FROM queue_rows r
-     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now
-       AND r.created_at >= :from AND r.created_at < :before
-       AND r.key NOT IN (SELECT value FROM json_each(:skip))
-       AND NOT EXISTS (
-         SELECT 1 FROM queue_rows o
-         WHERE o.queue = :queue AND o.key = r.key
-           AND o.state IN ('pending', 'leased') AND o.id < r.id)
-     ORDER BY r.id LIMIT :limit";
+pub const DUE_HEADS_WRITTEN_SQL: &str =
+    due_heads_sql!("\n       AND r.created_at >= :from AND r.created_at < :before");
 
 /// Whether any unfinished row was written before `:before`.
 const ANY_WRITTEN_BEFORE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM queue_rows

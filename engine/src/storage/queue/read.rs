@@ -30,10 +30,7 @@ impl Queue {
     pub fn head(&self, key: &str) -> Result<super::Head> {
         let now = self.now();
         let conn = self.db.read()?;
-        Ok(match super::head_query(&conn, self.name.as_str(), key)? {
-            None => super::Head::Empty,
-            Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
-        })
+        self.head_on(&conn, key, now)
     }
 
     /// [`head`](Self::head) inside a caller's transaction.
@@ -43,7 +40,11 @@ impl Queue {
         key: &str,
         now: i64,
     ) -> Result<super::Head> {
-        Ok(match super::head_query(tx, self.name.as_str(), key)? {
+        self.head_on(tx, key, now)
+    }
+
+    fn head_on(&self, conn: &rusqlite::Connection, key: &str, now: i64) -> Result<super::Head> {
+        Ok(match super::head_query(conn, self.name.as_str(), key)? {
             None => super::Head::Empty,
             Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
         })
