@@ -17,8 +17,8 @@ use relayq_engine::OutboundMessage;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use crate::channels::bot::{BotConfig, Platform};
 use crate::channels::{Answer, Channel, Content, Delivery, Outcome};
-use crate::kit::bot::{BotConfig, Platform};
 use crate::kit::http::Reply;
 
 /// Makes the channel under test, talking to a base URL (the mock server's, no trailing slash)

@@ -10,6 +10,7 @@
 //! - [`contract`]: the [`Channel`] trait, [`Delivery`], [`Outcome`].
 //! - [`ChannelActor`]: runs any channel; [`ChannelDirectory`] restarts one that panicked.
 //! - [`ChannelKind`]: a kind's settings, checked and built into a channel.
+//! - [`bot`]: the settings every bot platform's channel has (Telegram, Discord, Slack).
 //! - [`notice`]: a notice as plain text, and what each platform's renderer shares.
 //! - `conformance` (tests only): the suite every HTTP channel passes.
 //! - what channels share with sources (HTTP, secrets, platform vocabulary) is in
@@ -22,6 +23,7 @@
 //! `kinds!` list below. `kind = "<kind>"` in `[channels.NAME]` then selects it.
 
 mod actor;
+pub mod bot;
 #[cfg(test)]
 pub mod conformance;
 pub mod contract;

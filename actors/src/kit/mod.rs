@@ -1,11 +1,10 @@
 //! What channels and sources share, so that a platform is its settings, its requests and its
-//! classification: the settings of a bot platform ([`bot`]), the HTTP client and the words
+//! classification: the HTTP client and the words
 //! for its failures ([`http`]), secret settings ([`secret`]), who may write and which chat feeds which session
 //! ([`routing`]), each platform's API vocabulary ([`api`]), and a WebSocket held open to a
 //! platform ([`websocket`]).
 
 pub mod api;
-pub mod bot;
 pub mod http;
 pub mod routing;
 pub mod secret;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::channels::SettingError;
+use crate::settings::SettingError;
 
 /// What a secret is shown as, wherever relayq prints a setting.
 pub const MASK: &str = "********";

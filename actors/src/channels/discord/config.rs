@@ -1,10 +1,10 @@
-//! The Discord channel's settings: a bot's (see `kit::bot`), at Discord's REST API.
+//! The Discord channel's settings: a bot's (see `channels::bot`), at Discord's REST API.
 
 use ::http::header::{HeaderValue, USER_AGENT};
 
 use super::DiscordChannel;
 use crate::kit::api::discord::{Discord, API_URL};
-use crate::kit::bot::{BotConfig, Platform};
+use crate::channels::bot::{BotConfig, Platform};
 use crate::kit::http::HttpClient;
 use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};

@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use crate::kit::http::{HttpClient, Reply, MAX_RETRY_AFTER};
 use super::contract::only_outbound;
 use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
-use crate::kit::bot::bot_channel_basics;
+use crate::channels::bot::bot_channel_basics;
 
 pub use buckets::Buckets;
 pub use config::Config;

@@ -1,8 +1,8 @@
-//! The Slack channel's settings: a bot's (see `kit::bot`), at Slack's Web API.
+//! The Slack channel's settings: a bot's (see `channels::bot`), at Slack's Web API.
 
 use super::SlackChannel;
 use crate::kit::api::slack::{Slack, API_URL};
-use crate::kit::bot::{BotConfig, Platform};
+use crate::channels::bot::{BotConfig, Platform};
 use crate::kit::http::HttpClient;
 use crate::channels::SettingError;
 use crate::pacing::{Pace, Rate};

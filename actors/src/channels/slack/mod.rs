@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use crate::kit::http::{HttpClient, Reply};
 use super::contract::only_outbound;
 use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
-use crate::kit::bot::bot_channel_basics;
+use crate::channels::bot::bot_channel_basics;
 
 pub use config::Config;
 

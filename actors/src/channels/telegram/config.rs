@@ -1,8 +1,8 @@
-//! The Telegram channel's settings: a bot's (see `kit::bot`), at the Bot API.
+//! The Telegram channel's settings: a bot's (see `channels::bot`), at the Bot API.
 
 use super::TelegramChannel;
 use crate::kit::api::telegram::{Telegram, API_URL};
-use crate::kit::bot::{BotConfig, Platform};
+use crate::channels::bot::{BotConfig, Platform};
 use crate::kit::http::HttpClient;
 use crate::kit::secret::Secret;
 use crate::channels::SettingError;

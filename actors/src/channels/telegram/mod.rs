@@ -35,7 +35,7 @@ use crate::channels::notice;
 use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
 use super::contract::only_outbound;
 use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
-use crate::kit::bot::bot_channel_basics;
+use crate::channels::bot::bot_channel_basics;
 
 pub use config::Config;
 

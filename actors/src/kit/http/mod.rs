@@ -26,7 +26,8 @@ use url::Url;
 
 use super::head;
 use super::secret::Secret;
-use crate::channels::{Outcome, SettingError};
+use crate::settings::SettingError;
+use relayq_engine::Outcome;
 use transport::Transport;
 
 /// The longest `Retry-After` honoured; a far end asking for more is tried again after this.

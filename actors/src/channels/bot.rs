@@ -10,10 +10,10 @@ use std::time::Duration;
 use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 
-use super::default_timeout;
-use super::http;
-use super::secret::{Secret, TokenSetting};
 use crate::channels::{Channel, ChannelKind, SettingError, UnknownOutcome};
+use crate::kit::default_timeout;
+use crate::kit::http;
+use crate::kit::secret::{Secret, TokenSetting};
 
 /// A bot platform, as its channel's settings need it.
 pub trait Platform: Sized {
