@@ -514,20 +514,17 @@ fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
     });
     let port = free_port();
     let tmux = Tmux::new("approve-slack");
-    let config = agent_config(&tmux, &[])
-        .set("http", "enabled = true")
-        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
-        .table(
-            "sources.team",
-            &[
-                "kind = \"slack\"",
-                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
-                "token = \"xoxb-test-token\"",
-                &format!("api_url = \"{}/\"", slack.url),
-                "allowed_users = [\"U0ALICE\"]",
-                "channels = { C0DEV = \"agent\" }",
-            ],
-        );
+    let config = agent_config(&tmux, &[]).http_on(port).table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+            "token = \"xoxb-test-token\"",
+            &format!("api_url = \"{}/\"", slack.url),
+            "allowed_users = [\"U0ALICE\"]",
+            "channels = { C0DEV = \"agent\" }",
+        ],
+    );
     let app = App::new(config);
     let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
     let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);

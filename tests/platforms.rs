@@ -446,18 +446,15 @@ fn slack_events_are_verified_committed_before_the_200_and_their_retries_are_dupl
     use relayq_actors::sources::slack::sign;
     const SECRET: &str = "slack-signing-secret";
     let port = crate::common::api::free_port();
-    let config = crate::common::file_config()
-        .set("http", "enabled = true")
-        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
-        .table(
-            "sources.team",
-            &[
-                "kind = \"slack\"",
-                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
-                "allowed_users = [\"U0ALICE\"]",
-                "channels = { C0DEV = \"alice\" }",
-            ],
-        );
+    let config = crate::common::file_config().http_on(port).table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+            "allowed_users = [\"U0ALICE\"]",
+            "channels = { C0DEV = \"alice\" }",
+        ],
+    );
     let app = App::new(config);
     let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
     let url = format!("http://127.0.0.1:{port}/v1/ingress/team");

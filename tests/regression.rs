@@ -1633,11 +1633,7 @@ fn sighup_starts_stops_and_moves_the_http_api() {
             .is_ok_and(|r| r.status() == 200)
     };
     let port = api::free_port();
-    let with_http = |port: u16| {
-        file_config()
-            .set("http", "enabled = true")
-            .set("http", &format!("listen = \"127.0.0.1:{port}\""))
-    };
+    let with_http = |port: u16| file_config().http_on(port);
     app.write_config(with_http(port));
     hup();
     wait_until("the API to start", WAIT, || healthy(port));

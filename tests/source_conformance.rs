@@ -45,8 +45,11 @@ trait SourceUnderTest {
     fn send(&self, n: u64, text: &str, stranger: bool);
     /// Waits until what was sent is handed over: read by the source, or pushes answered.
     fn handed_over(&self);
-    /// Hands over message `n` (first sent with `text`) again.
-    fn replay(&self, n: u64, text: &str);
+    /// Hands over message `n` (first sent with `text`) again: the platform sends it anew.
+    fn replay(&self, n: u64, text: &str) {
+        self.send(n, text, false);
+        self.handed_over();
+    }
     /// Whether messages come from people the source checks (a spool file's do not).
     fn has_people(&self) -> bool {
         true
@@ -397,8 +400,7 @@ impl Pusher {
     }
 
     fn http(&self, base: Config) -> Config {
-        base.set("http", "enabled = true")
-            .set("http", &format!("listen = \"127.0.0.1:{}\"", self.port))
+        base.http_on(self.port)
     }
 
     fn url(&self) -> String {
@@ -485,11 +487,6 @@ impl SourceUnderTest for TelegramWebhook {
         self.pusher.wait_all();
     }
 
-    fn replay(&self, n: u64, text: &str) {
-        self.send(n, text, false);
-        self.handed_over();
-    }
-
     fn refused_push(&self, n: u64, text: &str) -> Option<u16> {
         let response = reqwest::blocking::Client::new()
             .post(self.pusher.url())
@@ -569,11 +566,6 @@ impl SourceUnderTest for SlackEvents {
         self.pusher.wait_all();
     }
 
-    fn replay(&self, n: u64, text: &str) {
-        self.send(n, text, false);
-        self.handed_over();
-    }
-
     fn refused_push(&self, n: u64, text: &str) -> Option<u16> {
         let body = SlackEvents::event(n, text, false).to_string();
         let client = reqwest::blocking::Client::new();
@@ -618,11 +610,6 @@ impl SourceUnderTest for SlackSocket {
         wait_until("every envelope acknowledged", WAIT, || {
             self.fake.all_acknowledged()
         });
-    }
-
-    fn replay(&self, n: u64, text: &str) {
-        self.send(n, text, false);
-        self.handed_over();
     }
 
     fn refuse(&self, status: u16) -> Option<Box<dyn Fn() -> Refused + '_>> {

@@ -325,8 +325,7 @@ fn webhook_mode(fake: &FakeTelegram, port: u16) -> Config {
     source_config(fake)
         .set("sources.bot", "mode = \"webhook\"")
         .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
-        .set("http", "enabled = true")
-        .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+        .http_on(port)
 }
 
 /// The update of `tests/fixtures/telegram/update_text.json`, as Telegram posts it.

@@ -406,6 +406,12 @@ impl Config {
     }
 
     /// No sweeps: what happens must happen by wake-up or on the delivery path, not by polling.
+    /// The HTTP API on, at 127.0.0.1:`port`.
+    pub fn http_on(self, port: u16) -> Self {
+        self.set("http", "enabled = true")
+            .set("http", &format!("listen = \"127.0.0.1:{port}\""))
+    }
+
     pub fn no_sweep(self) -> Self {
         self.set("daemon", "sweep_interval = \"1h\"")
     }
