@@ -18,7 +18,6 @@ use relayq_engine::writes::runs::{GiveBack, LeaseNext, RecordRun, RunRecorded};
 use relayq_engine::{Lease, QueueName};
 
 use crate::delivery::AnswerToRecord;
-use crate::error::Result;
 use crate::store::Store;
 
 /// A run's answers not recorded yet, in delivery order, and the window they may wait in.
@@ -64,31 +63,31 @@ impl RunAnswers {
         self.answers.iter().any(|a| !a.tried.outcome.is_delivered())
     }
 
-    /// Takes them, to record; [`RunAnswers::restore`] puts them back when the write fails.
-    pub fn take(&mut self) -> Taken {
-        Taken {
-            answers: std::mem::take(&mut self.answers),
-            since: self.since.take(),
-        }
+    /// Takes them, to record, with when the first came; [`RunAnswers::restore`] puts them
+    /// back when the write fails.
+    pub fn take(&mut self) -> (Vec<AnswerToRecord>, Option<Instant>) {
+        (std::mem::take(&mut self.answers), self.since.take())
     }
 
     /// Puts back answers whose write failed (nothing of it committed), before any newer ones.
-    pub fn restore(&mut self, taken: Taken) {
-        let newer = std::mem::replace(&mut self.answers, taken.answers);
+    pub fn restore(&mut self, answers: Vec<AnswerToRecord>, since: Option<Instant>) {
+        let newer = std::mem::replace(&mut self.answers, answers);
         self.answers.extend(newer);
-        self.since = taken.since.or(self.since);
+        self.since = since.or(self.since);
     }
 }
 
-/// Answers taken from a [`RunAnswers`] to record.
-#[derive(Debug, Clone)]
-pub struct Taken {
+/// A run's write that did not commit: nothing of it is recorded; its answers come back, to
+/// record again.
+#[derive(Debug)]
+pub struct NotRecorded {
+    pub error: crate::error::ActorError,
     pub answers: Vec<AnswerToRecord>,
-    since: Option<Instant>,
 }
 
 /// One write of a run: records `answers` in order, gives back `give_back` (as `give_back_as`
-/// says), leases `next`; once committed, logs and counts each answer's outcome.
+/// says), leases `next`; once committed, logs and counts each answer's outcome. The answers
+/// are copied once: for the log, or to come back when the write fails.
 pub fn record_run(
     store: &Store,
     queue: QueueName,
@@ -96,11 +95,8 @@ pub fn record_run(
     give_back: Vec<Lease>,
     give_back_as: GiveBack,
     next: LeaseNext,
-) -> impl std::future::Future<Output = Result<RunRecorded>> + 'static {
-    let logged: Vec<_> = answers
-        .iter()
-        .map(|a| (a.lease.clone(), a.tried.clone()))
-        .collect();
+) -> impl std::future::Future<Output = std::result::Result<RunRecorded, NotRecorded>> + 'static {
+    let kept = answers.clone();
     let write = store.apply(RecordRun {
         queue,
         answers: answers
@@ -113,14 +109,22 @@ pub fn record_run(
     });
     let store = store.clone();
     async move {
-        let recorded = write.await?;
+        let recorded = match write.await {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                return Err(NotRecorded {
+                    error,
+                    answers: kept,
+                })
+            }
+        };
         let handle = match queue {
             QueueName::Inbound => &store.inbound,
             QueueName::Hooks => &store.hooks,
             QueueName::Outbound => &store.outbound,
         };
-        for ((lease, tried), row) in logged.iter().zip(&recorded.recorded) {
-            tried.log(&store.metrics, handle, lease, row);
+        for (answer, row) in kept.iter().zip(&recorded.recorded) {
+            answer.tried.log(&store.metrics, handle, &answer.lease, row);
         }
         Ok(recorded)
     }

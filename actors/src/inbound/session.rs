@@ -30,7 +30,7 @@ use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
 use crate::delivery::{try_delivery, AnswerToRecord};
 use crate::lifecycle::{Stop, Stopping};
-use crate::runs::{record_run, RunAnswers};
+use crate::runs::{record_run, NotRecorded, RunAnswers};
 use crate::store::Store;
 
 /// A session's next message while its agent works: see `SessionChannels::busy` (the supervisor's).
@@ -291,7 +291,7 @@ impl SessionActor {
         answers: Vec<AnswerToRecord>,
         give_back: Vec<Lease>,
         next: LeaseNext,
-    ) -> impl std::future::Future<Output = crate::error::Result<RunRecorded>> + 'static {
+    ) -> impl std::future::Future<Output = Result<RunRecorded, NotRecorded>> + 'static {
         let keep = GiveBack::KeepMarks;
         record_run(
             &self.store,
@@ -309,7 +309,7 @@ impl SessionActor {
         self.busy = true;
         let failed = self.answers.failed();
         let paused = self.paused();
-        let taken = self.answers.take();
+        let (answers, since) = self.answers.take();
         let give_back: Vec<Lease> = match failed || paused {
             true => self.run.drain(..).collect(),
             false => Vec::new(),
@@ -334,7 +334,7 @@ impl SessionActor {
             },
         };
         let given_back = give_back.clone();
-        let write = self.record(taken.answers.clone(), give_back, next);
+        let write = self.record(answers, give_back, next);
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             match result {
@@ -351,11 +351,11 @@ impl SessionActor {
                         false => act.after_write(synced.next, ctx),
                     }
                 }
-                Err(e) => {
+                Err(NotRecorded { error, answers }) => {
                     // Nothing of it committed: the answers are kept (the rows were delivered)
                     // and recorded by the next try; the rows given back are still ours.
-                    tracing::error!(session = act.session, error = %e, "cannot record deliveries or lease the next rows");
-                    act.answers.restore(taken);
+                    tracing::error!(session = act.session, error = %error, "cannot record deliveries or lease the next rows");
+                    act.answers.restore(answers, since);
                     act.run.extend(given_back);
                     act.retry_later(ctx);
                 }
@@ -454,7 +454,7 @@ impl SessionActor {
             ctx.stop();
             return;
         }
-        let answers = self.answers.take().answers;
+        let (answers, _) = self.answers.take();
         let give_back: Vec<Lease> = self.run.drain(..).chain(awaiting).collect();
         let write = self.record(answers, give_back, LeaseNext::Nothing);
         ctx.wait(write.into_actor(self).map(|result, act, ctx| {
@@ -462,8 +462,8 @@ impl SessionActor {
                 Ok(RunRecorded { told, .. }) => {
                     act.store.waking.outbound_written(told)
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot record the last answers or give back leased rows; they are retried when their lease expires");
+                Err(NotRecorded { error, .. }) => {
+                    tracing::warn!(error = %error, "cannot record the last answers or give back leased rows; they are retried when their lease expires");
                 }
             }
             ctx.stop();

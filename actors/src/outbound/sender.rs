@@ -417,7 +417,7 @@ impl DestinationSender {
                     .is_ok_and(|m| !self.channels.clear_to_send(&m.channel));
             if held {
                 rest.push_front(lease);
-                return (answers.take().answers, true);
+                return (answers.take().0, true);
             }
             let part = message.as_ref().ok().and_then(|m| m.part);
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
@@ -435,7 +435,7 @@ impl DestinationSender {
                 break;
             }
         }
-        (answers.take().answers, false)
+        (answers.take().0, false)
     }
 
     /// One write, submitted at once: gives back `give_back` unsent (uncounted, marks undone),
@@ -464,7 +464,7 @@ impl DestinationSender {
             next,
         );
         async move {
-            let RunRecorded { next, .. } = write.await?;
+            let RunRecorded { next, .. } = write.await.map_err(|lost| lost.error)?;
             Ok(next.and_then(|run| run.ok()).unwrap_or_default())
         }
     }
