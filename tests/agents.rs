@@ -389,16 +389,12 @@ fn the_chat_is_told_when_its_message_waits_for_an_agent_and_when_it_is_dropped()
     const ALICE: i64 = 4242;
     let fake = FakeTelegram::start(TOKEN);
     let tmux = Tmux::new("trouble");
-    let config = agent_config(&tmux, &["missing_grace = \"3s\""]).table(
-        "sources.bot",
-        &[
-            "kind = \"telegram\"",
-            &format!("token = {TOKEN:?}"),
-            &format!("api_url = {:?}", fake.url),
-            &format!("allowed_users = [{ALICE}]"),
-            &format!("chats = {{ \"{ALICE}\" = \"absent\" }}"),
-            "poll_timeout = \"1s\"",
-        ],
+    let config = agent_config(&tmux, &["missing_grace = \"3s\""]).telegram_source(
+        &fake.url,
+        &format!("token = {TOKEN:?}"),
+        &[ALICE],
+        &[(ALICE, "absent")],
+        &[],
     );
     let app = App::new(config);
     let daemon = app.serve();
@@ -469,16 +465,12 @@ fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
     const BOB: i64 = 4343;
     let fake = FakeTelegram::start(TOKEN);
     let tmux = Tmux::new("ended");
-    let config = agent_config(&tmux, &[]).table(
-        "sources.bot",
-        &[
-            "kind = \"telegram\"",
-            &format!("token = {TOKEN:?}"),
-            &format!("api_url = {:?}", fake.url),
-            &format!("allowed_users = [{BOB}]"),
-            &format!("chats = {{ \"{BOB}\" = \"gone\" }}"),
-            "poll_timeout = \"1s\"",
-        ],
+    let config = agent_config(&tmux, &[]).telegram_source(
+        &fake.url,
+        &format!("token = {TOKEN:?}"),
+        &[BOB],
+        &[(BOB, "gone")],
+        &[],
     );
     let app = App::new(config);
     let env = [("RELAYQ_SESSION", "gone")];

@@ -33,17 +33,12 @@ impl Bridge {
     fn start(name: &str, agent: &str, chat: i64, extra: &[(&str, &str)]) -> Bridge {
         let fake = FakeTelegram::start(TOKEN);
         let tmux = Tmux::new(name);
-        let config = agent_config(&tmux, &[]).table(
-            "sources.bot",
-            &[
-                "kind = \"telegram\"",
-                &format!("token = {TOKEN:?}"),
-                &format!("api_url = {:?}", fake.url),
-                &format!("allowed_users = [{ALICE}]"),
-                &format!("allowed_chats = [{GROUP}]"),
-                &format!("chats = {{ \"{chat}\" = \"agent\" }}"),
-                "poll_timeout = \"1s\"",
-            ],
+        let config = agent_config(&tmux, &[]).telegram_source(
+            &fake.url,
+            &format!("token = {TOKEN:?}"),
+            &[ALICE],
+            &[(chat, "agent")],
+            &[&format!("allowed_chats = [{GROUP}]")],
         );
         let config = extra
             .iter()

@@ -87,12 +87,11 @@ fn a_bad_body_is_refused_400_naming_the_field_and_nothing_is_written() {
             assert_eq!(error["error"]["field"], field, "{error}");
         }
     }
-    let not_json = api
-        .request(reqwest::Method::POST, "/v1/inbound")
-        .header("content-type", "application/json")
-        .body("session=s")
-        .send()
-        .unwrap();
+    let not_json = api.post_raw(
+        "/v1/inbound",
+        ("content-type", "application/json"),
+        Some("session=s"),
+    );
     assert_eq!(not_json.status(), 400);
     let (status, error) = answer(api.post(
         "/v1/outbound",
@@ -126,13 +125,11 @@ fn a_cross_site_form_post_without_a_json_content_type_is_refused_415_and_writes_
         assert_eq!(status, 415, "{content_type:?}: {error}");
         assert_eq!(error["error"]["code"], "unsupported_media_type");
     }
-    let (status, _) = answer(
-        api.request(reqwest::Method::POST, "/v1/inbound")
-            .header("content-type", "application/json; charset=utf-8")
-            .body(body)
-            .send()
-            .unwrap(),
-    );
+    let (status, _) = answer(api.post_raw(
+        "/v1/inbound",
+        ("content-type", "application/json; charset=utf-8"),
+        Some(body),
+    ));
     assert_eq!(status, 201);
     assert_eq!(rows(&api.app), 1);
     let preflight = api
@@ -569,12 +566,11 @@ fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hoo
         "/v1/inbound",
         &json!({"session": "s1", "origin": "test", "content": "hello"}),
     ));
-    let bad_hook = api
-        .request(reqwest::Method::POST, "/v1/hooks/claude?session=s1")
-        .header("Content-Type", "application/json")
-        .body("{not json")
-        .send()
-        .unwrap();
+    let bad_hook = api.post_raw(
+        "/v1/hooks/claude?session=s1",
+        ("Content-Type", "application/json"),
+        Some("{not json"),
+    );
     assert_eq!(bad_hook.status(), 400);
     for id in &ids {
         wait_until("each row answered", Duration::from_secs(10), || {

@@ -214,30 +214,20 @@ impl RealAgent {
 /// The config: the agents' panes on `tmux` (their programs: claude, and node for the npm
 /// launchers), the Telegram bot as source and answering channel.
 fn config(tmux: &Tmux, fake: &FakeTelegram, sessions: &[&str]) -> Config {
-    let chats: Vec<String> = sessions
-        .iter()
-        .enumerate()
-        .map(|(i, s)| format!("\"{}\" = \"{s}\"", ALICE + i as i64))
-        .collect();
-    let users: Vec<String> = (0..sessions.len())
-        .map(|i| (ALICE + i as i64).to_string())
-        .collect();
+    let chats: Vec<(i64, &str)> = (ALICE..).zip(sessions.iter().copied()).collect();
+    let users: Vec<i64> = chats.iter().map(|(chat, _)| *chat).collect();
     tmux.agent_config(&[
         "programs = [\"claude\", \"node\"]",
         "submit_delay = \"100ms\"",
     ])
     .set("database", "busy_timeout = \"30s\"")
     .set("approvals", "expire_after = \"20s\"")
-    .table(
-        "sources.bot",
-        &[
-            "kind = \"telegram\"",
-            &format!("token = {TOKEN:?}"),
-            &format!("api_url = {:?}", fake.url),
-            &format!("allowed_users = [{}]", users.join(", ")),
-            &format!("chats = {{ {} }}", chats.join(", ")),
-            "poll_timeout = \"1s\"",
-        ],
+    .telegram_source(
+        &fake.url,
+        &format!("token = {TOKEN:?}"),
+        &users,
+        &chats,
+        &[],
     )
 }
 

@@ -1036,19 +1036,12 @@ fn prune_reports_progress_on_a_terminal() {
     );
     queue.enqueue_many(&rows).unwrap();
     app.ok(&["session", "expire", "s"]);
-    let quoted = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let command = [
-        bin(),
-        "--config".into(),
-        app.path("config.toml").display().to_string(),
-        "--db".into(),
-        app.db().display().to_string(),
-        "prune".into(),
-        "--older-than".into(),
-        "0s".into(),
-    ]
-    .map(|a| quoted(&a))
-    .join(" ");
+    let command: Vec<String> = app
+        .argv(&["prune", "--older-than", "0s"])
+        .iter()
+        .map(|a| shell_word(a))
+        .collect();
+    let command = command.join(" ");
     let out = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .stdin(Stdio::null())
@@ -1158,22 +1151,21 @@ fn a_cross_site_page_cannot_expire_a_sessions_messages() {
     let paused = api.post("/v1/pause", &serde_json::json!({"queue": "inbound"}));
     assert_eq!(paused.status(), 200);
     let id = api.app.enqueue("s1", "keep me");
-    let from_a_page = api
-        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
-        .header("origin", "https://evil.example")
-        .send()
-        .unwrap();
+    let from_a_page = api.post_raw(
+        "/v1/sessions/s1/expire",
+        ("origin", "https://evil.example"),
+        None,
+    );
     let (status, error) = api::answer(from_a_page);
     assert_eq!(
         (status, &error["error"]["code"]),
         (403, &"cross_origin".into())
     );
-    let as_a_form = api
-        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("")
-        .send()
-        .unwrap();
+    let as_a_form = api.post_raw(
+        "/v1/sessions/s1/expire",
+        ("content-type", "application/x-www-form-urlencoded"),
+        Some(""),
+    );
     assert_eq!(
         as_a_form.status(),
         415,
@@ -1184,11 +1176,11 @@ fn a_cross_site_page_cannot_expire_a_sessions_messages() {
         "pending"
     );
     // The dashboard's own page (same origin), and programs that send no Origin, may.
-    let own = api
-        .request(reqwest::Method::POST, "/v1/sessions/s1/expire")
-        .header("origin", api.base.as_str())
-        .send()
-        .unwrap();
+    let own = api.post_raw(
+        "/v1/sessions/s1/expire",
+        ("origin", api.base.as_str()),
+        None,
+    );
     assert_eq!(own.status(), 200);
     assert_eq!(
         api.app.inbound().state_of(id).unwrap().unwrap().state,

@@ -17,16 +17,12 @@ const WAIT: Duration = Duration::from_secs(30);
 fn source_config(fake: &FakeTelegram) -> Config {
     file_config()
         .set("database", "busy_timeout = \"30s\"")
-        .table(
-            "sources.bot",
-            &[
-                "kind = \"telegram\"",
-                "token_env = \"BOT_TOKEN\"",
-                &format!("api_url = {:?}", fake.url),
-                &format!("allowed_users = [{ALICE}]"),
-                &format!("chats = {{ \"{ALICE}\" = \"alice\" }}"),
-                "poll_timeout = \"1s\"",
-            ],
+        .telegram_source(
+            &fake.url,
+            "token_env = \"BOT_TOKEN\"",
+            &[ALICE],
+            &[(ALICE, "alice")],
+            &[],
         )
 }
 

@@ -39,6 +39,16 @@ fn row(key: &str, payload: &str) -> NewRow {
     }
 }
 
+/// The inbound queue, with its default policy.
+fn inbound(f: &Fixture) -> Queue {
+    f.engine.queue(relayq_engine::QueueName::Inbound, policy())
+}
+
+/// Enqueues `payload` for `key`; its row id.
+fn put(q: &Queue, key: &str, payload: &str) -> i64 {
+    q.enqueue(&row(key, payload)).unwrap().id
+}
+
 fn state(q: &Queue, id: i64) -> String {
     q.state_of(id).unwrap().unwrap().state
 }
@@ -46,7 +56,7 @@ fn state(q: &Queue, id: i64) -> String {
 #[test]
 fn enqueue_then_lease_then_complete() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     let e = q.enqueue(&row("s1", "a")).unwrap();
     assert!(!e.duplicate);
     let lease = q.lease_next("s1").unwrap().expect("due row is leased");
@@ -65,7 +75,7 @@ fn enqueue_then_lease_then_complete() {
 #[test]
 fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     let mut r = row("s1", "first");
     r.dedup_key = Some("tg:1".into());
     let a = q.enqueue(&r).unwrap();
@@ -93,7 +103,7 @@ fn duplicate_dedup_key_returns_the_existing_row_and_writes_nothing() {
 #[test]
 fn batch_enqueue_dedups_within_the_batch() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     let mut r = row("s", "x");
     r.dedup_key = Some("d".into());
     let out = q.enqueue_many(&[r.clone(), row("s", "y"), r]).unwrap();
@@ -104,10 +114,10 @@ fn batch_enqueue_dedups_within_the_batch() {
 #[test]
 fn a_key_is_strictly_fifo_a_newer_row_waits_for_the_older_one() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let a = q.enqueue(&row("s1", "a")).unwrap().id;
-    let b = q.enqueue(&row("s1", "b")).unwrap().id;
-    let other = q.enqueue(&row("s2", "c")).unwrap().id;
+    let q = inbound(&f);
+    let a = put(&q, "s1", "a");
+    let b = put(&q, "s1", "b");
+    let other = put(&q, "s2", "c");
     let la = q.lease_next("s1").unwrap().unwrap();
     assert_eq!(la.id, a);
     assert_eq!(
@@ -141,8 +151,8 @@ fn a_key_is_strictly_fifo_a_newer_row_waits_for_the_older_one() {
 #[test]
 fn backoff_follows_the_schedule_and_never_gives_up_without_a_limit() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let q = inbound(&f);
+    let id = put(&q, "s", "x");
     let mut delays = vec![];
     for _ in 0..9 {
         let lease = q.lease_next("s").unwrap().expect("due");
@@ -190,7 +200,7 @@ fn max_attempts_turns_the_last_failure_into_a_dead_row() {
             ..policy()
         },
     );
-    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let id = put(&q, "s", "x");
     let l1 = q.lease_next("s").unwrap().unwrap();
     assert!(matches!(
         q.retry_later(&l1, "e1", None).unwrap(),
@@ -208,8 +218,8 @@ fn max_attempts_turns_the_last_failure_into_a_dead_row() {
 #[test]
 fn a_stale_lease_token_changes_nothing() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let q = inbound(&f);
+    let id = put(&q, "s", "x");
     let old = q.lease_next("s").unwrap().unwrap();
     // The first owner stalls past its lease; a second worker takes the row over.
     f.clock.advance(Duration::from_secs(301));
@@ -242,7 +252,7 @@ fn a_stale_lease_token_changes_nothing() {
 #[test]
 fn extend_keeps_a_live_lease_from_being_taken_over() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     q.enqueue(&row("s", "x")).unwrap();
     let lease = q.lease_next("s").unwrap().unwrap();
     f.clock.advance(Duration::from_secs(200));
@@ -265,10 +275,10 @@ fn extend_keeps_a_live_lease_from_being_taken_over() {
 fn lease_due_takes_only_heads_of_keys_and_only_due_rows() {
     let f = fixture();
     let q = f.engine.queue(relayq_engine::QueueName::Outbound, policy());
-    let a1 = q.enqueue(&row("a", "1")).unwrap().id;
-    let _a2 = q.enqueue(&row("a", "2")).unwrap().id;
-    let b1 = q.enqueue(&row("b", "1")).unwrap().id;
-    let c1 = q.enqueue(&row("c", "1")).unwrap().id;
+    let a1 = put(&q, "a", "1");
+    let _a2 = put(&q, "a", "2");
+    let b1 = put(&q, "b", "1");
+    let c1 = put(&q, "c", "1");
     // c's head fails and is not due yet; its successor must not jump ahead.
     let lc = q.lease_next("c").unwrap().unwrap();
     q.retry_later(&lc, "x", None).unwrap();
@@ -299,7 +309,7 @@ fn lease_due_takes_over_expired_leases() {
             ..policy()
         },
     );
-    let id = q.enqueue(&row("a", "1")).unwrap().id;
+    let id = put(&q, "a", "1");
     let first = q.lease_due(10, &[]).unwrap();
     assert_eq!(first.len(), 1);
     f.clock.advance(Duration::from_secs(31));
@@ -317,10 +327,10 @@ fn lease_due_takes_over_expired_leases() {
 #[test]
 fn expire_key_expires_pending_and_leased_rows_and_fences_the_holder() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let a = q.enqueue(&row("s", "a")).unwrap().id;
-    let b = q.enqueue(&row("s", "b")).unwrap().id;
-    let keep = q.enqueue(&row("t", "c")).unwrap().id;
+    let q = inbound(&f);
+    let a = put(&q, "s", "a");
+    let b = put(&q, "s", "b");
+    let keep = put(&q, "t", "c");
     let lease = q.lease_next("s").unwrap().unwrap();
     assert_eq!(q.expire_key("s", "session ended").unwrap(), 2);
     assert_eq!(
@@ -341,9 +351,9 @@ fn expire_key_expires_pending_and_leased_rows_and_fences_the_holder() {
 #[test]
 fn reclaim_expired_and_foreign_leases() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let mine = q.enqueue(&row("a", "1")).unwrap().id;
-    let theirs = q.enqueue(&row("b", "1")).unwrap().id;
+    let q = inbound(&f);
+    let mine = put(&q, "a", "1");
+    let theirs = put(&q, "b", "1");
     q.lease_next("a").unwrap().unwrap();
     let prev = f.engine.with_owner("previous-process");
     prev.queue(relayq_engine::QueueName::Inbound, policy())
@@ -368,8 +378,8 @@ fn reclaim_expired_and_foreign_leases() {
 #[test]
 fn release_own_leases_frees_a_dead_workers_key() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let id = q.enqueue(&row("a", "1")).unwrap().id;
+    let q = inbound(&f);
+    let id = put(&q, "a", "1");
     q.lease_next("a").unwrap().unwrap();
     assert_eq!(q.release_own_leases("a").unwrap(), 1);
     assert_eq!(q.lease_next("a").unwrap().unwrap().id, id);
@@ -378,13 +388,13 @@ fn release_own_leases_frees_a_dead_workers_key() {
 #[test]
 fn prune_deletes_only_terminal_rows_past_retention() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let done = q.enqueue(&row("a", "1")).unwrap().id;
+    let q = inbound(&f);
+    let done = put(&q, "a", "1");
     let l = q.lease_next("a").unwrap().unwrap();
     q.complete(l.id, l.token, None).unwrap();
-    let exp = q.enqueue(&row("b", "1")).unwrap().id;
+    let exp = put(&q, "b", "1");
     q.expire_key("b", "gone").unwrap();
-    let pending = q.enqueue(&row("c", "1")).unwrap().id;
+    let pending = put(&q, "c", "1");
     f.clock.advance(Duration::from_secs(6 * 24 * 3600));
     assert_eq!(
         q.prune(None, false).unwrap(),
@@ -400,7 +410,7 @@ fn prune_deletes_only_terminal_rows_past_retention() {
         "pending rows are never pruned"
     );
     // an explicit older-than overrides retention
-    let d2 = q.enqueue(&row("d", "1")).unwrap().id;
+    let d2 = put(&q, "d", "1");
     let l = q.lease_next("d").unwrap().unwrap();
     q.complete(l.id, l.token, None).unwrap();
     f.clock.advance(Duration::from_secs(10));
@@ -418,9 +428,9 @@ fn expire_overdue_follows_max_age() {
             ..policy()
         },
     );
-    let old = q.enqueue(&row("a", "1")).unwrap().id;
+    let old = put(&q, "a", "1");
     f.clock.advance(Duration::from_secs(61));
-    let young = q.enqueue(&row("b", "1")).unwrap().id;
+    let young = put(&q, "b", "1");
     assert_eq!(q.expire_overdue().unwrap(), 1);
     assert_eq!(
         (state(&q, old), state(&q, young)),
@@ -439,8 +449,8 @@ fn expire_overdue_follows_max_age() {
 #[test]
 fn counts_and_oldest_pending() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
-    let first = q.enqueue(&row("a", "1")).unwrap().id;
+    let q = inbound(&f);
+    let first = put(&q, "a", "1");
     f.clock.advance(Duration::from_secs(1));
     q.enqueue(&row("a", "2")).unwrap();
     q.enqueue(&row("b", "1")).unwrap();
@@ -473,7 +483,7 @@ fn counts_and_oldest_pending() {
 #[test]
 fn empty_key_is_refused() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     assert!(q
         .enqueue(&row("", "x"))
         .unwrap_err()
@@ -554,7 +564,7 @@ fn fifo_holds_under_concurrent_lessees() {
 #[test]
 fn lease_queries_are_served_by_the_active_row_indexes() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     let rows: Vec<NewRow> = (0..2000)
         .map(|i| row(&format!("k{}", i % 50), "x"))
         .collect();
@@ -621,7 +631,7 @@ fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let b: Vec<i64> = (0..3)
         .map(|i| q.enqueue(&row("b", &format!("b{i}"))).unwrap().id)
         .collect();
-    let c = q.enqueue(&row("c", "c0")).unwrap().id;
+    let c = put(&q, "c", "c0");
 
     // a's second row is backing off: only a's first row may go, none after it.
     let first = q.lease_next("a").unwrap().unwrap();
@@ -646,7 +656,7 @@ fn lease_runs_takes_each_keys_rows_in_order_up_to_the_first_blocked_one() {
     let d: Vec<i64> = (0..2)
         .map(|i| q.enqueue(&row("d", &format!("d{i}"))).unwrap().id)
         .collect();
-    let e = q.enqueue(&row("e", "e0")).unwrap().id;
+    let e = put(&q, "e", "e0");
     assert_eq!(ids(&q.lease_runs(1, &[]).unwrap()), vec![d[0]]);
     assert_eq!(
         ids(&q.lease_runs(10, &["e".to_string()]).unwrap()),
@@ -665,7 +675,7 @@ fn defer_gives_a_row_back_without_counting_the_attempt() {
     let q = f
         .engine
         .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
-    let id = q.enqueue(&row("s", "x")).unwrap().id;
+    let id = put(&q, "s", "x");
     let lease = q.lease_next("s").unwrap().unwrap();
     assert!(q.defer(&lease, Duration::from_secs(2)).unwrap());
     let s = q.state_of(id).unwrap().unwrap();
@@ -772,7 +782,7 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
 #[test]
 fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one() {
     let f = fixture();
-    let q = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let q = inbound(&f);
     let ids: Vec<i64> = (0..5)
         .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
         .collect();
@@ -823,7 +833,7 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
     let q = f
         .engine
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
-    let id = q.enqueue(&row("chat", "m")).unwrap().id;
+    let id = put(&q, "chat", "m");
     let db = f.engine.database();
     let mark = |l: &relayq_engine::Lease| {
         db.write(|tx| q.mark_send_started_in(tx, l, q.now()))
@@ -987,7 +997,7 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
         .unwrap();
     assert_eq!(marks(ids[2]), None);
     // The plain run leaves marks alone.
-    let plain = f.engine.queue(relayq_engine::QueueName::Inbound, policy());
+    let plain = inbound(&f);
     let id = plain.enqueue(&row("b", "b0")).unwrap().id;
     db.write(|tx| plain.lease_run_in(tx, "b", plain.now(), 10))
         .unwrap()

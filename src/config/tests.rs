@@ -41,15 +41,20 @@ fn error(text: &str) -> String {
     Config::parse(text, "c.toml").unwrap_err().to_string()
 }
 
+/// Each file of `cases` is refused with a message that starts with its words.
+fn refused_with(cases: &[(&str, &str)]) {
+    for (text, start) in cases {
+        let e = error(text);
+        assert!(e.starts_with(start), "{text:?}: {e}");
+    }
+}
+
 #[test]
 fn errors_name_the_file_the_key_and_what_is_expected() {
-    let e = error("[database]\nsynchronous = \"fast\"\n");
-    assert!(
-        e.starts_with(
-            "c.toml: database.synchronous: unknown variant `fast`, expected `normal` or `full`"
-        ),
-        "{e}"
-    );
+    refused_with(&[(
+        "[database]\nsynchronous = \"fast\"\n",
+        "c.toml: database.synchronous: unknown variant `fast`, expected `normal` or `full`",
+    )]);
     let e = error("[channels.log]\nkind = \"file\"\npth = \"x\"\n");
     assert!(
         e.contains("c.toml: channels.log") && e.contains("unknown field `pth`"),
@@ -60,61 +65,61 @@ fn errors_name_the_file_the_key_and_what_is_expected() {
         e.contains("channels.log") && e.contains("unknown variant `carrier-pigeon`"),
         "{e}"
     );
-    let e = error("[daemon]\nshutdown_grace = \"soon\"\n");
-    assert!(e.starts_with("c.toml: daemon.shutdown_grace:"), "{e}");
-    let e = error("[queues.inbound]\nbackoff = []\nlease_timeout = \"5m\"\nretention = \"7d\"\n");
-    assert!(
-        e.starts_with("c.toml: queues.inbound.backoff: must list at least one delay"),
-        "{e}"
-    );
-    let e = error("[sessions]\ndefault_channel = \"nope\"\n");
-    assert!(
-        e.starts_with("c.toml: sessions.default_channel: names channel 'nope'"),
-        "{e}"
-    );
-    let e = error("[sessions.channels]\nalpha = \"nope\"\n");
-    assert!(
-        e.starts_with("c.toml: sessions.channels.alpha: names channel 'nope'"),
-        "{e}"
-    );
-    let e =
-        error("[sessions]\ndefault_channel = \"x\"\n[channels.x]\nkind = \"exec\"\ncommand = []\n");
-    assert!(
-        e.starts_with("c.toml: channels.x.command: must name a program"),
-        "{e}"
-    );
-    let e = error("[database\npath = 1");
-    assert!(e.starts_with("c.toml: line 1:"), "{e}");
+    refused_with(&[
+        (
+            "[daemon]\nshutdown_grace = \"soon\"\n",
+            "c.toml: daemon.shutdown_grace:",
+        ),
+        (
+            "[queues.inbound]\nbackoff = []\nlease_timeout = \"5m\"\nretention = \"7d\"\n",
+            "c.toml: queues.inbound.backoff: must list at least one delay",
+        ),
+        (
+            "[sessions]\ndefault_channel = \"nope\"\n",
+            "c.toml: sessions.default_channel: names channel 'nope'",
+        ),
+        (
+            "[sessions.channels]\nalpha = \"nope\"\n",
+            "c.toml: sessions.channels.alpha: names channel 'nope'",
+        ),
+        (
+            "[sessions]\ndefault_channel = \"x\"\n[channels.x]\nkind = \"exec\"\ncommand = []\n",
+            "c.toml: channels.x.command: must name a program",
+        ),
+        ("[database\npath = 1", "c.toml: line 1:"),
+    ]);
     let e = error("surprise = 1\n");
     assert!(e.contains("unknown field `surprise`"), "{e}");
 }
 
 #[test]
 fn settings_that_would_break_the_daemon_are_refused_with_their_range() {
-    let e = error("[queues.hooks]\nlease_timeout = \"5ms\"\n");
-    assert!(
-        e.starts_with(
-            "c.toml: queues.hooks.lease_timeout: 5ms is out of range: between 1s and 1day"
+    refused_with(&[
+        (
+            "[queues.hooks]\nlease_timeout = \"5ms\"\n",
+            "c.toml: queues.hooks.lease_timeout: 5ms is out of range: between 1s and 1day",
         ),
-        "{e}"
-    );
-    let e = error("[daemon]\nsweep_interval = \"0s\"\n");
-    assert!(
-        e.starts_with("c.toml: daemon.sweep_interval: 0s is out of range"),
-        "{e}"
-    );
-    let e = error("[daemon]\nprune_interval = \"2ms\"\n");
-    assert!(e.starts_with("c.toml: daemon.prune_interval:"), "{e}");
-    let e = error("[channels.x]\nkind = \"exec\"\ncommand = [\"true\"]\ntimeout = \"0s\"\n");
-    assert!(
-        e.starts_with("c.toml: channels.x.timeout: 0s is out of range"),
-        "{e}"
-    );
-    let e =
-        error("[channels.x]\nkind = \"file\"\npath = \"f\"\ntimeout = \"18446744073709551615s\"\n");
-    assert!(e.starts_with("c.toml: channels.x.timeout:"), "{e}");
-    let e = error("[queues.inbound]\nmax_age = \"18446744073709551615s\"\n");
-    assert!(e.starts_with("c.toml: queues.inbound.max_age:"), "{e}");
+        (
+            "[daemon]\nsweep_interval = \"0s\"\n",
+            "c.toml: daemon.sweep_interval: 0s is out of range",
+        ),
+        (
+            "[daemon]\nprune_interval = \"2ms\"\n",
+            "c.toml: daemon.prune_interval:",
+        ),
+        (
+            "[channels.x]\nkind = \"exec\"\ncommand = [\"true\"]\ntimeout = \"0s\"\n",
+            "c.toml: channels.x.timeout: 0s is out of range",
+        ),
+        (
+            "[channels.x]\nkind = \"file\"\npath = \"f\"\ntimeout = \"18446744073709551615s\"\n",
+            "c.toml: channels.x.timeout:",
+        ),
+        (
+            "[queues.inbound]\nmax_age = \"18446744073709551615s\"\n",
+            "c.toml: queues.inbound.max_age:",
+        ),
+    ]);
 }
 
 #[test]
@@ -166,23 +171,18 @@ fn each_queue_keeps_its_own_defaults_for_settings_left_out() {
 
 #[test]
 fn routes_and_claimer_settings_are_checked() {
-    let e = error("[routes]\ndefault = [{ channel = \"nope\", to = \"x\" }]\n");
-    assert!(
-        e.starts_with("c.toml: routes.default: names channel 'nope'"),
-        "{e}"
-    );
-    let e = error("[routes.sessions]\ns1 = [{ channel = \"notices\", to = \"x\", events = [\"tool_use\"] }]\n");
-    assert!(
-        e.starts_with("c.toml: routes.sessions.s1: event ToolUse is not relayed"),
-        "{e}"
-    );
+    refused_with(&[
+        ("[routes]\ndefault = [{ channel = \"nope\", to = \"x\" }]\n",
+         "c.toml: routes.default: names channel 'nope'"),
+        ("[routes.sessions]\ns1 = [{ channel = \"notices\", to = \"x\", events = [\"tool_use\"] }]\n",
+         "c.toml: routes.sessions.s1: event ToolUse is not relayed"),
+    ]);
     let e = error("[routes]\ndefault = [{ channel = \"notices\", to = \"\" }]\n");
     assert!(e.contains("empty `to`"), "{e}");
-    let e = error("[claimer]\nhook_buffer = 8\n");
-    assert!(
-        e.starts_with("c.toml: claimer.hook_buffer: must be larger than"),
-        "{e}"
-    );
+    refused_with(&[(
+        "[claimer]\nhook_buffer = 8\n",
+        "c.toml: claimer.hook_buffer: must be larger than",
+    )]);
     for threads in ["0", "17"] {
         let e = error(&format!("[claimer]\nsend_threads = {threads}\n"));
         assert_eq!(
@@ -190,8 +190,10 @@ fn routes_and_claimer_settings_are_checked() {
             format!("c.toml: claimer.send_threads: {threads} is out of range: between 1 and 16")
         );
     }
-    let e = error("[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n");
-    assert!(e.starts_with("c.toml: channels.w.url: is not a URL"), "{e}");
+    refused_with(&[(
+        "[channels.w]\nkind = \"webhook\"\nurl = \"localhost\"\n",
+        "c.toml: channels.w.url: is not a URL",
+    )]);
     let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
     let routes = c.runtime_config(None).notice_routes;
     assert!(routes.for_session("quiet").is_empty());
@@ -201,11 +203,10 @@ fn routes_and_claimer_settings_are_checked() {
         .map(|r| (r.channel.as_deref(), r.to.as_str()))
         .collect();
     assert_eq!(default, [(None, "origin"), (Some(NOTICES_CHANNEL), "log")]);
-    let e = error("[routes]\ndefault = [{ to = \"ops\" }]\n");
-    assert!(
-        e.starts_with("c.toml: routes.default: the route to 'ops' names no channel"),
-        "{e}"
-    );
+    refused_with(&[(
+        "[routes]\ndefault = [{ to = \"ops\" }]\n",
+        "c.toml: routes.default: the route to 'ops' names no channel",
+    )]);
 }
 
 #[test]

@@ -80,6 +80,24 @@ impl Api {
             .unwrap()
     }
 
+    /// A POST to `path` with one header and, when given, a raw body.
+    pub fn post_raw(
+        &self,
+        path: &str,
+        (name, value): (&str, &str),
+        body: Option<&str>,
+    ) -> Response {
+        let request = self
+            .request(reqwest::Method::POST, path)
+            .header(name, value);
+        match body {
+            Some(body) => request.body(body.to_string()),
+            None => request,
+        }
+        .send()
+        .unwrap()
+    }
+
     pub fn stop(mut self) {
         self.daemon.take().unwrap().stop();
     }

@@ -152,16 +152,17 @@ impl App {
     /// `relayq hook --agent AGENT` for this directory's config and database, as an agent's
     /// hook settings run it: the argument list.
     pub fn hook_argv(&self, agent: &str) -> Vec<String> {
-        vec![
-            bin(),
-            "--config".into(),
-            self.path("config.toml").display().to_string(),
-            "--db".into(),
-            self.db().display().to_string(),
-            "hook".into(),
-            "--agent".into(),
-            agent.into(),
-        ]
+        self.argv(&["hook", "--agent", agent])
+    }
+
+    /// relayq with `args`, for this directory's config and database: the argument list.
+    pub fn argv(&self, args: &[&str]) -> Vec<String> {
+        let config = self.path("config.toml").display().to_string();
+        let db = self.db().display().to_string();
+        [bin(), "--config".into(), config, "--db".into(), db]
+            .into_iter()
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect()
     }
 
     /// [`hook_argv`](Self::hook_argv) as one shell command line.
@@ -176,12 +177,7 @@ impl App {
 
     /// `command` (a hook made by the test) run with `payload` on its stdin.
     pub fn run_with_stdin(mut command: Command, payload: &str) -> Output {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&mut command);
         let _ = child.stdin.take().unwrap().write_all(payload.as_bytes());
         child.wait_with_output().unwrap()
     }
@@ -199,12 +195,7 @@ impl App {
             cmd.arg(payload);
         }
         cmd.env_remove("RELAYQ_SESSION").envs(env.iter().copied());
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&mut cmd);
         let mut stdin = child.stdin.take().unwrap();
         if !as_arg {
             // A receiver that refuses its arguments exits without reading: a broken pipe here.
@@ -359,6 +350,16 @@ pub fn outbound_args<'a>(channel: &'a str, to: &'a str, rest: &[&'a str]) -> Vec
     [&head[..], rest].concat()
 }
 
+/// `command` started with its three streams piped.
+pub fn spawn_piped(command: &mut Command) -> Child {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -406,6 +407,38 @@ impl Config {
     }
 
     /// No sweeps: what happens must happen by wake-up or on the delivery path, not by polling.
+    /// `[sources.bot]`: a Telegram source polling the Bot API at `api_url` every second with
+    /// `token_line` (`token = ...` or `token_env = ...`), taking the messages of `users`, each
+    /// chat of `chats` feeding its session; `more` lines after.
+    pub fn telegram_source(
+        self,
+        api_url: &str,
+        token_line: &str,
+        users: &[i64],
+        chats: &[(i64, &str)],
+        more: &[&str],
+    ) -> Self {
+        let users: Vec<String> = users.iter().map(i64::to_string).collect();
+        let chats: Vec<String> = chats
+            .iter()
+            .map(|(c, s)| format!("\"{c}\" = \"{s}\""))
+            .collect();
+        let lines = [
+            "kind = \"telegram\"".to_string(),
+            token_line.to_string(),
+            format!("api_url = {api_url:?}"),
+            format!("allowed_users = [{}]", users.join(", ")),
+            format!("chats = {{ {} }}", chats.join(", ")),
+            "poll_timeout = \"1s\"".to_string(),
+        ];
+        let lines: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .chain(more.iter().copied())
+            .collect();
+        self.table("sources.bot", &lines)
+    }
+
     /// The HTTP API on, at 127.0.0.1:`port`.
     pub fn http_on(self, port: u16) -> Self {
         self.set("http", "enabled = true")
