@@ -24,9 +24,9 @@ use crate::sessions::Origin;
 
 pub use crate::storage::approvals::{
     answer_in, anything_to_do, ask_in, asked_by_question, asked_since, due, expire_in, get, is_id,
-    keys_due, list, open_for_session, open_like, pressing_in, reached_in, set_question_in, told_in,
-    unreached_in, untold, withdraw_in, AnswerResult, Answerer, Approval, Ask, Decision, Means,
-    Scope, State,
+    keys_due, list, open_for_session, open_like, pressed_at_in, pressing_in, reached_in,
+    set_question_in, told_in, unreached_in, untold, withdraw_in, AnswerResult, Answerer, Approval,
+    Ask, Decision, Means, Scope, State,
 };
 
 /// `[approvals]`: whether the session's chat answers its agent's permission questions, and

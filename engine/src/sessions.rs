@@ -9,7 +9,8 @@ use crate::hooks::HookEvent;
 
 pub use crate::storage::sessions::{
     agent_state, begin_turn, complete_turn, end, get, is_ended, list, mark_agent_hooks, origin,
-    set_agent_state, set_last_user_input, set_origin_in, unmatched, Origin, SessionRecord,
+    set_agent_state, set_agent_state_if_older, set_last_user_input, set_origin_in, unmatched,
+    Origin, SessionRecord,
 };
 
 /// Creates the session on its first event, or records the activity; fills in identity fields

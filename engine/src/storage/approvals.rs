@@ -522,17 +522,25 @@ pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
 /// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
 /// were pressed for it before (a crash between the press and its record).
 pub fn pressing_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<i64>> {
-    let before: Option<i64> = tx
-        .prepare_cached("SELECT pressed_at FROM approvals WHERE id = :id")?
-        .query_row(named_params! {":id": id}, |r| r.get(0))
-        .optional()?
-        .flatten();
+    let before = pressed_at_in(tx, id)?;
     if before.is_none() {
-        tx.prepare_cached("UPDATE approvals SET pressed_at = :now WHERE id = :id")?
+        tx.prepare_cached(PRESSING_SQL)?
             .execute(named_params! {":now": now, ":id": id})?;
     }
     Ok(before)
 }
+
+/// When the approval's keys were (or were about to be) pressed, if they were.
+pub fn pressed_at_in(tx: &Transaction<'_>, id: &str) -> Result<Option<i64>> {
+    Ok(tx
+        .prepare_cached(PRESSED_AT_SQL)?
+        .query_row(named_params! {":id": id}, |r| r.get(0))
+        .optional()?
+        .flatten())
+}
+
+const PRESSED_AT_SQL: &str = "SELECT pressed_at FROM approvals WHERE id = :id";
+const PRESSING_SQL: &str = "UPDATE approvals SET pressed_at = :now WHERE id = :id";
 
 /// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
 /// asks something else). Nothing was pressed; the chat is told.

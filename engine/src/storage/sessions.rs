@@ -202,6 +202,13 @@ const SET_AGENT_STATE_SQL: &str =
     "UPDATE sessions SET agent_state = :state, agent_state_since = :now
      WHERE key = :key AND agent_state IS NOT :state";
 
+/// As `SET_AGENT_STATE_SQL`, unless the state was set after `:not_after` (by the agent's own
+/// events, which know better than an older look at the screen).
+const SET_AGENT_STATE_IF_OLDER_SQL: &str =
+    "UPDATE sessions SET agent_state = :state, agent_state_since = :now
+     WHERE key = :key AND agent_state IS NOT :state
+       AND (agent_state_since IS NULL OR agent_state_since <= :not_after)";
+
 const MARK_AGENT_HOOKS_SQL: &str =
     "UPDATE sessions SET agent_hooks = 1 WHERE key = :key AND agent_hooks = 0";
 
@@ -263,6 +270,23 @@ pub fn set_agent_state(
     let changed = tx
         .prepare_cached(SET_AGENT_STATE_SQL)?
         .execute(named_params! {":key": key, ":state": state.as_str(), ":now": now})?;
+    Ok(changed > 0)
+}
+
+/// [`set_agent_state`], unless the state was set after `not_after`: what was seen on the screen
+/// at `not_after` must not undo what the agent's events said since.
+pub fn set_agent_state_if_older(
+    tx: &Transaction<'_>,
+    key: &str,
+    state: AgentState,
+    not_after: i64,
+    now: i64,
+) -> Result<bool> {
+    let changed = tx
+        .prepare_cached(SET_AGENT_STATE_IF_OLDER_SQL)?
+        .execute(named_params! {
+            ":key": key, ":state": state.as_str(), ":not_after": not_after, ":now": now,
+        })?;
     Ok(changed > 0)
 }
 

@@ -238,7 +238,10 @@ impl Write for RecordPressed {
                         true => AgentState::Ready,
                         false => AgentState::Working,
                     };
-                    sessions::set_agent_state(tx, &approval.session, state, now)?;
+                    // The screen was read when the keys were pressed: an event the agent
+                    // sent since (its turn ended while this was recorded) says more.
+                    let pressed = approvals::pressed_at_in(tx, id)?.unwrap_or(now);
+                    sessions::set_agent_state_if_older(tx, &approval.session, state, pressed, now)?;
                 }
                 let session = &approval.session;
                 tracing::info!(
@@ -403,5 +406,77 @@ mod tests {
             "{why:?}"
         );
         assert!(!why.contains("  "), "{why:?}");
+    }
+
+    /// Regression (a Gemini CLI run under load): the keys' result was recorded after the turn
+    /// they allowed had ended, and set the agent back to working over the ready its own
+    /// `AfterAgent` had reported; the next message then waited for a turn that never came.
+    #[test]
+    fn keys_recorded_after_the_agent_reported_do_not_undo_its_newer_state() {
+        use crate::storage::sessions::Activity;
+        let (_dir, flows) = flows();
+        let db = flows.engine.database();
+        // Session `key` asks; its agent says `state` at `since`; the keys are pressed at 1 000
+        // and their result (working, not at the prompt) recorded after.
+        let press = |key: &str, state: AgentState, since: i64| {
+            let ask = Ask {
+                session: key.into(),
+                agent: Agent::Gemini,
+                tool: None,
+                action: "touch x".into(),
+                means: Means::Keys,
+                waiter_pid: None,
+                session_rules: None,
+                origin: None,
+                expires_at: i64::MAX,
+            };
+            let activity = Activity {
+                key,
+                agent: Agent::Gemini,
+                native_session_id: None,
+                cwd: None,
+                transcript_path: None,
+                pane: None,
+            };
+            let asked = db
+                .write(|tx| {
+                    crate::storage::sessions::record_activity(tx, &activity, 100, false)?;
+                    approvals::ask_in(tx, &ask, 100)
+                })
+                .unwrap();
+            let who = approvals::Answerer {
+                name: "Alice".into(),
+                id: None,
+                via: "api".into(),
+                chat: None,
+            };
+            let decision = approvals::Decision::Allow(approvals::Scope::Once);
+            let id = asked.id.clone();
+            let answered = apply(&flows, AnswerApproval { id, decision, who });
+            let AnswerResult::Recorded(approval) = answered else {
+                panic!("{answered:?}")
+            };
+            db.write(|tx| {
+                approvals::pressing_in(tx, &approval.id, 1_000)?;
+                sessions::set_agent_state(tx, key, state, since)
+            })
+            .unwrap();
+            let pressed = Pressed::Answered { at_prompt: false };
+            apply(
+                &flows,
+                RecordPressed {
+                    approval,
+                    earlier: None,
+                    pressed,
+                },
+            );
+            let conn = db.read().unwrap();
+            sessions::agent_state(&conn, key).unwrap().unwrap().0
+        };
+        // The agent said it was ready after the keys were pressed: that stays.
+        assert_eq!(press("s1", AgentState::Ready, 2_000), AgentState::Ready);
+        // Nothing said since the press: the screen's word (working) is taken.
+        let asked_before = press("s2", AgentState::AwaitingApproval, 500);
+        assert_eq!(asked_before, AgentState::Working);
     }
 }
