@@ -344,49 +344,61 @@ mod tests {
         flows.submit(write, ()).blocking_recv().unwrap().unwrap().0
     }
 
-    /// Regression: the note for keys pressed before a restart held a run of spaces where its
-    /// source line was continued.
-    #[test]
-    fn keys_pressed_before_a_restart_are_said_most_likely_reached_in_one_line() {
-        let (_dir, flows) = flows();
-        let ask = Ask {
-            session: "s".into(),
+    /// Gemini CLI in session `key` asks to run `touch x`, answered by its dialog's keys.
+    fn keys_ask(key: &str) -> Ask {
+        Ask {
+            session: key.into(),
             agent: Agent::Gemini,
             tool: None,
             action: "touch x".into(),
             means: Means::Keys,
             waiter_pid: None,
             session_rules: None,
-            origin: Some(Origin {
-                origin: "telegram:bot".into(),
-                chat: "7".into(),
-                thread: None,
-            }),
+            origin: None,
             expires_at: i64::MAX,
-        };
-        let asked = flows
-            .engine
-            .database()
-            .write(|tx| approvals::ask_in(tx, &ask, 0))
-            .unwrap();
+        }
+    }
+
+    /// Approval `id` answered `decision` by Alice over the API: the approval as recorded.
+    fn answered(
+        flows: &Arc<crate::HookProcessor>,
+        id: &str,
+        decision: approvals::Decision,
+    ) -> Approval {
         let who = approvals::Answerer {
             name: "Alice".into(),
             id: None,
             via: "api".into(),
             chat: None,
         };
-        let id = asked.id.clone();
-        let answered = apply(
-            &flows,
-            AnswerApproval {
-                id: id.clone(),
-                decision: approvals::Decision::Deny,
-                who,
-            },
-        );
-        let AnswerResult::Recorded(denied) = answered else {
+        let id = id.to_string();
+        let answered = apply(flows, AnswerApproval { id, decision, who });
+        let AnswerResult::Recorded(approval) = answered else {
             panic!("{answered:?}")
         };
+        approval
+    }
+
+    /// Regression: the note for keys pressed before a restart held a run of spaces where its
+    /// source line was continued.
+    #[test]
+    fn keys_pressed_before_a_restart_are_said_most_likely_reached_in_one_line() {
+        let (_dir, flows) = flows();
+        let ask = Ask {
+            origin: Some(Origin {
+                origin: "telegram:bot".into(),
+                chat: "7".into(),
+                thread: None,
+            }),
+            ..keys_ask("s")
+        };
+        let asked = flows
+            .engine
+            .database()
+            .write(|tx| approvals::ask_in(tx, &ask, 0))
+            .unwrap();
+        let id = asked.id.clone();
+        let denied = answered(&flows, &id, approvals::Decision::Deny);
         assert_eq!(denied.state, State::Denied);
         let pressed = Pressed::NotShown("no dialog was open".into());
         apply(
@@ -419,17 +431,7 @@ mod tests {
         // Session `key` asks; its agent says `state` at `since`; the keys are pressed at 1 000
         // and their result (working, not at the prompt) recorded after.
         let press = |key: &str, state: AgentState, since: i64| {
-            let ask = Ask {
-                session: key.into(),
-                agent: Agent::Gemini,
-                tool: None,
-                action: "touch x".into(),
-                means: Means::Keys,
-                waiter_pid: None,
-                session_rules: None,
-                origin: None,
-                expires_at: i64::MAX,
-            };
+            let ask = keys_ask(key);
             let activity = Activity {
                 key,
                 agent: Agent::Gemini,
@@ -444,18 +446,8 @@ mod tests {
                     approvals::ask_in(tx, &ask, 100)
                 })
                 .unwrap();
-            let who = approvals::Answerer {
-                name: "Alice".into(),
-                id: None,
-                via: "api".into(),
-                chat: None,
-            };
-            let decision = approvals::Decision::Allow(approvals::Scope::Once);
-            let id = asked.id.clone();
-            let answered = apply(&flows, AnswerApproval { id, decision, who });
-            let AnswerResult::Recorded(approval) = answered else {
-                panic!("{answered:?}")
-            };
+            let allow = approvals::Decision::Allow(approvals::Scope::Once);
+            let approval = answered(&flows, &asked.id, allow);
             db.write(|tx| {
                 approvals::pressing_in(tx, &approval.id, 1_000)?;
                 sessions::set_agent_state(tx, key, state, since)
