@@ -118,11 +118,7 @@ pub fn record_run(
                 })
             }
         };
-        let handle = match queue {
-            QueueName::Inbound => &store.inbound,
-            QueueName::Hooks => &store.hooks,
-            QueueName::Outbound => &store.outbound,
-        };
+        let handle = store.named(queue);
         for (answer, row) in kept.iter().zip(&recorded.recorded) {
             answer.tried.log(&store.metrics, handle, &answer.lease, row);
         }

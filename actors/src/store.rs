@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayq_engine::{Engine, HookProcessor, NoticeRoutes, Queue, QueuePolicies, Queues};
+use relayq_engine::{Engine, HookProcessor, NoticeRoutes, QueuePolicies, Queues};
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
@@ -23,10 +23,8 @@ pub struct Store(Arc<Handles>);
 /// What a [`Store`] holds.
 #[derive(Debug)]
 pub struct Handles {
-    pub engine: Engine,
-    pub inbound: Queue,
-    pub hooks: Queue,
-    pub outbound: Queue,
+    /// The engine and its queues (`store.inbound`, ... through `Deref`).
+    pub queues: Queues,
     /// Runs hook rows through their handlers.
     pub processor: Arc<HookProcessor>,
     /// The operator's pauses, read on every claim.
@@ -36,6 +34,13 @@ pub struct Handles {
     /// Tells the workers that rows were committed (see [`Waking`]).
     pub waking: Arc<dyn Waking>,
     in_flight: Arc<InFlight>,
+}
+
+impl std::ops::Deref for Handles {
+    type Target = Queues;
+    fn deref(&self) -> &Queues {
+        &self.queues
+    }
 }
 
 impl std::ops::Deref for Store {
@@ -66,25 +71,14 @@ impl Drop for Running {
 
 impl Store {
     pub fn new(engine: Engine, policies: QueuePolicies, routes: NoticeRoutes) -> Self {
-        let Queues {
-            engine,
-            inbound,
-            hooks,
-            outbound,
-        } = engine.queues(&policies);
+        let queues = engine.queues(&policies);
         let processor = HookProcessor {
-            engine: engine.clone(),
-            hooks: hooks.clone(),
-            inbound: inbound.clone(),
-            outbound: outbound.clone(),
+            queues: queues.clone(),
             routes: routes.shared(),
         };
         let waking = Arc::new(SocketWaking::beside(engine.database().path()));
         Store(Arc::new(Handles {
-            engine,
-            inbound,
-            hooks,
-            outbound,
+            queues,
             processor: Arc::new(processor),
             pauses: Arc::new(Pauses::default()),
             metrics: Metrics::default(),

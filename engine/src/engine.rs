@@ -187,11 +187,23 @@ impl Engine {
     }
 }
 
-/// An engine and its three queues (see [`Engine::queues`]).
+/// An engine and its three queues (see [`Engine::queues`]): the one bundle of queue handles,
+/// for one-shot commands, the hook processor and the actors' `Store` alike.
 #[derive(Debug, Clone)]
 pub struct Queues {
     pub engine: Engine,
     pub inbound: Queue,
     pub hooks: Queue,
     pub outbound: Queue,
+}
+
+impl Queues {
+    /// The handle of queue `name`.
+    pub fn named(&self, name: QueueName) -> &Queue {
+        match name {
+            QueueName::Inbound => &self.inbound,
+            QueueName::Hooks => &self.hooks,
+            QueueName::Outbound => &self.outbound,
+        }
+    }
 }

@@ -3,12 +3,11 @@
 //! hook row commit in one transaction, fenced by the row's lease token, so a crash or a lost
 //! lease never leaves half an effect and a replayed row never applies twice.
 
-use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::hooks::{EventType, HookEvent};
 use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
-use crate::queue::{Lease, Queue, Retried};
+use crate::queue::{Lease, Retried};
 use crate::{agent_state, approvals, sessions};
 
 pub use crate::routes::{
@@ -60,12 +59,17 @@ pub enum Processed {
 /// Applies hook rows: the engine, the three queues a handler touches, and the routes.
 #[derive(Debug, Clone)]
 pub struct HookProcessor {
-    pub engine: Engine,
-    pub hooks: Queue,
-    pub inbound: Queue,
-    pub outbound: Queue,
+    /// The engine and its queues (`processor.inbound`, ... through `Deref`).
+    pub queues: crate::engine::Queues,
     /// Shared with the runtime, which replaces them on a config reload.
     pub routes: SharedNoticeRoutes,
+}
+
+impl std::ops::Deref for HookProcessor {
+    type Target = crate::engine::Queues;
+    fn deref(&self) -> &crate::engine::Queues {
+        &self.queues
+    }
 }
 
 impl HookProcessor {

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use relayq_engine::handlers::Effects;
 use relayq_engine::{
-    hooks, inbound, outbound, Agent, Database, DbConfig, Engine, EventType, HookEvent,
-    HookProcessor, InboundMessage, ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage,
-    Processed, QueuePolicy, Retried,
+    hooks, inbound, Agent, Database, DbConfig, Engine, EventType, HookEvent, HookProcessor,
+    InboundMessage, ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage, Processed,
+    QueuePolicy, Retried,
 };
 use serde_json::{json, Value};
 
@@ -42,17 +42,15 @@ fn fixture(max_attempts: u32) -> Fixture {
         limits: Default::default(),
         idle_reminders: false,
     };
+    let policies = relayq_engine::QueuePolicies {
+        hooks: QueuePolicy {
+            max_attempts: Some(max_attempts),
+            ..QueuePolicy::hooks()
+        },
+        ..Default::default()
+    };
     let processor = HookProcessor {
-        engine: engine.clone(),
-        hooks: engine.queue(
-            hooks::QUEUE,
-            QueuePolicy {
-                max_attempts: Some(max_attempts),
-                ..QueuePolicy::hooks()
-            },
-        ),
-        inbound: engine.queue(inbound::QUEUE, QueuePolicy::inbound()),
-        outbound: engine.queue(outbound::QUEUE, QueuePolicy::outbound()),
+        queues: engine.queues(&policies),
         routes: routes.shared(),
     };
     Fixture {

@@ -324,17 +324,13 @@ mod tests {
     use super::*;
     use crate::approvals::{Ask, State};
     use crate::sessions::Origin;
-    use crate::{Agent, Engine, NoticeRoutes, QueueName, QueuePolicy};
+    use crate::{Agent, Engine, NoticeRoutes};
 
     fn flows() -> (tempfile::TempDir, Arc<crate::HookProcessor>) {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(&crate::DbConfig::new(dir.path().join("q.db"))).unwrap();
-        let queue = |name| engine.queue(name, QueuePolicy::inbound());
         let flows = crate::HookProcessor {
-            engine: engine.clone(),
-            hooks: queue(QueueName::Hooks),
-            inbound: queue(QueueName::Inbound),
-            outbound: queue(QueueName::Outbound),
+            queues: engine.queues(&Default::default()),
             routes: NoticeRoutes::none().shared(),
         };
         (dir, Arc::new(flows))

@@ -316,11 +316,7 @@ impl Write for ExtendLease {
 }
 
 fn queue<'a>(w: &'a Writer<'_>, name: QueueName) -> &'a Queue {
-    match name {
-        QueueName::Inbound => &w.flows.inbound,
-        QueueName::Hooks => &w.flows.hooks,
-        QueueName::Outbound => &w.flows.outbound,
-    }
+    w.flows.named(name)
 }
 
 /// Records one answer, fenced by its lease: the channel's pause, the row's outcome, and for a
