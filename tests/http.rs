@@ -328,12 +328,7 @@ fn dead_letters_over_http_are_listed_by_filter_a_page_at_a_time_retried_in_order
     for id in &ids {
         api.app.wait_state(QueueName::Outbound, *id, "delivered");
     }
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .skip(4)
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(4);
     assert_eq!(
         texts,
         ["one", "two", "three"],
@@ -489,12 +484,7 @@ fn a_paused_destination_and_a_paused_queue_wait_across_a_restart_until_resumed()
     for id in held {
         api.app.wait_state(QueueName::Outbound, id, "delivered");
     }
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .skip(1)
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(1);
     assert_eq!(texts, ["one", "two"], "in order once resumed");
     answer(api.post("/v1/resume", &json!({"queue": "inbound"})));
     api.app.wait_state(

@@ -159,11 +159,7 @@ fn a_send_slower_than_the_lease_timeout_is_sent_exactly_once() {
     let next = send(&app, &["after"]);
     let row = wait_state(&app, id, "delivered");
     wait_state(&app, next, "delivered");
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(0);
     assert_eq!(texts, vec!["slow", "after"], "each sent once, in order");
     assert_eq!(row.attempts, 1);
     daemon.stop();
@@ -418,11 +414,7 @@ fn progress_left_from_before_a_restart_is_superseded_and_final_messages_are_sent
             "{replay:?}"
         );
     }
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(0);
     assert_eq!(texts, ["the answer", "partial answer", "the answer"]);
 }
 
@@ -447,11 +439,7 @@ fn a_message_older_than_max_age_is_expired_or_sent_as_expire_action_says() {
             assert!(status.contains("max age"), "counted by status: {status}");
         }
     }
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(0);
     assert_eq!(
         texts,
         ["queued, then deliver"],
@@ -505,12 +493,7 @@ fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_fo
     for id in &ids {
         wait_state(&app, *id, "delivered");
     }
-    let texts: Vec<_> = hook
-        .calls()
-        .iter()
-        .skip(4)
-        .map(|c| c.body["text"].clone())
-        .collect();
+    let texts: Vec<_> = hook.texts(4);
     assert_eq!(
         texts,
         ["one", "two", "three"],

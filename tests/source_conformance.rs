@@ -642,25 +642,22 @@ macro_rules! every_source {
         mod $kind {
             use super::*;
 
-            #[test]
-            fn kill_9_before_the_commit_loses_and_repeats_nothing() {
-                super::kill_9_before_the_commit_loses_and_repeats_nothing(&$make);
-            }
+            every_promise!($make;
+                kill_9_before_the_commit_loses_and_repeats_nothing,
+                a_replay_writes_no_duplicate,
+                a_stranger_is_refused_and_logged,
+                refusals_back_off_from_the_same_offset,
+            );
+        }
+    )*};
+}
 
-            #[test]
-            fn a_replay_writes_no_duplicate() {
-                super::a_replay_writes_no_duplicate(&$make);
-            }
-
-            #[test]
-            fn a_stranger_is_refused_and_logged() {
-                super::a_stranger_is_refused_and_logged(&$make);
-            }
-
-            #[test]
-            fn refusals_back_off_from_the_same_offset() {
-                super::refusals_back_off_from_the_same_offset(&$make);
-            }
+/// One test per promise, each on a new `$make`.
+macro_rules! every_promise {
+    ($make:expr; $($promise:ident,)*) => {$(
+        #[test]
+        fn $promise() {
+            super::$promise(&$make);
         }
     )*};
 }

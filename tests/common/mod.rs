@@ -644,6 +644,16 @@ impl Endpoint {
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
+
+    /// The `text` of each call's JSON body, after the first `skip` calls.
+    pub fn texts(&self, skip: usize) -> Vec<serde_json::Value> {
+        let calls = self.calls();
+        calls
+            .iter()
+            .skip(skip)
+            .map(|c| c.body["text"].clone())
+            .collect()
+    }
 }
 
 impl Drop for Endpoint {

@@ -278,30 +278,20 @@ async fn an_edit_replaces_the_question_and_only_an_uneditable_one_is_sent_anew()
             json!({"ok": false, "error_code": 400, "description": description}),
         )
     };
-    Mock::given(method("POST"))
-        .and(path(format!("{base}editMessageText")))
-        .and(body_partial_json(json!({"message_id": 10})))
-        .respond_with(answer("ok_edit_message_text"))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("{base}editMessageText")))
-        .and(body_partial_json(json!({"message_id": 11})))
-        .respond_with(answer("error_message_to_edit_not_found"))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("{base}editMessageText")))
-        .and(body_partial_json(json!({"message_id": 13})))
-        .respond_with(answer("error_message_not_modified"))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("{base}editMessageText")))
-        .and(body_partial_json(json!({"message_id": 12})))
-        .respond_with(refusal("Bad Request: message text is empty"))
-        .mount(&server)
-        .await;
+    // Each edit of message `id` is answered `reply`.
+    for (id, reply) in [
+        (10, answer("ok_edit_message_text")),
+        (11, answer("error_message_to_edit_not_found")),
+        (13, answer("error_message_not_modified")),
+        (12, refusal("Bad Request: message text is empty")),
+    ] {
+        Mock::given(method("POST"))
+            .and(path(format!("{base}editMessageText")))
+            .and(body_partial_json(json!({"message_id": id})))
+            .respond_with(reply)
+            .mount(&server)
+            .await;
+    }
     Mock::given(method("POST"))
         .and(path(format!("{base}sendMessage")))
         .respond_with(answer("ok_send_message"))
