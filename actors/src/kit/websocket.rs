@@ -90,3 +90,51 @@ impl WebSocket {
             .map_err(|e| format!("cannot write to the WebSocket connection: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `wss://` URL goes through rustls (its crypto provider chosen by the crate's features):
+    /// a server that hangs up during the handshake is an error to retry, not a panic.
+    #[actix_rt::test]
+    async fn a_tls_connection_cut_during_the_handshake_is_an_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                drop(stream);
+            }
+        });
+        let error = WebSocket::connect(&format!("wss://127.0.0.1:{port}/link"))
+            .await
+            .err()
+            .expect("no WebSocket without a TLS handshake");
+        assert!(
+            error.starts_with("cannot open the WebSocket connection"),
+            "{error}"
+        );
+    }
+
+    /// Text frames come through; a close is the end of the connection, with its reason.
+    #[actix_rt::test]
+    async fn text_frames_come_through_and_a_close_ends_the_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        actix_rt::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+            socket.send(Message::text("hello")).await.unwrap();
+            let echoed = socket.next().await.unwrap().unwrap();
+            socket.send(echoed).await.unwrap();
+            socket.close(None).await.unwrap();
+        });
+        let mut ws = WebSocket::connect(&format!("ws://127.0.0.1:{port}/"))
+            .await
+            .unwrap();
+        assert_eq!(ws.next_frame().await, Ok(Frame::Text("hello".into())));
+        ws.send_text("ack".into()).await.unwrap();
+        assert_eq!(ws.next_frame().await, Ok(Frame::Text("ack".into())));
+        assert!(matches!(ws.next_frame().await, Ok(Frame::Closed(_))));
+    }
+}
