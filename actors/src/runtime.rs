@@ -437,7 +437,7 @@ impl RelayqHandle {
     }
 
     /// Keeps a platform's message that is over `max_body_bytes` expired and cut (see
-    /// [`RecordRefused`](crate::inbound::supervisor::RecordRefused)); `None` when it is wrong in
+    /// [`KeepRefused`](crate::inbound::supervisor::KeepRefused)); `None` when it is wrong in
     /// another way.
     pub fn record_refused(
         &self,
@@ -445,7 +445,7 @@ impl RelayqHandle {
     ) -> impl std::future::Future<Output = Result<Option<Enqueued>>> + 'static {
         let request = self
             .supervisor
-            .send(crate::inbound::supervisor::RecordRefused(message));
+            .send(crate::inbound::supervisor::KeepRefused(message));
         async move { request.await? }
     }
 
@@ -458,7 +458,7 @@ impl RelayqHandle {
            + 'static {
         let request = self
             .supervisor
-            .send(crate::inbound::supervisor::RecordAnswers(answers));
+            .send(crate::inbound::supervisor::TakeChatAnswers(answers));
         async move { request.await? }
     }
 

@@ -264,8 +264,10 @@ impl Handler<Stop> for HookWorker {
 /// The event type of a stored hook row, without decoding the whole payload.
 fn event_type(payload: &str) -> Option<EventType> {
     #[derive(Deserialize)]
-    struct Head {
+    struct EventOnly {
         event: EventType,
     }
-    serde_json::from_str::<Head>(payload).ok().map(|h| h.event)
+    serde_json::from_str::<EventOnly>(payload)
+        .ok()
+        .map(|h| h.event)
 }

@@ -68,7 +68,7 @@ pub struct Enqueue(pub InboundMessage);
 /// its row, or `None` when the message is wrong in another way.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "Result<Option<Enqueued>>")]
-pub struct RecordRefused(pub InboundMessage);
+pub struct KeepRefused(pub InboundMessage);
 
 /// A source's batch: enqueue the messages and store the source's new offset, in one
 /// transaction, then wake their sessions. Answers, for each message in order, its row or why it
@@ -95,14 +95,14 @@ pub struct BatchRecorded {
 /// person who answered.
 #[derive(Debug, actix::Message)]
 #[rtype(result = "Result<Vec<(ChatAnswer, String)>>")]
-pub struct RecordAnswers(pub Vec<ChatAnswer>);
+pub struct TakeChatAnswers(pub Vec<ChatAnswer>);
 
-impl Handler<RecordAnswers> for SupervisorActor {
+impl Handler<TakeChatAnswers> for SupervisorActor {
     type Result = ResponseActFuture<Self, Result<Vec<(ChatAnswer, String)>>>;
 
     fn handle(
         &mut self,
-        RecordAnswers(answers): RecordAnswers,
+        TakeChatAnswers(answers): TakeChatAnswers,
         _: &mut Context<Self>,
     ) -> Self::Result {
         let write = self.store.apply(writes::RecordAnswers(answers));
@@ -169,7 +169,7 @@ impl SupervisorActor {
         }
     }
 
-    /// What is kept of a platform's `message` over `max_body_bytes` (see [`RecordRefused`]),
+    /// What is kept of a platform's `message` over `max_body_bytes` (see [`KeepRefused`]),
     /// said in the log; `None` when it is wrong in another way.
     fn refused_copy(&self, message: &InboundMessage) -> Option<InboundMessage> {
         let copy = message.refused_copy(self.max_body_bytes)?;
@@ -255,14 +255,10 @@ impl Handler<Enqueue> for SupervisorActor {
     }
 }
 
-impl Handler<RecordRefused> for SupervisorActor {
+impl Handler<KeepRefused> for SupervisorActor {
     type Result = ResponseFuture<Result<Option<Enqueued>>>;
 
-    fn handle(
-        &mut self,
-        RecordRefused(message): RecordRefused,
-        _: &mut Context<Self>,
-    ) -> Self::Result {
+    fn handle(&mut self, KeepRefused(message): KeepRefused, _: &mut Context<Self>) -> Self::Result {
         let Some(copy) = self.refused_copy(&message) else {
             return Box::pin(std::future::ready(Ok(None)));
         };
@@ -292,7 +288,7 @@ impl Handler<EnqueueFrom> for SupervisorActor {
         if self.shutting_down {
             return Box::pin(fut::ready(Err(ActorError::ShuttingDown)));
         }
-        // Over max_body_bytes: kept expired and cut, with the batch (see `RecordRefused`).
+        // Over max_body_bytes: kept expired and cut, with the batch (see `KeepRefused`).
         let mut refused = Vec::new();
         let mut checked: Vec<std::result::Result<InboundMessage, String>> = Vec::new();
         for message in std::mem::take(&mut batch.messages) {

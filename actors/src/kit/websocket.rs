@@ -17,7 +17,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// is taken for dead.
 pub const QUIET_LIMIT: Duration = Duration::from_secs(30);
 
-pub struct WebSocket {
+pub struct PlatformSocket {
     stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
 
@@ -29,13 +29,13 @@ pub enum Frame {
     Closed(String),
 }
 
-impl WebSocket {
+impl PlatformSocket {
     /// Opens `url` (`wss://`, or `ws://` for a local server). The URL may hold a ticket or a
     /// token: it is never put in an error.
-    pub async fn connect(url: &str) -> Result<WebSocket, String> {
+    pub async fn connect(url: &str) -> Result<PlatformSocket, String> {
         let connecting = tokio_tungstenite::connect_async(url);
         match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(Ok((stream, _))) => Ok(WebSocket { stream }),
+            Ok(Ok((stream, _))) => Ok(PlatformSocket { stream }),
             Ok(Err(e)) => Err(format!("cannot open the WebSocket connection: {e}")),
             Err(_) => Err(format!(
                 "the WebSocket connection did not open within {CONNECT_TIMEOUT:?}"
@@ -106,7 +106,7 @@ mod tests {
                 drop(stream);
             }
         });
-        let error = WebSocket::connect(&format!("wss://127.0.0.1:{port}/link"))
+        let error = PlatformSocket::connect(&format!("wss://127.0.0.1:{port}/link"))
             .await
             .err()
             .expect("no WebSocket without a TLS handshake");
@@ -129,7 +129,7 @@ mod tests {
             socket.send(echoed).await.unwrap();
             socket.close(None).await.unwrap();
         });
-        let mut ws = WebSocket::connect(&format!("ws://127.0.0.1:{port}/"))
+        let mut ws = PlatformSocket::connect(&format!("ws://127.0.0.1:{port}/"))
             .await
             .unwrap();
         assert_eq!(ws.next_frame().await, Ok(Frame::Text("hello".into())));

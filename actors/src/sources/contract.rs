@@ -123,7 +123,7 @@ pub trait PushSource: Send + Sync + 'static {
 /// covers them (stored in the same transaction as their rows), and what to acknowledge to the
 /// platform once they are committed (Slack: the envelope ids).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Received {
+pub struct Arrived {
     pub messages: Vec<InboundMessage>,
     pub answers: Vec<ChatAnswer>,
     /// `None`: the platform keeps no position for relayq (it sends again what was not
@@ -136,9 +136,9 @@ pub struct Received {
 pub type OnConnection<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + 'a>>;
 
 /// A connection a platform pushes over (a WebSocket), open.
-pub trait Connection: Send + 'static {
+pub trait HeldConnection: Send + 'static {
     /// Waits for what the platform sends next.
-    fn next(&mut self) -> OnConnection<'_, Received>;
+    fn next(&mut self) -> OnConnection<'_, Arrived>;
 
     /// Acknowledges what was committed.
     fn acknowledge(&mut self, acks: Vec<String>) -> OnConnection<'_, ()>;
@@ -149,14 +149,14 @@ pub trait Connection: Send + 'static {
 /// same actor, offsets and backoff as a source that polls:
 ///
 /// ```text
-///   connect(stored resume token) ─▶ next() ─▶ Received { messages, resume, acks }
+///   connect(stored resume token) ─▶ next() ─▶ Arrived { messages, resume, acks }
 ///     rows + resume token committed in ONE transaction ─▶ acknowledge(acks) ─▶ next() ...
 ///   any error: the connection is dropped; after the backoff, connect(stored token) again,
 ///   and the platform sends again what was not acknowledged (the rows' dedup keys make it a
 ///   duplicate where it was committed)
 /// ```
 pub trait HeldSource: Clone + Send + Sync + Unpin + 'static {
-    type Connection: Connection;
+    type Connection: HeldConnection;
 
     /// As [`Source::named`].
     fn named(&mut self, _name: &str) {}

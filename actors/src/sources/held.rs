@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::InboundMessage;
 
-use super::contract::{Batch, Connection, Fetch, HeldSource, Received, Source};
+use super::contract::{Arrived, Batch, Fetch, HeldConnection, HeldSource, Source};
 use crate::kit::ReadyCheck;
 use crate::pacing::Budgets;
 
@@ -63,7 +63,7 @@ impl<S: HeldSource> Source for Held<S> {
             if !acks.is_empty() {
                 connection.acknowledge(acks).await?;
             }
-            let Received {
+            let Arrived {
                 messages,
                 answers,
                 resume,
@@ -127,15 +127,15 @@ mod tests {
         sent: usize,
     }
 
-    impl Connection for Open {
-        fn next(&mut self) -> OnConnection<'_, Received> {
+    impl HeldConnection for Open {
+        fn next(&mut self) -> OnConnection<'_, Arrived> {
             Box::pin(async move {
                 let queue = self.platform.queue.lock().unwrap();
                 let Some((id, _)) = queue.iter().skip(self.sent).find(|(_, acked)| !acked) else {
                     return Err("nothing more".into());
                 };
                 self.sent = queue.iter().position(|(i, _)| i == id).unwrap() + 1;
-                Ok(Received {
+                Ok(Arrived {
                     messages: vec![InboundMessage::text("s", "held", id)],
                     answers: Vec::new(),
                     resume: Some(format!("after-{id}")),

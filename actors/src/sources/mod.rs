@@ -40,8 +40,8 @@ mod kind;
 
 pub use actor::SourceActor;
 pub use contract::{
-    Batch, Connection, Fetch, HeldSource, OnConnection, Push, PushRefused, PushSource, Pushed,
-    Receive, Received, Source,
+    Arrived, Batch, Fetch, HeldConnection, HeldSource, OnConnection, Push, PushRefused, PushSource,
+    Pushed, Receive, Source,
 };
 pub use held::Held;
 pub use kind::{Replies, SourceKind, SourceSpec};

@@ -41,7 +41,7 @@ pub struct Config {
     /// `signing_secret`. `socket`: relayq holds a Socket Mode connection open with
     /// `app_token`, and needs no public URL.
     #[serde(default)]
-    pub mode: Mode,
+    pub mode: SlackMode,
     /// The app's signing secret (Basic Information → App Credentials); better
     /// `signing_secret_env` or `signing_secret_file`. Events mode only.
     #[serde(flatten)]
@@ -67,7 +67,7 @@ pub struct Config {
 /// How the Slack source hears of new events.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub enum SlackMode {
     #[default]
     Events,
     Socket,
@@ -112,8 +112,8 @@ impl Config {
 impl SourceKind for Config {
     fn check(&self) -> Result<(), SettingError> {
         match self.mode {
-            Mode::Events => self.signing_secret.check()?,
-            Mode::Socket => self.app_token.check()?,
+            SlackMode::Events => self.signing_secret.check()?,
+            SlackMode::Socket => self.app_token.check()?,
         }
         if let Some(bot) = self.bot() {
             bot.check()?;
@@ -123,11 +123,11 @@ impl SourceKind for Config {
 
     fn build(&self) -> Result<SourceSpec, SettingError> {
         Ok(match self.mode {
-            Mode::Events => {
+            SlackMode::Events => {
                 let secret = self.signing_secret.resolve()?;
                 SourceSpec::pushed(SlackEvents::new(self.clone(), secret))
             }
-            Mode::Socket => SourceSpec::of(Held::new(self.socket()?)),
+            SlackMode::Socket => SourceSpec::of(Held::new(self.socket()?)),
         })
     }
 
@@ -138,7 +138,7 @@ impl SourceKind for Config {
     }
 
     fn pushed(&self) -> bool {
-        self.mode == Mode::Events
+        self.mode == SlackMode::Events
     }
 
     fn replies(&self, name: &str) -> Option<Replies> {

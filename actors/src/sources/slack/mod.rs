@@ -40,7 +40,7 @@ use crate::kit::http::HttpClient;
 use crate::kit::secret::Secret;
 use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
 
-pub use config::{Config, Mode, CHANNEL_PLACEHOLDER};
+pub use config::{Config, SlackMode, CHANNEL_PLACEHOLDER};
 pub use socket::SlackSocket;
 
 /// How old a signed request may be: Slack's advice, against replays.

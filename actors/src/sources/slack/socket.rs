@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use super::{origin, SlackReader};
 use crate::kit::http::{self, HttpClient};
-use crate::kit::websocket::{Frame, WebSocket};
-use crate::sources::{Connection, HeldSource, OnConnection, Pushed, Received};
+use crate::kit::websocket::{Frame, PlatformSocket};
+use crate::sources::{HeldConnection, HeldSource, OnConnection, Pushed, Arrived};
 
 /// How long `apps.connections.open` may take, with its answer.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(40);
@@ -96,7 +96,7 @@ impl HeldSource for SlackSocket {
             let url = tokio::time::timeout(OPEN_TIMEOUT, socket.ticket())
                 .await
                 .map_err(|_| format!("apps.connections.open took over {OPEN_TIMEOUT:?}"))??;
-            let connection = WebSocket::connect(&url).await?;
+            let connection = PlatformSocket::connect(&url).await?;
             tracing::info!(source = socket.origin, "Slack Socket Mode connected");
             Ok(SlackConnection { socket, connection })
         })
@@ -114,13 +114,13 @@ impl HeldSource for SlackSocket {
 
 pub struct SlackConnection {
     socket: SlackSocket,
-    connection: WebSocket,
+    connection: PlatformSocket,
 }
 
 impl SlackConnection {
     /// What one frame gives: rows or answers with the envelope to acknowledge, nothing (a
     /// hello), or the end of this connection.
-    fn read(&self, text: &str) -> Result<Option<Received>, String> {
+    fn read(&self, text: &str) -> Result<Option<Arrived>, String> {
         let frame: Value = serde_json::from_str(text)
             .map_err(|e| format!("Slack sent a frame that is not JSON: {e}"))?;
         let envelope = frame["envelope_id"].as_str().map(str::to_string);
@@ -141,9 +141,9 @@ impl SlackConnection {
                 Pushed::Messages(Vec::new())
             }
         };
-        let mut received = Received {
+        let mut received = Arrived {
             acks: envelope.into_iter().collect(),
-            ..Received::default()
+            ..Arrived::default()
         };
         match pushed {
             Pushed::Messages(messages) => received.messages = messages,
@@ -154,8 +154,8 @@ impl SlackConnection {
     }
 }
 
-impl Connection for SlackConnection {
-    fn next(&mut self) -> OnConnection<'_, Received> {
+impl HeldConnection for SlackConnection {
+    fn next(&mut self) -> OnConnection<'_, Arrived> {
         Box::pin(async move {
             loop {
                 match self.connection.next_frame().await? {
