@@ -155,9 +155,7 @@ fn exec_channel_that_hangs_is_killed_and_retried() {
 /// the capture shows the paste markers tmux sent around the text, then the text, then Enter.
 #[test]
 fn tmux_channel_pastes_into_the_sessions_pane_with_bracketed_paste_and_enter() {
-    let tmux = Tmux::new("paste");
-    tmux.start("agent-1", CAT_PANE);
-    let app = App::new(tmux.config(&["submit_delay = \"50ms\"", "programs = [\"cat\"]"]));
+    let (tmux, app) = cat_pane("paste", "agent-1", &[]);
     let daemon = app.serve();
     let first = app.enqueue("agent-1", "hello from relayq");
     let second = app.enqueue("agent-1", "second message");

@@ -522,9 +522,7 @@ fn enqueue_for(app: &App, session: &str, text: &str) -> i64 {
 /// the tmux command and was re-pasted forever.
 #[test]
 fn tmux_session_ids_reach_only_the_session_named_exactly() {
-    let tmux = Tmux::new("exact");
-    tmux.start("victory", CAT_PANE);
-    let app = App::new(tmux.config(&["programs = [\"cat\"]", "missing_grace = \"1h\""]));
+    let (tmux, app) = cat_pane("exact", "victory", &["missing_grace = \"1h\""]);
     let daemon = app.serve();
     let ids: Vec<(String, i64)> = [
         "victo", "-x", "+1", "%0", "$0", "@1", "oth?r", "vict*", "x;",
@@ -556,9 +554,7 @@ fn tmux_session_ids_reach_only_the_session_named_exactly() {
 /// agent.
 #[test]
 fn tmux_paste_cannot_break_out_of_the_bracketed_paste() {
-    let tmux = Tmux::new("breakout");
-    tmux.start("agent", CAT_PANE);
-    let app = App::new(tmux.config(&["programs = [\"cat\"]", "submit_delay = \"50ms\""]));
+    let (tmux, app) = cat_pane("breakout", "agent", &[]);
     let daemon = app.serve();
     let id = app.enqueue("agent", "before\x1b[201~after\x03\x1b[A end");
     wait_until("delivery", WAIT, || {

@@ -756,5 +756,16 @@ impl Drop for Tmux {
 /// A pane program that asks for bracketed paste, as agent CLIs do, then shows what it gets.
 pub const CAT_PANE: &str = r"printf '\033[?2004h'; exec cat -v";
 
+/// Tmux server `name` with session `session` running [`CAT_PANE`], and an app whose
+/// default channel pastes into it (50 ms before Enter), `lines` added to that channel.
+pub fn cat_pane(name: &str, session: &str, lines: &[&str]) -> (Tmux, App) {
+    let tmux = Tmux::new(name);
+    tmux.start(session, CAT_PANE);
+    let base = ["programs = [\"cat\"]", "submit_delay = \"50ms\""];
+    let lines: Vec<&str> = base.iter().chain(lines).copied().collect();
+    let app = App::new(tmux.config(&lines));
+    (tmux, app)
+}
+
 /// The built-in notices file of an [`App`], in its state directory (whatever config is read).
 pub const NOTICES: &str = "xdg-state/relayq/relayq-notices.jsonl";
