@@ -262,12 +262,7 @@ fn with_a_token_the_dashboard_asks_for_it_once_and_then_shows_the_queues() {
 /// was always empty.
 #[test]
 fn the_until_column_shows_when_a_backing_off_lane_is_tried_again() {
-    let hook = Endpoint::start(|_| Reply::status(500));
-    let api = Api::start(
-        webhook_config(&hook.url)
-            .set("queues.outbound", "backoff = [\"1h\"]")
-            .set("daemon", "shutdown_grace = \"5s\""),
-    );
+    let (_hook, api) = crate::common::api::failing_hook();
     let id = send(&api, "chat-1", "hello");
     wait_until("the first attempt", WAIT, || {
         api.app.row(QueueName::Outbound, id).attempts == 1

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::api::{answer, free_port, send, Api};
+use crate::common::api::{answer, failing_hook, free_port, send, Api};
 use crate::common::{
     file_config, wait_until, webhook_config, App, Config, Endpoint, Reply, NOTICES,
 };
@@ -638,12 +638,7 @@ fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hoo
 
 #[test]
 fn lanes_tell_a_failing_head_holding_rows_back_from_a_destination_delivering() {
-    let hook = Endpoint::start(|_| Reply::status(500));
-    let api = Api::start(
-        webhook_config(&hook.url)
-            .set("daemon", "shutdown_grace = \"5s\"")
-            .set("queues.outbound", "backoff = [\"1h\"]"),
-    );
+    let (_hook, api) = failing_hook();
     let first = send(&api, "chat-1", "one");
     send(&api, "chat-1", "two");
     wait_until("the head to fail", Duration::from_secs(10), || {

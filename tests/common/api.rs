@@ -6,7 +6,7 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use serde_json::{json, Value};
 
-use super::{wait_until, App, Config, Daemon};
+use super::{wait_until, webhook_config, App, Config, Daemon, Endpoint, Reply};
 
 /// A port free now on loopback (the daemon binds it a moment later).
 pub fn free_port() -> u16 {
@@ -121,6 +121,18 @@ pub fn answer(r: Response) -> (u16, Value) {
     let text = r.text().unwrap();
     let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
     (status, body)
+}
+
+/// The API of a daemon whose `hook` webhook (the returned endpoint) answers every send 500,
+/// and whose outbound rows wait an hour before each retry: lanes that stay failing.
+pub fn failing_hook() -> (Endpoint, Api) {
+    let hook = Endpoint::start(|_| Reply::status(500));
+    let api = Api::start(
+        webhook_config(&hook.url)
+            .set("queues.outbound", "backoff = [\"1h\"]")
+            .set("daemon", "shutdown_grace = \"5s\""),
+    );
+    (hook, api)
 }
 
 /// Enqueues `text` to `to` on the `hook` webhook channel over HTTP; returns the row id.
