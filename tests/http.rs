@@ -574,11 +574,10 @@ fn metrics_are_scraped_as_prometheus_text_with_counts_outcomes_durations_and_hoo
         "delivered",
     );
     let scrape = || {
-        let r = api
-            .request(reqwest::Method::GET, "/metrics")
-            .header("accept", "application/openmetrics-text; version=1.0.0")
-            .send()
-            .unwrap();
+        let r = api.get_with(
+            "/metrics",
+            ("accept", "application/openmetrics-text; version=1.0.0"),
+        );
         assert_eq!(r.status(), 200);
         let kind = r.headers()["content-type"].to_str().unwrap().to_string();
         assert!(kind.starts_with("application/openmetrics-text"), "{kind}");

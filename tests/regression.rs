@@ -1199,19 +1199,11 @@ fn a_request_for_another_host_name_is_refused_without_a_token() {
         .send()
         .unwrap();
     assert_eq!(enqueue.status(), 421);
-    let read = api
-        .request(reqwest::Method::GET, "/v1/status")
-        .header("host", rebound.as_str())
-        .send()
-        .unwrap();
+    let read = api.get_with("/v1/status", ("host", rebound.as_str()));
     assert_eq!(read.status(), 421, "nor read");
     assert_eq!(api.app.count("pending"), 0, "nothing written");
     for own in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
-        let ok = api
-            .request(reqwest::Method::GET, "/v1/status")
-            .header("host", own.as_str())
-            .send()
-            .unwrap();
+        let ok = api.get_with("/v1/status", ("host", own.as_str()));
         assert_eq!(ok.status(), 200, "{own}");
     }
     api.stop();
@@ -1219,11 +1211,7 @@ fn a_request_for_another_host_name_is_refused_without_a_token() {
     // With a token every request proves itself: a reverse proxy's name is answered.
     let mut api = api::Api::start(file_config().set("http", "token = \"s3cret-token-for-tests\""));
     api.token = Some("s3cret-token-for-tests".into());
-    let proxied = api
-        .request(reqwest::Method::GET, "/v1/status")
-        .header("host", "relayq.example.org")
-        .send()
-        .unwrap();
+    let proxied = api.get_with("/v1/status", ("host", "relayq.example.org"));
     assert_eq!(proxied.status(), 200);
     api.stop();
 }

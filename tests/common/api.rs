@@ -80,6 +80,12 @@ impl Api {
             .unwrap()
     }
 
+    /// A GET of `path` with one header.
+    pub fn get_with(&self, path: &str, (name, value): (&str, &str)) -> Response {
+        let request = self.request(reqwest::Method::GET, path).header(name, value);
+        request.send().unwrap()
+    }
+
     /// A POST to `path` with one header and, when given, a raw body.
     pub fn post_raw(
         &self,
