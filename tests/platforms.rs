@@ -439,6 +439,58 @@ fn slack_finds_a_send_cut_by_a_crash_by_its_metadata_instead_of_sending_it_again
     });
 }
 
+/// Regression: a batch that held only answers (a button click over Socket Mode, which keeps no
+/// offset) was taken for an idle fetch: the click was never recorded, nor its envelope
+/// acknowledged, and Slack would send it again for ever.
+#[test]
+fn a_click_over_slack_socket_mode_is_recorded_answered_and_acknowledged() {
+    use relayq_actors::testing::fake_slack_socket::FakeSlackSocket;
+    const APP_TOKEN: &str = "xapp-1-A0AGENTAPP1-click";
+    let slack = FakeSlackSocket::start(APP_TOKEN);
+    let responses = Endpoint::start(|_| Reply::status(200));
+    let config = crate::common::file_config().table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "mode = \"socket\"",
+            "app_token_env = \"SLACK_APP_TOKEN\"",
+            &format!("api_url = {:?}", slack.api_url),
+            "allowed_users = [\"U0ALICE0001\"]",
+            "chats = { C0123ABCDEF = \"agent\" }",
+        ],
+    );
+    let app = App::new(config);
+    let daemon = app.serve_with_env(&[("SLACK_APP_TOKEN", APP_TOKEN)]);
+    // A message first: its commit stores the source's offset, which a click leaves as it is.
+    slack.push_event(json!({
+        "type": "event_callback", "event_id": "Ev1", "event_time": 1767225600,
+        "event": {"type": "message", "channel": "C0123ABCDEF", "user": "U0ALICE0001",
+                  "text": "hello", "ts": "1767225600.000100"},
+    }));
+    crate::common::wait_until("the message delivered", Duration::from_secs(15), || {
+        app.lines("out.jsonl").len() == 1
+    });
+    let mut click: Value = serde_json::from_str(
+        &std::fs::read_to_string("tests/fixtures/slack/block_actions.json").unwrap(),
+    )
+    .unwrap();
+    click["response_url"] = json!(format!("{}/actions/T0DEMOTEAM1/1", responses.url));
+    slack.push_interaction(click);
+    crate::common::wait_until("the click acknowledged", Duration::from_secs(15), || {
+        slack.all_acknowledged()
+    });
+    crate::common::wait_until("the click answered", Duration::from_secs(15), || {
+        !responses.calls().is_empty()
+    });
+    let answer = &responses.calls()[0].body;
+    assert_eq!(answer["response_type"], "ephemeral", "{answer}");
+    assert!(
+        answer["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{answer}"
+    );
+    daemon.stop();
+}
+
 /// Slack's Events API: url_verification answered, a signed message committed before the 200
 /// and delivered, Slack's retry of it (`X-Slack-Retry-Num`) a duplicate, a bad signature 401.
 #[test]
