@@ -34,7 +34,7 @@ const HOOK_SECRET: &str = "s3cret_hook-1";
 /// A source kind as the suite drives it: its settings and its platform's side. Message `n`
 /// is the same message each time it is handed over (its platform id comes from `n`).
 trait SourceUnderTest {
-    /// `[sources.src]` and what else the kind needs, added to `base`.
+    /// `[sources.bot]` and what else the kind needs, added to `base`.
     fn config(&self, base: Config) -> Config;
     /// The daemon's environment (secrets).
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -253,7 +253,7 @@ impl SourceUnderTest for Spool {
         let path = dir.join("spool.jsonl");
         *self.app_dir.lock().unwrap() = Some(path.clone());
         base.table(
-            "sources.src",
+            "sources.bot",
             &[
                 "kind = \"jsonl\"",
                 &format!("path = {:?}", path.display().to_string()),
@@ -307,25 +307,16 @@ fn telegram_message(n: u64, text: &str, stranger: bool) -> Value {
     })
 }
 
-fn telegram_table(fake: &FakeTelegram) -> Vec<String> {
-    vec![
-        "kind = \"telegram\"".into(),
-        "token_env = \"BOT_TOKEN\"".into(),
-        format!("api_url = {:?}", fake.url),
-        format!("allowed_users = [{ALICE}]"),
-        format!("chats = {{ \"{ALICE}\" = \"alice\" }}"),
-        "poll_timeout = \"1s\"".into(),
-        "typing = false".into(),
-    ]
-}
-
-fn lines(table: &[String]) -> Vec<&str> {
-    table.iter().map(String::as_str).collect()
+/// The Telegram source of both modes: Alice's chat feeds session `alice`.
+fn telegram_source(base: Config, fake: &FakeTelegram) -> Config {
+    let token = "token_env = \"BOT_TOKEN\"";
+    let chats = [(ALICE, "alice")];
+    base.telegram_source(&fake.url, token, &[ALICE], &chats, &["typing = false"])
 }
 
 impl SourceUnderTest for TelegramPoll {
     fn config(&self, base: Config) -> Config {
-        base.table("sources.src", &lines(&telegram_table(&self.fake)))
+        telegram_source(base, &self.fake)
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -404,7 +395,7 @@ impl Pusher {
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1/ingress/src", self.port)
+        format!("http://127.0.0.1:{}/v1/ingress/bot", self.port)
     }
 
     fn push_until_taken(
@@ -465,11 +456,9 @@ impl TelegramWebhook {
 
 impl SourceUnderTest for TelegramWebhook {
     fn config(&self, base: Config) -> Config {
-        self.pusher
-            .http(base)
-            .table("sources.src", &lines(&telegram_table(&self.fake)))
-            .set("sources.src", "mode = \"webhook\"")
-            .set("sources.src", "webhook_secret_env = \"HOOK_SECRET\"")
+        telegram_source(self.pusher.http(base), &self.fake)
+            .set("sources.bot", "mode = \"webhook\"")
+            .set("sources.bot", "webhook_secret_env = \"HOOK_SECRET\"")
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -539,7 +528,7 @@ impl SlackEvents {
 impl SourceUnderTest for SlackEvents {
     fn config(&self, base: Config) -> Config {
         self.pusher.http(base).table(
-            "sources.src",
+            "sources.bot",
             &[
                 "kind = \"slack\"",
                 "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
@@ -586,7 +575,7 @@ const APP_TOKEN: &str = "xapp-1-A0APP-conformance";
 impl SourceUnderTest for SlackSocket {
     fn config(&self, base: Config) -> Config {
         base.table(
-            "sources.src",
+            "sources.bot",
             &[
                 "kind = \"slack\"",
                 "mode = \"socket\"",
