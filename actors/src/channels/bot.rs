@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::time::Duration;
 
-use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use ::http::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::{Channel, ChannelKind, SettingError, UnknownOutcome};
@@ -79,12 +79,7 @@ impl<P: Platform> BotConfig<P> {
     /// token, for the HTTP client to scrub from its errors.
     pub fn authorization(&self, scheme: &str) -> Result<(HeaderMap, Secret), SettingError> {
         let token = self.token()?;
-        let mut value = HeaderValue::from_str(&format!("{scheme} {}", token.expose()))
-            .map_err(|_| SettingError::new("token", "holds characters an HTTP header cannot"))?;
-        value.set_sensitive(true);
-        let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, value);
-        Ok((headers, token))
+        Ok((http::authorization("token", scheme, &token)?, token))
     }
 
     /// The API's base URL, ending in `/` so a method joins under it.

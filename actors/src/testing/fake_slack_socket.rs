@@ -109,11 +109,6 @@ impl FakeSlackSocket {
         self.shared.lock().unwrap().refused_opens.clone()
     }
 
-    /// WebSocket connections accepted so far.
-    pub fn connections(&self) -> usize {
-        self.shared.lock().unwrap().connections
-    }
-
     /// Sends `disconnect` (`refresh_requested`) on the open connections, and closes them.
     pub fn disconnect(&self) {
         self.shared.lock().unwrap().generation += 1;

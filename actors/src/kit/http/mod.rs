@@ -383,6 +383,15 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
+/// `Authorization: <scheme> <token>` as headers, the value marked sensitive; the error names
+/// setting `key`, never the token.
+pub fn authorization(key: &str, scheme: &str, token: &Secret) -> Result<HeaderMap, SettingError> {
+    let mut value = HeaderValue::from_str(&format!("{scheme} {}", token.expose()))
+        .map_err(|_| SettingError::new(key, "holds characters an HTTP header cannot"))?;
+    value.set_sensitive(true);
+    Ok(HeaderMap::from_iter([(http::header::AUTHORIZATION, value)]))
+}
+
 /// Header settings as a `HeaderMap`, each value marked sensitive (never in a `Debug` print).
 /// The error names the header (`headers.NAME`), never its value.
 pub fn headers(map: &BTreeMap<String, Secret>) -> Result<HeaderMap, SettingError> {

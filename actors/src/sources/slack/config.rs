@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use ::http::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 
 use super::socket::SlackSocket;
 use super::{SlackEvents, SlackReader};
@@ -14,7 +13,7 @@ use crate::channels::slack::Config as BotConfig;
 use crate::kit::api::slack::{Slack, API_URL};
 use crate::kit::http::{self, HttpClient};
 use crate::kit::routing::{ChatPlatform, ChatRouting};
-use crate::kit::secret::{AppTokenSetting, SigningSecretSetting, TokenSetting};
+use crate::kit::secret::{AppTokenSetting, Secret, SigningSecretSetting, TokenSetting};
 use crate::channels::ChannelConfig;
 use crate::settings::SettingError;
 use crate::sources::{Held, Replies, SourceKind, SourceSpec};
@@ -88,10 +87,8 @@ impl Config {
         let open = api
             .join("apps.connections.open")
             .map_err(|e| SettingError::new("api_url", e.to_string()))?;
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose().trim()))
-            .map_err(|_| SettingError::new("app_token", "holds characters an HTTP header cannot"))?;
-        value.set_sensitive(true);
-        let headers = HeaderMap::from_iter([(AUTHORIZATION, value)]);
+        let token = Secret::new(token.expose().trim());
+        let headers = http::authorization("app_token", "Bearer", &token)?;
         let client = HttpClient::new(OPEN_TIMEOUT, headers, vec![token]);
         Ok(SlackSocket::new(SlackReader::new(self.clone()), open, client))
     }
