@@ -34,7 +34,7 @@ impl Status {
             stuck: engine.stuck_heads(STUCK_SHOWN)?,
             paused: engine.channel_penalties()?,
             held: engine.pauses()?,
-            unmatched: relayq_engine::sessions::unmatched(&*engine.database().read()?)?,
+            unmatched: engine.unmatched_sessions()?,
             now,
         })
     }

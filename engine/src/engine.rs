@@ -185,6 +185,21 @@ impl Engine {
     pub fn session(&self, key: &str) -> Result<Option<crate::sessions::SessionRecord>> {
         crate::sessions::get(&*self.db.read()?, key)
     }
+
+    /// The newest `limit` approvals, or only the open ones (see
+    /// [`approvals::list`](crate::approvals::list)).
+    pub fn approvals(
+        &self,
+        open_only: bool,
+        limit: u32,
+    ) -> Result<Vec<crate::approvals::Approval>> {
+        crate::approvals::list(&*self.db.read()?, open_only, limit)
+    }
+
+    /// Agent sessions no chat hears (see [`sessions::unmatched`](crate::sessions::unmatched)).
+    pub fn unmatched_sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
+        crate::sessions::unmatched(&*self.db.read()?)
+    }
 }
 
 /// An engine and its three queues (see [`Engine::queues`]): the one bundle of queue handles,

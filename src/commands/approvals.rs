@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use crate::operator::{answer_as, no_longer_open, operator};
 use crate::views::approval_json;
-use relayq_engine::approvals::{self, AnswerResult, Decision, Scope};
+use relayq_engine::approvals::{AnswerResult, Decision, Scope};
 
 use crate::commands::{open, open_existing};
 use crate::invocation::{CliError, Invocation};
@@ -54,7 +54,7 @@ pub fn run(ctx: &Invocation, command: ApprovalsCommand) -> Result<(), CliError> 
 
 fn list(ctx: &Invocation, all: bool, json: bool) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
-    let rows = approvals::list(&*store.engine.database().read()?, !all, 200)?;
+    let rows = store.engine.approvals(!all, 200)?;
     let empty = if all {
         "no approvals yet (an agent's permission question opens one when its chat can answer it)"
     } else {

@@ -3,7 +3,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use relayq_engine::approvals::{self, AnswerResult, Decision, Scope};
+use relayq_engine::approvals::{AnswerResult, Decision, Scope};
 use serde::Deserialize;
 
 use super::openapi::{ErrorBody, Refusals};
@@ -38,10 +38,8 @@ pub(super) async fn list(
     api: web::Data<Api>,
     query: web::Query<ApprovalListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let engine = api.relayq.store().engine.clone();
     let all = query.all;
-    let rows =
-        web::block(move || approvals::list(&*engine.database().read()?, !all, 200)).await??;
+    let rows = api.read(move |e| e.approvals(!all, 200)).await?;
     let rows: Vec<_> = rows.iter().map(approval_json).collect();
     Ok(HttpResponse::Ok().json(rows))
 }
