@@ -4,8 +4,6 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -13,7 +11,7 @@ use relayq_engine::QueueName;
 use serde_json::json;
 
 use crate::common::api::{free_port, send, Api};
-use crate::common::{wait_until, webhook_config, Endpoint, Reply};
+use crate::common::{wait_until, webhook_config, Gate};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -148,13 +146,8 @@ async fn wait_text(browser: &Client, css: &str, text: &str) {
 
 #[test]
 fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_delivered() {
-    let accept = Arc::new(AtomicBool::new(false));
-    let open = accept.clone();
-    let hook = Endpoint::start(move |_| match open.load(Ordering::SeqCst) {
-        true => Reply::status(200),
-        false => Reply::status(404),
-    });
-    let api = Api::start(webhook_config(&hook.url).set("daemon", "shutdown_grace = \"5s\""));
+    let gate = Gate::shut();
+    let api = Api::start(webhook_config(&gate.hook.url).set("daemon", "shutdown_grace = \"5s\""));
     let page = Page::open(&api);
     let (rt, browser) = (&page.runtime, &page.browser);
     assert_eq!(
@@ -178,7 +171,7 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     assert!(error.contains("404"), "the error is shown: {error}");
 
     // Retried from the page: delivered, gone from the dead letters, counted.
-    accept.store(true, Ordering::SeqCst);
+    gate.set_open(true);
     rt.block_on(click(browser, &format!("{row} button.retry")));
     api.app.wait_state(QueueName::Outbound, id, "delivered");
     rt.block_on(wait_text(browser, "#queue-outbound td.delivered", "1"));
@@ -189,10 +182,10 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     );
 
     // Another dead letter, left for the screenshot.
-    accept.store(false, Ordering::SeqCst);
+    gate.set_open(false);
     let refused = send(&api, "chat-2", "refused");
     api.app.wait_state(QueueName::Outbound, refused, "dead");
-    accept.store(true, Ordering::SeqCst);
+    gate.set_open(true);
 
     // Pausing the outbound queue from the page holds a new message until resumed.
     rt.block_on(click(browser, "#queue-outbound button.pause"));

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::common::api::{answer, failing_hook, free_port, send, Api};
 use crate::common::{
-    file_config, wait_until, webhook_config, App, Config, Endpoint, Reply, NOTICES,
+    file_config, wait_until, webhook_config, App, Config, Endpoint, Gate, Reply, NOTICES,
 };
 use relayq_engine::QueueName;
 
@@ -260,15 +260,8 @@ fn status_readyz_and_unknown_routes_answer_json() {
 
 #[test]
 fn dead_letters_over_http_are_listed_by_filter_a_page_at_a_time_retried_in_order_and_purged() {
-    let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let open = accept.clone();
-    let hook = Endpoint::start(
-        move |_| match open.load(std::sync::atomic::Ordering::SeqCst) {
-            true => Reply::status(200),
-            false => Reply::status(404),
-        },
-    );
-    let api = Api::start(webhook_config(&hook.url).set("daemon", "shutdown_grace = \"5s\""));
+    let gate = Gate::shut();
+    let api = Api::start(webhook_config(&gate.hook.url).set("daemon", "shutdown_grace = \"5s\""));
     let ids: Vec<i64> = ["one", "two", "three"]
         .iter()
         .map(|t| send(&api, "chat-42", t))
@@ -319,29 +312,16 @@ fn dead_letters_over_http_are_listed_by_filter_a_page_at_a_time_retried_in_order
     assert_eq!(api.app.engine().dead_rows(None).unwrap().len(), 4);
 
     // Retried by filter: delivered in their original order.
-    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    gate.set_open(true);
     let (status, retried) = answer(api.post(
         "/v1/dead/retry",
         &json!({"queue": "outbound", "key": "[\"hook\",\"chat-42\"]"}),
     ));
     assert_eq!((status, &retried["count"]), (200, &json!(3)), "{retried}");
-    for id in &ids {
-        api.app.wait_state(QueueName::Outbound, *id, "delivered");
-    }
-    let texts: Vec<_> = hook.texts(4);
-    assert_eq!(
-        texts,
-        ["one", "two", "three"],
-        "replayed in their original order"
-    );
+    gate.assert_delivered_in_order(&api.app, &ids, 4, &["one", "two", "three"]);
 
     // A row whose later message was delivered is refused 409 unless forced.
-    accept.store(false, std::sync::atomic::Ordering::SeqCst);
-    let early = send(&api, "chat-42", "early");
-    api.app.wait_state(QueueName::Outbound, early, "dead");
-    accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    let late = send(&api, "chat-42", "late");
-    api.app.wait_state(QueueName::Outbound, late, "delivered");
+    let early = gate.overtaken_dead_row(&api.app, |text| send(&api, "chat-42", text));
     let (status, refused) = answer(api.post("/v1/dead/retry", &json!({"ids": [early]})));
     assert_eq!(
         (status, &refused["error"]["code"]),

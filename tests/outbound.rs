@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::{
-    assert_usage_error, outbound_args, webhook_config, App, Config, Endpoint, Reply,
+    assert_usage_error, outbound_args, webhook_config, App, Config, Endpoint, Gate, Reply,
 };
 use serde_json::Value;
 
@@ -450,15 +450,8 @@ fn a_message_older_than_max_age_is_expired_or_sent_as_expire_action_says() {
 #[test]
 fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_force() {
     // Everything is refused until the endpoint is told to accept.
-    let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let open = accept.clone();
-    let hook = Endpoint::start(
-        move |_| match open.load(std::sync::atomic::Ordering::SeqCst) {
-            true => Reply::status(200),
-            false => Reply::status(404),
-        },
-    );
-    let app = App::new(config(&hook.url, "5s"));
+    let gate = Gate::shut();
+    let app = App::new(config(&gate.hook.url, "5s"));
     let daemon = app.serve();
     let ids: Vec<i64> = ["one", "two", "three"]
         .iter()
@@ -481,32 +474,13 @@ fn dead_rows_of_one_destination_replay_in_order_and_out_of_order_replay_needs_fo
     assert!(dry.contains("would purge 1 dead row(s)"), "{dry}");
     assert_eq!(app.engine().dead_rows(None).unwrap().len(), 4);
 
-    accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    app.ok(&[
-        "dead",
-        "retry",
-        "--queue",
-        "outbound",
-        "--key",
-        "[\"hook\",\"chat-42\"]",
-    ]);
-    for id in &ids {
-        wait_state(&app, *id, "delivered");
-    }
-    let texts: Vec<_> = hook.texts(4);
-    assert_eq!(
-        texts,
-        ["one", "two", "three"],
-        "replayed in their original order"
-    );
+    gate.set_open(true);
+    let key = "[\"hook\",\"chat-42\"]";
+    app.ok(&["dead", "retry", "--queue", "outbound", "--key", key]);
+    gate.assert_delivered_in_order(&app, &ids, 4, &["one", "two", "three"]);
 
     // A dead row whose later message was delivered is not replayed behind its back.
-    accept.store(false, std::sync::atomic::Ordering::SeqCst);
-    let early = send(&app, &["early"]);
-    wait_state(&app, early, "dead");
-    accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    let late = send(&app, &["late"]);
-    wait_state(&app, late, "delivered");
+    let early = gate.overtaken_dead_row(&app, |text| send(&app, &[text]));
     assert_usage_error(
         &app.run(&["dead", "retry", &early.to_string()]),
         "already delivered: replayed, it arrives after them; --force replays it anyway",

@@ -789,7 +789,7 @@ fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one()
     q.enqueue(&row("b", "b0")).unwrap();
     let db = f.engine.database();
     let run = |limit: usize| {
-        db.write(|tx| q.lease_run_in(tx, "a", q.now(), limit))
+        db.write(|tx| q.lease_run_in(tx, "a", q.now(), limit, false))
             .unwrap()
     };
 
@@ -975,7 +975,7 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
         .collect();
     let db = f.engine.database();
     let run = db
-        .write(|tx| q.lease_run_to_send_in(tx, "a", q.now(), 10))
+        .write(|tx| q.lease_run_in(tx, "a", q.now(), 10, true))
         .unwrap()
         .unwrap();
     assert_eq!(run.iter().map(|l| l.id).collect::<Vec<_>>(), ids);
@@ -999,7 +999,7 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
     // The plain run leaves marks alone.
     let plain = inbound(&f);
     let id = plain.enqueue(&row("b", "b0")).unwrap().id;
-    db.write(|tx| plain.lease_run_in(tx, "b", plain.now(), 10))
+    db.write(|tx| plain.lease_run_in(tx, "b", plain.now(), 10, false))
         .unwrap()
         .unwrap();
     assert_eq!(marks(id), None);

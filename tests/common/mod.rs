@@ -656,6 +656,51 @@ impl Endpoint {
     }
 }
 
+/// A webhook receiver that refuses every call (404, a permanent failure) until opened: rows
+/// sent while it is shut die, rows sent while it is open are delivered.
+pub struct Gate {
+    pub hook: Endpoint,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gate {
+    pub fn shut() -> Gate {
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = open.clone();
+        let hook = Endpoint::start(move |_| match seen.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Reply::status(200),
+            false => Reply::status(404),
+        });
+        Gate { hook, open }
+    }
+
+    pub fn set_open(&self, open: bool) {
+        self.open.store(open, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Waits for `ids` of the outbound queue to be delivered and checks that the receiver got
+    /// `texts` in that order, after its first `skip` calls.
+    pub fn assert_delivered_in_order(&self, app: &App, ids: &[i64], skip: usize, texts: &[&str]) {
+        for id in ids {
+            app.wait_state(relayq_engine::QueueName::Outbound, *id, "delivered");
+        }
+        assert_eq!(self.hook.texts(skip), texts, "replayed in their original order");
+    }
+
+    /// Makes a dead row that a later row to its destination overtook: `early` dies while the
+    /// gate is shut, `late` is delivered once it is open. Returns `early`'s id; the gate is
+    /// left open.
+    pub fn overtaken_dead_row(&self, app: &App, send: impl Fn(&str) -> i64) -> i64 {
+        self.set_open(false);
+        let early = send("early");
+        app.wait_state(relayq_engine::QueueName::Outbound, early, "dead");
+        self.set_open(true);
+        let late = send("late");
+        app.wait_state(relayq_engine::QueueName::Outbound, late, "delivered");
+        early
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.server.unblock();

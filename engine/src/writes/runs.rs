@@ -160,10 +160,7 @@ impl Write for RecordRun {
         let (next, for_agent) = match self.next {
             LeaseNext::Nothing => (None, ForAgent::default()),
             LeaseNext::Run { key, limit, mark } => {
-                let run = match mark {
-                    true => q.lease_run_to_send_in(tx, &key, now, limit)?,
-                    false => q.lease_run_in(tx, &key, now, limit)?,
-                };
+                let run = q.lease_run_in(tx, &key, now, limit, mark)?;
                 (Some(run), ForAgent::default())
             }
             LeaseNext::ForAgent { key, waits } => {
@@ -226,17 +223,14 @@ impl Write for RecordAnswer {
         let key = &self.answer.lease.key;
         let taken = match self.then {
             Then::LeaseRun { limit, mark } => {
-                let run = match mark {
-                    true => q.lease_run_to_send_in(tx, key, now, limit)?,
-                    false => q.lease_run_in(tx, key, now, limit)?,
-                };
+                let run = q.lease_run_in(tx, key, now, limit, mark)?;
                 Some(run.unwrap_or_default())
                     .filter(|run| !run.is_empty())
                     .map(Taken::Run)
             }
             // Leased and marked by one statement, as a run of one.
             Then::LeaseToSend { mark: true } => loop {
-                match q.lease_run_to_send_in(tx, key, now, 1)? {
+                match q.lease_run_in(tx, key, now, 1, true)? {
                     // It ended at its lease (expired, superseded): the next row is the head.
                     Ok(run) if run.is_empty() => continue,
                     Ok(run) => {
@@ -470,5 +464,5 @@ fn lease_for_agent(
         };
         return Ok((Err(head), ForAgent::default()));
     }
-    Ok((q.lease_run_to_send_in(tx, key, now, 1)?, how))
+    Ok((q.lease_run_in(tx, key, now, 1, true)?, how))
 }

@@ -180,39 +180,21 @@ impl Queue {
     /// Leases `key`'s rows in order, up to `limit`, stopping at the first one that is not due
     /// (or is leased by someone alive): a session worker delivers them one by one and records
     /// their answers together. When the head itself cannot be leased, says when to look again.
+    ///
+    /// `mark_started`: the rows are about to be sent one after the other without a write
+    /// between them, so each is marked send started as it is leased (see
+    /// [`mark_send_started_in`](Self::mark_send_started_in)), by the same statement. After a
+    /// crash every row of the run not yet recorded counts as a possible repeat, the ones never
+    /// sent included: only for channels whose far end tells repeats apart.
     pub fn lease_run_in(
         &self,
         tx: &Transaction<'_>,
         key: &str,
         now: i64,
         limit: usize,
+        mark_started: bool,
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
-        self.lease_key_run_in(tx, key, now, limit, None)
-    }
-
-    /// [`lease_run_in`](Self::lease_run_in) for rows about to be sent one after the other
-    /// without a write between them: each is marked send started as it is leased (see
-    /// [`mark_send_started_in`](Self::mark_send_started_in)), by the same statement. After a
-    /// crash every row of the run not yet recorded counts as a possible repeat, the ones never
-    /// sent included: only for channels whose far end tells repeats apart.
-    pub fn lease_run_to_send_in(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-        now: i64,
-        limit: usize,
-    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
-        self.lease_key_run_in(tx, key, now, limit, Some(now))
-    }
-
-    fn lease_key_run_in(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-        now: i64,
-        limit: usize,
-        started: Option<i64>,
-    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        let started = mark_started.then_some(now);
         let rows: Vec<(String, i64, Lease)> = tx
             .prepare_cached(KEY_RUN_SQL)?
             .query_map(
