@@ -80,7 +80,7 @@ pub enum Command {
     Approvals(commands::approvals::ApprovalsCommand),
     /// Record an agent CLI hook event (configure this as the agent's hook command)
     Hook {
-        #[arg(long, value_parser = commands::init::parse_agent)]
+        #[arg(long)]
         agent: Agent,
         /// The payload, when passed as an argument (Codex `notify`); read from stdin otherwise
         payload: Option<String>,

@@ -74,27 +74,14 @@ pub fn confirm_pasted_in(
     Ok(queue.confirm_in(tx, id, receipt, now)?.then_some(id))
 }
 
-/// The kinds of user message the spec allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum MessageType {
-    #[default]
-    Text,
-    Voice,
-    File,
-}
-
-impl std::str::FromStr for MessageType {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "text" => Ok(MessageType::Text),
-            "voice" => Ok(MessageType::Voice),
-            "file" => Ok(MessageType::File),
-            other => Err(EngineError::Invalid(format!(
-                "unknown message type '{other}': use text, voice or file"
-            ))),
-        }
+crate::words! {
+    /// The kinds of user message the spec allows.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    pub enum MessageType("message type") {
+        #[default]
+        Text = "text",
+        Voice = "voice",
+        File = "file",
     }
 }
 

@@ -31,6 +31,7 @@ pub mod sources;
 pub mod storage;
 pub mod transcript;
 pub mod trouble;
+pub mod words;
 pub mod writes;
 
 pub use storage::{clock, commit, db, pauses, penalties, policy, queue};

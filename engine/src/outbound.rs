@@ -10,30 +10,17 @@ use crate::queue::{Enqueued, NewRow};
 /// The name of the outbound queue.
 pub const QUEUE: crate::QueueName = crate::QueueName::Outbound;
 
-/// What part of an agent's reply a message is (the far end may render them differently).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// A complete answer, or a notice that stands alone.
-    #[default]
-    Final,
-    /// One block of a longer, streamed answer.
-    Block,
-    /// A tool call or its result.
-    Tool,
-}
-
-impl std::str::FromStr for Kind {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "final" => Ok(Kind::Final),
-            "block" => Ok(Kind::Block),
-            "tool" => Ok(Kind::Tool),
-            other => Err(EngineError::Invalid(format!(
-                "unknown kind '{other}': use final, block or tool"
-            ))),
-        }
+crate::words! {
+    /// What part of an agent's reply a message is (the far end may render them differently).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    pub enum Kind("kind") {
+        /// A complete answer, or a notice that stands alone.
+        #[default]
+        Final = "final",
+        /// One block of a longer, streamed answer.
+        Block = "block",
+        /// A tool call or its result.
+        Tool = "tool",
     }
 }
 

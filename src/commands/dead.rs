@@ -23,7 +23,7 @@ pub enum DeadCommand {
         #[arg(long)]
         json: bool,
         /// Only this queue (inbound, hooks, outbound)
-        #[arg(long, value_parser = parse_queue)]
+        #[arg(long)]
         queue: Option<relayq_engine::QueueName>,
         /// Only rows of this key (a session, or an outbound destination as the list shows it)
         #[arg(long, allow_hyphen_values = true)]
@@ -72,7 +72,7 @@ pub struct Selection {
     #[arg(long, group = "which")]
     pub all: bool,
     /// Only rows of this queue (inbound, hooks, outbound)
-    #[arg(long, group = "which", value_parser = parse_queue)]
+    #[arg(long, group = "which")]
     pub queue: Option<relayq_engine::QueueName>,
     /// Only rows of this key (a session, or an outbound destination as `dead list` shows it)
     #[arg(long, group = "which", allow_hyphen_values = true)]
@@ -83,12 +83,6 @@ pub struct Selection {
     /// Only rows that died longer ago than this (e.g. 1h, 2d)
     #[arg(long, group = "which", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub older_than: Option<Duration>,
-}
-
-/// A queue name, refused with the names there are.
-fn parse_queue(name: &str) -> Result<relayq_engine::QueueName, String> {
-    name.parse()
-        .map_err(|e: relayq_engine::EngineError| e.to_string())
 }
 
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {

@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use relayq_actors::wake::Waking;
 use relayq_engine::outbound::Kind;
-use relayq_engine::{EngineError, MessageType};
+use relayq_engine::MessageType;
 use std::io::Read;
 
 use relayq_engine::{
@@ -37,7 +37,7 @@ pub struct OutboundArgs {
     /// Answer this message of the destination (its platform id, e.g. a Telegram message_id)
     #[arg(long)]
     pub reply_to: Option<String>,
-    #[arg(long, default_value = "final", value_parser = parse_kind)]
+    #[arg(long, default_value = "final")]
     pub kind: Kind,
     /// Sent to the far end; a second enqueue with the same key on the channel is not written
     #[arg(long)]
@@ -69,7 +69,7 @@ pub struct InboundArgs {
     /// it becomes the session's origin, where `to = "origin"` notices go
     #[arg(long, allow_hyphen_values = true)]
     pub source_thread_id: Option<String>,
-    #[arg(long = "type", default_value = "text", value_parser = parse_type)]
+    #[arg(long = "type", default_value = "text")]
     pub message_type: MessageType,
     #[arg(long)]
     pub actor_id: Option<String>,
@@ -83,14 +83,6 @@ pub struct InboundArgs {
     pub json: bool,
     /// The message text, or - to read it from stdin
     pub text: String,
-}
-
-fn parse_kind(s: &str) -> Result<Kind, String> {
-    s.parse().map_err(|e: EngineError| e.to_string())
-}
-
-fn parse_type(s: &str) -> Result<MessageType, String> {
-    s.parse().map_err(|e: EngineError| e.to_string())
 }
 
 pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {

@@ -33,15 +33,11 @@ pub struct InitTelegramArgs {
     #[arg(long, default_value = "TELEGRAM_BOT_TOKEN")]
     pub token_env: String,
     /// The agent CLI whose hook snippet to print
-    #[arg(long, default_value = "claude", value_parser = parse_agent)]
+    #[arg(long, default_value = "claude")]
     pub agent: Agent,
     /// Replace the config file if it exists
     #[arg(long)]
     pub force: bool,
-}
-
-pub(crate) fn parse_agent(s: &str) -> Result<Agent, String> {
-    s.parse()
 }
 
 /// Where `init` writes: `--config`, else `$RELAYQ_CONFIG`, else the per-user file (which every

@@ -47,9 +47,9 @@ pub(super) async fn record(
     req: HttpRequest,
     Raw(input): Raw,
 ) -> Result<HttpResponse, ApiError> {
-    let agent: Agent = agent
-        .parse()
-        .map_err(|e: String| ApiError::not_found(e).with_field("agent"))?;
+    let agent: Agent = agent.parse().map_err(|e: relayq_engine::EngineError| {
+        ApiError::not_found(e.to_string()).with_field("agent")
+    })?;
     let q: HookQuery = body::query(&req)?;
     let session = q.session.filter(|s| !s.trim().is_empty());
     let input = String::from_utf8_lossy(&input);

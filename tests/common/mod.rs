@@ -667,10 +667,12 @@ impl Gate {
     pub fn shut() -> Gate {
         let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = open.clone();
-        let hook = Endpoint::start(move |_| match seen.load(std::sync::atomic::Ordering::SeqCst) {
-            true => Reply::status(200),
-            false => Reply::status(404),
-        });
+        let hook = Endpoint::start(
+            move |_| match seen.load(std::sync::atomic::Ordering::SeqCst) {
+                true => Reply::status(200),
+                false => Reply::status(404),
+            },
+        );
         Gate { hook, open }
     }
 
@@ -684,7 +686,11 @@ impl Gate {
         for id in ids {
             app.wait_state(relayq_engine::QueueName::Outbound, *id, "delivered");
         }
-        assert_eq!(self.hook.texts(skip), texts, "replayed in their original order");
+        assert_eq!(
+            self.hook.texts(skip),
+            texts,
+            "replayed in their original order"
+        );
     }
 
     /// Makes a dead row that a later row to its destination overtook: `early` dies while the

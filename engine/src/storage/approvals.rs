@@ -22,62 +22,42 @@ const NEW_ID_SQL: &str = "SELECT randomblob(:n)";
 /// another host) can never answer a newer question.
 const ID_LEN: usize = 6;
 
-/// Where an approval is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// The agent waits for the answer.
-    Asked,
-    Allowed,
-    Denied,
-    /// No answer in time: the agent is told no.
-    Expired,
-    /// The agent stopped asking (answered in its terminal, its turn or session ended).
-    Withdrawn,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Asked => "asked",
-            State::Allowed => "allowed",
-            State::Denied => "denied",
-            State::Expired => "expired",
-            State::Withdrawn => "withdrawn",
-        }
-    }
-
-    fn parse(text: &str) -> Option<State> {
-        Some(match text {
-            "asked" => State::Asked,
-            "allowed" => State::Allowed,
-            "denied" => State::Denied,
-            "expired" => State::Expired,
-            "withdrawn" => State::Withdrawn,
-            _ => return None,
-        })
+crate::words! {
+    /// Where an approval is in its life.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum State("approval state") {
+        /// The agent waits for the answer.
+        Asked = "asked",
+        Allowed = "allowed",
+        Denied = "denied",
+        /// No answer in time: the agent is told no.
+        Expired = "expired",
+        /// The agent stopped asking (answered in its terminal, its turn or session ended).
+        Withdrawn = "withdrawn",
     }
 }
 
-/// How the answer reaches the agent (see `docs/agent-approvals.md` for why, per agent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Means {
-    /// A `relayq hook` process waits and prints the agent's decision output (Claude Code,
-    /// Codex: their `PermissionRequest` hook).
-    Hook,
-    /// The dialog's keys, pressed by the daemon into the agent's pane (Gemini CLI).
-    Keys,
+crate::words! {
+    /// How the answer reaches the agent (see `docs/agent-approvals.md` for why, per agent).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Means("means") {
+        /// A `relayq hook` process waits and prints the agent's decision output (Claude Code,
+        /// Codex: their `PermissionRequest` hook).
+        Hook = "hook",
+        /// The dialog's keys, pressed by the daemon into the agent's pane (Gemini CLI).
+        Keys = "keys",
+    }
 }
 
-/// For how long an allow holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// This one call.
-    Once,
-    /// This call and the like for the rest of the agent's session (the agent's own option).
-    Session,
+crate::words! {
+    /// For how long an allow holds.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Scope("scope") {
+        /// This one call.
+        Once = "once",
+        /// This call and the like for the rest of the agent's session (the agent's own option).
+        Session = "session",
+    }
 }
 
 /// What an answer says.
@@ -186,60 +166,23 @@ const COLUMNS: &str = "id, session, agent, tool, action, means, waiter_pid, sess
      answered_by_id, answered_via, answered_at, note, reached_at, told_at, pressed_at, unreached";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
-    let text = |i: usize| r.get::<_, Option<String>>(i);
-    let invalid = |i: usize, what: &str| {
-        rusqlite::Error::FromSqlConversionFailure(
-            i,
-            rusqlite::types::Type::Text,
-            format!("not an approval {what}").into(),
-        )
-    };
-    let agent: String = r.get(2)?;
-    let means: String = r.get(5)?;
-    let state: String = r.get(14)?;
-    let rules: Option<String> = text(7)?;
-    let origin = match (text(8)?, text(9)?) {
+    let rules: Option<String> = r.get("session_rules")?;
+    let origin = match (r.get("origin")?, r.get("chat")?) {
         (Some(origin), Some(chat)) => Some(Origin {
             origin,
             chat,
-            thread: text(10)?,
+            thread: r.get("thread")?,
         }),
         _ => None,
     };
-    Ok(Approval {
-        id: r.get(0)?,
-        session: r.get(1)?,
-        agent: agent.parse().map_err(|_| invalid(2, "agent"))?,
-        tool: text(3)?,
-        action: r.get(4)?,
-        means: match means.as_str() {
-            "hook" => Means::Hook,
-            "keys" => Means::Keys,
-            _ => return Err(invalid(5, "means")),
-        },
-        waiter_pid: r.get(6)?,
+    Ok(from_columns! { r => Approval {
+        id, session, agent, tool, action, means, waiter_pid, question_row, asked_at, expires_at,
+        state, scope, answered_by, answered_by_id, answered_via, answered_at, note, reached_at,
+        told_at, pressed_at, unreached;
         for_session: rules.is_some(),
         session_rules: rules.and_then(|r| serde_json::from_str(&r).ok()),
         origin,
-        question_row: r.get(11)?,
-        asked_at: r.get(12)?,
-        expires_at: r.get(13)?,
-        state: State::parse(&state).ok_or_else(|| invalid(14, "state"))?,
-        scope: match text(15)?.as_deref() {
-            Some("once") => Some(Scope::Once),
-            Some("session") => Some(Scope::Session),
-            _ => None,
-        },
-        answered_by: text(16)?,
-        answered_by_id: text(17)?,
-        answered_via: text(18)?,
-        answered_at: r.get(19)?,
-        note: text(20)?,
-        reached_at: r.get(21)?,
-        told_at: r.get(22)?,
-        pressed_at: r.get(23)?,
-        unreached: text(24)?,
-    })
+    } })
 }
 
 /// Records the question, `asked`, under a new random id.
@@ -264,10 +207,10 @@ pub fn ask_in(tx: &Transaction<'_>, ask: &Ask, now: i64) -> Result<Approval> {
             .execute(named_params! {
                 ":id": id,
                 ":session": ask.session,
-                ":agent": ask.agent.as_str(),
+                ":agent": ask.agent,
                 ":tool": ask.tool,
                 ":action": ask.action,
-                ":means": match ask.means { Means::Hook => "hook", Means::Keys => "keys" },
+                ":means": ask.means,
                 ":waiter_pid": ask.waiter_pid,
                 ":session_rules": rules,
                 ":origin": origin,

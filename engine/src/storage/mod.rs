@@ -11,6 +11,16 @@
 //! - [`approvals`]: agents' permission questions and their answers.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
 
+/// Reads a struct from a row by column name: `from_columns! { row => Lease { id, key, .. } }`
+/// reads each field from the column of its name (alias a column in the `SELECT` to match).
+/// By name, so a reordered column list cannot shift values into the wrong fields; fields
+/// that are not plain columns follow as `field: value`.
+macro_rules! from_columns {
+    ($row:ident => $ty:ident { $($field:ident),* $(,)? $(; $($other:ident $(: $value:expr)?),* $(,)?)? }) => {
+        $ty { $($field: $row.get(stringify!($field))?,)* $($($other $(: $value)?,)*)? }
+    };
+}
+
 pub mod approvals;
 pub(crate) mod checkpoint;
 pub mod clock;

@@ -40,12 +40,10 @@ pub fn resume_in(tx: &Transaction<'_>, queue: QueueName, key: Option<&str>) -> R
 /// Every pause, by queue then key (a queue's own pause first).
 pub fn all(conn: &Connection) -> Result<Vec<Pause>> {
     query_all(conn, ALL_SQL, [], |r| {
-        let key: String = r.get(1)?;
-        Ok(Pause {
-            queue: r.get(0)?,
-            key: Some(key).filter(|k| !k.is_empty()),
-            paused_at: r.get(2)?,
-        })
+        let key: String = r.get("key")?;
+        Ok(
+            from_columns! { r => Pause { queue, paused_at; key: Some(key).filter(|k| !k.is_empty()) } },
+        )
     })
 }
 

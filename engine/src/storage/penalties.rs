@@ -37,11 +37,7 @@ pub fn set_in(tx: &Transaction<'_>, channel: &str, until: i64, reason: &str) -> 
 /// Every penalty still running at `now`.
 pub fn running(conn: &Connection, now: i64) -> Result<Vec<Penalty>> {
     query_all(conn, RUNNING_SQL, named_params! {":now": now}, |r| {
-        Ok(Penalty {
-            channel: r.get(0)?,
-            until: r.get(1)?,
-            reason: r.get(2)?,
-        })
+        Ok(from_columns! { r => Penalty { channel, until, reason } })
     })
 }
 

@@ -9,76 +9,30 @@ use serde::{Deserialize, Serialize};
 use crate::db::query_all;
 use crate::error::Result;
 
-/// The agent CLIs relayq understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Agent {
-    Claude,
-    Codex,
-    Gemini,
-}
-
-impl Agent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-        }
+crate::words! {
+    /// The agent CLIs relayq understands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Agent("agent") {
+        Claude = "claude",
+        Codex = "codex",
+        Gemini = "gemini",
     }
 }
 
-impl std::str::FromStr for Agent {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "claude" => Ok(Agent::Claude),
-            "codex" => Ok(Agent::Codex),
-            "gemini" => Ok(Agent::Gemini),
-            other => Err(format!(
-                "unknown agent '{other}': use claude, codex or gemini"
-            )),
-        }
-    }
-}
-
-/// What the agent is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentState {
-    /// Running in its pane, not reported yet.
-    Starting,
-    /// At its prompt: the next message may be pasted.
-    Ready,
-    /// A turn runs.
-    Working,
-    /// A dialog asks the person (a tool's permission): nothing may be typed.
-    AwaitingApproval,
-    /// The session ended, or its pane is gone or runs something else.
-    Gone,
-}
-
-impl AgentState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentState::Starting => "starting",
-            AgentState::Ready => "ready",
-            AgentState::Working => "working",
-            AgentState::AwaitingApproval => "awaiting_approval",
-            AgentState::Gone => "gone",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            AgentState::Starting,
-            AgentState::Ready,
-            AgentState::Working,
-            AgentState::AwaitingApproval,
-            AgentState::Gone,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == s)
+crate::words! {
+    /// What the agent is doing.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum AgentState("agent state") {
+        /// Running in its pane, not reported yet.
+        Starting = "starting",
+        /// At its prompt: the next message may be pasted.
+        Ready = "ready",
+        /// A turn runs.
+        Working = "working",
+        /// A dialog asks the person (a tool's permission): nothing may be typed.
+        AwaitingApproval = "awaiting_approval",
+        /// The session ended, or its pane is gone or runs something else.
+        Gone = "gone",
     }
 }
 
@@ -136,36 +90,18 @@ const COLUMNS: &str = "key, agent, native_session_id, cwd, transcript_path, stat
 const FROM: &str = "sessions LEFT JOIN session_origins o ON o.session = sessions.key";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
-    Ok(SessionRecord {
-        key: r.get(0)?,
-        agent: r.get(1)?,
-        native_session_id: r.get(2)?,
-        cwd: r.get(3)?,
-        transcript_path: r.get(4)?,
-        state: r.get(5)?,
-        started_at: r.get(6)?,
-        ended_at: r.get(7)?,
-        last_activity_at: r.get(8)?,
-        last_user_input: r.get(9)?,
-        current_turn: r.get(10)?,
-        turn_running: r.get(11)?,
-        last_assistant_message: r.get(12)?,
-        agent_state: r
-            .get::<_, Option<String>>(16)?
-            .as_deref()
-            .and_then(AgentState::parse),
-        agent_state_since: r.get(17)?,
-        agent_hooks: r.get(18)?,
-        pane: r.get(19)?,
-        origin: match r.get::<_, Option<String>>(13)? {
-            Some(origin) => Some(Origin {
-                origin,
-                chat: r.get(14)?,
-                thread: r.get(15)?,
-            }),
-            None => None,
-        },
-    })
+    let agent_state: Option<String> = r.get("agent_state")?;
+    let origin = match r.get::<_, Option<String>>("origin")? {
+        Some(_) => Some(from_columns! { r => Origin { origin, chat, thread } }),
+        None => None,
+    };
+    Ok(from_columns! { r => SessionRecord {
+        key, agent, native_session_id, cwd, transcript_path, state, started_at, ended_at,
+        last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
+        agent_state_since, agent_hooks, pane;
+        agent_state: agent_state.as_deref().and_then(AgentState::parse),
+        origin,
+    } })
 }
 
 /// What an agent's event says of its session: who it is, where it runs.
@@ -350,11 +286,7 @@ pub fn origin(conn: &Connection, key: &str) -> Result<Option<Origin>> {
     Ok(conn
         .prepare_cached(ORIGIN_SQL)?
         .query_row(named_params! {":key": key}, |r| {
-            Ok(Origin {
-                origin: r.get(0)?,
-                chat: r.get(1)?,
-                thread: r.get(2)?,
-            })
+            Ok(from_columns! { r => Origin { origin, chat, thread } })
         })
         .optional()?)
 }

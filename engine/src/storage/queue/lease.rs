@@ -98,10 +98,11 @@ pub const DUE_RUNS_SQL: &str = "WITH active AS (
      WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
      ORDER BY a.id LIMIT :limit";
 
-/// The columns a `Lease` is read from, in `lease_from_row`'s order.
+/// The columns a `Lease` is read from, by name.
 macro_rules! lease_columns {
     () => {
-        "id, key, payload, attempts, lease_token, lease_expires_at, created_at, send_started"
+        "id, key, payload, attempts, lease_token AS token, COALESCE(lease_expires_at, 0) AS expires_at,
+         created_at, send_started"
     };
 }
 
@@ -138,16 +139,9 @@ const LEASE_OF_SQL: &str = concat!(
 );
 
 fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
-    Ok(Lease {
-        id: r.get(0)?,
-        key: r.get(1)?,
-        payload: r.get(2)?,
-        attempts: r.get(3)?,
-        token: r.get(4)?,
-        expires_at: r.get(5)?,
-        created_at: r.get(6)?,
-        send_started: r.get(7)?,
-    })
+    Ok(from_columns! { r => Lease {
+        id, key, payload, attempts, token, expires_at, created_at, send_started,
+    } })
 }
 
 impl Queue {
@@ -201,18 +195,9 @@ impl Queue {
                 named_params! {":queue": self.name, ":key": key, ":limit": limit as i64},
                 |r| {
                     Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        Lease {
-                            id: r.get(2)?,
-                            key: r.get(3)?,
-                            payload: r.get(4)?,
-                            attempts: r.get(5)?,
-                            token: r.get(6)?,
-                            expires_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
-                            created_at: r.get(8)?,
-                            send_started: r.get(9)?,
-                        },
+                        r.get("state")?,
+                        r.get("next_attempt_at")?,
+                        lease_from_row(r)?,
                     ))
                 },
             )?

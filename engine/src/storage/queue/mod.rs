@@ -23,7 +23,7 @@ use rusqlite::{named_params, OptionalExtension, Transaction};
 
 use crate::clock::Clock;
 use crate::db::Database;
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::policy::QueuePolicy;
 
 /// Moves a leased row to a terminal state; fenced.
@@ -43,70 +43,24 @@ pub use read::{
 pub use upkeep::PRUNE_SQL;
 pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};
 
-/// The queues relayq keeps, by the name each row stores in its `queue` column.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum QueueName {
-    /// Chat messages for agent sessions, keyed by session.
-    Inbound,
-    /// Agent hook events, keyed by session.
-    Hooks,
-    /// Messages for chat platforms and webhooks, keyed by channel and destination.
-    Outbound,
-}
-
-impl QueueName {
-    pub const ALL: [QueueName; 3] = [QueueName::Inbound, QueueName::Hooks, QueueName::Outbound];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueName::Inbound => "inbound",
-            QueueName::Hooks => "hooks",
-            QueueName::Outbound => "outbound",
-        }
-    }
-}
-
-impl std::fmt::Display for QueueName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl std::str::FromStr for QueueName {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self> {
-        QueueName::ALL
-            .into_iter()
-            .find(|q| q.as_str() == s)
-            .ok_or_else(|| {
-                EngineError::Invalid(format!(
-                    "unknown queue '{s}': use inbound, hooks or outbound"
-                ))
-            })
+crate::words! {
+    /// The queues relayq keeps, by the name each row stores in its `queue` column.
+    #[derive(
+        Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    )]
+    pub enum QueueName("queue") {
+        /// Chat messages for agent sessions, keyed by session.
+        Inbound = "inbound",
+        /// Agent hook events, keyed by session.
+        Hooks = "hooks",
+        /// Messages for chat platforms and webhooks, keyed by channel and destination.
+        Outbound = "outbound",
     }
 }
 
 impl PartialEq<&str> for QueueName {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl rusqlite::ToSql for QueueName {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl rusqlite::types::FromSql for QueueName {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        value
-            .as_str()?
-            .parse()
-            .map_err(|e: EngineError| rusqlite::types::FromSqlError::Other(e.into()))
     }
 }
 

@@ -92,13 +92,7 @@ impl Queue {
         let state = conn
             .prepare_cached(STATE_OF_SQL)?
             .query_row(named_params! {":id": id, ":queue": self.name}, |r| {
-                Ok(RowState {
-                    state: r.get(0)?,
-                    attempts: r.get(1)?,
-                    next_attempt_at: r.get(2)?,
-                    last_error: r.get(3)?,
-                    reason: r.get(4)?,
-                })
+                Ok(from_columns! { r => RowState { state, attempts, next_attempt_at, last_error, reason } })
             })
             .optional()?;
         Ok(state)
@@ -140,7 +134,7 @@ pub struct RowDetail {
     pub send_started: Option<i64>,
 }
 
-/// The columns a `RowDetail` is read from, in `detail_from_row`'s order.
+/// The columns a `RowDetail` is read from, by name.
 macro_rules! detail_columns {
     () => {
         "id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
@@ -161,7 +155,7 @@ const DELIVERED_AFTER_SQL: &str = "SELECT COUNT(*) FROM queue_rows
      WHERE queue = :queue AND key = :key AND id > :id AND state = 'delivered'";
 
 /// Row counts per queue, state and reason.
-const COUNTS_SQL: &str = "SELECT queue, state, reason, COUNT(*) FROM queue_rows
+const COUNTS_SQL: &str = "SELECT queue, state, reason, COUNT(*) AS count FROM queue_rows
      GROUP BY queue, state, reason ORDER BY queue, state, reason";
 
 /// The oldest pending or leased row of each queue.
@@ -228,24 +222,10 @@ const STUCK_HEADS_SQL: &str = concat!(
 );
 
 fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
-    Ok(RowDetail {
-        id: r.get(0)?,
-        queue: r.get(1)?,
-        key: r.get(2)?,
-        state: r.get(3)?,
-        attempts: r.get(4)?,
-        created_at: r.get(5)?,
-        next_attempt_at: r.get(6)?,
-        lease_owner: r.get(7)?,
-        lease_expires_at: r.get(8)?,
-        last_error: r.get(9)?,
-        finished_at: r.get(10)?,
-        reason: r.get(11)?,
-        payload: r.get(12)?,
-        receipt: r.get(13)?,
-        took_ms: r.get(14)?,
-        send_started: r.get(15)?,
-    })
+    Ok(from_columns! { r => RowDetail {
+        id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
+        lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms, send_started,
+    } })
 }
 
 /// One row, whatever its queue and state.
@@ -332,23 +312,14 @@ pub(crate) fn delivered_after(conn: &rusqlite::Connection, row: &RowDetail) -> R
 /// Row counts per queue, state and (for finished rows) reason.
 pub(crate) fn counts(conn: &rusqlite::Connection) -> Result<Vec<StateCount>> {
     query_all(conn, COUNTS_SQL, [], |r| {
-        Ok(StateCount {
-            queue: r.get(0)?,
-            state: r.get(1)?,
-            reason: r.get(2)?,
-            count: r.get(3)?,
-        })
+        Ok(from_columns! { r => StateCount { queue, state, reason, count } })
     })
 }
 
 /// The oldest unfinished row of each queue.
 pub(crate) fn oldest_pending(conn: &rusqlite::Connection) -> Result<Vec<OldestPending>> {
     query_all(conn, OLDEST_PENDING_SQL, [], |r| {
-        Ok(OldestPending {
-            queue: r.get(0)?,
-            id: r.get(1)?,
-            created_at: r.get(2)?,
-        })
+        Ok(from_columns! { r => OldestPending { queue, id, created_at } })
     })
 }
 
@@ -358,8 +329,9 @@ const LANES_SQL: &str = "WITH active AS (
        SELECT queue, key, COUNT(*) AS rows, SUM(state = 'leased') AS leased, MIN(id) AS head
        FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue, key
      )
-     SELECT a.queue, a.key, a.rows, a.leased, h.id, h.attempts, h.next_attempt_at,
-            h.last_error, h.created_at
+     SELECT a.queue, a.key, a.rows, a.leased, h.id AS head_id, h.attempts AS head_attempts,
+            h.next_attempt_at AS head_next_attempt_at, h.last_error AS head_last_error,
+            h.created_at AS head_created_at
      FROM active a JOIN queue_rows h ON h.id = a.head
      ORDER BY a.head LIMIT :limit";
 
@@ -409,17 +381,10 @@ impl Lane {
 pub(crate) fn lanes(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<Lane>> {
     let limit = limit as i64;
     query_all(conn, LANES_SQL, named_params! {":limit": limit}, |r| {
-        Ok(Lane {
-            queue: r.get(0)?,
-            key: r.get(1)?,
-            rows: r.get(2)?,
-            leased: r.get(3)?,
-            head_id: r.get(4)?,
-            head_attempts: r.get(5)?,
-            head_next_attempt_at: r.get(6)?,
-            head_last_error: r.get(7)?,
-            head_created_at: r.get(8)?,
-        })
+        Ok(from_columns! { r => Lane {
+            queue, key, rows, leased, head_id, head_attempts, head_next_attempt_at,
+            head_last_error, head_created_at,
+        } })
     })
 }
 
