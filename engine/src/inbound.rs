@@ -76,13 +76,8 @@ pub fn confirm_pasted_in(
 
 crate::words! {
     /// The kinds of user message the spec allows.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-    pub enum MessageType("message type") {
-        #[default]
-        Text = "text",
-        Voice = "voice",
-        File = "file",
-    }
+    #[derive(Default)]
+    pub enum MessageType("message type") { #[default] Text = "text", Voice = "voice", File = "file" }
 }
 
 /// A user message on its way to an agent session.

@@ -12,7 +12,7 @@ pub const QUEUE: crate::QueueName = crate::QueueName::Outbound;
 
 crate::words! {
     /// What part of an agent's reply a message is (the far end may render them differently).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[derive(Default)]
     pub enum Kind("kind") {
         /// A complete answer, or a notice that stands alone.
         #[default]

@@ -20,8 +20,9 @@ pub fn unknown(what: &str, word: &str, words: &[&str]) -> EngineError {
     EngineError::Invalid(format!("unknown {what} '{word}': use {}", one_of(words)))
 }
 
-/// Declares an enum of words: `words! { #[derive(..)] pub enum Name("what it is") { Variant
-/// = "word", .. } }`. The derives must include serde's; each variant is renamed to its word.
+/// Declares an enum of words: `words! { pub enum Name("what it is") { Variant = "word", .. } }`.
+/// It derives what every word enum has (a copyable value, compared, hashed, serialised as its
+/// word); further derives go above `pub enum`.
 #[macro_export]
 macro_rules! words {
     (
@@ -31,6 +32,7 @@ macro_rules! words {
         }
     ) => {
         $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         pub enum $name {
             $( $(#[$vmeta])* #[serde(rename = $word)] $variant ),+
         }

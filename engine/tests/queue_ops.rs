@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use relayq_engine::queue::GiveBack;
 use relayq_engine::{
     Database, DbConfig, Engine, Head, ManualClock, NewRow, Queue, QueuePolicy, Retried,
 };
@@ -940,7 +941,13 @@ fn a_row_marked_started_but_given_back_unsent_keeps_the_mark_its_lease_found() {
         db.write(|tx| {
             assert!(q.mark_send_started_in(tx, l, q.now())?);
             assert!(q.restore_send_started_in(tx, l)?);
-            q.defer_in(tx, std::slice::from_ref(l), Duration::ZERO, q.now())
+            q.give_back_in(
+                tx,
+                std::slice::from_ref(l),
+                Duration::ZERO,
+                GiveBack::KeepMarks,
+                q.now(),
+            )
         })
         .unwrap()
     };

@@ -7,7 +7,7 @@ use relayq_engine::approvals::{AnswerResult, Decision, Scope};
 use serde::Deserialize;
 
 use super::openapi::{ErrorBody, Refusals};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 use crate::operator::{no_longer_open, operator};
 use crate::views::approval_json;
 use relayq_engine::writes::approvals::AnswerApproval;
@@ -34,10 +34,7 @@ pub(super) struct ApprovalListQuery {
     responses((status = 200, description = "As `relayq approvals list --json`", body = Vec<Object>), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn list(
-    api: web::Data<Api>,
-    query: web::Query<ApprovalListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn list(api: web::Data<Api>, query: web::Query<ApprovalListQuery>) -> Answer {
     let all = query.all;
     let rows = api.read(move |e| e.approvals(!all, 200)).await?;
     let rows: Vec<_> = rows.iter().map(approval_json).collect();
@@ -67,7 +64,7 @@ pub(super) async fn allow(
     api: web::Data<Api>,
     id: web::Path<String>,
     query: web::Query<AllowQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let scope = if query.session {
         Scope::Session
     } else {
@@ -88,18 +85,11 @@ pub(super) async fn allow(
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn deny(
-    api: web::Data<Api>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn deny(api: web::Data<Api>, id: web::Path<String>) -> Answer {
     answer(api, id.into_inner(), Decision::Deny).await
 }
 
-async fn answer(
-    api: web::Data<Api>,
-    id: String,
-    decision: Decision,
-) -> Result<HttpResponse, ApiError> {
+async fn answer(api: web::Data<Api>, id: String, decision: Decision) -> Answer {
     // Through the daemon's group commit, as every write of the daemon's.
     let answer = AnswerApproval {
         id: id.clone(),

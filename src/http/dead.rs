@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::body::{self, Body};
 use super::openapi::{BodyRefusals, Bulk, ErrorBody, Refusals};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 use crate::dead_letters::{self, DeadError, DeadFilter};
 use utoipa::{IntoParams, ToSchema};
 
@@ -107,7 +107,7 @@ impl BulkRequest {
     responses((status = 200, description = "A page of dead letters, oldest first: `rows`, `total`, `next_after`", body = Object), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Answer {
     let q: DeadListQuery = body::query(&req)?;
     if !(1..=MAX_PAGE).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_PAGE}")).with_field("limit"));
@@ -140,10 +140,7 @@ pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Result<HttpRe
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn retry(
-    api: web::Data<Api>,
-    Body(r): Body<BulkRequest>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn retry(api: web::Data<Api>, Body(r): Body<BulkRequest>) -> Answer {
     let filter = r.filter()?;
     let engine = api.relayq.store().engine.clone();
     let (dry_run, force) = (r.dry_run, r.force);
@@ -184,10 +181,7 @@ pub(super) async fn retry(
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn purge(
-    api: web::Data<Api>,
-    Body(r): Body<BulkRequest>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn purge(api: web::Data<Api>, Body(r): Body<BulkRequest>) -> Answer {
     let filter = r.filter()?;
     let engine = api.relayq.store().engine.clone();
     let dry_run = r.dry_run;

@@ -9,6 +9,9 @@ use relayq_actors::ActorError;
 use relayq_engine::EngineError;
 use serde_json::json;
 
+/// What a handler answers: its response, or the error the client is told.
+pub type Answer = Result<HttpResponse, ApiError>;
+
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::body::{self, Raw};
 use super::openapi::{BodyRefusals, ErrorBody, Refusals};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 use utoipa::IntoParams;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -46,7 +46,7 @@ pub(super) async fn record(
     agent: web::Path<String>,
     req: HttpRequest,
     Raw(input): Raw,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let agent: Agent = agent.parse().map_err(|e: relayq_engine::EngineError| {
         ApiError::not_found(e.to_string()).with_field("agent")
     })?;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::body::PushBody;
 use super::openapi::{BodyRefusals, ErrorBody};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 
 /// Where pushes come in; the token does not apply under it (the source checks the platform's
 /// own proof).
@@ -42,7 +42,7 @@ pub(super) async fn ingress(
     name: web::Path<String>,
     req: HttpRequest,
     PushBody(body): PushBody,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let Some(source) = api.relayq.push_source(&name) else {
         return Err(ApiError::not_found(format!(
             "no source {name:?} takes pushes (a [sources.NAME] in webhook mode)"

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openapi::Refusals;
-use super::{body, Api, ApiError};
+use super::{body, Answer, Api, ApiError};
 use crate::output::with_times;
 use utoipa::IntoParams;
 
@@ -40,7 +40,7 @@ fn default_limit() -> usize {
     responses((status = 200, description = "Every session and destination with unfinished rows, and its `state`", body = Vec<Object>), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn lanes(api: web::Data<Api>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+pub(super) async fn lanes(api: web::Data<Api>, req: HttpRequest) -> Answer {
     let q: LanesQuery = body::query(&req)?;
     if !(1..=MAX_LANES).contains(&q.limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_LANES}")).with_field("limit"));

@@ -15,7 +15,7 @@ use relayq_actors::metrics::ChannelLabel;
 use relayq_engine::{Engine, EngineError, QueueName};
 
 use super::openapi::Refusals;
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/metrics", web::get().to(metrics));
@@ -66,10 +66,7 @@ fn read(engine: &Engine) -> Result<Stored, EngineError> {
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn metrics(
-    api: web::Data<Api>,
-    req: actix_web::HttpRequest,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn metrics(api: web::Data<Api>, req: actix_web::HttpRequest) -> Answer {
     let stored = api.read(read).await?;
     let mut registry = Registry::with_prefix("relayq");
     api.relayq.store().metrics.register(&mut registry);

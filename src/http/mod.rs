@@ -52,7 +52,7 @@ use actix_web::{middleware, web, App, HttpServer};
 use relayq_actors::RelayqHandle;
 
 pub use config::HttpConfig;
-pub use error::ApiError;
+pub use error::{Answer, ApiError};
 
 /// What every request handler reaches.
 #[derive(Clone)]

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::body::Body;
 use super::openapi::{BodyRefusals, Refusals};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 use crate::views::pause_json;
 use utoipa::ToSchema;
 
@@ -47,7 +47,7 @@ impl PauseTarget {
     responses((status = 200, description = "Every pause; `key` null for a whole queue", body = Vec<Object>), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+pub(super) async fn list(api: web::Data<Api>) -> Answer {
     let pauses = api.read(move |e| e.pauses()).await?;
     let pauses: Vec<_> = pauses.iter().map(pause_json).collect();
     Ok(HttpResponse::Ok().json(pauses))
@@ -58,10 +58,7 @@ pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> 
     responses((status = 200, description = "Paused (kept across a restart)", body = Object), BodyRefusals, Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn pause(
-    api: web::Data<Api>,
-    Body(t): Body<PauseTarget>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn pause(api: web::Data<Api>, Body(t): Body<PauseTarget>) -> Answer {
     let key = t.key()?;
     api.relayq.pause(t.queue, key.clone()).await?;
     Ok(HttpResponse::Ok().json(json!({"queue": t.queue, "key": key, "paused": true})))
@@ -73,10 +70,7 @@ pub(super) async fn pause(
     responses((status = 200, description = "Resumed; `was_paused` false when it was not", body = Object), BodyRefusals, Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn resume(
-    api: web::Data<Api>,
-    Body(t): Body<PauseTarget>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn resume(api: web::Data<Api>, Body(t): Body<PauseTarget>) -> Answer {
     let key = t.key()?;
     let was = api.relayq.resume(t.queue, key.clone()).await?;
     Ok(HttpResponse::Ok()

@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use serde_json::json;
 
 use super::openapi::Refusals;
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/sessions", web::get().to(list))
@@ -17,7 +17,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     responses((status = 200, description = "As `relayq session list --json`", body = Vec<Object>), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+pub(super) async fn list(api: web::Data<Api>) -> Answer {
     let sessions = api.read(move |e| e.sessions()).await?;
     let sessions: Vec<_> = sessions.iter().map(crate::views::session_json).collect();
     Ok(HttpResponse::Ok().json(sessions))
@@ -31,10 +31,7 @@ pub(super) async fn list(api: web::Data<Api>) -> Result<HttpResponse, ApiError> 
     responses((status = 200, description = "`session` and how many pending messages `expired`", body = Object), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn expire(
-    api: web::Data<Api>,
-    session: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn expire(api: web::Data<Api>, session: web::Path<String>) -> Answer {
     if session.trim().is_empty() {
         return Err(ApiError::invalid("the session id is empty").with_field("session"));
     }

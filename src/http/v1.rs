@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::body::Body;
 use super::openapi::{BodyRefusals, ErrorBody, Refusals, Written};
-use super::{Api, ApiError};
+use super::{Answer, Api, ApiError};
 use utoipa::ToSchema;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -83,10 +83,7 @@ pub(super) struct OutboundRequest {
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn enqueue_inbound(
-    api: web::Data<Api>,
-    Body(r): Body<InboundRequest>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn enqueue_inbound(api: web::Data<Api>, Body(r): Body<InboundRequest>) -> Answer {
     let message = InboundMessage {
         session: r.session,
         origin: r.origin,
@@ -117,7 +114,7 @@ pub(super) async fn enqueue_inbound(
 pub(super) async fn enqueue_outbound(
     api: web::Data<Api>,
     Body(r): Body<OutboundRequest>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let message = OutboundMessage {
         kind: r.kind,
         idempotency_key: r.idempotency_key,
@@ -149,10 +146,7 @@ fn written(enqueued: &Enqueued, body: &impl Serialize) -> HttpResponse {
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn message(
-    api: web::Data<Api>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+pub(super) async fn message(api: web::Data<Api>, id: web::Path<String>) -> Answer {
     let id: i64 = id.parse().map_err(|_| {
         ApiError::invalid(format!("{id:?} is not a row id; ids are whole numbers")).with_field("id")
     })?;
@@ -170,7 +164,7 @@ pub(super) async fn message(
     responses((status = 200, description = "As `relayq status --json`", body = Object), Refusals),
     security((), ("bearer" = []))
 )]
-pub(super) async fn status(api: web::Data<Api>) -> Result<HttpResponse, ApiError> {
+pub(super) async fn status(api: web::Data<Api>) -> Answer {
     let status = api.read(crate::views::Status::read).await?;
     Ok(HttpResponse::Ok().json(status.json()))
 }

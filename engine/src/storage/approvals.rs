@@ -7,7 +7,7 @@
 //! `UPDATE … WHERE state = 'asked'`, and says whether it changed the row.
 
 use rusqlite::{named_params, Connection, OptionalExtension, Row, Transaction};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::sessions::{Agent, Origin};
@@ -24,7 +24,6 @@ const ID_LEN: usize = 6;
 
 crate::words! {
     /// Where an approval is in its life.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub enum State("approval state") {
         /// The agent waits for the answer.
         Asked = "asked",
@@ -39,7 +38,6 @@ crate::words! {
 
 crate::words! {
     /// How the answer reaches the agent (see `docs/agent-approvals.md` for why, per agent).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Means("means") {
         /// A `relayq hook` process waits and prints the agent's decision output (Claude Code,
         /// Codex: their `PermissionRequest` hook).
@@ -51,7 +49,6 @@ crate::words! {
 
 crate::words! {
     /// For how long an allow holds.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Scope("scope") {
         /// This one call.
         Once = "once",

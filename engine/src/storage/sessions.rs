@@ -4,24 +4,18 @@
 //! commit with the row that caused them.
 
 use rusqlite::{named_params, Connection, OptionalExtension, Row, Transaction};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::db::query_all;
 use crate::error::Result;
 
 crate::words! {
     /// The agent CLIs relayq understands.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum Agent("agent") {
-        Claude = "claude",
-        Codex = "codex",
-        Gemini = "gemini",
-    }
+    pub enum Agent("agent") { Claude = "claude", Codex = "codex", Gemini = "gemini" }
 }
 
 crate::words! {
     /// What the agent is doing.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub enum AgentState("agent state") {
         /// Running in its pane, not reported yet.
         Starting = "starting",

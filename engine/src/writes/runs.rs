@@ -19,6 +19,7 @@ use crate::agent_state::AgentState;
 use crate::clock::ms;
 use crate::error::Result;
 use crate::outbound::Part;
+pub use crate::queue::GiveBack;
 use crate::queue::{Head, Lease, Queue, QueueName, Retried, SUBMITTED, THROTTLED, UNREACHABLE};
 use crate::sessions::{self, Origin};
 use crate::trouble::{self, Trouble};
@@ -64,16 +65,6 @@ pub struct Answered {
     pub pause: Option<ChannelPause>,
     /// Inbound: the chat the message came from, told when it starts to wait or is dropped.
     pub origin: Option<Origin>,
-}
-
-/// How leased rows not tried go back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GiveBack {
-    /// Due at once, uncounted; a send-started mark stays (a message pasted and waiting for its
-    /// agent is then looked at, not pasted twice).
-    KeepMarks,
-    /// As they were leased: a mark set with the lease (a run leased to send) is undone.
-    UndoMarks,
 }
 
 /// What to lease after recording: the key's next rows.
@@ -146,10 +137,7 @@ impl Write for RecordRun {
         let q = queue(w, self.queue);
         // Given back first: the parts of a text after one that died are buried with it as it
         // is recorded, which only touches rows no one holds.
-        match self.give_back_as {
-            GiveBack::KeepMarks => q.defer_in(tx, &self.give_back, Duration::ZERO, now)?,
-            GiveBack::UndoMarks => q.give_back_in(tx, &self.give_back, Duration::ZERO, now)?,
-        };
+        q.give_back_in(tx, &self.give_back, Duration::ZERO, self.give_back_as, now)?;
         let mut recorded = Vec::with_capacity(self.answers.len());
         let mut told = Vec::new();
         for a in &self.answers {
@@ -284,7 +272,8 @@ impl Write for GiveBackUnsent {
     type Output = usize;
 
     fn apply(self, w: &Writer<'_>) -> Result<usize> {
-        queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, w.now())
+        let undo = GiveBack::UndoMarks;
+        queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, undo, w.now())
     }
 }
 

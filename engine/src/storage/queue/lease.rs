@@ -144,6 +144,16 @@ fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
     } })
 }
 
+/// How leased rows not tried go back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    /// Due at once, uncounted; a send-started mark stays (a message pasted and waiting for its
+    /// agent is then looked at, not pasted twice).
+    KeepMarks,
+    /// As they were leased: a mark set with the lease (a run leased to send) is undone.
+    UndoMarks,
+}
+
 impl Queue {
     /// Leases the oldest unfinished row of `key` if it is due (or its lease expired);
     /// `None` when the key's head is not due, is leased by someone alive, or there is none.
@@ -436,7 +446,7 @@ impl Queue {
         if leases.is_empty() {
             return Ok(0);
         }
-        self.write_now(|tx, now| self.defer_in(tx, leases, delay, now))
+        self.write_now(|tx, now| self.give_back_in(tx, leases, delay, GiveBack::KeepMarks, now))
     }
 
     /// Marks a leased row's send started, just before a platform call that is not safe to
@@ -465,30 +475,22 @@ impl Queue {
         Ok(n == 1)
     }
 
-    /// Gives leased rows back unsent, inside a caller's transaction: each send-started mark put
-    /// back as its lease found it, then each row deferred by `delay`, uncounted. Returns how
+    /// Gives leased rows back unsent, inside a caller's transaction: each row deferred by
+    /// `delay`, uncounted, its send-started mark kept or undone as `marks` says. Returns how
     /// many were still ours.
     pub fn give_back_in(
         &self,
         tx: &Transaction<'_>,
         leases: &[Lease],
         delay: Duration,
+        marks: GiveBack,
         now: i64,
     ) -> Result<usize> {
-        for lease in leases {
-            self.restore_send_started_in(tx, lease)?;
+        if marks == GiveBack::UndoMarks {
+            for lease in leases {
+                self.restore_send_started_in(tx, lease)?;
+            }
         }
-        self.defer_in(tx, leases, delay, now)
-    }
-
-    /// `defer_many` inside a caller's transaction.
-    pub fn defer_in(
-        &self,
-        tx: &Transaction<'_>,
-        leases: &[Lease],
-        delay: Duration,
-        now: i64,
-    ) -> Result<usize> {
         let at = now.saturating_add(ms(delay));
         let mut stmt = tx.prepare_cached(DEFER_SQL)?;
         let mut n = 0;

@@ -31,7 +31,9 @@ const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :n
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token";
 
-pub use lease::{DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL};
+pub use lease::{
+    GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL,
+};
 pub(crate) use read::lanes;
 pub(crate) use read::{
     counts, dead_page, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
@@ -45,9 +47,7 @@ pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, r
 
 crate::words! {
     /// The queues relayq keeps, by the name each row stores in its `queue` column.
-    #[derive(
-        Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-    )]
+    #[derive(PartialOrd, Ord)]
     pub enum QueueName("queue") {
         /// Chat messages for agent sessions, keyed by session.
         Inbound = "inbound",
