@@ -3,11 +3,11 @@
 //! back to the chat; then prints the hook snippet and the commands left to run.
 
 use clap::Subcommand;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use relayq_engine::Agent;
 
-use crate::config::{user_config_file, Config, CONFIG_ENV};
+use crate::config::{named_config_file, Config};
 use crate::invocation::CliError;
 
 #[derive(Debug, Subcommand)]
@@ -40,19 +40,6 @@ pub struct InitTelegramArgs {
     pub force: bool,
 }
 
-/// Where `init` writes: `--config`, else `$RELAYQ_CONFIG`, else the per-user file (which every
-/// relayq command, the agent's hook included, reads without being told).
-pub fn target(config: Option<&Path>) -> PathBuf {
-    config
-        .map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os(CONFIG_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(user_config_file)
-}
-
 pub fn telegram(config: Option<&Path>, args: InitTelegramArgs) -> Result<(), CliError> {
     let chat = args.chat.unwrap_or(args.user);
     let session = &args.session;
@@ -80,7 +67,7 @@ pub fn telegram(config: Option<&Path>, args: InitTelegramArgs) -> Result<(), Cli
     Config::parse(&text, "the generated config")
         .map_err(|e| CliError::Failed(format!("relayq wrote a config it cannot read: {e}")))?;
 
-    let path = target(config);
+    let path = named_config_file(config);
     if path.exists() && !args.force {
         return Err(CliError::Usage(format!(
             "{} exists; relayq does not overwrite it. Add these lines to it yourself, or pass \

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 pub use daemon::{DaemonConfig, DatabaseConfig};
 pub use env::{settings_from_env, EnvSetting, SETTING_ENV_PREFIX};
 use paths::database_path_in;
-pub use paths::{state_dir, user_config_file, CONFIG_ENV, DB_ENV};
+use paths::flag_or_env;
+pub use paths::{named_config_file, state_dir, user_config_file, CONFIG_ENV, DB_ENV};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -122,13 +123,8 @@ impl Config {
     /// the file read, if any.
     pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
         let user_file = user_config_file();
-        let path = match path {
-            Some(p) => Some(p.to_path_buf()),
-            None => match std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
-                Some(p) => Some(PathBuf::from(p)),
-                None => user_file.exists().then_some(user_file),
-            },
-        };
+        let path =
+            flag_or_env(path, CONFIG_ENV).or_else(|| user_file.exists().then_some(user_file));
         let env = settings_from_env();
         let Some(path) = path else {
             let mut config = Config::parse_with(&env, "", "(built-in defaults)")?;
@@ -153,14 +149,7 @@ impl Config {
     /// none that can be read, and the default location is used.
     pub fn database_only(path: Option<&Path>) -> (Config, Option<PathBuf>) {
         let mut config = Config::default();
-        let file = path
-            .map(Path::to_path_buf)
-            .or_else(|| {
-                std::env::var_os(CONFIG_ENV)
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(user_config_file);
+        let file = named_config_file(path);
         let named = std::fs::read_to_string(&file)
             .ok()
             .and_then(|text| database_path_in(&text));
@@ -377,13 +366,7 @@ impl Config {
     /// The database file: `--db`, else `$RELAYQ_DB`, else `database.path`, else `relayq.db` in
     /// the state directory.
     pub fn db_path(&self, db_override: Option<&Path>) -> PathBuf {
-        db_override
-            .map(Path::to_path_buf)
-            .or_else(|| {
-                std::env::var_os(DB_ENV)
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from)
-            })
+        flag_or_env(db_override, DB_ENV)
             .or_else(|| self.database.path.clone())
             .unwrap_or_else(|| state_dir().join("relayq.db"))
     }

@@ -1,11 +1,24 @@
 //! Where relayq looks for its config file and keeps its state when nothing says otherwise.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The environment variable naming the config file (under `--config`).
 pub const CONFIG_ENV: &str = "RELAYQ_CONFIG";
 /// The environment variable naming the database (under `--db`, over `database.path`).
 pub const DB_ENV: &str = "RELAYQ_DB";
+
+/// A path a flag gives, else the environment variable `var` (when set and not empty).
+pub fn flag_or_env(flag: Option<&Path>, var: &str) -> Option<PathBuf> {
+    let from_env = || std::env::var_os(var).filter(|v| !v.is_empty());
+    flag.map(Path::to_path_buf)
+        .or_else(|| from_env().map(PathBuf::from))
+}
+
+/// The config file a command names: `--config`, else `$RELAYQ_CONFIG`, else the per-user file
+/// (which every relayq command, the agent's hook included, reads without being told).
+pub fn named_config_file(flag: Option<&Path>) -> PathBuf {
+    flag_or_env(flag, CONFIG_ENV).unwrap_or_else(user_config_file)
+}
 
 /// `database.path` in a config file's text, even when the rest of the file is wrong: read as
 /// TOML when it parses, else from the `path = "..."` line of its `[database]` table.

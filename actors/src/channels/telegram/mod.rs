@@ -121,6 +121,12 @@ impl TelegramChannel {
         self.api.join(name).expect("a method name joins the API URL")
     }
 
+    /// Posts `body` to Bot API method `name`; the outcome when no answer came.
+    async fn post(&self, name: &str, body: &Value) -> Result<Reply, Outcome> {
+        let request = self.http.post(self.method(name)).json(body.to_string());
+        self.http.send(request).await
+    }
+
     /// `editMessageText` of message `id` to `body`'s text (no `reply_markup`: its buttons go).
     /// `None` when that message cannot be edited (gone, too old): the caller sends it new.
     async fn edit_message(&self, body: &Value, id: Value) -> Option<Outcome> {
@@ -130,11 +136,7 @@ impl TelegramChannel {
             fields.remove("reply_parameters");
             fields.remove("message_thread_id");
         }
-        let request = self
-            .http
-            .post(self.method("editMessageText"))
-            .json(edit.to_string());
-        let reply = match self.http.send(request).await {
+        let reply = match self.post("editMessageText", &edit).await {
             Ok(reply) => reply,
             Err(no_answer) => return Some(no_answer),
         };
@@ -159,11 +161,7 @@ impl TelegramChannel {
     async fn send_message(&self, to: &str, mut body: Value, mut plain: Option<String>) -> Outcome {
         // At most: the send, one to the migrated chat, one as plain text.
         for _ in 0..3 {
-            let request = self
-                .http
-                .post(self.method("sendMessage"))
-                .json(body.to_string());
-            let reply = match self.http.send(request).await {
+            let reply = match self.post("sendMessage", &body).await {
                 Ok(reply) => reply,
                 Err(no_answer) => return no_answer,
             };
