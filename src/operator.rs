@@ -20,10 +20,7 @@ pub fn answer_as(
     decision: Decision,
     who: &Answerer,
 ) -> Result<AnswerResult, relayq_engine::EngineError> {
-    let now = engine.now();
-    engine
-        .database()
-        .write(|tx| approvals::answer_in(tx, id, decision, who, now))
+    engine.write(|tx| approvals::answer_in(tx, id, decision, who))
 }
 
 /// What a second answer is told.

@@ -14,7 +14,7 @@
 //!   the chat is told the outcome once: untold → the question edited → told_in
 //! ```
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -304,11 +304,7 @@ pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decisio
 /// Records an answer from a chat: only from a user the source allows to answer, only in the
 /// chat it was asked in, only while it is open. `Ok(None)` when the target names no approval
 /// (a reply to a message that is no question: the text goes to the agent).
-pub fn answer_from_chat_in(
-    tx: &Transaction<'_>,
-    answer: &ChatAnswer,
-    now: i64,
-) -> Result<Option<AnswerResult>> {
+pub fn answer_from_chat_in(tx: &Tx<'_>, answer: &ChatAnswer) -> Result<Option<AnswerResult>> {
     let id = match &answer.target {
         // A bare `allow WORD` that names no approval is a message after all.
         Target::Id(id) if answer.otherwise.is_some() && get(tx, id)?.is_none() => return Ok(None),
@@ -326,7 +322,7 @@ pub fn answer_from_chat_in(
     if !answer.may_answer {
         return Ok(Some(AnswerResult::NotAllowed));
     }
-    answer_in(tx, &id, answer.decision, &answer.who, now).map(Some)
+    answer_in(tx, &id, answer.decision, &answer.who).map(Some)
 }
 
 /// Tells the chat how the approval ended, once: its question, edited to say the outcome
@@ -334,11 +330,10 @@ pub fn answer_from_chat_in(
 /// or a channel that cannot edit). The ordering key of the row written, to wake its sender.
 pub fn tell_in(
     outbound: &crate::Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     approval: &Approval,
-    now: i64,
 ) -> Result<Option<String>> {
-    told_in(tx, &approval.id, now)?;
+    told_in(tx, &approval.id)?;
     let Some(row) = approval.question_row else {
         return Ok(None);
     };
@@ -370,7 +365,7 @@ pub fn tell_in(
         thread: asked.thread.clone(),
         ..crate::OutboundMessage::text(&asked.channel, &asked.to, &text)
     };
-    let written = crate::outbound::enqueue_in(outbound, tx, &message, None, now)?;
+    let written = crate::outbound::enqueue_in(outbound, tx, &message, None)?;
     Ok((!written.first.duplicate).then(|| message.destination_key()))
 }
 
@@ -498,17 +493,16 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_a_second_changes_nothing() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
+        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
         assert!(is_id(&asked.id), "{}", asked.id);
         assert_eq!(asked.state, State::Asked);
         let first = db
             .write(|tx| {
                 answer_in(
-                    tx,
+                    &Tx::new(tx, 60_000),
                     &asked.id,
                     Decision::Allow(Scope::Once),
                     &alice(),
-                    60_000,
                 )
             })
             .unwrap();
@@ -518,13 +512,14 @@ mod tests {
         assert_eq!(now.state, State::Allowed);
         assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
         let second = db
-            .write(|tx| answer_in(tx, &asked.id, Decision::Deny, &alice(), 61_000))
+            .write(|tx| answer_in(&Tx::new(tx, 61_000), &asked.id, Decision::Deny, &alice()))
             .unwrap();
         assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
         assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
         // Expiry after an answer does nothing either.
         assert_eq!(
-            db.write(|tx| expire_in(tx, &asked.id, 2_000)).unwrap(),
+            db.write(|tx| expire_in(&Tx::new(tx, 2_000), &asked.id))
+                .unwrap(),
             None
         );
     }
@@ -532,11 +527,18 @@ mod tests {
     #[test]
     fn an_answer_from_another_chat_changes_nothing() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
+        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
         let mut elsewhere = alice();
         elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
         let result = db
-            .write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &elsewhere, 1))
+            .write(|tx| {
+                answer_in(
+                    &Tx::new(tx, 1),
+                    &asked.id,
+                    Decision::Allow(Scope::Once),
+                    &elsewhere,
+                )
+            })
             .unwrap();
         assert!(matches!(result, AnswerResult::NotHere(_)));
         assert_eq!(
@@ -549,23 +551,28 @@ mod tests {
     fn expiry_is_a_deny_the_agent_gets_once() {
         let (_dir, db) = crate::db::temp_database();
         assert!(!anything_to_do(&db.read().unwrap()).unwrap());
-        let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
+        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
         assert!(anything_to_do(&db.read().unwrap()).unwrap(), "open");
         assert!(due(&db.read().unwrap(), 999).unwrap().is_empty());
         assert_eq!(due(&db.read().unwrap(), 1_000).unwrap().len(), 1);
         let expired = db
-            .write(|tx| expire_in(tx, &asked.id, 1_000))
+            .write(|tx| expire_in(&Tx::new(tx, 1_000), &asked.id))
             .unwrap()
             .unwrap();
         assert_eq!(expired.decision(), Some(Decision::Deny));
         let output: Value = serde_json::from_str(&hook_output(&expired).unwrap()).unwrap();
         assert_eq!(output["hookSpecificOutput"]["decision"]["behavior"], "deny");
-        assert!(db.write(|tx| reached_in(tx, &asked.id, 1_001)).unwrap());
-        assert!(!db.write(|tx| reached_in(tx, &asked.id, 1_002)).unwrap());
+        assert!(db
+            .write(|tx| reached_in(&Tx::new(tx, 1_001), &asked.id))
+            .unwrap());
+        assert!(!db
+            .write(|tx| reached_in(&Tx::new(tx, 1_002), &asked.id))
+            .unwrap());
         // Told once.
         assert_eq!(untold(&db.read().unwrap()).unwrap().len(), 1);
         assert!(anything_to_do(&db.read().unwrap()).unwrap(), "untold");
-        db.write(|tx| told_in(tx, &asked.id, 1_003)).unwrap();
+        db.write(|tx| told_in(&Tx::new(tx, 1_003), &asked.id))
+            .unwrap();
         assert!(untold(&db.read().unwrap()).unwrap().is_empty());
         assert!(
             !anything_to_do(&db.read().unwrap()).unwrap(),
@@ -586,30 +593,51 @@ mod tests {
             session_rules: Some(Value::Null),
             ..ask(expires_at)
         };
-        let asked = db.write(|tx| ask_in(tx, &keys(10_000), 0)).unwrap();
+        let asked = db
+            .write(|tx| ask_in(&Tx::new(tx, 0), &keys(10_000)))
+            .unwrap();
         assert!(asked.for_session);
         let read = || db.read().unwrap();
         assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
-        db.write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice(), 1))
-            .unwrap();
+        db.write(|tx| {
+            answer_in(
+                &Tx::new(tx, 1),
+                &asked.id,
+                Decision::Allow(Scope::Once),
+                &alice(),
+            )
+        })
+        .unwrap();
         assert_eq!(keys_due(&read()).unwrap().len(), 1);
         assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
-        assert_eq!(db.write(|tx| pressing_in(tx, &asked.id, 2)).unwrap(), None);
         assert_eq!(
-            db.write(|tx| pressing_in(tx, &asked.id, 3)).unwrap(),
+            db.write(|tx| pressing_in(&Tx::new(tx, 2), &asked.id))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            db.write(|tx| pressing_in(&Tx::new(tx, 3), &asked.id))
+                .unwrap(),
             Some(2),
             "pressed before: the first mark"
         );
-        assert!(db.write(|tx| reached_in(tx, &asked.id, 4)).unwrap());
+        assert!(db
+            .write(|tx| reached_in(&Tx::new(tx, 4), &asked.id))
+            .unwrap());
         assert!(keys_due(&read()).unwrap().is_empty());
         assert_eq!(untold(&read()).unwrap().len(), 1);
 
-        let second = db.write(|tx| ask_in(tx, &keys(10_000), 5)).unwrap();
-        let third = db.write(|tx| ask_in(tx, &keys(10_000), 6)).unwrap();
+        let second = db
+            .write(|tx| ask_in(&Tx::new(tx, 5), &keys(10_000)))
+            .unwrap();
+        let third = db
+            .write(|tx| ask_in(&Tx::new(tx, 6), &keys(10_000)))
+            .unwrap();
         assert!(asked_since(&read(), &second).unwrap());
         assert!(!asked_since(&read(), &third).unwrap());
-        db.write(|tx| expire_in(tx, &second.id, 10_000)).unwrap();
-        db.write(|tx| unreached_in(tx, &second.id, "the dialog had closed"))
+        db.write(|tx| expire_in(&Tx::new(tx, 10_000), &second.id))
+            .unwrap();
+        db.write(|tx| unreached_in(&Tx::new(tx, 0), &second.id, "the dialog had closed"))
             .unwrap();
         let second = get(&read(), &second.id).unwrap().unwrap();
         assert_eq!(
@@ -624,9 +652,16 @@ mod tests {
     #[test]
     fn allow_for_the_session_hands_claude_its_own_suggestions_back() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(tx, &ask(1_000), 0)).unwrap();
+        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
         let AnswerResult::Recorded(allowed) = db
-            .write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice(), 1))
+            .write(|tx| {
+                answer_in(
+                    &Tx::new(tx, 1),
+                    &asked.id,
+                    Decision::Allow(Scope::Session),
+                    &alice(),
+                )
+            })
             .unwrap()
         else {
             panic!()
@@ -639,9 +674,16 @@ mod tests {
         // Without suggestions, "for the session" is an allow once.
         let mut once = ask(1_000);
         once.session_rules = None;
-        let asked = db.write(|tx| ask_in(tx, &once, 0)).unwrap();
+        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &once)).unwrap();
         let AnswerResult::Recorded(allowed) = db
-            .write(|tx| answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice(), 1))
+            .write(|tx| {
+                answer_in(
+                    &Tx::new(tx, 1),
+                    &asked.id,
+                    Decision::Allow(Scope::Session),
+                    &alice(),
+                )
+            })
             .unwrap()
         else {
             panic!()

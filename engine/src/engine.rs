@@ -1,5 +1,6 @@
 //! The engine: one database, one clock, one instance id, and a `Queue` handle per queue.
 
+use crate::tx::Tx;
 use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
@@ -59,6 +60,13 @@ impl Engine {
         self.clock.now_ms()
     }
 
+    /// Runs `f` in a write transaction made now (one-shot commands; the daemon's writes go
+    /// through the commit thread, see [`writes`](crate::writes)).
+    pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        let now = self.now();
+        self.db.write(|tx| f(&Tx::new(tx, now)))
+    }
+
     /// This process's instance id, written as the owner of its leases.
     pub fn owner(&self) -> &str {
         &self.owner
@@ -88,15 +96,13 @@ impl Engine {
 
     /// Returns rows whose lease has expired, in every queue, to pending.
     pub fn reclaim_expired(&self) -> Result<usize> {
-        let now = self.now();
-        self.db.write(|tx| reclaim_expired_in(tx, now))
+        self.write(reclaim_expired_in)
     }
 
     /// Returns every lease held by another owner to pending. Only for a daemon that knows it is
     /// the only one on this database: the leases it did not take are a previous process's.
     pub fn reclaim_foreign_leases(&self) -> Result<usize> {
-        let now = self.now();
-        self.db.write(|tx| reclaim_foreign_in(tx, &self.owner, now))
+        self.write(|tx| reclaim_foreign_in(tx, &self.owner))
     }
 
     /// Row counts per queue, state and terminal reason.
@@ -146,13 +152,12 @@ impl Engine {
     /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
     /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
     pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, QueueName, String)>> {
-        let now = self.now();
-        self.db.write(|tx| revive_dead_in(tx, ids, now))
+        self.write(|tx| revive_dead_in(tx, ids))
     }
 
     /// Deletes dead rows (`None`: all of them). Returns the ids deleted.
     pub fn purge_dead(&self, ids: Option<&[i64]>) -> Result<Vec<i64>> {
-        self.db.write(|tx| purge_dead_in(tx, ids))
+        self.write(|tx| purge_dead_in(tx, ids))
     }
 
     /// Where inbound source `name` stopped reading, if it ever read.

@@ -8,6 +8,7 @@ use crate::hooks::{EventType, HookEvent};
 use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Retried};
+use crate::tx::Tx;
 use crate::{agent_state, approvals, sessions};
 
 pub use crate::routes::{
@@ -15,9 +16,9 @@ pub use crate::routes::{
 };
 
 /// Ends the session's open approvals: the agent no longer asks them (`why`).
-fn withdraw_open_in(tx: &rusqlite::Transaction<'_>, key: &str, why: &str, now: i64) -> Result<()> {
+fn withdraw_open_in(tx: &Tx<'_>, key: &str, why: &str) -> Result<()> {
     for open in approvals::open_for_session(tx, key)? {
-        approvals::withdraw_in(tx, &open.id, why, now)?;
+        approvals::withdraw_in(tx, &open.id, why)?;
     }
     Ok(())
 }
@@ -83,15 +84,11 @@ impl HookProcessor {
             }
         };
         let answer = answer_of(&event);
-        let now = self.hooks.now();
-        let applied = self.engine.database().write(|tx| {
-            if !self
-                .hooks
-                .complete_in(tx, lease.id, lease.token, None, now)?
-            {
+        let applied = self.hooks.write(|tx| {
+            if !self.hooks.complete_in(tx, lease.id, lease.token, None)? {
                 return Ok(None);
             }
-            self.apply(tx, lease.id, &event, answer.as_deref(), now)
+            self.apply(tx, lease.id, &event, answer.as_deref())
                 .map(Some)
         });
         match applied {
@@ -131,11 +128,10 @@ impl HookProcessor {
     /// read elsewhere than the event (see [`answer_of`]).
     fn apply(
         &self,
-        tx: &rusqlite::Transaction<'_>,
+        tx: &Tx<'_>,
         row_id: i64,
         event: &HookEvent,
         answer: Option<&str>,
-        now: i64,
     ) -> Result<Effects> {
         if !event.data.is_object() {
             return Err(EngineError::Rejected(format!(
@@ -151,13 +147,13 @@ impl HookProcessor {
             return Ok(effects);
         }
         effects.unmatched = known.is_none() && event.native_session_id.as_deref() == Some(key);
-        sessions::touch(tx, event, now, event.event == EventType::SessionStart)?;
+        sessions::touch(tx, event, event.event == EventType::SessionStart)?;
         if !agent_state::is_codex_notify(event) && event.native_event.is_some() {
             sessions::mark_agent_hooks(tx, key)?;
         }
         let state = agent_state::after(event);
         let changed = match state {
-            Some(state) => sessions::set_agent_state(tx, key, state, now)?,
+            Some(state) => sessions::set_agent_state(tx, key, state)?,
             None => false,
         };
         effects.wake_session |= changed;
@@ -166,10 +162,10 @@ impl HookProcessor {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
                 sessions::begin_turn(tx, key, event.field(&["prompt"]))?;
-                effects.confirmed = self.confirm_pasted(tx, event, now)?;
+                effects.confirmed = self.confirm_pasted(tx, event)?;
             }
             EventType::AgentStop => {
-                withdraw_open_in(tx, key, "the agent's turn ended", now)?;
+                withdraw_open_in(tx, key, "the agent's turn ended")?;
                 let answer = answer.or(event.last_assistant_message());
                 sessions::complete_turn(tx, key, answer)?;
                 if let Some(input) = agent_state::this_turns_input(event) {
@@ -177,16 +173,16 @@ impl HookProcessor {
                 }
                 // Without prompt-submit hooks (Codex `notify` alone), the turn's end is the
                 // first word that the agent took the message.
-                effects.confirmed = self.confirm_pasted(tx, event, now)?;
+                effects.confirmed = self.confirm_pasted(tx, event)?;
             }
             EventType::Notification => {}
             EventType::Error => effects.receiver_error = Some(event.agent),
             EventType::SessionEnd => {
-                sessions::end(tx, key, now)?;
-                withdraw_open_in(tx, key, "the agent's session ended", now)?;
+                sessions::end(tx, key)?;
+                withdraw_open_in(tx, key, "the agent's session ended")?;
                 let dropped = self.inbound.active_rows_in(tx, key)?;
                 self.inbound
-                    .expire_key_in(tx, key, crate::inbound::SESSION_ENDED, now)?;
+                    .expire_key_in(tx, key, crate::inbound::SESSION_ENDED)?;
                 effects.session_ended = true;
                 // Never silence: each waiting message's chat hears it was dropped.
                 let why = "the agent ended the session (SessionEnd) before it took the \
@@ -203,7 +199,6 @@ impl HookProcessor {
                         id,
                         &message,
                         trouble,
-                        now,
                     )?;
                     effects.outbound_keys.extend(told);
                 }
@@ -262,8 +257,7 @@ impl HookProcessor {
                         ..OutboundMessage::text(&channel, &to, "")
                     })
                     .collect();
-                let written =
-                    crate::outbound::enqueue_parts_in(&self.outbound, tx, &messages, now)?;
+                let written = crate::outbound::enqueue_parts_in(&self.outbound, tx, &messages)?;
                 if !written.first.duplicate {
                     effects.outbound_keys.push(messages[0].destination_key());
                 }
@@ -280,7 +274,7 @@ impl HookProcessor {
     /// channel offers the answers (not "answer it in the terminal").
     fn approval_asked(
         &self,
-        tx: &rusqlite::Transaction<'_>,
+        tx: &Tx<'_>,
         event: &HookEvent,
         notice: &mut Notice,
     ) -> Result<Option<approvals::Approval>> {
@@ -300,12 +294,7 @@ impl HookProcessor {
 
     /// The message being delivered to the session, when it was pasted and `event` says the
     /// agent took it: delivered now. Its id.
-    fn confirm_pasted(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        event: &HookEvent,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    fn confirm_pasted(&self, tx: &Tx<'_>, event: &HookEvent) -> Result<Option<i64>> {
         let Some(prompt) = agent_state::this_turns_input(event) else {
             return Ok(None);
         };
@@ -315,7 +304,7 @@ impl HookProcessor {
             Some(turn) => format!("{native} {turn}"),
             None => native.to_string(),
         };
-        crate::inbound::confirm_pasted_in(&self.inbound, tx, &event.session, prompt, &receipt, now)
+        crate::inbound::confirm_pasted_in(&self.inbound, tx, &event.session, prompt, &receipt)
     }
 }
 

@@ -1,9 +1,8 @@
 //! The inbound flow's message: what a chat adapter hands in for an agent session
 //! (inbound-queue spec), how it is checked, and how it maps onto a queue row.
 
+use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
-
-use rusqlite::Transaction;
 
 use crate::error::{EngineError, Result};
 use crate::queue::{Enqueued, NewRow, Queue};
@@ -32,20 +31,15 @@ pub const SESSION_ENDED: &str = "session ended";
 /// A new message that names its chat also becomes the session's [origin](sessions::Origin):
 /// a second write, so only a message without a chat is written with one statement (see
 /// [`InboundMessage::writes_one_statement`]).
-pub fn enqueue_in(
-    queue: &Queue,
-    tx: &Transaction<'_>,
-    message: &InboundMessage,
-    now: i64,
-) -> Result<Enqueued> {
+pub fn enqueue_in(queue: &Queue, tx: &Tx<'_>, message: &InboundMessage) -> Result<Enqueued> {
     let row = message.to_row();
     let enqueued = if sessions::is_ended(tx, &row.key)? {
-        queue.enqueue_expired_in(tx, &row, SESSION_ENDED, now)?
+        queue.enqueue_expired_in(tx, &row, SESSION_ENDED)?
     } else {
-        queue.enqueue_in(tx, &row, now)?
+        queue.enqueue_in(tx, &row)?
     };
     if let (Some(origin), false) = (message.reply_origin(), enqueued.duplicate) {
-        sessions::set_origin_in(tx, &message.session, &origin, now)?;
+        sessions::set_origin_in(tx, &message.session, &origin)?;
     }
     Ok(enqueued)
 }
@@ -55,11 +49,10 @@ pub fn enqueue_in(
 /// delivered, with `receipt` (the agent's event) as its receipt. Returns its row id.
 pub fn confirm_pasted_in(
     queue: &Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     session: &str,
     prompt: &str,
     receipt: &str,
-    now: i64,
 ) -> Result<Option<i64>> {
     let Some((id, payload, _)) = queue.oldest_started_in(tx, session)? else {
         return Ok(None);
@@ -71,7 +64,7 @@ pub fn confirm_pasted_in(
     if !crate::agent_state::prompt_matches(prompt, &pasted) {
         return Ok(None);
     }
-    Ok(queue.confirm_in(tx, id, receipt, now)?.then_some(id))
+    Ok(queue.confirm_in(tx, id, receipt)?.then_some(id))
 }
 
 crate::words! {

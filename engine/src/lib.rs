@@ -34,7 +34,7 @@ pub mod trouble;
 pub mod words;
 pub mod writes;
 
-pub use storage::{clock, commit, db, pauses, penalties, policy, queue};
+pub use storage::{clock, commit, db, pauses, penalties, policy, queue, tx};
 
 pub use agent_state::AgentState;
 pub use chunking::{Markup, TextLimit};
@@ -56,3 +56,4 @@ pub use queue::{
 };
 pub use rusqlite;
 pub use sessions::SessionRecord;
+pub use tx::Tx;

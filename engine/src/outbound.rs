@@ -1,6 +1,7 @@
 //! The outbound flow's message: text on its way to a chat platform or webhook, addressed to a
 //! channel and a destination on it, and how it maps onto a queue row (ordered per destination).
 
+use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
@@ -97,30 +98,28 @@ fn is_one(n: &u32) -> bool {
 /// back, writes none of them.
 pub fn enqueue_in(
     queue: &crate::Queue,
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Tx<'_>,
     message: &OutboundMessage,
     limit: Option<crate::TextLimit>,
-    now: i64,
 ) -> Result<Written> {
-    enqueue_parts_in(queue, tx, &message.parts(limit), now)
+    enqueue_parts_in(queue, tx, &message.parts(limit))
 }
 
 /// [`enqueue_in`] for a message already split (see [`OutboundMessage::parts`]): a caller that
 /// splits first knows whether one statement writes it (one part) or several do.
 pub fn enqueue_parts_in(
     queue: &crate::Queue,
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Tx<'_>,
     parts: &[OutboundMessage],
-    now: i64,
 ) -> Result<Written> {
     let mut rows = parts.iter().map(OutboundMessage::to_row);
     let first_row = rows.next().expect("a message has at least one part");
-    let first = queue.enqueue_in(tx, &first_row, now)?;
+    let first = queue.enqueue_in(tx, &first_row)?;
     if first.duplicate {
         return Ok(Written { first, parts: 1 });
     }
     for row in rows {
-        queue.enqueue_in(tx, &row, now)?;
+        queue.enqueue_in(tx, &row)?;
     }
     Ok(Written {
         first,
@@ -353,7 +352,7 @@ mod tests {
         let write = |m: &OutboundMessage| {
             engine
                 .database()
-                .write(|tx| enqueue_in(&q, tx, m, limit, q.now()))
+                .write(|tx| enqueue_in(&q, &Tx::new(tx, q.now()), m, limit))
                 .unwrap()
         };
         let written = write(&m);

@@ -2,7 +2,7 @@
 //! turns begun and completed, the agent's state. Its tables, and every statement on them, are
 //! in [`storage::sessions`](crate::storage::sessions).
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 
 use crate::error::Result;
 use crate::hooks::HookEvent;
@@ -16,7 +16,7 @@ pub use crate::storage::sessions::{
 /// Creates the session on its first event, or records the activity; fills in identity fields
 /// (native id, cwd, transcript) the event carries. A session that was ended stays ended unless
 /// `reopen` (a new `session_start` under the same key).
-pub fn touch(tx: &Transaction<'_>, event: &HookEvent, now: i64, reopen: bool) -> Result<()> {
+pub fn touch(tx: &Tx<'_>, event: &HookEvent, reopen: bool) -> Result<()> {
     let text = |field: &str| event.data.get(field).and_then(|v| v.as_str());
     let activity = crate::storage::sessions::Activity {
         key: &event.session,
@@ -26,5 +26,5 @@ pub fn touch(tx: &Transaction<'_>, event: &HookEvent, now: i64, reopen: bool) ->
         transcript_path: text("transcript_path"),
         pane: event.pane.as_deref(),
     };
-    crate::storage::sessions::record_activity(tx, &activity, now, reopen)
+    crate::storage::sessions::record_activity(tx, &activity, reopen)
 }

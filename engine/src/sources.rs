@@ -2,7 +2,7 @@
 //! table, in [`storage`](crate::storage::source_offsets)) are written in one transaction
 //! ([`enqueue_batch_in`]).
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 
 use crate::error::Result;
 use crate::inbound::{self, InboundMessage};
@@ -14,17 +14,16 @@ pub use crate::storage::source_offsets::{offset, set_offset_in};
 /// transaction: both or neither are kept.
 pub fn enqueue_batch_in(
     queue: &Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     name: &str,
     messages: &[InboundMessage],
     offset: &str,
-    now: i64,
 ) -> Result<Vec<Enqueued>> {
     let enqueued = messages
         .iter()
-        .map(|m| inbound::enqueue_in(queue, tx, m, now))
+        .map(|m| inbound::enqueue_in(queue, tx, m))
         .collect::<Result<Vec<_>>>()?;
-    set_offset_in(tx, name, offset, now)?;
+    set_offset_in(tx, name, offset)?;
     Ok(enqueued)
 }
 
@@ -42,7 +41,7 @@ mod tests {
             InboundMessage::text("s", "test", "one"),
             InboundMessage::text("s", "test", "two"),
         ];
-        db.write(|tx| enqueue_batch_in(&q, tx, "src", &batch, "2", 0))
+        db.write(|tx| enqueue_batch_in(&q, &Tx::new(tx, 0), "src", &batch, "2"))
             .unwrap();
         assert_eq!(
             offset(&db.read().unwrap(), "src").unwrap().as_deref(),
@@ -51,7 +50,7 @@ mod tests {
 
         // A failure after the batch is written rolls back the rows and the offset alike.
         let failed: Result<()> = db.write(|tx| {
-            enqueue_batch_in(&q, tx, "src", &batch, "4", 0)?;
+            enqueue_batch_in(&q, &Tx::new(tx, 0), "src", &batch, "4")?;
             Err(crate::EngineError::Invalid("crash".into()))
         });
         assert!(failed.is_err());

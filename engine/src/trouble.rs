@@ -6,7 +6,7 @@
 //! answers that origin; each is written at most once per message (its idempotency key), in the
 //! transaction that records what became of the message.
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 
 use crate::error::Result;
 use crate::hooks::EventType;
@@ -37,11 +37,10 @@ pub struct FromChat<'a> {
 /// written, or `None` when no channel answers its origin or the chat was told already.
 pub fn tell_chat_in(
     outbound: &Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     routes: &NoticeRoutes,
     message: FromChat<'_>,
     trouble: Trouble<'_>,
-    now: i64,
 ) -> Result<Option<String>> {
     let FromChat {
         row,
@@ -79,7 +78,7 @@ pub fn tell_chat_in(
         ..OutboundMessage::text(channel, &origin.chat, "")
     };
     let row = message.to_row();
-    let written = outbound.enqueue_in(tx, &row, now)?;
+    let written = outbound.enqueue_in(tx, &row)?;
     Ok((!written.duplicate).then_some(row.key))
 }
 
@@ -87,12 +86,11 @@ pub fn tell_chat_in(
 /// [`tell_chat_in`].
 pub fn tell_message_in(
     outbound: &Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     routes: &NoticeRoutes,
     row: i64,
     message: &crate::InboundMessage,
     trouble: Trouble<'_>,
-    now: i64,
 ) -> Result<Option<String>> {
     let Some(origin) = message.reply_origin() else {
         return Ok(None);
@@ -102,18 +100,17 @@ pub fn tell_message_in(
         session: &message.session,
         origin: &origin,
     };
-    tell_chat_in(outbound, tx, routes, from, trouble, now)
+    tell_chat_in(outbound, tx, routes, from, trouble)
 }
 
 /// Tells the chat of `message` that it was dropped as it was written (`enqueued.expired`: its
 /// session ended), in the caller's transaction; see [`tell_chat_in`].
 pub fn tell_if_dropped_in(
     outbound: &Queue,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     routes: &NoticeRoutes,
     message: &crate::InboundMessage,
     enqueued: &crate::Enqueued,
-    now: i64,
 ) -> Result<Option<String>> {
     let (Some(reason), false) = (enqueued.expired, enqueued.duplicate) else {
         return Ok(None);
@@ -124,5 +121,5 @@ pub fn tell_if_dropped_in(
         message.session
     );
     let trouble = Trouble::Dropped { why: &why };
-    tell_message_in(outbound, tx, routes, enqueued.id, message, trouble, now)
+    tell_message_in(outbound, tx, routes, enqueued.id, message, trouble)
 }

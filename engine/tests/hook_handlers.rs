@@ -1,6 +1,7 @@
 //! Hook rows processed by the handlers on real SQLite files: the session registry, the
 //! outbound rows for routes, and that a row's effects commit with its completion or not at all.
 
+use relayq_engine::Tx;
 use std::sync::Arc;
 
 use relayq_engine::handlers::Effects;
@@ -415,7 +416,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         let q = &f.processor.inbound;
         f.engine
             .database()
-            .write(|tx| inbound::enqueue_in(q, tx, m, q.now()))
+            .write(|tx| inbound::enqueue_in(q, &Tx::new(tx, q.now()), m))
             .unwrap()
     };
 
@@ -540,13 +541,12 @@ fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
     f.engine
         .database()
         .write(|tx| {
-            assert!(inbound.mark_send_started_in(tx, &lease, T0)?);
+            assert!(inbound.mark_send_started_in(&Tx::new(tx, T0), &lease)?);
             inbound.submitted_in(
-                tx,
+                &Tx::new(tx, T0),
                 &lease,
                 "submitted, waiting for the agent",
                 T0 + 60_000,
-                T0,
             )
         })
         .unwrap();

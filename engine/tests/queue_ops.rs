@@ -1,5 +1,6 @@
 //! The engine's operations on real SQLite files, with a manual clock (no sleeps).
 
+use relayq_engine::Tx;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -788,11 +789,7 @@ fn lease_run_takes_a_keys_due_rows_in_order_and_stops_at_the_first_blocked_one()
         .map(|i| q.enqueue(&row("a", &format!("a{i}"))).unwrap().id)
         .collect();
     q.enqueue(&row("b", "b0")).unwrap();
-    let db = f.engine.database();
-    let run = |limit: usize| {
-        db.write(|tx| q.lease_run_in(tx, "a", q.now(), limit, false))
-            .unwrap()
-    };
+    let run = |limit: usize| q.write(|tx| q.lease_run_in(tx, "a", limit, false)).unwrap();
 
     let first = run(2).unwrap();
     assert_eq!(first.iter().map(|l| l.id).collect::<Vec<_>>(), ids[..2]);
@@ -836,10 +833,7 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
     let id = put(&q, "chat", "m");
     let db = f.engine.database();
-    let mark = |l: &relayq_engine::Lease| {
-        db.write(|tx| q.mark_send_started_in(tx, l, q.now()))
-            .unwrap()
-    };
+    let mark = |l: &relayq_engine::Lease| q.write(|tx| q.mark_send_started_in(tx, l)).unwrap();
 
     let first = q.lease_next("chat").unwrap().unwrap();
     assert_eq!(first.send_started, None);
@@ -855,21 +849,21 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
     assert!(!mark(&first), "a stale lease cannot mark");
 
     // No answer again: the mark stays.
-    db.write(|tx| q.retry_unknown_in(tx, &second, "no answer", q.now()))
+    q.write(|tx| q.retry_unknown_in(tx, &second, "no answer"))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let third = q.lease_next("chat").unwrap().unwrap();
     assert_eq!(third.send_started, Some(T0));
     // Issue 27, item 11: a 500 (or a 429) to this attempt says nothing of the earlier send
     // that got no answer: the mark stays, the next attempt is still a possible repeat.
-    db.write(|tx| q.mark_send_started_in(tx, &third, q.now() + 5))
+    db.write(|tx| q.mark_send_started_in(&Tx::new(tx, q.now() + 5), &third))
         .unwrap();
-    db.write(|tx| q.retry_later_in(tx, &third, "HTTP 500", None, q.now()))
+    q.write(|tx| q.retry_later_in(tx, &third, "HTTP 500", None))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let fourth = q.lease_next("chat").unwrap().unwrap();
     assert_eq!(fourth.send_started, Some(T0), "kept through a 500");
-    db.write(|tx| q.throttle_in(tx, &fourth, "429", Duration::from_secs(1), q.now()))
+    q.write(|tx| q.throttle_in(tx, &fourth, "429", Duration::from_secs(1)))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let fourth = q.lease_next("chat").unwrap().unwrap();
@@ -936,17 +930,15 @@ fn a_row_marked_started_but_given_back_unsent_keeps_the_mark_its_lease_found() {
         .engine
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
     q.enqueue(&row("chat", "m")).unwrap();
-    let db = f.engine.database();
     let give_back = |l: &relayq_engine::Lease| {
-        db.write(|tx| {
-            assert!(q.mark_send_started_in(tx, l, q.now())?);
+        q.write(|tx| {
+            assert!(q.mark_send_started_in(tx, l)?);
             assert!(q.restore_send_started_in(tx, l)?);
             q.give_back_in(
                 tx,
                 std::slice::from_ref(l),
                 Duration::ZERO,
                 GiveBack::KeepMarks,
-                q.now(),
             )
         })
         .unwrap()
@@ -957,9 +949,8 @@ fn a_row_marked_started_but_given_back_unsent_keeps_the_mark_its_lease_found() {
     assert_eq!(again.send_started, None, "never sent: no possible repeat");
     assert_eq!(again.attempts, 1, "the give-back was not counted");
     // A row whose earlier send got no answer keeps that mark through a give-back.
-    db.write(|tx| q.mark_send_started_in(tx, &again, q.now()))
-        .unwrap();
-    db.write(|tx| q.retry_unknown_in(tx, &again, "no answer", q.now()))
+    q.write(|tx| q.mark_send_started_in(tx, &again)).unwrap();
+    q.write(|tx| q.retry_unknown_in(tx, &again, "no answer"))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let unknown = q.lease_next("chat").unwrap().unwrap();
@@ -982,7 +973,7 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
         .collect();
     let db = f.engine.database();
     let run = db
-        .write(|tx| q.lease_run_in(tx, "a", q.now(), 10, true))
+        .write(|tx| q.lease_run_in(&Tx::new(tx, q.now()), "a", 10, true))
         .unwrap()
         .unwrap();
     assert_eq!(run.iter().map(|l| l.id).collect::<Vec<_>>(), ids);
@@ -1000,13 +991,14 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
     assert!(ids.iter().all(|&id| marks(id) == Some(T0)), "all marked");
 
     // The last row goes back unsent: its mark is what its lease found.
-    db.write(|tx| q.restore_send_started_in(tx, &run[2]))
+    q.write(|tx| q.restore_send_started_in(tx, &run[2]))
         .unwrap();
     assert_eq!(marks(ids[2]), None);
     // The plain run leaves marks alone.
     let plain = inbound(&f);
     let id = plain.enqueue(&row("b", "b0")).unwrap().id;
-    db.write(|tx| plain.lease_run_in(tx, "b", plain.now(), 10, false))
+    plain
+        .write(|tx| plain.lease_run_in(tx, "b", 10, false))
         .unwrap()
         .unwrap();
     assert_eq!(marks(id), None);
@@ -1022,14 +1014,13 @@ fn an_unknown_outcome_marks_a_row_nobody_marked_before_its_send() {
         .engine
         .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
     q.enqueue(&row("session", "m")).unwrap();
-    let db = f.engine.database();
     let first = q.lease_next("session").unwrap().unwrap();
-    db.write(|tx| q.retry_later_in(tx, &first, "exit 1", None, q.now()))
+    q.write(|tx| q.retry_later_in(tx, &first, "exit 1", None))
         .unwrap();
     f.clock.advance(Duration::from_secs(600));
     let second = q.lease_next("session").unwrap().unwrap();
     assert_eq!(second.send_started, None, "a definite failure: no mark");
-    db.write(|tx| q.retry_unknown_in(tx, &second, "timed out", q.now()))
+    q.write(|tx| q.retry_unknown_in(tx, &second, "timed out"))
         .unwrap();
     let marked_at = q.now();
     f.clock.advance(Duration::from_secs(600));

@@ -119,9 +119,8 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let row = message.to_row();
     let q = &store.inbound;
     let routes = ctx.config.notice_routes();
-    let (enqueued, told) = store.engine.database().write(|tx| {
-        let now = q.now();
-        let enqueued = inbound::enqueue_in(q, tx, &message, now)?;
+    let (enqueued, told) = store.engine.write(|tx| {
+        let enqueued = inbound::enqueue_in(q, tx, &message)?;
         // A message named its chat: that chat hears it was dropped, as from the daemon.
         let told = relayq_engine::trouble::tell_if_dropped_in(
             &store.outbound,
@@ -129,7 +128,6 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
             &routes,
             &message,
             &enqueued,
-            now,
         )?;
         Ok((enqueued, told))
     })?;
@@ -174,8 +172,7 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     let q = &store.outbound;
     let written = store
         .engine
-        .database()
-        .write(|tx| outbound::enqueue_in(q, tx, &message, limit, q.now()))?;
+        .write(|tx| outbound::enqueue_in(q, tx, &message, limit))?;
     if written.parts > 1 {
         eprintln!(
             "relayq: the text is over channel '{}''s limit of {} characters: written as {} \

@@ -177,10 +177,10 @@ fn record(
     for session in hook_spool::drain(&engine, spool)? {
         relayq_actors::wake::rows_written_beside(engine.database().path(), hooks::QUEUE, &session);
     }
-    let now = engine.now();
-    event.received_at = now;
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
-    let asked = engine.database().write(|tx| {
+    let asked = engine.write(|tx| {
+        let now = tx.now();
+        event.received_at = now;
         let origin = relayq_engine::sessions::origin(tx, &event.session)?;
         let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
         let asked = match ask {
@@ -188,12 +188,12 @@ fn record(
             // a command it checks in parts) waits on the same question: one answer for both.
             Some(ask) => match approvals::open_like(tx, &ask)? {
                 Some(open) => Some(open),
-                None => Some(approvals::ask_in(tx, &ask, now)?),
+                None => Some(approvals::ask_in(tx, &ask)?),
             },
             None => None,
         };
         event.approval = asked.as_ref().map(|a| a.id.clone());
-        queue.enqueue_in(tx, &event.to_row(), now)?;
+        queue.enqueue_in(tx, &event.to_row())?;
         Ok(asked)
     })?;
     relayq_actors::wake::rows_written_beside(
@@ -235,18 +235,17 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
                 std::thread::sleep(ANSWER_POLL);
                 continue;
             }
-            match db.write(|tx| approvals::expire_in(tx, &id, now)) {
+            match engine.write(|tx| approvals::expire_in(tx, &id)) {
                 Ok(_) => continue, // read again: expired now, or answered just before
                 Err(e) => return deny_unrecorded(&current, &e),
             }
         }
-        let first = db.write(|tx| {
-            let now = engine.now();
-            let first = approvals::reached_in(tx, &id, now)?;
+        let first = engine.write(|tx| {
+            let first = approvals::reached_in(tx, &id)?;
             if first {
                 // The agent works on: the tool runs, or the model hears the deny.
                 let working = relayq_engine::AgentState::Working;
-                relayq_engine::sessions::set_agent_state(tx, &current.session, working, now)?;
+                relayq_engine::sessions::set_agent_state(tx, &current.session, working)?;
             }
             Ok(first)
         });

@@ -6,7 +6,8 @@
 //! Only the first answer is recorded: every write that ends an approval is
 //! `UPDATE … WHERE state = 'asked'`, and says whether it changed the row.
 
-use rusqlite::{named_params, Connection, OptionalExtension, Row, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -183,7 +184,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
 }
 
 /// Records the question, `asked`, under a new random id.
-pub fn ask_in(tx: &Transaction<'_>, ask: &Ask, now: i64) -> Result<Approval> {
+pub fn ask_in(tx: &Tx<'_>, ask: &Ask) -> Result<Approval> {
+    let now = tx.now();
     let rules = ask
         .session_rules
         .as_ref()
@@ -337,12 +339,12 @@ pub enum AnswerResult {
 /// and only from the chat it was asked in when the answer comes from a chat. An allow for the
 /// session where the agent has none is an allow once.
 pub fn answer_in(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     id: &str,
     decision: Decision,
     who: &Answerer,
-    now: i64,
 ) -> Result<AnswerResult> {
+    let now = tx.now();
     let Some(approval) = get(tx, id)? else {
         return Ok(AnswerResult::NotFound);
     };
@@ -380,29 +382,24 @@ pub fn answer_in(
 
 /// Ends an open approval past its expiry: `expired`, a deny for the agent. `None` when it was
 /// no longer open (answered meanwhile).
-pub fn expire_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<Approval>> {
-    end_in(tx, id, "expired", "expiry", None, now)
+pub fn expire_in(tx: &Tx<'_>, id: &str) -> Result<Option<Approval>> {
+    end_in(tx, id, "expired", "expiry", None)
 }
 
 /// Ends an open approval the agent no longer asks (`why`: answered in the terminal, the
 /// session ended). `None` when it was no longer open.
-pub fn withdraw_in(
-    tx: &Transaction<'_>,
-    id: &str,
-    why: &str,
-    now: i64,
-) -> Result<Option<Approval>> {
-    end_in(tx, id, "withdrawn", "agent", Some(why), now)
+pub fn withdraw_in(tx: &Tx<'_>, id: &str, why: &str) -> Result<Option<Approval>> {
+    end_in(tx, id, "withdrawn", "agent", Some(why))
 }
 
 fn end_in(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     id: &str,
     state: &str,
     via: &str,
     note: Option<&str>,
-    now: i64,
 ) -> Result<Option<Approval>> {
+    let now = tx.now();
     let changed = tx
         .prepare_cached(
             "UPDATE approvals SET state = :state, answered_via = :via, answered_at = :now,
@@ -419,7 +416,8 @@ fn end_in(
 }
 
 /// Marks that the answer reached the agent. False when it already had (so it is given once).
-pub fn reached_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<bool> {
+pub fn reached_in(tx: &Tx<'_>, id: &str) -> Result<bool> {
+    let now = tx.now();
     let changed = tx
         .prepare_cached(
             "UPDATE approvals SET reached_at = :now
@@ -461,7 +459,8 @@ pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
 
 /// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
 /// were pressed for it before (a crash between the press and its record).
-pub fn pressing_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<i64>> {
+pub fn pressing_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
+    let now = tx.now();
     let before = pressed_at_in(tx, id)?;
     if before.is_none() {
         tx.prepare_cached(PRESSING_SQL)?
@@ -471,7 +470,7 @@ pub fn pressing_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<Option<i6
 }
 
 /// When the approval's keys were (or were about to be) pressed, if they were.
-pub fn pressed_at_in(tx: &Transaction<'_>, id: &str) -> Result<Option<i64>> {
+pub fn pressed_at_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
     Ok(tx
         .prepare_cached(PRESSED_AT_SQL)?
         .query_row(named_params! {":id": id}, |r| r.get(0))
@@ -484,7 +483,7 @@ const PRESSING_SQL: &str = "UPDATE approvals SET pressed_at = :now WHERE id = :i
 
 /// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
 /// asks something else). Nothing was pressed; the chat is told.
-pub fn unreached_in(tx: &Transaction<'_>, id: &str, why: &str) -> Result<()> {
+pub fn unreached_in(tx: &Tx<'_>, id: &str, why: &str) -> Result<()> {
     tx.prepare_cached(
         "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL",
     )?
@@ -493,14 +492,15 @@ pub fn unreached_in(tx: &Transaction<'_>, id: &str, why: &str) -> Result<()> {
 }
 
 /// Keeps the outbound row that carried the question.
-pub fn set_question_in(tx: &Transaction<'_>, id: &str, row: i64) -> Result<()> {
+pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
     tx.prepare_cached("UPDATE approvals SET question_row = :row WHERE id = :id")?
         .execute(named_params! {":row": row, ":id": id})?;
     Ok(())
 }
 
 /// Marks that the chat was told the outcome.
-pub fn told_in(tx: &Transaction<'_>, id: &str, now: i64) -> Result<()> {
+pub fn told_in(tx: &Tx<'_>, id: &str) -> Result<()> {
+    let now = tx.now();
     tx.prepare_cached("UPDATE approvals SET told_at = :now WHERE id = :id")?
         .execute(named_params! {":now": now, ":id": id})?;
     Ok(())

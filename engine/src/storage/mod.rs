@@ -32,3 +32,4 @@ pub mod policy;
 pub mod queue;
 pub mod sessions;
 pub mod source_offsets;
+pub mod tx;

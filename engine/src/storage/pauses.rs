@@ -2,7 +2,8 @@
 //! outbound destination). A paused queue or key gets no new leases until it is resumed;
 //! deliveries already under way finish. Written by the daemon's API, read at its start.
 
-use rusqlite::{named_params, Connection, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, Connection};
 use serde::Serialize;
 
 use crate::db::query_all;
@@ -25,14 +26,15 @@ pub struct Pause {
 }
 
 /// Pauses `queue`'s `key` (the whole queue when `None`); pausing again keeps the first time.
-pub fn pause_in(tx: &Transaction<'_>, queue: QueueName, key: Option<&str>, now: i64) -> Result<()> {
+pub fn pause_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<()> {
+    let now = tx.now();
     let params = named_params! {":queue": queue, ":key": key.unwrap_or(""), ":now": now};
     tx.prepare_cached(PAUSE_SQL)?.execute(params)?;
     Ok(())
 }
 
 /// Resumes what [`pause_in`] paused; true when it was paused.
-pub fn resume_in(tx: &Transaction<'_>, queue: QueueName, key: Option<&str>) -> Result<bool> {
+pub fn resume_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<bool> {
     let params = named_params! {":queue": queue, ":key": key.unwrap_or("")};
     Ok(tx.prepare_cached(RESUME_SQL)?.execute(params)? > 0)
 }
@@ -54,11 +56,17 @@ mod tests {
     #[test]
     fn a_pause_is_kept_until_resumed_and_a_queue_pause_is_apart_from_its_keys() {
         let (_dir, db) = crate::db::temp_database();
-        db.write(|tx| pause_in(tx, QueueName::Outbound, Some("[\"tg\",\"42\"]"), 1_000))
+        db.write(|tx| {
+            pause_in(
+                &Tx::new(tx, 1_000),
+                QueueName::Outbound,
+                Some("[\"tg\",\"42\"]"),
+            )
+        })
+        .unwrap();
+        db.write(|tx| pause_in(&Tx::new(tx, 2_000), QueueName::Outbound, None))
             .unwrap();
-        db.write(|tx| pause_in(tx, QueueName::Outbound, None, 2_000))
-            .unwrap();
-        db.write(|tx| pause_in(tx, QueueName::Outbound, None, 3_000))
+        db.write(|tx| pause_in(&Tx::new(tx, 3_000), QueueName::Outbound, None))
             .unwrap();
         let conn = db.read().unwrap();
         let paused = all(&conn).unwrap();
@@ -70,10 +78,10 @@ mod tests {
         assert_eq!(paused[1].key.as_deref(), Some("[\"tg\",\"42\"]"));
         drop(conn);
         assert!(db
-            .write(|tx| resume_in(tx, QueueName::Outbound, None))
+            .write(|tx| resume_in(&Tx::new(tx, 0), QueueName::Outbound, None))
             .unwrap());
         assert!(!db
-            .write(|tx| resume_in(tx, QueueName::Outbound, None))
+            .write(|tx| resume_in(&Tx::new(tx, 0), QueueName::Outbound, None))
             .unwrap());
         assert_eq!(
             all(&db.read().unwrap()).unwrap().len(),

@@ -3,7 +3,8 @@
 //! with the answer that caused it; read at daemon start, so a restart does not resume calling a
 //! platform that asked for quiet, and by `relayq status`.
 
-use rusqlite::{named_params, Connection, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, Connection};
 
 use crate::db::query_all;
 use crate::error::Result;
@@ -28,7 +29,7 @@ pub struct Penalty {
     pub reason: String,
 }
 
-pub fn set_in(tx: &Transaction<'_>, channel: &str, until: i64, reason: &str) -> Result<()> {
+pub fn set_in(tx: &Tx<'_>, channel: &str, until: i64, reason: &str) -> Result<()> {
     tx.prepare_cached(SET_SQL)?
         .execute(named_params! {":channel": channel, ":until": until, ":reason": reason})?;
     Ok(())
@@ -48,10 +49,11 @@ mod tests {
     #[test]
     fn a_penalty_is_kept_until_its_end_and_never_shortened() {
         let (_dir, db) = crate::db::temp_database();
-        db.write(|tx| set_in(tx, "tg", 5_000, "rate limit"))
+        db.write(|tx| set_in(&Tx::new(tx, 0), "tg", 5_000, "rate limit"))
             .unwrap();
-        db.write(|tx| set_in(tx, "tg", 3_000, "breaker")).unwrap();
-        db.write(|tx| set_in(tx, "slack", 1_000, "rate limit"))
+        db.write(|tx| set_in(&Tx::new(tx, 0), "tg", 3_000, "breaker"))
+            .unwrap();
+        db.write(|tx| set_in(&Tx::new(tx, 0), "slack", 1_000, "rate limit"))
             .unwrap();
         let conn = db.read().unwrap();
         let expected = Penalty {

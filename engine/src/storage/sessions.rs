@@ -3,7 +3,8 @@
 //! talks to. Every statement on them lives here; writes take the caller's transaction, so they
 //! commit with the row that caused them.
 
-use rusqlite::{named_params, Connection, OptionalExtension, Row, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
 use crate::db::query_all;
@@ -169,12 +170,8 @@ const ORIGIN_SQL: &str = "SELECT origin, chat, thread FROM session_origins WHERE
 /// Creates the session on its first event, or records the activity; fills in identity fields
 /// (native id, cwd, transcript) the event carries. A session that was ended stays ended unless
 /// `reopen` (a new `session_start` under the same key).
-pub fn record_activity(
-    tx: &Transaction<'_>,
-    a: &Activity<'_>,
-    now: i64,
-    reopen: bool,
-) -> Result<()> {
+pub fn record_activity(tx: &Tx<'_>, a: &Activity<'_>, reopen: bool) -> Result<()> {
+    let now = tx.now();
     tx.prepare_cached(TOUCH_SQL)?.execute(named_params! {
         ":key": a.key, ":agent": a.agent.as_str(), ":native": a.native_session_id,
         ":cwd": a.cwd, ":transcript": a.transcript_path, ":now": now, ":pane": a.pane,
@@ -184,19 +181,15 @@ pub fn record_activity(
 }
 
 /// A prompt was submitted: a new turn starts.
-pub fn begin_turn(tx: &Transaction<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
+pub fn begin_turn(tx: &Tx<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
     tx.prepare_cached(BEGIN_TURN_SQL)?
         .execute(named_params! {":key": key, ":prompt": prompt})?;
     Ok(())
 }
 
 /// The agent's state is `state` from `now`, unless it already was (its since-when stays).
-pub fn set_agent_state(
-    tx: &Transaction<'_>,
-    key: &str,
-    state: AgentState,
-    now: i64,
-) -> Result<bool> {
+pub fn set_agent_state(tx: &Tx<'_>, key: &str, state: AgentState) -> Result<bool> {
+    let now = tx.now();
     let changed = tx
         .prepare_cached(SET_AGENT_STATE_SQL)?
         .execute(named_params! {":key": key, ":state": state.as_str(), ":now": now})?;
@@ -206,12 +199,12 @@ pub fn set_agent_state(
 /// [`set_agent_state`], unless the state was set after `not_after`: what was seen on the screen
 /// at `not_after` must not undo what the agent's events said since.
 pub fn set_agent_state_if_older(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     key: &str,
     state: AgentState,
     not_after: i64,
-    now: i64,
 ) -> Result<bool> {
+    let now = tx.now();
     let changed = tx
         .prepare_cached(SET_AGENT_STATE_IF_OLDER_SQL)?
         .execute(named_params! {
@@ -221,14 +214,14 @@ pub fn set_agent_state_if_older(
 }
 
 /// The agent's own hooks reported for this session (Codex: `notify` is then a duplicate).
-pub fn mark_agent_hooks(tx: &Transaction<'_>, key: &str) -> Result<()> {
+pub fn mark_agent_hooks(tx: &Tx<'_>, key: &str) -> Result<()> {
     tx.prepare_cached(MARK_AGENT_HOOKS_SQL)?
         .execute(named_params! {":key": key})?;
     Ok(())
 }
 
 /// The person's message of this turn, when the turn's start did not say it (Codex `notify`).
-pub fn set_last_user_input(tx: &Transaction<'_>, key: &str, input: &str) -> Result<()> {
+pub fn set_last_user_input(tx: &Tx<'_>, key: &str, input: &str) -> Result<()> {
     tx.prepare_cached(SET_LAST_USER_INPUT_SQL)?
         .execute(named_params! {":key": key, ":input": input})?;
     Ok(())
@@ -246,14 +239,15 @@ pub fn agent_state(conn: &Connection, key: &str) -> Result<Option<(AgentState, i
 }
 
 /// The agent stopped: the turn is complete.
-pub fn complete_turn(tx: &Transaction<'_>, key: &str, last_message: Option<&str>) -> Result<()> {
+pub fn complete_turn(tx: &Tx<'_>, key: &str, last_message: Option<&str>) -> Result<()> {
     tx.prepare_cached(COMPLETE_TURN_SQL)?
         .execute(named_params! {":key": key, ":message": last_message})?;
     Ok(())
 }
 
 /// The session ended.
-pub fn end(tx: &Transaction<'_>, key: &str, now: i64) -> Result<()> {
+pub fn end(tx: &Tx<'_>, key: &str) -> Result<()> {
+    let now = tx.now();
     tx.prepare_cached(END_SQL)?
         .execute(named_params! {":key": key, ":now": now})?;
     Ok(())
@@ -267,7 +261,8 @@ pub fn is_ended(conn: &Connection, key: &str) -> Result<bool> {
 }
 
 /// Records `origin` as the session's, in the caller's transaction (with the inbound row).
-pub fn set_origin_in(tx: &Transaction<'_>, key: &str, origin: &Origin, now: i64) -> Result<()> {
+pub fn set_origin_in(tx: &Tx<'_>, key: &str, origin: &Origin) -> Result<()> {
+    let now = tx.now();
     tx.prepare_cached(SET_ORIGIN_SQL)?.execute(named_params! {
         ":key": key, ":origin": origin.origin, ":chat": origin.chat, ":thread": origin.thread,
         ":now": now,

@@ -1,7 +1,8 @@
 //! The `source_offsets` table: how far each inbound source has read. Written in the
 //! transaction of the rows it covers (see [`sources`](crate::sources)).
 
-use rusqlite::{named_params, Connection, OptionalExtension, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, Connection, OptionalExtension};
 
 use crate::error::Result;
 
@@ -21,7 +22,8 @@ pub fn offset(conn: &Connection, name: &str) -> Result<Option<String>> {
 }
 
 /// Records that source `name` has read up to `offset`.
-pub fn set_offset_in(tx: &Transaction<'_>, name: &str, offset: &str, now: i64) -> Result<()> {
+pub fn set_offset_in(tx: &Tx<'_>, name: &str, offset: &str) -> Result<()> {
+    let now = tx.now();
     tx.prepare_cached(SET_SQL)?
         .execute(named_params! {":source": name, ":offset": offset, ":now": now})?;
     Ok(())

@@ -1,7 +1,7 @@
 //! The ApprovalsActor's writes (see `actors/src/approvals.rs`): its look each second, and the
 //! record of a dialog answered by its keys.
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 
 use super::{Write, Writer};
 use crate::approvals::{self, AnswerResult, Approval, ChatAnswer, Means};
@@ -27,14 +27,13 @@ pub struct ChatAnswersRecorded {
 pub fn record_chat_answers_in(
     w: &Writer<'_>,
     answers: Vec<ChatAnswer>,
-    now: i64,
 ) -> Result<ChatAnswersRecorded> {
     let (tx, flows) = (w.tx(), w.flows);
     let mut recorded = ChatAnswersRecorded::default();
     for answer in answers {
-        let Some(result) = approvals::answer_from_chat_in(tx, &answer, now)? else {
+        let Some(result) = approvals::answer_from_chat_in(tx, &answer)? else {
             if let Some(message) = &answer.otherwise {
-                let row = crate::inbound::enqueue_in(&flows.inbound, tx, message, now)?;
+                let row = crate::inbound::enqueue_in(&flows.inbound, tx, message)?;
                 if !row.duplicate && row.expired.is_none() {
                     recorded.sessions.push(message.session.clone());
                 }
@@ -57,7 +56,6 @@ pub fn record_chat_answers_in(
                         &flows.outbound,
                         tx,
                         approval,
-                        now,
                     )?);
                 }
             }
@@ -69,7 +67,7 @@ pub fn record_chat_answers_in(
         if answer.callback.is_none() {
             recorded
                 .outbound_keys
-                .extend(reply_in(flows, tx, &answer, &reply, now)?);
+                .extend(reply_in(flows, tx, &answer, &reply)?);
         }
         recorded.answered.push((answer, reply));
     }
@@ -79,10 +77,9 @@ pub fn record_chat_answers_in(
 /// A text answer's reply, in its chat, to its message.
 fn reply_in(
     flows: &crate::HookProcessor,
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     answer: &ChatAnswer,
     reply: &str,
-    now: i64,
 ) -> Result<Option<String>> {
     let Some((origin, chat)) = &answer.who.chat else {
         return Ok(None);
@@ -100,7 +97,7 @@ fn reply_in(
         event: Some("approval".into()),
         ..crate::OutboundMessage::text(channel, chat, reply)
     };
-    let written = crate::outbound::enqueue_in(&flows.outbound, tx, &message, None, now)?;
+    let written = crate::outbound::enqueue_in(&flows.outbound, tx, &message, None)?;
     Ok((!written.first.duplicate).then(|| message.destination_key()))
 }
 
@@ -139,7 +136,7 @@ impl Write for SweepApprovals {
         let (tx, now) = (w.tx(), w.now());
         let mut found = ApprovalsSwept::default();
         for open in approvals::list(tx, true, 1000)? {
-            match self.end_if_unwaited(w, &open, now)? {
+            match self.end_if_unwaited(w, &open)? {
                 Some(ended) => tracing::info!(
                     approval = ended.id,
                     session = ended.session,
@@ -155,7 +152,7 @@ impl Write for SweepApprovals {
         for ended in approvals::untold(tx)? {
             found
                 .told
-                .extend(approvals::tell_in(&w.flows.outbound, tx, &ended, now)?);
+                .extend(approvals::tell_in(&w.flows.outbound, tx, &ended)?);
         }
         found.to_press = approvals::keys_due(tx)?;
         Ok(found)
@@ -165,21 +162,17 @@ impl Write for SweepApprovals {
 impl SweepApprovals {
     /// Ends `open` when no one will: past its expiry (a waiting hook gets a little longer, as
     /// it expires the approval itself and prints the deny), or its waiting hook is gone.
-    fn end_if_unwaited(
-        &self,
-        w: &Writer<'_>,
-        open: &Approval,
-        now: i64,
-    ) -> Result<Option<Approval>> {
+    fn end_if_unwaited(&self, w: &Writer<'_>, open: &Approval) -> Result<Option<Approval>> {
+        let now = w.now();
         let waiter_alive =
             open.means == Means::Hook && open.waiter_pid.is_some_and(self.waiter_alive);
         if open.means == Means::Hook && !waiter_alive {
             let why = "the agent stopped waiting: answered in its terminal, or it quit";
-            return approvals::withdraw_in(w.tx(), &open.id, why, now);
+            return approvals::withdraw_in(w.tx(), &open.id, why);
         }
         let grace = if waiter_alive { HOOK_GRACE_MS } else { 0 };
         if now >= open.expires_at + grace {
-            return approvals::expire_in(w.tx(), &open.id, now);
+            return approvals::expire_in(w.tx(), &open.id);
         }
         Ok(None)
     }
@@ -201,7 +194,7 @@ impl Write for StartPressing {
             approvals::unreached_in(tx, &self.0.id, why)?;
             return Ok(None);
         }
-        Ok(Some(approvals::pressing_in(tx, &self.0.id, w.now())?))
+        Ok(Some(approvals::pressing_in(tx, &self.0.id)?))
     }
 }
 
@@ -233,7 +226,7 @@ impl Write for RecordPressed {
         let id = &approval.id;
         match self.pressed {
             Pressed::Answered { at_prompt } => {
-                if approvals::reached_in(tx, id, now)? {
+                if approvals::reached_in(tx, id)? {
                     let state = match at_prompt {
                         true => AgentState::Ready,
                         false => AgentState::Working,
@@ -241,7 +234,7 @@ impl Write for RecordPressed {
                     // The screen was read when the keys were pressed: an event the agent
                     // sent since (its turn ended while this was recorded) says more.
                     let pressed = approvals::pressed_at_in(tx, id)?.unwrap_or(now);
-                    sessions::set_agent_state_if_older(tx, &approval.session, state, pressed, now)?;
+                    sessions::set_agent_state_if_older(tx, &approval.session, state, pressed)?;
                 }
                 let session = &approval.session;
                 tracing::info!(
@@ -298,7 +291,7 @@ impl Write for AnswerApproval {
     type Output = AnswerResult;
 
     fn apply(self, w: &Writer<'_>) -> Result<AnswerResult> {
-        approvals::answer_in(w.tx(), &self.id, self.decision, &self.who, w.now())
+        approvals::answer_in(w.tx(), &self.id, self.decision, &self.who)
     }
 }
 
@@ -313,7 +306,7 @@ impl Write for Withdraw {
     type Output = Option<Approval>;
 
     fn apply(self, w: &Writer<'_>) -> Result<Option<Approval>> {
-        approvals::withdraw_in(w.tx(), &self.id, &self.why, w.now())
+        approvals::withdraw_in(w.tx(), &self.id, &self.why)
     }
 }
 
@@ -391,7 +384,7 @@ mod tests {
         let asked = flows
             .engine
             .database()
-            .write(|tx| approvals::ask_in(tx, &ask, 0))
+            .write(|tx| approvals::ask_in(&Tx::new(tx, 0), &ask))
             .unwrap();
         let id = asked.id.clone();
         let denied = answered(&flows, &id, approvals::Decision::Deny);
@@ -438,15 +431,15 @@ mod tests {
             };
             let asked = db
                 .write(|tx| {
-                    crate::storage::sessions::record_activity(tx, &activity, 100, false)?;
-                    approvals::ask_in(tx, &ask, 100)
+                    crate::storage::sessions::record_activity(&Tx::new(tx, 100), &activity, false)?;
+                    approvals::ask_in(&Tx::new(tx, 100), &ask)
                 })
                 .unwrap();
             let allow = approvals::Decision::Allow(approvals::Scope::Once);
             let approval = answered(&flows, &asked.id, allow);
             db.write(|tx| {
-                approvals::pressing_in(tx, &approval.id, 1_000)?;
-                sessions::set_agent_state(tx, key, state, since)
+                approvals::pressing_in(&Tx::new(tx, 1_000), &approval.id)?;
+                sessions::set_agent_state(&Tx::new(tx, since), key, state)
             })
             .unwrap();
             let pressed = Pressed::Answered { at_prompt: false };

@@ -15,7 +15,7 @@
 pub mod approvals;
 pub mod runs;
 
-use rusqlite::Transaction;
+use crate::tx::Tx;
 
 use crate::approvals::ChatAnswer;
 use crate::error::Result;
@@ -29,18 +29,18 @@ use approvals::ChatAnswersRecorded;
 /// What a write may use: the group commit's transaction (for the storage functions, inside
 /// the engine) and the queues and notice routes.
 pub struct Writer<'a> {
-    tx: &'a Transaction<'a>,
+    tx: Tx<'a>,
     pub flows: &'a HookProcessor,
 }
 
 impl<'a> Writer<'a> {
-    pub(crate) fn tx(&self) -> &'a Transaction<'a> {
-        self.tx
+    pub(crate) fn tx(&self) -> &Tx<'a> {
+        &self.tx
     }
 
-    /// The time the write is made at.
+    /// The time the write is made at: one time for all its statements.
     pub fn now(&self) -> i64 {
-        self.flows.engine.now()
+        self.tx.now()
     }
 }
 
@@ -67,6 +67,7 @@ impl HookProcessor {
         let flows = std::sync::Arc::clone(self);
         let atomicity = write.atomicity();
         self.engine.database().submit(atomicity, move |tx| {
+            let tx = Tx::new(tx, flows.engine.now());
             let out = write.apply(&Writer { tx, flows: &flows })?;
             Ok((out, keep))
         })
@@ -90,9 +91,8 @@ impl Write for EnqueueInbound {
     }
 
     fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
-        let now = w.now();
-        let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx, &self.0, now)?;
-        let told = tell_if_dropped(w, &self.0, &enqueued, now)?;
+        let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?;
+        let told = tell_if_dropped(w, &self.0, &enqueued)?;
         Ok((enqueued, told))
     }
 }
@@ -107,7 +107,7 @@ impl Write for RecordRefused {
 
     fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
         let q = &w.flows.inbound;
-        q.enqueue_expired_in(w.tx, &self.0.to_row(), inbound::REFUSED_TOO_LARGE, w.now())
+        q.enqueue_expired_in(w.tx(), &self.0.to_row(), inbound::REFUSED_TOO_LARGE)
     }
 }
 
@@ -134,23 +134,22 @@ impl Write for RecordBatch {
     type Output = BatchWritten;
 
     fn apply(self, w: &Writer<'_>) -> Result<BatchWritten> {
-        let (q, now) = (&w.flows.inbound, w.now());
+        let q = &w.flows.inbound;
         let rows = crate::sources::enqueue_batch_in(
             q,
-            w.tx,
+            w.tx(),
             &self.source,
             &self.messages,
             &self.offset,
-            now,
         )?;
         let mut told = Vec::new();
         for (message, row) in self.messages.iter().zip(&rows) {
-            told.extend(tell_if_dropped(w, message, row, now)?);
+            told.extend(tell_if_dropped(w, message, row)?);
         }
         for copy in &self.refused {
-            q.enqueue_expired_in(w.tx, &copy.to_row(), inbound::REFUSED_TOO_LARGE, now)?;
+            q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;
         }
-        let answers = approvals::record_chat_answers_in(w, self.answers, now)?;
+        let answers = approvals::record_chat_answers_in(w, self.answers)?;
         Ok(BatchWritten {
             rows,
             told,
@@ -168,7 +167,7 @@ impl Write for RecordAnswers {
     type Output = ChatAnswersRecorded;
 
     fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
-        approvals::record_chat_answers_in(w, self.0, w.now())
+        approvals::record_chat_answers_in(w, self.0)
     }
 }
 
@@ -187,7 +186,7 @@ impl Write for EnqueueOutbound {
     }
 
     fn apply(self, w: &Writer<'_>) -> Result<outbound::Written> {
-        outbound::enqueue_parts_in(&w.flows.outbound, w.tx, &self.0, w.now())
+        outbound::enqueue_parts_in(&w.flows.outbound, w.tx(), &self.0)
     }
 }
 
@@ -203,7 +202,7 @@ impl Write for RecordHook {
     }
 
     fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
-        w.flows.hooks.enqueue_in(w.tx, &self.0, w.now())
+        w.flows.hooks.enqueue_in(w.tx(), &self.0)
     }
 }
 
@@ -226,8 +225,8 @@ impl Write for SetPause {
     fn apply(self, w: &Writer<'_>) -> Result<bool> {
         let key = self.key.as_deref();
         match self.paused {
-            true => crate::pauses::pause_in(w.tx, self.queue, key, w.now()).map(|()| true),
-            false => crate::pauses::resume_in(w.tx, self.queue, key),
+            true => crate::pauses::pause_in(w.tx(), self.queue, key).map(|()| true),
+            false => crate::pauses::resume_in(w.tx(), self.queue, key),
         }
     }
 }
@@ -254,8 +253,7 @@ fn tell_if_dropped(
     w: &Writer<'_>,
     message: &InboundMessage,
     enqueued: &Enqueued,
-    now: i64,
 ) -> Result<Option<String>> {
     let routes = w.flows.routes.read().expect("routes lock").clone();
-    trouble::tell_if_dropped_in(&w.flows.outbound, w.tx, &routes, message, enqueued, now)
+    trouble::tell_if_dropped_in(&w.flows.outbound, w.tx(), &routes, message, enqueued)
 }

@@ -133,26 +133,26 @@ impl Write for RecordRun {
     type Output = RunRecorded;
 
     fn apply(self, w: &Writer<'_>) -> Result<RunRecorded> {
-        let (tx, now) = (w.tx(), w.now());
+        let tx = w.tx();
         let q = queue(w, self.queue);
         // Given back first: the parts of a text after one that died are buried with it as it
         // is recorded, which only touches rows no one holds.
-        q.give_back_in(tx, &self.give_back, Duration::ZERO, self.give_back_as, now)?;
+        q.give_back_in(tx, &self.give_back, Duration::ZERO, self.give_back_as)?;
         let mut recorded = Vec::with_capacity(self.answers.len());
         let mut told = Vec::new();
         for a in &self.answers {
-            let done = record(w, q, a, now)?;
-            told.extend(tell_chat(w, a, &done, now)?);
+            let done = record(w, q, a)?;
+            told.extend(tell_chat(w, a, &done)?);
             recorded.push(done);
         }
         let (next, for_agent) = match self.next {
             LeaseNext::Nothing => (None, ForAgent::default()),
             LeaseNext::Run { key, limit, mark } => {
-                let run = q.lease_run_in(tx, &key, now, limit, mark)?;
+                let run = q.lease_run_in(tx, &key, limit, mark)?;
                 (Some(run), ForAgent::default())
             }
             LeaseNext::ForAgent { key, waits } => {
-                let (run, how) = lease_for_agent(w, q, &key, waits, now)?;
+                let (run, how) = lease_for_agent(w, q, &key, waits)?;
                 (Some(run), how)
             }
         };
@@ -202,23 +202,23 @@ impl Write for RecordAnswer {
     type Output = (RowRecorded, Option<Taken>);
 
     fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
-        let (tx, now) = (w.tx(), w.now());
+        let tx = w.tx();
         let q = queue(w, self.queue);
-        let recorded = record(w, q, &self.answer, now)?;
+        let recorded = record(w, q, &self.answer)?;
         if self.then == Then::Stop || recorded != RowRecorded::Delivered {
             return Ok((recorded, None));
         }
         let key = &self.answer.lease.key;
         let taken = match self.then {
             Then::LeaseRun { limit, mark } => {
-                let run = q.lease_run_in(tx, key, now, limit, mark)?;
+                let run = q.lease_run_in(tx, key, limit, mark)?;
                 Some(run.unwrap_or_default())
                     .filter(|run| !run.is_empty())
                     .map(Taken::Run)
             }
             // Leased and marked by one statement, as a run of one.
             Then::LeaseToSend { mark: true } => loop {
-                match q.lease_run_in(tx, key, now, 1, true)? {
+                match q.lease_run_in(tx, key, 1, true)? {
                     // It ended at its lease (expired, superseded): the next row is the head.
                     Ok(run) if run.is_empty() => continue,
                     Ok(run) => {
@@ -230,7 +230,7 @@ impl Write for RecordAnswer {
                     Err(_) => break None,
                 }
             },
-            then => q.lease_next_in(tx, key, now)?.map(|lease| Taken::Row {
+            then => q.lease_next_in(tx, key)?.map(|lease| Taken::Row {
                 lease,
                 cleared: then == Then::LeaseToSend { mark: false },
             }),
@@ -255,7 +255,7 @@ impl Write for MarkSendStarted {
     }
 
     fn apply(self, w: &Writer<'_>) -> Result<bool> {
-        queue(w, self.queue).mark_send_started_in(w.tx(), &self.lease, w.now())
+        queue(w, self.queue).mark_send_started_in(w.tx(), &self.lease)
     }
 }
 
@@ -273,7 +273,7 @@ impl Write for GiveBackUnsent {
 
     fn apply(self, w: &Writer<'_>) -> Result<usize> {
         let undo = GiveBack::UndoMarks;
-        queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, undo, w.now())
+        queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, undo)
     }
 }
 
@@ -291,9 +291,9 @@ impl Write for ExtendLease {
     type Output = bool;
 
     fn apply(self, w: &Writer<'_>) -> Result<bool> {
-        let (q, now) = (queue(w, self.queue), w.now());
-        let ours = q.extend_in(w.tx(), self.id, self.token, now)?;
-        q.extend_key_in(w.tx(), &self.key, now)?;
+        let q = queue(w, self.queue);
+        let ours = q.extend_in(w.tx(), self.id, self.token)?;
+        q.extend_key_in(w.tx(), &self.key)?;
         Ok(ours)
     }
 }
@@ -304,58 +304,54 @@ fn queue<'a>(w: &'a Writer<'_>, name: QueueName) -> &'a Queue {
 
 /// Records one answer, fenced by its lease: the channel's pause, the row's outcome, and for a
 /// part of a text that died, the parts after it.
-fn record(w: &Writer<'_>, q: &Queue, a: &Answered, now: i64) -> Result<RowRecorded> {
+fn record(w: &Writer<'_>, q: &Queue, a: &Answered) -> Result<RowRecorded> {
+    let now = w.now();
     let tx = w.tx();
     if let Some(p) = &a.pause {
         let until = now.saturating_add(p.wait.as_millis() as i64);
         crate::penalties::set_in(tx, &p.channel, until, &p.reason)?;
     }
     let l = &a.lease;
-    let recorded = record_outcome(q, w, l, a.outcome.clone(), now)?;
+    let recorded = record_outcome(q, w, l, a.outcome.clone())?;
     // The parts of a text after one that died would arrive without it: they wait as dead
     // letters with it, and `dead retry` sends them again in order.
     if let (RowRecorded::Dead, Some(part)) = (&recorded, a.part) {
         let later = i64::from(part.of.saturating_sub(part.index));
         let reason = format!("part {} of {} (row {}) failed", part.index, part.of, l.id);
-        q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason, now)?;
+        q.bury_range_in(tx, &l.key, (l.id, l.id + later), &reason)?;
     }
     Ok(recorded)
 }
 
 /// The row's outcome, fenced by its lease token.
-fn record_outcome(
-    q: &Queue,
-    w: &Writer<'_>,
-    l: &Lease,
-    outcome: Outcome,
-    now: i64,
-) -> Result<RowRecorded> {
+fn record_outcome(q: &Queue, w: &Writer<'_>, l: &Lease, outcome: Outcome) -> Result<RowRecorded> {
+    let now = w.now();
     let tx = w.tx();
     Ok(match outcome {
-        Outcome::Delivered(receipt) => match q.delivered_in(tx, l, &receipt, now)? {
+        Outcome::Delivered(receipt) => match q.delivered_in(tx, l, &receipt)? {
             true => RowRecorded::Delivered,
             false => RowRecorded::Stale,
         },
         Outcome::Throttled { reason, wait, .. } => {
             let reason = format!("{THROTTLED}{reason}");
-            throttled(q.throttle_in(tx, l, &reason, wait, now)?)
+            throttled(q.throttle_in(tx, l, &reason, wait)?)
         }
-        Outcome::Retry { error, after } => retried(q.retry_later_in(tx, l, &error, after, now)?),
+        Outcome::Retry { error, after } => retried(q.retry_later_in(tx, l, &error, after)?),
         Outcome::Unreachable { error } => {
             // Nothing went out: pending again after the backoff step it is at, uncounted.
             let wait = q.policy().delay_after(l.attempts.saturating_sub(1).max(1));
             let error = format!("{UNREACHABLE}{error}");
-            throttled(q.throttle_in(tx, l, &error, wait, now)?)
+            throttled(q.throttle_in(tx, l, &error, wait)?)
         }
         Outcome::Unknown { error } => {
             let error = format!("outcome unknown: {error}");
-            retried(q.retry_unknown_in(tx, l, &error, now)?)
+            retried(q.retry_unknown_in(tx, l, &error)?)
         }
-        Outcome::Permanent { reason } => match q.bury_in(tx, l, &reason, now)? {
+        Outcome::Permanent { reason } => match q.bury_in(tx, l, &reason)? {
             true => RowRecorded::Dead,
             false => RowRecorded::Stale,
         },
-        Outcome::Expired { reason } => match q.expire_in(tx, l, &reason, now)? {
+        Outcome::Expired { reason } => match q.expire_in(tx, l, &reason)? {
             true => RowRecorded::Expired,
             false => RowRecorded::Stale,
         },
@@ -363,7 +359,7 @@ fn record_outcome(
             // The lease outlives the wait, so only a crash hands the row to someone else.
             let until = now.saturating_add(ms(wait + SUBMITTED_LEASE_MARGIN));
             let note = format!("{SUBMITTED}{note}");
-            match q.submitted_in(tx, l, &note, until, now)? {
+            match q.submitted_in(tx, l, &note, until)? {
                 true => RowRecorded::Submitted,
                 false => RowRecorded::Stale,
             }
@@ -388,12 +384,7 @@ fn retried(retried: Retried) -> RowRecorded {
 /// Tells the chat an inbound message came from, in the transaction that records its answer,
 /// when the message starts to wait (its first failed attempt) or is dropped (see
 /// [`trouble`]). The ordering key of the notice written, if one was.
-fn tell_chat(
-    w: &Writer<'_>,
-    a: &Answered,
-    recorded: &RowRecorded,
-    now: i64,
-) -> Result<Option<String>> {
+fn tell_chat(w: &Writer<'_>, a: &Answered, recorded: &RowRecorded) -> Result<Option<String>> {
     let Some(origin) = &a.origin else {
         return Ok(None);
     };
@@ -411,7 +402,7 @@ fn tell_chat(
         session: &a.lease.key,
         origin,
     };
-    trouble::tell_chat_in(&w.flows.outbound, w.tx(), &routes, from, trouble, now)
+    trouble::tell_chat_in(&w.flows.outbound, w.tx(), &routes, from, trouble)
 }
 
 /// Leases the session's next row for its agent: one row, marked sent as it is leased (a crash
@@ -427,8 +418,8 @@ fn lease_for_agent(
     q: &Queue,
     key: &str,
     waits: AgentWaits,
-    now: i64,
 ) -> Result<(std::result::Result<Vec<Lease>, Head>, ForAgent)> {
+    let now = w.now();
     let tx = w.tx();
     let look_again = now + ms(waits.look_again);
     let how = |unsure, steering| ForAgent { unsure, steering };
@@ -447,11 +438,11 @@ fn lease_for_agent(
         Some((AgentState::Starting | AgentState::Gone, _)) | None => (None, how(true, false)),
     };
     if let Some(at) = wait_until {
-        let head = match q.head_in(tx, key, now)? {
+        let head = match q.head_in(tx, key)? {
             Head::Due => Head::NotBefore(at),
             head => head,
         };
         return Ok((Err(head), ForAgent::default()));
     }
-    Ok((q.lease_run_in(tx, key, now, 1, true)?, how))
+    Ok((q.lease_run_in(tx, key, 1, true)?, how))
 }

@@ -1,9 +1,10 @@
 //! Recording what became of a leased row, each fenced by its lease token: delivered (with a
 //! receipt), throttled, retried later, dead, expired.
 
+use crate::tx::Tx;
 use std::time::Duration;
 
-use rusqlite::{named_params, OptionalExtension, Transaction};
+use rusqlite::{named_params, OptionalExtension};
 
 use super::{finish_in, Lease, Queue, Receipt, Retried};
 use crate::clock::ms;
@@ -57,11 +58,7 @@ impl Queue {
     /// The oldest active row of `key`, when a send of it started (a message pasted into its
     /// agent's pane, waiting for the agent to take it): its id, payload and when the send
     /// started.
-    pub fn oldest_started_in(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-    ) -> Result<Option<(i64, String, i64)>> {
+    pub fn oldest_started_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<(i64, String, i64)>> {
         let row = tx
             .prepare_cached(OLDEST_STARTED_SQL)?
             .query_row(named_params! {":queue": self.name, ":key": key}, |r| {
@@ -73,13 +70,8 @@ impl Queue {
 
     /// Marks a row whose send started delivered on the far end's own confirmation, whoever
     /// holds its lease. False if it was no longer active or not started.
-    pub fn confirm_in(
-        &self,
-        tx: &Transaction<'_>,
-        id: i64,
-        receipt: &str,
-        now: i64,
-    ) -> Result<bool> {
+    pub fn confirm_in(&self, tx: &Tx<'_>, id: i64, receipt: &str) -> Result<bool> {
+        let now = tx.now();
         let n = tx
             .prepare_cached(CONFIRMED_SQL)?
             .execute(named_params! {":id": id, ":receipt": receipt, ":now": now})?;
@@ -89,14 +81,8 @@ impl Queue {
     /// Keeps a leased row leased until `until` while its far end confirms it (see
     /// [`confirm_in`](Self::confirm_in)), with `note` as what it waits for. False if the token
     /// is stale (it may be confirmed already).
-    pub fn submitted_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        note: &str,
-        until: i64,
-        now: i64,
-    ) -> Result<bool> {
+    pub fn submitted_in(&self, tx: &Tx<'_>, lease: &Lease, note: &str, until: i64) -> Result<bool> {
+        let now = tx.now();
         let n = tx.prepare_cached(SUBMITTED_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":until": until, ":note": note, ":now": now},
         )?;
@@ -105,30 +91,24 @@ impl Queue {
 
     /// Marks a leased row delivered. False (and nothing changed) if the token is stale.
     pub fn complete(&self, id: i64, token: i64, reason: Option<&str>) -> Result<bool> {
-        self.write_now(|tx, now| self.complete_in(tx, id, token, reason, now))
+        self.write(|tx| self.complete_in(tx, id, token, reason))
     }
 
     /// `complete` inside a caller's transaction.
     pub fn complete_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         id: i64,
         token: i64,
         reason: Option<&str>,
-        now: i64,
     ) -> Result<bool> {
-        finish_in(tx, id, token, "delivered", reason, None, now)
+        finish_in(tx, id, token, "delivered", reason, None)
     }
 
     /// Marks a leased row delivered by a channel, with the far end's receipt. False (and
     /// nothing changed) if the token is stale.
-    pub fn delivered_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        receipt: &Receipt,
-        now: i64,
-    ) -> Result<bool> {
+    pub fn delivered_in(&self, tx: &Tx<'_>, lease: &Lease, receipt: &Receipt) -> Result<bool> {
+        let now = tx.now();
         let took_ms = receipt.took.map(ms);
         let n = tx
             .prepare_cached(DELIVERED_SQL)?
@@ -141,12 +121,12 @@ impl Queue {
     /// is kept as its last error. Returns when it is due, or `None` if the token is stale.
     pub fn throttle_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         lease: &Lease,
         reason: &str,
         wait: Duration,
-        now: i64,
     ) -> Result<Option<i64>> {
+        let now = tx.now();
         let at = now.saturating_add(ms(wait));
         let n = tx.prepare_cached(THROTTLE_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason, ":was": lease.send_started},
@@ -163,7 +143,7 @@ impl Queue {
         reason: &str,
         error: Option<&str>,
     ) -> Result<bool> {
-        self.write_now(|tx, now| finish_in(tx, id, token, "delivered", Some(reason), error, now))
+        self.write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error))
     }
 
     /// Ends many leased rows at once without running them (one transaction), each with its
@@ -172,18 +152,11 @@ impl Queue {
         if rows.is_empty() {
             return Ok(0);
         }
-        self.write_now(|tx, now| {
+        self.write(|tx| {
             let mut n = 0;
             for (lease, reason) in rows {
-                n += finish_in(
-                    tx,
-                    lease.id,
-                    lease.token,
-                    "delivered",
-                    Some(reason),
-                    None,
-                    now,
-                )? as usize;
+                n +=
+                    finish_in(tx, lease.id, lease.token, "delivered", Some(reason), None)? as usize;
             }
             Ok(n)
         })
@@ -197,43 +170,36 @@ impl Queue {
         error: &str,
         retry_after: Option<Duration>,
     ) -> Result<Retried> {
-        self.write_now(|tx, now| self.retry_later_in(tx, lease, error, retry_after, now))
+        self.write(|tx| self.retry_later_in(tx, lease, error, retry_after))
     }
 
     /// `retry_later` inside a caller's transaction. The send is known not to have reached the
     /// far end: the send-started mark is cleared.
     pub fn retry_later_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         lease: &Lease,
         error: &str,
         retry_after: Option<Duration>,
-        now: i64,
     ) -> Result<Retried> {
-        self.retry_in(tx, lease, error, retry_after, false, now)
+        self.retry_in(tx, lease, error, retry_after, false)
     }
 
     /// `retry_later_in` for a send whose outcome is unknown (no answer after the request went
     /// out): the send-started mark stays, so the next attempt knows it may repeat the message.
-    pub fn retry_unknown_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        error: &str,
-        now: i64,
-    ) -> Result<Retried> {
-        self.retry_in(tx, lease, error, None, true, now)
+    pub fn retry_unknown_in(&self, tx: &Tx<'_>, lease: &Lease, error: &str) -> Result<Retried> {
+        self.retry_in(tx, lease, error, None, true)
     }
 
     fn retry_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         lease: &Lease,
         error: &str,
         retry_after: Option<Duration>,
         unknown: bool,
-        now: i64,
     ) -> Result<Retried> {
+        let now = tx.now();
         let policy = self.policy();
         if policy.exhausted(lease.attempts) {
             let reason = format!("gave up after {} attempts", lease.attempts);
@@ -244,7 +210,6 @@ impl Queue {
                 "dead",
                 Some(&reason),
                 Some(error),
-                now,
             )?;
             return Ok(if done { Retried::Dead } else { Retried::Stale });
         }
@@ -263,40 +228,20 @@ impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
     /// Marks a leased row dead (a permanent failure). False if the token is stale.
     pub fn bury(&self, id: i64, token: i64, reason: &str) -> Result<bool> {
-        self.write_now(|tx, now| finish_in(tx, id, token, "dead", Some(reason), Some(reason), now))
+        self.write(|tx| finish_in(tx, id, token, "dead", Some(reason), Some(reason)))
     }
 
     /// Marks a leased row dead (a permanent failure) inside a caller's transaction. False if
     /// the token is stale.
-    pub fn bury_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        reason: &str,
-        now: i64,
-    ) -> Result<bool> {
+    pub fn bury_in(&self, tx: &Tx<'_>, lease: &Lease, reason: &str) -> Result<bool> {
         let (id, token) = (lease.id, lease.token);
-        finish_in(tx, id, token, "dead", Some(reason), Some(reason), now)
+        finish_in(tx, id, token, "dead", Some(reason), Some(reason))
     }
 
     /// Expires a leased row (it cannot be delivered where it is addressed). False if the token
     /// is stale.
-    pub fn expire_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        reason: &str,
-        now: i64,
-    ) -> Result<bool> {
-        finish_in(
-            tx,
-            lease.id,
-            lease.token,
-            "expired",
-            Some(reason),
-            None,
-            now,
-        )
+    pub fn expire_in(&self, tx: &Tx<'_>, lease: &Lease, reason: &str) -> Result<bool> {
+        finish_in(tx, lease.id, lease.token, "expired", Some(reason), None)
     }
 }
 

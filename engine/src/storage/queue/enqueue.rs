@@ -1,6 +1,7 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
-use rusqlite::{named_params, OptionalExtension, Transaction};
+use crate::tx::Tx;
+use rusqlite::{named_params, OptionalExtension};
 
 use super::{Enqueued, NewRow, Queue};
 use crate::error::{EngineError, Result};
@@ -18,39 +19,38 @@ const FIND_DUPLICATE_SQL: &str =
 impl Queue {
     /// Writes one row, or finds the row with the same dedup key and writes nothing.
     pub fn enqueue(&self, row: &NewRow) -> Result<Enqueued> {
-        self.write_now(|tx, now| self.enqueue_in(tx, row, now))
+        self.write(|tx| self.enqueue_in(tx, row))
     }
 
     /// Writes many rows in one transaction (one commit, one fsync).
     pub fn enqueue_many(&self, rows: &[NewRow]) -> Result<Vec<Enqueued>> {
-        self.write_now(|tx, now| rows.iter().map(|r| self.enqueue_in(tx, r, now)).collect())
+        self.write(|tx| rows.iter().map(|r| self.enqueue_in(tx, r)).collect())
     }
 
     /// Enqueue inside a caller's transaction, so a handler's effects and its rows commit together.
     /// Its only write is one statement (see `Atomicity::OneStatement`).
-    pub fn enqueue_in(&self, tx: &Transaction<'_>, row: &NewRow, now: i64) -> Result<Enqueued> {
-        self.insert_in(tx, row, now, None)
+    pub fn enqueue_in(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Enqueued> {
+        self.insert_in(tx, row, None)
     }
 
     /// Writes the row already expired, for `reason`: it is kept (and deduplicates its retries)
     /// but never delivered. One write statement, like `enqueue_in`.
     pub fn enqueue_expired_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         row: &NewRow,
         reason: &'static str,
-        now: i64,
     ) -> Result<Enqueued> {
-        self.insert_in(tx, row, now, Some(reason))
+        self.insert_in(tx, row, Some(reason))
     }
 
     fn insert_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         row: &NewRow,
-        now: i64,
         expired: Option<&'static str>,
     ) -> Result<Enqueued> {
+        let now = tx.now();
         if row.key.is_empty() {
             return Err(EngineError::Invalid("the ordering key is empty".into()));
         }
@@ -93,7 +93,7 @@ impl Queue {
 impl Queue {
     /// Refuses a new row past the policy's `max_key_depth` or `max_depth` (`QueueFull`), unless
     /// it repeats a row already written: then that row is the answer, as for any duplicate.
-    fn refuse_past_depth(&self, tx: &Transaction<'_>, row: &NewRow) -> Result<Option<Enqueued>> {
+    fn refuse_past_depth(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Option<Enqueued>> {
         let policy = self.policy();
         let count = |sql, params: &[(&str, &dyn rusqlite::ToSql)]| -> Result<u64> {
             let n: i64 = tx.prepare_cached(sql)?.query_row(params, |r| r.get(0))?;

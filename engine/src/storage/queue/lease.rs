@@ -1,9 +1,10 @@
 //! Handing rows out: the due head of a key, a run of a key's rows, the due heads or runs of
 //! many keys; extending leases while work runs; giving leased rows back uncounted.
 
+use crate::tx::Tx;
 use std::time::Duration;
 
-use rusqlite::{named_params, Row, Transaction};
+use rusqlite::{named_params, Row};
 
 use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
 use crate::clock::ms;
@@ -158,21 +159,17 @@ impl Queue {
     /// Leases the oldest unfinished row of `key` if it is due (or its lease expired);
     /// `None` when the key's head is not due, is leased by someone alive, or there is none.
     pub fn lease_next(&self, key: &str) -> Result<Option<Lease>> {
-        self.write_now(|tx, now| self.lease_next_in(tx, key, now))
+        self.write(|tx| self.lease_next_in(tx, key))
     }
 
     /// `lease_next` inside a caller's transaction.
-    pub fn lease_next_in(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-        now: i64,
-    ) -> Result<Option<Lease>> {
+    pub fn lease_next_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<Lease>> {
+        let now = tx.now();
         loop {
             match head_query(tx, self.name.as_str(), key)? {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
-                    let lease = self.lease_row(tx, id, now)?;
-                    if let Some(lease) = self.screen_in(tx, vec![lease], now)?.pop() {
+                    let lease = self.lease_row(tx, id)?;
+                    if let Some(lease) = self.screen_in(tx, vec![lease])?.pop() {
                         return Ok(Some(lease));
                     } // it ended at the lease: the next row is the head now
                 }
@@ -192,12 +189,12 @@ impl Queue {
     /// sent included: only for channels whose far end tells repeats apart.
     pub fn lease_run_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         key: &str,
-        now: i64,
         limit: usize,
         mark_started: bool,
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        let now = tx.now();
         let started = mark_started.then_some(now);
         let rows: Vec<(String, i64, Lease)> = tx
             .prepare_cached(KEY_RUN_SQL)?
@@ -250,15 +247,16 @@ impl Queue {
             lease.expires_at = expires;
         }
         // Possibly empty, when every row of the run ended at its lease: the caller leases again.
-        Ok(Ok(self.screen_in(tx, leases, now)?))
+        Ok(Ok(self.screen_in(tx, leases)?))
     }
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
         let skip = skip_list(skip);
-        self.write_now(|tx, now| {
-            reclaim_expired_in(tx, now)?;
-            self.lease_ids_in(tx, now, limit, |want| {
+        self.write(|tx| {
+            let now = tx.now();
+            reclaim_expired_in(tx)?;
+            self.lease_ids_in(tx, limit, |want| {
                 let params = named_params! {
                     ":queue": self.name, ":now": now, ":skip": skip, ":limit": want as i64,
                 };
@@ -276,9 +274,10 @@ impl Queue {
         skip: &[String],
     ) -> Result<Vec<Lease>> {
         let skip = skip_list(skip);
-        self.write_now(|tx, now| {
-            reclaim_expired_in(tx, now)?;
-            self.lease_ids_in(tx, now, limit, |want| {
+        self.write(|tx| {
+            let now = tx.now();
+            reclaim_expired_in(tx)?;
+            self.lease_ids_in(tx, limit, |want| {
                 let params = named_params! {
                     ":queue": self.name, ":now": now, ":from": written.start,
                     ":before": written.end, ":skip": skip, ":limit": want as i64,
@@ -303,11 +302,11 @@ impl Queue {
     /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
     /// (their worker is full).
     pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
-        let now = self.now();
         let skip = skip_list(skip);
-        self.db.write(|tx| {
-            reclaim_expired_in(tx, now)?;
-            self.lease_ids_in(tx, now, limit, |want| {
+        self.write(|tx| {
+            let now = tx.now();
+            reclaim_expired_in(tx)?;
+            self.lease_ids_in(tx, limit, |want| {
                 let params = named_params! {
                     ":queue": self.name,
                     ":now": now,
@@ -324,8 +323,7 @@ impl Queue {
     /// rows ended at their lease made room: the rows behind them may be due now.
     fn lease_ids_in(
         &self,
-        tx: &Transaction<'_>,
-        now: i64,
+        tx: &Tx<'_>,
         limit: usize,
         find: impl Fn(usize) -> Result<Vec<i64>>,
     ) -> Result<Vec<Lease>> {
@@ -336,9 +334,9 @@ impl Queue {
             let found = ids.len();
             let leased = ids
                 .into_iter()
-                .map(|id| self.lease_row(tx, id, now))
+                .map(|id| self.lease_row(tx, id))
                 .collect::<Result<Vec<_>>>()?;
-            let kept = self.screen_in(tx, leased, now)?;
+            let kept = self.screen_in(tx, leased)?;
             let ended = found - kept.len();
             leases.extend(kept);
             if ended == 0 || found < want || leases.len() >= limit {
@@ -351,7 +349,8 @@ impl Queue {
     /// row past its attempt limit (killed during its last attempt, or the limit was lowered)
     /// goes dead, a row past `max_age` is expired. The limits are checked here, at every lease,
     /// not only when a failure is recorded or at a sweep. Returns the rows that may be tried.
-    fn screen_in(&self, tx: &Transaction<'_>, leases: Vec<Lease>, now: i64) -> Result<Vec<Lease>> {
+    fn screen_in(&self, tx: &Tx<'_>, leases: Vec<Lease>) -> Result<Vec<Lease>> {
+        let now = tx.now();
         let policy = self.policy();
         let too_old = |l: &Lease| {
             policy
@@ -390,7 +389,8 @@ impl Queue {
         Ok(kept)
     }
 
-    fn lease_row(&self, tx: &Transaction<'_>, id: i64, now: i64) -> Result<Lease> {
+    fn lease_row(&self, tx: &Tx<'_>, id: i64) -> Result<Lease> {
+        let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         tx.prepare_cached(LEASE_ROW_SQL)?
             .execute(named_params! {":id": id, ":owner": &*self.owner, ":expires": expires})?;
@@ -402,11 +402,12 @@ impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
     /// Pushes a live lease's expiry out by the lease timeout. False if the token is stale.
     pub fn extend(&self, id: i64, token: i64) -> Result<bool> {
-        self.write_now(|tx, now| self.extend_in(tx, id, token, now))
+        self.write(|tx| self.extend_in(tx, id, token))
     }
 
     /// `extend` inside a caller's transaction.
-    pub fn extend_in(&self, tx: &Transaction<'_>, id: i64, token: i64, now: i64) -> Result<bool> {
+    pub fn extend_in(&self, tx: &Tx<'_>, id: i64, token: i64) -> Result<bool> {
+        let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let n = tx
             .prepare_cached(EXTEND_SQL)?
@@ -416,7 +417,8 @@ impl Queue {
 
     /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
     /// leased rows that wait behind the one being delivered).
-    pub fn extend_key_in(&self, tx: &Transaction<'_>, key: &str, now: i64) -> Result<usize> {
+    pub fn extend_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<usize> {
+        let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         Ok(tx
             .prepare_cached(EXTEND_KEY_SQL)?
@@ -446,19 +448,15 @@ impl Queue {
         if leases.is_empty() {
             return Ok(0);
         }
-        self.write_now(|tx, now| self.give_back_in(tx, leases, delay, GiveBack::KeepMarks, now))
+        self.write(|tx| self.give_back_in(tx, leases, delay, GiveBack::KeepMarks))
     }
 
     /// Marks a leased row's send started, just before a platform call that is not safe to
     /// repeat blindly: if no answer is recorded (a crash, no reply), the row's next lease
     /// carries the mark (`Lease::send_started`) and its channel reconciles it. Any recorded
     /// answer except an unknown outcome clears it. False if the token is stale.
-    pub fn mark_send_started_in(
-        &self,
-        tx: &Transaction<'_>,
-        lease: &Lease,
-        now: i64,
-    ) -> Result<bool> {
+    pub fn mark_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
+        let now = tx.now();
         let n = tx
             .prepare_cached(SEND_STARTED_SQL)?
             .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now})?;
@@ -468,7 +466,7 @@ impl Queue {
     /// Undoes [`mark_send_started_in`](Self::mark_send_started_in) for a row marked but not
     /// sent after all: the mark is what the lease found (an earlier unknown outcome's, or
     /// none). False if the token is stale.
-    pub fn restore_send_started_in(&self, tx: &Transaction<'_>, lease: &Lease) -> Result<bool> {
+    pub fn restore_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
         let n = tx.prepare_cached(RESTORE_SEND_STARTED_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
         )?;
@@ -480,12 +478,12 @@ impl Queue {
     /// many were still ours.
     pub fn give_back_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         leases: &[Lease],
         delay: Duration,
         marks: GiveBack,
-        now: i64,
     ) -> Result<usize> {
+        let now = tx.now();
         if marks == GiveBack::UndoMarks {
             for lease in leases {
                 self.restore_send_started_in(tx, lease)?;

@@ -16,10 +16,11 @@ mod lease;
 mod read;
 mod upkeep;
 
+use crate::tx::Tx;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rusqlite::{named_params, OptionalExtension, Transaction};
+use rusqlite::{named_params, OptionalExtension};
 
 use crate::clock::Clock;
 use crate::db::Database;
@@ -191,9 +192,10 @@ impl Queue {
 
     /// Runs `f` in a transaction of its own, with the time it starts at: the one-shot form of
     /// every `*_in` operation.
-    fn write_now<T>(&self, f: impl FnOnce(&Transaction<'_>, i64) -> Result<T>) -> Result<T> {
+    /// Runs `f` in a write transaction made now.
+    pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         let now = self.now();
-        self.db.write(|tx| f(tx, now))
+        self.db.write(|tx| f(&Tx::new(tx, now)))
     }
 }
 
@@ -232,14 +234,14 @@ fn is_leasable(state: &str, next_attempt_at: i64, lease_expires_at: Option<i64>,
 
 /// Moves a leased row to a terminal state if `token` is still its lease token.
 fn finish_in(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     id: i64,
     token: i64,
     state: &str,
     reason: Option<&str>,
     error: Option<&str>,
-    now: i64,
 ) -> Result<bool> {
+    let now = tx.now();
     let n = tx
         .prepare_cached(FINISH_SQL)?
         .execute(named_params! {":id": id, ":token": token, ":state": state, ":now": now, ":reason": reason, ":error": error})?;

@@ -1,6 +1,7 @@
 //! Looking without changing: a key's head, the active keys, the next due time, one row's
 //! story, the stuck heads, the dead letters.
 
+use crate::tx::Tx;
 use rusqlite::{named_params, OptionalExtension, Row};
 
 use super::{Queue, QueueName};
@@ -34,12 +35,8 @@ impl Queue {
     }
 
     /// [`head`](Self::head) inside a caller's transaction.
-    pub fn head_in(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        key: &str,
-        now: i64,
-    ) -> Result<super::Head> {
+    pub fn head_in(&self, tx: &Tx<'_>, key: &str) -> Result<super::Head> {
+        let now = tx.now();
         self.head_on(tx, key, now)
     }
 
@@ -51,11 +48,7 @@ impl Queue {
     }
 
     /// `key`'s unfinished rows (id, payload), oldest first, inside a caller's transaction.
-    pub fn active_rows_in(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        key: &str,
-    ) -> Result<Vec<(i64, String)>> {
+    pub fn active_rows_in(&self, tx: &Tx<'_>, key: &str) -> Result<Vec<(i64, String)>> {
         query_all(
             tx,
             ACTIVE_ROWS_SQL,

@@ -2,9 +2,10 @@
 //! session, reclaiming leases of dead owners, pruning finished rows, reviving or purging dead
 //! letters.
 
+use crate::tx::Tx;
 use std::time::Duration;
 
-use rusqlite::{named_params, Transaction};
+use rusqlite::named_params;
 
 use super::{id_filter, Queue, QueueName};
 use crate::clock::ms;
@@ -78,7 +79,8 @@ impl Queue {
             return Ok(0);
         };
         let kinds = serde_json::to_string(&kinds).expect("a list of strings serialises");
-        self.write_now(|tx, now| {
+        self.write(|tx| {
+            let now = tx.now();
             let params = named_params! {
                 ":queue": self.name, ":now": now, ":started": started, ":kinds": kinds,
             };
@@ -88,17 +90,12 @@ impl Queue {
 
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
     pub fn expire_key(&self, key: &str, reason: &str) -> Result<usize> {
-        self.write_now(|tx, now| self.expire_key_in(tx, key, reason, now))
+        self.write(|tx| self.expire_key_in(tx, key, reason))
     }
 
     /// `expire_key` inside a caller's transaction.
-    pub fn expire_key_in(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-        reason: &str,
-        now: i64,
-    ) -> Result<usize> {
+    pub fn expire_key_in(&self, tx: &Tx<'_>, key: &str, reason: &str) -> Result<usize> {
+        let now = tx.now();
         Ok(tx.prepare_cached(EXPIRE_KEY_SQL)?.execute(
             named_params! {":queue": self.name, ":key": key, ":now": now, ":reason": reason},
         )?)
@@ -109,12 +106,12 @@ impl Queue {
     /// split text). Their dead letters go back together with `relayq dead retry`.
     pub fn bury_range_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         key: &str,
         (after, upto): (i64, i64),
         reason: &str,
-        now: i64,
     ) -> Result<usize> {
+        let now = tx.now();
         Ok(tx.prepare_cached(BURY_RANGE_SQL)?.execute(named_params! {
             ":queue": self.name, ":key": key, ":after": after, ":upto": upto,
             ":reason": reason, ":now": now,
@@ -202,7 +199,8 @@ impl Queue {
 }
 
 /// Returns rows whose lease expired to pending, due at once.
-pub(crate) fn reclaim_expired_in(tx: &Transaction<'_>, now: i64) -> Result<usize> {
+pub(crate) fn reclaim_expired_in(tx: &Tx<'_>) -> Result<usize> {
+    let now = tx.now();
     Ok(tx
         .prepare_cached(RECLAIM_EXPIRED_SQL)?
         .execute(named_params! {":now": now})?)
@@ -210,7 +208,8 @@ pub(crate) fn reclaim_expired_in(tx: &Transaction<'_>, now: i64) -> Result<usize
 
 /// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
 /// previous process (one daemon per database is enforced by a lock file).
-pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) -> Result<usize> {
+pub(crate) fn reclaim_foreign_in(tx: &Tx<'_>, owner: &str) -> Result<usize> {
+    let now = tx.now();
     Ok(tx
         .prepare_cached(RECLAIM_FOREIGN_SQL)?
         .execute(named_params! {":owner": owner, ":now": now})?)
@@ -219,10 +218,10 @@ pub(crate) fn reclaim_foreign_in(tx: &Transaction<'_>, owner: &str, now: i64) ->
 /// Makes dead rows pending again with a fresh attempt count (the last error is kept), due now.
 /// `None` revives every dead row. Returns the (id, queue, key) of each row revived.
 pub(crate) fn revive_dead_in(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     ids: Option<&[i64]>,
-    now: i64,
 ) -> Result<Vec<(i64, QueueName, String)>> {
+    let now = tx.now();
     let params = named_params! {":ids": id_filter(ids), ":now": now};
     query_all(tx, REVIVE_DEAD_SQL, params, |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -230,7 +229,7 @@ pub(crate) fn revive_dead_in(
 }
 
 /// Deletes dead rows (`None`: every one). Returns the ids deleted.
-pub(crate) fn purge_dead_in(tx: &Transaction<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
+pub(crate) fn purge_dead_in(tx: &Tx<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
     query_all(
         tx,
         PURGE_DEAD_SQL,
