@@ -493,17 +493,12 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_a_second_changes_nothing() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         assert!(is_id(&asked.id), "{}", asked.id);
         assert_eq!(asked.state, State::Asked);
         let first = db
-            .write(|tx| {
-                answer_in(
-                    &Tx::new(tx, 60_000),
-                    &asked.id,
-                    Decision::Allow(Scope::Once),
-                    &alice(),
-                )
+            .write_at(60_000, |tx| {
+                answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice())
             })
             .unwrap();
         let AnswerResult::Recorded(now) = first else {
@@ -512,14 +507,15 @@ mod tests {
         assert_eq!(now.state, State::Allowed);
         assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
         let second = db
-            .write(|tx| answer_in(&Tx::new(tx, 61_000), &asked.id, Decision::Deny, &alice()))
+            .write_at(61_000, |tx| {
+                answer_in(tx, &asked.id, Decision::Deny, &alice())
+            })
             .unwrap();
         assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
         assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
         // Expiry after an answer does nothing either.
         assert_eq!(
-            db.write(|tx| expire_in(&Tx::new(tx, 2_000), &asked.id))
-                .unwrap(),
+            db.write_at(2_000, |tx| expire_in(tx, &asked.id)).unwrap(),
             None
         );
     }
@@ -527,17 +523,12 @@ mod tests {
     #[test]
     fn an_answer_from_another_chat_changes_nothing() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         let mut elsewhere = alice();
         elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
         let result = db
-            .write(|tx| {
-                answer_in(
-                    &Tx::new(tx, 1),
-                    &asked.id,
-                    Decision::Allow(Scope::Once),
-                    &elsewhere,
-                )
+            .write_at(1, |tx| {
+                answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &elsewhere)
             })
             .unwrap();
         assert!(matches!(result, AnswerResult::NotHere(_)));
@@ -551,28 +542,23 @@ mod tests {
     fn expiry_is_a_deny_the_agent_gets_once() {
         let (_dir, db) = crate::db::temp_database();
         assert!(!anything_to_do(&db.read().unwrap()).unwrap());
-        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         assert!(anything_to_do(&db.read().unwrap()).unwrap(), "open");
         assert!(due(&db.read().unwrap(), 999).unwrap().is_empty());
         assert_eq!(due(&db.read().unwrap(), 1_000).unwrap().len(), 1);
         let expired = db
-            .write(|tx| expire_in(&Tx::new(tx, 1_000), &asked.id))
+            .write_at(1_000, |tx| expire_in(tx, &asked.id))
             .unwrap()
             .unwrap();
         assert_eq!(expired.decision(), Some(Decision::Deny));
         let output: Value = serde_json::from_str(&hook_output(&expired).unwrap()).unwrap();
         assert_eq!(output["hookSpecificOutput"]["decision"]["behavior"], "deny");
-        assert!(db
-            .write(|tx| reached_in(&Tx::new(tx, 1_001), &asked.id))
-            .unwrap());
-        assert!(!db
-            .write(|tx| reached_in(&Tx::new(tx, 1_002), &asked.id))
-            .unwrap());
+        assert!(db.write_at(1_001, |tx| reached_in(tx, &asked.id)).unwrap());
+        assert!(!db.write_at(1_002, |tx| reached_in(tx, &asked.id)).unwrap());
         // Told once.
         assert_eq!(untold(&db.read().unwrap()).unwrap().len(), 1);
         assert!(anything_to_do(&db.read().unwrap()).unwrap(), "untold");
-        db.write(|tx| told_in(&Tx::new(tx, 1_003), &asked.id))
-            .unwrap();
+        db.write_at(1_003, |tx| told_in(tx, &asked.id)).unwrap();
         assert!(untold(&db.read().unwrap()).unwrap().is_empty());
         assert!(
             !anything_to_do(&db.read().unwrap()).unwrap(),
@@ -593,52 +579,38 @@ mod tests {
             session_rules: Some(Value::Null),
             ..ask(expires_at)
         };
-        let asked = db
-            .write(|tx| ask_in(&Tx::new(tx, 0), &keys(10_000)))
-            .unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &keys(10_000))).unwrap();
         assert!(asked.for_session);
         let read = || db.read().unwrap();
         assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
-        db.write(|tx| {
-            answer_in(
-                &Tx::new(tx, 1),
-                &asked.id,
-                Decision::Allow(Scope::Once),
-                &alice(),
-            )
+        db.write_at(1, |tx| {
+            answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice())
         })
         .unwrap();
         assert_eq!(keys_due(&read()).unwrap().len(), 1);
         assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
         assert_eq!(
-            db.write(|tx| pressing_in(&Tx::new(tx, 2), &asked.id))
-                .unwrap(),
+            db.write_at(2, |tx| pressing_in(tx, &asked.id)).unwrap(),
             None
         );
         assert_eq!(
-            db.write(|tx| pressing_in(&Tx::new(tx, 3), &asked.id))
-                .unwrap(),
+            db.write_at(3, |tx| pressing_in(tx, &asked.id)).unwrap(),
             Some(2),
             "pressed before: the first mark"
         );
-        assert!(db
-            .write(|tx| reached_in(&Tx::new(tx, 4), &asked.id))
-            .unwrap());
+        assert!(db.write_at(4, |tx| reached_in(tx, &asked.id)).unwrap());
         assert!(keys_due(&read()).unwrap().is_empty());
         assert_eq!(untold(&read()).unwrap().len(), 1);
 
-        let second = db
-            .write(|tx| ask_in(&Tx::new(tx, 5), &keys(10_000)))
-            .unwrap();
-        let third = db
-            .write(|tx| ask_in(&Tx::new(tx, 6), &keys(10_000)))
-            .unwrap();
+        let second = db.write_at(5, |tx| ask_in(tx, &keys(10_000))).unwrap();
+        let third = db.write_at(6, |tx| ask_in(tx, &keys(10_000))).unwrap();
         assert!(asked_since(&read(), &second).unwrap());
         assert!(!asked_since(&read(), &third).unwrap());
-        db.write(|tx| expire_in(&Tx::new(tx, 10_000), &second.id))
-            .unwrap();
-        db.write(|tx| unreached_in(&Tx::new(tx, 0), &second.id, "the dialog had closed"))
-            .unwrap();
+        db.write_at(10_000, |tx| expire_in(tx, &second.id)).unwrap();
+        db.write_at(0, |tx| {
+            unreached_in(tx, &second.id, "the dialog had closed")
+        })
+        .unwrap();
         let second = get(&read(), &second.id).unwrap().unwrap();
         assert_eq!(
             second.outcome(),
@@ -652,15 +624,10 @@ mod tests {
     #[test]
     fn allow_for_the_session_hands_claude_its_own_suggestions_back() {
         let (_dir, db) = crate::db::temp_database();
-        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &ask(1_000))).unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         let AnswerResult::Recorded(allowed) = db
-            .write(|tx| {
-                answer_in(
-                    &Tx::new(tx, 1),
-                    &asked.id,
-                    Decision::Allow(Scope::Session),
-                    &alice(),
-                )
+            .write_at(1, |tx| {
+                answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice())
             })
             .unwrap()
         else {
@@ -674,15 +641,10 @@ mod tests {
         // Without suggestions, "for the session" is an allow once.
         let mut once = ask(1_000);
         once.session_rules = None;
-        let asked = db.write(|tx| ask_in(&Tx::new(tx, 0), &once)).unwrap();
+        let asked = db.write_at(0, |tx| ask_in(tx, &once)).unwrap();
         let AnswerResult::Recorded(allowed) = db
-            .write(|tx| {
-                answer_in(
-                    &Tx::new(tx, 1),
-                    &asked.id,
-                    Decision::Allow(Scope::Session),
-                    &alice(),
-                )
+            .write_at(1, |tx| {
+                answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice())
             })
             .unwrap()
         else {

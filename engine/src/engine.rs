@@ -63,8 +63,7 @@ impl Engine {
     /// Runs `f` in a write transaction made now (one-shot commands; the daemon's writes go
     /// through the commit thread, see [`writes`](crate::writes)).
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let now = self.now();
-        self.db.write(|tx| f(&Tx::new(tx, now)))
+        self.db.write_at(self.now(), f)
     }
 
     /// This process's instance id, written as the owner of its leases.

@@ -352,7 +352,7 @@ mod tests {
         let write = |m: &OutboundMessage| {
             engine
                 .database()
-                .write(|tx| enqueue_in(&q, &Tx::new(tx, q.now()), m, limit))
+                .write_at(q.now(), |tx| enqueue_in(&q, tx, m, limit))
                 .unwrap()
         };
         let written = write(&m);

@@ -41,7 +41,7 @@ mod tests {
             InboundMessage::text("s", "test", "one"),
             InboundMessage::text("s", "test", "two"),
         ];
-        db.write(|tx| enqueue_batch_in(&q, &Tx::new(tx, 0), "src", &batch, "2"))
+        db.write_at(0, |tx| enqueue_batch_in(&q, tx, "src", &batch, "2"))
             .unwrap();
         assert_eq!(
             offset(&db.read().unwrap(), "src").unwrap().as_deref(),
@@ -49,8 +49,8 @@ mod tests {
         );
 
         // A failure after the batch is written rolls back the rows and the offset alike.
-        let failed: Result<()> = db.write(|tx| {
-            enqueue_batch_in(&q, &Tx::new(tx, 0), "src", &batch, "4")?;
+        let failed: Result<()> = db.write_at(0, |tx| {
+            enqueue_batch_in(&q, tx, "src", &batch, "4")?;
             Err(crate::EngineError::Invalid("crash".into()))
         });
         assert!(failed.is_err());

@@ -1,7 +1,6 @@
 //! Hook rows processed by the handlers on real SQLite files: the session registry, the
 //! outbound rows for routes, and that a row's effects commit with its completion or not at all.
 
-use relayq_engine::Tx;
 use std::sync::Arc;
 
 use relayq_engine::handlers::Effects;
@@ -414,10 +413,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
     };
     let write = |m: &InboundMessage| {
         let q = &f.processor.inbound;
-        f.engine
-            .database()
-            .write(|tx| inbound::enqueue_in(q, &Tx::new(tx, q.now()), m))
-            .unwrap()
+        q.write(|tx| inbound::enqueue_in(q, tx, m)).unwrap()
     };
 
     f.run(event(
@@ -540,14 +536,9 @@ fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
     let lease = inbound.lease_next("s1").unwrap().unwrap();
     f.engine
         .database()
-        .write(|tx| {
-            assert!(inbound.mark_send_started_in(&Tx::new(tx, T0), &lease)?);
-            inbound.submitted_in(
-                &Tx::new(tx, T0),
-                &lease,
-                "submitted, waiting for the agent",
-                T0 + 60_000,
-            )
+        .write_at(T0, |tx| {
+            assert!(inbound.mark_send_started_in(tx, &lease)?);
+            inbound.submitted_in(tx, &lease, "submitted, waiting for the agent", T0 + 60_000)
         })
         .unwrap();
     let other = captured(Agent::Claude, "UserPromptSubmit.json", "s1", |j| {

@@ -1,6 +1,5 @@
 //! The engine's operations on real SQLite files, with a manual clock (no sleeps).
 
-use relayq_engine::Tx;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -856,7 +855,7 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
     assert_eq!(third.send_started, Some(T0));
     // Issue 27, item 11: a 500 (or a 429) to this attempt says nothing of the earlier send
     // that got no answer: the mark stays, the next attempt is still a possible repeat.
-    db.write(|tx| q.mark_send_started_in(&Tx::new(tx, q.now() + 5), &third))
+    db.write_at(q.now() + 5, |tx| q.mark_send_started_in(tx, &third))
         .unwrap();
     q.write(|tx| q.retry_later_in(tx, &third, "HTTP 500", None))
         .unwrap();
@@ -973,7 +972,7 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
         .collect();
     let db = f.engine.database();
     let run = db
-        .write(|tx| q.lease_run_in(&Tx::new(tx, q.now()), "a", 10, true))
+        .write_at(q.now(), |tx| q.lease_run_in(tx, "a", 10, true))
         .unwrap()
         .unwrap();
     assert_eq!(run.iter().map(|l| l.id).collect::<Vec<_>>(), ids);

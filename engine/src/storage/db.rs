@@ -15,6 +15,7 @@ use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::commit::{Atomicity, Committer};
 use crate::error::{EngineError, Result};
+use crate::tx::Tx;
 
 /// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
 /// never corrupts; FULL also survives power loss, at the cost of an fsync per commit.
@@ -202,6 +203,12 @@ impl Database {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// [`write`](Self::write) made at `now` (unix ms): the storage functions read the time
+    /// from the transaction.
+    pub fn write_at<T>(&self, now: i64, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.write(|tx| f(&Tx::new(tx, now)))
     }
 
     /// Queues `f` for the next group commit (see [`Committer`]): it shares its transaction with

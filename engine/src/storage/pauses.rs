@@ -56,17 +56,13 @@ mod tests {
     #[test]
     fn a_pause_is_kept_until_resumed_and_a_queue_pause_is_apart_from_its_keys() {
         let (_dir, db) = crate::db::temp_database();
-        db.write(|tx| {
-            pause_in(
-                &Tx::new(tx, 1_000),
-                QueueName::Outbound,
-                Some("[\"tg\",\"42\"]"),
-            )
+        db.write_at(1_000, |tx| {
+            pause_in(tx, QueueName::Outbound, Some("[\"tg\",\"42\"]"))
         })
         .unwrap();
-        db.write(|tx| pause_in(&Tx::new(tx, 2_000), QueueName::Outbound, None))
+        db.write_at(2_000, |tx| pause_in(tx, QueueName::Outbound, None))
             .unwrap();
-        db.write(|tx| pause_in(&Tx::new(tx, 3_000), QueueName::Outbound, None))
+        db.write_at(3_000, |tx| pause_in(tx, QueueName::Outbound, None))
             .unwrap();
         let conn = db.read().unwrap();
         let paused = all(&conn).unwrap();
@@ -78,10 +74,10 @@ mod tests {
         assert_eq!(paused[1].key.as_deref(), Some("[\"tg\",\"42\"]"));
         drop(conn);
         assert!(db
-            .write(|tx| resume_in(&Tx::new(tx, 0), QueueName::Outbound, None))
+            .write_at(0, |tx| resume_in(tx, QueueName::Outbound, None))
             .unwrap());
         assert!(!db
-            .write(|tx| resume_in(&Tx::new(tx, 0), QueueName::Outbound, None))
+            .write_at(0, |tx| resume_in(tx, QueueName::Outbound, None))
             .unwrap());
         assert_eq!(
             all(&db.read().unwrap()).unwrap().len(),

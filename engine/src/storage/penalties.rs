@@ -49,11 +49,11 @@ mod tests {
     #[test]
     fn a_penalty_is_kept_until_its_end_and_never_shortened() {
         let (_dir, db) = crate::db::temp_database();
-        db.write(|tx| set_in(&Tx::new(tx, 0), "tg", 5_000, "rate limit"))
+        db.write_at(0, |tx| set_in(tx, "tg", 5_000, "rate limit"))
             .unwrap();
-        db.write(|tx| set_in(&Tx::new(tx, 0), "tg", 3_000, "breaker"))
+        db.write_at(0, |tx| set_in(tx, "tg", 3_000, "breaker"))
             .unwrap();
-        db.write(|tx| set_in(&Tx::new(tx, 0), "slack", 1_000, "rate limit"))
+        db.write_at(0, |tx| set_in(tx, "slack", 1_000, "rate limit"))
             .unwrap();
         let conn = db.read().unwrap();
         let expected = Penalty {

@@ -384,7 +384,7 @@ mod tests {
         let asked = flows
             .engine
             .database()
-            .write(|tx| approvals::ask_in(&Tx::new(tx, 0), &ask))
+            .write_at(0, |tx| approvals::ask_in(tx, &ask))
             .unwrap();
         let id = asked.id.clone();
         let denied = answered(&flows, &id, approvals::Decision::Deny);
@@ -430,18 +430,17 @@ mod tests {
                 pane: None,
             };
             let asked = db
-                .write(|tx| {
-                    crate::storage::sessions::record_activity(&Tx::new(tx, 100), &activity, false)?;
-                    approvals::ask_in(&Tx::new(tx, 100), &ask)
+                .write_at(100, |tx| {
+                    crate::storage::sessions::record_activity(tx, &activity, false)?;
+                    approvals::ask_in(tx, &ask)
                 })
                 .unwrap();
             let allow = approvals::Decision::Allow(approvals::Scope::Once);
             let approval = answered(&flows, &asked.id, allow);
-            db.write(|tx| {
-                approvals::pressing_in(&Tx::new(tx, 1_000), &approval.id)?;
-                sessions::set_agent_state(&Tx::new(tx, since), key, state)
-            })
-            .unwrap();
+            db.write_at(1_000, |tx| approvals::pressing_in(tx, &approval.id))
+                .unwrap();
+            db.write_at(since, |tx| sessions::set_agent_state(tx, key, state))
+                .unwrap();
             let pressed = Pressed::Answered { at_prompt: false };
             apply(
                 &flows,

@@ -252,16 +252,11 @@ impl Queue {
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
-        let skip = skip_list(skip);
-        self.write(|tx| {
-            let now = tx.now();
-            reclaim_expired_in(tx)?;
-            self.lease_ids_in(tx, limit, |want| {
-                let params = named_params! {
-                    ":queue": self.name, ":now": now, ":skip": skip, ":limit": want as i64,
-                };
-                query_all(tx, DUE_HEADS_SQL, params, |r| r.get(0))
-            })
+        self.lease_found(limit, skip, |tx, skip, want| {
+            let params = named_params! {
+                ":queue": self.name, ":now": tx.now(), ":skip": skip, ":limit": want,
+            };
+            query_all(tx, DUE_HEADS_SQL, params, |r| r.get(0))
         })
     }
 
@@ -273,17 +268,12 @@ impl Queue {
         written: std::ops::Range<i64>,
         skip: &[String],
     ) -> Result<Vec<Lease>> {
-        let skip = skip_list(skip);
-        self.write(|tx| {
-            let now = tx.now();
-            reclaim_expired_in(tx)?;
-            self.lease_ids_in(tx, limit, |want| {
-                let params = named_params! {
-                    ":queue": self.name, ":now": now, ":from": written.start,
-                    ":before": written.end, ":skip": skip, ":limit": want as i64,
-                };
-                query_all(tx, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
-            })
+        self.lease_found(limit, skip, |tx, skip, want| {
+            let params = named_params! {
+                ":queue": self.name, ":now": tx.now(), ":from": written.start,
+                ":before": written.end, ":skip": skip, ":limit": want,
+            };
+            query_all(tx, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
         })
     }
 
@@ -302,20 +292,27 @@ impl Queue {
     /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
     /// (their worker is full).
     pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        self.lease_found(limit, skip, |tx, skip, want| {
+            let params = named_params! {
+                ":queue": self.name, ":now": tx.now(), ":owner": &*self.owner, ":skip": skip,
+                ":limit": want,
+            };
+            query_all(tx, DUE_RUNS_SQL, params, |r| r.get(0))
+        })
+    }
+
+    /// One claim: expired leases are reclaimed, then up to `limit` of the rows `find` names
+    /// (given the `:skip` list and how many are wanted) are leased, in one transaction.
+    fn lease_found(
+        &self,
+        limit: usize,
+        skip: &[String],
+        find: impl Fn(&Tx<'_>, &str, i64) -> Result<Vec<i64>>,
+    ) -> Result<Vec<Lease>> {
         let skip = skip_list(skip);
         self.write(|tx| {
-            let now = tx.now();
             reclaim_expired_in(tx)?;
-            self.lease_ids_in(tx, limit, |want| {
-                let params = named_params! {
-                    ":queue": self.name,
-                    ":now": now,
-                    ":owner": &*self.owner,
-                    ":skip": skip,
-                    ":limit": want as i64,
-                };
-                query_all(tx, DUE_RUNS_SQL, params, |r| r.get(0))
-            })
+            self.lease_ids_in(tx, limit, |want| find(tx, &skip, want as i64))
         })
     }
 

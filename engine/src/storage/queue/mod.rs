@@ -194,8 +194,7 @@ impl Queue {
     /// every `*_in` operation.
     /// Runs `f` in a write transaction made now.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let now = self.now();
-        self.db.write(|tx| f(&Tx::new(tx, now)))
+        self.db.write_at(self.now(), f)
     }
 }
 
