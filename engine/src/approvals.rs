@@ -481,6 +481,18 @@ mod tests {
         }
     }
 
+    /// `who`'s answer to approval `id` at `at` (unix ms).
+    fn answer(
+        db: &crate::Database,
+        at: i64,
+        id: &str,
+        decision: Decision,
+        who: &Answerer,
+    ) -> AnswerResult {
+        db.write_at(at, |tx| answer_in(tx, id, decision, who))
+            .unwrap()
+    }
+
     fn alice() -> Answerer {
         Answerer {
             name: "Alice".into(),
@@ -496,21 +508,19 @@ mod tests {
         let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         assert!(is_id(&asked.id), "{}", asked.id);
         assert_eq!(asked.state, State::Asked);
-        let first = db
-            .write_at(60_000, |tx| {
-                answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice())
-            })
-            .unwrap();
+        let first = answer(
+            &db,
+            60_000,
+            &asked.id,
+            Decision::Allow(Scope::Once),
+            &alice(),
+        );
         let AnswerResult::Recorded(now) = first else {
             panic!("{first:?}")
         };
         assert_eq!(now.state, State::Allowed);
         assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
-        let second = db
-            .write_at(61_000, |tx| {
-                answer_in(tx, &asked.id, Decision::Deny, &alice())
-            })
-            .unwrap();
+        let second = answer(&db, 61_000, &asked.id, Decision::Deny, &alice());
         assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
         assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
         // Expiry after an answer does nothing either.
@@ -526,11 +536,7 @@ mod tests {
         let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
         let mut elsewhere = alice();
         elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
-        let result = db
-            .write_at(1, |tx| {
-                answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &elsewhere)
-            })
-            .unwrap();
+        let result = answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &elsewhere);
         assert!(matches!(result, AnswerResult::NotHere(_)));
         assert_eq!(
             get(&db.read().unwrap(), &asked.id).unwrap().unwrap().state,
@@ -583,10 +589,7 @@ mod tests {
         assert!(asked.for_session);
         let read = || db.read().unwrap();
         assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
-        db.write_at(1, |tx| {
-            answer_in(tx, &asked.id, Decision::Allow(Scope::Once), &alice())
-        })
-        .unwrap();
+        answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &alice());
         assert_eq!(keys_due(&read()).unwrap().len(), 1);
         assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
         assert_eq!(
@@ -625,11 +628,8 @@ mod tests {
     fn allow_for_the_session_hands_claude_its_own_suggestions_back() {
         let (_dir, db) = crate::db::temp_database();
         let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
-        let AnswerResult::Recorded(allowed) = db
-            .write_at(1, |tx| {
-                answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice())
-            })
-            .unwrap()
+        let AnswerResult::Recorded(allowed) =
+            answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
         else {
             panic!()
         };
@@ -642,11 +642,8 @@ mod tests {
         let mut once = ask(1_000);
         once.session_rules = None;
         let asked = db.write_at(0, |tx| ask_in(tx, &once)).unwrap();
-        let AnswerResult::Recorded(allowed) = db
-            .write_at(1, |tx| {
-                answer_in(tx, &asked.id, Decision::Allow(Scope::Session), &alice())
-            })
-            .unwrap()
+        let AnswerResult::Recorded(allowed) =
+            answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
         else {
             panic!()
         };
