@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::common::*;
+use relayq_actors::testing::fake_telegram::FakeTelegram;
 use serde_json::Value;
 
 /// A fake agent in its own tmux server, its hooks wired to `app`.
@@ -291,7 +292,6 @@ fn wait_notices(app: &App, n: usize) -> Vec<Value> {
 /// with "…" (59 % lost), and when cut, Telegram got raw `<b>…</b>` markup as text.
 #[test]
 fn a_long_answer_reaches_telegram_whole_in_parts_that_each_fit_and_parse() {
-    use relayq_actors::testing::fake_telegram::FakeTelegram;
     const TOKEN: &str = "123456:parts-test-token";
     let fake = FakeTelegram::start(TOKEN);
     let tmux = Tmux::new("long");
@@ -380,23 +380,28 @@ fn an_agent_started_without_relayq_session_is_found_by_its_pane_and_a_stray_one_
     daemon.stop();
 }
 
+/// A Telegram bot (a fake Bot API) whose user `user` writes to session `session`, for agents
+/// in tmux server `name`; `pane` adds to the pane channel's settings.
+fn telegram_to(name: &str, user: i64, session: &str, pane: &[&str]) -> (FakeTelegram, Tmux, App) {
+    let token = format!("123456:{name}-test-token");
+    let fake = FakeTelegram::start(&token);
+    let tmux = Tmux::new(name);
+    let config = agent_config(&tmux, pane).telegram_source(
+        &fake.url,
+        &format!("token = {token:?}"),
+        &[user],
+        &[(user, session)],
+        &[],
+    );
+    (fake, tmux, App::new(config))
+}
+
 /// Fault 11: a message for an agent that was not running vanished (expired after minutes, or
 /// waited forever) while the chat saw "typing…" and nothing else.
 #[test]
 fn the_chat_is_told_when_its_message_waits_for_an_agent_and_when_it_is_dropped() {
-    use relayq_actors::testing::fake_telegram::FakeTelegram;
-    const TOKEN: &str = "123456:trouble-test-token";
     const ALICE: i64 = 4242;
-    let fake = FakeTelegram::start(TOKEN);
-    let tmux = Tmux::new("trouble");
-    let config = agent_config(&tmux, &["missing_grace = \"3s\""]).telegram_source(
-        &fake.url,
-        &format!("token = {TOKEN:?}"),
-        &[ALICE],
-        &[(ALICE, "absent")],
-        &[],
-    );
-    let app = App::new(config);
+    let (fake, _tmux, app) = telegram_to("trouble", ALICE, "absent", &["missing_grace = \"3s\""]);
     let daemon = app.serve();
     fake.push_text(ALICE, ALICE, "are you there?");
     let told = fake.wait_sent(Duration::from_secs(30), |sent| sent.len() >= 2);
@@ -460,19 +465,8 @@ fn a_side_thread_and_an_idle_reminder_make_no_second_notice() {
 /// whatever runs in the pane now; it is dropped, and its chat hears so.
 #[test]
 fn a_message_for_a_session_its_agent_ended_is_dropped_and_the_chat_told() {
-    use relayq_actors::testing::fake_telegram::FakeTelegram;
-    const TOKEN: &str = "123456:ended-test-token";
     const BOB: i64 = 4343;
-    let fake = FakeTelegram::start(TOKEN);
-    let tmux = Tmux::new("ended");
-    let config = agent_config(&tmux, &[]).telegram_source(
-        &fake.url,
-        &format!("token = {TOKEN:?}"),
-        &[BOB],
-        &[(BOB, "gone")],
-        &[],
-    );
-    let app = App::new(config);
+    let (fake, _tmux, app) = telegram_to("ended", BOB, "gone", &[]);
     let env = [("RELAYQ_SESSION", "gone")];
     for event in ["SessionStart", "SessionEnd"] {
         let payload = format!(r#"{{"session_id":"n1","hook_event_name":"{event}"}}"#);

@@ -245,6 +245,31 @@ impl Fixtures {
     pub fn reply(&self, name: &str) -> Reply {
         self.load(name).reply()
     }
+
+    /// The suite for bot platform `P`'s channel with `token`: `success` is the fixture of a
+    /// sent message and the id it carries, `throttled` the body of its 429 (sent with
+    /// `Retry-After: 7`), `permanent` the fixtures of answers no retry can fix.
+    pub async fn run_bot_suite<P: Platform>(
+        &self,
+        token: &str,
+        success: (&str, &str),
+        throttled: serde_json::Value,
+        permanent: &[&str],
+    ) where
+        P::Channel: Channel,
+    {
+        let owned = token.to_string();
+        run(ChannelUnderTest {
+            build: Box::new(move |base, timeout| bot_channel::<P>(&owned, base, timeout)),
+            secrets: vec![token.into()],
+            success: (self.answer(success.0), Some(success.1.into())),
+            throttled: ResponseTemplate::new(429)
+                .insert_header("Retry-After", "7")
+                .set_body_json(throttled),
+            permanent: permanent.iter().map(|name| self.answer(name)).collect(),
+        })
+        .await;
+    }
 }
 
 /// Bot platform `P`'s channel with `token`, at `base`, within `timeout`.

@@ -145,6 +145,14 @@ mod tests {
     use super::*;
     use EventType::*;
 
+    /// A buffer of `capacity` rows, `reserved_critical` of them kept for critical events.
+    fn buffer(capacity: usize, reserved_critical: usize) -> HookBuffer {
+        HookBuffer::new(Limits {
+            capacity,
+            reserved_critical,
+        })
+    }
+
     fn row(id: i64, event: EventType) -> Buffered {
         Buffered {
             lease: Lease {
@@ -192,11 +200,7 @@ mod tests {
 
     #[test]
     fn a_full_buffer_evicts_the_oldest_bursty_row_and_keeps_every_critical_one() {
-        let limits = Limits {
-            capacity: 4,
-            reserved_critical: 1,
-        };
-        let mut b = HookBuffer::new(limits);
+        let mut b = buffer(4, 1);
         // Alternating segments, so nothing coalesces: bursty rows may fill 3 of 4 slots.
         let d = b.push_batch(vec![
             row(1, ToolUse),
@@ -214,11 +218,7 @@ mod tests {
 
     #[test]
     fn a_critical_row_without_room_goes_back_with_everything_after_it() {
-        let limits = Limits {
-            capacity: 2,
-            reserved_critical: 1,
-        };
-        let mut b = HookBuffer::new(limits);
+        let mut b = buffer(2, 1);
         let d = b.push_batch(vec![
             row(1, UserPromptSubmit),
             row(2, Notification),

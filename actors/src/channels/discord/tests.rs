@@ -6,7 +6,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 use crate::channels::conformance::{
-    self, bot_channel, delivery_to as to, outcome_of, requests, ChannelUnderTest, Fixtures,
+    self, bot_channel, delivery_to as to, outcome_of, requests, Fixtures,
 };
 use crate::kit::api::discord::Discord;
 
@@ -43,16 +43,12 @@ async fn discord_passes_the_channel_conformance_suite() {
         "error_50013",
         "error_50035_content_too_long",
     ];
-    conformance::run(ChannelUnderTest {
-        build: Box::new(channel),
-        secrets: vec![TOKEN.into()],
-        success: (answer("ok_create_message"), Some("1323456789012345678".into())),
-        throttled: ResponseTemplate::new(429)
-            .insert_header("Retry-After", "7")
-            .set_body_json(json!({"message": format!("You are being rate limited ({TOKEN})"), "retry_after": 7.0, "global": false})),
-        permanent: permanent.iter().map(|name| answer(name)).collect(),
-    })
-    .await;
+    let throttled = json!({"message": format!("You are being rate limited ({TOKEN})"),
+        "retry_after": 7.0, "global": false});
+    let success = ("ok_create_message", "1323456789012345678");
+    FIXTURES
+        .run_bot_suite::<Discord>(TOKEN, success, throttled, &permanent)
+        .await;
 }
 
 /// Every Discord answer in the fixtures, and what it makes of the row.

@@ -6,7 +6,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 use crate::channels::conformance::{
-    self, bot_channel, delivery_to, outcome_of, requests, ChannelUnderTest, Fixtures,
+    self, bot_channel, delivery_to, outcome_of, requests, Fixtures,
 };
 use crate::kit::api::slack::Slack;
 
@@ -54,16 +54,11 @@ async fn slack_passes_the_channel_conformance_suite() {
         "error_account_inactive",
         "error_msg_too_long",
     ];
-    conformance::run(ChannelUnderTest {
-        build: Box::new(channel),
-        secrets: vec![TOKEN.into()],
-        success: (answer("ok_post_message"), Some("1767225780.000200".into())),
-        throttled: ResponseTemplate::new(429)
-            .insert_header("Retry-After", "7")
-            .set_body_json(json!({"ok": false, "error": "ratelimited"})),
-        permanent: permanent.iter().map(|name| answer(name)).collect(),
-    })
-    .await;
+    let throttled = json!({"ok": false, "error": "ratelimited"});
+    let success = ("ok_post_message", "1767225780.000200");
+    FIXTURES
+        .run_bot_suite::<Slack>(TOKEN, success, throttled, &permanent)
+        .await;
 }
 
 /// Every Slack answer in the fixtures, and what it makes of the row.

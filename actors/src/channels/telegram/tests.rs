@@ -6,7 +6,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 use crate::channels::conformance::{
-    self, bot_channel, delivery_to as to, outcome_of, ChannelUnderTest, Fixtures,
+    self, bot_channel, delivery_to as to, outcome_of, Fixtures,
 };
 use crate::kit::api::telegram::Telegram;
 use crate::channels::ChannelKind;
@@ -50,19 +50,13 @@ async fn telegram_passes_the_channel_conformance_suite() {
         "error_too_long",
         "error_caption_too_long",
     ];
-    conformance::run(ChannelUnderTest {
-        build: Box::new(channel),
-        secrets: vec![TOKEN.into()],
-        success: (answer("ok_send_message"), Some("4213".into())),
-        throttled: ResponseTemplate::new(429)
-            .insert_header("Retry-After", "7")
-            .set_body_json(json!({
-                "ok": false, "error_code": 429,
-                "description": format!("Too Many Requests: retry after 7 (bot{TOKEN})"),
-                "parameters": {"retry_after": 7}
-            })),
-        permanent: permanent.iter().map(|name| answer(name)).collect(),
-    })
+    let throttled = json!({
+        "ok": false, "error_code": 429,
+        "description": format!("Too Many Requests: retry after 7 (bot{TOKEN})"),
+        "parameters": {"retry_after": 7}
+    });
+    FIXTURES
+        .run_bot_suite::<Telegram>(TOKEN, ("ok_send_message", "4213"), throttled, &permanent)
     .await;
 }
 
