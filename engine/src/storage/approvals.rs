@@ -159,9 +159,59 @@ pub struct Approval {
     pub unreached: Option<String>,
 }
 
-const COLUMNS: &str = "id, session, agent, tool, action, means, waiter_pid, session_rules, \
-     origin, chat, thread, question_row, asked_at, expires_at, state, scope, answered_by, \
-     answered_by_id, answered_via, answered_at, note, reached_at, told_at, pressed_at, unreached";
+/// `SELECT` of every column of approvals whose rows `where_` chooses (a statement's tail).
+macro_rules! select_approvals {
+    ($where_:literal) => {
+        concat!(
+            "SELECT id, session, agent, tool, action, means, waiter_pid, session_rules, origin,
+                    chat, thread, question_row, asked_at, expires_at, state, scope, answered_by,
+                    answered_by_id, answered_via, answered_at, note, reached_at, told_at,
+                    pressed_at, unreached
+             FROM approvals ",
+            $where_
+        )
+    };
+}
+
+const GET_SQL: &str = select_approvals!("WHERE id = :id");
+const LIST_SQL: &str = select_approvals!(
+    "WHERE (:open_only = 0 OR state = 'asked') ORDER BY asked_at DESC, id LIMIT :limit"
+);
+const OPEN_FOR_SESSION_SQL: &str =
+    select_approvals!("WHERE session = :session AND state = 'asked' ORDER BY asked_at, id");
+const DUE_SQL: &str =
+    select_approvals!("WHERE state = 'asked' AND expires_at <= :now ORDER BY expires_at");
+const UNTOLD_SQL: &str = select_approvals!(
+    "WHERE state <> 'asked' AND told_at IS NULL
+       AND (means = 'hook' OR state = 'withdrawn' OR reached_at IS NOT NULL
+            OR unreached IS NOT NULL)
+     ORDER BY answered_at LIMIT 100"
+);
+const KEYS_DUE_SQL: &str = select_approvals!(
+    "WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL
+     ORDER BY answered_at LIMIT 100"
+);
+const ASK_SQL: &str = "INSERT OR IGNORE INTO approvals (id, session, agent, tool, action, means,
+         waiter_pid, session_rules, origin, chat, thread, asked_at, expires_at)
+     VALUES (:id, :session, :agent, :tool, :action, :means, :waiter_pid, :session_rules,
+             :origin, :chat, :thread, :now, :expires_at)";
+const ANYTHING_TO_DO_SQL: &str = "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
+     OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)";
+const ANSWER_SQL: &str = "UPDATE approvals SET state = :state, scope = :scope, answered_by = :by,
+         answered_by_id = :by_id, answered_via = :via, answered_at = :now
+     WHERE id = :id AND state = 'asked'";
+const END_SQL: &str = "UPDATE approvals SET state = :state, answered_via = :via,
+         answered_at = :now, note = :note
+     WHERE id = :id AND state = 'asked'";
+const REACHED_SQL: &str = "UPDATE approvals SET reached_at = :now
+     WHERE id = :id AND state <> 'asked' AND reached_at IS NULL";
+const ASKED_SINCE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM approvals
+     WHERE session = :session AND id <> :id
+       AND (asked_at > :at OR (asked_at = :at AND id > :id)))";
+const UNREACHED_SQL: &str =
+    "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL";
+const SET_QUESTION_SQL: &str = "UPDATE approvals SET question_row = :row WHERE id = :id";
+const TOLD_SQL: &str = "UPDATE approvals SET told_at = :now WHERE id = :id";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let rules: Option<String> = r.get("session_rules")?;
@@ -196,28 +246,21 @@ pub fn ask_in(tx: &Tx<'_>, ask: &Ask) -> Result<Approval> {
     };
     for _ in 0..8 {
         let id = new_id(tx)?;
-        let inserted = tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO approvals (id, session, agent, tool, action, means,
-                     waiter_pid, session_rules, origin, chat, thread, asked_at, expires_at)
-                 VALUES (:id, :session, :agent, :tool, :action, :means, :waiter_pid,
-                         :session_rules, :origin, :chat, :thread, :now, :expires_at)",
-            )?
-            .execute(named_params! {
-                ":id": id,
-                ":session": ask.session,
-                ":agent": ask.agent,
-                ":tool": ask.tool,
-                ":action": ask.action,
-                ":means": ask.means,
-                ":waiter_pid": ask.waiter_pid,
-                ":session_rules": rules,
-                ":origin": origin,
-                ":chat": chat,
-                ":thread": thread,
-                ":now": now,
-                ":expires_at": ask.expires_at,
-            })?;
+        let inserted = tx.prepare_cached(ASK_SQL)?.execute(named_params! {
+            ":id": id,
+            ":session": ask.session,
+            ":agent": ask.agent,
+            ":tool": ask.tool,
+            ":action": ask.action,
+            ":means": ask.means,
+            ":waiter_pid": ask.waiter_pid,
+            ":session_rules": rules,
+            ":origin": origin,
+            ":chat": chat,
+            ":thread": thread,
+            ":now": now,
+            ":expires_at": ask.expires_at,
+        })?;
         if inserted == 1 {
             return get(tx, &id)?.ok_or_else(|| EngineError::Invalid("approval vanished".into()));
         }
@@ -244,20 +287,15 @@ pub fn is_id(text: &str) -> bool {
 
 /// One approval.
 pub fn get(conn: &Connection, id: &str) -> Result<Option<Approval>> {
-    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE id = :id");
     Ok(conn
-        .prepare_cached(&sql)?
+        .prepare_cached(GET_SQL)?
         .query_row(named_params! {":id": id}, from_row)
         .optional()?)
 }
 
 /// The newest approvals first: only the open ones (`asked`), or all, at most `limit`.
 pub fn list(conn: &Connection, open_only: bool, limit: u32) -> Result<Vec<Approval>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM approvals WHERE (:open_only = 0 OR state = 'asked')
-         ORDER BY asked_at DESC, id LIMIT :limit"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(LIST_SQL)?;
     let rows = stmt.query_map(
         named_params! {":open_only": open_only, ":limit": limit},
         from_row,
@@ -267,11 +305,7 @@ pub fn list(conn: &Connection, open_only: bool, limit: u32) -> Result<Vec<Approv
 
 /// The session's open approvals, oldest first.
 pub fn open_for_session(conn: &Connection, session: &str) -> Result<Vec<Approval>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM approvals WHERE session = :session AND state = 'asked'
-         ORDER BY asked_at, id"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(OPEN_FOR_SESSION_SQL)?;
     let rows = stmt.query_map(named_params! {":session": session}, from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -286,11 +320,7 @@ pub fn open_like(conn: &Connection, ask: &Ask) -> Result<Option<Approval>> {
 
 /// The open approvals past their expiry at `now`.
 pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM approvals WHERE state = 'asked' AND expires_at <= :now
-         ORDER BY expires_at"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(DUE_SQL)?;
     let rows = stmt.query_map(named_params! {":now": now}, from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -298,10 +328,7 @@ pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
 /// Whether any approval is open, or ended with its chat not told (the daemon's look).
 pub fn anything_to_do(conn: &Connection) -> Result<bool> {
     Ok(conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
-                 OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)",
-        )?
+        .prepare_cached(ANYTHING_TO_DO_SQL)?
         .query_row([], |r| r.get(0))?)
 }
 
@@ -309,13 +336,7 @@ pub fn anything_to_do(conn: &Connection) -> Result<bool> {
 /// told once it is settled (pressed, or found unable to reach the agent): the chat learns what
 /// the agent got, not only what was tapped.
 pub fn untold(conn: &Connection) -> Result<Vec<Approval>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM approvals WHERE state <> 'asked' AND told_at IS NULL
-           AND (means = 'hook' OR state = 'withdrawn' OR reached_at IS NOT NULL
-                OR unreached IS NOT NULL)
-         ORDER BY answered_at LIMIT 100"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(UNTOLD_SQL)?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -362,16 +383,10 @@ pub fn answer_in(
         Decision::Allow(_) => ("allowed", Some("once")),
         Decision::Deny => ("denied", None),
     };
-    let changed = tx
-        .prepare_cached(
-            "UPDATE approvals SET state = :state, scope = :scope, answered_by = :by,
-                 answered_by_id = :by_id, answered_via = :via, answered_at = :now
-             WHERE id = :id AND state = 'asked'",
-        )?
-        .execute(named_params! {
-            ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
-            ":via": who.via, ":now": now, ":id": id,
-        })?;
+    let changed = tx.prepare_cached(ANSWER_SQL)?.execute(named_params! {
+        ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
+        ":via": who.via, ":now": now, ":id": id,
+    })?;
     let now_row = get(tx, id)?.expect("the approval was just read");
     Ok(if changed == 1 {
         AnswerResult::Recorded(now_row)
@@ -400,15 +415,9 @@ fn end_in(
     note: Option<&str>,
 ) -> Result<Option<Approval>> {
     let now = tx.now();
-    let changed = tx
-        .prepare_cached(
-            "UPDATE approvals SET state = :state, answered_via = :via, answered_at = :now,
-                 note = :note
-             WHERE id = :id AND state = 'asked'",
-        )?
-        .execute(named_params! {
-            ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
-        })?;
+    let changed = tx.prepare_cached(END_SQL)?.execute(named_params! {
+        ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
+    })?;
     if changed == 0 {
         return Ok(None);
     }
@@ -419,10 +428,7 @@ fn end_in(
 pub fn reached_in(tx: &Tx<'_>, id: &str) -> Result<bool> {
     let now = tx.now();
     let changed = tx
-        .prepare_cached(
-            "UPDATE approvals SET reached_at = :now
-             WHERE id = :id AND state <> 'asked' AND reached_at IS NULL",
-        )?
+        .prepare_cached(REACHED_SQL)?
         .execute(named_params! {":now": now, ":id": id})?;
     Ok(changed == 1)
 }
@@ -430,12 +436,7 @@ pub fn reached_in(tx: &Tx<'_>, id: &str) -> Result<bool> {
 /// The keys answers still to press, oldest first: ended (allowed, denied, expired: a deny),
 /// answered by the dialog's keys, neither reached nor found unreachable.
 pub fn keys_due(conn: &Connection) -> Result<Vec<Approval>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM approvals
-          WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL
-          ORDER BY answered_at LIMIT 100"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut stmt = conn.prepare_cached(KEYS_DUE_SQL)?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -443,18 +444,12 @@ pub fn keys_due(conn: &Connection) -> Result<Vec<Approval>> {
 /// Whether the session has asked anything after `approval` (a newer dialog stands where its
 /// dialog stood: keys for it must not be pressed into the newer one).
 pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM approvals
-                 WHERE session = :session AND id <> :id
-                   AND (asked_at > :at OR (asked_at = :at AND id > :id)))",
-        )?
-        .query_row(
-            named_params! {
-                ":session": approval.session, ":id": approval.id, ":at": approval.asked_at,
-            },
-            |r| r.get(0),
-        )?)
+    Ok(conn.prepare_cached(ASKED_SINCE_SQL)?.query_row(
+        named_params! {
+            ":session": approval.session, ":id": approval.id, ":at": approval.asked_at,
+        },
+        |r| r.get(0),
+    )?)
 }
 
 /// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
@@ -484,16 +479,14 @@ const PRESSING_SQL: &str = "UPDATE approvals SET pressed_at = :now WHERE id = :i
 /// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
 /// asks something else). Nothing was pressed; the chat is told.
 pub fn unreached_in(tx: &Tx<'_>, id: &str, why: &str) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL",
-    )?
-    .execute(named_params! {":why": why, ":id": id})?;
+    tx.prepare_cached(UNREACHED_SQL)?
+        .execute(named_params! {":why": why, ":id": id})?;
     Ok(())
 }
 
 /// Keeps the outbound row that carried the question.
 pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
-    tx.prepare_cached("UPDATE approvals SET question_row = :row WHERE id = :id")?
+    tx.prepare_cached(SET_QUESTION_SQL)?
         .execute(named_params! {":row": row, ":id": id})?;
     Ok(())
 }
@@ -501,7 +494,7 @@ pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
 /// Marks that the chat was told the outcome.
 pub fn told_in(tx: &Tx<'_>, id: &str) -> Result<()> {
     let now = tx.now();
-    tx.prepare_cached("UPDATE approvals SET told_at = :now WHERE id = :id")?
+    tx.prepare_cached(TOLD_SQL)?
         .execute(named_params! {":now": now, ":id": id})?;
     Ok(())
 }

@@ -77,12 +77,27 @@ pub struct Origin {
     pub thread: Option<String>,
 }
 
-/// A session's columns and its origin's, `FROM` sessions and their origins.
-const COLUMNS: &str = "key, agent, native_session_id, cwd, transcript_path, state, started_at,
-     ended_at, last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
-     o.origin, o.chat, o.thread, agent_state, agent_state_since, agent_hooks,
-     pane";
-const FROM: &str = "sessions LEFT JOIN session_origins o ON o.session = sessions.key";
+/// `SELECT` of a session's columns and its origin's, from sessions and their origins, for the
+/// rows `where_` chooses (a statement's tail).
+macro_rules! select_sessions {
+    ($where_:literal) => {
+        concat!(
+            "SELECT key, agent, native_session_id, cwd, transcript_path, state, started_at,
+                    ended_at, last_activity_at, last_user_input, current_turn, turn_running,
+                    last_assistant_message, o.origin, o.chat, o.thread, agent_state,
+                    agent_state_since, agent_hooks, pane
+             FROM sessions LEFT JOIN session_origins o ON o.session = sessions.key ",
+            $where_
+        )
+    };
+}
+
+const GET_SQL: &str = select_sessions!("WHERE key = :key");
+const UNMATCHED_SQL: &str = select_sessions!(
+    "WHERE key = native_session_id AND o.session IS NULL AND state = 'active'
+     ORDER BY last_activity_at DESC, key"
+);
+const LIST_SQL: &str = select_sessions!("ORDER BY last_activity_at DESC, key");
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     let agent_state: Option<String> = r.get("agent_state")?;
@@ -282,25 +297,18 @@ pub fn origin(conn: &Connection, key: &str) -> Result<Option<Origin>> {
 
 /// One session, if known.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE key = :key");
     Ok(conn
-        .prepare_cached(&sql)?
+        .prepare_cached(GET_SQL)?
         .query_row(named_params! {":key": key}, from_row)
         .optional()?)
 }
 /// Active sessions known only by the agent's own id, with no chat: their hooks ran without
 /// `RELAYQ_SESSION` and outside a pane relayq types into, so no chat hears their notices.
 pub fn unmatched(conn: &Connection) -> Result<Vec<SessionRecord>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM {FROM}
-          WHERE key = native_session_id AND o.session IS NULL AND state = 'active'
-          ORDER BY last_activity_at DESC, key"
-    );
-    query_all(conn, &sql, [], from_row)
+    query_all(conn, UNMATCHED_SQL, [], from_row)
 }
 
 /// Every session, most recently active first.
 pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM {FROM} ORDER BY last_activity_at DESC, key");
-    query_all(conn, &sql, [], from_row)
+    query_all(conn, LIST_SQL, [], from_row)
 }
