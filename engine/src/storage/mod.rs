@@ -9,6 +9,7 @@
 //! - [`source_offsets`]: how far each inbound source has read.
 //! - [`sessions`]: the agent sessions' registry and the chat each talks to.
 //! - [`approvals`]: agents' permission questions and their answers.
+//! - [`tx`]: a write transaction with its time; every write statement takes one.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
 
 /// Reads a struct from a row by column name: `from_columns! { row => Lease { id, key, .. } }`

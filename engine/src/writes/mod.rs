@@ -11,11 +11,11 @@
 //! - **Durability**: the answer comes after the commit: a caller told "done" never loses it.
 //! - **Fencing** (leases): a write about a leased row changes it only while the lease it names
 //!   is still that row's (the queue's statements check the lease token).
+//! - **One time**: every statement of a write reads the same `now`, the one its transaction
+//!   ([`Tx`]) was opened with; the backend that opens it chooses the clock.
 
 pub mod approvals;
 pub mod runs;
-
-use crate::tx::Tx;
 
 use crate::approvals::ChatAnswer;
 use crate::error::Result;
@@ -23,6 +23,7 @@ use crate::handlers::HookProcessor;
 use crate::inbound::{self, InboundMessage};
 use crate::outbound::{self, OutboundMessage};
 use crate::queue::{Enqueued, NewRow, QueueName};
+use crate::tx::Tx;
 use crate::{trouble, Atomicity};
 use approvals::ChatAnswersRecorded;
 

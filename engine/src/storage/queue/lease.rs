@@ -142,6 +142,7 @@ const LEASE_OF_SQL: &str = concat!(
 /// The names of [`lease_columns!`], in order: [`lease_at`] reads them by position (every
 /// lease is read through it, and a lookup by name costs a few percent of the one-session
 /// throughput); a test holds the statements to this order.
+#[cfg(test)]
 const LEASE_COLUMNS: [&str; 8] = [
     "id",
     "key",
@@ -153,7 +154,7 @@ const LEASE_COLUMNS: [&str; 8] = [
     "send_started",
 ];
 
-/// The lease whose [`LEASE_COLUMNS`] start at column `first`.
+/// The lease whose columns (`lease_columns!`, in order) start at column `first`.
 fn lease_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Lease> {
     Ok(Lease {
         id: r.get(first)?,
