@@ -92,7 +92,9 @@ impl HookBuffer {
             return Vec::new();
         }
         let mut dropped = Vec::new();
-        if row.is_bursty() {
+        // Whether the row needs a slot freed, and what becomes of it when only critical rows
+        // hold the slots: a bursty row is the one to go, a critical one waits for room.
+        let (full, without_room) = if row.is_bursty() {
             let segment_start = self
                 .rows
                 .iter()
@@ -108,24 +110,16 @@ impl HookBuffer {
                 .limits
                 .capacity
                 .saturating_sub(self.limits.reserved_critical);
-            if bursty >= bursty_room || self.rows.len() >= self.limits.capacity {
-                match self.evict_oldest_bursty() {
-                    Some(old) => dropped.push((old, Dropped::Evicted)),
-                    None => {
-                        // Full of critical rows: the newest bursty row is the one to go.
-                        dropped.push((row.lease, Dropped::Evicted));
-                        return dropped;
-                    }
-                }
-            }
-            self.rows.push_back(row);
-            return dropped;
-        }
-        if self.rows.len() >= self.limits.capacity {
+            let full = bursty >= bursty_room || self.rows.len() >= self.limits.capacity;
+            (full, Dropped::Evicted)
+        } else {
+            (self.rows.len() >= self.limits.capacity, Dropped::Deferred)
+        };
+        if full {
             match self.evict_oldest_bursty() {
                 Some(old) => dropped.push((old, Dropped::Evicted)),
                 None => {
-                    dropped.push((row.lease, Dropped::Deferred));
+                    dropped.push((row.lease, without_room));
                     return dropped;
                 }
             }
