@@ -17,6 +17,9 @@ pub enum EngineError {
     /// SQLite reported an error.
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL (or the connection to it) reported an error.
+    #[error("database error: {0}")]
+    Postgres(#[from] postgres::Error),
     /// A value handed to the engine is not acceptable.
     #[error("{0}")]
     Invalid(String),

@@ -1,0 +1,439 @@
+//! One statement, two dialects. Storage code runs a [`Sql`] with named parameters
+//! (`:name`, [`params!`](crate::params!)) on an [`Executor`]: a SQLite connection or a
+//! PostgreSQL one. Most statements are the same text in both (written once with
+//! [`Sql::same`]); where the dialects differ, [`Sql::two`] holds both texts. For PostgreSQL
+//! the `:name` parameters become `$1, $2, ...` once per statement, and values are bound by
+//! name, so a statement's text decides the order, never the caller.
+//!
+//! Rows are read through [`Row`], by position or by column name, into [`Column`] types: the
+//! same mapper reads either backend.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use crate::error::{EngineError, Result};
+
+/// Which SQL a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A statement's text in each dialect.
+#[derive(Debug, Clone, Copy)]
+pub struct Sql {
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
+}
+
+impl Sql {
+    /// A statement both dialects read alike.
+    pub const fn same(text: &'static str) -> Sql {
+        Sql {
+            sqlite: text,
+            postgres: text,
+        }
+    }
+
+    /// A statement written once per dialect.
+    pub const fn two(sqlite: &'static str, postgres: &'static str) -> Sql {
+        Sql { sqlite, postgres }
+    }
+}
+
+/// A value both backends can bind. `u32` is not one (PostgreSQL reads it as an OID): bind
+/// counts as `i64`.
+pub trait Param: rusqlite::ToSql + postgres::types::ToSql + Sync {}
+impl<T: rusqlite::ToSql + postgres::types::ToSql + Sync + ?Sized> Param for T {}
+
+/// A statement's values, by parameter name (`":id"`).
+pub type Params<'a> = &'a [(&'a str, &'a dyn Param)];
+
+/// `params! { ":id" => id, ":now" => now }`: the values of a statement's named parameters.
+#[macro_export]
+macro_rules! params {
+    () => { &[] as $crate::storage::sql::Params<'_> };
+    ($($name:literal => $value:expr),+ $(,)?) => {
+        &[$(($name, &$value as &dyn $crate::storage::sql::Param)),+] as $crate::storage::sql::Params<'_>
+    };
+}
+
+/// A column's position or name.
+pub trait Index: rusqlite::RowIndex + postgres::row::RowIndex + fmt::Display + Copy {}
+impl<T: rusqlite::RowIndex + postgres::row::RowIndex + fmt::Display + Copy> Index for T {}
+
+/// One row of a result, of either backend.
+pub enum Row<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    Postgres(&'r postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `at` (a position from 0, or a name) as a `T`.
+    pub fn get<T: Column, I: Index>(&self, at: I) -> Result<T> {
+        match self {
+            Row::Sqlite(r) => T::from_sqlite(r, at),
+            Row::Postgres(r) => T::from_postgres(r, at),
+        }
+    }
+}
+
+/// A type a column reads into, on either backend.
+pub trait Column: Sized {
+    fn from_sqlite<I: Index>(row: &rusqlite::Row<'_>, at: I) -> Result<Self>;
+    fn from_postgres<I: Index>(row: &postgres::Row, at: I) -> Result<Self>;
+}
+
+/// Types both drivers read alike.
+macro_rules! both_read {
+    ($($t:ty),*) => {$(
+        impl Column for $t {
+            fn from_sqlite<I: Index>(row: &rusqlite::Row<'_>, at: I) -> Result<Self> {
+                Ok(row.get(at)?)
+            }
+            fn from_postgres<I: Index>(row: &postgres::Row, at: I) -> Result<Self> {
+                Ok(row.try_get(at)?)
+            }
+        }
+    )*};
+}
+both_read!(i64, String, bool, Option<i64>, Option<String>, Option<bool>);
+
+impl Column for u32 {
+    fn from_sqlite<I: Index>(row: &rusqlite::Row<'_>, at: I) -> Result<Self> {
+        Ok(row.get(at)?)
+    }
+    fn from_postgres<I: Index>(row: &postgres::Row, at: I) -> Result<Self> {
+        let n: i64 = row.try_get(at)?;
+        u32::try_from(n)
+            .map_err(|_| EngineError::Invalid(format!("column {at}: {n} is not a count")))
+    }
+}
+
+/// Runs statements: a connection or a transaction of either backend.
+pub trait Executor {
+    fn dialect(&self) -> Dialect;
+
+    /// Runs `sql`; how many rows it changed.
+    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize>;
+
+    /// Runs `sql` and hands each row to `each`, in order.
+    fn for_each_row(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()>;
+}
+
+/// Reads on any [`Executor`].
+pub trait Query: Executor {
+    /// Every row, each read by `read`.
+    fn query_all<T>(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        mut read: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.for_each_row(sql, params, &mut |row| {
+            out.push(read(row)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The first row, if any, read by `read`.
+    fn query_opt<T>(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        read: impl FnOnce(&Row<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut read = Some(read);
+        let mut out = None;
+        self.for_each_row(sql, params, &mut |row| {
+            if let Some(read) = read.take() {
+                out = Some(read(row)?);
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The one value of the first row's first column (a count, an `EXISTS`).
+    fn query_value<T: Column>(&self, sql: &Sql, params: Params<'_>) -> Result<T> {
+        self.query_opt(sql, params, |row| row.get(0))?
+            .ok_or_else(|| EngineError::Invalid("the statement returned no row".into()))
+    }
+}
+
+impl<E: Executor + ?Sized> Query for E {}
+
+impl Executor for rusqlite::Connection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+        let mut stmt = self.prepare_cached(sql.sqlite)?;
+        bind_sqlite(&mut stmt, params)?;
+        Ok(stmt.raw_execute()?)
+    }
+
+    fn for_each_row(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.prepare_cached(sql.sqlite)?;
+        bind_sqlite(&mut stmt, params)?;
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            each(&Row::Sqlite(row))?;
+        }
+        Ok(())
+    }
+}
+
+/// Binds each value to its named parameter; every parameter must get one.
+fn bind_sqlite(stmt: &mut rusqlite::Statement<'_>, params: Params<'_>) -> Result<()> {
+    for (name, value) in params {
+        let Some(at) = stmt.parameter_index(name)? else {
+            return Err(unknown_parameter(name));
+        };
+        let value: &dyn rusqlite::ToSql = *value;
+        stmt.raw_bind_parameter(at, value)?;
+    }
+    if stmt.parameter_count() != params.len() {
+        return Err(EngineError::Invalid(format!(
+            "the statement takes {} parameters, {} were given",
+            stmt.parameter_count(),
+            params.len()
+        )));
+    }
+    Ok(())
+}
+
+fn unknown_parameter(name: &str) -> EngineError {
+    EngineError::Invalid(format!("the statement has no parameter {name}"))
+}
+
+/// A PostgreSQL client or transaction, borrowed mutably through a cell (the driver takes
+/// `&mut`; storage code holds `&`).
+pub struct Pg<C>(pub RefCell<C>);
+
+impl<C: postgres::GenericClient> Executor for Pg<C> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+        let statement = positional(sql.postgres);
+        let values = bind_postgres(&statement, params)?;
+        let n = self
+            .0
+            .borrow_mut()
+            .execute(statement.text.as_str(), &values)?;
+        Ok(n as usize)
+    }
+
+    fn for_each_row(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let statement = positional(sql.postgres);
+        let values = bind_postgres(&statement, params)?;
+        let rows = self
+            .0
+            .borrow_mut()
+            .query(statement.text.as_str(), &values)?;
+        for row in &rows {
+            each(&Row::Postgres(row))?;
+        }
+        Ok(())
+    }
+}
+
+/// The values in `$n` order.
+fn bind_postgres<'p>(
+    statement: &Positional,
+    params: Params<'p>,
+) -> Result<Vec<&'p (dyn postgres::types::ToSql + Sync)>> {
+    let mut values = Vec::with_capacity(statement.names.len());
+    for name in &statement.names {
+        let Some((_, value)) = params.iter().find(|(n, _)| n == name) else {
+            return Err(EngineError::Invalid(format!(
+                "no value for parameter {name}"
+            )));
+        };
+        let value: &(dyn postgres::types::ToSql + Sync) = *value;
+        values.push(value);
+    }
+    if let Some((extra, _)) = params
+        .iter()
+        .find(|(n, _)| !statement.names.iter().any(|k| k == n))
+    {
+        return Err(unknown_parameter(extra));
+    }
+    Ok(values)
+}
+
+/// A statement with its `:name` parameters made `$1, $2, ...`, and the name of each.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Positional {
+    pub text: String,
+    pub names: Vec<String>,
+}
+
+/// `text` made positional, once per statement text (statements are `'static`).
+fn positional(text: &'static str) -> Arc<Positional> {
+    static CACHE: OnceLock<RwLock<HashMap<usize, Arc<Positional>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = text.as_ptr() as usize ^ text.len().rotate_left(48);
+    if let Some(found) = cache.read().expect("statement cache").get(&key) {
+        return found.clone();
+    }
+    let made = Arc::new(to_positional(text));
+    cache
+        .write()
+        .expect("statement cache")
+        .insert(key, made.clone());
+    made
+}
+
+/// Rewrites `:name` parameters to `$n` (the same name, the same number), leaving string
+/// literals, quoted names and `::` casts alone.
+pub fn to_positional(text: &str) -> Positional {
+    let mut out = String::with_capacity(text.len());
+    let mut names: Vec<String> = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for (_, d) in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            ':' if chars.peek().is_some_and(|(_, d)| *d == ':') => {
+                out.push_str("::");
+                chars.next();
+            }
+            ':' if chars
+                .peek()
+                .is_some_and(|(_, d)| d.is_ascii_alphabetic() || *d == '_') =>
+            {
+                let start = i;
+                let mut end = i + 1;
+                while let Some((j, d)) = chars.peek() {
+                    if d.is_ascii_alphanumeric() || *d == '_' {
+                        end = j + d.len_utf8();
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let name = &text[start..end];
+                let n = match names.iter().position(|known| known == name) {
+                    Some(k) => k + 1,
+                    None => {
+                        names.push(name.to_string());
+                        names.len()
+                    }
+                };
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    Positional { text: out, names }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::postgresql::test_server::TestServer;
+
+    #[test]
+    fn named_parameters_become_numbered_and_literals_and_casts_stay() {
+        let p = to_positional(
+            "SELECT ':no', \"a:b\", x::bigint FROM t WHERE id = :id AND (:id IS NULL OR k = :key_2)",
+        );
+        assert_eq!(
+            p.text,
+            "SELECT ':no', \"a:b\", x::bigint FROM t WHERE id = $1 AND ($1 IS NULL OR k = $2)"
+        );
+        assert_eq!(p.names, [":id", ":key_2"]);
+    }
+
+    /// The same statements and the same mapper on both backends.
+    fn round_trip(db: &dyn Executor) {
+        const CREATE: Sql = Sql::two(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL, n INTEGER, ok INTEGER NOT NULL)",
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL, n BIGINT, ok BOOLEAN NOT NULL)",
+        );
+        const INSERT: Sql =
+            Sql::same("INSERT INTO t (id, name, n, ok) VALUES (:id, :name, :n, :ok)");
+        const SELECT: Sql = Sql::same(
+            "SELECT id, name, n, ok FROM t WHERE id >= :from AND name <> ':x' ORDER BY id",
+        );
+        db.execute(&CREATE, params![]).unwrap();
+        for (id, name, n, ok) in [(1i64, "one", Some(10i64), true), (2, "two", None, false)] {
+            let changed = db
+                .execute(
+                    &INSERT,
+                    params![":id" => id, ":name" => name, ":n" => n, ":ok" => ok],
+                )
+                .unwrap();
+            assert_eq!(changed, 1);
+        }
+        let rows = db
+            .query_all(&SELECT, params![":from" => 1i64], |r| {
+                Ok((
+                    r.get::<i64, _>("id")?,
+                    r.get::<String, _>(1)?,
+                    r.get::<Option<i64>, _>("n")?,
+                    r.get::<bool, _>("ok")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                (1, "one".into(), Some(10), true),
+                (2, "two".into(), None, false)
+            ]
+        );
+        let missing = db.execute(&INSERT, params![":id" => 3i64, ":name" => "x"]);
+        assert!(
+            missing.is_err(),
+            "a parameter without a value is refused, not NULL"
+        );
+        let extra = db.query_all(&SELECT, params![":from" => 1i64, ":to" => 2i64], |_| Ok(()));
+        assert!(extra.is_err(), "a value for no parameter is refused");
+    }
+
+    #[test]
+    fn one_statement_and_one_mapper_read_alike_on_sqlite() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        round_trip(&conn);
+    }
+
+    #[test]
+    fn one_statement_and_one_mapper_read_alike_on_postgresql() {
+        let server = TestServer::start();
+        let client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        round_trip(&Pg(RefCell::new(client)));
+    }
+}
