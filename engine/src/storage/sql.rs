@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
 
+use postgres::GenericClient;
+
 use crate::error::{EngineError, Result};
 
 /// Which SQL a connection speaks.
@@ -223,11 +225,16 @@ fn unknown_parameter(name: &str) -> EngineError {
     EngineError::Invalid(format!("the statement has no parameter {name}"))
 }
 
-/// A PostgreSQL client or transaction, borrowed mutably through a cell (the driver takes
-/// `&mut`; storage code holds `&`).
+/// A PostgreSQL client or transaction (anything that derefs to one: a pooled connection,
+/// `&mut Transaction`), borrowed mutably through a cell: the driver takes `&mut`, storage
+/// code holds `&`.
 pub struct Pg<C>(pub RefCell<C>);
 
-impl<C: postgres::GenericClient> Executor for Pg<C> {
+impl<C> Executor for Pg<C>
+where
+    C: std::ops::DerefMut,
+    C::Target: postgres::GenericClient,
+{
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
@@ -433,7 +440,7 @@ mod tests {
     #[test]
     fn one_statement_and_one_mapper_read_alike_on_postgresql() {
         let server = TestServer::start();
-        let client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
-        round_trip(&Pg(RefCell::new(client)));
+        let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        round_trip(&Pg(RefCell::new(&mut client)));
     }
 }

@@ -1,5 +1,7 @@
 //! The PostgreSQL backend: several daemons on one database.
 
+pub mod db;
+
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod test_server;
 

@@ -1,0 +1,236 @@
+//! Opening a PostgreSQL database: a pool of connections (r2d2, as for SQLite), the schema
+//! migrations (run once, whichever daemon opens the database first), and write transactions
+//! timed by the database's clock, so that daemons on hosts whose clocks differ agree on when
+//! a lease expires.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use r2d2::{Pool, PooledConnection};
+use r2d2_postgres::postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::error::{EngineError, Result};
+use crate::storage::sql::{Executor, Pg, Query, Sql};
+
+/// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
+const MIGRATIONS: &[&str] = &[include_str!(
+    "../../../migrations/postgresql/0001_schema.sql"
+)];
+
+/// Any number that no other program uses for an advisory lock on the same database: the
+/// daemons opening it at once take turns at the migrations.
+const MIGRATION_LOCK: i64 = 0x7265_6c61_7971; // "relayq"
+
+const SCHEMA_TABLE_SQL: Sql =
+    Sql::same("CREATE TABLE IF NOT EXISTS relayq_schema (version BIGINT PRIMARY KEY)");
+const LOCK_SQL: Sql = Sql::same("SELECT pg_advisory_xact_lock(:lock)");
+const APPLIED_SQL: Sql = Sql::same("SELECT COALESCE(MAX(version), 0) FROM relayq_schema");
+const RECORD_SQL: Sql = Sql::same("INSERT INTO relayq_schema (version) VALUES (:version)");
+/// The database's time, in unix milliseconds (the clock of the write, not of its transaction's
+/// start).
+const NOW_SQL: Sql = Sql::same("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT");
+
+type Manager = PostgresConnectionManager<NoTls>;
+
+/// An open PostgreSQL database.
+#[derive(Clone)]
+pub struct PgDatabase {
+    pool: Pool<Manager>,
+}
+
+/// A pooled connection, as an [`Executor`].
+pub type PgRead = Pg<PooledConnection<Manager>>;
+
+/// A write transaction, as an [`Executor`].
+pub type PgWrite<'a, 'c> = Pg<&'a mut postgres::Transaction<'c>>;
+
+impl PgDatabase {
+    /// Connects to `url` (`postgresql://user@host/db`; a host that is a path is a Unix
+    /// socket's directory) and brings its schema up to date.
+    pub fn open(url: &str, connections: u32) -> Result<PgDatabase> {
+        let config: postgres::Config = url.parse().map_err(|e| EngineError::Open {
+            path: redacted(url).into(),
+            reason: format!("not a PostgreSQL URL: {e}"),
+        })?;
+        let pool = Pool::builder()
+            .max_size(connections)
+            .connection_timeout(Duration::from_secs(10))
+            .build(PostgresConnectionManager::new(config, NoTls))
+            .map_err(|e| EngineError::Open {
+                path: redacted(url).into(),
+                reason: e.to_string(),
+            })?;
+        let db = PgDatabase { pool };
+        db.migrate()?;
+        Ok(db)
+    }
+
+    /// A connection for reads.
+    pub fn read(&self) -> Result<PgRead> {
+        Ok(Pg(RefCell::new(self.pool.get()?)))
+    }
+
+    /// Runs `f` in a transaction, with the database's time of the write; commits if `f`
+    /// succeeds.
+    pub fn write<T>(&self, f: impl FnOnce(&PgWrite<'_, '_>, i64) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let mut tx = conn.transaction()?;
+        let out = {
+            let exec = Pg(RefCell::new(&mut tx));
+            let now: i64 = exec.query_value(&NOW_SQL, crate::params![])?;
+            f(&exec, now)?
+        };
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Applies the migrations not applied yet, one transaction, under an advisory lock.
+    fn migrate(&self) -> Result<()> {
+        self.write(|tx, _| {
+            tx.execute(&LOCK_SQL, crate::params![":lock" => MIGRATION_LOCK])?;
+            tx.execute(&SCHEMA_TABLE_SQL, crate::params![])?;
+            let applied: i64 = tx.query_value(&APPLIED_SQL, crate::params![])?;
+            for (n, migration) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+                tx.0.borrow_mut()
+                    .batch_execute(migration)
+                    .map_err(|e| EngineError::Migration(format!("migration {}: {e}", n + 1)))?;
+                let version = n as i64 + 1;
+                tx.execute(&RECORD_SQL, crate::params![":version" => version])?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `url` without its password, for messages.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::postgresql::test_server::TestServer;
+
+    #[test]
+    fn a_password_is_never_shown() {
+        assert_eq!(
+            redacted("postgresql://relayq:s3cret@db.example/relayq"),
+            "postgresql://relayq:***@db.example/relayq"
+        );
+        assert_eq!(
+            redacted("postgresql://relayq@db/x"),
+            "postgresql://relayq@db/x"
+        );
+        let refused = PgDatabase::open("postgresql://u:s3cret@[bad", 1)
+            .err()
+            .unwrap();
+        assert!(!refused.to_string().contains("s3cret"), "{refused}");
+    }
+
+    #[test]
+    fn daemons_opening_one_database_at_once_migrate_it_once() {
+        let server = TestServer::start();
+        let url = server.url();
+        let opened: Vec<_> = (0..3)
+            .map(|_| {
+                let url = url.clone();
+                std::thread::spawn(move || PgDatabase::open(&url, 2).map(|_| ()))
+            })
+            .collect();
+        for daemon in opened {
+            daemon.join().unwrap().unwrap();
+        }
+        let db = PgDatabase::open(&url, 1).unwrap();
+        let versions: Vec<i64> = db
+            .read()
+            .unwrap()
+            .query_all(
+                &Sql::same("SELECT version FROM relayq_schema"),
+                crate::params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(versions, [1]);
+    }
+
+    #[test]
+    fn a_write_is_timed_by_the_database_clock() {
+        let server = TestServer::start();
+        let db = PgDatabase::open(&server.url(), 1).unwrap();
+        let system = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let now = db.write(|_, now| Ok(now)).unwrap();
+        assert!((now - system).abs() < 5_000, "{now} vs {system}");
+    }
+
+    /// Both schemas have the same tables with the same columns (PostgreSQL adds the nodes
+    /// of several daemons): a statement written once reads alike on both.
+    #[test]
+    fn the_postgresql_schema_has_the_sqlite_tables_and_columns() {
+        let server = TestServer::start();
+        let pg = PgDatabase::open(&server.url(), 1).unwrap();
+        let (_dir, sqlite) = crate::db::temp_database();
+        let conn = sqlite.read().unwrap();
+        let tables: Vec<String> = conn
+            .query_all(
+                &Sql::same(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'
+                       AND name NOT LIKE 'sqlite_%' ORDER BY name",
+                ),
+                crate::params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let pg_tables: Vec<String> = pg
+            .read()
+            .unwrap()
+            .query_all(
+                &Sql::same(
+                    "SELECT table_name::TEXT FROM information_schema.tables
+                     WHERE table_schema = 'public' AND table_name NOT IN ('relayq_schema', 'nodes')
+                     ORDER BY table_name",
+                ),
+                crate::params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(pg_tables, tables);
+        for table in &tables {
+            let mut columns: Vec<String> = conn
+                .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let mut pg_columns: Vec<String> = pg
+                .read()
+                .unwrap()
+                .query_all(
+                    &Sql::same(
+                        "SELECT column_name::TEXT FROM information_schema.columns
+                         WHERE table_schema = 'public' AND table_name = :table",
+                    ),
+                    crate::params![":table" => table],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            columns.sort();
+            pg_columns.sort();
+            assert_eq!(pg_columns, columns, "table {table}");
+        }
+    }
+}
