@@ -307,13 +307,15 @@ pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decisio
 pub fn answer_from_chat_in(tx: &Tx<'_>, answer: &ChatAnswer) -> Result<Option<AnswerResult>> {
     let id = match &answer.target {
         // A bare `allow WORD` that names no approval is a message after all.
-        Target::Id(id) if answer.otherwise.is_some() && get(tx, id)?.is_none() => return Ok(None),
+        Target::Id(id) if answer.otherwise.is_some() && get(tx.sqlite()?, id)?.is_none() => {
+            return Ok(None)
+        }
         Target::Id(id) => id.clone(),
         Target::Question { message_id } => {
             let Some((origin, chat)) = &answer.who.chat else {
                 return Ok(None);
             };
-            match asked_by_question(tx, origin, chat, message_id)? {
+            match asked_by_question(tx.sqlite()?, origin, chat, message_id)? {
                 Some(id) => id,
                 None => return Ok(None),
             }
@@ -337,7 +339,7 @@ pub fn tell_in(
     let Some(row) = approval.question_row else {
         return Ok(None);
     };
-    let Some(question) = crate::storage::queue::row_detail(tx, row)? else {
+    let Some(question) = crate::storage::queue::row_detail(tx.sqlite()?, row)? else {
         return Ok(None);
     };
     let Ok(asked) = crate::OutboundMessage::from_payload(&question.payload) else {

@@ -17,7 +17,7 @@ pub use crate::routes::{
 
 /// Ends the session's open approvals: the agent no longer asks them (`why`).
 fn withdraw_open_in(tx: &Tx<'_>, key: &str, why: &str) -> Result<()> {
-    for open in approvals::open_for_session(tx, key)? {
+    for open in approvals::open_for_session(tx.sqlite()?, key)? {
         approvals::withdraw_in(tx, &open.id, why)?;
     }
     Ok(())
@@ -141,7 +141,7 @@ impl HookProcessor {
         }
         let key = event.session.as_str();
         let mut effects = Effects::default();
-        let known = sessions::get(tx, key)?;
+        let known = sessions::get(tx.sqlite()?, key)?;
         if let Some(why) = ignored(event, known.as_ref()) {
             effects.ignored = Some(why);
             return Ok(effects);
@@ -226,7 +226,7 @@ impl HookProcessor {
                 if !route.events.contains(&event.event) {
                     continue;
                 }
-                let Some((channel, to, thread)) = routes.resolve(route, tx, key)? else {
+                let Some((channel, to, thread)) = routes.resolve(route, tx.sqlite()?, key)? else {
                     continue;
                 };
                 // The question's answers are offered in the chat it was asked in.
@@ -281,7 +281,7 @@ impl HookProcessor {
         let Some(id) = &event.approval else {
             return Ok(None);
         };
-        let Some(approval) = approvals::get(tx, id)? else {
+        let Some(approval) = approvals::get(tx.sqlite()?, id)? else {
             return Ok(None);
         };
         if approval.state != approvals::State::Asked {

@@ -181,12 +181,12 @@ fn record(
     let asked = engine.write(|tx| {
         let now = tx.now();
         event.received_at = now;
-        let origin = relayq_engine::sessions::origin(tx, &event.session)?;
+        let origin = relayq_engine::sessions::origin(tx.sqlite()?, &event.session)?;
         let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
         let asked = match ask {
             // An agent that asks again for the call it is asking about (Claude Code does, for
             // a command it checks in parts) waits on the same question: one answer for both.
-            Some(ask) => match approvals::open_like(tx, &ask)? {
+            Some(ask) => match approvals::open_like(tx.sqlite()?, &ask)? {
                 Some(open) => Some(open),
                 None => Some(approvals::ask_in(tx, &ask)?),
             },

@@ -245,24 +245,28 @@ pub fn ask_in(tx: &Tx<'_>, ask: &Ask) -> Result<Approval> {
         None => (None, None, None),
     };
     for _ in 0..8 {
-        let id = new_id(tx)?;
-        let inserted = tx.prepare_cached(ASK_SQL)?.execute(named_params! {
-            ":id": id,
-            ":session": ask.session,
-            ":agent": ask.agent,
-            ":tool": ask.tool,
-            ":action": ask.action,
-            ":means": ask.means,
-            ":waiter_pid": ask.waiter_pid,
-            ":session_rules": rules,
-            ":origin": origin,
-            ":chat": chat,
-            ":thread": thread,
-            ":now": now,
-            ":expires_at": ask.expires_at,
-        })?;
+        let id = new_id(tx.sqlite()?)?;
+        let inserted = tx
+            .sqlite()?
+            .prepare_cached(ASK_SQL)?
+            .execute(named_params! {
+                ":id": id,
+                ":session": ask.session,
+                ":agent": ask.agent,
+                ":tool": ask.tool,
+                ":action": ask.action,
+                ":means": ask.means,
+                ":waiter_pid": ask.waiter_pid,
+                ":session_rules": rules,
+                ":origin": origin,
+                ":chat": chat,
+                ":thread": thread,
+                ":now": now,
+                ":expires_at": ask.expires_at,
+            })?;
         if inserted == 1 {
-            return get(tx, &id)?.ok_or_else(|| EngineError::Invalid("approval vanished".into()));
+            return get(tx.sqlite()?, &id)?
+                .ok_or_else(|| EngineError::Invalid("approval vanished".into()));
         }
     }
     Err(EngineError::Invalid(
@@ -366,7 +370,7 @@ pub fn answer_in(
     who: &Answerer,
 ) -> Result<AnswerResult> {
     let now = tx.now();
-    let Some(approval) = get(tx, id)? else {
+    let Some(approval) = get(tx.sqlite()?, id)? else {
         return Ok(AnswerResult::NotFound);
     };
     if let Some((origin, chat)) = &who.chat {
@@ -383,11 +387,14 @@ pub fn answer_in(
         Decision::Allow(_) => ("allowed", Some("once")),
         Decision::Deny => ("denied", None),
     };
-    let changed = tx.prepare_cached(ANSWER_SQL)?.execute(named_params! {
-        ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
-        ":via": who.via, ":now": now, ":id": id,
-    })?;
-    let now_row = get(tx, id)?.expect("the approval was just read");
+    let changed = tx
+        .sqlite()?
+        .prepare_cached(ANSWER_SQL)?
+        .execute(named_params! {
+            ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
+            ":via": who.via, ":now": now, ":id": id,
+        })?;
+    let now_row = get(tx.sqlite()?, id)?.expect("the approval was just read");
     Ok(if changed == 1 {
         AnswerResult::Recorded(now_row)
     } else {
@@ -415,19 +422,23 @@ fn end_in(
     note: Option<&str>,
 ) -> Result<Option<Approval>> {
     let now = tx.now();
-    let changed = tx.prepare_cached(END_SQL)?.execute(named_params! {
-        ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
-    })?;
+    let changed = tx
+        .sqlite()?
+        .prepare_cached(END_SQL)?
+        .execute(named_params! {
+            ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
+        })?;
     if changed == 0 {
         return Ok(None);
     }
-    get(tx, id)
+    get(tx.sqlite()?, id)
 }
 
 /// Marks that the answer reached the agent. False when it already had (so it is given once).
 pub fn reached_in(tx: &Tx<'_>, id: &str) -> Result<bool> {
     let now = tx.now();
     let changed = tx
+        .sqlite()?
         .prepare_cached(REACHED_SQL)?
         .execute(named_params! {":now": now, ":id": id})?;
     Ok(changed == 1)
@@ -458,7 +469,8 @@ pub fn pressing_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
     let now = tx.now();
     let before = pressed_at_in(tx, id)?;
     if before.is_none() {
-        tx.prepare_cached(PRESSING_SQL)?
+        tx.sqlite()?
+            .prepare_cached(PRESSING_SQL)?
             .execute(named_params! {":now": now, ":id": id})?;
     }
     Ok(before)
@@ -467,6 +479,7 @@ pub fn pressing_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
 /// When the approval's keys were (or were about to be) pressed, if they were.
 pub fn pressed_at_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
     Ok(tx
+        .sqlite()?
         .prepare_cached(PRESSED_AT_SQL)?
         .query_row(named_params! {":id": id}, |r| r.get(0))
         .optional()?
@@ -479,14 +492,16 @@ const PRESSING_SQL: &str = "UPDATE approvals SET pressed_at = :now WHERE id = :i
 /// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
 /// asks something else). Nothing was pressed; the chat is told.
 pub fn unreached_in(tx: &Tx<'_>, id: &str, why: &str) -> Result<()> {
-    tx.prepare_cached(UNREACHED_SQL)?
+    tx.sqlite()?
+        .prepare_cached(UNREACHED_SQL)?
         .execute(named_params! {":why": why, ":id": id})?;
     Ok(())
 }
 
 /// Keeps the outbound row that carried the question.
 pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
-    tx.prepare_cached(SET_QUESTION_SQL)?
+    tx.sqlite()?
+        .prepare_cached(SET_QUESTION_SQL)?
         .execute(named_params! {":row": row, ":id": id})?;
     Ok(())
 }
@@ -494,7 +509,8 @@ pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
 /// Marks that the chat was told the outcome.
 pub fn told_in(tx: &Tx<'_>, id: &str) -> Result<()> {
     let now = tx.now();
-    tx.prepare_cached(TOLD_SQL)?
+    tx.sqlite()?
+        .prepare_cached(TOLD_SQL)?
         .execute(named_params! {":now": now, ":id": id})?;
     Ok(())
 }

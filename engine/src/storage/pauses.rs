@@ -29,14 +29,14 @@ pub struct Pause {
 pub fn pause_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<()> {
     let now = tx.now();
     let params = named_params! {":queue": queue, ":key": key.unwrap_or(""), ":now": now};
-    tx.prepare_cached(PAUSE_SQL)?.execute(params)?;
+    tx.sqlite()?.prepare_cached(PAUSE_SQL)?.execute(params)?;
     Ok(())
 }
 
 /// Resumes what [`pause_in`] paused; true when it was paused.
 pub fn resume_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<bool> {
     let params = named_params! {":queue": queue, ":key": key.unwrap_or("")};
-    Ok(tx.prepare_cached(RESUME_SQL)?.execute(params)? > 0)
+    Ok(tx.sqlite()?.prepare_cached(RESUME_SQL)?.execute(params)? > 0)
 }
 
 /// Every pause, by queue then key (a queue's own pause first).

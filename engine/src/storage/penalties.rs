@@ -30,7 +30,8 @@ pub struct Penalty {
 }
 
 pub fn set_in(tx: &Tx<'_>, channel: &str, until: i64, reason: &str) -> Result<()> {
-    tx.prepare_cached(SET_SQL)?
+    tx.sqlite()?
+        .prepare_cached(SET_SQL)?
         .execute(named_params! {":channel": channel, ":until": until, ":reason": reason})?;
     Ok(())
 }

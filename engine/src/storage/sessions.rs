@@ -187,17 +187,20 @@ const ORIGIN_SQL: &str = "SELECT origin, chat, thread FROM session_origins WHERE
 /// `reopen` (a new `session_start` under the same key).
 pub fn record_activity(tx: &Tx<'_>, a: &Activity<'_>, reopen: bool) -> Result<()> {
     let now = tx.now();
-    tx.prepare_cached(TOUCH_SQL)?.execute(named_params! {
-        ":key": a.key, ":agent": a.agent.as_str(), ":native": a.native_session_id,
-        ":cwd": a.cwd, ":transcript": a.transcript_path, ":now": now, ":pane": a.pane,
-        ":reopen": reopen,
-    })?;
+    tx.sqlite()?
+        .prepare_cached(TOUCH_SQL)?
+        .execute(named_params! {
+            ":key": a.key, ":agent": a.agent.as_str(), ":native": a.native_session_id,
+            ":cwd": a.cwd, ":transcript": a.transcript_path, ":now": now, ":pane": a.pane,
+            ":reopen": reopen,
+        })?;
     Ok(())
 }
 
 /// A prompt was submitted: a new turn starts.
 pub fn begin_turn(tx: &Tx<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
-    tx.prepare_cached(BEGIN_TURN_SQL)?
+    tx.sqlite()?
+        .prepare_cached(BEGIN_TURN_SQL)?
         .execute(named_params! {":key": key, ":prompt": prompt})?;
     Ok(())
 }
@@ -206,6 +209,7 @@ pub fn begin_turn(tx: &Tx<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
 pub fn set_agent_state(tx: &Tx<'_>, key: &str, state: AgentState) -> Result<bool> {
     let now = tx.now();
     let changed = tx
+        .sqlite()?
         .prepare_cached(SET_AGENT_STATE_SQL)?
         .execute(named_params! {":key": key, ":state": state.as_str(), ":now": now})?;
     Ok(changed > 0)
@@ -221,6 +225,7 @@ pub fn set_agent_state_if_older(
 ) -> Result<bool> {
     let now = tx.now();
     let changed = tx
+        .sqlite()?
         .prepare_cached(SET_AGENT_STATE_IF_OLDER_SQL)?
         .execute(named_params! {
             ":key": key, ":state": state.as_str(), ":not_after": not_after, ":now": now,
@@ -230,14 +235,16 @@ pub fn set_agent_state_if_older(
 
 /// The agent's own hooks reported for this session (Codex: `notify` is then a duplicate).
 pub fn mark_agent_hooks(tx: &Tx<'_>, key: &str) -> Result<()> {
-    tx.prepare_cached(MARK_AGENT_HOOKS_SQL)?
+    tx.sqlite()?
+        .prepare_cached(MARK_AGENT_HOOKS_SQL)?
         .execute(named_params! {":key": key})?;
     Ok(())
 }
 
 /// The person's message of this turn, when the turn's start did not say it (Codex `notify`).
 pub fn set_last_user_input(tx: &Tx<'_>, key: &str, input: &str) -> Result<()> {
-    tx.prepare_cached(SET_LAST_USER_INPUT_SQL)?
+    tx.sqlite()?
+        .prepare_cached(SET_LAST_USER_INPUT_SQL)?
         .execute(named_params! {":key": key, ":input": input})?;
     Ok(())
 }
@@ -255,7 +262,8 @@ pub fn agent_state(conn: &Connection, key: &str) -> Result<Option<(AgentState, i
 
 /// The agent stopped: the turn is complete.
 pub fn complete_turn(tx: &Tx<'_>, key: &str, last_message: Option<&str>) -> Result<()> {
-    tx.prepare_cached(COMPLETE_TURN_SQL)?
+    tx.sqlite()?
+        .prepare_cached(COMPLETE_TURN_SQL)?
         .execute(named_params! {":key": key, ":message": last_message})?;
     Ok(())
 }
@@ -263,7 +271,8 @@ pub fn complete_turn(tx: &Tx<'_>, key: &str, last_message: Option<&str>) -> Resu
 /// The session ended.
 pub fn end(tx: &Tx<'_>, key: &str) -> Result<()> {
     let now = tx.now();
-    tx.prepare_cached(END_SQL)?
+    tx.sqlite()?
+        .prepare_cached(END_SQL)?
         .execute(named_params! {":key": key, ":now": now})?;
     Ok(())
 }
@@ -278,10 +287,12 @@ pub fn is_ended(conn: &Connection, key: &str) -> Result<bool> {
 /// Records `origin` as the session's, in the caller's transaction (with the inbound row).
 pub fn set_origin_in(tx: &Tx<'_>, key: &str, origin: &Origin) -> Result<()> {
     let now = tx.now();
-    tx.prepare_cached(SET_ORIGIN_SQL)?.execute(named_params! {
-        ":key": key, ":origin": origin.origin, ":chat": origin.chat, ":thread": origin.thread,
-        ":now": now,
-    })?;
+    tx.sqlite()?
+        .prepare_cached(SET_ORIGIN_SQL)?
+        .execute(named_params! {
+            ":key": key, ":origin": origin.origin, ":chat": origin.chat, ":thread": origin.thread,
+            ":now": now,
+        })?;
     Ok(())
 }
 

@@ -119,8 +119,9 @@ impl Column for u32 {
 pub trait Executor {
     fn dialect(&self) -> Dialect;
 
-    /// Runs `sql`; how many rows it changed.
-    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize>;
+    /// Runs `sql`; how many rows it changed. (Not `execute`: rusqlite's connection has an
+    /// inherent method of that name, which a call would find first.)
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize>;
 
     /// Runs `sql` and hands each row to `each`, in order.
     fn for_each_row(
@@ -180,7 +181,7 @@ impl Executor for rusqlite::Connection {
         Dialect::Sqlite
     }
 
-    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
         let mut stmt = self.prepare_cached(sql.sqlite)?;
         bind_sqlite(&mut stmt, params)?;
         Ok(stmt.raw_execute()?)
@@ -199,6 +200,28 @@ impl Executor for rusqlite::Connection {
             each(&Row::Sqlite(row))?;
         }
         Ok(())
+    }
+}
+
+/// A pooled SQLite connection runs statements as its connection does.
+impl Executor for r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+        let conn: &rusqlite::Connection = self;
+        conn.exec(sql, params)
+    }
+
+    fn for_each_row(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let conn: &rusqlite::Connection = self;
+        conn.for_each_row(sql, params, each)
     }
 }
 
@@ -239,7 +262,7 @@ where
         Dialect::Postgres
     }
 
-    fn execute(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
         let statement = positional(sql.postgres);
         let values = bind_postgres(&statement, params)?;
         let n = self
@@ -395,10 +418,10 @@ mod tests {
         const SELECT: Sql = Sql::same(
             "SELECT id, name, n, ok FROM t WHERE id >= :from AND name <> ':x' ORDER BY id",
         );
-        db.execute(&CREATE, params![]).unwrap();
+        db.exec(&CREATE, params![]).unwrap();
         for (id, name, n, ok) in [(1i64, "one", Some(10i64), true), (2, "two", None, false)] {
             let changed = db
-                .execute(
+                .exec(
                     &INSERT,
                     params![":id" => id, ":name" => name, ":n" => n, ":ok" => ok],
                 )
@@ -422,7 +445,7 @@ mod tests {
                 (2, "two".into(), None, false)
             ]
         );
-        let missing = db.execute(&INSERT, params![":id" => 3i64, ":name" => "x"]);
+        let missing = db.exec(&INSERT, params![":id" => 3i64, ":name" => "x"]);
         assert!(
             missing.is_err(),
             "a parameter without a value is refused, not NULL"

@@ -1,34 +1,86 @@
 //! A write transaction and the time it is made at. Every statement of a write reads one `now`
 //! from it, so a write cannot mix times, and the time is the storage's to give: the backend
-//! that opens the transaction decides what clock it comes from.
-
-use std::ops::Deref;
+//! that opens the transaction decides what clock it comes from (the engine's clock on SQLite,
+//! the database's on PostgreSQL).
+//!
+//! Storage code runs its statements on it as an [`Executor`], the same on either backend.
+//! Code not yet written that way reaches the SQLite transaction through [`Tx::sqlite`], which
+//! a PostgreSQL transaction refuses with an error (never a panic).
 
 use rusqlite::Transaction;
 
-/// An open write transaction with its time (unix ms). Derefs to the SQLite transaction for
-/// the statements of `storage`.
+use crate::error::{EngineError, Result};
+use crate::storage::sql::{Dialect, Executor, Params, Row, Sql};
+
+/// An open write transaction with its time (unix ms).
 pub struct Tx<'a> {
-    tx: &'a Transaction<'a>,
+    conn: Conn<'a>,
     now: i64,
 }
 
+enum Conn<'a> {
+    Sqlite(&'a Transaction<'a>),
+    Postgres(&'a dyn Executor),
+}
+
 impl<'a> Tx<'a> {
-    /// `tx`, made at `now`.
+    /// SQLite transaction `tx`, made at `now`.
     pub fn new(tx: &'a Transaction<'a>, now: i64) -> Self {
-        Tx { tx, now }
+        Tx {
+            conn: Conn::Sqlite(tx),
+            now,
+        }
+    }
+
+    /// A PostgreSQL transaction (`exec`), made at `now`, the database's time.
+    pub fn postgres(exec: &'a dyn Executor, now: i64) -> Self {
+        Tx {
+            conn: Conn::Postgres(exec),
+            now,
+        }
     }
 
     /// The time the write is made at.
     pub fn now(&self) -> i64 {
         self.now
     }
+
+    /// The SQLite transaction, for statements not yet run through [`Executor`].
+    pub fn sqlite(&self) -> Result<&'a Transaction<'a>> {
+        match self.conn {
+            Conn::Sqlite(tx) => Ok(tx),
+            Conn::Postgres(_) => Err(EngineError::Invalid(
+                "this operation does not run on PostgreSQL yet".into(),
+            )),
+        }
+    }
+
+    fn exec_on(&self) -> &dyn Executor {
+        match self.conn {
+            Conn::Sqlite(tx) => {
+                let conn: &rusqlite::Connection = tx;
+                conn
+            }
+            Conn::Postgres(exec) => exec,
+        }
+    }
 }
 
-impl<'a> Deref for Tx<'a> {
-    type Target = Transaction<'a>;
+impl Executor for Tx<'_> {
+    fn dialect(&self) -> Dialect {
+        self.exec_on().dialect()
+    }
 
-    fn deref(&self) -> &Transaction<'a> {
-        self.tx
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+        self.exec_on().exec(sql, params)
+    }
+
+    fn for_each_row(
+        &self,
+        sql: &Sql,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.exec_on().for_each_row(sql, params, each)
     }
 }

@@ -88,15 +88,15 @@ impl PgDatabase {
     /// Applies the migrations not applied yet, one transaction, under an advisory lock.
     fn migrate(&self) -> Result<()> {
         self.write(|tx, _| {
-            tx.execute(&LOCK_SQL, crate::params![":lock" => MIGRATION_LOCK])?;
-            tx.execute(&SCHEMA_TABLE_SQL, crate::params![])?;
+            tx.exec(&LOCK_SQL, crate::params![":lock" => MIGRATION_LOCK])?;
+            tx.exec(&SCHEMA_TABLE_SQL, crate::params![])?;
             let applied: i64 = tx.query_value(&APPLIED_SQL, crate::params![])?;
             for (n, migration) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
                 tx.0.borrow_mut()
                     .batch_execute(migration)
                     .map_err(|e| EngineError::Migration(format!("migration {}: {e}", n + 1)))?;
                 let version = n as i64 + 1;
-                tx.execute(&RECORD_SQL, crate::params![":version" => version])?;
+                tx.exec(&RECORD_SQL, crate::params![":version" => version])?;
             }
             Ok(())
         })

@@ -60,6 +60,7 @@ impl Queue {
     /// started.
     pub fn oldest_started_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<(i64, String, i64)>> {
         let row = tx
+            .sqlite()?
             .prepare_cached(OLDEST_STARTED_SQL)?
             .query_row(named_params! {":queue": self.name, ":key": key}, |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<i64>>(2)?))
@@ -73,6 +74,7 @@ impl Queue {
     pub fn confirm_in(&self, tx: &Tx<'_>, id: i64, receipt: &str) -> Result<bool> {
         let now = tx.now();
         let n = tx
+            .sqlite()?
             .prepare_cached(CONFIRMED_SQL)?
             .execute(named_params! {":id": id, ":receipt": receipt, ":now": now})?;
         Ok(n == 1)
@@ -83,7 +85,7 @@ impl Queue {
     /// is stale (it may be confirmed already).
     pub fn submitted_in(&self, tx: &Tx<'_>, lease: &Lease, note: &str, until: i64) -> Result<bool> {
         let now = tx.now();
-        let n = tx.prepare_cached(SUBMITTED_SQL)?.execute(
+        let n = tx.sqlite()?.prepare_cached(SUBMITTED_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":until": until, ":note": note, ":now": now},
         )?;
         Ok(n == 1)
@@ -110,7 +112,7 @@ impl Queue {
     pub fn delivered_in(&self, tx: &Tx<'_>, lease: &Lease, receipt: &Receipt) -> Result<bool> {
         let now = tx.now();
         let took_ms = receipt.took.map(ms);
-        let n = tx
+        let n = tx.sqlite()?
             .prepare_cached(DELIVERED_SQL)?
             .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now, ":receipt": receipt.message_id, ":took_ms": took_ms})?;
         Ok(n == 1)
@@ -128,7 +130,7 @@ impl Queue {
     ) -> Result<Option<i64>> {
         let now = tx.now();
         let at = now.saturating_add(ms(wait));
-        let n = tx.prepare_cached(THROTTLE_SQL)?.execute(
+        let n = tx.sqlite()?.prepare_cached(THROTTLE_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason, ":was": lease.send_started},
         )?;
         Ok((n == 1).then_some(at))
@@ -215,7 +217,7 @@ impl Queue {
         }
         let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
-        let n = tx.prepare_cached(RETRY_LATER_SQL)?.execute(
+        let n = tx.sqlite()?.prepare_cached(RETRY_LATER_SQL)?.execute(
             named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error, ":unknown": unknown, ":now": now, ":was": lease.send_started},
         )?;
         Ok(if n == 1 {

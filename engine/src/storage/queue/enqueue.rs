@@ -61,24 +61,27 @@ impl Queue {
         }
         // No RETURNING: SQLite collects RETURNING rows in a temporary b-tree, which costs more
         // than the insert; the changes count and the last rowid say the same.
-        let inserted = tx.prepare_cached(INSERT_SQL)?.execute(named_params! {
-            ":queue": self.name,
-            ":key": row.key,
-            ":dedup_key": row.dedup_key,
-            ":payload": row.payload,
-            ":now": now,
-            ":state": if expired.is_some() { "expired" } else { "pending" },
-            ":finished_at": expired.map(|_| now),
-            ":reason": expired,
-        })?;
+        let inserted = tx
+            .sqlite()?
+            .prepare_cached(INSERT_SQL)?
+            .execute(named_params! {
+                ":queue": self.name,
+                ":key": row.key,
+                ":dedup_key": row.dedup_key,
+                ":payload": row.payload,
+                ":now": now,
+                ":state": if expired.is_some() { "expired" } else { "pending" },
+                ":finished_at": expired.map(|_| now),
+                ":reason": expired,
+            })?;
         if inserted == 1 {
             return Ok(Enqueued {
-                id: tx.last_insert_rowid(),
+                id: tx.sqlite()?.last_insert_rowid(),
                 duplicate: false,
                 expired,
             });
         }
-        let id = tx.prepare_cached(FIND_DUPLICATE_SQL)?.query_row(
+        let id = tx.sqlite()?.prepare_cached(FIND_DUPLICATE_SQL)?.query_row(
             named_params! {":queue": self.name, ":dedup_key": row.dedup_key},
             |r| r.get(0),
         )?;
@@ -96,7 +99,10 @@ impl Queue {
     fn refuse_past_depth(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Option<Enqueued>> {
         let policy = self.policy();
         let count = |sql, params: &[(&str, &dyn rusqlite::ToSql)]| -> Result<u64> {
-            let n: i64 = tx.prepare_cached(sql)?.query_row(params, |r| r.get(0))?;
+            let n: i64 = tx
+                .sqlite()?
+                .prepare_cached(sql)?
+                .query_row(params, |r| r.get(0))?;
             Ok(n.max(0) as u64)
         };
         let full = |what: String, depth: u64, key: &str, limit: u64| EngineError::QueueFull {
@@ -130,6 +136,7 @@ impl Queue {
             return Ok(None);
         };
         let repeat: Option<i64> = tx
+            .sqlite()?
             .prepare_cached(FIND_DUPLICATE_SQL)?
             .query_row(
                 named_params! {":queue": self.name, ":dedup_key": row.dedup_key},

@@ -193,7 +193,7 @@ impl Queue {
     pub fn lease_next_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<Lease>> {
         let now = tx.now();
         loop {
-            match head_query(tx, self.name.as_str(), key)? {
+            match head_query(tx.sqlite()?, self.name.as_str(), key)? {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
                     let lease = self.lease_row(tx, id)?;
                     if let Some(lease) = self.screen_in(tx, vec![lease])?.pop() {
@@ -224,6 +224,7 @@ impl Queue {
         let now = tx.now();
         let started = mark_started.then_some(now);
         let rows: Vec<(String, i64, Lease)> = tx
+            .sqlite()?
             .prepare_cached(KEY_RUN_SQL)?
             .query_map(
                 named_params! {":queue": self.name, ":key": key, ":limit": limit as i64},
@@ -246,6 +247,7 @@ impl Queue {
         // statement leases them all.
         let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
         let leased = tx
+            .sqlite()?
             .prepare_cached(LEASE_KEY_RANGE_SQL)?
             .execute(named_params! {
                 ":queue": self.name,
@@ -277,7 +279,7 @@ impl Queue {
             let params = named_params! {
                 ":queue": self.name, ":now": tx.now(), ":skip": skip, ":limit": want,
             };
-            query_all(tx, DUE_HEADS_SQL, params, |r| r.get(0))
+            query_all(tx.sqlite()?, DUE_HEADS_SQL, params, |r| r.get(0))
         })
     }
 
@@ -294,7 +296,7 @@ impl Queue {
                 ":queue": self.name, ":now": tx.now(), ":from": written.start,
                 ":before": written.end, ":skip": skip, ":limit": want,
             };
-            query_all(tx, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
+            query_all(tx.sqlite()?, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
         })
     }
 
@@ -318,7 +320,7 @@ impl Queue {
                 ":queue": self.name, ":now": tx.now(), ":owner": &*self.owner, ":skip": skip,
                 ":limit": want,
             };
-            query_all(tx, DUE_RUNS_SQL, params, |r| r.get(0))
+            query_all(tx.sqlite()?, DUE_RUNS_SQL, params, |r| r.get(0))
         })
     }
 
@@ -384,7 +386,8 @@ impl Queue {
                 let max = policy.max_attempts.unwrap_or_default();
                 tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), tried, max_attempts = max,
                     "dead when leased: it was already tried max_attempts times");
-                tx.prepare_cached(BURY_EXHAUSTED_SQL)?
+                tx.sqlite()?
+                    .prepare_cached(BURY_EXHAUSTED_SQL)?
                     .execute(named_params! {
                         ":id": lease.id,
                         ":token": lease.token,
@@ -398,7 +401,7 @@ impl Queue {
                 );
                 tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), age = ?age,
                     max_age = ?policy.expires_after().unwrap_or_default(), "expired when leased: older than max_age");
-                tx.prepare_cached(EXPIRE_TOO_OLD_SQL)?
+                tx.sqlite()?.prepare_cached(EXPIRE_TOO_OLD_SQL)?
                 .execute(named_params! {":id": lease.id, ":token": lease.token, ":tried": tried, ":now": now})?;
             } else {
                 kept.push(lease);
@@ -410,9 +413,11 @@ impl Queue {
     fn lease_row(&self, tx: &Tx<'_>, id: i64) -> Result<Lease> {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        tx.prepare_cached(LEASE_ROW_SQL)?
+        tx.sqlite()?
+            .prepare_cached(LEASE_ROW_SQL)?
             .execute(named_params! {":id": id, ":owner": &*self.owner, ":expires": expires})?;
         Ok(tx
+            .sqlite()?
             .prepare_cached(LEASE_OF_SQL)?
             .query_row(named_params! {":id": id}, lease_from_row)?)
     }
@@ -428,6 +433,7 @@ impl Queue {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let n = tx
+            .sqlite()?
             .prepare_cached(EXTEND_SQL)?
             .execute(named_params! {":id": id, ":token": token, ":expires": expires})?;
         Ok(n == 1)
@@ -438,7 +444,7 @@ impl Queue {
     pub fn extend_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<usize> {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        Ok(tx
+        Ok(tx.sqlite()?
             .prepare_cached(EXTEND_KEY_SQL)?
             .execute(named_params! {":queue": self.name, ":key": key, ":owner": &*self.owner, ":expires": expires})?)
     }
@@ -476,6 +482,7 @@ impl Queue {
     pub fn mark_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
         let now = tx.now();
         let n = tx
+            .sqlite()?
             .prepare_cached(SEND_STARTED_SQL)?
             .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now})?;
         Ok(n == 1)
@@ -485,9 +492,12 @@ impl Queue {
     /// sent after all: the mark is what the lease found (an earlier unknown outcome's, or
     /// none). False if the token is stale.
     pub fn restore_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
-        let n = tx.prepare_cached(RESTORE_SEND_STARTED_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
-        )?;
+        let n = tx
+            .sqlite()?
+            .prepare_cached(RESTORE_SEND_STARTED_SQL)?
+            .execute(
+                named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
+            )?;
         Ok(n == 1)
     }
 
@@ -508,7 +518,7 @@ impl Queue {
             }
         }
         let at = now.saturating_add(ms(delay));
-        let mut stmt = tx.prepare_cached(DEFER_SQL)?;
+        let mut stmt = tx.sqlite()?.prepare_cached(DEFER_SQL)?;
         let mut n = 0;
         for lease in leases {
             n += stmt.execute(named_params! {":id": lease.id, ":token": lease.token, ":at": at})?;

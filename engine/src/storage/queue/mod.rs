@@ -241,7 +241,7 @@ fn finish_in(
     error: Option<&str>,
 ) -> Result<bool> {
     let now = tx.now();
-    let n = tx
+    let n = tx.sqlite()?
         .prepare_cached(FINISH_SQL)?
         .execute(named_params! {":id": id, ":token": token, ":state": state, ":now": now, ":reason": reason, ":error": error})?;
     Ok(n == 1)

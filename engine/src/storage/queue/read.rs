@@ -37,7 +37,7 @@ impl Queue {
     /// [`head`](Self::head) inside a caller's transaction.
     pub fn head_in(&self, tx: &Tx<'_>, key: &str) -> Result<super::Head> {
         let now = tx.now();
-        self.head_on(tx, key, now)
+        self.head_on(tx.sqlite()?, key, now)
     }
 
     fn head_on(&self, conn: &rusqlite::Connection, key: &str, now: i64) -> Result<super::Head> {
@@ -50,7 +50,7 @@ impl Queue {
     /// `key`'s unfinished rows (id, payload), oldest first, inside a caller's transaction.
     pub fn active_rows_in(&self, tx: &Tx<'_>, key: &str) -> Result<Vec<(i64, String)>> {
         query_all(
-            tx,
+            tx.sqlite()?,
             ACTIVE_ROWS_SQL,
             named_params! {":queue": self.name, ":key": key},
             |r| Ok((r.get(0)?, r.get(1)?)),

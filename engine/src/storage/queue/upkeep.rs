@@ -84,7 +84,10 @@ impl Queue {
             let params = named_params! {
                 ":queue": self.name, ":now": now, ":started": started, ":kinds": kinds,
             };
-            Ok(tx.prepare_cached(SUPERSEDE_SQL)?.execute(params)?)
+            Ok(tx
+                .sqlite()?
+                .prepare_cached(SUPERSEDE_SQL)?
+                .execute(params)?)
         })
     }
 
@@ -96,7 +99,7 @@ impl Queue {
     /// `expire_key` inside a caller's transaction.
     pub fn expire_key_in(&self, tx: &Tx<'_>, key: &str, reason: &str) -> Result<usize> {
         let now = tx.now();
-        Ok(tx.prepare_cached(EXPIRE_KEY_SQL)?.execute(
+        Ok(tx.sqlite()?.prepare_cached(EXPIRE_KEY_SQL)?.execute(
             named_params! {":queue": self.name, ":key": key, ":now": now, ":reason": reason},
         )?)
     }
@@ -112,10 +115,13 @@ impl Queue {
         reason: &str,
     ) -> Result<usize> {
         let now = tx.now();
-        Ok(tx.prepare_cached(BURY_RANGE_SQL)?.execute(named_params! {
-            ":queue": self.name, ":key": key, ":after": after, ":upto": upto,
-            ":reason": reason, ":now": now,
-        })?)
+        Ok(tx
+            .sqlite()?
+            .prepare_cached(BURY_RANGE_SQL)?
+            .execute(named_params! {
+                ":queue": self.name, ":key": key, ":after": after, ":upto": upto,
+                ":reason": reason, ":now": now,
+            })?)
     }
 
     /// Expires pending rows older than the policy's `max_age`, if it has one and its
@@ -202,6 +208,7 @@ impl Queue {
 pub(crate) fn reclaim_expired_in(tx: &Tx<'_>) -> Result<usize> {
     let now = tx.now();
     Ok(tx
+        .sqlite()?
         .prepare_cached(RECLAIM_EXPIRED_SQL)?
         .execute(named_params! {":now": now})?)
 }
@@ -211,6 +218,7 @@ pub(crate) fn reclaim_expired_in(tx: &Tx<'_>) -> Result<usize> {
 pub(crate) fn reclaim_foreign_in(tx: &Tx<'_>, owner: &str) -> Result<usize> {
     let now = tx.now();
     Ok(tx
+        .sqlite()?
         .prepare_cached(RECLAIM_FOREIGN_SQL)?
         .execute(named_params! {":owner": owner, ":now": now})?)
 }
@@ -223,7 +231,7 @@ pub(crate) fn revive_dead_in(
 ) -> Result<Vec<(i64, QueueName, String)>> {
     let now = tx.now();
     let params = named_params! {":ids": id_filter(ids), ":now": now};
-    query_all(tx, REVIVE_DEAD_SQL, params, |r| {
+    query_all(tx.sqlite()?, REVIVE_DEAD_SQL, params, |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })
 }
@@ -231,7 +239,7 @@ pub(crate) fn revive_dead_in(
 /// Deletes dead rows (`None`: every one). Returns the ids deleted.
 pub(crate) fn purge_dead_in(tx: &Tx<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
     query_all(
-        tx,
+        tx.sqlite()?,
         PURGE_DEAD_SQL,
         named_params! {":ids": id_filter(ids)},
         |r| r.get(0),
