@@ -115,25 +115,81 @@ impl Column for u32 {
     }
 }
 
-/// Runs statements: a connection or a transaction of either backend.
+/// Runs statements: a connection or a transaction of either backend. Implementors say only
+/// which connection they are; running a statement is written once, in [`Query`].
 pub trait Executor {
-    fn dialect(&self) -> Dialect;
+    fn target(&self) -> Target<'_>;
+}
+
+/// The connection a statement runs on.
+pub enum Target<'a> {
+    Sqlite(&'a rusqlite::Connection),
+    Postgres(&'a dyn PgClient),
+}
+
+/// A PostgreSQL connection or transaction, by statement text and values in `$n` order.
+pub trait PgClient {
+    fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64>;
+    fn rows(
+        &self,
+        text: &str,
+        values: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>>;
+}
+
+/// Statements on any [`Executor`].
+pub trait Query: Executor {
+    fn dialect(&self) -> Dialect {
+        match self.target() {
+            Target::Sqlite(_) => Dialect::Sqlite,
+            Target::Postgres(_) => Dialect::Postgres,
+        }
+    }
 
     /// Runs `sql`; how many rows it changed. (Not `execute`: rusqlite's connection has an
     /// inherent method of that name, which a call would find first.)
-    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize>;
+    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
+        match self.target() {
+            Target::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql.sqlite)?;
+                bind_sqlite(&mut stmt, params)?;
+                Ok(stmt.raw_execute()?)
+            }
+            Target::Postgres(client) => {
+                let statement = positional(sql.postgres);
+                let values = bind_postgres(&statement, params)?;
+                Ok(client.run(&statement.text, &values)? as usize)
+            }
+        }
+    }
 
     /// Runs `sql` and hands each row to `each`, in order.
     fn for_each_row(
         &self,
         sql: &Sql,
         params: Params<'_>,
-        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
-    ) -> Result<()>;
-}
+        mut each: impl FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        match self.target() {
+            Target::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql.sqlite)?;
+                bind_sqlite(&mut stmt, params)?;
+                let mut rows = stmt.raw_query();
+                while let Some(row) = rows.next()? {
+                    each(&Row::Sqlite(row))?;
+                }
+            }
+            Target::Postgres(client) => {
+                let statement = positional(sql.postgres);
+                let values = bind_postgres(&statement, params)?;
+                for row in &client.rows(&statement.text, &values)? {
+                    each(&Row::Postgres(row))?;
+                }
+            }
+        }
+        Ok(())
+    }
 
-/// Reads on any [`Executor`].
-pub trait Query: Executor {
     /// Every row, each read by `read`.
     fn query_all<T>(
         &self,
@@ -142,7 +198,7 @@ pub trait Query: Executor {
         mut read: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
         let mut out = Vec::new();
-        self.for_each_row(sql, params, &mut |row| {
+        self.for_each_row(sql, params, |row| {
             out.push(read(row)?);
             Ok(())
         })?;
@@ -158,7 +214,7 @@ pub trait Query: Executor {
     ) -> Result<Option<T>> {
         let mut read = Some(read);
         let mut out = None;
-        self.for_each_row(sql, params, &mut |row| {
+        self.for_each_row(sql, params, |row| {
             if let Some(read) = read.take() {
                 out = Some(read(row)?);
             }
@@ -177,51 +233,15 @@ pub trait Query: Executor {
 impl<E: Executor + ?Sized> Query for E {}
 
 impl Executor for rusqlite::Connection {
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-
-    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
-        let mut stmt = self.prepare_cached(sql.sqlite)?;
-        bind_sqlite(&mut stmt, params)?;
-        Ok(stmt.raw_execute()?)
-    }
-
-    fn for_each_row(
-        &self,
-        sql: &Sql,
-        params: Params<'_>,
-        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let mut stmt = self.prepare_cached(sql.sqlite)?;
-        bind_sqlite(&mut stmt, params)?;
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next()? {
-            each(&Row::Sqlite(row))?;
-        }
-        Ok(())
+    fn target(&self) -> Target<'_> {
+        Target::Sqlite(self)
     }
 }
 
 /// A pooled SQLite connection runs statements as its connection does.
 impl Executor for r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager> {
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-
-    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
-        let conn: &rusqlite::Connection = self;
-        conn.exec(sql, params)
-    }
-
-    fn for_each_row(
-        &self,
-        sql: &Sql,
-        params: Params<'_>,
-        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let conn: &rusqlite::Connection = self;
-        conn.for_each_row(sql, params, each)
+    fn target(&self) -> Target<'_> {
+        Target::Sqlite(self)
     }
 }
 
@@ -253,41 +273,31 @@ fn unknown_parameter(name: &str) -> EngineError {
 /// code holds `&`.
 pub struct Pg<C>(pub RefCell<C>);
 
+impl<C> PgClient for Pg<C>
+where
+    C: std::ops::DerefMut,
+    C::Target: GenericClient,
+{
+    fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
+        Ok(self.0.borrow_mut().execute(text, values)?)
+    }
+
+    fn rows(
+        &self,
+        text: &str,
+        values: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>> {
+        Ok(self.0.borrow_mut().query(text, values)?)
+    }
+}
+
 impl<C> Executor for Pg<C>
 where
     C: std::ops::DerefMut,
-    C::Target: postgres::GenericClient,
+    C::Target: GenericClient,
 {
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
-    }
-
-    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
-        let statement = positional(sql.postgres);
-        let values = bind_postgres(&statement, params)?;
-        let n = self
-            .0
-            .borrow_mut()
-            .execute(statement.text.as_str(), &values)?;
-        Ok(n as usize)
-    }
-
-    fn for_each_row(
-        &self,
-        sql: &Sql,
-        params: Params<'_>,
-        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let statement = positional(sql.postgres);
-        let values = bind_postgres(&statement, params)?;
-        let rows = self
-            .0
-            .borrow_mut()
-            .query(statement.text.as_str(), &values)?;
-        for row in &rows {
-            each(&Row::Postgres(row))?;
-        }
-        Ok(())
+    fn target(&self) -> Target<'_> {
+        Target::Postgres(self)
     }
 }
 

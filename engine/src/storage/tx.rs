@@ -10,7 +10,7 @@
 use rusqlite::Transaction;
 
 use crate::error::{EngineError, Result};
-use crate::storage::sql::{Dialect, Executor, Params, Row, Sql};
+use crate::storage::sql::{Executor, Target};
 
 /// An open write transaction with its time (unix ms).
 pub struct Tx<'a> {
@@ -54,33 +54,13 @@ impl<'a> Tx<'a> {
             )),
         }
     }
-
-    fn exec_on(&self) -> &dyn Executor {
-        match self.conn {
-            Conn::Sqlite(tx) => {
-                let conn: &rusqlite::Connection = tx;
-                conn
-            }
-            Conn::Postgres(exec) => exec,
-        }
-    }
 }
 
 impl Executor for Tx<'_> {
-    fn dialect(&self) -> Dialect {
-        self.exec_on().dialect()
-    }
-
-    fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {
-        self.exec_on().exec(sql, params)
-    }
-
-    fn for_each_row(
-        &self,
-        sql: &Sql,
-        params: Params<'_>,
-        each: &mut dyn FnMut(&Row<'_>) -> Result<()>,
-    ) -> Result<()> {
-        self.exec_on().for_each_row(sql, params, each)
+    fn target(&self) -> Target<'_> {
+        match self.conn {
+            Conn::Sqlite(tx) => Target::Sqlite(tx),
+            Conn::Postgres(exec) => exec.target(),
+        }
     }
 }

@@ -11,7 +11,7 @@ use r2d2_postgres::postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::error::{EngineError, Result};
-use crate::storage::sql::{Executor, Pg, Query, Sql};
+use crate::storage::sql::{Pg, Query, Sql};
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
 const MIGRATIONS: &[&str] = &[include_str!(
