@@ -2,7 +2,7 @@
 //! Each is stored as text, read from the command line and from JSON, and shown to people, so
 //! one table per enum ([`words!`](crate::words!)) gives all of it: the serde name, `as_str`,
 //! `ALL`, `Display`, `FromStr` (an unknown word is refused with the words it may be), `parse`
-//! and the SQLite conversions. The words cannot drift apart between those places.
+//! and the conversions of both databases. The words cannot drift apart between those places.
 
 use crate::error::EngineError;
 
@@ -71,6 +71,39 @@ macro_rules! words {
         impl rusqlite::ToSql for $name {
             fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
                 Ok(self.as_str().into())
+            }
+        }
+
+        impl postgres::types::ToSql for $name {
+            fn to_sql(
+                &self,
+                ty: &postgres::types::Type,
+                out: &mut bytes::BytesMut,
+            ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+                self.as_str().to_sql(ty, out)
+            }
+
+            fn accepts(ty: &postgres::types::Type) -> bool {
+                <&str as postgres::types::ToSql>::accepts(ty)
+            }
+
+            postgres::types::to_sql_checked!();
+        }
+
+        impl $crate::storage::sql::Column for $name {
+            fn from_sqlite<I: $crate::storage::sql::Index>(
+                row: &rusqlite::Row<'_>,
+                at: I,
+            ) -> $crate::Result<Self> {
+                Ok(row.get(at)?)
+            }
+
+            fn from_postgres<I: $crate::storage::sql::Index>(
+                row: &postgres::Row,
+                at: I,
+            ) -> $crate::Result<Self> {
+                let word: String = row.try_get(at)?;
+                word.parse()
             }
         }
 

@@ -340,8 +340,8 @@ fn create_private_file(path: &Path) -> Result<()> {
 }
 
 /// A new database in a temporary directory, kept while the directory lives.
-#[cfg(test)]
-pub(crate) fn temp_database() -> (tempfile::TempDir, Database) {
+#[cfg(any(test, feature = "test-helpers"))]
+pub fn temp_database() -> (tempfile::TempDir, Database) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
     (dir, db)

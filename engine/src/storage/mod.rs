@@ -35,4 +35,6 @@ pub mod queue;
 pub mod sessions;
 pub mod source_offsets;
 pub mod sql;
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod test_db;
 pub mod tx;

@@ -2,20 +2,22 @@
 //! outbound destination). A paused queue or key gets no new leases until it is resumed;
 //! deliveries already under way finish. Written by the daemon's API, read at its start.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, Connection};
 use serde::Serialize;
 
-use crate::db::query_all;
 use crate::error::Result;
+use crate::params;
 use crate::queue::QueueName;
+use crate::storage::sql::{Executor, Query, Sql};
+use crate::tx::Tx;
 
-const PAUSE_SQL: &str = "INSERT INTO pauses (queue, key, paused_at) VALUES (:queue, :key, :now)
-     ON CONFLICT (queue, key) DO NOTHING";
+const PAUSE_SQL: Sql = Sql::same(
+    "INSERT INTO pauses (queue, key, paused_at) VALUES (:queue, :key, :now)
+     ON CONFLICT (queue, key) DO NOTHING",
+);
 
-const RESUME_SQL: &str = "DELETE FROM pauses WHERE queue = :queue AND key = :key";
+const RESUME_SQL: Sql = Sql::same("DELETE FROM pauses WHERE queue = :queue AND key = :key");
 
-const ALL_SQL: &str = "SELECT queue, key, paused_at FROM pauses ORDER BY queue, key";
+const ALL_SQL: Sql = Sql::same("SELECT queue, key, paused_at FROM pauses ORDER BY queue, key");
 
 /// One pause: of `queue`'s `key`, or of the whole queue when `key` is `None`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,21 +29,23 @@ pub struct Pause {
 
 /// Pauses `queue`'s `key` (the whole queue when `None`); pausing again keeps the first time.
 pub fn pause_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<()> {
-    let now = tx.now();
-    let params = named_params! {":queue": queue, ":key": key.unwrap_or(""), ":now": now};
-    tx.sqlite()?.prepare_cached(PAUSE_SQL)?.execute(params)?;
+    let (key, now) = (key.unwrap_or(""), tx.now());
+    tx.exec(
+        &PAUSE_SQL,
+        params![":queue" => queue, ":key" => key, ":now" => now],
+    )?;
     Ok(())
 }
 
 /// Resumes what [`pause_in`] paused; true when it was paused.
 pub fn resume_in(tx: &Tx<'_>, queue: QueueName, key: Option<&str>) -> Result<bool> {
-    let params = named_params! {":queue": queue, ":key": key.unwrap_or("")};
-    Ok(tx.sqlite()?.prepare_cached(RESUME_SQL)?.execute(params)? > 0)
+    let key = key.unwrap_or("");
+    Ok(tx.exec(&RESUME_SQL, params![":queue" => queue, ":key" => key])? > 0)
 }
 
 /// Every pause, by queue then key (a queue's own pause first).
-pub fn all(conn: &Connection) -> Result<Vec<Pause>> {
-    query_all(conn, ALL_SQL, [], |r| {
+pub fn all(db: &dyn Executor) -> Result<Vec<Pause>> {
+    db.query_all(&ALL_SQL, params![], |r| {
         let key: String = r.get("key")?;
         Ok(
             from_columns! { r => Pause { queue, paused_at; key: Some(key).filter(|k| !k.is_empty()) } },
@@ -53,36 +57,27 @@ pub fn all(conn: &Connection) -> Result<Vec<Pause>> {
 mod tests {
     use super::*;
 
+    use crate::storage::test_db::TestDb;
+
     #[test]
     fn a_pause_is_kept_until_resumed_and_a_queue_pause_is_apart_from_its_keys() {
-        let (_dir, db) = crate::db::temp_database();
-        db.write_at(1_000, |tx| {
-            pause_in(tx, QueueName::Outbound, Some("[\"tg\",\"42\"]"))
-        })
-        .unwrap();
-        db.write_at(2_000, |tx| pause_in(tx, QueueName::Outbound, None))
-            .unwrap();
-        db.write_at(3_000, |tx| pause_in(tx, QueueName::Outbound, None))
-            .unwrap();
-        let conn = db.read().unwrap();
-        let paused = all(&conn).unwrap();
-        assert_eq!(paused.len(), 2);
-        assert_eq!(
-            (paused[0].key.as_deref(), paused[0].paused_at),
-            (None, 2_000)
-        );
-        assert_eq!(paused[1].key.as_deref(), Some("[\"tg\",\"42\"]"));
-        drop(conn);
-        assert!(db
-            .write_at(0, |tx| resume_in(tx, QueueName::Outbound, None))
-            .unwrap());
-        assert!(!db
-            .write_at(0, |tx| resume_in(tx, QueueName::Outbound, None))
-            .unwrap());
-        assert_eq!(
-            all(&db.read().unwrap()).unwrap().len(),
-            1,
-            "the key stays paused"
-        );
+        const KEY: &str = "[\"tg\",\"42\"]";
+        for db in TestDb::both() {
+            let pause = |at, key| db.write_at(at, |tx| pause_in(tx, QueueName::Outbound, key));
+            pause(1_000, Some(KEY)).unwrap();
+            pause(2_000, None).unwrap();
+            pause(3_000, None).unwrap();
+            let paused = db.read(all).unwrap();
+            assert_eq!(paused.len(), 2, "{}", db.name());
+            assert_eq!(
+                (paused[0].key.as_deref(), paused[0].paused_at),
+                (None, 2_000)
+            );
+            assert_eq!(paused[1].key.as_deref(), Some(KEY));
+            let resume = || db.write_at(0, |tx| resume_in(tx, QueueName::Outbound, None));
+            assert!(resume().unwrap());
+            assert!(!resume().unwrap());
+            assert_eq!(db.read(all).unwrap().len(), 1, "the key stays paused");
+        }
     }
 }

@@ -3,23 +3,31 @@
 //! with the answer that caused it; read at daemon start, so a restart does not resume calling a
 //! platform that asked for quiet, and by `relayq status`.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, Connection};
-
-use crate::db::query_all;
 use crate::error::Result;
+use crate::params;
+use crate::storage::sql::{Executor, Query, Sql};
+use crate::tx::Tx;
 
 /// Records that `channel` must not send before `until` (unix ms); a later penalty replaces an
-/// earlier one, an earlier one never shortens a later.
-const SET_SQL: &str = "INSERT INTO channel_penalties (channel, until, reason)
+/// earlier one, an earlier one never shortens a later. (PostgreSQL names the row's own
+/// columns by the table and has `GREATEST` for SQLite's two-argument `MAX`.)
+const SET_SQL: Sql = Sql::two(
+    "INSERT INTO channel_penalties (channel, until, reason)
      VALUES (:channel, :until, :reason)
      ON CONFLICT (channel) DO UPDATE SET
        reason = CASE WHEN excluded.until > until THEN excluded.reason ELSE reason END,
-       until = MAX(until, excluded.until)";
+       until = MAX(until, excluded.until)",
+    "INSERT INTO channel_penalties AS p (channel, until, reason)
+     VALUES (:channel, :until, :reason)
+     ON CONFLICT (channel) DO UPDATE SET
+       reason = CASE WHEN excluded.until > p.until THEN excluded.reason ELSE p.reason END,
+       until = GREATEST(p.until, excluded.until)",
+);
 
 /// The penalties still running at `:now`.
-const RUNNING_SQL: &str =
-    "SELECT channel, until, reason FROM channel_penalties WHERE until > :now ORDER BY channel";
+const RUNNING_SQL: Sql = Sql::same(
+    "SELECT channel, until, reason FROM channel_penalties WHERE until > :now ORDER BY channel",
+);
 
 /// A channel's pause: until when (unix ms), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,15 +38,16 @@ pub struct Penalty {
 }
 
 pub fn set_in(tx: &Tx<'_>, channel: &str, until: i64, reason: &str) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(SET_SQL)?
-        .execute(named_params! {":channel": channel, ":until": until, ":reason": reason})?;
+    tx.exec(
+        &SET_SQL,
+        params![":channel" => channel, ":until" => until, ":reason" => reason],
+    )?;
     Ok(())
 }
 
 /// Every penalty still running at `now`.
-pub fn running(conn: &Connection, now: i64) -> Result<Vec<Penalty>> {
-    query_all(conn, RUNNING_SQL, named_params! {":now": now}, |r| {
+pub fn running(db: &dyn Executor, now: i64) -> Result<Vec<Penalty>> {
+    db.query_all(&RUNNING_SQL, params![":now" => now], |r| {
         Ok(from_columns! { r => Penalty { channel, until, reason } })
     })
 }
@@ -47,25 +56,27 @@ pub fn running(conn: &Connection, now: i64) -> Result<Vec<Penalty>> {
 mod tests {
     use super::*;
 
+    use crate::storage::test_db::TestDb;
+
     #[test]
     fn a_penalty_is_kept_until_its_end_and_never_shortened() {
-        let (_dir, db) = crate::db::temp_database();
-        db.write_at(0, |tx| set_in(tx, "tg", 5_000, "rate limit"))
-            .unwrap();
-        db.write_at(0, |tx| set_in(tx, "tg", 3_000, "breaker"))
-            .unwrap();
-        db.write_at(0, |tx| set_in(tx, "slack", 1_000, "rate limit"))
-            .unwrap();
-        let conn = db.read().unwrap();
-        let expected = Penalty {
-            channel: "tg".into(),
-            until: 5_000,
-            reason: "rate limit".into(),
-        };
-        assert_eq!(running(&conn, 2_000).unwrap(), vec![expected]);
-        assert!(running(&conn, 5_000).unwrap().is_empty());
-        for sql in [SET_SQL, RUNNING_SQL] {
-            conn.prepare(sql).unwrap();
+        for db in TestDb::both() {
+            for (channel, until, reason) in [
+                ("tg", 5_000, "rate limit"),
+                ("tg", 3_000, "breaker"),
+                ("slack", 1_000, "rate limit"),
+            ] {
+                db.write_at(0, |tx| set_in(tx, channel, until, reason))
+                    .unwrap();
+            }
+            let expected = Penalty {
+                channel: "tg".into(),
+                until: 5_000,
+                reason: "rate limit".into(),
+            };
+            let at = |now| db.read(|conn| running(conn, now)).unwrap();
+            assert_eq!(at(2_000), vec![expected], "{}", db.name());
+            assert!(at(5_000).is_empty(), "{}", db.name());
         }
     }
 }

@@ -64,10 +64,7 @@ mod tests {
         let server = TestServer::start();
         let db = PgDatabase::open(&server.url(), 2).unwrap();
         offsets_are_kept_per_source(
-            &|name, at| {
-                db.write(|exec, now| set_offset_in(&Tx::postgres(exec, now), name, at))
-                    .unwrap()
-            },
+            &|name, at| db.write(|tx| set_offset_in(tx, name, at)).unwrap(),
             &|name| offset(&db.read().unwrap(), name).unwrap(),
         );
     }

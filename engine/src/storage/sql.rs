@@ -135,6 +135,8 @@ pub trait PgClient {
         text: &str,
         values: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>>;
+    /// Statements without parameters, one after the other (a migration).
+    fn batch(&self, text: &str) -> Result<()>;
 }
 
 /// Statements on any [`Executor`].
@@ -188,6 +190,15 @@ pub trait Query: Executor {
             }
         }
         Ok(())
+    }
+
+    /// Statements without parameters, one after the other, in the connection's own dialect
+    /// (a migration).
+    fn batch(&self, text: &str) -> Result<()> {
+        match self.target() {
+            Target::Sqlite(conn) => Ok(conn.execute_batch(text)?),
+            Target::Postgres(client) => client.batch(text),
+        }
     }
 
     /// Every row, each read by `read`.
@@ -288,6 +299,10 @@ where
         values: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
         Ok(self.0.borrow_mut().query(text, values)?)
+    }
+
+    fn batch(&self, text: &str) -> Result<()> {
+        Ok(self.0.borrow_mut().batch_execute(text)?)
     }
 }
 

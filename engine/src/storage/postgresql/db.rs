@@ -12,6 +12,7 @@ use r2d2_postgres::PostgresConnectionManager;
 
 use crate::error::{EngineError, Result};
 use crate::storage::sql::{Pg, Query, Sql};
+use crate::tx::Tx;
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
 const MIGRATIONS: &[&str] = &[include_str!(
@@ -71,15 +72,26 @@ impl PgDatabase {
         Ok(Pg(RefCell::new(self.pool.get()?)))
     }
 
-    /// Runs `f` in a transaction, with the database's time of the write; commits if `f`
-    /// succeeds.
-    pub fn write<T>(&self, f: impl FnOnce(&PgWrite<'_, '_>, i64) -> Result<T>) -> Result<T> {
+    /// Runs `f` in a transaction made at the database's time; commits if `f` succeeds.
+    pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.write_with(None, f)
+    }
+
+    /// [`write`](Self::write) made at `now` (unix ms), whatever the database's clock says.
+    pub fn write_at<T>(&self, now: i64, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.write_with(Some(now), f)
+    }
+
+    fn write_with<T>(&self, now: Option<i64>, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         let mut conn = self.pool.get()?;
         let mut tx = conn.transaction()?;
         let out = {
-            let exec = Pg(RefCell::new(&mut tx));
-            let now: i64 = exec.query_value(&NOW_SQL, crate::params![])?;
-            f(&exec, now)?
+            let exec: PgWrite<'_, '_> = Pg(RefCell::new(&mut tx));
+            let now = match now {
+                Some(now) => now,
+                None => exec.query_value(&NOW_SQL, crate::params![])?,
+            };
+            f(&Tx::postgres(&exec, now))?
         };
         tx.commit()?;
         Ok(out)
@@ -87,13 +99,12 @@ impl PgDatabase {
 
     /// Applies the migrations not applied yet, one transaction, under an advisory lock.
     fn migrate(&self) -> Result<()> {
-        self.write(|tx, _| {
+        self.write(|tx| {
             tx.exec(&LOCK_SQL, crate::params![":lock" => MIGRATION_LOCK])?;
             tx.exec(&SCHEMA_TABLE_SQL, crate::params![])?;
             let applied: i64 = tx.query_value(&APPLIED_SQL, crate::params![])?;
             for (n, migration) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
-                tx.0.borrow_mut()
-                    .batch_execute(migration)
+                tx.batch(migration)
                     .map_err(|e| EngineError::Migration(format!("migration {}: {e}", n + 1)))?;
                 let version = n as i64 + 1;
                 tx.exec(&RECORD_SQL, crate::params![":version" => version])?;
@@ -172,7 +183,7 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as i64;
-        let now = db.write(|_, now| Ok(now)).unwrap();
+        let now = db.write(|tx| Ok(tx.now())).unwrap();
         assert!((now - system).abs() < 5_000, "{now} vs {system}");
     }
 
