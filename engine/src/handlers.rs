@@ -141,7 +141,7 @@ impl HookProcessor {
         }
         let key = event.session.as_str();
         let mut effects = Effects::default();
-        let known = sessions::get(tx.sqlite()?, key)?;
+        let known = sessions::get(tx, key)?;
         if let Some(why) = ignored(event, known.as_ref()) {
             effects.ignored = Some(why);
             return Ok(effects);

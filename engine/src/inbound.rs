@@ -33,7 +33,7 @@ pub const SESSION_ENDED: &str = "session ended";
 /// [`InboundMessage::writes_one_statement`]).
 pub fn enqueue_in(queue: &Queue, tx: &Tx<'_>, message: &InboundMessage) -> Result<Enqueued> {
     let row = message.to_row();
-    let enqueued = if sessions::is_ended(tx.sqlite()?, &row.key)? {
+    let enqueued = if sessions::is_ended(tx, &row.key)? {
         queue.enqueue_expired_in(tx, &row, SESSION_ENDED)?
     } else {
         queue.enqueue_in(tx, &row)?

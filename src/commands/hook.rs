@@ -181,7 +181,7 @@ fn record(
     let asked = engine.write(|tx| {
         let now = tx.now();
         event.received_at = now;
-        let origin = relayq_engine::sessions::origin(tx.sqlite()?, &event.session)?;
+        let origin = relayq_engine::sessions::origin(tx, &event.session)?;
         let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
         let asked = match ask {
             // An agent that asks again for the call it is asking about (Claude Code does, for

@@ -3,12 +3,12 @@
 //! talks to. Every statement on them lives here; writes take the caller's transaction, so they
 //! commit with the row that caused them.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
-use crate::db::query_all;
 use crate::error::Result;
+use crate::params;
+use crate::storage::sql::{Executor, Query, Row, Sql};
+use crate::tx::Tx;
 
 crate::words! {
     /// The agent CLIs relayq understands.
@@ -92,16 +92,16 @@ macro_rules! select_sessions {
     };
 }
 
-const GET_SQL: &str = select_sessions!("WHERE key = :key");
-const UNMATCHED_SQL: &str = select_sessions!(
+const GET_SQL: Sql = Sql::same(select_sessions!("WHERE key = :key"));
+const UNMATCHED_SQL: Sql = Sql::same(select_sessions!(
     "WHERE key = native_session_id AND o.session IS NULL AND state = 'active'
      ORDER BY last_activity_at DESC, key"
-);
-const LIST_SQL: &str = select_sessions!("ORDER BY last_activity_at DESC, key");
+));
+const LIST_SQL: Sql = Sql::same(select_sessions!("ORDER BY last_activity_at DESC, key"));
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+fn from_row(r: &Row<'_>) -> Result<SessionRecord> {
     let agent_state: Option<String> = r.get("agent_state")?;
-    let origin = match r.get::<_, Option<String>>("origin")? {
+    let origin = match r.get::<Option<String>, _>("origin")? {
         Some(_) => Some(from_columns! { r => Origin { origin, chat, thread } }),
         None => None,
     };
@@ -125,93 +125,115 @@ pub struct Activity<'a> {
     pub pane: Option<&'a str>,
 }
 
-const TOUCH_SQL: &str = "INSERT INTO sessions (key, agent, native_session_id, cwd, transcript_path,
-                           started_at, last_activity_at, pane)
-     VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane)
-     ON CONFLICT (key) DO UPDATE SET
-       agent = excluded.agent,
-       native_session_id = COALESCE(excluded.native_session_id, native_session_id),
-       cwd = COALESCE(excluded.cwd, cwd),
-       transcript_path = COALESCE(excluded.transcript_path, transcript_path),
-       pane = COALESCE(excluded.pane, pane),
-       last_activity_at = MAX(last_activity_at, excluded.last_activity_at),
-       state = CASE WHEN :reopen THEN 'active' ELSE state END,
-       ended_at = CASE WHEN :reopen THEN NULL ELSE ended_at END,
-       started_at = CASE WHEN :reopen THEN excluded.started_at ELSE started_at END";
+/// The upsert of a session's activity, with the dialect's name of the larger of two values.
+macro_rules! touch_sql {
+    ($max:literal) => {
+        concat!(
+            "INSERT INTO sessions AS s (key, agent, native_session_id, cwd, transcript_path,
+                                   started_at, last_activity_at, pane)
+             VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane)
+             ON CONFLICT (key) DO UPDATE SET
+               agent = excluded.agent,
+               native_session_id = COALESCE(excluded.native_session_id, s.native_session_id),
+               cwd = COALESCE(excluded.cwd, s.cwd),
+               transcript_path = COALESCE(excluded.transcript_path, s.transcript_path),
+               pane = COALESCE(excluded.pane, s.pane),
+               last_activity_at = ",
+            $max,
+            "(s.last_activity_at, excluded.last_activity_at),
+               state = CASE WHEN :reopen THEN 'active' ELSE s.state END,
+               ended_at = CASE WHEN :reopen THEN NULL ELSE s.ended_at END,
+               started_at = CASE WHEN :reopen THEN excluded.started_at ELSE s.started_at END"
+        )
+    };
+}
 
-const BEGIN_TURN_SQL: &str =
-    "UPDATE sessions SET current_turn = current_turn + 1, turn_running = 1,
+/// (SQLite's two-argument `MAX` is PostgreSQL's `GREATEST`; the rest reads alike.)
+const TOUCH_SQL: Sql = Sql::two(touch_sql!("MAX"), touch_sql!("GREATEST"));
+
+const BEGIN_TURN_SQL: Sql = Sql::same(
+    "UPDATE sessions SET current_turn = current_turn + 1, turn_running = TRUE,
             last_user_input = COALESCE(:prompt, last_user_input)
-     WHERE key = :key";
+     WHERE key = :key",
+);
 
-const SET_AGENT_STATE_SQL: &str =
+const SET_AGENT_STATE_SQL: Sql = Sql::same(
     "UPDATE sessions SET agent_state = :state, agent_state_since = :now
-     WHERE key = :key AND agent_state IS NOT :state";
+     WHERE key = :key AND agent_state IS DISTINCT FROM :state",
+);
 
 /// As `SET_AGENT_STATE_SQL`, unless the state was set after `:not_after` (by the agent's own
 /// events, which know better than an older look at the screen).
-const SET_AGENT_STATE_IF_OLDER_SQL: &str =
+const SET_AGENT_STATE_IF_OLDER_SQL: Sql = Sql::same(
     "UPDATE sessions SET agent_state = :state, agent_state_since = :now
-     WHERE key = :key AND agent_state IS NOT :state
-       AND (agent_state_since IS NULL OR agent_state_since <= :not_after)";
+     WHERE key = :key AND agent_state IS DISTINCT FROM :state
+       AND (agent_state_since IS NULL OR agent_state_since <= :not_after)",
+);
 
-const MARK_AGENT_HOOKS_SQL: &str =
-    "UPDATE sessions SET agent_hooks = 1 WHERE key = :key AND agent_hooks = 0";
+const MARK_AGENT_HOOKS_SQL: Sql =
+    Sql::same("UPDATE sessions SET agent_hooks = TRUE WHERE key = :key AND NOT agent_hooks");
 
-const SET_LAST_USER_INPUT_SQL: &str =
-    "UPDATE sessions SET last_user_input = :input WHERE key = :key";
+const SET_LAST_USER_INPUT_SQL: Sql =
+    Sql::same("UPDATE sessions SET last_user_input = :input WHERE key = :key");
 
-const AGENT_STATE_SQL: &str = "SELECT agent_state, agent_state_since FROM sessions
-     WHERE key = :key AND agent_state IS NOT NULL";
+const AGENT_STATE_SQL: Sql = Sql::same(
+    "SELECT agent_state, agent_state_since FROM sessions
+     WHERE key = :key AND agent_state IS NOT NULL",
+);
 
-const COMPLETE_TURN_SQL: &str = "UPDATE sessions SET turn_running = 0,
+const COMPLETE_TURN_SQL: Sql = Sql::same(
+    "UPDATE sessions SET turn_running = FALSE,
             last_assistant_message = COALESCE(:message, last_assistant_message)
-     WHERE key = :key";
+     WHERE key = :key",
+);
 
-const END_SQL: &str =
-    "UPDATE sessions SET state = 'ended', ended_at = :now, turn_running = 0 WHERE key = :key";
+const END_SQL: Sql = Sql::same(
+    "UPDATE sessions SET state = 'ended', ended_at = :now, turn_running = FALSE
+     WHERE key = :key",
+);
 
-const IS_ENDED_SQL: &str = "SELECT 1 FROM sessions WHERE key = :key AND state = 'ended'";
+const IS_ENDED_SQL: Sql = Sql::same("SELECT 1 FROM sessions WHERE key = :key AND state = 'ended'");
 
-const SET_ORIGIN_SQL: &str =
+const SET_ORIGIN_SQL: Sql = Sql::same(
     "INSERT INTO session_origins (session, origin, chat, thread, updated_at)
      VALUES (:key, :origin, :chat, :thread, :now)
      ON CONFLICT (session) DO UPDATE SET origin = excluded.origin, chat = excluded.chat,
                                          thread = excluded.thread,
-                                         updated_at = excluded.updated_at";
+                                         updated_at = excluded.updated_at",
+);
 
-const ORIGIN_SQL: &str = "SELECT origin, chat, thread FROM session_origins WHERE session = :key";
+const ORIGIN_SQL: Sql =
+    Sql::same("SELECT origin, chat, thread FROM session_origins WHERE session = :key");
 
 /// Creates the session on its first event, or records the activity; fills in identity fields
 /// (native id, cwd, transcript) the event carries. A session that was ended stays ended unless
 /// `reopen` (a new `session_start` under the same key).
 pub fn record_activity(tx: &Tx<'_>, a: &Activity<'_>, reopen: bool) -> Result<()> {
     let now = tx.now();
-    tx.sqlite()?
-        .prepare_cached(TOUCH_SQL)?
-        .execute(named_params! {
-            ":key": a.key, ":agent": a.agent.as_str(), ":native": a.native_session_id,
-            ":cwd": a.cwd, ":transcript": a.transcript_path, ":now": now, ":pane": a.pane,
-            ":reopen": reopen,
-        })?;
+    tx.exec(
+        &TOUCH_SQL,
+        params![
+            ":key" => a.key, ":agent" => a.agent, ":native" => a.native_session_id,
+            ":cwd" => a.cwd, ":transcript" => a.transcript_path, ":now" => now, ":pane" => a.pane,
+            ":reopen" => reopen,
+        ],
+    )?;
     Ok(())
 }
 
 /// A prompt was submitted: a new turn starts.
 pub fn begin_turn(tx: &Tx<'_>, key: &str, prompt: Option<&str>) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(BEGIN_TURN_SQL)?
-        .execute(named_params! {":key": key, ":prompt": prompt})?;
+    tx.exec(&BEGIN_TURN_SQL, params![":key" => key, ":prompt" => prompt])?;
     Ok(())
 }
 
 /// The agent's state is `state` from `now`, unless it already was (its since-when stays).
 pub fn set_agent_state(tx: &Tx<'_>, key: &str, state: AgentState) -> Result<bool> {
     let now = tx.now();
-    let changed = tx
-        .sqlite()?
-        .prepare_cached(SET_AGENT_STATE_SQL)?
-        .execute(named_params! {":key": key, ":state": state.as_str(), ":now": now})?;
+    let changed = tx.exec(
+        &SET_AGENT_STATE_SQL,
+        params![":key" => key, ":state" => state, ":now" => now],
+    )?;
     Ok(changed > 0)
 }
 
@@ -224,102 +246,192 @@ pub fn set_agent_state_if_older(
     not_after: i64,
 ) -> Result<bool> {
     let now = tx.now();
-    let changed = tx
-        .sqlite()?
-        .prepare_cached(SET_AGENT_STATE_IF_OLDER_SQL)?
-        .execute(named_params! {
-            ":key": key, ":state": state.as_str(), ":not_after": not_after, ":now": now,
-        })?;
+    let changed = tx.exec(
+        &SET_AGENT_STATE_IF_OLDER_SQL,
+        params![":key" => key, ":state" => state, ":not_after" => not_after, ":now" => now],
+    )?;
     Ok(changed > 0)
 }
 
 /// The agent's own hooks reported for this session (Codex: `notify` is then a duplicate).
 pub fn mark_agent_hooks(tx: &Tx<'_>, key: &str) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(MARK_AGENT_HOOKS_SQL)?
-        .execute(named_params! {":key": key})?;
+    tx.exec(&MARK_AGENT_HOOKS_SQL, params![":key" => key])?;
     Ok(())
 }
 
 /// The person's message of this turn, when the turn's start did not say it (Codex `notify`).
 pub fn set_last_user_input(tx: &Tx<'_>, key: &str, input: &str) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(SET_LAST_USER_INPUT_SQL)?
-        .execute(named_params! {":key": key, ":input": input})?;
+    tx.exec(
+        &SET_LAST_USER_INPUT_SQL,
+        params![":key" => key, ":input" => input],
+    )?;
     Ok(())
 }
 
 /// The agent's state and since when, if the registry knows the session.
-pub fn agent_state(conn: &Connection, key: &str) -> Result<Option<(AgentState, i64)>> {
-    Ok(conn
-        .prepare_cached(AGENT_STATE_SQL)?
-        .query_row(named_params! {":key": key}, |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
-        })
-        .optional()?
-        .and_then(|(state, since)| Some((AgentState::parse(&state)?, since.unwrap_or(0)))))
+pub fn agent_state(db: &dyn Executor, key: &str) -> Result<Option<(AgentState, i64)>> {
+    let found = db.query_opt(&AGENT_STATE_SQL, params![":key" => key], |r| {
+        Ok((r.get::<String, _>(0)?, r.get::<Option<i64>, _>(1)?))
+    })?;
+    Ok(found.and_then(|(state, since)| Some((AgentState::parse(&state)?, since.unwrap_or(0)))))
 }
 
 /// The agent stopped: the turn is complete.
 pub fn complete_turn(tx: &Tx<'_>, key: &str, last_message: Option<&str>) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(COMPLETE_TURN_SQL)?
-        .execute(named_params! {":key": key, ":message": last_message})?;
+    tx.exec(
+        &COMPLETE_TURN_SQL,
+        params![":key" => key, ":message" => last_message],
+    )?;
     Ok(())
 }
 
 /// The session ended.
 pub fn end(tx: &Tx<'_>, key: &str) -> Result<()> {
     let now = tx.now();
-    tx.sqlite()?
-        .prepare_cached(END_SQL)?
-        .execute(named_params! {":key": key, ":now": now})?;
+    tx.exec(&END_SQL, params![":key" => key, ":now" => now])?;
     Ok(())
 }
 
 /// True when the registry shows the session ended (and no `session_start` came since).
-pub fn is_ended(conn: &Connection, key: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(IS_ENDED_SQL)?
-        .exists(named_params! {":key": key})?)
+pub fn is_ended(db: &dyn Executor, key: &str) -> Result<bool> {
+    Ok(db
+        .query_opt(&IS_ENDED_SQL, params![":key" => key], |_| Ok(()))?
+        .is_some())
 }
 
 /// Records `origin` as the session's, in the caller's transaction (with the inbound row).
 pub fn set_origin_in(tx: &Tx<'_>, key: &str, origin: &Origin) -> Result<()> {
     let now = tx.now();
-    tx.sqlite()?
-        .prepare_cached(SET_ORIGIN_SQL)?
-        .execute(named_params! {
-            ":key": key, ":origin": origin.origin, ":chat": origin.chat, ":thread": origin.thread,
-            ":now": now,
-        })?;
+    tx.exec(
+        &SET_ORIGIN_SQL,
+        params![
+            ":key" => key, ":origin" => origin.origin, ":chat" => origin.chat,
+            ":thread" => origin.thread, ":now" => now,
+        ],
+    )?;
     Ok(())
 }
 
 /// The session's origin, if a message that named its chat ever reached it.
-pub fn origin(conn: &Connection, key: &str) -> Result<Option<Origin>> {
-    Ok(conn
-        .prepare_cached(ORIGIN_SQL)?
-        .query_row(named_params! {":key": key}, |r| {
-            Ok(from_columns! { r => Origin { origin, chat, thread } })
-        })
-        .optional()?)
+pub fn origin(db: &dyn Executor, key: &str) -> Result<Option<Origin>> {
+    db.query_opt(&ORIGIN_SQL, params![":key" => key], |r| {
+        Ok(from_columns! { r => Origin { origin, chat, thread } })
+    })
 }
 
 /// One session, if known.
-pub fn get(conn: &Connection, key: &str) -> Result<Option<SessionRecord>> {
-    Ok(conn
-        .prepare_cached(GET_SQL)?
-        .query_row(named_params! {":key": key}, from_row)
-        .optional()?)
+pub fn get(db: &dyn Executor, key: &str) -> Result<Option<SessionRecord>> {
+    db.query_opt(&GET_SQL, params![":key" => key], from_row)
 }
+
 /// Active sessions known only by the agent's own id, with no chat: their hooks ran without
 /// `RELAYQ_SESSION` and outside a pane relayq types into, so no chat hears their notices.
-pub fn unmatched(conn: &Connection) -> Result<Vec<SessionRecord>> {
-    query_all(conn, UNMATCHED_SQL, [], from_row)
+pub fn unmatched(db: &dyn Executor) -> Result<Vec<SessionRecord>> {
+    db.query_all(&UNMATCHED_SQL, params![], from_row)
 }
 
 /// Every session, most recently active first.
-pub fn list(conn: &Connection) -> Result<Vec<SessionRecord>> {
-    query_all(conn, LIST_SQL, [], from_row)
+pub fn list(db: &dyn Executor) -> Result<Vec<SessionRecord>> {
+    db.query_all(&LIST_SQL, params![], from_row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_db::TestDb;
+
+    /// A session's life through every statement of the registry, on both backends.
+    #[test]
+    fn the_registry_keeps_a_session_from_its_first_event_to_its_end() {
+        for db in TestDb::both() {
+            let at = |now, f: &dyn Fn(&Tx<'_>) -> Result<()>| db.write_at(now, f).unwrap();
+            let activity = Activity {
+                key: "s1",
+                agent: Agent::Codex,
+                native_session_id: Some("n1"),
+                cwd: None,
+                transcript_path: None,
+                pane: Some("%3"),
+            };
+            at(1_000, &|tx| record_activity(tx, &activity, false));
+            at(500, &|tx| {
+                let later = Activity {
+                    cwd: Some("/w"),
+                    pane: None,
+                    ..activity.clone()
+                };
+                record_activity(tx, &later, false)
+            });
+            at(2_000, &|tx| begin_turn(tx, "s1", Some("hello")));
+            at(2_000, &|tx| mark_agent_hooks(tx, "s1"));
+            at(2_100, &|tx| {
+                set_agent_state(tx, "s1", AgentState::Working).map(|_| ())
+            });
+            // The same state again keeps its since-when; an older look does not undo a newer one.
+            at(2_200, &|tx| {
+                set_agent_state(tx, "s1", AgentState::Working).map(|_| ())
+            });
+            let older = db
+                .write_at(2_300, |tx| {
+                    set_agent_state_if_older(tx, "s1", AgentState::Ready, 2_000)
+                })
+                .unwrap();
+            assert!(!older, "{}", db.name());
+            let origin = Origin {
+                origin: "telegram:bot".into(),
+                chat: "42".into(),
+                thread: None,
+            };
+            at(2_400, &|tx| set_origin_in(tx, "s1", &origin));
+            at(3_000, &|tx| complete_turn(tx, "s1", Some("done")));
+
+            let s = db.read(|conn| get(conn, "s1")).unwrap().unwrap();
+            assert_eq!(
+                (
+                    s.agent.as_str(),
+                    s.started_at,
+                    s.last_activity_at,
+                    s.cwd.as_deref()
+                ),
+                ("codex", 1_000, 1_000, Some("/w")),
+                "{}: an older event does not move the activity back",
+                db.name()
+            );
+            assert_eq!(
+                (s.current_turn, s.turn_running, s.agent_hooks),
+                (1, false, true)
+            );
+            assert_eq!(
+                s.pane.as_deref(),
+                Some("%3"),
+                "a missing pane keeps the known one"
+            );
+            assert_eq!(s.last_user_input.as_deref(), Some("hello"));
+            assert_eq!(s.last_assistant_message.as_deref(), Some("done"));
+            assert_eq!(
+                (s.agent_state, s.agent_state_since),
+                (Some(AgentState::Working), Some(2_100))
+            );
+            assert_eq!(s.origin.as_ref(), Some(&origin));
+            assert_eq!(
+                db.read(|c| agent_state(c, "s1")).unwrap(),
+                Some((AgentState::Working, 2_100))
+            );
+            assert_eq!(
+                db.read(|c| self::origin(c, "s1")).unwrap(),
+                Some(origin.clone())
+            );
+            assert!(
+                db.read(|c| unmatched(c)).unwrap().is_empty(),
+                "it has a chat"
+            );
+
+            at(4_000, &|tx| end(tx, "s1"));
+            assert!(db.read(|c| is_ended(c, "s1")).unwrap(), "{}", db.name());
+            at(5_000, &|tx| record_activity(tx, &activity, true));
+            assert!(!db.read(|c| is_ended(c, "s1")).unwrap(), "reopened");
+            let listed = db.read(list).unwrap();
+            assert_eq!((listed.len(), listed[0].started_at), (1, 5_000));
+        }
+    }
 }

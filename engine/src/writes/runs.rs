@@ -429,7 +429,7 @@ fn lease_for_agent(
         let wait = (stale_at > now).then_some(stale_at.min(look_again));
         (wait, how(true, false))
     };
-    let (wait_until, how) = match sessions::agent_state(tx.sqlite()?, key)? {
+    let (wait_until, how) = match sessions::agent_state(tx, key)? {
         Some((AgentState::AwaitingApproval, since)) => until_stale(since, waits.ask),
         Some((AgentState::Working, since)) if !waits.steer => until_stale(since, waits.work),
         Some((AgentState::Working, _)) => (None, how(false, true)),
