@@ -307,15 +307,13 @@ pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decisio
 pub fn answer_from_chat_in(tx: &Tx<'_>, answer: &ChatAnswer) -> Result<Option<AnswerResult>> {
     let id = match &answer.target {
         // A bare `allow WORD` that names no approval is a message after all.
-        Target::Id(id) if answer.otherwise.is_some() && get(tx.sqlite()?, id)?.is_none() => {
-            return Ok(None)
-        }
+        Target::Id(id) if answer.otherwise.is_some() && get(tx, id)?.is_none() => return Ok(None),
         Target::Id(id) => id.clone(),
         Target::Question { message_id } => {
             let Some((origin, chat)) = &answer.who.chat else {
                 return Ok(None);
             };
-            match asked_by_question(tx.sqlite()?, origin, chat, message_id)? {
+            match asked_by_question(tx, origin, chat, message_id)? {
                 Some(id) => id,
                 None => return Ok(None),
             }
@@ -464,6 +462,7 @@ fn diff_summary(diff: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::test_db::TestDb;
 
     fn ask(expires_at: i64) -> Ask {
         Ask {
@@ -484,13 +483,7 @@ mod tests {
     }
 
     /// `who`'s answer to approval `id` at `at` (unix ms).
-    fn answer(
-        db: &crate::Database,
-        at: i64,
-        id: &str,
-        decision: Decision,
-        who: &Answerer,
-    ) -> AnswerResult {
+    fn answer(db: &TestDb, at: i64, id: &str, decision: Decision, who: &Answerer) -> AnswerResult {
         db.write_at(at, |tx| answer_in(tx, id, decision, who))
             .unwrap()
     }
@@ -506,72 +499,75 @@ mod tests {
 
     #[test]
     fn the_first_answer_wins_and_a_second_changes_nothing() {
-        let (_dir, db) = crate::db::temp_database();
-        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
-        assert!(is_id(&asked.id), "{}", asked.id);
-        assert_eq!(asked.state, State::Asked);
-        let first = answer(
-            &db,
-            60_000,
-            &asked.id,
-            Decision::Allow(Scope::Once),
-            &alice(),
-        );
-        let AnswerResult::Recorded(now) = first else {
-            panic!("{first:?}")
-        };
-        assert_eq!(now.state, State::Allowed);
-        assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
-        let second = answer(&db, 61_000, &asked.id, Decision::Deny, &alice());
-        assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
-        assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
-        // Expiry after an answer does nothing either.
-        assert_eq!(
-            db.write_at(2_000, |tx| expire_in(tx, &asked.id)).unwrap(),
-            None
-        );
+        for db in TestDb::both() {
+            let db = &db;
+            let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
+            assert!(is_id(&asked.id), "{}", asked.id);
+            assert_eq!(asked.state, State::Asked);
+            let first = answer(
+                &db,
+                60_000,
+                &asked.id,
+                Decision::Allow(Scope::Once),
+                &alice(),
+            );
+            let AnswerResult::Recorded(now) = first else {
+                panic!("{first:?}")
+            };
+            assert_eq!(now.state, State::Allowed);
+            assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
+            let second = answer(&db, 61_000, &asked.id, Decision::Deny, &alice());
+            assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
+            assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
+            // Expiry after an answer does nothing either.
+            assert_eq!(
+                db.write_at(2_000, |tx| expire_in(tx, &asked.id)).unwrap(),
+                None
+            );
+        }
     }
 
     #[test]
     fn an_answer_from_another_chat_changes_nothing() {
-        let (_dir, db) = crate::db::temp_database();
-        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
-        let mut elsewhere = alice();
-        elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
-        let result = answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &elsewhere);
-        assert!(matches!(result, AnswerResult::NotHere(_)));
-        assert_eq!(
-            get(&db.read().unwrap(), &asked.id).unwrap().unwrap().state,
-            State::Asked
-        );
+        for db in TestDb::both() {
+            let db = &db;
+            let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
+            let mut elsewhere = alice();
+            elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
+            let result = answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &elsewhere);
+            assert!(matches!(result, AnswerResult::NotHere(_)));
+            assert_eq!(
+                get(&db.conn(), &asked.id).unwrap().unwrap().state,
+                State::Asked
+            );
+        }
     }
 
     #[test]
     fn expiry_is_a_deny_the_agent_gets_once() {
-        let (_dir, db) = crate::db::temp_database();
-        assert!(!anything_to_do(&db.read().unwrap()).unwrap());
-        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
-        assert!(anything_to_do(&db.read().unwrap()).unwrap(), "open");
-        assert!(due(&db.read().unwrap(), 999).unwrap().is_empty());
-        assert_eq!(due(&db.read().unwrap(), 1_000).unwrap().len(), 1);
-        let expired = db
-            .write_at(1_000, |tx| expire_in(tx, &asked.id))
-            .unwrap()
-            .unwrap();
-        assert_eq!(expired.decision(), Some(Decision::Deny));
-        let output: Value = serde_json::from_str(&hook_output(&expired).unwrap()).unwrap();
-        assert_eq!(output["hookSpecificOutput"]["decision"]["behavior"], "deny");
-        assert!(db.write_at(1_001, |tx| reached_in(tx, &asked.id)).unwrap());
-        assert!(!db.write_at(1_002, |tx| reached_in(tx, &asked.id)).unwrap());
-        // Told once.
-        assert_eq!(untold(&db.read().unwrap()).unwrap().len(), 1);
-        assert!(anything_to_do(&db.read().unwrap()).unwrap(), "untold");
-        db.write_at(1_003, |tx| told_in(tx, &asked.id)).unwrap();
-        assert!(untold(&db.read().unwrap()).unwrap().is_empty());
-        assert!(
-            !anything_to_do(&db.read().unwrap()).unwrap(),
-            "nothing left"
-        );
+        for db in TestDb::both() {
+            let db = &db;
+            assert!(!anything_to_do(&db.conn()).unwrap());
+            let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
+            assert!(anything_to_do(&db.conn()).unwrap(), "open");
+            assert!(due(&db.conn(), 999).unwrap().is_empty());
+            assert_eq!(due(&db.conn(), 1_000).unwrap().len(), 1);
+            let expired = db
+                .write_at(1_000, |tx| expire_in(tx, &asked.id))
+                .unwrap()
+                .unwrap();
+            assert_eq!(expired.decision(), Some(Decision::Deny));
+            let output: Value = serde_json::from_str(&hook_output(&expired).unwrap()).unwrap();
+            assert_eq!(output["hookSpecificOutput"]["decision"]["behavior"], "deny");
+            assert!(db.write_at(1_001, |tx| reached_in(tx, &asked.id)).unwrap());
+            assert!(!db.write_at(1_002, |tx| reached_in(tx, &asked.id)).unwrap());
+            // Told once.
+            assert_eq!(untold(&db.conn()).unwrap().len(), 1);
+            assert!(anything_to_do(&db.conn()).unwrap(), "untold");
+            db.write_at(1_003, |tx| told_in(tx, &asked.id)).unwrap();
+            assert!(untold(&db.conn()).unwrap().is_empty());
+            assert!(!anything_to_do(&db.conn()).unwrap(), "nothing left");
+        }
     }
 
     /// A keys answer: due to press once ended, marked before pressing (the mark from before
@@ -579,95 +575,99 @@ mod tests {
     /// when the session asked something since.
     #[test]
     fn a_keys_answer_is_pressed_once_and_told_when_settled() {
-        let (_dir, db) = crate::db::temp_database();
-        let keys = |expires_at| Ask {
-            agent: Agent::Gemini,
-            means: Means::Keys,
-            waiter_pid: None,
-            session_rules: Some(Value::Null),
-            ..ask(expires_at)
-        };
-        let asked = db.write_at(0, |tx| ask_in(tx, &keys(10_000))).unwrap();
-        assert!(asked.for_session);
-        let read = || db.read().unwrap();
-        assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
-        answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &alice());
-        assert_eq!(keys_due(&read()).unwrap().len(), 1);
-        assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
-        assert_eq!(
-            db.write_at(2, |tx| pressing_in(tx, &asked.id)).unwrap(),
-            None
-        );
-        assert_eq!(
-            db.write_at(3, |tx| pressing_in(tx, &asked.id)).unwrap(),
-            Some(2),
-            "pressed before: the first mark"
-        );
-        assert!(db.write_at(4, |tx| reached_in(tx, &asked.id)).unwrap());
-        assert!(keys_due(&read()).unwrap().is_empty());
-        assert_eq!(untold(&read()).unwrap().len(), 1);
+        for db in TestDb::both() {
+            let db = &db;
+            let keys = |expires_at| Ask {
+                agent: Agent::Gemini,
+                means: Means::Keys,
+                waiter_pid: None,
+                session_rules: Some(Value::Null),
+                ..ask(expires_at)
+            };
+            let asked = db.write_at(0, |tx| ask_in(tx, &keys(10_000))).unwrap();
+            assert!(asked.for_session);
+            let read = || db.conn();
+            assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
+            answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &alice());
+            assert_eq!(keys_due(&read()).unwrap().len(), 1);
+            assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
+            assert_eq!(
+                db.write_at(2, |tx| pressing_in(tx, &asked.id)).unwrap(),
+                None
+            );
+            assert_eq!(
+                db.write_at(3, |tx| pressing_in(tx, &asked.id)).unwrap(),
+                Some(2),
+                "pressed before: the first mark"
+            );
+            assert!(db.write_at(4, |tx| reached_in(tx, &asked.id)).unwrap());
+            assert!(keys_due(&read()).unwrap().is_empty());
+            assert_eq!(untold(&read()).unwrap().len(), 1);
 
-        let second = db.write_at(5, |tx| ask_in(tx, &keys(10_000))).unwrap();
-        let third = db.write_at(6, |tx| ask_in(tx, &keys(10_000))).unwrap();
-        assert!(asked_since(&read(), &second).unwrap());
-        assert!(!asked_since(&read(), &third).unwrap());
-        db.write_at(10_000, |tx| expire_in(tx, &second.id)).unwrap();
-        db.write_at(0, |tx| {
-            unreached_in(tx, &second.id, "the dialog had closed")
-        })
-        .unwrap();
-        let second = get(&read(), &second.id).unwrap().unwrap();
-        assert_eq!(
-            second.outcome(),
-            "expired at 00:00 UTC with no answer: denied; it did not reach the agent: \
-             the dialog had closed"
-        );
-        assert!(keys_due(&read()).unwrap().is_empty());
-        assert_eq!(untold(&read()).unwrap().len(), 2, "both settled");
+            let second = db.write_at(5, |tx| ask_in(tx, &keys(10_000))).unwrap();
+            let third = db.write_at(6, |tx| ask_in(tx, &keys(10_000))).unwrap();
+            assert!(asked_since(&read(), &second).unwrap());
+            assert!(!asked_since(&read(), &third).unwrap());
+            db.write_at(10_000, |tx| expire_in(tx, &second.id)).unwrap();
+            db.write_at(0, |tx| {
+                unreached_in(tx, &second.id, "the dialog had closed")
+            })
+            .unwrap();
+            let second = get(&read(), &second.id).unwrap().unwrap();
+            assert_eq!(
+                second.outcome(),
+                "expired at 00:00 UTC with no answer: denied; it did not reach the agent: \
+                 the dialog had closed"
+            );
+            assert!(keys_due(&read()).unwrap().is_empty());
+            assert_eq!(untold(&read()).unwrap().len(), 2, "both settled");
+        }
     }
 
     #[test]
     fn allow_for_the_session_hands_claude_its_own_suggestions_back() {
-        let (_dir, db) = crate::db::temp_database();
-        let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
-        let AnswerResult::Recorded(allowed) =
-            answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
-        else {
-            panic!()
-        };
-        let output: Value = serde_json::from_str(&hook_output(&allowed).unwrap()).unwrap();
-        let decision = &output["hookSpecificOutput"]["decision"];
-        assert_eq!(decision["behavior"], "allow");
-        assert_eq!(decision["updatedPermissions"][0]["mode"], "acceptEdits");
+        for db in TestDb::both() {
+            let db = &db;
+            let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
+            let AnswerResult::Recorded(allowed) =
+                answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
+            else {
+                panic!()
+            };
+            let output: Value = serde_json::from_str(&hook_output(&allowed).unwrap()).unwrap();
+            let decision = &output["hookSpecificOutput"]["decision"];
+            assert_eq!(decision["behavior"], "allow");
+            assert_eq!(decision["updatedPermissions"][0]["mode"], "acceptEdits");
 
-        // Without suggestions, "for the session" is an allow once.
-        let mut once = ask(1_000);
-        once.session_rules = None;
-        let asked = db.write_at(0, |tx| ask_in(tx, &once)).unwrap();
-        let AnswerResult::Recorded(allowed) =
-            answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
-        else {
-            panic!()
-        };
-        assert_eq!(allowed.scope, Some(Scope::Once));
+            // Without suggestions, "for the session" is an allow once.
+            let mut once = ask(1_000);
+            once.session_rules = None;
+            let asked = db.write_at(0, |tx| ask_in(tx, &once)).unwrap();
+            let AnswerResult::Recorded(allowed) =
+                answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
+            else {
+                panic!()
+            };
+            assert_eq!(allowed.scope, Some(Scope::Once));
 
-        // From Claude Code's own payload: its suggestions kept to the session (never a
-        // settings file), and the exact command allowed for the session.
-        let event = permission_request(json!({"tool_name": "Bash",
-            "tool_input": {"command": "npm test"},
-            "permission_suggestions": [{"type": "addRules", "behavior": "allow",
-                "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
-                "destination": "localSettings"}]}));
-        let rules = session_rules_of(&event).unwrap();
-        assert_eq!(rules[0]["destination"], "session", "{rules:#}");
-        assert_eq!(rules[1]["rules"][0]["ruleContent"], "npm test", "{rules:#}");
-        assert_eq!(rules[1]["destination"], "session");
-        let codex = HookEvent {
-            agent: Agent::Codex,
-            data: json!({"tool_name": "Bash", "tool_input": {"command": "npm test"}}),
-            ..event
-        };
-        assert_eq!(session_rules_of(&codex), None, "Codex has no such answer");
+            // From Claude Code's own payload: its suggestions kept to the session (never a
+            // settings file), and the exact command allowed for the session.
+            let event = permission_request(json!({"tool_name": "Bash",
+                "tool_input": {"command": "npm test"},
+                "permission_suggestions": [{"type": "addRules", "behavior": "allow",
+                    "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+                    "destination": "localSettings"}]}));
+            let rules = session_rules_of(&event).unwrap();
+            assert_eq!(rules[0]["destination"], "session", "{rules:#}");
+            assert_eq!(rules[1]["rules"][0]["ruleContent"], "npm test", "{rules:#}");
+            assert_eq!(rules[1]["destination"], "session");
+            let codex = HookEvent {
+                agent: Agent::Codex,
+                data: json!({"tool_name": "Bash", "tool_input": {"command": "npm test"}}),
+                ..event
+            };
+            assert_eq!(session_rules_of(&codex), None, "Codex has no such answer");
+        }
     }
 
     /// Claude Code's `PermissionRequest` event with `data` as its payload.

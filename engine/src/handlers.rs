@@ -17,7 +17,7 @@ pub use crate::routes::{
 
 /// Ends the session's open approvals: the agent no longer asks them (`why`).
 fn withdraw_open_in(tx: &Tx<'_>, key: &str, why: &str) -> Result<()> {
-    for open in approvals::open_for_session(tx.sqlite()?, key)? {
+    for open in approvals::open_for_session(tx, key)? {
         approvals::withdraw_in(tx, &open.id, why)?;
     }
     Ok(())
@@ -281,7 +281,7 @@ impl HookProcessor {
         let Some(id) = &event.approval else {
             return Ok(None);
         };
-        let Some(approval) = approvals::get(tx.sqlite()?, id)? else {
+        let Some(approval) = approvals::get(tx, id)? else {
             return Ok(None);
         };
         if approval.state != approvals::State::Asked {

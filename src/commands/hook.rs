@@ -186,7 +186,7 @@ fn record(
         let asked = match ask {
             // An agent that asks again for the call it is asking about (Claude Code does, for
             // a command it checks in parts) waits on the same question: one answer for both.
-            Some(ask) => match approvals::open_like(tx.sqlite()?, &ask)? {
+            Some(ask) => match approvals::open_like(tx, &ask)? {
                 Some(open) => Some(open),
                 None => Some(approvals::ask_in(tx, &ask)?),
             },

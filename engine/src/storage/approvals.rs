@@ -6,18 +6,23 @@
 //! Only the first answer is recorded: every write that ends an approval is
 //! `UPDATE … WHERE state = 'asked'`, and says whether it changed the row.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::sessions::{Agent, Origin};
 use crate::error::{EngineError, Result};
+use crate::params;
+use crate::storage::sql::{Executor, Query, Row, Sql};
+use crate::tx::Tx;
 
 /// Letters of an approval id: no `0`/`o`, `1`/`l`/`i`, so an id read off a phone types right.
 const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
 
-const NEW_ID_SQL: &str = "SELECT randomblob(:n)";
+/// Random bytes for a new id: 16 of them, from each database's own source.
+const NEW_ID_SQL: Sql = Sql::two(
+    "SELECT randomblob(16)",
+    "SELECT uuid_send(gen_random_uuid())",
+);
 
 /// Characters in an approval id. Random, so a button left over from an older database (or
 /// another host) can never answer a newer question.
@@ -173,47 +178,62 @@ macro_rules! select_approvals {
     };
 }
 
-const GET_SQL: &str = select_approvals!("WHERE id = :id");
-const LIST_SQL: &str = select_approvals!(
-    "WHERE (:open_only = 0 OR state = 'asked') ORDER BY asked_at DESC, id LIMIT :limit"
-);
-const OPEN_FOR_SESSION_SQL: &str =
-    select_approvals!("WHERE session = :session AND state = 'asked' ORDER BY asked_at, id");
-const DUE_SQL: &str =
-    select_approvals!("WHERE state = 'asked' AND expires_at <= :now ORDER BY expires_at");
-const UNTOLD_SQL: &str = select_approvals!(
+const GET_SQL: Sql = Sql::same(select_approvals!("WHERE id = :id"));
+const LIST_SQL: Sql = Sql::same(select_approvals!(
+    "WHERE (NOT :open_only OR state = 'asked') ORDER BY asked_at DESC, id LIMIT :limit"
+));
+const OPEN_FOR_SESSION_SQL: Sql = Sql::same(select_approvals!(
+    "WHERE session = :session AND state = 'asked' ORDER BY asked_at, id"
+));
+const DUE_SQL: Sql = Sql::same(select_approvals!(
+    "WHERE state = 'asked' AND expires_at <= :now ORDER BY expires_at"
+));
+const UNTOLD_SQL: Sql = Sql::same(select_approvals!(
     "WHERE state <> 'asked' AND told_at IS NULL
        AND (means = 'hook' OR state = 'withdrawn' OR reached_at IS NOT NULL
             OR unreached IS NOT NULL)
      ORDER BY answered_at LIMIT 100"
-);
-const KEYS_DUE_SQL: &str = select_approvals!(
+));
+const KEYS_DUE_SQL: Sql = Sql::same(select_approvals!(
     "WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL
      ORDER BY answered_at LIMIT 100"
-);
-const ASK_SQL: &str = "INSERT OR IGNORE INTO approvals (id, session, agent, tool, action, means,
+));
+const ASK_SQL: Sql = Sql::same(
+    "INSERT INTO approvals (id, session, agent, tool, action, means,
          waiter_pid, session_rules, origin, chat, thread, asked_at, expires_at)
      VALUES (:id, :session, :agent, :tool, :action, :means, :waiter_pid, :session_rules,
-             :origin, :chat, :thread, :now, :expires_at)";
-const ANYTHING_TO_DO_SQL: &str = "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
-     OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)";
-const ANSWER_SQL: &str = "UPDATE approvals SET state = :state, scope = :scope, answered_by = :by,
+             :origin, :chat, :thread, :now, :expires_at)
+     ON CONFLICT (id) DO NOTHING",
+);
+const ANYTHING_TO_DO_SQL: Sql = Sql::same(
+    "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = 'asked')
+     OR EXISTS (SELECT 1 FROM approvals WHERE state <> 'asked' AND told_at IS NULL)",
+);
+const ANSWER_SQL: Sql = Sql::same(
+    "UPDATE approvals SET state = :state, scope = :scope, answered_by = :by,
          answered_by_id = :by_id, answered_via = :via, answered_at = :now
-     WHERE id = :id AND state = 'asked'";
-const END_SQL: &str = "UPDATE approvals SET state = :state, answered_via = :via,
+     WHERE id = :id AND state = 'asked'",
+);
+const END_SQL: Sql = Sql::same(
+    "UPDATE approvals SET state = :state, answered_via = :via,
          answered_at = :now, note = :note
-     WHERE id = :id AND state = 'asked'";
-const REACHED_SQL: &str = "UPDATE approvals SET reached_at = :now
-     WHERE id = :id AND state <> 'asked' AND reached_at IS NULL";
-const ASKED_SINCE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM approvals
+     WHERE id = :id AND state = 'asked'",
+);
+const REACHED_SQL: Sql = Sql::same(
+    "UPDATE approvals SET reached_at = :now
+     WHERE id = :id AND state <> 'asked' AND reached_at IS NULL",
+);
+const ASKED_SINCE_SQL: Sql = Sql::same(
+    "SELECT EXISTS (SELECT 1 FROM approvals
      WHERE session = :session AND id <> :id
-       AND (asked_at > :at OR (asked_at = :at AND id > :id)))";
-const UNREACHED_SQL: &str =
-    "UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL";
-const SET_QUESTION_SQL: &str = "UPDATE approvals SET question_row = :row WHERE id = :id";
-const TOLD_SQL: &str = "UPDATE approvals SET told_at = :now WHERE id = :id";
+       AND (asked_at > :at OR (asked_at = :at AND id > :id)))",
+);
+const UNREACHED_SQL: Sql =
+    Sql::same("UPDATE approvals SET unreached = :why WHERE id = :id AND reached_at IS NULL");
+const SET_QUESTION_SQL: Sql = Sql::same("UPDATE approvals SET question_row = :row WHERE id = :id");
+const TOLD_SQL: Sql = Sql::same("UPDATE approvals SET told_at = :now WHERE id = :id");
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
+fn from_row(r: &Row<'_>) -> Result<Approval> {
     let rules: Option<String> = r.get("session_rules")?;
     let origin = match (r.get("origin")?, r.get("chat")?) {
         (Some(origin), Some(chat)) => Some(Origin {
@@ -244,29 +264,21 @@ pub fn ask_in(tx: &Tx<'_>, ask: &Ask) -> Result<Approval> {
         Some(o) => (Some(&o.origin), Some(&o.chat), o.thread.as_ref()),
         None => (None, None, None),
     };
+    let waiter_pid = ask.waiter_pid.map(i64::from);
     for _ in 0..8 {
-        let id = new_id(tx.sqlite()?)?;
-        let inserted = tx
-            .sqlite()?
-            .prepare_cached(ASK_SQL)?
-            .execute(named_params! {
-                ":id": id,
-                ":session": ask.session,
-                ":agent": ask.agent,
-                ":tool": ask.tool,
-                ":action": ask.action,
-                ":means": ask.means,
-                ":waiter_pid": ask.waiter_pid,
-                ":session_rules": rules,
-                ":origin": origin,
-                ":chat": chat,
-                ":thread": thread,
-                ":now": now,
-                ":expires_at": ask.expires_at,
-            })?;
+        let id = new_id(tx)?;
+        let inserted = tx.exec(
+            &ASK_SQL,
+            params![
+                ":id" => id, ":session" => ask.session, ":agent" => ask.agent,
+                ":tool" => ask.tool, ":action" => ask.action, ":means" => ask.means,
+                ":waiter_pid" => waiter_pid, ":session_rules" => rules, ":origin" => origin,
+                ":chat" => chat, ":thread" => thread, ":now" => now,
+                ":expires_at" => ask.expires_at,
+            ],
+        )?;
         if inserted == 1 {
-            return get(tx.sqlite()?, &id)?
-                .ok_or_else(|| EngineError::Invalid("approval vanished".into()));
+            return get(tx, &id)?.ok_or_else(|| EngineError::Invalid("approval vanished".into()));
         }
     }
     Err(EngineError::Invalid(
@@ -274,12 +286,11 @@ pub fn ask_in(tx: &Tx<'_>, ask: &Ask) -> Result<Approval> {
     ))
 }
 
-fn new_id(conn: &Connection) -> Result<String> {
-    let bytes: Vec<u8> = conn.query_row(NEW_ID_SQL, named_params! {":n": ID_LEN as i64}, |r| {
-        r.get(0)
-    })?;
+fn new_id(db: &dyn Executor) -> Result<String> {
+    let bytes: Vec<u8> = db.query_value(&NEW_ID_SQL, params![])?;
     Ok(bytes
         .iter()
+        .take(ID_LEN)
         .map(|b| ID_ALPHABET[*b as usize % ID_ALPHABET.len()] as char)
         .collect())
 }
@@ -290,59 +301,52 @@ pub fn is_id(text: &str) -> bool {
 }
 
 /// One approval.
-pub fn get(conn: &Connection, id: &str) -> Result<Option<Approval>> {
-    Ok(conn
-        .prepare_cached(GET_SQL)?
-        .query_row(named_params! {":id": id}, from_row)
-        .optional()?)
+pub fn get(db: &dyn Executor, id: &str) -> Result<Option<Approval>> {
+    db.query_opt(&GET_SQL, params![":id" => id], from_row)
 }
 
 /// The newest approvals first: only the open ones (`asked`), or all, at most `limit`.
-pub fn list(conn: &Connection, open_only: bool, limit: u32) -> Result<Vec<Approval>> {
-    let mut stmt = conn.prepare_cached(LIST_SQL)?;
-    let rows = stmt.query_map(
-        named_params! {":open_only": open_only, ":limit": limit},
+pub fn list(db: &dyn Executor, open_only: bool, limit: u32) -> Result<Vec<Approval>> {
+    let limit = i64::from(limit);
+    db.query_all(
+        &LIST_SQL,
+        params![":open_only" => open_only, ":limit" => limit],
         from_row,
-    )?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    )
 }
 
 /// The session's open approvals, oldest first.
-pub fn open_for_session(conn: &Connection, session: &str) -> Result<Vec<Approval>> {
-    let mut stmt = conn.prepare_cached(OPEN_FOR_SESSION_SQL)?;
-    let rows = stmt.query_map(named_params! {":session": session}, from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn open_for_session(db: &dyn Executor, session: &str) -> Result<Vec<Approval>> {
+    db.query_all(
+        &OPEN_FOR_SESSION_SQL,
+        params![":session" => session],
+        from_row,
+    )
 }
 
 /// The session's open approval for the same call as `ask` (same agent, tool and action), if
 /// the agent asks about it again while it waits.
-pub fn open_like(conn: &Connection, ask: &Ask) -> Result<Option<Approval>> {
-    Ok(open_for_session(conn, &ask.session)?
+pub fn open_like(db: &dyn Executor, ask: &Ask) -> Result<Option<Approval>> {
+    Ok(open_for_session(db, &ask.session)?
         .into_iter()
         .find(|a| a.agent == ask.agent && a.tool == ask.tool && a.action == ask.action))
 }
 
 /// The open approvals past their expiry at `now`.
-pub fn due(conn: &Connection, now: i64) -> Result<Vec<Approval>> {
-    let mut stmt = conn.prepare_cached(DUE_SQL)?;
-    let rows = stmt.query_map(named_params! {":now": now}, from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn due(db: &dyn Executor, now: i64) -> Result<Vec<Approval>> {
+    db.query_all(&DUE_SQL, params![":now" => now], from_row)
 }
 
 /// Whether any approval is open, or ended with its chat not told (the daemon's look).
-pub fn anything_to_do(conn: &Connection) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(ANYTHING_TO_DO_SQL)?
-        .query_row([], |r| r.get(0))?)
+pub fn anything_to_do(db: &dyn Executor) -> Result<bool> {
+    db.query_value(&ANYTHING_TO_DO_SQL, params![])
 }
 
 /// The approvals that ended and whose chat was not told yet, oldest first. A keys answer is
 /// told once it is settled (pressed, or found unable to reach the agent): the chat learns what
 /// the agent got, not only what was tapped.
-pub fn untold(conn: &Connection) -> Result<Vec<Approval>> {
-    let mut stmt = conn.prepare_cached(UNTOLD_SQL)?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn untold(db: &dyn Executor) -> Result<Vec<Approval>> {
+    db.query_all(&UNTOLD_SQL, params![], from_row)
 }
 
 /// What an answer did.
@@ -370,7 +374,7 @@ pub fn answer_in(
     who: &Answerer,
 ) -> Result<AnswerResult> {
     let now = tx.now();
-    let Some(approval) = get(tx.sqlite()?, id)? else {
+    let Some(approval) = get(tx, id)? else {
         return Ok(AnswerResult::NotFound);
     };
     if let Some((origin, chat)) = &who.chat {
@@ -387,14 +391,14 @@ pub fn answer_in(
         Decision::Allow(_) => ("allowed", Some("once")),
         Decision::Deny => ("denied", None),
     };
-    let changed = tx
-        .sqlite()?
-        .prepare_cached(ANSWER_SQL)?
-        .execute(named_params! {
-            ":state": state, ":scope": scope, ":by": who.name, ":by_id": who.id,
-            ":via": who.via, ":now": now, ":id": id,
-        })?;
-    let now_row = get(tx.sqlite()?, id)?.expect("the approval was just read");
+    let changed = tx.exec(
+        &ANSWER_SQL,
+        params![
+            ":state" => state, ":scope" => scope, ":by" => who.name, ":by_id" => who.id,
+            ":via" => who.via, ":now" => now, ":id" => id,
+        ],
+    )?;
+    let now_row = get(tx, id)?.expect("the approval was just read");
     Ok(if changed == 1 {
         AnswerResult::Recorded(now_row)
     } else {
@@ -422,45 +426,38 @@ fn end_in(
     note: Option<&str>,
 ) -> Result<Option<Approval>> {
     let now = tx.now();
-    let changed = tx
-        .sqlite()?
-        .prepare_cached(END_SQL)?
-        .execute(named_params! {
-            ":state": state, ":via": via, ":now": now, ":note": note, ":id": id,
-        })?;
+    let changed = tx.exec(
+        &END_SQL,
+        params![":state" => state, ":via" => via, ":now" => now, ":note" => note, ":id" => id],
+    )?;
     if changed == 0 {
         return Ok(None);
     }
-    get(tx.sqlite()?, id)
+    get(tx, id)
 }
 
 /// Marks that the answer reached the agent. False when it already had (so it is given once).
 pub fn reached_in(tx: &Tx<'_>, id: &str) -> Result<bool> {
     let now = tx.now();
-    let changed = tx
-        .sqlite()?
-        .prepare_cached(REACHED_SQL)?
-        .execute(named_params! {":now": now, ":id": id})?;
+    let changed = tx.exec(&REACHED_SQL, params![":now" => now, ":id" => id])?;
     Ok(changed == 1)
 }
 
 /// The keys answers still to press, oldest first: ended (allowed, denied, expired: a deny),
 /// answered by the dialog's keys, neither reached nor found unreachable.
-pub fn keys_due(conn: &Connection) -> Result<Vec<Approval>> {
-    let mut stmt = conn.prepare_cached(KEYS_DUE_SQL)?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn keys_due(db: &dyn Executor) -> Result<Vec<Approval>> {
+    db.query_all(&KEYS_DUE_SQL, params![], from_row)
 }
 
 /// Whether the session has asked anything after `approval` (a newer dialog stands where its
 /// dialog stood: keys for it must not be pressed into the newer one).
-pub fn asked_since(conn: &Connection, approval: &Approval) -> Result<bool> {
-    Ok(conn.prepare_cached(ASKED_SINCE_SQL)?.query_row(
-        named_params! {
-            ":session": approval.session, ":id": approval.id, ":at": approval.asked_at,
-        },
-        |r| r.get(0),
-    )?)
+pub fn asked_since(db: &dyn Executor, approval: &Approval) -> Result<bool> {
+    db.query_value(
+        &ASKED_SINCE_SQL,
+        params![
+            ":session" => approval.session, ":id" => approval.id, ":at" => approval.asked_at,
+        ],
+    )
 }
 
 /// The send-started mark, set before the dialog's keys are pressed. The earlier mark, if keys
@@ -469,69 +466,57 @@ pub fn pressing_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
     let now = tx.now();
     let before = pressed_at_in(tx, id)?;
     if before.is_none() {
-        tx.sqlite()?
-            .prepare_cached(PRESSING_SQL)?
-            .execute(named_params! {":now": now, ":id": id})?;
+        tx.exec(&PRESSING_SQL, params![":now" => now, ":id" => id])?;
     }
     Ok(before)
 }
 
 /// When the approval's keys were (or were about to be) pressed, if they were.
 pub fn pressed_at_in(tx: &Tx<'_>, id: &str) -> Result<Option<i64>> {
-    Ok(tx
-        .sqlite()?
-        .prepare_cached(PRESSED_AT_SQL)?
-        .query_row(named_params! {":id": id}, |r| r.get(0))
-        .optional()?
-        .flatten())
+    let pressed = tx.query_opt(&PRESSED_AT_SQL, params![":id" => id], |r| r.get(0))?;
+    Ok(pressed.flatten())
 }
 
-const PRESSED_AT_SQL: &str = "SELECT pressed_at FROM approvals WHERE id = :id";
-const PRESSING_SQL: &str = "UPDATE approvals SET pressed_at = :now WHERE id = :id";
+const PRESSED_AT_SQL: Sql = Sql::same("SELECT pressed_at FROM approvals WHERE id = :id");
+const PRESSING_SQL: Sql = Sql::same("UPDATE approvals SET pressed_at = :now WHERE id = :id");
 
 /// Records that a keys answer could not reach the agent, and why (its dialog had closed, or
 /// asks something else). Nothing was pressed; the chat is told.
 pub fn unreached_in(tx: &Tx<'_>, id: &str, why: &str) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(UNREACHED_SQL)?
-        .execute(named_params! {":why": why, ":id": id})?;
+    tx.exec(&UNREACHED_SQL, params![":why" => why, ":id" => id])?;
     Ok(())
 }
 
 /// Keeps the outbound row that carried the question.
 pub fn set_question_in(tx: &Tx<'_>, id: &str, row: i64) -> Result<()> {
-    tx.sqlite()?
-        .prepare_cached(SET_QUESTION_SQL)?
-        .execute(named_params! {":row": row, ":id": id})?;
+    tx.exec(&SET_QUESTION_SQL, params![":row" => row, ":id" => id])?;
     Ok(())
 }
 
 /// Marks that the chat was told the outcome.
 pub fn told_in(tx: &Tx<'_>, id: &str) -> Result<()> {
     let now = tx.now();
-    tx.sqlite()?
-        .prepare_cached(TOLD_SQL)?
-        .execute(named_params! {":now": now, ":id": id})?;
+    tx.exec(&TOLD_SQL, params![":now" => now, ":id" => id])?;
     Ok(())
 }
 
-const ASKED_BY_QUESTION_SQL: &str = "SELECT a.id FROM approvals a
+const ASKED_BY_QUESTION_SQL: Sql = Sql::same(
+    "SELECT a.id FROM approvals a
      JOIN queue_rows q ON q.id = a.question_row
-     WHERE q.receipt = :message AND a.origin = :origin AND a.chat = :chat";
+     WHERE q.receipt = :message AND a.origin = :origin AND a.chat = :chat",
+);
 
 /// The approval whose question is platform message `message_id` in `chat` of `origin` (the
 /// question's outbound row's receipt), if any.
 pub fn asked_by_question(
-    conn: &Connection,
+    db: &dyn Executor,
     origin: &str,
     chat: &str,
     message_id: &str,
 ) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached(ASKED_BY_QUESTION_SQL)?
-        .query_row(
-            named_params! {":message": message_id, ":origin": origin, ":chat": chat},
-            |r| r.get(0),
-        )
-        .optional()?)
+    db.query_opt(
+        &ASKED_BY_QUESTION_SQL,
+        params![":message" => message_id, ":origin" => origin, ":chat" => chat],
+        |r| r.get(0),
+    )
 }

@@ -102,7 +102,30 @@ macro_rules! both_read {
         }
     )*};
 }
-both_read!(i64, String, bool, Option<i64>, Option<String>, Option<bool>);
+both_read!(i64, String, bool, Vec<u8>);
+
+/// NULL is `None`; any other value is read as a `T`.
+impl<T: Column> Column for Option<T> {
+    fn from_sqlite<I: Index>(row: &rusqlite::Row<'_>, at: I) -> Result<Self> {
+        match row.get_ref(at)? {
+            rusqlite::types::ValueRef::Null => Ok(None),
+            _ => T::from_sqlite(row, at).map(Some),
+        }
+    }
+
+    fn from_postgres<I: Index>(row: &postgres::Row, at: I) -> Result<Self> {
+        match T::from_postgres(row, at) {
+            Ok(value) => Ok(Some(value)),
+            Err(EngineError::Postgres(e)) if was_null(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Whether the driver refused a value because it was NULL.
+fn was_null(e: &postgres::Error) -> bool {
+    std::error::Error::source(e).is_some_and(|s| s.is::<postgres::types::WasNull>())
+}
 
 impl Column for u32 {
     fn from_sqlite<I: Index>(row: &rusqlite::Row<'_>, at: I) -> Result<Self> {
@@ -246,6 +269,12 @@ impl<E: Executor + ?Sized> Query for E {}
 impl Executor for rusqlite::Connection {
     fn target(&self) -> Target<'_> {
         Target::Sqlite(self)
+    }
+}
+
+impl<E: Executor + ?Sized> Executor for Box<E> {
+    fn target(&self) -> Target<'_> {
+        (**self).target()
     }
 }
 

@@ -39,6 +39,14 @@ impl TestDb {
         }
     }
 
+    /// A read connection.
+    pub fn conn(&self) -> Box<dyn Executor> {
+        match self {
+            TestDb::Sqlite(_, db) => Box::new(db.read().expect("a read connection")),
+            TestDb::Postgres(db, _) => Box::new(db.read().expect("a read connection")),
+        }
+    }
+
     /// Runs `f` on a read connection.
     pub fn read<T>(&self, f: impl FnOnce(&dyn Executor) -> Result<T>) -> Result<T> {
         match self {

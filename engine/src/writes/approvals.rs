@@ -135,7 +135,7 @@ impl Write for SweepApprovals {
     fn apply(self, w: &Writer<'_>) -> Result<ApprovalsSwept> {
         let (tx, now) = (w.tx(), w.now());
         let mut found = ApprovalsSwept::default();
-        for open in approvals::list(tx.sqlite()?, true, 1000)? {
+        for open in approvals::list(tx, true, 1000)? {
             match self.end_if_unwaited(w, &open)? {
                 Some(ended) => tracing::info!(
                     approval = ended.id,
@@ -149,12 +149,12 @@ impl Write for SweepApprovals {
                 None => {}
             }
         }
-        for ended in approvals::untold(tx.sqlite()?)? {
+        for ended in approvals::untold(tx)? {
             found
                 .told
                 .extend(approvals::tell_in(&w.flows.outbound, tx, &ended)?);
         }
-        found.to_press = approvals::keys_due(tx.sqlite()?)?;
+        found.to_press = approvals::keys_due(tx)?;
         Ok(found)
     }
 }
@@ -189,7 +189,7 @@ impl Write for StartPressing {
 
     fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
         let tx = w.tx();
-        if approvals::asked_since(tx.sqlite()?, &self.0)? {
+        if approvals::asked_since(tx, &self.0)? {
             let why = "the agent asked another question meanwhile: nothing was pressed";
             approvals::unreached_in(tx, &self.0.id, why)?;
             return Ok(None);
