@@ -505,7 +505,7 @@ mod tests {
             assert!(is_id(&asked.id), "{}", asked.id);
             assert_eq!(asked.state, State::Asked);
             let first = answer(
-                &db,
+                db,
                 60_000,
                 &asked.id,
                 Decision::Allow(Scope::Once),
@@ -516,7 +516,7 @@ mod tests {
             };
             assert_eq!(now.state, State::Allowed);
             assert_eq!(now.outcome(), "allowed by Alice at 00:01 UTC");
-            let second = answer(&db, 61_000, &asked.id, Decision::Deny, &alice());
+            let second = answer(db, 61_000, &asked.id, Decision::Deny, &alice());
             assert!(matches!(&second, AnswerResult::AlreadyEnded(a) if a.state == State::Allowed));
             assert_eq!(second.reply(), "Already allowed by Alice at 00:01 UTC");
             // Expiry after an answer does nothing either.
@@ -534,7 +534,7 @@ mod tests {
             let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
             let mut elsewhere = alice();
             elsewhere.chat = Some(("telegram:bot".into(), "8".into()));
-            let result = answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &elsewhere);
+            let result = answer(db, 1, &asked.id, Decision::Allow(Scope::Once), &elsewhere);
             assert!(matches!(result, AnswerResult::NotHere(_)));
             assert_eq!(
                 get(&db.conn(), &asked.id).unwrap().unwrap().state,
@@ -588,7 +588,7 @@ mod tests {
             assert!(asked.for_session);
             let read = || db.conn();
             assert!(keys_due(&read()).unwrap().is_empty(), "not answered yet");
-            answer(&db, 1, &asked.id, Decision::Allow(Scope::Once), &alice());
+            answer(db, 1, &asked.id, Decision::Allow(Scope::Once), &alice());
             assert_eq!(keys_due(&read()).unwrap().len(), 1);
             assert!(untold(&read()).unwrap().is_empty(), "told once pressed");
             assert_eq!(
@@ -630,7 +630,7 @@ mod tests {
             let db = &db;
             let asked = db.write_at(0, |tx| ask_in(tx, &ask(1_000))).unwrap();
             let AnswerResult::Recorded(allowed) =
-                answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
+                answer(db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
             else {
                 panic!()
             };
@@ -644,7 +644,7 @@ mod tests {
             once.session_rules = None;
             let asked = db.write_at(0, |tx| ask_in(tx, &once)).unwrap();
             let AnswerResult::Recorded(allowed) =
-                answer(&db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
+                answer(db, 1, &asked.id, Decision::Allow(Scope::Session), &alice())
             else {
                 panic!()
             };
