@@ -215,6 +215,19 @@ pub trait Query: Executor {
         Ok(())
     }
 
+    /// Runs an `INSERT` of one row; the new row's id, or `None` when it inserted nothing (a
+    /// conflict it ignores). SQLite reads the id from the connection (a `RETURNING` costs it a
+    /// temporary b-tree); PostgreSQL's text must end in `RETURNING id`.
+    fn insert(&self, sql: &Sql, params: Params<'_>) -> Result<Option<i64>> {
+        match self.target() {
+            Target::Sqlite(conn) => {
+                let inserted = self.exec(sql, params)?;
+                Ok((inserted == 1).then(|| conn.last_insert_rowid()))
+            }
+            Target::Postgres(_) => self.query_opt(sql, params, |r| r.get(0)),
+        }
+    }
+
     /// Statements without parameters, one after the other, in the connection's own dialect
     /// (a migration).
     fn batch(&self, text: &str) -> Result<()> {

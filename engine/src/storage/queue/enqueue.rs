@@ -1,20 +1,28 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, OptionalExtension};
-
 use super::{Enqueued, NewRow, Queue};
 use crate::error::{EngineError, Result};
+use crate::params;
+use crate::storage::sql::{Query, Sql};
+use crate::tx::Tx;
 
 /// Writes a row, unless one with the same dedup key exists.
-const INSERT_SQL: &str = "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
-                                         state, finished_at, reason)
-                 VALUES (:queue, :key, :dedup_key, :payload, :now, :now, :state, :finished_at, :reason)
-                 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING";
+macro_rules! insert_sql {
+    ($tail:literal) => {
+        concat!(
+            "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
+                                     state, finished_at, reason)
+             VALUES (:queue, :key, :dedup_key, :payload, :now, :now, :state, :finished_at, :reason)
+             ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
+            $tail
+        )
+    };
+}
+const INSERT_SQL: Sql = Sql::two(insert_sql!(""), insert_sql!(" RETURNING id"));
 
 /// The row an insert found by its dedup key.
-const FIND_DUPLICATE_SQL: &str =
-    "SELECT id FROM queue_rows WHERE queue = :queue AND dedup_key = :dedup_key";
+const FIND_DUPLICATE_SQL: Sql =
+    Sql::same("SELECT id FROM queue_rows WHERE queue = :queue AND dedup_key = :dedup_key");
 
 impl Queue {
     /// Writes one row, or finds the row with the same dedup key and writes nothing.
@@ -59,37 +67,37 @@ impl Queue {
                 return Ok(repeat);
             }
         }
-        // No RETURNING: SQLite collects RETURNING rows in a temporary b-tree, which costs more
-        // than the insert; the changes count and the last rowid say the same.
-        let inserted = tx
-            .sqlite()?
-            .prepare_cached(INSERT_SQL)?
-            .execute(named_params! {
-                ":queue": self.name,
-                ":key": row.key,
-                ":dedup_key": row.dedup_key,
-                ":payload": row.payload,
-                ":now": now,
-                ":state": if expired.is_some() { "expired" } else { "pending" },
-                ":finished_at": expired.map(|_| now),
-                ":reason": expired,
-            })?;
-        if inserted == 1 {
+        let state = if expired.is_some() { "expired" } else { "pending" };
+        let finished_at = expired.map(|_| now);
+        let inserted = tx.insert(
+            &INSERT_SQL,
+            params![
+                ":queue" => self.name, ":key" => row.key, ":dedup_key" => row.dedup_key,
+                ":payload" => row.payload, ":now" => now, ":state" => state,
+                ":finished_at" => finished_at, ":reason" => expired,
+            ],
+        )?;
+        if let Some(id) = inserted {
             return Ok(Enqueued {
-                id: tx.sqlite()?.last_insert_rowid(),
+                id,
                 duplicate: false,
                 expired,
             });
         }
-        let id = tx.sqlite()?.prepare_cached(FIND_DUPLICATE_SQL)?.query_row(
-            named_params! {":queue": self.name, ":dedup_key": row.dedup_key},
-            |r| r.get(0),
-        )?;
+        let id = self.find_duplicate(tx, row)?.ok_or_else(|| {
+            EngineError::Invalid("the insert was ignored but found no row it repeats".into())
+        })?;
         Ok(Enqueued {
             id,
             duplicate: true,
             expired: None,
         })
+    }
+
+    /// The row with `row`'s dedup key, if one was written.
+    fn find_duplicate(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Option<i64>> {
+        let params = params![":queue" => self.name, ":dedup_key" => row.dedup_key];
+        tx.query_opt(&FIND_DUPLICATE_SQL, params, |r| r.get(0))
     }
 }
 
@@ -98,11 +106,8 @@ impl Queue {
     /// it repeats a row already written: then that row is the answer, as for any duplicate.
     fn refuse_past_depth(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Option<Enqueued>> {
         let policy = self.policy();
-        let count = |sql, params: &[(&str, &dyn rusqlite::ToSql)]| -> Result<u64> {
-            let n: i64 = tx
-                .sqlite()?
-                .prepare_cached(sql)?
-                .query_row(params, |r| r.get(0))?;
+        let count = |sql: &Sql, params: crate::storage::sql::Params<'_>| -> Result<u64> {
+            let n: i64 = tx.query_value(sql, params)?;
             Ok(n.max(0) as u64)
         };
         let full = |what: String, depth: u64, key: &str, limit: u64| EngineError::QueueFull {
@@ -112,17 +117,14 @@ impl Queue {
         };
         let mut refusal = None;
         if let Some(limit) = policy.max_key_depth {
-            let depth = count(
-                KEY_DEPTH_SQL,
-                named_params! {":queue": self.name, ":key": row.key},
-            )?;
+            let depth = count(&KEY_DEPTH_SQL, params![":queue" => self.name, ":key" => row.key])?;
             if depth >= limit {
                 let what = format!("key {} of the {} queue", row.key, self.name);
                 refusal = Some(full(what, depth, "max_key_depth", limit));
             }
         }
         if let (None, Some(limit)) = (&refusal, policy.max_depth) {
-            let depth = count(QUEUE_DEPTH_SQL, named_params! {":queue": self.name})?;
+            let depth = count(&QUEUE_DEPTH_SQL, params![":queue" => self.name])?;
             if depth >= limit {
                 refusal = Some(full(
                     format!("the {} queue", self.name),
@@ -135,15 +137,7 @@ impl Queue {
         let Some(refusal) = refusal else {
             return Ok(None);
         };
-        let repeat: Option<i64> = tx
-            .sqlite()?
-            .prepare_cached(FIND_DUPLICATE_SQL)?
-            .query_row(
-                named_params! {":queue": self.name, ":dedup_key": row.dedup_key},
-                |r| r.get(0),
-            )
-            .optional()?;
-        match repeat {
+        match self.find_duplicate(tx, row)? {
             Some(id) => Ok(Some(Enqueued {
                 id,
                 duplicate: true,
@@ -155,16 +149,19 @@ impl Queue {
 }
 
 /// Unfinished rows of one key.
-const KEY_DEPTH_SQL: &str = "SELECT COUNT(*) FROM queue_rows
-     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')";
+const KEY_DEPTH_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')",
+);
 
 /// Unfinished rows of the queue (a walk of its active rows: only run when `max_depth` is set).
-const QUEUE_DEPTH_SQL: &str =
-    "SELECT COUNT(*) FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')";
+const QUEUE_DEPTH_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')",
+);
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[
+pub(super) const STATEMENTS: &[Sql] = &[
     KEY_DEPTH_SQL,
     QUEUE_DEPTH_SQL,
     INSERT_SQL,

@@ -262,15 +262,16 @@ mod tests {
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
     fn all_statements() -> Vec<&'static str> {
-        [
+        let mut all = [
             super::STATEMENTS,
-            super::enqueue::STATEMENTS,
             super::lease::STATEMENTS,
             super::answer::STATEMENTS,
             super::upkeep::STATEMENTS,
             super::read::STATEMENTS,
         ]
-        .concat()
+        .concat();
+        all.extend(super::enqueue::STATEMENTS.iter().map(|sql| sql.sqlite));
+        all
     }
 
     #[test]
