@@ -67,7 +67,11 @@ impl Queue {
                 return Ok(repeat);
             }
         }
-        let state = if expired.is_some() { "expired" } else { "pending" };
+        let state = if expired.is_some() {
+            "expired"
+        } else {
+            "pending"
+        };
         let finished_at = expired.map(|_| now);
         let inserted = tx.insert(
             &INSERT_SQL,
@@ -117,7 +121,10 @@ impl Queue {
         };
         let mut refusal = None;
         if let Some(limit) = policy.max_key_depth {
-            let depth = count(&KEY_DEPTH_SQL, params![":queue" => self.name, ":key" => row.key])?;
+            let depth = count(
+                &KEY_DEPTH_SQL,
+                params![":queue" => self.name, ":key" => row.key],
+            )?;
             if depth >= limit {
                 let what = format!("key {} of the {} queue", row.key, self.name);
                 refusal = Some(full(what, depth, "max_key_depth", limit));
@@ -222,6 +229,49 @@ mod tests {
         let lease = q.lease_next("b").unwrap().unwrap();
         q.complete(lease.id, lease.token, None).unwrap();
         q.enqueue(&row("c", None)).unwrap();
+    }
+
+    /// The insert, its dedup and the depth limits, on both backends (a queue handle's
+    /// statements run on whichever transaction they are given).
+    #[test]
+    fn enqueue_dedups_and_keeps_to_the_depth_limits_on_both_backends() {
+        use crate::storage::test_db::TestDb;
+        let (_dir, sqlite) = crate::db::temp_database();
+        let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
+        let policy = QueuePolicy {
+            max_key_depth: Some(2),
+            ..QueuePolicy::outbound()
+        };
+        let q = engine.queue(QueueName::Outbound, policy);
+        for db in TestDb::both() {
+            let put = |r: NewRow| db.write_at(7, |tx| q.enqueue_in(tx, &r));
+            let first = put(row("a", Some("k1"))).unwrap();
+            let again = put(row("a", Some("k1"))).unwrap();
+            assert_eq!(
+                (again.id, again.duplicate),
+                (first.id, true),
+                "{}",
+                db.name()
+            );
+            let second = put(row("a", None)).unwrap();
+            assert!(second.id > first.id && !second.duplicate);
+            let refused = put(row("a", None)).unwrap_err();
+            assert!(
+                matches!(refused, EngineError::QueueFull { depth: 2, .. }),
+                "{refused}"
+            );
+            assert_eq!(
+                put(row("a", Some("k1"))).unwrap().id,
+                first.id,
+                "a repeat is answered"
+            );
+            let expired = db
+                .write_at(8, |tx| {
+                    q.enqueue_expired_in(tx, &row("b", None), "too large")
+                })
+                .unwrap();
+            assert_eq!(expired.expired, Some("too large"));
+        }
     }
 
     /// A message stored before dedup keys carried the chat id is still found by its retry.
