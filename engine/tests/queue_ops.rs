@@ -585,13 +585,13 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         let rows = stmt.query_map(params, |r| r.get::<_, String>(3)).unwrap();
         rows.map(|r| r.unwrap()).collect::<Vec<_>>().join(" | ")
     };
-    let head = plan(relayq_engine::queue::HEAD_SQL, &[&"inbound", &"k1"]);
+    let head = plan(relayq_engine::queue::HEAD_SQL.sqlite, &[&"inbound", &"k1"]);
     assert!(
         head.contains("queue_rows_active_key"),
         "head of key: {head}"
     );
     let due = plan(
-        relayq_engine::queue::DUE_HEADS_SQL,
+        relayq_engine::queue::DUE_HEADS_SQL.sqlite,
         &[&"inbound", &0i64, &"[]", &10i64],
     );
     assert!(
@@ -603,8 +603,8 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         "no table scans: {head} / {due}"
     );
     let run = plan(
-        relayq_engine::queue::LEASE_KEY_RANGE_SQL,
-        &[&"inbound", &"k1", &"me", &0i64, &1i64, &9i64, &0i64],
+        relayq_engine::queue::LEASE_KEY_RANGE_SQL.sqlite,
+        &[&"inbound", &"k1", &"me", &0i64, &1i64, &9i64, &0i64, &0i64],
     );
     assert!(
         run.contains("queue_rows_active_key") && !run.contains("SCAN"),
@@ -897,7 +897,7 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
     };
     let now = T0 + 1_000_000;
     let heads = plan(
-        relayq_engine::queue::DUE_HEADS_SQL,
+        relayq_engine::queue::DUE_HEADS_SQL.sqlite,
         &[
             (":queue", &"outbound"),
             (":now", &now),
@@ -906,7 +906,7 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
         ],
     );
     let written = plan(
-        relayq_engine::queue::DUE_HEADS_WRITTEN_SQL,
+        relayq_engine::queue::DUE_HEADS_WRITTEN_SQL.sqlite,
         &[
             (":queue", &"outbound"),
             (":now", &now),

@@ -1,52 +1,83 @@
 //! Handing rows out: the due head of a key, a run of a key's rows, the due heads or runs of
 //! many keys; extending leases while work runs; giving leased rows back uncounted.
 
-use crate::tx::Tx;
 use std::time::Duration;
-
-use rusqlite::{named_params, Row};
 
 use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
 use crate::clock::ms;
-use crate::db::query_all;
 use crate::error::{EngineError, Result};
+use crate::params;
+use crate::storage::sql::{Query, Row, Sql};
+use crate::tx::Tx;
 
 /// Ends a row leased past its attempt limit as dead.
-const BURY_EXHAUSTED_SQL: &str =
+const BURY_EXHAUSTED_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'dead', attempts = :tried, finished_at = :now,
                             reason = :reason, lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = :id AND lease_token = :token";
+                     WHERE id = :id AND lease_token = :token",
+);
 
 /// Ends a row leased past its max age as expired.
-const EXPIRE_TOO_OLD_SQL: &str =
+const EXPIRE_TOO_OLD_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'expired', attempts = :tried, finished_at = :now,
                             reason = 'max age', lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = :id AND lease_token = :token";
+                     WHERE id = :id AND lease_token = :token",
+);
 
 /// Pushes one live lease out; fenced.
-const EXTEND_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+const EXTEND_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET lease_expires_at = :expires
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
 /// Pushes out this owner's other leases on a key (rows waiting behind a delivery).
-const EXTEND_KEY_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
-                 WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner";
+const EXTEND_KEY_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET lease_expires_at = :expires
+                 WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner",
+);
 
 /// Pushes out every lease this owner holds in the queue.
-const EXTEND_OWN_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :expires
-                     WHERE queue = :queue AND state = 'leased' AND lease_owner = :owner";
+const EXTEND_OWN_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET lease_expires_at = :expires
+                     WHERE queue = :queue AND state = 'leased' AND lease_owner = :owner",
+);
 
 /// Marks a leased row's send started; fenced.
-const SEND_STARTED_SQL: &str = "UPDATE queue_rows SET send_started = :now
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+const SEND_STARTED_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET send_started = :now
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
 /// Puts a leased row's send-started mark back as the lease found it; fenced.
-const RESTORE_SEND_STARTED_SQL: &str = "UPDATE queue_rows SET send_started = :was
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+const RESTORE_SEND_STARTED_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET send_started = :was
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
-/// Gives a leased row back uncounted, due at `:at`; fenced.
-const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at,
-                    attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-             WHERE id = :id AND state = 'leased' AND lease_token = :token";
+/// Gives a leased row back uncounted, due at `:at`; fenced. (`$max` is the dialect's larger
+/// of two values.)
+macro_rules! defer_sql {
+    ($max:literal) => {
+        concat!(
+            "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at,
+                    attempts = ",
+            $max,
+            "(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = :id AND state = 'leased' AND lease_token = :token"
+        )
+    };
+}
+const DEFER_SQL: Sql = Sql::two(defer_sql!("MAX"), defer_sql!("GREATEST"));
+
+/// The keys of the `:skip` JSON list, in each dialect.
+macro_rules! skip_keys {
+    (sqlite) => {
+        "SELECT value FROM json_each(:skip)"
+    };
+    (postgres) => {
+        "SELECT jsonb_array_elements_text(CAST(:skip AS jsonb))"
+    };
+}
 
 /// The due pending rows that head their key, oldest first, but for the keys in `:skip` (a
 /// JSON list: paused keys), and those `$written` also asks for. The `+` keeps SQLite off the
@@ -54,13 +85,15 @@ const DEFER_SQL: &str = "UPDATE queue_rows SET state = 'pending', next_attempt_a
 /// claim's cost grew with the backlog); through the pending index, rows come in id order and
 /// the walk stops at `:limit` heads.
 macro_rules! due_heads_sql {
-    ($written:literal) => {
+    ($written:expr, $dialect:tt) => {
         concat!(
             "SELECT r.id FROM queue_rows r
      WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now",
             $written,
             "
-       AND r.key NOT IN (SELECT value FROM json_each(:skip))
+       AND r.key NOT IN (",
+            skip_keys!($dialect),
+            ")
        AND NOT EXISTS (
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
@@ -70,34 +103,55 @@ macro_rules! due_heads_sql {
     };
 }
 
-/// Due pending rows that head their key (see `due_heads_sql!`).
-pub const DUE_HEADS_SQL: &str = due_heads_sql!("");
+/// Due pending rows that head their key (see `due_heads_sql!`). Public so a test can pin its
+/// plan.
+pub const DUE_HEADS_SQL: Sql = Sql::two(due_heads_sql!("", sqlite), due_heads_sql!("", postgres));
 
-/// `DUE_HEADS_SQL` for rows written in `[:from, :before)`: a restart's backlog, or the rows
-/// written since, each with its own budget. Public so a test can pin its plan.
-pub const DUE_HEADS_WRITTEN_SQL: &str =
-    due_heads_sql!("\n       AND r.created_at >= :from AND r.created_at < :before");
+/// The rows `DUE_HEADS_SQL` chooses among, written in `[:from, :before)`: a restart's backlog,
+/// or the rows written since, each with its own budget.
+macro_rules! written_between {
+    () => {
+        "\n       AND r.created_at >= :from AND r.created_at < :before"
+    };
+}
+
+/// `DUE_HEADS_SQL` for rows written in `[:from, :before)`. Public so a test can pin its plan.
+pub const DUE_HEADS_WRITTEN_SQL: Sql = Sql::two(
+    due_heads_sql!(written_between!(), sqlite),
+    due_heads_sql!(written_between!(), postgres),
+);
 
 /// Whether any unfinished row was written before `:before`.
-const ANY_WRITTEN_BEFORE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM queue_rows
-     WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :before)";
+const ANY_WRITTEN_BEFORE_SQL: Sql = Sql::same(
+    "SELECT EXISTS (SELECT 1 FROM queue_rows
+     WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :before)",
+);
 
 /// Due pending rows in runs per key (`:skip` is a JSON list of keys to leave out): every row
-/// of a key before the key's first row that blocks it (pending but not
-/// due, or leased by another owner), oldest first.
-pub const DUE_RUNS_SQL: &str = "WITH active AS (
+/// of a key before the key's first row that blocks it (pending but not due, or leased by
+/// another owner), oldest first.
+macro_rules! due_runs_sql {
+    ($dialect:tt) => {
+        concat!(
+            "WITH active AS (
        SELECT id, key, state, next_attempt_at, lease_owner FROM queue_rows
        WHERE queue = :queue AND state IN ('pending', 'leased')
-         AND key NOT IN (SELECT value FROM json_each(:skip))
+         AND key NOT IN (",
+            skip_keys!($dialect),
+            ")
      ), blocked AS (
        SELECT key, MIN(id) AS first FROM active
        WHERE (state = 'pending' AND next_attempt_at > :now)
-          OR (state = 'leased' AND lease_owner IS NOT :owner)
+          OR (state = 'leased' AND lease_owner IS DISTINCT FROM :owner)
        GROUP BY key
      )
      SELECT a.id FROM active a LEFT JOIN blocked b ON b.key = a.key
      WHERE a.state = 'pending' AND (b.first IS NULL OR a.id < b.first)
-     ORDER BY a.id LIMIT :limit";
+     ORDER BY a.id LIMIT :limit"
+        )
+    };
+}
+pub const DUE_RUNS_SQL: Sql = Sql::two(due_runs_sql!(sqlite), due_runs_sql!(postgres));
 
 /// The columns a `Lease` is read from, by name.
 macro_rules! lease_columns {
@@ -107,37 +161,46 @@ macro_rules! lease_columns {
     };
 }
 
-/// Leases one row: bumps the attempt count and the fencing token.
-/// (Without RETURNING, whose temporary b-tree costs more than reading the row back by id.)
-const LEASE_ROW_SQL: &str = "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+/// Leases one row: bumps the attempt count and the fencing token, if the row may still be
+/// leased. Another daemon may have leased it since it was found (PostgreSQL, several
+/// daemons): the update then waits for that daemon's commit, reads the row again and changes
+/// nothing. On SQLite, one writer, the condition always holds.
+/// (Without RETURNING, whose temporary b-tree costs SQLite more than reading the row back.)
+const LEASE_ROW_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
             lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires
-     WHERE id = :id";
+     WHERE id = :id
+       AND (state = 'pending' OR (state = 'leased' AND lease_expires_at <= :now))",
+);
 
 /// A key's unfinished rows, oldest first: the state that decides
 /// whether each may be leased now, then the row as a `Lease` reads it.
-const KEY_RUN_SQL: &str = concat!(
+const KEY_RUN_SQL: Sql = Sql::same(concat!(
     "SELECT state, next_attempt_at, ",
     lease_columns!(),
     " FROM queue_rows WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
      ORDER BY id LIMIT :limit"
-);
+));
 
 /// Leases the unfinished rows of a key with ids from `:first` to `:last`: `LEASE_ROW_SQL` for a
-/// run of rows at once; marked send started at `:started` unless it is NULL. Public so a test
-/// can pin its plan.
-pub const LEASE_KEY_RANGE_SQL: &str =
+/// run of rows at once, with its condition; marked send started at `:started` unless it is
+/// NULL. (`state IN` as the active-rows index says it, so SQLite uses the index.) Public so a
+/// test can pin its plan.
+pub const LEASE_KEY_RANGE_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
             lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
             send_started = COALESCE(:started, send_started)
      WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
-       AND id BETWEEN :first AND :last";
+       AND id BETWEEN :first AND :last
+       AND (state = 'pending' OR lease_expires_at <= :now)",
+);
 
 /// Reads a row as a `Lease`.
-const LEASE_OF_SQL: &str = concat!(
+const LEASE_OF_SQL: Sql = Sql::same(concat!(
     "SELECT ",
     lease_columns!(),
     " FROM queue_rows WHERE id = :id"
-);
+));
 
 /// The names of [`lease_columns!`], in order: [`lease_at`] reads them by position (every
 /// lease is read through it, and a lookup by name costs a few percent of the one-session
@@ -155,7 +218,7 @@ const LEASE_COLUMNS: [&str; 8] = [
 ];
 
 /// The lease whose columns (`lease_columns!`, in order) start at column `first`.
-fn lease_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Lease> {
+fn lease_at(r: &Row<'_>, first: usize) -> Result<Lease> {
     Ok(Lease {
         id: r.get(first)?,
         key: r.get(first + 1)?,
@@ -168,7 +231,7 @@ fn lease_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Lease> {
     })
 }
 
-fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<Lease> {
+fn lease_from_row(r: &Row<'_>) -> Result<Lease> {
     lease_at(r, 0)
 }
 
@@ -193,9 +256,12 @@ impl Queue {
     pub fn lease_next_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<Lease>> {
         let now = tx.now();
         loop {
-            match head_query(tx.sqlite()?, self.name.as_str(), key)? {
+            match head_query(tx, self.name, key)? {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
-                    let lease = self.lease_row(tx, id)?;
+                    // None: another daemon leased it first (its lease stands).
+                    let Some(lease) = self.lease_row(tx, id)? else {
+                        return Ok(None);
+                    };
                     if let Some(lease) = self.screen_in(tx, vec![lease])?.pop() {
                         return Ok(Some(lease));
                     } // it ended at the lease: the next row is the head now
@@ -223,14 +289,12 @@ impl Queue {
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
         let now = tx.now();
         let started = mark_started.then_some(now);
-        let rows: Vec<(String, i64, Lease)> = tx
-            .sqlite()?
-            .prepare_cached(KEY_RUN_SQL)?
-            .query_map(
-                named_params! {":queue": self.name, ":key": key, ":limit": limit as i64},
-                |r| Ok((r.get(0)?, r.get(1)?, lease_at(r, 2)?)),
-            )?
-            .collect::<rusqlite::Result<_>>()?;
+        let limit = limit as i64;
+        let rows: Vec<(String, i64, Lease)> = tx.query_all(
+            &KEY_RUN_SQL,
+            params![":queue" => self.name, ":key" => key, ":limit" => limit],
+            |r| Ok((r.get(0)?, r.get(1)?, lease_at(r, 2)?)),
+        )?;
         let Some((state, next, first)) = rows.first() else {
             return Ok(Err(Head::Empty));
         };
@@ -246,18 +310,14 @@ impl Queue {
         // The run is every unfinished row of the key from its first id to its last: one
         // statement leases them all.
         let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
-        let leased = tx
-            .sqlite()?
-            .prepare_cached(LEASE_KEY_RANGE_SQL)?
-            .execute(named_params! {
-                ":queue": self.name,
-                ":key": key,
-                ":owner": &*self.owner,
-                ":expires": expires,
-                ":first": first,
-                ":last": last,
-                ":started": started,
-            })?;
+        let owner: &str = &self.owner;
+        let leased = tx.exec(
+            &LEASE_KEY_RANGE_SQL,
+            params![
+                ":queue" => self.name, ":key" => key, ":owner" => owner, ":expires" => expires,
+                ":first" => first, ":last" => last, ":started" => started, ":now" => now,
+            ],
+        )?;
         if leased != leases.len() {
             return Err(EngineError::Invalid(format!(
                 "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
@@ -276,10 +336,10 @@ impl Queue {
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
         self.lease_found(limit, skip, |tx, skip, want| {
-            let params = named_params! {
-                ":queue": self.name, ":now": tx.now(), ":skip": skip, ":limit": want,
-            };
-            query_all(tx.sqlite()?, DUE_HEADS_SQL, params, |r| r.get(0))
+            let now = tx.now();
+            let params =
+                params![":queue" => self.name, ":now" => now, ":skip" => skip, ":limit" => want];
+            tx.query_all(&DUE_HEADS_SQL, params, |r| r.get(0))
         })
     }
 
@@ -292,22 +352,20 @@ impl Queue {
         skip: &[String],
     ) -> Result<Vec<Lease>> {
         self.lease_found(limit, skip, |tx, skip, want| {
-            let params = named_params! {
-                ":queue": self.name, ":now": tx.now(), ":from": written.start,
-                ":before": written.end, ":skip": skip, ":limit": want,
-            };
-            query_all(tx.sqlite()?, DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
+            let now = tx.now();
+            let params = params![
+                ":queue" => self.name, ":now" => now, ":from" => written.start,
+                ":before" => written.end, ":skip" => skip, ":limit" => want,
+            ];
+            tx.query_all(&DUE_HEADS_WRITTEN_SQL, params, |r| r.get(0))
         })
     }
 
     /// Whether any unfinished row was written before `before` (unix ms): a backlog is left.
     pub fn any_written_before(&self, before: i64) -> Result<bool> {
         let conn = self.db.read()?;
-        let params = named_params! {":queue": self.name, ":before": before};
-        let any = conn
-            .prepare_cached(ANY_WRITTEN_BEFORE_SQL)?
-            .query_row(params, |r| r.get(0))?;
-        Ok(any)
+        let params = params![":queue" => self.name, ":before" => before];
+        conn.query_value(&ANY_WRITTEN_BEFORE_SQL, params)
     }
 
     /// Leases up to `limit` due rows, oldest first, several per key: a key's rows are taken in
@@ -316,11 +374,12 @@ impl Queue {
     /// (their worker is full).
     pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
         self.lease_found(limit, skip, |tx, skip, want| {
-            let params = named_params! {
-                ":queue": self.name, ":now": tx.now(), ":owner": &*self.owner, ":skip": skip,
-                ":limit": want,
-            };
-            query_all(tx.sqlite()?, DUE_RUNS_SQL, params, |r| r.get(0))
+            let (now, owner): (i64, &str) = (tx.now(), &self.owner);
+            let params = params![
+                ":queue" => self.name, ":now" => now, ":owner" => owner, ":skip" => skip,
+                ":limit" => want,
+            ];
+            tx.query_all(&DUE_RUNS_SQL, params, |r| r.get(0))
         })
     }
 
@@ -352,10 +411,11 @@ impl Queue {
             let want = limit - leases.len();
             let ids = find(want)?;
             let found = ids.len();
-            let leased = ids
-                .into_iter()
-                .map(|id| self.lease_row(tx, id))
-                .collect::<Result<Vec<_>>>()?;
+            // A row another daemon leased first is not ours (`None`): it is left out.
+            let mut leased = Vec::with_capacity(found);
+            for id in ids {
+                leased.extend(self.lease_row(tx, id)?);
+            }
             let kept = self.screen_in(tx, leased)?;
             let ended = found - kept.len();
             leases.extend(kept);
@@ -386,23 +446,27 @@ impl Queue {
                 let max = policy.max_attempts.unwrap_or_default();
                 tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), tried, max_attempts = max,
                     "dead when leased: it was already tried max_attempts times");
-                tx.sqlite()?
-                    .prepare_cached(BURY_EXHAUSTED_SQL)?
-                    .execute(named_params! {
-                        ":id": lease.id,
-                        ":token": lease.token,
-                        ":tried": tried,
-                        ":now": now,
-                        ":reason": format!("gave up after {tried} attempts (max_attempts = {max})"),
-                    })?;
+                let reason = format!("gave up after {tried} attempts (max_attempts = {max})");
+                tx.exec(
+                    &BURY_EXHAUSTED_SQL,
+                    params![
+                        ":id" => lease.id, ":token" => lease.token, ":tried" => i64::from(tried),
+                        ":now" => now, ":reason" => reason,
+                    ],
+                )?;
             } else if too_old(&lease) {
                 let age = std::time::Duration::from_millis(
                     now.saturating_sub(lease.created_at).max(0) as u64,
                 );
                 tracing::warn!(queue = %self.name, row = lease.id, key = %lease.key.escape_debug(), age = ?age,
                     max_age = ?policy.expires_after().unwrap_or_default(), "expired when leased: older than max_age");
-                tx.sqlite()?.prepare_cached(EXPIRE_TOO_OLD_SQL)?
-                .execute(named_params! {":id": lease.id, ":token": lease.token, ":tried": tried, ":now": now})?;
+                tx.exec(
+                    &EXPIRE_TOO_OLD_SQL,
+                    params![
+                        ":id" => lease.id, ":token" => lease.token, ":tried" => i64::from(tried),
+                        ":now" => now,
+                    ],
+                )?;
             } else {
                 kept.push(lease);
             }
@@ -410,16 +474,16 @@ impl Queue {
         Ok(kept)
     }
 
-    fn lease_row(&self, tx: &Tx<'_>, id: i64) -> Result<Lease> {
+    /// Leases row `id`; `None` when it may no longer be leased (another daemon's lease).
+    fn lease_row(&self, tx: &Tx<'_>, id: i64) -> Result<Option<Lease>> {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        tx.sqlite()?
-            .prepare_cached(LEASE_ROW_SQL)?
-            .execute(named_params! {":id": id, ":owner": &*self.owner, ":expires": expires})?;
-        Ok(tx
-            .sqlite()?
-            .prepare_cached(LEASE_OF_SQL)?
-            .query_row(named_params! {":id": id}, lease_from_row)?)
+        let owner: &str = &self.owner;
+        let params = params![":id" => id, ":owner" => owner, ":expires" => expires, ":now" => now];
+        if tx.exec(&LEASE_ROW_SQL, params)? == 0 {
+            return Ok(None);
+        }
+        tx.query_opt(&LEASE_OF_SQL, params![":id" => id], lease_from_row)
     }
 
     #[cfg(any(test, feature = "test-helpers"))]
@@ -432,10 +496,10 @@ impl Queue {
     pub fn extend_in(&self, tx: &Tx<'_>, id: i64, token: i64) -> Result<bool> {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        let n = tx
-            .sqlite()?
-            .prepare_cached(EXTEND_SQL)?
-            .execute(named_params! {":id": id, ":token": token, ":expires": expires})?;
+        let n = tx.exec(
+            &EXTEND_SQL,
+            params![":id" => id, ":token" => token, ":expires" => expires],
+        )?;
         Ok(n == 1)
     }
 
@@ -444,19 +508,22 @@ impl Queue {
     pub fn extend_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<usize> {
         let now = tx.now();
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        Ok(tx.sqlite()?
-            .prepare_cached(EXTEND_KEY_SQL)?
-            .execute(named_params! {":queue": self.name, ":key": key, ":owner": &*self.owner, ":expires": expires})?)
+        let owner: &str = &self.owner;
+        tx.exec(
+            &EXTEND_KEY_SQL,
+            params![":queue" => self.name, ":key" => key, ":owner" => owner, ":expires" => expires],
+        )
     }
 
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
     /// a worker's buffer). Returns how many.
     pub fn extend_own(&self) -> Result<usize> {
-        let expires = self.now().saturating_add(ms(self.policy().lease_timeout));
-        self.db.write(|tx| {
-            Ok(tx.prepare_cached(EXTEND_OWN_SQL)?.execute(
-                named_params! {":queue": self.name, ":owner": &*self.owner, ":expires": expires},
-            )?)
+        let timeout = ms(self.policy().lease_timeout);
+        let owner: &str = &self.owner;
+        self.write(|tx| {
+            let expires = tx.now().saturating_add(timeout);
+            let params = params![":queue" => self.name, ":owner" => owner, ":expires" => expires];
+            tx.exec(&EXTEND_OWN_SQL, params)
         })
     }
 
@@ -481,24 +548,17 @@ impl Queue {
     /// answer except an unknown outcome clears it. False if the token is stale.
     pub fn mark_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
         let now = tx.now();
-        let n = tx
-            .sqlite()?
-            .prepare_cached(SEND_STARTED_SQL)?
-            .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now})?;
-        Ok(n == 1)
+        let params = params![":id" => lease.id, ":token" => lease.token, ":now" => now];
+        Ok(tx.exec(&SEND_STARTED_SQL, params)? == 1)
     }
 
     /// Undoes [`mark_send_started_in`](Self::mark_send_started_in) for a row marked but not
     /// sent after all: the mark is what the lease found (an earlier unknown outcome's, or
     /// none). False if the token is stale.
     pub fn restore_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
-        let n = tx
-            .sqlite()?
-            .prepare_cached(RESTORE_SEND_STARTED_SQL)?
-            .execute(
-                named_params! {":id": lease.id, ":token": lease.token, ":was": lease.send_started},
-            )?;
-        Ok(n == 1)
+        let params =
+            params![":id" => lease.id, ":token" => lease.token, ":was" => lease.send_started];
+        Ok(tx.exec(&RESTORE_SEND_STARTED_SQL, params)? == 1)
     }
 
     /// Gives leased rows back unsent, inside a caller's transaction: each row deferred by
@@ -518,10 +578,12 @@ impl Queue {
             }
         }
         let at = now.saturating_add(ms(delay));
-        let mut stmt = tx.sqlite()?.prepare_cached(DEFER_SQL)?;
         let mut n = 0;
         for lease in leases {
-            n += stmt.execute(named_params! {":id": lease.id, ":token": lease.token, ":at": at})?;
+            n += tx.exec(
+                &DEFER_SQL,
+                params![":id" => lease.id, ":token" => lease.token, ":at" => at],
+            )?;
         }
         Ok(n)
     }
@@ -534,7 +596,7 @@ fn skip_list(keys: &[String]) -> String {
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[
+pub(super) const STATEMENTS: &[Sql] = &[
     DUE_HEADS_WRITTEN_SQL,
     ANY_WRITTEN_BEFORE_SQL,
     BURY_EXHAUSTED_SQL,
@@ -563,7 +625,7 @@ mod tests {
     fn the_lease_statements_list_the_lease_columns_in_order() {
         let (_dir, db) = crate::db::temp_database();
         let conn = db.read().unwrap();
-        for (sql, first) in [(LEASE_OF_SQL, 0), (KEY_RUN_SQL, 2)] {
+        for (sql, first) in [(LEASE_OF_SQL.sqlite, 0), (KEY_RUN_SQL.sqlite, 2)] {
             let stmt = conn.prepare(sql).unwrap();
             let names = stmt.column_names();
             assert_eq!(
@@ -572,7 +634,111 @@ mod tests {
                 "{sql}"
             );
         }
-        let stmt = conn.prepare(KEY_RUN_SQL).unwrap();
+        let stmt = conn.prepare(KEY_RUN_SQL.sqlite).unwrap();
         assert_eq!(stmt.column_names()[..2], ["state", "next_attempt_at"]);
+    }
+
+    use crate::storage::postgresql::db::PgDatabase;
+    use crate::storage::postgresql::test_server::TestServer;
+    use crate::storage::test_db::TestDb;
+    use crate::{Engine, NewRow, QueueName, QueuePolicy, SystemClock};
+
+    /// A queue handle whose statements run on whatever transaction they are given (its own
+    /// database, SQLite, is left alone), under owner name `owner`'s engine.
+    fn handle() -> (tempfile::TempDir, Queue) {
+        let (dir, sqlite) = crate::db::temp_database();
+        let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
+        (
+            dir,
+            engine.queue(QueueName::Outbound, QueuePolicy::outbound()),
+        )
+    }
+
+    fn row(key: &str, payload: &str) -> NewRow {
+        NewRow {
+            key: key.into(),
+            payload: payload.into(),
+            dedup_key: None,
+        }
+    }
+
+    /// A key's rows are leased oldest first, one holder at a time, and a run stops at the first
+    /// row that is not due: on both backends.
+    #[test]
+    fn leases_keep_each_key_in_order_on_both_backends() {
+        let (_dir, q) = handle();
+        for db in TestDb::both() {
+            let put = |key, payload| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, payload)));
+            let a = put("k", "a").unwrap();
+            put("k", "b").unwrap();
+            put("other", "c").unwrap();
+            let first = db
+                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (first.id, first.attempts, first.token),
+                (a.id, 1, 1),
+                "{}",
+                db.name()
+            );
+            let none = db.write_at(2_000, |tx| q.lease_next_in(tx, "k")).unwrap();
+            assert!(none.is_none(), "{}: the head is held", db.name());
+            let run = db
+                .write_at(2_000, |tx| q.lease_run_in(tx, "other", 10, true))
+                .unwrap();
+            let run = run.unwrap();
+            assert_eq!(run.len(), 1);
+            assert_eq!(run[0].payload, "c");
+            // Past the lease, the head may be leased again: a new token fences the old one.
+            let timeout = ms(q.policy().lease_timeout);
+            let again = db
+                .write_at(2_000 + timeout, |tx| q.lease_next_in(tx, "k"))
+                .unwrap()
+                .unwrap();
+            assert_eq!((again.id, again.token), (a.id, 2), "{}", db.name());
+            let marked = db.write_at(2_000 + timeout, |tx| q.mark_send_started_in(tx, &first));
+            assert!(!marked.unwrap(), "{}: the old holder is fenced", db.name());
+            let given = db.write_at(2_000 + timeout, |tx| {
+                q.give_back_in(
+                    tx,
+                    std::slice::from_ref(&again),
+                    Duration::ZERO,
+                    GiveBack::KeepMarks,
+                )
+            });
+            assert_eq!(given.unwrap(), 1);
+        }
+    }
+
+    /// Two daemons leasing the same key's head at once on PostgreSQL: one gets it, the other
+    /// waits for the first's commit, finds the row taken and leases nothing.
+    #[test]
+    fn two_daemons_racing_for_one_head_lease_it_once_on_postgresql() {
+        let server = TestServer::start();
+        let db = PgDatabase::open(&server.url(), 4).unwrap();
+        let (_dir, q) = handle();
+        db.write_at(1_000, |tx| q.enqueue_in(tx, &row("k", "a")))
+            .unwrap();
+        let racers: Vec<_> = (0..2)
+            .map(|_| {
+                let (db, q) = (db.clone(), q.clone());
+                std::thread::spawn(move || {
+                    db.write_at(2_000, |tx| {
+                        let lease = q.lease_next_in(tx, "k")?;
+                        // Hold the row while the other daemon tries.
+                        std::thread::sleep(Duration::from_millis(300));
+                        Ok(lease)
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        let won: Vec<Lease> = racers
+            .into_iter()
+            .filter_map(|r| r.join().unwrap())
+            .collect();
+        assert_eq!(won.len(), 1, "{won:?}");
+        assert_eq!(won[0].token, 1);
     }
 }

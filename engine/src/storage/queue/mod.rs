@@ -20,7 +20,8 @@ use crate::tx::Tx;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rusqlite::{named_params, OptionalExtension};
+use crate::params;
+use crate::storage::sql::{Executor, Query, Sql};
 
 use crate::clock::Clock;
 use crate::db::Database;
@@ -28,9 +29,9 @@ use crate::error::Result;
 use crate::policy::QueuePolicy;
 
 /// Moves a leased row to a terminal state; fenced.
-const FINISH_SQL: &str = "UPDATE queue_rows SET state = :state, finished_at = :now, reason = :reason,
+const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finished_at = :now, reason = :reason,
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
-             WHERE id = :id AND state = 'leased' AND lease_token = :token";
+             WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
 pub use lease::{
     GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL,
@@ -145,9 +146,11 @@ pub struct Queue {
 }
 
 /// The oldest unfinished row of a key. Public so a test can pin its plan.
-pub const HEAD_SQL: &str = "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
+pub const HEAD_SQL: Sql = Sql::same(
+    "SELECT id, state, next_attempt_at, lease_expires_at FROM queue_rows
      WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
-     ORDER BY id LIMIT 1";
+     ORDER BY id LIMIT 1",
+);
 
 impl Queue {
     pub(crate) fn new(
@@ -200,16 +203,10 @@ impl Queue {
 
 type HeadRow = (i64, String, i64, Option<i64>);
 
-fn head_query(
-    conn: &rusqlite::Connection,
-    queue: &str,
-    key: &str,
-) -> rusqlite::Result<Option<HeadRow>> {
-    conn.prepare_cached(HEAD_SQL)?
-        .query_row(named_params! {":queue": queue, ":key": key}, |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()
+fn head_query(db: &dyn Executor, queue: QueueName, key: &str) -> Result<Option<HeadRow>> {
+    db.query_opt(&HEAD_SQL, params![":queue" => queue, ":key" => key], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })
 }
 
 /// What an unfinished head row's state means for its key's worker.
@@ -241,9 +238,13 @@ fn finish_in(
     error: Option<&str>,
 ) -> Result<bool> {
     let now = tx.now();
-    let n = tx.sqlite()?
-        .prepare_cached(FINISH_SQL)?
-        .execute(named_params! {":id": id, ":token": token, ":state": state, ":now": now, ":reason": reason, ":error": error})?;
+    let n = tx.exec(
+        &FINISH_SQL,
+        params![
+            ":id" => id, ":token" => token, ":state" => state, ":now" => now,
+            ":reason" => reason, ":error" => error,
+        ],
+    )?;
     Ok(n == 1)
 }
 
@@ -254,7 +255,7 @@ fn id_filter(ids: Option<&[i64]>) -> Option<String> {
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[FINISH_SQL, HEAD_SQL];
+pub(super) const STATEMENTS: &[Sql] = &[FINISH_SQL, HEAD_SQL];
 
 #[cfg(test)]
 mod tests {
@@ -263,14 +264,14 @@ mod tests {
     /// and not in production.
     fn all_statements() -> Vec<&'static str> {
         let mut all = [
-            super::STATEMENTS,
-            super::lease::STATEMENTS,
             super::answer::STATEMENTS,
             super::upkeep::STATEMENTS,
             super::read::STATEMENTS,
         ]
         .concat();
+        all.extend(super::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::enqueue::STATEMENTS.iter().map(|sql| sql.sqlite));
+        all.extend(super::lease::STATEMENTS.iter().map(|sql| sql.sqlite));
         all
     }
 

@@ -7,6 +7,7 @@ use rusqlite::{named_params, OptionalExtension, Row};
 use super::{Queue, QueueName};
 use crate::db::query_all;
 use crate::error::Result;
+use crate::storage::sql::Executor;
 
 /// Keys with pending or leased rows.
 const ACTIVE_KEYS_SQL: &str =
@@ -37,11 +38,11 @@ impl Queue {
     /// [`head`](Self::head) inside a caller's transaction.
     pub fn head_in(&self, tx: &Tx<'_>, key: &str) -> Result<super::Head> {
         let now = tx.now();
-        self.head_on(tx.sqlite()?, key, now)
+        self.head_on(tx, key, now)
     }
 
-    fn head_on(&self, conn: &rusqlite::Connection, key: &str, now: i64) -> Result<super::Head> {
-        Ok(match super::head_query(conn, self.name.as_str(), key)? {
+    fn head_on(&self, conn: &dyn Executor, key: &str, now: i64) -> Result<super::Head> {
+        Ok(match super::head_query(conn, self.name, key)? {
             None => super::Head::Empty,
             Some((_, state, next, expires)) => super::head_from(&state, next, expires, now),
         })
