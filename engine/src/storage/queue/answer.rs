@@ -1,71 +1,77 @@
 //! Recording what became of a leased row, each fenced by its lease token: delivered (with a
 //! receipt), throttled, retried later, dead, expired.
 
-use crate::tx::Tx;
 use std::time::Duration;
-
-use rusqlite::{named_params, OptionalExtension};
 
 use super::{finish_in, Lease, Queue, Receipt, Retried};
 use crate::clock::ms;
 use crate::error::Result;
+use crate::params;
+use crate::storage::sql::{Query, Sql};
+use crate::tx::Tx;
 
 /// Delivered, with the receipt; fenced by the lease token.
-const DELIVERED_SQL: &str =
+const DELIVERED_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = :receipt,
                         took_ms = :took_ms, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
 /// Pending again at `:at`, the attempt given back; fenced. This attempt was not sent, so the
 /// send-started mark goes back to what the lease found (an earlier unknown outcome's stays).
-const THROTTLE_SQL: &str =
-    "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
+const THROTTLE_SQL: Sql = Sql::two("UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
                         send_started = :was,
                         attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token", "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
+                        send_started = :was,
+                        attempts = GREATEST(attempts - 1, 0), lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
 /// Pending again at `:at` with the error; fenced. The send-started mark: set when this
 /// attempt's outcome is unknown (`:unknown`; a row no one marked before its send, such as an
 /// inbound one, is marked now); otherwise put back as the lease found it: a far end's answer
 /// to this attempt says nothing of an earlier attempt that got none, which may still arrive.
-const RETRY_LATER_SQL: &str =
+const RETRY_LATER_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :error,
                         lease_owner = NULL, lease_expires_at = NULL,
                         send_started = CASE WHEN :unknown THEN COALESCE(send_started, :now)
                                             ELSE :was END
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
 /// The oldest active row of a key (the one its session delivers now), when its send started.
-const OLDEST_STARTED_SQL: &str = "SELECT id, payload, send_started FROM queue_rows
+const OLDEST_STARTED_SQL: Sql = Sql::same(
+    "SELECT id, payload, send_started FROM queue_rows
       WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
-      ORDER BY id LIMIT 1";
+      ORDER BY id LIMIT 1",
+);
 
 /// Delivered on the far end's own word, whoever holds the lease (an agent's prompt-submit
 /// event for a pasted message): the lease holder's later answer finds the row done.
-const CONFIRMED_SQL: &str =
+const CONFIRMED_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = :receipt,
                         took_ms = :now - send_started, send_started = NULL, last_error = NULL,
                         lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = :id AND state IN ('pending', 'leased') AND send_started IS NOT NULL";
+                 WHERE id = :id AND state IN ('pending', 'leased') AND send_started IS NOT NULL",
+);
 
 /// Submitted to a far end that confirms by itself (an agent's pane): still leased, the lease
 /// pushed out to `:until`, the wait said in `last_error`; fenced.
-const SUBMITTED_SQL: &str = "UPDATE queue_rows SET lease_expires_at = :until, last_error = :note,
+const SUBMITTED_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET lease_expires_at = :until, last_error = :note,
                         send_started = COALESCE(send_started, :now)
-                 WHERE id = :id AND state = 'leased' AND lease_token = :token";
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
 
 impl Queue {
     /// The oldest active row of `key`, when a send of it started (a message pasted into its
     /// agent's pane, waiting for the agent to take it): its id, payload and when the send
     /// started.
     pub fn oldest_started_in(&self, tx: &Tx<'_>, key: &str) -> Result<Option<(i64, String, i64)>> {
-        let row = tx
-            .sqlite()?
-            .prepare_cached(OLDEST_STARTED_SQL)?
-            .query_row(named_params! {":queue": self.name, ":key": key}, |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<i64>>(2)?))
-            })
-            .optional()?;
+        let params = params![":queue" => self.name, ":key" => key];
+        let row = tx.query_opt(&OLDEST_STARTED_SQL, params, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<Option<i64>, _>(2)?))
+        })?;
         Ok(row.and_then(|(id, payload, started)| Some((id, payload, started?))))
     }
 
@@ -73,10 +79,10 @@ impl Queue {
     /// holds its lease. False if it was no longer active or not started.
     pub fn confirm_in(&self, tx: &Tx<'_>, id: i64, receipt: &str) -> Result<bool> {
         let now = tx.now();
-        let n = tx
-            .sqlite()?
-            .prepare_cached(CONFIRMED_SQL)?
-            .execute(named_params! {":id": id, ":receipt": receipt, ":now": now})?;
+        let n = tx.exec(
+            &CONFIRMED_SQL,
+            params![":id" => id, ":receipt" => receipt, ":now" => now],
+        )?;
         Ok(n == 1)
     }
 
@@ -85,8 +91,12 @@ impl Queue {
     /// is stale (it may be confirmed already).
     pub fn submitted_in(&self, tx: &Tx<'_>, lease: &Lease, note: &str, until: i64) -> Result<bool> {
         let now = tx.now();
-        let n = tx.sqlite()?.prepare_cached(SUBMITTED_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":until": until, ":note": note, ":now": now},
+        let n = tx.exec(
+            &SUBMITTED_SQL,
+            params![
+                ":id" => lease.id, ":token" => lease.token, ":until" => until, ":note" => note,
+                ":now" => now,
+            ],
         )?;
         Ok(n == 1)
     }
@@ -112,9 +122,13 @@ impl Queue {
     pub fn delivered_in(&self, tx: &Tx<'_>, lease: &Lease, receipt: &Receipt) -> Result<bool> {
         let now = tx.now();
         let took_ms = receipt.took.map(ms);
-        let n = tx.sqlite()?
-            .prepare_cached(DELIVERED_SQL)?
-            .execute(named_params! {":id": lease.id, ":token": lease.token, ":now": now, ":receipt": receipt.message_id, ":took_ms": took_ms})?;
+        let n = tx.exec(
+            &DELIVERED_SQL,
+            params![
+                ":id" => lease.id, ":token" => lease.token, ":now" => now,
+                ":receipt" => receipt.message_id, ":took_ms" => took_ms,
+            ],
+        )?;
         Ok(n == 1)
     }
 
@@ -130,8 +144,12 @@ impl Queue {
     ) -> Result<Option<i64>> {
         let now = tx.now();
         let at = now.saturating_add(ms(wait));
-        let n = tx.sqlite()?.prepare_cached(THROTTLE_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":reason": reason, ":was": lease.send_started},
+        let n = tx.exec(
+            &THROTTLE_SQL,
+            params![
+                ":id" => lease.id, ":token" => lease.token, ":at" => at, ":reason" => reason,
+                ":was" => lease.send_started,
+            ],
         )?;
         Ok((n == 1).then_some(at))
     }
@@ -217,8 +235,12 @@ impl Queue {
         }
         let delay = retry_after.unwrap_or_else(|| policy.delay_after(lease.attempts));
         let at = now.saturating_add(ms(delay));
-        let n = tx.sqlite()?.prepare_cached(RETRY_LATER_SQL)?.execute(
-            named_params! {":id": lease.id, ":token": lease.token, ":at": at, ":error": error, ":unknown": unknown, ":now": now, ":was": lease.send_started},
+        let n = tx.exec(
+            &RETRY_LATER_SQL,
+            params![
+                ":id" => lease.id, ":token" => lease.token, ":at" => at, ":error" => error,
+                ":unknown" => unknown, ":now" => now, ":was" => lease.send_started,
+            ],
         )?;
         Ok(if n == 1 {
             Retried::Scheduled { at }
@@ -249,7 +271,7 @@ impl Queue {
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[
+pub(super) const STATEMENTS: &[Sql] = &[
     DELIVERED_SQL,
     THROTTLE_SQL,
     RETRY_LATER_SQL,
@@ -257,3 +279,80 @@ pub(super) const STATEMENTS: &[&str] = &[
     CONFIRMED_SQL,
     SUBMITTED_SQL,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::queue::testing::{handle, row};
+    use crate::storage::test_db::TestDb;
+
+    /// Every answer to a lease, fenced by its token, on both backends.
+    #[test]
+    fn answers_are_recorded_once_and_only_by_the_lease_holder_on_both_backends() {
+        let (_dir, q) = handle();
+        for db in TestDb::both() {
+            let at = |now, f: &dyn Fn(&Tx<'_>) -> Result<bool>| db.write_at(now, f).unwrap();
+            let put = |payload| db.write_at(1_000, |tx| q.enqueue_in(tx, &row("k", payload)));
+            let lease = |now| {
+                db.write_at(now, |tx| q.lease_next_in(tx, "k"))
+                    .unwrap()
+                    .unwrap()
+            };
+            let (a, b) = (put("a").unwrap(), put("b").unwrap());
+
+            // Retried after its backoff; the attempt counts. An unknown outcome keeps a mark.
+            let first = lease(2_000);
+            let retried = db.write_at(2_000, |tx| q.retry_unknown_in(tx, &first, "no answer"));
+            let Retried::Scheduled { at: due } = retried.unwrap() else {
+                panic!("{}: not scheduled", db.name())
+            };
+            let second = lease(due);
+            assert_eq!((second.id, second.attempts), (a.id, 2), "{}", db.name());
+            assert_eq!(
+                second.send_started,
+                Some(2_000),
+                "{}: the mark is kept",
+                db.name()
+            );
+            // Throttled: due again, uncounted.
+            let wait = Duration::from_secs(1);
+            let when = db.write_at(due, |tx| q.throttle_in(tx, &second, "429", wait));
+            assert_eq!(when.unwrap(), Some(due + 1_000));
+            let third = lease(due + 1_000);
+            assert_eq!(
+                third.attempts,
+                2,
+                "{}: a throttle gives the attempt back",
+                db.name()
+            );
+            // Submitted, then confirmed by the far end's own word; the old lease is fenced.
+            assert!(at(due + 1_000, &|tx| q.submitted_in(
+                tx,
+                &third,
+                "waiting",
+                due + 60_000
+            )));
+            let started = db
+                .write_at(due + 1_000, |tx| q.oldest_started_in(tx, "k"))
+                .unwrap();
+            assert_eq!(started.map(|s| s.0), Some(a.id));
+            assert!(at(due + 2_000, &|tx| q.confirm_in(tx, a.id, "m1")));
+            let receipt = Receipt {
+                message_id: Some("m1".into()),
+                took: None,
+            };
+            assert!(
+                !at(due + 2_000, &|tx| q.delivered_in(tx, &third, &receipt)),
+                "fenced"
+            );
+            // The next row: delivered with its receipt, once.
+            let next = lease(due + 3_000);
+            assert_eq!(next.id, b.id, "{}: in order", db.name());
+            assert!(at(due + 3_000, &|tx| q.delivered_in(tx, &next, &receipt)));
+            assert!(
+                !at(due + 3_000, &|tx| q.bury_in(tx, &next, "late")),
+                "already done"
+            );
+        }
+    }
+}

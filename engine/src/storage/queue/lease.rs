@@ -640,27 +640,8 @@ mod tests {
 
     use crate::storage::postgresql::db::PgDatabase;
     use crate::storage::postgresql::test_server::TestServer;
+    use crate::storage::queue::testing::{handle, row};
     use crate::storage::test_db::TestDb;
-    use crate::{Engine, NewRow, QueueName, QueuePolicy, SystemClock};
-
-    /// A queue handle whose statements run on whatever transaction they are given (its own
-    /// database, SQLite, is left alone), under owner name `owner`'s engine.
-    fn handle() -> (tempfile::TempDir, Queue) {
-        let (dir, sqlite) = crate::db::temp_database();
-        let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
-        (
-            dir,
-            engine.queue(QueueName::Outbound, QueuePolicy::outbound()),
-        )
-    }
-
-    fn row(key: &str, payload: &str) -> NewRow {
-        NewRow {
-            key: key.into(),
-            payload: payload.into(),
-            dedup_key: None,
-        }
-    }
 
     /// A key's rows are leased oldest first, one holder at a time, and a run stops at the first
     /// row that is not due: on both backends.

@@ -257,19 +257,41 @@ fn id_filter(ids: Option<&[i64]>) -> Option<String> {
 #[cfg(test)]
 pub(super) const STATEMENTS: &[Sql] = &[FINISH_SQL, HEAD_SQL];
 
+/// What the queue's tests on both backends share.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::{NewRow, Queue};
+    use crate::{Engine, QueueName, QueuePolicy, SystemClock};
+
+    /// An outbound queue handle whose statements run on whatever transaction they are given
+    /// (its own database, SQLite, is left alone).
+    pub fn handle() -> (tempfile::TempDir, Queue) {
+        let (dir, sqlite) = crate::db::temp_database();
+        let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
+        (
+            dir,
+            engine.queue(QueueName::Outbound, QueuePolicy::outbound()),
+        )
+    }
+
+    pub fn row(key: &str, payload: &str) -> NewRow {
+        NewRow {
+            key: key.into(),
+            payload: payload.into(),
+            dedup_key: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every statement on `queue_rows`, prepared against a database migrated to the latest
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
     fn all_statements() -> Vec<&'static str> {
-        let mut all = [
-            super::answer::STATEMENTS,
-            super::upkeep::STATEMENTS,
-            super::read::STATEMENTS,
-        ]
-        .concat();
+        let mut all = [super::upkeep::STATEMENTS, super::read::STATEMENTS].concat();
         all.extend(super::STATEMENTS.iter().map(|sql| sql.sqlite));
+        all.extend(super::answer::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::enqueue::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::lease::STATEMENTS.iter().map(|sql| sql.sqlite));
         all
