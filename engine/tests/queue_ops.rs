@@ -611,7 +611,7 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
         "a run is leased through the active rows of its key: {run}"
     );
     let prune = plan(
-        relayq_engine::queue::PRUNE_SQL,
+        relayq_engine::queue::PRUNE_SQL.sqlite,
         &[&"inbound", &"delivered", &0i64],
     );
     assert!(

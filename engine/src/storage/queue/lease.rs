@@ -75,7 +75,7 @@ macro_rules! skip_keys {
         "SELECT value FROM json_each(:skip)"
     };
     (postgres) => {
-        "SELECT jsonb_array_elements_text(CAST(:skip AS jsonb))"
+        "SELECT jsonb_array_elements_text(CAST(CAST(:skip AS TEXT) AS jsonb))"
     };
 }
 

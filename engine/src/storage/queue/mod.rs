@@ -289,9 +289,10 @@ mod tests {
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
     fn all_statements() -> Vec<&'static str> {
-        let mut all = [super::upkeep::STATEMENTS, super::read::STATEMENTS].concat();
+        let mut all = super::read::STATEMENTS.to_vec();
         all.extend(super::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::answer::STATEMENTS.iter().map(|sql| sql.sqlite));
+        all.extend(super::upkeep::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::enqueue::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::lease::STATEMENTS.iter().map(|sql| sql.sqlite));
         all

@@ -2,61 +2,96 @@
 //! session, reclaiming leases of dead owners, pruning finished rows, reviving or purging dead
 //! letters.
 
-use crate::tx::Tx;
 use std::time::Duration;
-
-use rusqlite::named_params;
 
 use super::{id_filter, Queue, QueueName};
 use crate::clock::ms;
-use crate::db::query_all;
 use crate::error::Result;
+use crate::params;
+use crate::storage::sql::{Query, Sql};
+use crate::tx::Tx;
 
 /// Expires a key's unfinished rows.
-const EXPIRE_KEY_SQL: &str =
+const EXPIRE_KEY_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'expired', finished_at = :now, reason = :reason,
                         lease_owner = NULL, lease_expires_at = NULL
-                 WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')";
+                 WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')",
+);
 
 /// Expires pending rows created before `:cutoff` (max age).
-const EXPIRE_OVERDUE_SQL: &str =
+const EXPIRE_OVERDUE_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'expired', finished_at = :now, reason = 'max age'
-                     WHERE queue = :queue AND state = 'pending' AND created_at < :cutoff";
+                     WHERE queue = :queue AND state = 'pending' AND created_at < :cutoff",
+);
 
 /// Frees this owner's leases on a key, due at once.
-const RELEASE_OWN_LEASES_SQL: &str = "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
-                     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner";
+const RELEASE_OWN_LEASES_SQL: Sql = Sql::same("UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner");
 
 /// Buries the pending rows of a key within an id range (the later parts of a split text whose
 /// earlier part died).
-const BURY_RANGE_SQL: &str =
-    "UPDATE queue_rows SET state = 'dead', finished_at = :now, reason = :reason, last_error = :reason
+const BURY_RANGE_SQL: Sql = Sql::same("UPDATE queue_rows SET state = 'dead', finished_at = :now, reason = :reason, last_error = :reason
                  WHERE queue = :queue AND key = :key AND id > :after AND id <= :upto
-                   AND state = 'pending'";
+                   AND state = 'pending'");
 
 /// Returns expired leases to pending, due at once.
-const RECLAIM_EXPIRED_SQL: &str =
+const RECLAIM_EXPIRED_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     next_attempt_at = :now
-             WHERE state = 'leased' AND lease_expires_at <= :now";
+             WHERE state = 'leased' AND lease_expires_at <= :now",
+);
 
 /// Returns every other owner's leases to pending.
-const RECLAIM_FOREIGN_SQL: &str =
-    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-                    next_attempt_at = MIN(next_attempt_at, :now)
-             WHERE state = 'leased' AND lease_owner IS NOT :owner";
+macro_rules! reclaim_foreign_sql {
+    ($min:literal) => {
+        concat!(
+            "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    next_attempt_at = ",
+            $min,
+            "(next_attempt_at, :now)
+             WHERE state = 'leased' AND lease_owner IS DISTINCT FROM :owner"
+        )
+    };
+}
+const RECLAIM_FOREIGN_SQL: Sql =
+    Sql::two(reclaim_foreign_sql!("MIN"), reclaim_foreign_sql!("LEAST"));
+
+/// The ids of the `:ids` JSON list (NULL: every row), in each dialect.
+macro_rules! chosen_ids {
+    (sqlite) => {
+        "(:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))"
+    };
+    (postgres) => {
+        "(CAST(:ids AS TEXT) IS NULL OR id IN (
+            SELECT CAST(jsonb_array_elements_text(CAST(CAST(:ids AS TEXT) AS jsonb)) AS BIGINT)))"
+    };
+}
 
 /// Makes dead rows pending with a fresh attempt count.
-const REVIVE_DEAD_SQL: &str =
-    "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = :now,
+macro_rules! revive_dead_sql {
+    ($dialect:tt) => {
+        concat!(
+            "UPDATE queue_rows SET state = 'pending', attempts = 0, next_attempt_at = :now,
                     finished_at = NULL, reason = NULL, send_started = NULL
-             WHERE state = 'dead' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
-             RETURNING id, queue, key";
+             WHERE state = 'dead' AND ",
+            chosen_ids!($dialect),
+            " RETURNING id, queue, key"
+        )
+    };
+}
+const REVIVE_DEAD_SQL: Sql = Sql::two(revive_dead_sql!(sqlite), revive_dead_sql!(postgres));
 
 /// Deletes dead rows.
-const PURGE_DEAD_SQL: &str = "DELETE FROM queue_rows
-             WHERE state = 'dead' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
-             RETURNING id";
+macro_rules! purge_dead_sql {
+    ($dialect:tt) => {
+        concat!(
+            "DELETE FROM queue_rows WHERE state = 'dead' AND ",
+            chosen_ids!($dialect),
+            " RETURNING id"
+        )
+    };
+}
+const PURGE_DEAD_SQL: Sql = Sql::two(purge_dead_sql!(sqlite), purge_dead_sql!(postgres));
 
 /// Rows deleted per prune transaction, so writers are not held up for long.
 const PRUNE_SLICE: usize = 5000;
@@ -64,11 +99,13 @@ const PRUNE_SLICE: usize = 5000;
 /// One slice of terminal rows of one state, finished before `:before`. The
 /// `NOT IN` repeats the finished index's condition word for word, or SQLite would not use it.
 /// Public so a test can pin its plan.
-pub const PRUNE_SQL: &str = "DELETE FROM queue_rows WHERE id IN (
+pub const PRUNE_SQL: Sql = Sql::same(
+    "DELETE FROM queue_rows WHERE id IN (
        SELECT id FROM queue_rows
        WHERE queue = :queue AND state NOT IN ('pending', 'leased') AND state = :state
          AND finished_at < :before
-       LIMIT 5000)";
+       LIMIT 5000)",
+);
 
 impl Queue {
     /// At daemon start: the unfinished rows left from before `started` whose kind the
@@ -81,13 +118,10 @@ impl Queue {
         let kinds = serde_json::to_string(&kinds).expect("a list of strings serialises");
         self.write(|tx| {
             let now = tx.now();
-            let params = named_params! {
-                ":queue": self.name, ":now": now, ":started": started, ":kinds": kinds,
-            };
-            Ok(tx
-                .sqlite()?
-                .prepare_cached(SUPERSEDE_SQL)?
-                .execute(params)?)
+            let params = params![
+                ":queue" => self.name, ":now" => now, ":started" => started, ":kinds" => kinds,
+            ];
+            tx.exec(&SUPERSEDE_SQL, params)
         })
     }
 
@@ -99,9 +133,10 @@ impl Queue {
     /// `expire_key` inside a caller's transaction.
     pub fn expire_key_in(&self, tx: &Tx<'_>, key: &str, reason: &str) -> Result<usize> {
         let now = tx.now();
-        Ok(tx.sqlite()?.prepare_cached(EXPIRE_KEY_SQL)?.execute(
-            named_params! {":queue": self.name, ":key": key, ":now": now, ":reason": reason},
-        )?)
+        tx.exec(
+            &EXPIRE_KEY_SQL,
+            params![":queue" => self.name, ":key" => key, ":now" => now, ":reason" => reason],
+        )
     }
 
     /// Buries the pending rows of `key` with ids in `after + 1 ..= upto`, for `reason`: rows
@@ -115,13 +150,13 @@ impl Queue {
         reason: &str,
     ) -> Result<usize> {
         let now = tx.now();
-        Ok(tx
-            .sqlite()?
-            .prepare_cached(BURY_RANGE_SQL)?
-            .execute(named_params! {
-                ":queue": self.name, ":key": key, ":after": after, ":upto": upto,
-                ":reason": reason, ":now": now,
-            })?)
+        tx.exec(
+            &BURY_RANGE_SQL,
+            params![
+                ":queue" => self.name, ":key" => key, ":after" => after, ":upto" => upto,
+                ":reason" => reason, ":now" => now,
+            ],
+        )
     }
 
     /// Expires pending rows older than the policy's `max_age`, if it has one and its
@@ -130,22 +165,21 @@ impl Queue {
         let Some(max_age) = self.policy().expires_after() else {
             return Ok(0);
         };
-        let now = self.now();
-        let cutoff = now.saturating_sub(ms(max_age));
-        self.db.write(|tx| {
-            Ok(tx
-                .prepare_cached(EXPIRE_OVERDUE_SQL)?
-                .execute(named_params! {":queue": self.name, ":now": now, ":cutoff": cutoff})?)
+        self.write(|tx| {
+            let now = tx.now();
+            let cutoff = now.saturating_sub(ms(max_age));
+            let params = params![":queue" => self.name, ":now" => now, ":cutoff" => cutoff];
+            tx.exec(&EXPIRE_OVERDUE_SQL, params)
         })
     }
 
     /// Puts this process's leases on `key` back to pending: used when the worker holding them
     /// died inside this process, so its replacement need not wait for the leases to expire.
     pub fn release_own_leases(&self, key: &str) -> Result<usize> {
-        self.db.write(|tx| {
-            Ok(tx.prepare_cached(RELEASE_OWN_LEASES_SQL)?.execute(
-                named_params! {":queue": self.name, ":key": key, ":owner": &*self.owner},
-            )?)
+        let owner: &str = &self.owner;
+        self.write(|tx| {
+            let params = params![":queue" => self.name, ":key" => key, ":owner" => owner];
+            tx.exec(&RELEASE_OWN_LEASES_SQL, params)
         })
     }
 
@@ -190,10 +224,9 @@ impl Queue {
     ) -> Result<usize> {
         let mut total = 0;
         loop {
-            let n = self.db.write(|tx| {
-                Ok(tx.prepare_cached(PRUNE_SQL)?.execute(
-                    named_params! {":queue": self.name, ":state": state, ":before": cutoff},
-                )?)
+            let n = self.write(|tx| {
+                let params = params![":queue" => self.name, ":state" => state, ":before" => cutoff];
+                tx.exec(&PRUNE_SQL, params)
             })?;
             total += n;
             pruned(before + total);
@@ -207,20 +240,17 @@ impl Queue {
 /// Returns rows whose lease expired to pending, due at once.
 pub(crate) fn reclaim_expired_in(tx: &Tx<'_>) -> Result<usize> {
     let now = tx.now();
-    Ok(tx
-        .sqlite()?
-        .prepare_cached(RECLAIM_EXPIRED_SQL)?
-        .execute(named_params! {":now": now})?)
+    tx.exec(&RECLAIM_EXPIRED_SQL, params![":now" => now])
 }
 
 /// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
 /// previous process (one daemon per database is enforced by a lock file).
 pub(crate) fn reclaim_foreign_in(tx: &Tx<'_>, owner: &str) -> Result<usize> {
     let now = tx.now();
-    Ok(tx
-        .sqlite()?
-        .prepare_cached(RECLAIM_FOREIGN_SQL)?
-        .execute(named_params! {":owner": owner, ":now": now})?)
+    tx.exec(
+        &RECLAIM_FOREIGN_SQL,
+        params![":owner" => owner, ":now" => now],
+    )
 }
 
 /// Makes dead rows pending again with a fresh attempt count (the last error is kept), due now.
@@ -229,34 +259,38 @@ pub(crate) fn revive_dead_in(
     tx: &Tx<'_>,
     ids: Option<&[i64]>,
 ) -> Result<Vec<(i64, QueueName, String)>> {
-    let now = tx.now();
-    let params = named_params! {":ids": id_filter(ids), ":now": now};
-    query_all(tx.sqlite()?, REVIVE_DEAD_SQL, params, |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    })
+    let (now, ids) = (tx.now(), id_filter(ids));
+    tx.query_all(
+        &REVIVE_DEAD_SQL,
+        params![":ids" => ids, ":now" => now],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
 }
 
 /// Deletes dead rows (`None`: every one). Returns the ids deleted.
 pub(crate) fn purge_dead_in(tx: &Tx<'_>, ids: Option<&[i64]>) -> Result<Vec<i64>> {
-    query_all(
-        tx.sqlite()?,
-        PURGE_DEAD_SQL,
-        named_params! {":ids": id_filter(ids)},
-        |r| r.get(0),
-    )
+    let ids = id_filter(ids);
+    tx.query_all(&PURGE_DEAD_SQL, params![":ids" => ids], |r| r.get(0))
 }
 
 /// Ends the unfinished rows created before `:started` whose kind is not in `:kinds` (a JSON
 /// list): stale progress a new daemon must not send.
-const SUPERSEDE_SQL: &str = "UPDATE queue_rows SET state = 'expired', finished_at = :now,
+const SUPERSEDE_SQL: Sql = Sql::two(
+    "UPDATE queue_rows SET state = 'expired', finished_at = :now,
             reason = 'superseded', lease_owner = NULL, lease_expires_at = NULL
      WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :started
        AND COALESCE(json_extract(payload, '$.kind'), 'final')
-           NOT IN (SELECT value FROM json_each(:kinds))";
+           NOT IN (SELECT value FROM json_each(:kinds))",
+    "UPDATE queue_rows SET state = 'expired', finished_at = :now,
+            reason = 'superseded', lease_owner = NULL, lease_expires_at = NULL
+     WHERE queue = :queue AND state IN ('pending', 'leased') AND created_at < :started
+       AND COALESCE(CAST(payload AS jsonb) ->> 'kind', 'final')
+           NOT IN (SELECT jsonb_array_elements_text(CAST(CAST(:kinds AS TEXT) AS jsonb)))",
+);
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[
+pub(super) const STATEMENTS: &[Sql] = &[
     SUPERSEDE_SQL,
     EXPIRE_KEY_SQL,
     EXPIRE_OVERDUE_SQL,
@@ -268,3 +302,79 @@ pub(super) const STATEMENTS: &[&str] = &[
     PURGE_DEAD_SQL,
     PRUNE_SQL,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::queue::lease::DUE_HEADS_SQL;
+    use crate::storage::queue::testing::{handle, row};
+    use crate::storage::test_db::TestDb;
+
+    /// Reclaiming, expiring, burying, reviving and purging, and the due heads a claim reads
+    /// (with its skip list), on both backends.
+    #[test]
+    fn upkeep_and_the_claim_query_read_alike_on_both_backends() {
+        let (_dir, q) = handle();
+        for db in TestDb::both() {
+            let name = db.name();
+            let put = |key| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, "{}")));
+            let (a, _b, c) = (
+                put("k").unwrap(),
+                put("k").unwrap(),
+                put("skipped").unwrap(),
+            );
+            let heads = |skip: &str| {
+                db.write_at(2_000, |tx| {
+                    let params = params![
+                        ":queue" => q.name, ":now" => tx.now(), ":skip" => skip, ":limit" => 10i64,
+                    ];
+                    tx.query_all(&DUE_HEADS_SQL, params, |r| r.get::<i64, _>(0))
+                })
+                .unwrap()
+            };
+            assert_eq!(
+                heads("[\"skipped\"]"),
+                [a.id],
+                "{name}: only heads, not skipped keys"
+            );
+            assert_eq!(heads("[]"), [a.id, c.id], "{name}");
+
+            // A lease past its expiry goes back; another owner's lease is taken back at start.
+            let lease = db
+                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
+                .unwrap()
+                .unwrap();
+            let late = lease.expires_at;
+            assert_eq!(db.write_at(late, reclaim_expired_in).unwrap(), 1, "{name}");
+            db.write_at(late, |tx| q.lease_next_in(tx, "k"))
+                .unwrap()
+                .unwrap();
+            let foreign = db.write_at(late, |tx| reclaim_foreign_in(tx, "another daemon"));
+            assert_eq!(foreign.unwrap(), 1, "{name}");
+
+            // Dead letters: buried by range, revived by id, purged.
+            let buried = db.write_at(3_000, |tx| q.bury_range_in(tx, "k", (0, a.id), "cut"));
+            assert_eq!(buried.unwrap(), 1, "{name}");
+            let revived = db
+                .write_at(4_000, |tx| revive_dead_in(tx, Some(&[a.id])))
+                .unwrap();
+            assert_eq!(
+                revived,
+                [(a.id, QueueName::Outbound, "k".to_string())],
+                "{name}"
+            );
+            db.write_at(5_000, |tx| q.bury_range_in(tx, "k", (0, a.id), "cut"))
+                .unwrap();
+            assert_eq!(
+                db.write_at(6_000, |tx| purge_dead_in(tx, None)).unwrap(),
+                [a.id]
+            );
+            // The session ended: its rows expire.
+            assert_eq!(
+                db.write_at(7_000, |tx| q.expire_key_in(tx, "k", "ended"))
+                    .unwrap(),
+                1
+            );
+        }
+    }
+}
