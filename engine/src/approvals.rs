@@ -337,7 +337,7 @@ pub fn tell_in(
     let Some(row) = approval.question_row else {
         return Ok(None);
     };
-    let Some(question) = crate::storage::queue::row_detail(tx.sqlite()?, row)? else {
+    let Some(question) = crate::storage::queue::row_detail(tx, row)? else {
         return Ok(None);
     };
     let Ok(asked) = crate::OutboundMessage::from_payload(&question.payload) else {

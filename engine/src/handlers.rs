@@ -226,7 +226,7 @@ impl HookProcessor {
                 if !route.events.contains(&event.event) {
                     continue;
                 }
-                let Some((channel, to, thread)) = routes.resolve(route, tx.sqlite()?, key)? else {
+                let Some((channel, to, thread)) = routes.resolve(route, tx, key)? else {
                     continue;
                 };
                 // The question's answers are offered in the chat it was asked in.

@@ -145,7 +145,7 @@ impl NoticeRoutes {
     pub(crate) fn resolve(
         &self,
         route: &NoticeRoute,
-        conn: &rusqlite::Connection,
+        conn: &dyn crate::storage::sql::Executor,
         session: &str,
     ) -> Result<Option<(String, String, Option<String>)>> {
         if route.to != ORIGIN {

@@ -4,12 +4,9 @@
 //! the database's on PostgreSQL).
 //!
 //! Storage code runs its statements on it as an [`Executor`], the same on either backend.
-//! Code not yet written that way reaches the SQLite transaction through [`Tx::sqlite`], which
-//! a PostgreSQL transaction refuses with an error (never a panic).
 
 use rusqlite::Transaction;
 
-use crate::error::{EngineError, Result};
 use crate::storage::sql::{Executor, Target};
 
 /// An open write transaction with its time (unix ms).
@@ -43,16 +40,6 @@ impl<'a> Tx<'a> {
     /// The time the write is made at.
     pub fn now(&self) -> i64 {
         self.now
-    }
-
-    /// The SQLite transaction, for statements not yet run through [`Executor`].
-    pub fn sqlite(&self) -> Result<&'a Transaction<'a>> {
-        match self.conn {
-            Conn::Sqlite(tx) => Ok(tx),
-            Conn::Postgres(_) => Err(EngineError::Invalid(
-                "this operation does not run on PostgreSQL yet".into(),
-            )),
-        }
     }
 }
 

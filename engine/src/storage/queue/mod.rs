@@ -289,7 +289,10 @@ mod tests {
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
     fn all_statements() -> Vec<&'static str> {
-        let mut all = super::read::STATEMENTS.to_vec();
+        let mut all: Vec<&'static str> = super::read::STATEMENTS
+            .iter()
+            .map(|sql| sql.sqlite)
+            .collect();
         all.extend(super::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::answer::STATEMENTS.iter().map(|sql| sql.sqlite));
         all.extend(super::upkeep::STATEMENTS.iter().map(|sql| sql.sqlite));

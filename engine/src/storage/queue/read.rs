@@ -1,30 +1,33 @@
 //! Looking without changing: a key's head, the active keys, the next due time, one row's
 //! story, the stuck heads, the dead letters.
 
-use crate::tx::Tx;
-use rusqlite::{named_params, OptionalExtension, Row};
-
 use super::{Queue, QueueName};
-use crate::db::query_all;
 use crate::error::Result;
-use crate::storage::sql::Executor;
+use crate::params;
+use crate::storage::sql::{Executor, Query, Row, Sql};
+use crate::tx::Tx;
 
 /// Keys with pending or leased rows.
-const ACTIVE_KEYS_SQL: &str =
-    "SELECT DISTINCT key FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')";
+const ACTIVE_KEYS_SQL: Sql = Sql::same(
+    "SELECT DISTINCT key FROM queue_rows WHERE queue = :queue AND state IN ('pending', 'leased')",
+);
 
 /// When the queue's earliest pending row is due.
-const NEXT_DUE_SQL: &str =
-    "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = :queue AND state = 'pending'";
+const NEXT_DUE_SQL: Sql = Sql::same(
+    "SELECT MIN(next_attempt_at) FROM queue_rows WHERE queue = :queue AND state = 'pending'",
+);
 
 /// A key's unfinished rows, oldest first: ids and payloads.
-const ACTIVE_ROWS_SQL: &str = "SELECT id, payload FROM queue_rows
-     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased') ORDER BY id";
+const ACTIVE_ROWS_SQL: Sql = Sql::same(
+    "SELECT id, payload FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased') ORDER BY id",
+);
 
 /// One row's lifecycle fields.
-const STATE_OF_SQL: &str =
+const STATE_OF_SQL: Sql = Sql::same(
     "SELECT state, attempts, next_attempt_at, last_error, reason FROM queue_rows
-                 WHERE id = :id AND queue = :queue";
+                 WHERE id = :id AND queue = :queue",
+);
 
 impl Queue {
     #[cfg(any(test, feature = "test-helpers"))]
@@ -50,46 +53,31 @@ impl Queue {
 
     /// `key`'s unfinished rows (id, payload), oldest first, inside a caller's transaction.
     pub fn active_rows_in(&self, tx: &Tx<'_>, key: &str) -> Result<Vec<(i64, String)>> {
-        query_all(
-            tx.sqlite()?,
-            ACTIVE_ROWS_SQL,
-            named_params! {":queue": self.name, ":key": key},
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        let params = params![":queue" => self.name, ":key" => key];
+        tx.query_all(&ACTIVE_ROWS_SQL, params, |r| Ok((r.get(0)?, r.get(1)?)))
     }
 
     /// Keys that have pending or leased rows: the sessions to resume after a restart.
     pub fn active_keys(&self) -> Result<Vec<String>> {
         let conn = self.db.read()?;
-        let keys = query_all(
-            &conn,
-            ACTIVE_KEYS_SQL,
-            named_params! {":queue": self.name},
-            |r| r.get(0),
-        )?;
-        Ok(keys)
+        conn.query_all(&ACTIVE_KEYS_SQL, params![":queue" => self.name], |r| {
+            r.get(0)
+        })
     }
 
     /// When the earliest pending row of this queue is due (unix ms), if there is one.
     pub fn next_due(&self) -> Result<Option<i64>> {
         let conn = self.db.read()?;
-        let at = conn
-            .prepare_cached(NEXT_DUE_SQL)?
-            .query_row(named_params! {":queue": self.name}, |r| r.get(0))?;
-        Ok(at)
+        conn.query_value(&NEXT_DUE_SQL, params![":queue" => self.name])
     }
 
     /// Reads a row's current state (a session checks on a message waiting for its agent;
     /// tests and tools).
     pub fn state_of(&self, id: i64) -> Result<Option<RowState>> {
         let conn = self.db.read()?;
-        let state = conn
-            .prepare_cached(STATE_OF_SQL)?
-            .query_row(named_params! {":id": id, ":queue": self.name}, |r| {
-                Ok(from_columns! { r => RowState { state, attempts, next_attempt_at, last_error, reason } })
-            })
-            .optional()?;
-        Ok(state)
+        conn.query_opt(&STATE_OF_SQL, params![":id" => id, ":queue" => self.name], |r| {
+            Ok(from_columns! { r => RowState { state, attempts, next_attempt_at, last_error, reason } })
+        })
     }
 }
 
@@ -138,55 +126,79 @@ macro_rules! detail_columns {
 }
 
 /// One row by id.
-const ROW_DETAIL_SQL: &str = concat!(
+const ROW_DETAIL_SQL: Sql = Sql::same(concat!(
     "SELECT ",
     detail_columns!(),
     " FROM queue_rows WHERE id = :id"
-);
+));
 
 /// Rows of a key, written after `:id`, that were delivered.
-const DELIVERED_AFTER_SQL: &str = "SELECT COUNT(*) FROM queue_rows
-     WHERE queue = :queue AND key = :key AND id > :id AND state = 'delivered'";
-
-/// Row counts per queue, state and reason.
-const COUNTS_SQL: &str = "SELECT queue, state, reason, COUNT(*) AS count FROM queue_rows
-     GROUP BY queue, state, reason ORDER BY queue, state, reason";
-
-/// The oldest pending or leased row of each queue.
-const OLDEST_PENDING_SQL: &str = "SELECT queue, id, created_at FROM queue_rows WHERE id IN (
-       SELECT MIN(id) FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue)
-     ORDER BY queue";
-
-/// Dead rows of every queue, or of `:queue`, oldest first.
-const DEAD_ROWS_SQL: &str = concat!(
-    "SELECT ",
-    detail_columns!(),
-    " FROM queue_rows WHERE state = 'dead' AND (:queue IS NULL OR queue = :queue) ORDER BY id"
+const DELIVERED_AFTER_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM queue_rows
+     WHERE queue = :queue AND key = :key AND id > :id AND state = 'delivered'",
 );
 
+/// Row counts per queue, state and reason.
+const COUNTS_SQL: Sql = Sql::same(
+    "SELECT queue, state, reason, COUNT(*) AS count FROM queue_rows
+     GROUP BY queue, state, reason ORDER BY queue, state, reason",
+);
+
+/// The oldest pending or leased row of each queue.
+const OLDEST_PENDING_SQL: Sql = Sql::same(
+    "SELECT queue, id, created_at FROM queue_rows WHERE id IN (
+       SELECT MIN(id) FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue)
+     ORDER BY queue",
+);
+
+/// Dead rows of every queue, or of `:queue`, oldest first.
+const DEAD_ROWS_SQL: Sql = Sql::same(concat!(
+    "SELECT ",
+    detail_columns!(),
+    " FROM queue_rows WHERE state = 'dead' AND (CAST(:queue AS TEXT) IS NULL OR queue = :queue)
+     ORDER BY id"
+));
+
 /// The filters a page of dead rows shares with its count: a queue, a key, text the reason or
-/// the last error holds, died before a time.
+/// the last error holds, died before a time. (A filter left out is NULL; the casts tell
+/// PostgreSQL its type, which `IS NULL` alone does not.)
 macro_rules! dead_filters {
-    () => {
-        " FROM queue_rows WHERE state = 'dead'
-           AND (:queue IS NULL OR queue = :queue) AND (:key IS NULL OR key = :key)
-           AND (:reason IS NULL OR instr(COALESCE(reason, ''), :reason) > 0
-                OR instr(COALESCE(last_error, ''), :reason) > 0)
-           AND (:before IS NULL OR finished_at < :before)"
+    ($find:literal) => {
+        concat!(
+            " FROM queue_rows WHERE state = 'dead'
+           AND (CAST(:queue AS TEXT) IS NULL OR queue = :queue)
+           AND (CAST(:key AS TEXT) IS NULL OR key = :key)
+           AND (CAST(:reason AS TEXT) IS NULL OR ",
+            $find,
+            "(COALESCE(reason, ''), :reason) > 0
+                OR ",
+            $find,
+            "(COALESCE(last_error, ''), :reason) > 0)
+           AND (CAST(:before AS BIGINT) IS NULL OR finished_at < :before)"
+        )
     };
 }
 
 /// One page of dead rows: after id `:after`, oldest first, at most `:limit`. Only the page's
 /// rows are read with their payloads.
-const DEAD_PAGE_SQL: &str = concat!(
-    "SELECT ",
-    detail_columns!(),
-    dead_filters!(),
-    " AND id > :after ORDER BY id LIMIT :limit"
-);
+macro_rules! dead_page_sql {
+    ($find:literal) => {
+        concat!(
+            "SELECT ",
+            detail_columns!(),
+            dead_filters!($find),
+            " AND id > :after ORDER BY id LIMIT :limit"
+        )
+    };
+}
+/// (SQLite's `instr` is PostgreSQL's `strpos`.)
+const DEAD_PAGE_SQL: Sql = Sql::two(dead_page_sql!("instr"), dead_page_sql!("strpos"));
 
 /// How many dead rows the filters choose.
-const DEAD_COUNT_SQL: &str = concat!("SELECT COUNT(*)", dead_filters!());
+const DEAD_COUNT_SQL: Sql = Sql::two(
+    concat!("SELECT COUNT(*)", dead_filters!("instr")),
+    concat!("SELECT COUNT(*)", dead_filters!("strpos")),
+);
 
 /// Which dead rows a page shows (`GET /v1/dead`).
 #[derive(Debug, Clone, Default)]
@@ -203,7 +215,7 @@ pub struct DeadQuery {
 }
 
 /// Pending rows that failed and hold up their key, oldest first.
-const STUCK_HEADS_SQL: &str = concat!(
+const STUCK_HEADS_SQL: Sql = Sql::same(concat!(
     "SELECT ",
     detail_columns!(),
     " FROM queue_rows r
@@ -213,9 +225,9 @@ const STUCK_HEADS_SQL: &str = concat!(
          WHERE o.queue = r.queue AND o.key = r.key
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
      ORDER BY r.id LIMIT :limit"
-);
+));
 
-fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
+fn detail_from_row(r: &Row<'_>) -> Result<RowDetail> {
     Ok(from_columns! { r => RowDetail {
         id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
         lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms, send_started,
@@ -223,54 +235,40 @@ fn detail_from_row(r: &Row<'_>) -> rusqlite::Result<RowDetail> {
 }
 
 /// One row, whatever its queue and state.
-pub(crate) fn row_detail(conn: &rusqlite::Connection, id: i64) -> Result<Option<RowDetail>> {
-    Ok(conn
-        .prepare_cached(ROW_DETAIL_SQL)?
-        .query_row(named_params! {":id": id}, detail_from_row)
-        .optional()?)
+pub(crate) fn row_detail(conn: &dyn Executor, id: i64) -> Result<Option<RowDetail>> {
+    conn.query_opt(&ROW_DETAIL_SQL, params![":id" => id], detail_from_row)
 }
 
 /// Pending rows that failed and hold up their key (the oldest unfinished row of it), oldest
 /// first, at most `limit`: what an operator looks at first.
-pub(crate) fn stuck_heads(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<RowDetail>> {
+pub(crate) fn stuck_heads(conn: &dyn Executor, limit: usize) -> Result<Vec<RowDetail>> {
     let limit = limit as i64;
-    query_all(
-        conn,
-        STUCK_HEADS_SQL,
-        named_params! {":limit": limit},
+    conn.query_all(
+        &STUCK_HEADS_SQL,
+        params![":limit" => limit],
         detail_from_row,
     )
 }
 
 /// Dead rows of every queue (or of `queue`), oldest first, as `relayq dead list` shows them.
-pub(crate) fn dead_rows(
-    conn: &rusqlite::Connection,
-    queue: Option<QueueName>,
-) -> Result<Vec<RowDetail>> {
-    query_all(
-        conn,
-        DEAD_ROWS_SQL,
-        named_params! {":queue": queue},
-        detail_from_row,
-    )
+pub(crate) fn dead_rows(conn: &dyn Executor, queue: Option<QueueName>) -> Result<Vec<RowDetail>> {
+    conn.query_all(&DEAD_ROWS_SQL, params![":queue" => queue], detail_from_row)
 }
 
 /// A page of the dead rows `query` chooses, and how many it chooses in all.
-pub(crate) fn dead_page(
-    conn: &rusqlite::Connection,
-    query: &DeadQuery,
-) -> Result<(Vec<RowDetail>, i64)> {
-    let filters = named_params! {":queue": query.queue, ":key": query.key, ":reason": query.reason,
-    ":before": query.died_before};
-    let total = conn
-        .prepare_cached(DEAD_COUNT_SQL)?
-        .query_row(filters, |r| r.get(0))?;
-    let rows = query_all(
-        conn,
-        DEAD_PAGE_SQL,
-        named_params! {":queue": query.queue, ":key": query.key, ":reason": query.reason,
-        ":before": query.died_before, ":after": query.after,
-        ":limit": query.limit as i64},
+pub(crate) fn dead_page(conn: &dyn Executor, query: &DeadQuery) -> Result<(Vec<RowDetail>, i64)> {
+    let (queue, key, reason, before) = (query.queue, &query.key, &query.reason, query.died_before);
+    let total = conn.query_value(
+        &DEAD_COUNT_SQL,
+        params![":queue" => queue, ":key" => key, ":reason" => reason, ":before" => before],
+    )?;
+    let limit = query.limit as i64;
+    let rows = conn.query_all(
+        &DEAD_PAGE_SQL,
+        params![
+            ":queue" => queue, ":key" => key, ":reason" => reason, ":before" => before,
+            ":after" => query.after, ":limit" => limit,
+        ],
         detail_from_row,
     )?;
     Ok((rows, total))
@@ -296,38 +294,39 @@ pub struct OldestPending {
 
 /// How many rows of `row`'s key, written after it, were delivered (while they are kept):
 /// replaying `row` now would put it out of order.
-pub(crate) fn delivered_after(conn: &rusqlite::Connection, row: &RowDetail) -> Result<i64> {
-    let params = named_params! {":queue": row.queue, ":key": row.key, ":id": row.id};
-    Ok(conn
-        .prepare_cached(DELIVERED_AFTER_SQL)?
-        .query_row(params, |r| r.get(0))?)
+pub(crate) fn delivered_after(conn: &dyn Executor, row: &RowDetail) -> Result<i64> {
+    let params = params![":queue" => row.queue, ":key" => row.key, ":id" => row.id];
+    conn.query_value(&DELIVERED_AFTER_SQL, params)
 }
 
 /// Row counts per queue, state and (for finished rows) reason.
-pub(crate) fn counts(conn: &rusqlite::Connection) -> Result<Vec<StateCount>> {
-    query_all(conn, COUNTS_SQL, [], |r| {
+pub(crate) fn counts(conn: &dyn Executor) -> Result<Vec<StateCount>> {
+    conn.query_all(&COUNTS_SQL, params![], |r| {
         Ok(from_columns! { r => StateCount { queue, state, reason, count } })
     })
 }
 
 /// The oldest unfinished row of each queue.
-pub(crate) fn oldest_pending(conn: &rusqlite::Connection) -> Result<Vec<OldestPending>> {
-    query_all(conn, OLDEST_PENDING_SQL, [], |r| {
+pub(crate) fn oldest_pending(conn: &dyn Executor) -> Result<Vec<OldestPending>> {
+    conn.query_all(&OLDEST_PENDING_SQL, params![], |r| {
         Ok(from_columns! { r => OldestPending { queue, id, created_at } })
     })
 }
 
 /// Every key with unfinished rows (a lane: a session, a destination), oldest head first: how
 /// many rows, how many leased, and its head row's state. Grouped through the active-rows index.
-const LANES_SQL: &str = "WITH active AS (
-       SELECT queue, key, COUNT(*) AS rows, SUM(state = 'leased') AS leased, MIN(id) AS head
+const LANES_SQL: Sql = Sql::same(
+    "WITH active AS (
+       SELECT queue, key, COUNT(*) AS rows,
+              SUM(CASE WHEN state = 'leased' THEN 1 ELSE 0 END) AS leased, MIN(id) AS head
        FROM queue_rows WHERE state IN ('pending', 'leased') GROUP BY queue, key
      )
      SELECT a.queue, a.key, a.rows, a.leased, h.id AS head_id, h.attempts AS head_attempts,
             h.next_attempt_at AS head_next_attempt_at, h.last_error AS head_last_error,
             h.created_at AS head_created_at
      FROM active a JOIN queue_rows h ON h.id = a.head
-     ORDER BY a.head LIMIT :limit";
+     ORDER BY a.head LIMIT :limit",
+);
 
 /// The text a throttled row's last error starts with (the far end said "not now").
 pub const THROTTLED: &str = "throttled: ";
@@ -372,9 +371,9 @@ impl Lane {
 }
 
 /// The lanes, oldest head first, at most `limit`.
-pub(crate) fn lanes(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<Lane>> {
+pub(crate) fn lanes(conn: &dyn Executor, limit: usize) -> Result<Vec<Lane>> {
     let limit = limit as i64;
-    query_all(conn, LANES_SQL, named_params! {":limit": limit}, |r| {
+    conn.query_all(&LANES_SQL, params![":limit" => limit], |r| {
         Ok(from_columns! { r => Lane {
             queue, key, rows, leased, head_id, head_attempts, head_next_attempt_at,
             head_last_error, head_created_at,
@@ -384,7 +383,7 @@ pub(crate) fn lanes(conn: &rusqlite::Connection, limit: usize) -> Result<Vec<Lan
 
 /// Every statement of this file, for the test that prepares them all.
 #[cfg(test)]
-pub(super) const STATEMENTS: &[&str] = &[
+pub(super) const STATEMENTS: &[Sql] = &[
     ACTIVE_ROWS_SQL,
     LANES_SQL,
     DELIVERED_AFTER_SQL,
@@ -435,5 +434,77 @@ mod tests {
             lane(1, 0, 2_000, Some("HTTP 500")).state(now),
             "backing off"
         );
+    }
+
+    /// What `status`, `relayq show`, the dead letters and the lanes read, on both backends.
+    #[test]
+    fn the_operators_reads_read_alike_on_both_backends() {
+        use crate::storage::queue::testing::{handle, row};
+        use crate::storage::test_db::TestDb;
+        let (_dir, q) = handle();
+        for db in TestDb::both() {
+            let name = db.name();
+            let put = |key| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, "{}")));
+            let (a, b, c) = (put("k").unwrap(), put("k").unwrap(), put("j").unwrap());
+            let lease = db
+                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
+                .unwrap()
+                .unwrap();
+            db.write_at(2_000, |tx| q.bury_in(tx, &lease, "HTTP 404: no such chat"))
+                .unwrap();
+            let failed = db
+                .write_at(2_000, |tx| q.lease_next_in(tx, "j"))
+                .unwrap()
+                .unwrap();
+            db.write_at(2_000, |tx| q.retry_later_in(tx, &failed, "HTTP 500", None))
+                .unwrap();
+
+            let counts = db.read(counts).unwrap();
+            let count = |state: &str| {
+                counts
+                    .iter()
+                    .filter(|c| c.state == state)
+                    .map(|c| c.count)
+                    .sum::<i64>()
+            };
+            assert_eq!(
+                (count("dead"), count("pending")),
+                (1, 2),
+                "{name}: {counts:?}"
+            );
+            let detail = db.read(|c| row_detail(c, a.id)).unwrap().unwrap();
+            assert_eq!(
+                (detail.state.as_str(), detail.attempts),
+                ("dead", 1),
+                "{name}"
+            );
+            assert_eq!(db.read(|c| delivered_after(c, &detail)).unwrap(), 0);
+            let dead = db
+                .read(|c| dead_rows(c, Some(QueueName::Outbound)))
+                .unwrap();
+            assert_eq!(dead.len(), 1, "{name}");
+            let query = DeadQuery {
+                reason: Some("no such chat".into()),
+                limit: 10,
+                ..DeadQuery::default()
+            };
+            let (page, total) = db.read(|c| dead_page(c, &query)).unwrap();
+            assert_eq!(
+                (page.len(), total),
+                (1, 1),
+                "{name}: found by its error's text"
+            );
+            let stuck = db.read(|c| stuck_heads(c, 10)).unwrap();
+            assert_eq!(
+                stuck.iter().map(|r| r.id).collect::<Vec<_>>(),
+                [c.id],
+                "{name}"
+            );
+            let lanes = db.read(|c| lanes(c, 10)).unwrap();
+            let heads: Vec<i64> = lanes.iter().map(|l| l.head_id).collect();
+            assert_eq!(heads, [b.id, c.id], "{name}: oldest head first");
+            let oldest = db.read(oldest_pending).unwrap();
+            assert_eq!(oldest[0].id, b.id, "{name}");
+        }
     }
 }
