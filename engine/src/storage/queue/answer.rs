@@ -283,30 +283,22 @@ pub(super) const STATEMENTS: &[Sql] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::queue::testing::{handle, row};
-    use crate::storage::test_db::TestDb;
+    use crate::storage::queue::testing::{lease, on_both, put};
 
     /// Every answer to a lease, fenced by its token, on both backends.
     #[test]
     fn answers_are_recorded_once_and_only_by_the_lease_holder_on_both_backends() {
-        let (_dir, q) = handle();
-        for db in TestDb::both() {
+        on_both(|db, q| {
             let at = |now, f: &dyn Fn(&Tx<'_>) -> Result<bool>| db.write_at(now, f).unwrap();
-            let put = |payload| db.write_at(1_000, |tx| q.enqueue_in(tx, &row("k", payload)));
-            let lease = |now| {
-                db.write_at(now, |tx| q.lease_next_in(tx, "k"))
-                    .unwrap()
-                    .unwrap()
-            };
-            let (a, b) = (put("a").unwrap(), put("b").unwrap());
+            let (a, b) = (put(db, q, "k", "a"), put(db, q, "k", "b"));
 
             // Retried after its backoff; the attempt counts. An unknown outcome keeps a mark.
-            let first = lease(2_000);
+            let first = lease(db, q, "k", 2_000);
             let retried = db.write_at(2_000, |tx| q.retry_unknown_in(tx, &first, "no answer"));
             let Retried::Scheduled { at: due } = retried.unwrap() else {
                 panic!("{}: not scheduled", db.name())
             };
-            let second = lease(due);
+            let second = lease(db, q, "k", due);
             assert_eq!((second.id, second.attempts), (a.id, 2), "{}", db.name());
             assert_eq!(
                 second.send_started,
@@ -318,7 +310,7 @@ mod tests {
             let wait = Duration::from_secs(1);
             let when = db.write_at(due, |tx| q.throttle_in(tx, &second, "429", wait));
             assert_eq!(when.unwrap(), Some(due + 1_000));
-            let third = lease(due + 1_000);
+            let third = lease(db, q, "k", due + 1_000);
             assert_eq!(
                 third.attempts,
                 2,
@@ -346,13 +338,13 @@ mod tests {
                 "fenced"
             );
             // The next row: delivered with its receipt, once.
-            let next = lease(due + 3_000);
+            let next = lease(db, q, "k", due + 3_000);
             assert_eq!(next.id, b.id, "{}: in order", db.name());
             assert!(at(due + 3_000, &|tx| q.delivered_in(tx, &next, &receipt)));
             assert!(
                 !at(due + 3_000, &|tx| q.bury_in(tx, &next, "late")),
                 "already done"
             );
-        }
+        });
     }
 }

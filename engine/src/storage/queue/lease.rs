@@ -640,56 +640,40 @@ mod tests {
 
     use crate::storage::postgresql::db::PgDatabase;
     use crate::storage::postgresql::test_server::TestServer;
-    use crate::storage::queue::testing::{handle, row};
-    use crate::storage::test_db::TestDb;
+    use crate::storage::queue::testing::{handle, lease, on_both, row, two_on_k_and_one_on};
 
     /// A key's rows are leased oldest first, one holder at a time, and a run stops at the first
     /// row that is not due: on both backends.
     #[test]
     fn leases_keep_each_key_in_order_on_both_backends() {
-        let (_dir, q) = handle();
-        for db in TestDb::both() {
-            let put = |key, payload| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, payload)));
-            let a = put("k", "a").unwrap();
-            put("k", "b").unwrap();
-            put("other", "c").unwrap();
-            let first = db
-                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
-                .unwrap()
-                .unwrap();
+        on_both(|db, q| {
+            let name = db.name();
+            let [a, _, _] = two_on_k_and_one_on(db, q, "other");
+            let first = lease(db, q, "k", 2_000);
             assert_eq!(
                 (first.id, first.attempts, first.token),
                 (a.id, 1, 1),
-                "{}",
-                db.name()
+                "{name}"
             );
             let none = db.write_at(2_000, |tx| q.lease_next_in(tx, "k")).unwrap();
-            assert!(none.is_none(), "{}: the head is held", db.name());
+            assert!(none.is_none(), "{name}: the head is held");
             let run = db
                 .write_at(2_000, |tx| q.lease_run_in(tx, "other", 10, true))
                 .unwrap();
             let run = run.unwrap();
-            assert_eq!(run.len(), 1);
-            assert_eq!(run[0].payload, "c");
+            assert_eq!((run.len(), run[0].payload.as_str()), (1, "c"), "{name}");
             // Past the lease, the head may be leased again: a new token fences the old one.
             let timeout = ms(q.policy().lease_timeout);
-            let again = db
-                .write_at(2_000 + timeout, |tx| q.lease_next_in(tx, "k"))
-                .unwrap()
-                .unwrap();
-            assert_eq!((again.id, again.token), (a.id, 2), "{}", db.name());
+            let again = lease(db, q, "k", 2_000 + timeout);
+            assert_eq!((again.id, again.token), (a.id, 2), "{name}");
             let marked = db.write_at(2_000 + timeout, |tx| q.mark_send_started_in(tx, &first));
-            assert!(!marked.unwrap(), "{}: the old holder is fenced", db.name());
+            assert!(!marked.unwrap(), "{name}: the old holder is fenced");
+            let back = std::slice::from_ref(&again);
             let given = db.write_at(2_000 + timeout, |tx| {
-                q.give_back_in(
-                    tx,
-                    std::slice::from_ref(&again),
-                    Duration::ZERO,
-                    GiveBack::KeepMarks,
-                )
+                q.give_back_in(tx, back, Duration::ZERO, GiveBack::KeepMarks)
             });
             assert_eq!(given.unwrap(), 1);
-        }
+        });
     }
 
     /// Two daemons leasing the same key's head at once on PostgreSQL: one gets it, the other

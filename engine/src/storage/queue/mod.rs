@@ -260,7 +260,8 @@ pub(super) const STATEMENTS: &[Sql] = &[FINISH_SQL, HEAD_SQL];
 /// What the queue's tests on both backends share.
 #[cfg(test)]
 pub(super) mod testing {
-    use super::{NewRow, Queue};
+    use super::{Enqueued, Lease, NewRow, Queue};
+    use crate::storage::test_db::TestDb;
     use crate::{Engine, QueueName, QueuePolicy, SystemClock};
 
     /// An outbound queue handle whose statements run on whatever transaction they are given
@@ -274,12 +275,41 @@ pub(super) mod testing {
         )
     }
 
+    /// Runs `test` on a fresh SQLite database, then on a fresh PostgreSQL one.
+    pub fn on_both(test: impl Fn(&TestDb, &Queue)) {
+        let (_dir, q) = handle();
+        for db in TestDb::both() {
+            test(&db, &q);
+        }
+    }
+
     pub fn row(key: &str, payload: &str) -> NewRow {
         NewRow {
             key: key.into(),
             payload: payload.into(),
             dedup_key: None,
         }
+    }
+
+    /// Writes a row for `key` at 1 000.
+    pub fn put(db: &TestDb, q: &Queue, key: &str, payload: &str) -> Enqueued {
+        db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, payload)))
+            .unwrap()
+    }
+
+    /// Two rows on key `k` (payloads `a`, `b`), then one on `other` (`c`), written at 1 000.
+    pub fn two_on_k_and_one_on(db: &TestDb, q: &Queue, other: &str) -> [Enqueued; 3] {
+        [
+            put(db, q, "k", "a"),
+            put(db, q, "k", "b"),
+            put(db, q, other, "c"),
+        ]
+    }
+
+    /// Leases `key`'s head at `now`; there must be one to lease.
+    pub fn lease(db: &TestDb, q: &Queue, key: &str, now: i64) -> Lease {
+        let lease = db.write_at(now, |tx| q.lease_next_in(tx, key)).unwrap();
+        lease.unwrap_or_else(|| panic!("{}: nothing to lease on {key}", db.name()))
     }
 }
 

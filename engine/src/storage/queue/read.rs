@@ -439,23 +439,14 @@ mod tests {
     /// What `status`, `relayq show`, the dead letters and the lanes read, on both backends.
     #[test]
     fn the_operators_reads_read_alike_on_both_backends() {
-        use crate::storage::queue::testing::{handle, row};
-        use crate::storage::test_db::TestDb;
-        let (_dir, q) = handle();
-        for db in TestDb::both() {
+        use crate::storage::queue::testing::{lease, on_both, two_on_k_and_one_on};
+        on_both(|db, q| {
             let name = db.name();
-            let put = |key| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, "{}")));
-            let (a, b, c) = (put("k").unwrap(), put("k").unwrap(), put("j").unwrap());
-            let lease = db
-                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
-                .unwrap()
+            let [a, b, c] = two_on_k_and_one_on(db, q, "j");
+            let dying = lease(db, q, "k", 2_000);
+            db.write_at(2_000, |tx| q.bury_in(tx, &dying, "HTTP 404: no such chat"))
                 .unwrap();
-            db.write_at(2_000, |tx| q.bury_in(tx, &lease, "HTTP 404: no such chat"))
-                .unwrap();
-            let failed = db
-                .write_at(2_000, |tx| q.lease_next_in(tx, "j"))
-                .unwrap()
-                .unwrap();
+            let failed = lease(db, q, "j", 2_000);
             db.write_at(2_000, |tx| q.retry_later_in(tx, &failed, "HTTP 500", None))
                 .unwrap();
 
@@ -505,6 +496,6 @@ mod tests {
             assert_eq!(heads, [b.id, c.id], "{name}: oldest head first");
             let oldest = db.read(oldest_pending).unwrap();
             assert_eq!(oldest[0].id, b.id, "{name}");
-        }
+        });
     }
 }

@@ -307,22 +307,15 @@ pub(super) const STATEMENTS: &[Sql] = &[
 mod tests {
     use super::*;
     use crate::storage::queue::lease::DUE_HEADS_SQL;
-    use crate::storage::queue::testing::{handle, row};
-    use crate::storage::test_db::TestDb;
+    use crate::storage::queue::testing::{lease, on_both, two_on_k_and_one_on};
 
     /// Reclaiming, expiring, burying, reviving and purging, and the due heads a claim reads
     /// (with its skip list), on both backends.
     #[test]
     fn upkeep_and_the_claim_query_read_alike_on_both_backends() {
-        let (_dir, q) = handle();
-        for db in TestDb::both() {
+        on_both(|db, q| {
             let name = db.name();
-            let put = |key| db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, "{}")));
-            let (a, _b, c) = (
-                put("k").unwrap(),
-                put("k").unwrap(),
-                put("skipped").unwrap(),
-            );
+            let [a, _, c] = two_on_k_and_one_on(db, q, "skipped");
             let heads = |skip: &str| {
                 db.write_at(2_000, |tx| {
                     let params = params![
@@ -340,15 +333,9 @@ mod tests {
             assert_eq!(heads("[]"), [a.id, c.id], "{name}");
 
             // A lease past its expiry goes back; another owner's lease is taken back at start.
-            let lease = db
-                .write_at(2_000, |tx| q.lease_next_in(tx, "k"))
-                .unwrap()
-                .unwrap();
-            let late = lease.expires_at;
+            let late = lease(db, q, "k", 2_000).expires_at;
             assert_eq!(db.write_at(late, reclaim_expired_in).unwrap(), 1, "{name}");
-            db.write_at(late, |tx| q.lease_next_in(tx, "k"))
-                .unwrap()
-                .unwrap();
+            lease(db, q, "k", late);
             let foreign = db.write_at(late, |tx| reclaim_foreign_in(tx, "another daemon"));
             assert_eq!(foreign.unwrap(), 1, "{name}");
 
@@ -375,6 +362,6 @@ mod tests {
                     .unwrap(),
                 1
             );
-        }
+        });
     }
 }
