@@ -391,9 +391,9 @@ pub struct Positional {
 
 /// `text` made positional, once per statement text (statements are `'static`).
 fn positional(text: &'static str) -> Arc<Positional> {
-    static CACHE: OnceLock<RwLock<HashMap<usize, Arc<Positional>>>> = OnceLock::new();
+    static CACHE: OnceLock<RwLock<HashMap<(usize, usize), Arc<Positional>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = text.as_ptr() as usize ^ text.len().rotate_left(48);
+    let key = (text.as_ptr() as usize, text.len());
     if let Some(found) = cache.read().expect("statement cache").get(&key) {
         return found.clone();
     }
