@@ -391,7 +391,9 @@ pub struct Positional {
 
 /// `text` made positional, once per statement text (statements are `'static`).
 fn positional(text: &'static str) -> Arc<Positional> {
-    static CACHE: OnceLock<RwLock<HashMap<(usize, usize), Arc<Positional>>>> = OnceLock::new();
+    /// By the text's address and length (statements are `'static`).
+    type Cache = RwLock<HashMap<(usize, usize), Arc<Positional>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (text.as_ptr() as usize, text.len());
     if let Some(found) = cache.read().expect("statement cache").get(&key) {
