@@ -520,3 +520,43 @@ pub fn asked_by_question(
         |r| r.get(0),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_db::TestDb;
+
+    /// Every statement on approvals prepares on both backends (on PostgreSQL with each
+    /// parameter typed), the ones no test runs there included.
+    #[test]
+    fn every_approvals_statement_prepares_on_both_backends() {
+        let all = [
+            NEW_ID_SQL,
+            GET_SQL,
+            LIST_SQL,
+            OPEN_FOR_SESSION_SQL,
+            DUE_SQL,
+            UNTOLD_SQL,
+            KEYS_DUE_SQL,
+            ASK_SQL,
+            ANYTHING_TO_DO_SQL,
+            ANSWER_SQL,
+            END_SQL,
+            REACHED_SQL,
+            ASKED_SINCE_SQL,
+            UNREACHED_SQL,
+            SET_QUESTION_SQL,
+            TOLD_SQL,
+            PRESSED_AT_SQL,
+            PRESSING_SQL,
+            ASKED_BY_QUESTION_SQL,
+        ];
+        for db in TestDb::both() {
+            for sql in all {
+                if let Err(e) = db.prepare(&sql) {
+                    panic!("{}: {e}\nin: {sql:?}", db.name());
+                }
+            }
+        }
+    }
+}

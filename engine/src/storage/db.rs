@@ -347,19 +347,6 @@ pub fn temp_database() -> (tempfile::TempDir, Database) {
     (dir, db)
 }
 
-/// Every row `sql` returns for `params`, each read by `read`, through the statement cache.
-pub fn query_all<T, P: rusqlite::Params>(
-    conn: &Connection,
-    sql: &str,
-    params: P,
-    read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-) -> Result<Vec<T>> {
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_map(params, read)?
-        .collect::<rusqlite::Result<_>>()?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,13 +17,6 @@ use postgres::GenericClient;
 
 use crate::error::{EngineError, Result};
 
-/// Which SQL a connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Sqlite,
-    Postgres,
-}
-
 /// A statement's text in each dialect.
 #[derive(Debug, Clone, Copy)]
 pub struct Sql {
@@ -164,13 +157,6 @@ pub trait PgClient {
 
 /// Statements on any [`Executor`].
 pub trait Query: Executor {
-    fn dialect(&self) -> Dialect {
-        match self.target() {
-            Target::Sqlite(_) => Dialect::Sqlite,
-            Target::Postgres(_) => Dialect::Postgres,
-        }
-    }
-
     /// Runs `sql`; how many rows it changed. (Not `execute`: rusqlite's connection has an
     /// inherent method of that name, which a call would find first.)
     fn exec(&self, sql: &Sql, params: Params<'_>) -> Result<usize> {

@@ -47,6 +47,20 @@ impl TestDb {
         }
     }
 
+    /// Prepares `sql` in this backend's dialect (PostgreSQL also types every parameter).
+    pub fn prepare(&self, sql: &crate::storage::sql::Sql) -> Result<()> {
+        match self {
+            TestDb::Sqlite(_, db) => {
+                db.read()?.prepare(sql.sqlite)?;
+            }
+            TestDb::Postgres(db, _) => {
+                let text = crate::storage::sql::to_positional(sql.postgres).text;
+                db.read()?.0.borrow_mut().prepare(&text)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `f` on a read connection.
     pub fn read<T>(&self, f: impl FnOnce(&dyn Executor) -> Result<T>) -> Result<T> {
         match self {

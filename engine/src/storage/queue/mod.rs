@@ -318,28 +318,29 @@ mod tests {
     /// Every statement on `queue_rows`, prepared against a database migrated to the latest
     /// schema: a column renamed by a migration, or a typo in a rarely run statement, fails here
     /// and not in production.
-    fn all_statements() -> Vec<&'static str> {
-        let mut all: Vec<&'static str> = super::read::STATEMENTS
-            .iter()
-            .map(|sql| sql.sqlite)
-            .collect();
-        all.extend(super::STATEMENTS.iter().map(|sql| sql.sqlite));
-        all.extend(super::answer::STATEMENTS.iter().map(|sql| sql.sqlite));
-        all.extend(super::upkeep::STATEMENTS.iter().map(|sql| sql.sqlite));
-        all.extend(super::enqueue::STATEMENTS.iter().map(|sql| sql.sqlite));
-        all.extend(super::lease::STATEMENTS.iter().map(|sql| sql.sqlite));
-        all
+    fn all_statements() -> Vec<crate::storage::sql::Sql> {
+        [
+            super::STATEMENTS,
+            super::enqueue::STATEMENTS,
+            super::lease::STATEMENTS,
+            super::answer::STATEMENTS,
+            super::upkeep::STATEMENTS,
+            super::read::STATEMENTS,
+        ]
+        .concat()
     }
 
+    /// On PostgreSQL, preparing also decides each parameter's type: a parameter it cannot
+    /// type (a bare `:x IS NULL`), or a function SQLite has and it has not, fails here too.
     #[test]
     fn every_statement_prepares_against_a_migrated_database() {
-        let (_dir, db) = crate::db::temp_database();
-        let conn = db.read().unwrap();
         let all = all_statements();
         assert!(all.len() >= 30, "only {} statements listed", all.len());
-        for sql in all {
-            if let Err(e) = conn.prepare(sql) {
-                panic!("{e}\nin: {sql}");
+        for db in crate::storage::test_db::TestDb::both() {
+            for sql in &all {
+                if let Err(e) = db.prepare(sql) {
+                    panic!("{}: {e}\nin: {sql:?}", db.name());
+                }
             }
         }
     }
@@ -352,6 +353,7 @@ mod tests {
         let (_dir, db) = crate::db::temp_database();
         db.write(|tx| {
             for sql in all_statements() {
+                let sql = sql.sqlite;
                 let mut stmt = tx.prepare(sql)?;
                 for value in [1i64, 2] {
                     for i in 1..=stmt.parameter_count() {
