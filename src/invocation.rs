@@ -64,7 +64,7 @@ impl Invocation {
     /// The database settings, for a command that writes: the default state directory is
     /// created (0700) if it does not exist yet.
     pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
-        let db = self.config.db_config(self.db.as_deref());
+        let db = self.database()?;
         if let Some(pid) = crate::pid_file::daemon_of_deleted(&db.path) {
             return Err(CliError::Failed(crate::pid_file::deleted_under(
                 &db.path, pid,
@@ -79,8 +79,8 @@ impl Invocation {
     /// The database settings, for a command that only reads: a database that does not exist
     /// is said to be missing, not created empty.
     pub fn existing_db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
-        let db = self.config.db_config(self.db.as_deref());
-        if !db.path.exists() {
+        let db = self.database()?;
+        if db.url.is_none() && !db.path.exists() {
             return Err(CliError::Usage(format!(
                 "no database at {}: nothing was written there yet, or it is not the daemon's \
                  (set by --db, ${}, database.path in {}, else the default in {})",
@@ -93,6 +93,23 @@ impl Invocation {
             )));
         }
         Ok(db)
+    }
+}
+
+impl Invocation {
+    /// The database settings as the config says; a URL that cannot be read is the config's
+    /// error.
+    fn database(&self) -> Result<relayq_engine::DbConfig, CliError> {
+        self.config.db_config(self.db.as_deref()).map_err(|e| {
+            CliError::from(crate::config::ConfigError {
+                file: self
+                    .config_file
+                    .as_ref()
+                    .map_or("(built-in defaults)".into(), |f| f.display().to_string()),
+                key: e.key,
+                message: e.message,
+            })
+        })
     }
 }
 

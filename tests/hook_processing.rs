@@ -28,14 +28,13 @@ fn unfinished(app: &App) -> i64 {
 
 /// Outbound rows' texts per session, in row order (the order the handlers wrote them).
 fn outbound_texts(app: &App) -> BTreeMap<String, Vec<String>> {
-    let engine = app.engine();
-    let conn = engine.database().read().unwrap();
-    let mut stmt = conn
-        .prepare("SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id")
-        .unwrap();
+    let payloads = app.query(
+        "SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id",
+        |r| r.get::<String, _>(0),
+    );
     let mut map = BTreeMap::<String, Vec<String>>::new();
-    for payload in stmt.query_map([], |r| r.get::<_, String>(0)).unwrap() {
-        let m = relayq_engine::OutboundMessage::from_payload(&payload.unwrap()).unwrap();
+    for payload in payloads {
+        let m = relayq_engine::OutboundMessage::from_payload(&payload).unwrap();
         // A notice is stored as data; this is the plain text a file or webhook channel sends.
         let text = match &m.notice {
             Some(notice) => relayq_actors::channels::notice::plain(notice),

@@ -394,10 +394,8 @@ fn hook_events_posted_over_http_are_processed_like_the_command_hooks_and_session
     let r = post_hook("cursor", "", "{}");
     assert_eq!(r.status(), 404);
     let error_events = || {
-        api.app.engine().database().read().unwrap().query_row(
+        api.app.query_value::<i64>(
             "SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks' AND payload LIKE '%\"event\":\"error\"%'",
-            [],
-            |r| r.get::<_, i64>(0),
         ).unwrap()
     };
     assert_eq!(error_events(), 1);

@@ -28,18 +28,7 @@ fn source_config(fake: &FakeTelegram) -> Config {
 
 /// The stored offset of source `bot`.
 fn stored_offset(app: &App) -> Option<String> {
-    use rusqlite::OptionalExtension;
-    app.engine()
-        .database()
-        .read()
-        .unwrap()
-        .query_row(
-            "SELECT \"offset\" FROM source_offsets WHERE source = 'bot'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .unwrap()
+    app.query_value("SELECT \"offset\" FROM source_offsets WHERE source = 'bot'")
 }
 
 #[test]

@@ -35,7 +35,18 @@ pub trait DaemonLock: Send + Sync + std::fmt::Debug + 'static {
     fn sole(&self) -> bool;
 }
 
-/// Today's [`DaemonLock`]: an exclusive `flock` on the database file, released (for this
+/// A database several daemons share (PostgreSQL): no daemon is the only one, so at start only
+/// expired leases are taken back; the others' leases run out first.
+#[derive(Debug)]
+pub struct Shared;
+
+impl DaemonLock for Shared {
+    fn sole(&self) -> bool {
+        false
+    }
+}
+
+/// The [`DaemonLock`] of a SQLite file: an exclusive `flock` on it, released (for this
 /// process) when dropped.
 #[derive(Debug)]
 pub struct FileLock {

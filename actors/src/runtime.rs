@@ -108,7 +108,10 @@ impl RelayqBuilder {
         let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
-        let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take(&config.db.path)?);
+        let lock: Box<dyn DaemonLock> = match engine.database().is_shared() {
+            false => Box::new(daemon_lock::take(&config.db.path)?),
+            true => Box::new(daemon_lock::Shared),
+        };
         let store = Store::new(
             engine.clone(),
             config.queues.clone(),

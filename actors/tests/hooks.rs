@@ -10,13 +10,16 @@ use relayq_actors::channels::file;
 use relayq_actors::hooks::buffer::Limits;
 use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
 use relayq_engine::handlers::relayed_events;
+use relayq_engine::storage::sql::{Query, Sql};
+use relayq_engine::storage::test_db::TestDb;
 use relayq_engine::{
-    Agent, DbConfig, Engine, EventType, HookEvent, NewRow, NoticeRoute, NoticeRoutes, QueuePolicy,
+    Agent, Engine, EventType, HookEvent, NewRow, NoticeRoute, NoticeRoutes, QueuePolicy,
 };
 use serde_json::{json, Value};
 
-fn config(dir: &Path, limits: Limits) -> RelayqConfig {
-    let mut c = RelayqConfig::new(dir.join("q.db"), "out");
+fn config(dir: &TestDb, limits: Limits) -> RelayqConfig {
+    let mut c = RelayqConfig::new(dir.path().join("q.db"), "out");
+    c.db = dir.config.clone();
     c.queues.hooks = QueuePolicy {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::hooks()
@@ -52,10 +55,10 @@ fn tool(session: &str, i: usize) -> NewRow {
 }
 
 /// relayq on `dir` with `limits`, every notice and delivery to the file channel `out`.
-async fn start(dir: &Path, limits: Limits) -> Relayq {
+async fn start(dir: &TestDb, limits: Limits) -> Relayq {
     let spec = ChannelConfig::File(file::Config {
         timeout: Duration::from_secs(5),
-        ..file::Config::new(dir.join("out.jsonl"))
+        ..file::Config::new(dir.path().join("out.jsonl"))
     })
     .spec()
     .unwrap();
@@ -68,8 +71,8 @@ async fn start(dir: &Path, limits: Limits) -> Relayq {
 
 /// Writes the rows (as `relayq hook` would, daemon down), then starts relayq and waits until
 /// no hook row is left pending or leased. Returns the row ids and the running runtime.
-async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Relayq, Engine) {
-    let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
+async fn run(dir: &TestDb, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Relayq, Engine) {
+    let engine = Engine::open(&dir.config).unwrap();
     let ids = engine
         .queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks())
         .enqueue_many(rows)
@@ -101,16 +104,14 @@ async fn run(dir: &Path, limits: Limits, rows: &[NewRow]) -> (Vec<i64>, Relayq, 
 
 /// Hook rows' (state, reason) by id.
 fn hook_states(engine: &Engine) -> BTreeMap<i64, (String, Option<String>)> {
+    let sql = Sql::same("SELECT id, state, reason FROM queue_rows WHERE queue = 'hooks'");
     let conn = engine.database().read().unwrap();
-    let mut stmt = conn
-        .prepare("SELECT id, state, reason FROM queue_rows WHERE queue = 'hooks'")
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows
+    conn.query_all(&sql, relayq_engine::params![], |r| {
+        Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))
+    })
+    .unwrap()
+    .into_iter()
+    .collect()
 }
 
 /// The notices written to the file channel, per session, in order.
@@ -130,7 +131,7 @@ fn notices(dir: &Path) -> BTreeMap<String, Vec<String>> {
 
 #[actix_rt::test]
 async fn bursty_rows_coalesce_within_a_segment_and_never_across_a_critical_row() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let s = "s";
     let rows = vec![
         hook(s, EventType::ToolUse, json!({})),
@@ -146,7 +147,7 @@ async fn bursty_rows_coalesce_within_a_segment_and_never_across_a_critical_row()
             json!({"last_assistant_message": "done"}),
         ),
     ];
-    let (ids, rt, engine) = run(dir.path(), Limits::default(), &rows).await;
+    let (ids, rt, engine) = run(&dir, Limits::default(), &rows).await;
     let states = hook_states(&engine);
     let reason = |i: usize| states[&ids[i]].1.as_deref();
     for i in 0..ids.len() {
@@ -173,7 +174,7 @@ async fn bursty_rows_coalesce_within_a_segment_and_never_across_a_critical_row()
 
 #[actix_rt::test]
 async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let s = "flood";
     // One notification every fourth row, tool events between: segments of three bursty rows.
     let mut rows = Vec::new();
@@ -195,7 +196,7 @@ async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
         capacity: 8,
         reserved_critical: 2,
     };
-    let (ids, rt, engine) = run(dir.path(), limits, &rows).await;
+    let (ids, rt, engine) = run(&dir, limits, &rows).await;
     let states = hook_states(&engine);
     let mut dropped = 0;
     for (i, id) in ids.iter().enumerate() {
@@ -225,7 +226,7 @@ async fn every_critical_row_survives_a_flood_of_bursty_ones_in_order() {
 
 #[actix_rt::test]
 async fn many_sessions_at_once_each_strictly_in_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let sessions: Vec<String> = (0..40).map(|n| format!("s{n:02}")).collect();
     let mut rows = Vec::new();
     // Interleaved as many agents firing at once would write them.
@@ -244,7 +245,7 @@ async fn many_sessions_at_once_each_strictly_in_order() {
             ));
         }
     }
-    let (_, rt, engine) = run(dir.path(), Limits::default(), &rows).await;
+    let (_, rt, engine) = run(&dir, Limits::default(), &rows).await;
     let notices = notices(dir.path());
     for s in &sessions {
         let expected: Vec<String> = (0..10)
@@ -267,8 +268,8 @@ async fn many_sessions_at_once_each_strictly_in_order() {
 
 #[actix_rt::test]
 async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let dir = TestDb::from_env();
+    let engine = Engine::open(&dir.config).unwrap();
     let hooks = engine.queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
     // 1500 critical rows written first for one session, then three for another.
     let chatty: Vec<NewRow> = (0..1500)
@@ -291,7 +292,7 @@ async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
             hooks.enqueue(&row).unwrap().id
         })
         .collect();
-    let rt = start(dir.path(), Limits::default()).await;
+    let rt = start(&dir, Limits::default()).await;
     let quiet_done = || {
         quiet
             .iter()

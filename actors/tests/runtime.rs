@@ -9,10 +9,12 @@ use relayq_actors::inbound::supervisor::RunningSessions;
 use relayq_actors::{
     Answer, Channel, ChannelConfig, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig,
 };
-use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy, RowState};
+use relayq_engine::storage::test_db::TestDb;
+use relayq_engine::{Engine, InboundMessage, QueuePolicy, RowState};
 
-fn config(dir: &std::path::Path) -> RelayqConfig {
-    let mut c = RelayqConfig::new(dir.join("q.db"), "out");
+fn config(dir: &TestDb) -> RelayqConfig {
+    let mut c = RelayqConfig::new(dir.path().join("q.db"), "out");
+    c.db = dir.config.clone();
     c.queues.inbound = QueuePolicy {
         backoff: vec![Duration::from_millis(50)],
         ..QueuePolicy::inbound()
@@ -48,7 +50,7 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-async fn start(dir: &std::path::Path, spec: ChannelSpec) -> Relayq {
+async fn start(dir: &TestDb, spec: ChannelSpec) -> Relayq {
     Relayq::builder(config(dir))
         .channel("out", spec)
         .start()
@@ -73,8 +75,8 @@ async fn deliver(rt: &Relayq, text: &str) -> RowState {
 
 #[actix::test]
 async fn every_session_gets_its_messages_in_order_and_idle_actors_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let dir = TestDb::from_env();
+    let rt = start(&dir, file_channel(dir.path())).await;
     for i in 0..20 {
         for s in 0..5 {
             rt.enqueue(InboundMessage::text(
@@ -134,10 +136,10 @@ impl Channel for Flaky {
 
 #[actix::test]
 async fn a_panicking_channel_is_restarted_and_the_row_retried() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
-    let rt = start(dir.path(), ChannelSpec::of(Flaky { calls: c })).await;
+    let rt = start(&dir, ChannelSpec::of(Flaky { calls: c })).await;
     let row = deliver(&rt, "hello").await;
     assert_eq!(row.attempts, 2);
     assert!(row.last_error.unwrap().contains("channel out failed"));
@@ -170,11 +172,11 @@ impl Channel for Hangs {
 
 #[actix::test]
 async fn a_hanging_channel_times_out_and_the_row_is_retried() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
     let rt = start(
-        dir.path(),
+        &dir,
         ChannelSpec::of(Hangs {
             calls: c,
             timeout: Duration::from_millis(200),
@@ -189,14 +191,20 @@ async fn a_hanging_channel_times_out_and_the_row_is_retried() {
 
 #[actix::test]
 async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let dir = TestDb::from_env();
+    let cfg = config(&dir);
     {
         // A "previous process": enqueues, leases one row, and dies without answering.
-        let engine = Engine::open(&DbConfig::new(dir.path().join("q.db")))
+        let engine = Engine::open(&dir.config)
             .unwrap()
             .with_owner("dead-process");
-        let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
+        // The only daemon on a SQLite file takes back every lease at start; on a shared
+        // database (PostgreSQL) no daemon takes another's before it expires: a short one.
+        let mut policy = QueuePolicy::inbound();
+        if dir.db.is_shared() {
+            policy.lease_timeout = Duration::from_secs(1);
+        }
+        let q = engine.queue(relayq_engine::QueueName::Inbound, policy);
         for i in 0..3 {
             q.enqueue(&InboundMessage::text("a", "t", &i.to_string()).to_row())
                 .unwrap();
@@ -221,10 +229,10 @@ async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
 }
 
 #[actix::test]
-async fn a_second_daemon_on_the_same_database_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = start(dir.path(), file_channel(dir.path())).await;
-    let second = Relayq::builder(config(dir.path()))
+async fn a_second_daemon_on_the_same_sqlite_database_is_refused() {
+    let dir = TestDb::sqlite();
+    let rt = start(&dir, file_channel(dir.path())).await;
+    let second = Relayq::builder(config(&dir))
         .channel("out", file_channel(dir.path()))
         .start()
         .await;
@@ -238,12 +246,12 @@ async fn a_second_daemon_on_the_same_database_is_refused() {
 
 #[actix::test]
 async fn expiring_a_session_expires_its_rows() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let spec = ChannelSpec::of(Hangs {
         calls: Arc::new(AtomicU32::new(0)),
         timeout: Duration::from_secs(1),
     });
-    let rt = Relayq::builder(config(dir.path()))
+    let rt = Relayq::builder(config(&dir))
         .channel("out", spec)
         .start()
         .await
@@ -268,12 +276,8 @@ async fn expiring_a_session_expires_its_rows() {
 
 #[actix::test]
 async fn unknown_channel_in_routing_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let err = Relayq::builder(config(dir.path()))
-        .start()
-        .await
-        .err()
-        .unwrap();
+    let dir = TestDb::from_env();
+    let err = Relayq::builder(config(&dir)).start().await.err().unwrap();
     assert!(
         err.to_string().contains("channel 'out' is not configured"),
         "{err}"
@@ -283,8 +287,8 @@ async fn unknown_channel_in_routing_is_refused_at_start() {
 /// A database call keeps running after its caller stops waiting; shutdown must wait for it.
 #[actix::test]
 async fn settle_waits_for_calls_whose_callers_went_away() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let dir = TestDb::from_env();
+    let rt = start(&dir, file_channel(dir.path())).await;
     let store = rt.store().clone();
     let done = Arc::new(AtomicU32::new(0));
     let d = done.clone();
@@ -313,8 +317,8 @@ async fn settle_waits_for_calls_whose_callers_went_away() {
 /// overflow any bounded mailbox, which is where a later message could overtake an earlier one.
 #[actix::test]
 async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let dir = TestDb::from_env();
+    let rt = start(&dir, file_channel(dir.path())).await;
     let pending: Vec<_> = (0..2000)
         .map(|i| rt.enqueue(InboundMessage::text("s", "test", &i.to_string())))
         .collect();
@@ -345,8 +349,8 @@ async fn pipelined_enqueues_commit_and_deliver_in_call_order() {
 /// awaited (an adapter relaying a burst keeps several in flight).
 #[actix::test]
 async fn pipelined_outbound_enqueues_are_written_and_sent_in_call_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = start(dir.path(), file_channel(dir.path())).await;
+    let dir = TestDb::from_env();
+    let rt = start(&dir, file_channel(dir.path())).await;
     let message = |i: usize| relayq_engine::OutboundMessage::text("out", "chat-1", &i.to_string());
     let pending: Vec<_> = (0..300).map(|i| rt.enqueue_outbound(message(i))).collect();
     let mut ids = Vec::new();
@@ -368,8 +372,8 @@ async fn pipelined_outbound_enqueues_are_written_and_sent_in_call_order() {
 }
 
 /// `n` rows of session "s", written before relayq starts, so its actor leases them as one run.
-fn rows_before_start(dir: &std::path::Path, n: usize) -> Vec<i64> {
-    let engine = Engine::open(&DbConfig::new(dir.join("q.db"))).unwrap();
+fn rows_before_start(dir: &TestDb, n: usize) -> Vec<i64> {
+    let engine = Engine::open(&dir.config).unwrap();
     let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
     (0..n)
         .map(|i| {
@@ -427,7 +431,7 @@ impl Channel for Recorder {
 /// Starts relayq on `dir` (test config, then `adjust`) with a `Recorder` answering after
 /// `delay`; returns its calls and the rows it found unrecorded when the next one arrived.
 async fn start_recorder(
-    dir: &std::path::Path,
+    dir: &TestDb,
     delay: Duration,
     adjust: impl FnOnce(&mut RelayqConfig),
 ) -> (
@@ -437,7 +441,7 @@ async fn start_recorder(
 ) {
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let unrecorded = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let queue = Engine::open(&DbConfig::new(dir.join("q.db")))
+    let queue = Engine::open(&dir.config)
         .unwrap()
         .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
     let (c, u) = (calls.clone(), unrecorded.clone());
@@ -459,9 +463,9 @@ async fn start_recorder(
 
 #[actix::test]
 async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids = rows_before_start(dir.path(), 10);
-    let (rt, calls, _) = start_recorder(dir.path(), Duration::ZERO, |_| {}).await;
+    let dir = TestDb::from_env();
+    let ids = rows_before_start(&dir, 10);
+    let (rt, calls, _) = start_recorder(&dir, Duration::ZERO, |_| {}).await;
     let q = rt.store().inbound.clone();
     all_delivered(&q, &ids).await;
     let calls = calls.lock().unwrap().clone();
@@ -483,10 +487,9 @@ async fn a_failure_mid_run_holds_back_the_rows_after_it_until_its_retry_succeeds
 
 #[actix::test]
 async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids = rows_before_start(dir.path(), 10);
-    let (rt, calls, unrecorded) =
-        start_recorder(dir.path(), Duration::from_millis(5), |_| {}).await;
+    let dir = TestDb::from_env();
+    let ids = rows_before_start(&dir, 10);
+    let (rt, calls, unrecorded) = start_recorder(&dir, Duration::from_millis(5), |_| {}).await;
     let q = rt.store().inbound.clone();
     all_delivered(&q, &ids).await;
     assert_eq!(calls.lock().unwrap().len(), 11);
@@ -503,9 +506,9 @@ async fn a_slow_channel_finds_each_answer_recorded_before_the_next_row_arrives()
 /// delivered twice.
 #[actix::test]
 async fn leases_waiting_in_a_run_outlive_a_slow_delivery_ahead_of_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids = rows_before_start(dir.path(), 3);
-    let (rt, calls, _) = start_recorder(dir.path(), Duration::from_millis(400), |c| {
+    let dir = TestDb::from_env();
+    let ids = rows_before_start(&dir, 3);
+    let (rt, calls, _) = start_recorder(&dir, Duration::from_millis(400), |c| {
         c.queues.inbound.lease_timeout = Duration::from_millis(300);
         c.sweep_interval = Duration::from_millis(50);
     })
@@ -550,12 +553,12 @@ impl Channel for PausesChannel {
 /// Starts relayq with `channel` as `out`, enqueues one message to `chat-1`; returns the runtime,
 /// the row id, and the outbound queue read from outside.
 async fn start_with_outbound(
-    dir: &std::path::Path,
+    dir: &TestDb,
     channel: impl Channel,
 ) -> (Relayq, i64, relayq_engine::Queue) {
     let rt = start(dir, ChannelSpec::of(channel)).await;
     let written = rt.enqueue_outbound(outbound("chat-1")).await.unwrap();
-    let queue = Engine::open(&DbConfig::new(dir.join("q.db")))
+    let queue = Engine::open(&dir.config)
         .unwrap()
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
     (rt, written.first.id, queue)
@@ -567,13 +570,13 @@ fn outbound(to: &str) -> relayq_engine::OutboundMessage {
 
 #[actix::test]
 async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let channel = PausesChannel {
         calls: calls.clone(),
         pause: Duration::from_millis(1500),
     };
-    let (rt, first, outbound_queue) = start_with_outbound(dir.path(), channel.clone()).await;
+    let (rt, first, outbound_queue) = start_with_outbound(&dir, channel.clone()).await;
     wait_for("the pausing answer, recorded", || {
         outbound_queue
             .state_of(first)
@@ -595,7 +598,7 @@ async fn a_channel_wide_pause_holds_every_destination_and_outlives_a_restart() {
     rt.shutdown(Duration::from_secs(1)).await;
 
     // A new daemon on the same database keeps the pause, for a message written after it too.
-    let rt = start(dir.path(), ChannelSpec::of(channel)).await;
+    let rt = start(&dir, ChannelSpec::of(channel)).await;
     rt.enqueue_outbound(outbound("chat-3")).await.unwrap();
     wait_for("every message sent", || calls.lock().unwrap().len() == 4).await;
     let calls = calls.lock().unwrap().clone();
@@ -638,12 +641,12 @@ impl Channel for SlowToWake {
 
 #[actix::test]
 async fn rows_wait_uncharged_until_their_channel_answers_its_ready_check() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let channel = SlowToWake {
         checks: Arc::default(),
         sends: Arc::default(),
     };
-    let (rt, id, outbound_queue) = start_with_outbound(dir.path(), channel.clone()).await;
+    let (rt, id, outbound_queue) = start_with_outbound(&dir, channel.clone()).await;
     // Two failed checks: the second comes 1 s after the first, the third 2 s after that.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(channel.checks.load(Ordering::SeqCst), 2);
@@ -707,13 +710,13 @@ impl Channel for NotesSends {
 /// one 5 ms window went out while the writer was held (none, in the runs checked).
 #[actix::test]
 async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let channel = NotesSends {
         delay: Duration::from_millis(2),
         ..NotesSends::default()
     };
     let sends = channel.clone();
-    let rt = start(dir.path(), ChannelSpec::of(channel)).await;
+    let rt = start(&dir, ChannelSpec::of(channel)).await;
     let written: Vec<_> = (0..60)
         .map(|_| rt.enqueue_outbound(outbound("chat-1")))
         .collect();
@@ -789,12 +792,12 @@ impl Channel for HoldsAfterFirst {
 /// for an operator instead of sending it again.
 #[actix::test]
 async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let sends = Arc::new(AtomicU32::new(0));
     let channel = HoldsAfterFirst {
         sends: sends.clone(),
     };
-    let rt = start(dir.path(), ChannelSpec::of(channel)).await;
+    let rt = start(&dir, ChannelSpec::of(channel)).await;
     let first = rt
         .enqueue_outbound(outbound("chat-1"))
         .await
@@ -811,7 +814,7 @@ async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
         sends.load(Ordering::SeqCst) == 2
     })
     .await;
-    let engine = Engine::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    let engine = Engine::open(&dir.config).unwrap();
     let row = |id| engine.row(id).unwrap().unwrap();
     assert_eq!(row(first).state, "delivered");
     let second = row(second);
@@ -826,12 +829,12 @@ async fn a_hold_channels_next_row_is_marked_send_started_before_its_send() {
 /// Sends 8 destinations' rows with `claimer.send_threads = threads`; returns how many threads
 /// delivered, having checked each destination got its rows once each, in order.
 async fn threads_that_sent(threads: usize) -> usize {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDb::from_env();
     let channel = NotesSends {
         delay: Duration::from_millis(1),
         ..NotesSends::default()
     };
-    let mut c = config(dir.path());
+    let mut c = config(&dir);
     c.claims.send_threads = threads;
     let rt = Relayq::builder(c)
         .channel("out", ChannelSpec::of(channel.clone()))

@@ -4,6 +4,8 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
+use relayq_engine::params;
+use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::{DbConfig, Engine, InboundMessage, QueuePolicy};
 
 /// Microseconds of each of `ops` lease + complete pairs with `retained` delivered rows kept.
@@ -14,12 +16,15 @@ pub fn lease_complete_micros(retained: usize, ops: usize) -> Result<Vec<f64>> {
         .to_row()
         .payload;
     engine.database().write(|tx| {
-        tx.execute(
-            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)
+        let sql = Sql::same(
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < :retained)
              INSERT INTO queue_rows (queue, key, payload, state, attempts, created_at,
                                      next_attempt_at, finished_at, reason)
-             SELECT 'inbound', 's' || (x % 1000), ?2, 'delivered', 1, x, x, x, NULL FROM n",
-            rusqlite::params![retained as i64, payload],
+             SELECT 'inbound', 's' || (x % 1000), :payload, 'delivered', 1, x, x, x, NULL FROM n",
+        );
+        tx.exec(
+            &sql,
+            params![":retained" => retained as i64, ":payload" => payload],
         )?;
         Ok(())
     })?;

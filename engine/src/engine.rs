@@ -34,7 +34,7 @@ impl Engine {
     pub fn with_clock(db: Database, clock: Arc<dyn Clock>) -> Self {
         let owner = format!("{}-{}", std::process::id(), clock.now_ms());
         Engine {
-            db,
+            db: db.with_clock(clock.clone()),
             clock,
             owner: owner.into(),
         }
@@ -63,7 +63,7 @@ impl Engine {
     /// Runs `f` in a write transaction made now (one-shot commands; the daemon's writes go
     /// through the commit thread, see [`writes`](crate::writes)).
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.db.write_at(self.now(), f)
+        self.db.write(f)
     }
 
     /// This process's instance id, written as the owner of its leases.
@@ -106,46 +106,46 @@ impl Engine {
 
     /// Row counts per queue, state and terminal reason.
     pub fn counts(&self) -> Result<Vec<StateCount>> {
-        counts(&*self.db.read()?)
+        counts(&self.db.read()?)
     }
 
     /// The oldest pending or leased row of each queue.
     pub fn oldest_pending(&self) -> Result<Vec<OldestPending>> {
-        oldest_pending(&*self.db.read()?)
+        oldest_pending(&self.db.read()?)
     }
 
     /// Every key with unfinished rows, oldest head first, at most `limit` (see [`Lane`]).
     ///
     /// [`Lane`]: crate::queue::Lane
     pub fn lanes(&self, limit: usize) -> Result<Vec<crate::queue::Lane>> {
-        crate::storage::queue::lanes(&*self.db.read()?, limit)
+        crate::storage::queue::lanes(&self.db.read()?, limit)
     }
 
     /// One row, whatever its queue and state.
     pub fn row(&self, id: i64) -> Result<Option<RowDetail>> {
-        row_detail(&*self.db.read()?, id)
+        row_detail(&self.db.read()?, id)
     }
 
     /// Pending rows that failed and hold up their key, oldest first.
     pub fn stuck_heads(&self, limit: usize) -> Result<Vec<RowDetail>> {
-        stuck_heads(&*self.db.read()?, limit)
+        stuck_heads(&self.db.read()?, limit)
     }
 
     /// Dead rows of every queue, or of `queue`, oldest first.
     pub fn dead_rows(&self, queue: Option<QueueName>) -> Result<Vec<RowDetail>> {
-        dead_rows(&*self.db.read()?, queue)
+        dead_rows(&self.db.read()?, queue)
     }
 
     /// A page of the dead rows `query` chooses, oldest first, and how many it chooses in all:
     /// paged in SQL, so a page costs its own rows, not every dead row's payload.
     pub fn dead_page(&self, query: &DeadQuery) -> Result<(Vec<RowDetail>, i64)> {
-        dead_page(&*self.db.read()?, query)
+        dead_page(&self.db.read()?, query)
     }
 
     /// How many later rows of `row`'s key were already delivered (see
     /// [`relayq dead retry`](crate::queue)): replaying `row` would put it out of order.
     pub fn delivered_after(&self, row: &RowDetail) -> Result<i64> {
-        delivered_after(&*self.db.read()?, row)
+        delivered_after(&self.db.read()?, row)
     }
 
     /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
@@ -161,33 +161,33 @@ impl Engine {
 
     /// Where inbound source `name` stopped reading, if it ever read.
     pub fn source_offset(&self, name: &str) -> Result<Option<String>> {
-        crate::sources::offset(&*self.db.read()?, name)
+        crate::sources::offset(&self.db.read()?, name)
     }
 
     /// The operator's pauses (see [`crate::pauses`]).
     pub fn pauses(&self) -> Result<Vec<crate::pauses::Pause>> {
-        crate::pauses::all(&*self.db.read()?)
+        crate::pauses::all(&self.db.read()?)
     }
 
     /// The channels' pauses still running (see [`crate::penalties`]).
     pub fn channel_penalties(&self) -> Result<Vec<crate::penalties::Penalty>> {
-        crate::penalties::running(&*self.db.read()?, self.now())
+        crate::penalties::running(&self.db.read()?, self.now())
     }
 
     /// Whether an approval is open, or ended with its chat not told (see
     /// [`crate::approvals::anything_to_do`]).
     pub fn approvals_to_look_at(&self) -> Result<bool> {
-        crate::approvals::anything_to_do(&*self.db.read()?)
+        crate::approvals::anything_to_do(&self.db.read()?)
     }
 
     /// The session registry (most recently active first).
     pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
-        crate::sessions::list(&*self.db.read()?)
+        crate::sessions::list(&self.db.read()?)
     }
 
     /// One session of the registry.
     pub fn session(&self, key: &str) -> Result<Option<crate::sessions::SessionRecord>> {
-        crate::sessions::get(&*self.db.read()?, key)
+        crate::sessions::get(&self.db.read()?, key)
     }
 
     /// The newest `limit` approvals, or only the open ones (see
@@ -197,12 +197,12 @@ impl Engine {
         open_only: bool,
         limit: u32,
     ) -> Result<Vec<crate::approvals::Approval>> {
-        crate::approvals::list(&*self.db.read()?, open_only, limit)
+        crate::approvals::list(&self.db.read()?, open_only, limit)
     }
 
     /// Agent sessions no chat hears (see [`sessions::unmatched`](crate::sessions::unmatched)).
     pub fn unmatched_sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
-        crate::sessions::unmatched(&*self.db.read()?)
+        crate::sessions::unmatched(&self.db.read()?)
     }
 }
 

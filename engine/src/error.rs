@@ -18,7 +18,7 @@ pub enum EngineError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL (or the connection to it) reported an error.
-    #[error("database error: {0}")]
+    #[error("database error: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
     /// A value handed to the engine is not acceptable.
     #[error("{0}")]
@@ -40,7 +40,9 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// True when SQLite gave up waiting for a lock held by another connection or process.
+    /// True when trying again later may succeed: SQLite gave up waiting for a lock held by
+    /// another connection or process; PostgreSQL is unreachable, restarting, or chose this
+    /// transaction to break a deadlock.
     pub fn is_busy(&self) -> bool {
         match self {
             EngineError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
@@ -48,9 +50,42 @@ impl EngineError {
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             ),
             EngineError::Pool(_) => true,
+            EngineError::Postgres(e) => postgres_transient(e),
             _ => false,
         }
     }
+}
+
+/// What the server said (the driver's own text is only "db error"), or what went wrong on
+/// the way to it.
+fn postgres_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether a PostgreSQL error passes: the connection is lost (the server restarts, the
+/// network fails), the server is starting or stopping, has no connection left, or broke a
+/// deadlock or a serialization conflict by failing this transaction.
+fn postgres_transient(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    let lost =
+        e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+    let passing = [
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::ADMIN_SHUTDOWN,
+        SqlState::CRASH_SHUTDOWN,
+        SqlState::CANNOT_CONNECT_NOW,
+        SqlState::TOO_MANY_CONNECTIONS,
+    ];
+    lost || e.code().is_some_and(|code| {
+        passing.contains(code) || code.code().starts_with("08") // connection exceptions
+    })
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,7 +1,8 @@
-//! relayq's storage engine: durable queues on one SQLite file.
+//! relayq's storage engine: durable queues on one SQLite file, or on a PostgreSQL database
+//! several daemons share.
 //!
 //! Two layers:
-//! - [`storage`]: SQLite, the queue table and its statements, the commit thread, time and
+//! - [`storage`]: the database (SQLite or PostgreSQL), the queue table and its statements, the commit thread, time and
 //!   policies. It knows nothing of what the rows mean.
 //! - the flows built on it: [`inbound`] messages, [`hooks`] events and their [`handlers`]
 //!   (which keep the session registry, [`sessions`], and write notices), [`outbound`] messages,
@@ -40,7 +41,7 @@ pub use agent_state::AgentState;
 pub use chunking::{Markup, TextLimit};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commit::{Atomicity, Committer};
-pub use db::{Database, DbConfig, Synchronous};
+pub use db::{Database, DbConfig, Reader, Synchronous};
 pub use engine::{Engine, Queues};
 pub use error::{EngineError, Result};
 pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};

@@ -1,32 +1,47 @@
-//! The group commit on a real SQLite file: operations queued together share one transaction,
-//! and a failing or panicking operation takes back exactly what it should.
+//! The group commit on a real SQLite file and a real PostgreSQL server: operations queued
+//! together share one transaction, and a failing or panicking operation takes back exactly
+//! what it should.
 
 use std::sync::mpsc;
 
-use relayq_engine::rusqlite::Transaction;
-use relayq_engine::{Atomicity, Database, DbConfig, EngineError};
+use relayq_engine::params;
+use relayq_engine::storage::sql::{Query, Sql};
+use relayq_engine::storage::test_db::TestDb;
+use relayq_engine::{Atomicity, Database, EngineError, Tx};
 use tokio::sync::oneshot;
 
 type Answer = oneshot::Receiver<relayq_engine::Result<()>>;
 
-fn open() -> (tempfile::TempDir, Database) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
-    db.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (name TEXT NOT NULL)")?))
+const INSERT_SQL: Sql = Sql::same("INSERT INTO t (name) VALUES (:name)");
+
+/// A database of `backend` with a table `t` of names in the order written.
+fn prepared(backend: TestDb) -> TestDb {
+    let table = Sql::two(
+        "CREATE TABLE t (n INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+        "CREATE TABLE t (n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name TEXT NOT NULL)",
+    );
+    backend
+        .db
+        .write(|tx| tx.exec(&table, params![]).map(|_| ()))
         .unwrap();
-    (dir, db)
+    backend
 }
 
-fn insert(tx: &Transaction<'_>, name: &str) -> relayq_engine::Result<()> {
-    tx.execute("INSERT INTO t (name) VALUES (?1)", [name])?;
+fn both() -> [TestDb; 2] {
+    TestDb::both().map(prepared)
+}
+
+fn insert(tx: &Tx<'_>, name: &str) -> relayq_engine::Result<()> {
+    tx.exec(&INSERT_SQL, params![":name" => name])?;
     Ok(())
 }
 
 fn names(db: &Database) -> Vec<String> {
-    let conn = db.read().unwrap();
-    let mut stmt = conn.prepare("SELECT name FROM t ORDER BY rowid").unwrap();
-    let rows = stmt.query_map([], |r| r.get(0)).unwrap();
-    rows.map(|r| r.unwrap()).collect()
+    let sql = Sql::same("SELECT name FROM t ORDER BY n");
+    db.read()
+        .unwrap()
+        .query_all(&sql, params![], |r| r.get(0))
+        .unwrap()
 }
 
 /// Holds the commit thread inside an operation until the returned sender is dropped, so the
@@ -64,8 +79,13 @@ fn in_one_batch(
 
 #[test]
 fn a_failing_operation_rolls_back_only_its_own_writes() {
-    let (_dir, db) = open();
-    let got = in_one_batch(&db, |db| {
+    for backend in both() {
+        a_failing_operation_rolls_back_only_its_own_writes_on(&backend.db);
+    }
+}
+
+fn a_failing_operation_rolls_back_only_its_own_writes_on(db: &Database) {
+    let got = in_one_batch(db, |db| {
         vec![
             db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
             db.submit(Atomicity::Savepoint, |tx| {
@@ -73,7 +93,8 @@ fn a_failing_operation_rolls_back_only_its_own_writes() {
                 Err(EngineError::Invalid("refused after its first write".into()))
             }),
             db.submit(Atomicity::OneStatement, |tx| {
-                tx.execute("INSERT INTO t (name) VALUES (NULL)", [])?; // NOT NULL: fails whole
+                let null = Sql::same("INSERT INTO t (name) VALUES (NULL)");
+                tx.exec(&null, params![])?; // NOT NULL: fails whole
                 Ok(())
             }),
             db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
@@ -82,16 +103,16 @@ fn a_failing_operation_rolls_back_only_its_own_writes() {
     assert!(got[0].is_ok() && got[3].is_ok(), "{got:?}");
     assert!(matches!(got[1], Err(EngineError::Invalid(_))), "{got:?}");
     assert!(got[2].is_err(), "{got:?}");
-    assert_eq!(names(&db), ["a", "c"]);
+    assert_eq!(names(db), ["a", "c"]);
 }
 
 /// Commits "a", an operation that writes and then panics (run with `atomicity`), and "c" in
-/// one batch; returns the database and the three answers.
+/// one batch; returns the three answers.
 fn a_panic_between_two_writes(
+    db: &Database,
     atomicity: Atomicity,
-) -> (tempfile::TempDir, Database, Vec<relayq_engine::Result<()>>) {
-    let (dir, db) = open();
-    let got = in_one_batch(&db, |db| {
+) -> Vec<relayq_engine::Result<()>> {
+    in_one_batch(db, |db| {
         vec![
             db.submit(Atomicity::Savepoint, |tx| insert(tx, "a")),
             db.submit(atomicity, |tx| {
@@ -100,24 +121,39 @@ fn a_panic_between_two_writes(
             }),
             db.submit(Atomicity::OneStatement, |tx| insert(tx, "c")),
         ]
-    });
-    (dir, db, got)
+    })
 }
 
+/// On PostgreSQL every operation has a savepoint, whatever its atomicity.
 #[test]
 fn a_panicking_operation_in_a_savepoint_rolls_back_only_itself() {
-    let (_dir, db, got) = a_panic_between_two_writes(Atomicity::Savepoint);
-    assert!(
-        matches!(got[1], Err(EngineError::NotCommitted(_))),
-        "{got:?}"
-    );
-    assert!(got[0].is_ok() && got[2].is_ok(), "{got:?}");
-    assert_eq!(names(&db), ["a", "c"]);
+    let [sqlite, postgres] = both();
+    let runs = [
+        (&sqlite, Atomicity::Savepoint),
+        (&postgres, Atomicity::Savepoint),
+        (&postgres, Atomicity::OneStatement),
+    ];
+    for (backend, atomicity) in runs {
+        let got = a_panic_between_two_writes(&backend.db, atomicity);
+        let what = format!("{} {atomicity:?}: {got:?}", backend.name());
+        assert!(
+            matches!(got[1], Err(EngineError::NotCommitted(_))),
+            "{what}"
+        );
+        assert!(got[0].is_ok() && got[2].is_ok(), "{what}");
+        let kept = names(&backend.db);
+        assert_eq!(kept, ["a", "c"], "{what}");
+        let clear = Sql::same("DELETE FROM t");
+        backend.db.write(|tx| tx.exec(&clear, params![])).unwrap();
+    }
 }
 
 #[test]
-fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_commits() {
-    let (_dir, db, got) = a_panic_between_two_writes(Atomicity::OneStatement);
+fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_on_sqlite_and_the_next_commits()
+{
+    let backend = prepared(TestDb::sqlite());
+    let db = &backend.db;
+    let got = a_panic_between_two_writes(db, Atomicity::OneStatement);
     for answer in got {
         assert!(
             matches!(answer, Err(EngineError::NotCommitted(_))),
@@ -125,13 +161,13 @@ fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_
         );
     }
     assert_eq!(
-        names(&db),
+        names(db),
         Vec::<String>::new(),
         "nothing of the batch is kept"
     );
     let after = db.submit(Atomicity::OneStatement, |tx| insert(tx, "d"));
     after.blocking_recv().unwrap().unwrap();
-    assert_eq!(names(&db), ["d"]);
+    assert_eq!(names(db), ["d"]);
 }
 
 /// Commits made through the group commit reach the database file without the writer stopping
@@ -139,8 +175,9 @@ fn a_panicking_operation_without_a_savepoint_fails_its_whole_batch_and_the_next_
 /// the checkpoint thread.
 #[test]
 fn group_commits_are_checkpointed_into_the_database_file_in_the_background() {
-    let (dir, db) = open();
-    let file = dir.path().join("q.db");
+    let backend = prepared(TestDb::sqlite());
+    let db = &backend.db;
+    let file = db.path().to_path_buf();
     let before = std::fs::metadata(&file).unwrap().len();
     let body = "x".repeat(1000);
     let written: Vec<Answer> = (0..200)

@@ -1,28 +1,31 @@
-//! Hook rows processed by the handlers on real SQLite files: the session registry, the
-//! outbound rows for routes, and that a row's effects commit with its completion or not at all.
+//! Hook rows processed by the handlers on a real database (SQLite, or PostgreSQL when
+//! `RELAYQ_TEST_DATABASE=postgresql`): the session registry, the outbound rows for routes, and
+//! that a row's effects commit with its completion or not at all.
 
 use std::sync::Arc;
 
 use relayq_engine::handlers::Effects;
+use relayq_engine::params;
+use relayq_engine::storage::sql::{Query, Sql};
+use relayq_engine::storage::test_db::TestDb;
 use relayq_engine::{
-    hooks, inbound, Agent, Database, DbConfig, Engine, EventType, HookEvent, HookProcessor,
-    InboundMessage, ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage, Processed,
-    QueuePolicy, Retried,
+    hooks, inbound, Agent, Engine, EventType, HookEvent, HookProcessor, InboundMessage,
+    ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage, Processed, QueuePolicy,
+    Retried,
 };
 use serde_json::{json, Value};
 
 const T0: i64 = 1_700_000_000_000;
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _db: TestDb,
     engine: Engine,
     processor: HookProcessor,
 }
 
 fn fixture(max_attempts: u32) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
-    let engine = Engine::with_clock(db, Arc::new(ManualClock::new(T0)));
+    let db = TestDb::from_env();
+    let engine = Engine::with_clock(db.db.clone(), Arc::new(ManualClock::new(T0)));
     let route = |channel: &str, to: &str, events: Vec<EventType>| NoticeRoute {
         channel: Some(channel.into()),
         to: to.into(),
@@ -54,7 +57,7 @@ fn fixture(max_attempts: u32) -> Fixture {
         routes: routes.shared(),
     };
     Fixture {
-        _dir: dir,
+        _db: db,
         engine,
         processor,
     }
@@ -78,16 +81,13 @@ impl Fixture {
     }
 
     fn outbound(&self) -> Vec<OutboundMessage> {
+        let sql = Sql::same("SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id");
         let conn = self.engine.database().read().unwrap();
-        let mut stmt = conn
-            .prepare("SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id")
-            .unwrap();
-        let rows = stmt
-            .query_map([], |r| r.get::<_, String>(0))
-            .unwrap()
-            .map(|p| OutboundMessage::from_payload(&p.unwrap()).unwrap())
-            .collect();
-        rows
+        let payloads: Vec<String> = conn.query_all(&sql, params![], |r| r.get(0)).unwrap();
+        payloads
+            .iter()
+            .map(|p| OutboundMessage::from_payload(p).unwrap())
+            .collect()
     }
 }
 
@@ -320,16 +320,20 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
         json!({"prompt": "go"}),
     ));
     // From now on, writing an outbound row fails inside the handler's transaction.
-    f.engine
-        .database()
-        .write(|tx| {
-            tx.execute_batch(
-                "CREATE TRIGGER refuse BEFORE INSERT ON queue_rows WHEN NEW.queue = 'outbound'
-                 BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
-            )?;
-            Ok(())
-        })
-        .unwrap();
+    let refuse = match f.engine.database().is_shared() {
+        false => {
+            "CREATE TRIGGER refuse BEFORE INSERT ON queue_rows WHEN NEW.queue = 'outbound'
+             BEGIN SELECT RAISE(ABORT, 'disk says no'); END;"
+        }
+        true => {
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+               IF NEW.queue = 'outbound' THEN RAISE EXCEPTION 'disk says no'; END IF;
+               RETURN NEW; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON queue_rows FOR EACH ROW
+               EXECUTE FUNCTION refuse();"
+        }
+    };
+    f.engine.database().write(|tx| tx.batch(refuse)).unwrap();
     let hooks = &f.processor.hooks;
     let id = hooks
         .enqueue(
@@ -345,14 +349,10 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
     let mut outcomes = vec![];
     for _ in 0..3 {
         // The manual clock does not move: lease the row whatever its backoff says.
+        let due = Sql::same("UPDATE queue_rows SET next_attempt_at = 0 WHERE id = :id");
         f.engine
             .database()
-            .write(|tx| {
-                Ok(tx.execute(
-                    "UPDATE queue_rows SET next_attempt_at = 0 WHERE id = ?1",
-                    [id],
-                )?)
-            })
+            .write(|tx| tx.exec(&due, params![":id" => id]))
             .unwrap();
         let lease = hooks.lease_next("s1").unwrap().unwrap();
         match f.processor.process(&lease).unwrap() {
@@ -456,10 +456,9 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
             .database()
             .read()
             .unwrap()
-            .query_row(
-                "SELECT origin FROM session_origins WHERE session = 's1'",
-                [],
-                |r| r.get::<_, String>(0)
+            .query_value::<String>(
+                &Sql::same("SELECT origin FROM session_origins WHERE session = 's1'"),
+                params![]
             )
             .unwrap(),
         "telegram:bot",

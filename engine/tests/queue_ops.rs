@@ -1,28 +1,37 @@
-//! The engine's operations on real SQLite files, with a manual clock (no sleeps).
+//! The engine's operations on a real database (SQLite, or PostgreSQL when
+//! `RELAYQ_TEST_DATABASE=postgresql`), with a manual clock (no sleeps).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use relayq_engine::params;
 use relayq_engine::queue::GiveBack;
-use relayq_engine::{
-    Database, DbConfig, Engine, Head, ManualClock, NewRow, Queue, QueuePolicy, Retried,
-};
+use relayq_engine::storage::sql::{Query, Sql};
+use relayq_engine::storage::test_db::TestDb;
+use relayq_engine::{Engine, Head, ManualClock, NewRow, Queue, QueuePolicy, Retried};
 
 const T0: i64 = 1_700_000_000_000;
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _db: TestDb,
     engine: Engine,
     clock: ManualClock,
 }
 
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
+    fixture_on(TestDb::from_env())
+}
+
+/// For what only SQLite has (its query plans).
+fn sqlite_fixture() -> Fixture {
+    fixture_on(TestDb::sqlite())
+}
+
+fn fixture_on(db: TestDb) -> Fixture {
     let clock = ManualClock::new(T0);
-    let engine = Engine::with_clock(db, Arc::new(clock.clone()));
+    let engine = Engine::with_clock(db.db.clone(), Arc::new(clock.clone()));
     Fixture {
-        _dir: dir,
+        _db: db,
         engine,
         clock,
     }
@@ -496,9 +505,8 @@ fn empty_key_is_refused() {
 /// lease the same keys. Per key, rows must be leased in id order and never two at once.
 #[test]
 fn fifo_holds_under_concurrent_lessees() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.db");
-    let setup = Engine::open(&DbConfig::new(&path)).unwrap();
+    let db = TestDb::from_env();
+    let setup = Engine::open(&db.config).unwrap();
     let q = setup.queue(relayq_engine::QueueName::Inbound, policy());
     let keys = ["a", "b", "c"];
     let per_key = 60;
@@ -510,12 +518,10 @@ fn fifo_holds_under_concurrent_lessees() {
     let log = Arc::new(std::sync::Mutex::new(Vec::<(String, i64, bool)>::new()));
     let workers: Vec<_> = (0..4)
         .map(|w| {
-            let path = path.clone();
+            let config = db.config.clone();
             let log = log.clone();
             std::thread::spawn(move || {
-                let engine = Engine::open(&DbConfig::new(&path))
-                    .unwrap()
-                    .with_owner(&format!("w{w}"));
+                let engine = Engine::open(&config).unwrap().with_owner(&format!("w{w}"));
                 let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
                 let mut idle = 0;
                 while idle < 50 {
@@ -564,7 +570,7 @@ fn fifo_holds_under_concurrent_lessees() {
 /// with the delivered rows kept for retention (the plan, not a timing, is what is pinned).
 #[test]
 fn lease_queries_are_served_by_the_active_row_indexes() {
-    let f = fixture();
+    let f = sqlite_fixture();
     let q = inbound(&f);
     let rows: Vec<NewRow> = (0..2000)
         .map(|i| row(&format!("k{}", i % 50), "x"))
@@ -575,11 +581,9 @@ fn lease_queries_are_served_by_the_active_row_indexes() {
             q.complete(l.id, l.token, None).unwrap();
         }
     }
-    f.engine
-        .database()
-        .write(|tx| Ok(tx.execute_batch("ANALYZE")?))
-        .unwrap();
-    let conn = f.engine.database().read().unwrap();
+    let sqlite = f.engine.database().sqlite().unwrap();
+    sqlite.write(|tx| Ok(tx.execute_batch("ANALYZE")?)).unwrap();
+    let conn = sqlite.read().unwrap();
     let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> String {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let rows = stmt.query_map(params, |r| r.get::<_, String>(3)).unwrap();
@@ -881,7 +885,7 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
 /// 20 000). It must walk the pending rows in id order and stop at its limit.
 #[test]
 fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
-    let f = fixture();
+    let f = sqlite_fixture();
     let q = f
         .engine
         .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
@@ -889,7 +893,7 @@ fn finding_due_heads_walks_pending_rows_in_order_without_sorting_the_backlog() {
         .map(|i| row(&format!("k{}", i % 100), "x"))
         .collect();
     q.enqueue_many(&rows).unwrap();
-    let conn = f.engine.database().read().unwrap();
+    let conn = f.engine.database().sqlite().unwrap().read().unwrap();
     let plan = |sql: &str, params: &[(&str, &dyn rusqlite::ToSql)]| -> String {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let rows = stmt.query_map(params, |r| r.get::<_, String>(3)).unwrap();
@@ -978,14 +982,9 @@ fn lease_run_to_send_marks_every_row_of_the_run_started() {
     assert_eq!(run.iter().map(|l| l.id).collect::<Vec<_>>(), ids);
     assert!(run.iter().all(|l| l.send_started.is_none()));
     let marks = |id: i64| -> Option<i64> {
-        db.read()
-            .unwrap()
-            .query_row(
-                "SELECT send_started FROM queue_rows WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .unwrap()
+        let sql = Sql::same("SELECT send_started FROM queue_rows WHERE id = :id");
+        let conn = db.read().unwrap();
+        conn.query_value(&sql, params![":id" => id]).unwrap()
     };
     assert!(ids.iter().all(|&id| marks(id) == Some(T0)), "all marked");
 

@@ -19,8 +19,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     if let Err(e) = crate::invocation::ensure_state_dir() {
         tracing::warn!(error = %e, "the state directory cannot be made; the built-in deliveries and notices files cannot be written there");
     }
-    let mut runtime_config = config.runtime_config(ctx.db.as_deref());
-    runtime_config.db = ctx.db_config()?;
+    let mut runtime_config = config.runtime_config(ctx.db_config()?);
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     let file = describe(ctx.config_file.as_deref());
@@ -121,7 +120,7 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
             return None;
         }
     };
-    let runtime_config = new.runtime_config(ctx.db.as_deref());
+    let runtime_config = new.runtime_config(relayq_engine::DbConfig::new(""));
     let reloaded = runtime.reload(Reload {
         queues: runtime_config.queues,
         notice_routes: runtime_config.notice_routes,

@@ -15,7 +15,7 @@ use crate::pid_file;
 const POLL: Duration = Duration::from_millis(50);
 
 pub fn run(ctx: &Invocation, timeout: Option<Duration>) -> Result<(), CliError> {
-    let db = ctx.config.db_config(ctx.db.as_deref()).path;
+    let db = ctx.config.db_path(ctx.db.as_deref());
     let db = std::path::absolute(&db).unwrap_or(db);
     if !db.exists() {
         println!(

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use relayq_actors::kit::secret::{Secret, SecretSetting};
 use relayq_actors::RelayqConfig;
 use relayq_engine::settings::{check_duration, check_range, SettingError};
 use relayq_engine::{DbConfig, Synchronous};
@@ -14,6 +15,14 @@ pub struct DatabaseConfig {
     /// The database file; relative to the config file. Unset: `relayq.db` in the state
     /// directory (see [`state_dir`]).
     pub path: Option<PathBuf>,
+    /// A PostgreSQL database several daemons share (`postgresql://user:password@host/db`),
+    /// instead of the file; given as `url`, `url_env` or `url_file`, as secrets are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<Secret>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_file: Option<PathBuf>,
     pub synchronous: Synchronous,
     #[serde(with = "humantime_serde")]
     pub busy_timeout: Duration,
@@ -39,6 +48,9 @@ impl Default for DatabaseConfig {
         let engine = DbConfig::new("");
         DatabaseConfig {
             path: None,
+            url: None,
+            url_env: None,
+            url_file: None,
             synchronous: engine.synchronous,
             busy_timeout: engine.busy_timeout,
             readers: engine.readers,
@@ -79,7 +91,43 @@ impl DatabaseConfig {
         )?;
         // 0 readers makes every read wait for a connection that never comes; a huge pool
         // makes `serve` run out of memory at start.
-        check_range("readers", self.readers, (1, MAX_READERS))
+        check_range("readers", self.readers, (1, MAX_READERS))?;
+        match self.url_setting() {
+            Some(url) => url.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// The PostgreSQL URL, read from where the settings say; `None`: the SQLite file.
+    pub fn url(&self) -> Result<Option<String>, SettingError> {
+        let Some(setting) = self.url_setting() else {
+            return Ok(None);
+        };
+        let url = setting.resolve()?.expose().trim().to_string();
+        if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+            return Err(SettingError::new(
+                setting_key(&setting),
+                "is not a PostgreSQL URL: give postgresql://USER:PASSWORD@HOST/DATABASE \
+                 (HOST may be a Unix socket's directory: postgresql://USER@%2Frun%2Fpostgresql/DB), \
+                 or leave it out for the SQLite file",
+            ));
+        }
+        Ok(Some(url))
+    }
+
+    /// The three `url` settings as one, when any is given.
+    fn url_setting(&self) -> Option<SecretSetting<'_>> {
+        let given = self.url.is_some() || self.url_env.is_some() || self.url_file.is_some();
+        given.then(|| SecretSetting::new("url", &self.url, &self.url_env, &self.url_file))
+    }
+}
+
+/// The key a secret setting was given as (`url`, `url_env`, `url_file`).
+fn setting_key(setting: &SecretSetting<'_>) -> String {
+    match (setting.env, setting.file) {
+        (Some(_), _) => format!("{}_env", setting.key),
+        (_, Some(_)) => format!("{}_file", setting.key),
+        _ => setting.key.to_string(),
     }
 }
 

@@ -168,6 +168,9 @@ impl Config {
         if let Some(db) = &mut self.database.path {
             resolve(db);
         }
+        if let Some(file) = &mut self.database.url_file {
+            resolve(file);
+        }
         for channel in self.channels.values_mut() {
             channel.resolve_paths(base);
         }
@@ -371,14 +374,16 @@ impl Config {
             .unwrap_or_else(|| state_dir().join("relayq.db"))
     }
 
-    /// The database settings, with the path as [`Config::db_path`] finds it.
-    pub fn db_config(&self, db_override: Option<&Path>) -> DbConfig {
-        DbConfig {
+    /// The database settings, with the path as [`Config::db_path`] finds it and the
+    /// PostgreSQL URL read from where the settings say (an error names its key).
+    pub fn db_config(&self, db_override: Option<&Path>) -> Result<DbConfig, SettingError> {
+        Ok(DbConfig {
             path: self.db_path(db_override),
+            url: self.database.url().map_err(|e| e.within("database"))?,
             synchronous: self.database.synchronous,
             busy_timeout: self.database.busy_timeout,
             readers: self.database.readers,
-        }
+        })
     }
 
     /// Where hook events' notices go.
@@ -398,10 +403,10 @@ impl Config {
         routes
     }
 
-    /// What the actor system needs.
-    pub fn runtime_config(&self, db_override: Option<&Path>) -> RelayqConfig {
+    /// What the actor system needs, on database `db` (see [`Config::db_config`]).
+    pub fn runtime_config(&self, db: DbConfig) -> RelayqConfig {
         RelayqConfig {
-            db: self.db_config(db_override),
+            db,
             queues: self.queues.clone(),
             session_channels: self.sessions.clone(),
             notice_routes: self.notice_routes(),

@@ -195,7 +195,9 @@ fn routes_and_claimer_settings_are_checked() {
         "c.toml: channels.w.url: is not a URL",
     )]);
     let c = Config::parse("[routes.sessions]\nquiet = []\n", "c.toml").unwrap();
-    let routes = c.runtime_config(None).notice_routes;
+    let routes = c
+        .runtime_config(relayq_engine::DbConfig::new(""))
+        .notice_routes;
     assert!(routes.for_session("quiet").is_empty());
     let default: Vec<_> = routes
         .for_session("other")
@@ -240,9 +242,50 @@ fn session_overrides_route_to_their_channel() {
         "c.toml",
     )
     .unwrap();
-    let r = c.runtime_config(None).session_channels;
+    let r = c
+        .runtime_config(relayq_engine::DbConfig::new(""))
+        .session_channels;
     assert_eq!(
         (r.channel_for("alpha"), r.channel_for("beta")),
         ("tmux", "deliveries")
     );
+}
+
+/// `[database] url` comes inline, from an environment variable or from a file, as secrets
+/// do; a URL that is not PostgreSQL's, or two ways at once, are refused with the key.
+#[test]
+fn the_database_url_is_read_like_a_secret_and_checked() {
+    let db = |text: &str| {
+        let config = Config::parse(text, "c.toml").unwrap();
+        config.db_config(None).map(|d| d.url)
+    };
+    assert_eq!(db("").unwrap(), None, "no URL: the SQLite file");
+    let inline = db("[database]\nurl = \"postgresql://relayq:pw@db/relayq\"\n").unwrap();
+    assert_eq!(inline.as_deref(), Some("postgresql://relayq:pw@db/relayq"));
+
+    std::env::set_var("RELAYQ_TEST_DB_URL", "postgres://u@%2Ftmp/q");
+    let from_env = db("[database]\nurl_env = \"RELAYQ_TEST_DB_URL\"\n").unwrap();
+    assert_eq!(from_env.as_deref(), Some("postgres://u@%2Ftmp/q"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("url");
+    std::fs::write(&file, "postgresql://from-file/q\n").unwrap();
+    let text = format!("[database]\nurl_file = {:?}\n", file.display().to_string());
+    assert_eq!(
+        db(&text).unwrap().as_deref(),
+        Some("postgresql://from-file/q")
+    );
+
+    let wrong = db("[database]\nurl = \"mysql://x/y\"\n").unwrap_err();
+    assert_eq!(wrong.key, "database.url", "{wrong:?}");
+    assert!(wrong.message.contains("not a PostgreSQL URL"), "{wrong:?}");
+    let unset = db("[database]\nurl_env = \"RELAYQ_TEST_DB_URL_UNSET\"\n").unwrap_err();
+    assert_eq!(unset.key, "database.url_env", "{unset:?}");
+    refused_with(&[(
+        "[database]\nurl = \"postgresql://a/b\"\nurl_env = \"X\"\n",
+        "c.toml: database.url: is given more than once",
+    )]);
+    let config = Config::parse("[database]\nurl = \"postgresql://u:s3cret@h/d\"\n", "c").unwrap();
+    let shown = format!("{config:?} {:?}", config.db_config(None).unwrap());
+    assert!(!shown.contains("s3cret"), "{shown}");
 }

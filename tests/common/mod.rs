@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use relayq_engine::storage::sql::{Column, Query, Row, Sql};
 use relayq_engine::{DbConfig, Engine, QueuePolicy};
 
 /// The binary under test: the one cargo built, or `$RELAYQ_TEST_BIN` (to run a regression test
@@ -207,6 +208,23 @@ impl App {
     /// The engine on the same database, to look at rows directly.
     pub fn engine(&self) -> Engine {
         Engine::open(&DbConfig::new(self.db())).unwrap()
+    }
+
+    /// Every row `sql` returns (a text both dialects read alike), each read by `read`.
+    pub fn query<T>(
+        &self,
+        sql: &str,
+        read: impl FnMut(&Row<'_>) -> relayq_engine::Result<T>,
+    ) -> Vec<T> {
+        let sql = Sql::same(Box::leak(sql.to_string().into_boxed_str()));
+        let conn = self.engine().database().read().unwrap();
+        conn.query_all(&sql, relayq_engine::params![], read)
+            .unwrap_or_else(|e| panic!("{}: {e}", sql.sqlite))
+    }
+
+    /// The first column of the first row `sql` returns, if any.
+    pub fn query_value<T: Column>(&self, sql: &str) -> Option<T> {
+        self.query(sql, |r| r.get(0)).into_iter().next()
     }
 
     /// Row `id` of `queue` as it is now.

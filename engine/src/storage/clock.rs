@@ -1,4 +1,6 @@
 //! Time as a parameter: the engine never asks SQLite for `now`, so tests can move time by hand.
+//! On PostgreSQL, shared by daemons on several hosts, the times written with rows are the
+//! database's, unless the clock is a test's (see [`Clock::defers_to_database`]).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -7,6 +9,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A source of wall-clock time in unix milliseconds.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ms(&self) -> i64;
+
+    /// Whether a shared database's clock is to be used instead of this one for the times
+    /// written with rows (lease expiry above all): a host's clock may be off, and daemons on
+    /// hosts whose clocks differ must agree on when a lease ends. False for a clock a test
+    /// moves by hand.
+    fn defers_to_database(&self) -> bool {
+        true
+    }
 }
 
 /// The real clock.
@@ -43,6 +53,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    fn defers_to_database(&self) -> bool {
+        false
     }
 }
 

@@ -8,13 +8,11 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 
-use r2d2::Pool;
-use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::error::{EngineError, Result};
-use crate::storage::checkpoint::{self, Checkpointer};
+use crate::storage::sql::{Query, Sql};
+use crate::tx::Tx;
 
 /// At most this many operations share a transaction, so a flood cannot hold the write lock
 /// (and every caller's answer) for long.
@@ -28,14 +26,16 @@ pub enum Atomicity {
     /// It writes with one statement, which SQLite undoes by itself when it fails, so it needs
     /// no savepoint (a savepoint copies every page it touches that the batch changed before:
     /// the largest cost of a small insert). If it panics, the whole batch is rolled back.
+    /// PostgreSQL gives every operation a savepoint anyway: there, a failed statement spoils
+    /// the whole transaction.
     OneStatement,
 }
 
 /// One queued operation, type-erased for the committer thread.
-trait Operation: Send {
+pub(crate) trait Operation: Send {
     fn atomicity(&self) -> Atomicity;
     /// Runs inside the shared transaction; false when it failed (its savepoint is rolled back).
-    fn run(&mut self, tx: &Transaction<'_>) -> bool;
+    fn run(&mut self, tx: &Tx<'_>) -> bool;
     /// Answers the caller once the transaction's fate is known (`Err` when it did not commit).
     fn answer(self: Box<Self>, committed: std::result::Result<(), &str>);
 }
@@ -50,13 +50,13 @@ struct Typed<T, F> {
 impl<T, F> Operation for Typed<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
 {
     fn atomicity(&self) -> Atomicity {
         self.atomicity
     }
 
-    fn run(&mut self, tx: &Transaction<'_>) -> bool {
+    fn run(&mut self, tx: &Tx<'_>) -> bool {
         let f = self.f.take().expect("an operation runs once");
         let out = f(tx);
         let ok = out.is_ok();
@@ -83,18 +83,23 @@ pub struct Committer {
     queue: mpsc::Sender<Box<dyn Operation>>,
 }
 
+/// A backend's side of the group commit: how a batch becomes one transaction.
+pub(crate) trait Batches: Send + 'static {
+    /// Runs every operation of `batch` in one transaction, each through [`run_one`], and
+    /// commits.
+    fn commit(&mut self, batch: &mut [Box<dyn Operation>]) -> Result<()>;
+
+    /// After each batch, committed or not (SQLite asks for a checkpoint).
+    fn after_batch(&mut self) {}
+}
+
 impl Committer {
-    /// Starts the committer thread on the writer pool, and the checkpoint thread beside it on
-    /// a reader connection (the writer then leaves checkpoints to it).
-    pub(crate) fn start(
-        writer: Pool<SqliteConnectionManager>,
-        readers: Pool<SqliteConnectionManager>,
-    ) -> Committer {
+    /// Starts the commit thread on `batches`.
+    pub(crate) fn start(batches: impl Batches) -> Committer {
         let (queue, ops) = mpsc::channel::<Box<dyn Operation>>();
-        let checkpointer = Checkpointer::start(readers);
         std::thread::Builder::new()
             .name("relayq-commit".into())
-            .spawn(move || run(writer, ops, checkpointer))
+            .spawn(move || run(batches, ops))
             .expect("cannot start the commit thread");
         Committer { queue }
     }
@@ -103,7 +108,7 @@ impl Committer {
     pub fn submit<T, F>(&self, atomicity: Atomicity, f: F) -> oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let op = Box::new(Typed {
@@ -119,21 +124,7 @@ impl Committer {
     }
 }
 
-fn run(
-    writer: Pool<SqliteConnectionManager>,
-    ops: mpsc::Receiver<Box<dyn Operation>>,
-    checkpointer: Checkpointer,
-) {
-    let backstop = writer.get().map_err(EngineError::from).and_then(|conn| {
-        Ok(conn.pragma_update(
-            None,
-            "wal_autocheckpoint",
-            checkpoint::WRITER_BACKSTOP_PAGES,
-        )?)
-    });
-    if let Err(e) = backstop {
-        tracing::warn!(error = %e, "cannot hand checkpoints to the checkpoint thread; the writer keeps doing them");
-    }
+fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>) {
     let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
     let (mut batches, mut operations) = (0u64, 0u64);
     let mut busy = std::time::Duration::ZERO;
@@ -149,12 +140,12 @@ fn run(
         batches += 1;
         operations += batch.len() as u64;
         let began = std::time::Instant::now();
-        let outcome = commit(&writer, &mut batch);
+        let outcome = backend.commit(&mut batch);
         busy += began.elapsed();
         if let Err(e) = &outcome {
             tracing::warn!(operations = batch.len(), error = %e, "group commit failed; every operation in it is answered with the error");
         }
-        checkpointer.nudge();
+        backend.after_batch();
         let reason = outcome.as_ref().err().map(|e| e.to_string());
         for op in batch.drain(..) {
             op.answer(reason.as_deref().map_or(Ok(()), Err));
@@ -171,31 +162,29 @@ fn run(
     );
 }
 
-/// Runs every operation of `batch` in one IMMEDIATE transaction, each in a savepoint unless
-/// it needs none.
-fn commit(writer: &Pool<SqliteConnectionManager>, batch: &mut [Box<dyn Operation>]) -> Result<()> {
-    let mut conn = writer.get()?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    for op in batch.iter_mut() {
-        let guarded = op.atomicity() == Atomicity::Savepoint;
-        if guarded {
-            tx.prepare_cached("SAVEPOINT op")?.execute([])?;
-        }
-        let ran = catch_unwind(AssertUnwindSafe(|| op.run(&tx)));
-        let panicked = ran.is_err();
-        if panicked {
-            tracing::error!("a database operation panicked; it is rolled back");
-        }
-        if guarded {
-            if !ran.unwrap_or(false) {
-                tx.prepare_cached("ROLLBACK TO op")?.execute([])?;
-            }
-            tx.prepare_cached("RELEASE op")?.execute([])?;
-        } else if panicked {
-            // A failed single statement undid itself; a panic may have come after its write.
-            return Err(EngineError::NotCommitted("an operation panicked".into()));
-        }
+const SAVEPOINT_SQL: Sql = Sql::same("SAVEPOINT op");
+const ROLLBACK_TO_SQL: Sql = Sql::same("ROLLBACK TO SAVEPOINT op");
+const RELEASE_SQL: Sql = Sql::same("RELEASE SAVEPOINT op");
+
+/// Runs `op` inside the batch's transaction `tx`: in a savepoint of its own when `guarded`,
+/// rolled back if it fails. An error here is the transaction's, and fails the whole batch.
+pub(crate) fn run_one(tx: &Tx<'_>, op: &mut Box<dyn Operation>, guarded: bool) -> Result<()> {
+    if guarded {
+        tx.exec(&SAVEPOINT_SQL, crate::params![])?;
     }
-    tx.commit()?;
+    let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx)));
+    let panicked = ran.is_err();
+    if panicked {
+        tracing::error!("a database operation panicked; it is rolled back");
+    }
+    if guarded {
+        if !ran.unwrap_or(false) {
+            tx.exec(&ROLLBACK_TO_SQL, crate::params![])?;
+        }
+        tx.exec(&RELEASE_SQL, crate::params![])?;
+    } else if panicked {
+        // A failed single statement undid itself; a panic may have come after its write.
+        return Err(EngineError::NotCommitted("an operation panicked".into()));
+    }
     Ok(())
 }

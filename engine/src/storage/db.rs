@@ -1,45 +1,36 @@
-//! Opening the database: the file (mode 0600), the pragmas every connection needs, the schema
-//! migrations, and two r2d2 pools — one writer (SQLite has one writer anyway; a pool of one
-//! serialises this process's writers without busy-sleeping) and a few readers.
+//! The database, of either backend: SQLite (one file, one daemon: the default) or PostgreSQL
+//! (several daemons on one server). Everything above storage holds a [`Database`] and never
+//! asks which: reads through [`Database::read`], one-shot writes through [`Database::write`],
+//! the daemon's writes through the group commit ([`Database::submit`]).
+//!
+//! ```text
+//!   Database ─┬─ Sqlite(SqliteDatabase)   writer pool of 1 + readers, WAL, checkpoints
+//!             └─ Postgres(PgDatabase)     one pool; times from the database's clock
+//!   submit ──> Committer thread ──> Batches (per backend) ──> one transaction per batch
+//! ```
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use r2d2::{Pool, PooledConnection};
-use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
-use scheduled_thread_pool::ScheduledThreadPool;
-
+use crate::clock::{Clock, SystemClock};
 use crate::commit::{Atomicity, Committer};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
+use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
+use crate::storage::sql::{Executor, Target};
 use crate::tx::Tx;
 
-/// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
-/// never corrupts; FULL also survives power loss, at the cost of an fsync per commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Synchronous {
-    #[default]
-    Normal,
-    Full,
-}
-
-impl Synchronous {
-    fn pragma(self) -> &'static str {
-        match self {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        }
-    }
-}
+pub use crate::storage::sqlite::db::{SqliteConn, SqliteDatabase, Synchronous};
 
 /// How to open the database.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DbConfig {
+    /// The SQLite file. With a PostgreSQL `url`, the node's own files (the hook spool, the
+    /// wake-up socket) still live beside it.
     pub path: PathBuf,
+    /// A PostgreSQL URL (`postgresql://user:password@host/db`): the database is there, not
+    /// in the file.
+    pub url: Option<String>,
     pub synchronous: Synchronous,
     /// How long a statement waits for a lock held by another process before failing.
     pub busy_timeout: Duration,
@@ -47,10 +38,23 @@ pub struct DbConfig {
     pub readers: u32,
 }
 
+impl std::fmt::Debug for DbConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbConfig")
+            .field("path", &self.path)
+            .field("url", &self.url.as_deref().map(redacted))
+            .field("synchronous", &self.synchronous)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("readers", &self.readers)
+            .finish()
+    }
+}
+
 impl DbConfig {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         DbConfig {
             path: path.into(),
+            url: None,
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
@@ -58,162 +62,140 @@ impl DbConfig {
     }
 }
 
-/// The schema, oldest first; `PRAGMA user_version` counts those applied. Never edit a released
-/// migration: add a new one.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/0001_queue_rows.sql"),
-    include_str!("../../migrations/0002_sessions.sql"),
-    include_str!("../../migrations/0003_queue_rows_cheaper_checks.sql"),
-    include_str!("../../migrations/0004_inbound_dedup_per_chat.sql"),
-    include_str!("../../migrations/0005_delivery_receipts.sql"),
-    include_str!("../../migrations/0006_source_offsets.sql"),
-    include_str!("../../migrations/0007_channel_penalties.sql"),
-    include_str!("../../migrations/0008_send_started.sql"),
-    include_str!("../../migrations/0009_session_origins.sql"),
-    include_str!("../../migrations/0010_pauses.sql"),
-    include_str!("../../migrations/0011_dead_rows_index.sql"),
-    include_str!("../../migrations/0012_agent_state.sql"),
-    include_str!("../../migrations/0013_approvals.sql"),
-    include_str!("../../migrations/0014_approval_keys.sql"),
-];
-
-/// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
-/// before `user_version` is read, so processes opening a new database at the same moment (a
-/// daemon starting while hooks fire) apply each migration once: the others wait for the lock
-/// (the busy timeout), then find the schema current. A database written by a newer relayq is
-/// refused rather than misread.
-pub(crate) fn migrate(conn: &mut Connection, target: usize) -> Result<()> {
-    let version = |c: &Connection| -> rusqlite::Result<usize> {
-        c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
-            .map(|v| v.max(0) as usize)
-    };
-    if version(conn)? == target {
-        return Ok(()); // the common case: no lock taken
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let current = version(&tx)?;
-    if current > MIGRATIONS.len() {
-        return Err(EngineError::Migration(format!(
-            "the database has schema version {current}, newer than this relayq knows ({}): \
-             run a relayq at least as new as the one that wrote it",
-            MIGRATIONS.len()
-        )));
-    }
-    for (n, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
-        tx.execute_batch(sql)
-            .map_err(|e| EngineError::Migration(format!("migration {}: {e}", n + 1)))?;
-    }
-    tx.pragma_update(None, "user_version", target.max(current) as i64)?;
-    tx.commit()?;
-    Ok(())
-}
-
-type Conn = PooledConnection<SqliteConnectionManager>;
-
-/// An open database: a writer pool of one and a reader pool.
+/// An open database. Cheap to clone; clones share the pools and the commit thread.
 #[derive(Clone)]
 pub struct Database {
+    backend: Backend,
     path: PathBuf,
-    writer: Pool<SqliteConnectionManager>,
-    readers: Pool<SqliteConnectionManager>,
+    /// The time writes are made at on SQLite (and on PostgreSQL when it is a test's).
+    clock: Arc<dyn Clock>,
     /// Started on first `submit`, so one-shot commands never start its thread.
     committer: Arc<OnceLock<Committer>>,
-    /// The file's (device, inode) when it was opened: see [`Database::file_still_there`].
-    identity: Option<(u64, u64)>,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sqlite(SqliteDatabase),
+    Postgres(PgDatabase, String),
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database")
-            .field("path", &self.path)
-            .finish()
+        f.write_str(&self.describe())
+    }
+}
+
+/// A read connection of either backend.
+pub enum Reader {
+    Sqlite(SqliteConn),
+    Postgres(PgRead),
+}
+
+impl Executor for Reader {
+    fn target(&self) -> Target<'_> {
+        match self {
+            Reader::Sqlite(conn) => conn.target(),
+            Reader::Postgres(conn) => conn.target(),
+        }
     }
 }
 
 impl Database {
-    /// Creates the file if needed (mode 0600), migrates it to the latest schema, opens the pools.
+    /// Opens the database `config` names (creating and migrating it if needed), on the
+    /// system clock.
     pub fn open(config: &DbConfig) -> Result<Self> {
-        let path = config.path.clone();
-        create_private_file(&path)?;
-        let open_error = |e: rusqlite::Error| EngineError::Open {
-            path: path.clone(),
-            reason: e.to_string(),
+        let backend = match &config.url {
+            Some(url) => {
+                Backend::Postgres(PgDatabase::open(url, config.readers + 2)?, redacted(url))
+            }
+            None => Backend::Sqlite(SqliteDatabase::open(config)?),
         };
-        let mut conn = Connection::open(&path).map_err(open_error)?;
-        configure(&conn, config).map_err(open_error)?;
-        enable_wal(&conn, config.busy_timeout).map_err(|reason| EngineError::Open {
-            path: path.clone(),
-            reason,
-        })?;
-        migrate(&mut conn, MIGRATIONS.len())?;
-
-        // One scheduler thread for both pools (r2d2 would start three per pool). The writer is
-        // opened now (every command writes); readers on first use, so a one-shot command (the
-        // hook receiver, `enqueue`) opens no connection it never reads with.
-        let scheduler = Arc::new(
-            ScheduledThreadPool::builder()
-                .num_threads(1)
-                .thread_name_pattern("relayq-db-pool")
-                .build(),
-        );
-        let writer = pool(config, 1, 1, &scheduler)?;
-        let readers = pool(config, config.readers.max(1), 0, &scheduler)?;
-        // Closed only now: had it been the last connection, closing it would checkpoint and
-        // delete the WAL, which the writer would create (and fsync) again at once.
-        drop(conn);
-        let identity = std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
         Ok(Database {
-            path,
-            writer,
-            readers,
+            backend,
+            path: config.path.clone(),
+            clock: Arc::new(SystemClock),
             committer: Arc::default(),
-            identity,
         })
     }
 
+    /// This database with writes timed by `clock` (see [`Clock::defers_to_database`]).
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        Database {
+            clock,
+            committer: Arc::default(),
+            ..self
+        }
+    }
+
+    /// The SQLite file; on PostgreSQL, the path the node's own files live beside.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Whether the file at the path is still the one opened: deleted, or replaced by another
-    /// file, its rows are no longer what every other command (the CLI, the hooks) reads and
-    /// writes, and what this process writes is lost with it. The reason when it is not.
-    pub fn file_still_there(&self) -> std::result::Result<(), String> {
-        let now = std::fs::metadata(&self.path).map(|m| (m.dev(), m.ino()));
-        match (now, self.identity) {
-            (Ok(now), Some(opened)) if now != opened => Err(format!(
-                "the database file {} was replaced by another file since it was opened: \
-                 this daemon writes to the old one, which no command reads; restart it",
-                self.path.display()
-            )),
-            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                "the database file {} was deleted while in use: nothing written since is \
-                 kept, and other commands would start a new, empty one; restart the daemon",
-                self.path.display()
-            )),
-            _ => Ok(()),
+    /// Which database, for people: the file's path, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(_) => self.path.display().to_string(),
+            Backend::Postgres(_, url) => url.clone(),
         }
     }
 
-    /// Runs `f` in an IMMEDIATE transaction (the write lock is taken at BEGIN, so a busy
-    /// database fails fast at the start instead of deadlocking mid-transaction) and commits.
-    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.writer.get()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+    /// Whether several daemons may share this database (PostgreSQL).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(..))
     }
 
-    /// [`write`](Self::write) made at `now` (unix ms): the storage functions read the time
-    /// from the transaction.
+    /// The SQLite database, for what only SQLite has (its file, raw transactions in tests).
+    pub fn sqlite(&self) -> Option<&SqliteDatabase> {
+        match &self.backend {
+            Backend::Sqlite(db) => Some(db),
+            Backend::Postgres(..) => None,
+        }
+    }
+
+    /// Whether the database is still the one opened; the reason when not (see
+    /// [`SqliteDatabase::file_still_there`]). A server has no file to lose.
+    pub fn file_still_there(&self) -> std::result::Result<(), String> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.file_still_there(),
+            Backend::Postgres(..) => Ok(()),
+        }
+    }
+
+    /// A connection for queries that change nothing.
+    pub fn read(&self) -> Result<Reader> {
+        Ok(match &self.backend {
+            Backend::Sqlite(db) => Reader::Sqlite(db.read()?),
+            Backend::Postgres(db, _) => Reader::Postgres(db.read()?),
+        })
+    }
+
+    /// Runs `f` in a write transaction of its own, made now, and commits (one-shot commands;
+    /// the daemon's writes go through [`submit`](Self::submit)).
+    pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.write_at(self.clock.now_ms(), f),
+            Backend::Postgres(db, _) => db.write_with(self.fixed_time(), f),
+        }
+    }
+
+    /// [`write`](Self::write) made at `now` (unix ms), whatever the clocks say.
     pub fn write_at<T>(&self, now: i64, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.write(|tx| f(&Tx::new(tx, now)))
+        match &self.backend {
+            Backend::Sqlite(db) => db.write_at(now, f),
+            Backend::Postgres(db, _) => db.write_with(Some(now), f),
+        }
+    }
+
+    /// The time to make a PostgreSQL write at, when it is not the database's.
+    fn fixed_time(&self) -> Option<i64> {
+        (!self.clock.defers_to_database()).then(|| self.clock.now_ms())
     }
 
     /// Queues `f` for the next group commit (see [`Committer`]): it shares its transaction with
-    /// the operations submitted around it, in its own savepoint unless `atomicity` says it needs none, and is answered after the
-    /// commit. The way for a long-running process with many concurrent writers to write.
+    /// the operations submitted around it, in its own savepoint unless `atomicity` says it
+    /// needs none, and is answered after the commit. The way for a long-running process with
+    /// many concurrent writers to write.
     pub fn submit<T, F>(
         &self,
         atomicity: Atomicity,
@@ -221,266 +203,21 @@ impl Database {
     ) -> tokio::sync::oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
     {
         self.committer
-            .get_or_init(|| Committer::start(self.writer.clone(), self.readers.clone()))
+            .get_or_init(|| match &self.backend {
+                Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),
+                Backend::Postgres(db, _) => Committer::start(db.batches(self.clock.clone())),
+            })
             .submit(atomicity, f)
     }
-
-    /// A reader connection, for queries that change nothing.
-    pub fn read(&self) -> Result<Conn> {
-        Ok(self.readers.get()?)
-    }
 }
 
-/// Switches a new file to WAL (a property of the file, kept once set). On a new file another
-/// process may hold the lock at that moment, in which case SQLite answers with the old mode
-/// instead of waiting: ask again until `wait` has passed.
-fn enable_wal(conn: &Connection, wait: Duration) -> std::result::Result<(), String> {
-    let started = std::time::Instant::now();
-    loop {
-        let mode = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
-            .map_err(|e| e.to_string());
-        match mode {
-            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-            Ok(mode) if started.elapsed() >= wait => {
-                return Err(format!(
-                    "the file system does not support WAL (journal_mode is {mode})"
-                ))
-            }
-            Err(e) if started.elapsed() >= wait => return Err(e),
-            _ => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-}
-
-/// The pragmas each connection needs. WAL is a property of the file, set once at open.
-fn configure(conn: &Connection, config: &DbConfig) -> rusqlite::Result<()> {
-    conn.busy_timeout(config.busy_timeout)?;
-    // Every statement the engine runs stays prepared (rusqlite keeps 16 by default).
-    conn.set_prepared_statement_cache_capacity(64);
-    // Plans must not depend on bound values. Without this, SQLite (3.47+, and STAT4 in
-    // the bundled build) marks a statement whose `LIMIT :limit` or indexed comparison reads a
-    // parameter to be prepared again at every new binding: each lease of a run paid a full
-    // parse and plan, a quarter of the writer's time under HTTP load.
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    conn.pragma_update(None, "synchronous", config.synchronous.pragma())?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(())
-}
-
-fn pool(
-    config: &DbConfig,
-    size: u32,
-    open_now: u32,
-    scheduler: &Arc<ScheduledThreadPool>,
-) -> Result<Pool<SqliteConnectionManager>> {
-    let cfg = config.clone();
-    let manager =
-        SqliteConnectionManager::file(&config.path).with_init(move |c| configure(c, &cfg));
-    Ok(Pool::builder()
-        .max_size(size)
-        .min_idle(Some(open_now))
-        .thread_pool(scheduler.clone())
-        .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
-        .build(manager)?)
-}
-
-/// Creates the database file readable by its owner only, before SQLite does (SQLite would use
-/// the umask, usually 0644). SQLite gives the -wal and -shm files the same mode as this one.
-fn create_private_file(path: &Path) -> Result<()> {
-    let err = |reason: String| EngineError::Open {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if path.as_os_str().is_empty() {
-        return Err(err("the path is empty".into()));
-    }
-    if path.is_dir() {
-        return Err(err("it is a directory; give a file path".into()));
-    }
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(err(format!(
-            "directory {} does not exist; create it first",
-            parent.display()
-        )));
-    }
-    // In a directory others may write to, a link at the database's path may be theirs: it
-    // would make relayq write its database (and the chat text in it) where they chose.
-    let shared = std::fs::metadata(parent).is_ok_and(|m| m.mode() & 0o022 != 0);
-    if shared && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(err(format!(
-            "it is a symbolic link in {}, a directory other users may write to: relayq does \
-             not follow it; use a private directory (or the default location)",
-            parent.display()
-        )));
-    }
-    // Only a new file is opened here: closing a descriptor of a database this process already
-    // has open would drop the POSIX locks SQLite holds on it.
-    match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(err(format!("{e} (is the path writable?)"))),
-    }
-}
-
-/// A new database in a temporary directory, kept while the directory lives.
+/// A new SQLite database in a temporary directory, kept while the directory lives.
 #[cfg(any(test, feature = "test-helpers"))]
 pub fn temp_database() -> (tempfile::TempDir, Database) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(&DbConfig::new(dir.path().join("q.db"))).unwrap();
     (dir, db)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn migrations_apply_in_order_and_set_the_version() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate(&mut conn, MIGRATIONS.len()).unwrap();
-        let v: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(v as usize, MIGRATIONS.len());
-        migrate(&mut conn, MIGRATIONS.len()).unwrap(); // a second run changes nothing
-    }
-
-    #[test]
-    fn a_database_from_a_newer_relayq_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        Connection::open(&path)
-            .unwrap()
-            .pragma_update(None, "user_version", 99)
-            .unwrap();
-        let err = Database::open(&DbConfig::new(&path)).unwrap_err();
-        assert!(err.to_string().contains("schema version 99"), "{err}");
-    }
-
-    #[test]
-    fn new_file_is_private_and_pragmas_hold_on_every_connection() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let mut cfg = DbConfig::new(&path);
-        cfg.synchronous = Synchronous::Full;
-        cfg.busy_timeout = Duration::from_millis(1234);
-        let db = Database::open(&cfg).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-
-        let check = |c: &Connection| {
-            let jm: String = c
-                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-                .unwrap();
-            let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
-            let busy: i64 = c
-                .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
-                .unwrap();
-            assert_eq!(jm, "wal");
-            assert_eq!(sync, 2, "FULL is 2");
-            assert_eq!(busy, 1234);
-        };
-        check(&db.read().unwrap());
-        check(&db.writer.get().unwrap());
-        db.write(|tx| Ok(tx.execute_batch("CREATE TABLE probe(x)")?))
-            .unwrap();
-        let wal = dir.path().join("q.db-wal");
-        let wal_mode = std::fs::metadata(wal).unwrap().permissions().mode() & 0o777;
-        assert_eq!(
-            wal_mode, 0o600,
-            "the WAL file is as private as the database"
-        );
-    }
-
-    #[test]
-    fn normal_synchronous_is_the_default() {
-        let (_dir, db) = temp_database();
-        let sync: i64 = db
-            .read()
-            .unwrap()
-            .query_row("PRAGMA synchronous", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(sync, 1, "NORMAL is 1");
-    }
-
-    #[test]
-    fn reopening_keeps_data_and_does_not_remigrate() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = DbConfig::new(dir.path().join("q.db"));
-        Database::open(&cfg).unwrap().write(|tx| {
-            tx.execute("INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at) VALUES('q','k','{}',0,0)", [])?;
-            Ok(())
-        }).unwrap();
-        let db = Database::open(&cfg).unwrap();
-        let n: i64 = db
-            .read()
-            .unwrap()
-            .query_row("SELECT COUNT(*) FROM queue_rows", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(n, 1);
-    }
-
-    /// A database written by the first schema keeps its rows, and ids are never reused after
-    /// the table rebuild of migration 3, even the id of a row pruned before the upgrade.
-    #[test]
-    fn upgrade_from_the_first_schema_keeps_rows_and_the_id_high_water_mark() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let mut conn = Connection::open(&path).unwrap();
-        migrate(&mut conn, 2).unwrap();
-        let insert = "INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at)
-                      VALUES('q','k','{}',0,0)";
-        for _ in 0..3 {
-            conn.execute(insert, []).unwrap();
-        }
-        conn.execute("DELETE FROM queue_rows WHERE id = 3", [])
-            .unwrap();
-        drop(conn);
-
-        let db = Database::open(&DbConfig::new(&path)).unwrap();
-        let id: i64 = db
-            .write(|tx| Ok(tx.query_row(&format!("{insert} RETURNING id"), [], |r| r.get(0))?))
-            .unwrap();
-        assert_eq!(id, 4, "id 3 was used before the upgrade");
-        let conn = db.read().unwrap();
-        let ids: Vec<i64> = conn
-            .prepare("SELECT id FROM queue_rows ORDER BY id")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(ids, [1, 2, 4]);
-        let bad = Connection::open(&path).unwrap().execute(
-            "INSERT INTO queue_rows(queue,key,payload,created_at,next_attempt_at,state)
-             VALUES('q','k','{}',0,0,'lost')",
-            [],
-        );
-        assert!(bad.is_err(), "the state CHECK still holds");
-    }
-
-    #[test]
-    fn missing_directory_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = Database::open(&DbConfig::new(dir.path().join("nope/q.db"))).unwrap_err();
-        assert!(err.to_string().contains("does not exist"), "{err}");
-    }
 }

@@ -1,9 +1,10 @@
-//! The storage layer: SQLite and nothing about what the rows mean. It imports nothing of the
-//! flows (inbound, outbound, hooks, sessions, sources), which are built on it.
+//! The storage layer: the database and nothing about what the rows mean. It imports nothing
+//! of the flows (inbound, outbound, hooks, sessions, sources), which are built on it.
 //!
-//! - [`db`]: opening, WAL, migrations (`engine/migrations/`), the writer and reader pools.
-//! - [`commit`]: the commit thread that groups concurrent writers into one transaction;
-//!   [`checkpoint`]: WAL checkpoints on their own thread.
+//! - [`db`]: the database of either backend; [`sqlite`] (the default: one file, WAL,
+//!   migrations in `engine/migrations/`, checkpoints) and [`postgresql`] (several daemons).
+//! - [`sql`]: one statement for both dialects, run on either backend's connection.
+//! - [`commit`]: the commit thread that groups concurrent writers into one transaction.
 //! - [`queue`]: the `queue_rows` table, every statement on it.
 //! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses.
 //! - [`source_offsets`]: how far each inbound source has read.
@@ -23,7 +24,6 @@ macro_rules! from_columns {
 }
 
 pub mod approvals;
-pub(crate) mod checkpoint;
 pub mod clock;
 pub mod commit;
 pub mod db;
@@ -35,6 +35,7 @@ pub mod queue;
 pub mod sessions;
 pub mod source_offsets;
 pub mod sql;
+pub mod sqlite;
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod test_db;
 pub mod tx;

@@ -55,7 +55,7 @@ mod tests {
         let (_dir, db) = crate::db::temp_database();
         offsets_are_kept_per_source(
             &|name, at| db.write_at(1, |tx| set_offset_in(tx, name, at)).unwrap(),
-            &|name| offset(&*db.read().unwrap(), name).unwrap(),
+            &|name| offset(&db.read().unwrap(), name).unwrap(),
         );
     }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use postgres::GenericClient;
 
 use crate::error::{EngineError, Result};
+use crate::storage::postgresql::connection::blocking;
 
 /// A statement's text in each dialect.
 #[derive(Debug, Clone, Copy)]
@@ -307,18 +308,42 @@ fn unknown_parameter(name: &str) -> EngineError {
     EngineError::Invalid(format!("the statement has no parameter {name}"))
 }
 
-/// A PostgreSQL client or transaction (anything that derefs to one: a pooled connection,
-/// `&mut Transaction`), borrowed mutably through a cell: the driver takes `&mut`, storage
-/// code holds `&`.
+/// A PostgreSQL client or transaction (a pooled connection, `&mut Transaction`), borrowed
+/// mutably through a cell: the driver takes `&mut`, storage code holds `&`.
 pub struct Pg<C>(pub RefCell<C>);
 
-impl<C> PgClient for Pg<C>
-where
-    C: std::ops::DerefMut,
-    C::Target: GenericClient,
-{
+/// What a [`Pg`] holds: something that lends a client or a transaction.
+pub trait AsClient {
+    type Client: GenericClient + Send;
+    fn client(&mut self) -> &mut Self::Client;
+}
+
+impl AsClient for r2d2::PooledConnection<crate::storage::postgresql::connection::Manager> {
+    type Client = postgres::Client;
+    fn client(&mut self) -> &mut postgres::Client {
+        self
+    }
+}
+
+impl AsClient for &mut postgres::Client {
+    type Client = postgres::Client;
+    fn client(&mut self) -> &mut postgres::Client {
+        self
+    }
+}
+
+impl<'c> AsClient for &mut postgres::Transaction<'c> {
+    type Client = postgres::Transaction<'c>;
+    fn client(&mut self) -> &mut postgres::Transaction<'c> {
+        self
+    }
+}
+
+impl<C: AsClient> PgClient for Pg<C> {
     fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
-        Ok(self.0.borrow_mut().execute(text, values)?)
+        let mut held = self.0.borrow_mut();
+        let client = held.client();
+        Ok(blocking(move || client.execute(text, values))?)
     }
 
     fn rows(
@@ -326,19 +351,19 @@ where
         text: &str,
         values: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
-        Ok(self.0.borrow_mut().query(text, values)?)
+        let mut held = self.0.borrow_mut();
+        let client = held.client();
+        Ok(blocking(move || client.query(text, values))?)
     }
 
     fn batch(&self, text: &str) -> Result<()> {
-        Ok(self.0.borrow_mut().batch_execute(text)?)
+        let mut held = self.0.borrow_mut();
+        let client = held.client();
+        Ok(blocking(move || client.batch_execute(text))?)
     }
 }
 
-impl<C> Executor for Pg<C>
-where
-    C: std::ops::DerefMut,
-    C::Target: GenericClient,
-{
+impl<C: AsClient> Executor for Pg<C> {
     fn target(&self) -> Target<'_> {
         Target::Postgres(self)
     }

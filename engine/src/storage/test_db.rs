@@ -1,61 +1,109 @@
 //! A database of either backend for storage tests: [`TestDb::both`] gives a fresh SQLite file
 //! and a fresh PostgreSQL server, and a test runs the same steps and checks on each.
 
+use crate::db::{DbConfig, Reader};
 use crate::error::Result;
 use crate::storage::db::Database;
-use crate::storage::postgresql::db::PgDatabase;
 use crate::storage::postgresql::test_server::TestServer;
 use crate::storage::sql::Executor;
 use crate::tx::Tx;
 
-/// A fresh database of one backend.
-pub enum TestDb {
-    Sqlite(tempfile::TempDir, Database),
-    Postgres(PgDatabase, TestServer),
+/// A fresh database of one backend, with what keeps it alive (its directory, its server).
+pub struct TestDb {
+    pub db: Database,
+    /// How to open it again (another daemon, another process).
+    pub config: DbConfig,
+    _dir: tempfile::TempDir,
+    _server: Option<TestServer>,
+}
+
+/// The environment variable that chooses the backend of the suites that run on either:
+/// `sqlite` (unset) or `postgresql`.
+pub const BACKEND_ENV: &str = "RELAYQ_TEST_DATABASE";
+
+/// Whether the suites run on PostgreSQL this time (see [`BACKEND_ENV`]).
+pub fn postgres_chosen() -> bool {
+    match std::env::var(BACKEND_ENV).as_deref() {
+        Err(_) | Ok("") | Ok("sqlite") => false,
+        Ok("postgresql") => true,
+        Ok(other) => panic!("{BACKEND_ENV}={other}: use sqlite or postgresql"),
+    }
 }
 
 impl TestDb {
+    /// A fresh database of the backend [`BACKEND_ENV`] chooses.
+    pub fn from_env() -> TestDb {
+        match postgres_chosen() {
+            false => TestDb::sqlite(),
+            true => TestDb::postgres(),
+        }
+    }
+
     /// A SQLite database and a PostgreSQL one, each empty but for the schema.
     pub fn both() -> [TestDb; 2] {
-        let (dir, db) = crate::db::temp_database();
+        [TestDb::sqlite(), TestDb::postgres()]
+    }
+
+    /// A fresh SQLite file.
+    pub fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = DbConfig::new(dir.path().join("q.db"));
+        let db = Database::open(&config).expect("opens");
+        TestDb {
+            db,
+            config,
+            _dir: dir,
+            _server: None,
+        }
+    }
+
+    /// A fresh PostgreSQL server and database.
+    pub fn postgres() -> TestDb {
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let server = TestServer::start();
-        let pg = PgDatabase::open(&server.url(), 4).expect("the test server opens");
-        [TestDb::Sqlite(dir, db), TestDb::Postgres(pg, server)]
+        let mut config = DbConfig::new(dir.path().join("q.db"));
+        config.url = Some(server.url());
+        let db = Database::open(&config).expect("the test server opens");
+        TestDb {
+            db,
+            config,
+            _dir: dir,
+            _server: Some(server),
+        }
+    }
+
+    /// A directory of the test's own, beside the database (the SQLite file is in it).
+    pub fn path(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     /// Which backend, for messages.
     pub fn name(&self) -> &'static str {
-        match self {
-            TestDb::Sqlite(..) => "sqlite",
-            TestDb::Postgres(..) => "postgresql",
+        match self.db.is_shared() {
+            false => "sqlite",
+            true => "postgresql",
         }
     }
 
     /// Runs `f` in a write transaction made at `now`, and commits.
     pub fn write_at<T>(&self, now: i64, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        match self {
-            TestDb::Sqlite(_, db) => db.write_at(now, f),
-            TestDb::Postgres(db, _) => db.write_at(now, f),
-        }
+        self.db.write_at(now, f)
     }
 
     /// A read connection.
     pub fn conn(&self) -> Box<dyn Executor> {
-        match self {
-            TestDb::Sqlite(_, db) => Box::new(db.read().expect("a read connection")),
-            TestDb::Postgres(db, _) => Box::new(db.read().expect("a read connection")),
-        }
+        Box::new(self.db.read().expect("a read connection"))
     }
 
     /// Prepares `sql` in this backend's dialect (PostgreSQL also types every parameter).
     pub fn prepare(&self, sql: &crate::storage::sql::Sql) -> Result<()> {
-        match self {
-            TestDb::Sqlite(_, db) => {
-                db.read()?.prepare(sql.sqlite)?;
+        match self.db.read()? {
+            Reader::Sqlite(conn) => {
+                conn.prepare(sql.sqlite)?;
             }
-            TestDb::Postgres(db, _) => {
+            Reader::Postgres(conn) => {
                 let text = crate::storage::sql::to_positional(sql.postgres).text;
-                db.read()?.0.borrow_mut().prepare(&text)?;
+                conn.0.borrow_mut().prepare(&text)?;
             }
         }
         Ok(())
@@ -63,9 +111,6 @@ impl TestDb {
 
     /// Runs `f` on a read connection.
     pub fn read<T>(&self, f: impl FnOnce(&dyn Executor) -> Result<T>) -> Result<T> {
-        match self {
-            TestDb::Sqlite(_, db) => f(&db.read()?),
-            TestDb::Postgres(db, _) => f(&db.read()?),
-        }
+        f(&self.db.read()?)
     }
 }

@@ -30,13 +30,13 @@ use approvals::ChatAnswersRecorded;
 /// What a write may use: the group commit's transaction (for the storage functions, inside
 /// the engine) and the queues and notice routes.
 pub struct Writer<'a> {
-    tx: Tx<'a>,
+    tx: &'a Tx<'a>,
     pub flows: &'a HookProcessor,
 }
 
 impl<'a> Writer<'a> {
     pub(crate) fn tx(&self) -> &Tx<'a> {
-        &self.tx
+        self.tx
     }
 
     /// The time the write is made at: one time for all its statements.
@@ -68,7 +68,6 @@ impl HookProcessor {
         let flows = std::sync::Arc::clone(self);
         let atomicity = write.atomicity();
         self.engine.database().submit(atomicity, move |tx| {
-            let tx = Tx::new(tx, flows.engine.now());
             let out = write.apply(&Writer { tx, flows: &flows })?;
             Ok((out, keep))
         })

@@ -4,13 +4,15 @@
 //! a lease expires.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
-use r2d2_postgres::postgres::NoTls;
-use r2d2_postgres::PostgresConnectionManager;
 
+use crate::clock::Clock;
+use crate::commit::{run_one, Batches, Operation};
 use crate::error::{EngineError, Result};
+use crate::storage::postgresql::connection::{blocking, Manager};
 use crate::storage::sql::{Pg, Query, Sql};
 use crate::tx::Tx;
 
@@ -32,8 +34,6 @@ const RECORD_SQL: Sql = Sql::same("INSERT INTO relayq_schema (version) VALUES (:
 /// start).
 const NOW_SQL: Sql = Sql::same("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT");
 
-type Manager = PostgresConnectionManager<NoTls>;
-
 /// An open PostgreSQL database.
 #[derive(Clone)]
 pub struct PgDatabase {
@@ -54,10 +54,13 @@ impl PgDatabase {
             path: redacted(url).into(),
             reason: format!("not a PostgreSQL URL: {e}"),
         })?;
+        // A connection is not tested at each checkout (a round trip per batch): one the server
+        // dropped fails its statement, and the pool then drops it and opens another.
         let pool = Pool::builder()
             .max_size(connections)
+            .test_on_check_out(false)
             .connection_timeout(Duration::from_secs(10))
-            .build(PostgresConnectionManager::new(config, NoTls))
+            .build(Manager::new(config))
             .map_err(|e| EngineError::Open {
                 path: redacted(url).into(),
                 reason: e.to_string(),
@@ -82,19 +85,42 @@ impl PgDatabase {
         self.write_with(Some(now), f)
     }
 
-    fn write_with<T>(&self, now: Option<i64>, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+    /// [`write`](Self::write) made at `now`, or at the database's time when `None`.
+    pub(crate) fn write_with<T>(
+        &self,
+        now: Option<i64>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T>,
+    ) -> Result<T> {
         let mut conn = self.pool.get()?;
-        let mut tx = conn.transaction()?;
-        let out = {
+        let mut tx = blocking(|| conn.transaction())?;
+        let out = (|| {
             let exec: PgWrite<'_, '_> = Pg(RefCell::new(&mut tx));
             let now = match now {
                 Some(now) => now,
                 None => exec.query_value(&NOW_SQL, crate::params![])?,
             };
-            f(&Tx::postgres(&exec, now))?
-        };
-        tx.commit()?;
-        Ok(out)
+            f(&Tx::postgres(&exec, now))
+        })();
+        match out {
+            Ok(out) => {
+                blocking(move || tx.commit())?;
+                Ok(out)
+            }
+            Err(e) => {
+                blocking(move || drop(tx)); // rolls back
+                Err(e)
+            }
+        }
+    }
+
+    /// The group commit's side of this database (see [`crate::commit`]): a batch is one
+    /// transaction made at the database's time (`clock` when it is a test's, which the
+    /// database's clock does not follow).
+    pub(crate) fn batches(&self, clock: Arc<dyn Clock>) -> PgBatches {
+        PgBatches {
+            db: self.clone(),
+            clock: (!clock.defers_to_database()).then_some(clock),
+        }
     }
 
     /// Applies the migrations not applied yet, one transaction, under an advisory lock.
@@ -114,8 +140,27 @@ impl PgDatabase {
     }
 }
 
+/// The group commit on PostgreSQL.
+pub(crate) struct PgBatches {
+    db: PgDatabase,
+    /// A test's clock; `None`: the database's.
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl Batches for PgBatches {
+    /// One transaction, a savepoint for every operation: on PostgreSQL a failed statement
+    /// spoils its transaction until rolled back, so one operation's failure would take the
+    /// others with it.
+    fn commit(&mut self, batch: &mut [Box<dyn Operation>]) -> Result<()> {
+        let now = self.clock.as_ref().map(|c| c.now_ms());
+        self.db.write_with(now, |tx| {
+            batch.iter_mut().try_for_each(|op| run_one(tx, op, true))
+        })
+    }
+}
+
 /// `url` without its password, for messages.
-fn redacted(url: &str) -> String {
+pub fn redacted(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
@@ -193,7 +238,7 @@ mod tests {
     fn the_postgresql_schema_has_the_sqlite_tables_and_columns() {
         let server = TestServer::start();
         let pg = PgDatabase::open(&server.url(), 1).unwrap();
-        let (_dir, sqlite) = crate::db::temp_database();
+        let (_dir, sqlite) = crate::storage::sqlite::db::temp_sqlite();
         let conn = sqlite.read().unwrap();
         let tables: Vec<String> = conn
             .query_all(

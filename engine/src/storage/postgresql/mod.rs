@@ -1,5 +1,6 @@
 //! The PostgreSQL backend: several daemons on one database.
 
+pub mod connection;
 pub mod db;
 
 #[cfg(any(test, feature = "test-helpers"))]

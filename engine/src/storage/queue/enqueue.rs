@@ -280,7 +280,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db");
         let mut conn = rusqlite::Connection::open(&path).unwrap();
-        crate::db::migrate(&mut conn, 3).unwrap();
+        crate::storage::sqlite::db::migrate(&mut conn, 3).unwrap();
         let mut m = crate::InboundMessage::text("s", "telegram", "hi");
         m.source_message_id = Some("42".into());
         m.source_channel_id = Some("-100".into());

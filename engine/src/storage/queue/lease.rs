@@ -623,7 +623,7 @@ mod tests {
     /// in `LEASE_COLUMNS`' order, from the column it is told.
     #[test]
     fn the_lease_statements_list_the_lease_columns_in_order() {
-        let (_dir, db) = crate::db::temp_database();
+        let (_dir, db) = crate::storage::sqlite::db::temp_sqlite();
         let conn = db.read().unwrap();
         for (sql, first) in [(LEASE_OF_SQL.sqlite, 0), (KEY_RUN_SQL.sqlite, 2)] {
             let stmt = conn.prepare(sql).unwrap();

@@ -193,11 +193,10 @@ impl Queue {
         self.clock.now_ms()
     }
 
-    /// Runs `f` in a transaction of its own, with the time it starts at: the one-shot form of
-    /// every `*_in` operation.
-    /// Runs `f` in a write transaction made now.
+    /// Runs `f` in a write transaction of its own, made now: the one-shot form of every
+    /// `*_in` operation.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.db.write_at(self.now(), f)
+        self.db.write(f)
     }
 }
 
@@ -350,7 +349,7 @@ mod tests {
     /// unless the connection asks for stable plans: it cost a quarter of the writer's time.
     #[test]
     fn no_statement_is_prepared_again_when_run_with_new_values() {
-        let (_dir, db) = crate::db::temp_database();
+        let (_dir, db) = crate::storage::sqlite::db::temp_sqlite();
         db.write(|tx| {
             for sql in all_statements() {
                 let sql = sql.sqlite;
