@@ -65,7 +65,8 @@ impl Invocation {
     /// created (0700) if it does not exist yet.
     pub fn db_config(&self) -> Result<relayq_engine::DbConfig, CliError> {
         let db = self.database()?;
-        if let Some(pid) = crate::pid_file::daemon_of_deleted(&db.path) {
+        let file = db.url.is_none();
+        if let Some(pid) = crate::pid_file::daemon_of_deleted(&db.path).filter(|_| file) {
             return Err(CliError::Failed(crate::pid_file::deleted_under(
                 &db.path, pid,
             )));

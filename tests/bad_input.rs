@@ -36,7 +36,7 @@ fn a_missing_explicit_config_file_is_an_error() {
 
 #[test]
 fn unwritable_database_path_is_a_one_line_error() {
-    let app = App::new("");
+    let app = App::sqlite("");
     std::fs::write(app.path("a-file"), "").unwrap();
     let db = app.path("a-file/relayq.db");
     for args in [inbound_args("s", "o", &["hi"]), vec!["serve"]] {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn fixtures(agent: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -16,22 +16,14 @@ fn fixtures(agent: &str) -> PathBuf {
 
 /// The hook rows written so far: (session key, stored event).
 fn hook_rows(app: &App) -> Vec<(String, Value)> {
-    if !app.db().exists() {
+    if app.database_url().is_none() && !app.db().exists() {
         return vec![];
     }
-    let conn = rusqlite::Connection::open(app.db()).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id")
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .unwrap()
-        .map(|r| {
-            let (k, p) = r.unwrap();
-            (k, serde_json::from_str(&p).unwrap())
-        })
-        .collect();
-    rows
+    let sql = "SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id";
+    let rows: Vec<(String, String)> = app.query(sql, |r| Ok((r.get(0)?, r.get(1)?)));
+    rows.into_iter()
+        .map(|(k, p)| (k, serde_json::from_str(&p).unwrap()))
+        .collect()
 }
 
 const CLAUDE: &[(&str, Option<&str>)] = &[
@@ -210,7 +202,7 @@ fn invalid_json_is_stored_as_an_error_event_and_exits_1_with_one_line() {
 
 #[test]
 fn hook_failures_exit_1_never_2() {
-    let app = App::new("");
+    let app = App::sqlite("");
     // an unknown agent: a usage error anywhere else, but exit 2 would block the agent
     let out = app.hook("copilot", "{}", false, &[]);
     assert_eq!(
@@ -259,10 +251,7 @@ fn a_locked_database_holds_the_hook_for_its_wait_then_the_event_is_spooled() {
         app.hook("claude", payload, false, &[]).status.code(),
         Some(0)
     );
-    let mut conn = rusqlite::Connection::open(app.db()).unwrap();
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .unwrap();
+    let tx = app.hold_writes();
     let start = Instant::now();
     let out = app.hook("claude", payload, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     let took = start.elapsed();
@@ -291,4 +280,49 @@ fn a_locked_database_holds_the_hook_for_its_wait_then_the_event_is_spooled() {
             .is_some_and(|x| x == "json")
     });
     assert_eq!(kept.count(), 1, "the event is kept");
+}
+
+/// On PostgreSQL, a hook that cannot reach the server keeps its event in the spool within its
+/// wait, and exits 0 (the agent is not held); the first hook that reaches the server again
+/// records the kept events, oldest first, before its own.
+#[test]
+fn with_postgresql_unreachable_hooks_spool_their_events_and_the_next_records_them_in_order() {
+    let app = App::with_postgres("");
+    let server = app.postgres().unwrap();
+    let prompt = |text: &str| {
+        let payload =
+            json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": text});
+        let start = Instant::now();
+        let out = app.hook(
+            "claude",
+            &payload.to_string(),
+            false,
+            &[("RELAYQ_HOOK_WAIT", "1s")],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{text}: {stderr}");
+        (start.elapsed(), stderr)
+    };
+    prompt("one");
+    server.stop();
+    for text in ["two", "three"] {
+        let (took, said) = prompt(text);
+        assert!(
+            took < Duration::from_secs(5),
+            "{text} held the agent {took:?}"
+        );
+        assert!(said.contains("kept in"), "{text}: {said}");
+    }
+    server.start_again();
+    prompt("four");
+    let prompts: Vec<String> = hook_rows(&app)
+        .iter()
+        .map(|(_, event)| {
+            event["data"]["prompt"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(prompts, ["one", "two", "three", "four"]);
 }

@@ -591,17 +591,11 @@ fn approvals_from_the_chat(
 
 /// Paste → confirmed, for every message the agent confirmed: written for the closing note.
 fn report_latency(app: &App, kind: &str) {
-    let conn = rusqlite::Connection::open(app.db()).unwrap();
-    let mut took: Vec<i64> = conn
-        .prepare(
-            "SELECT took_ms FROM queue_rows WHERE queue = 'inbound' AND state = 'delivered'
-               AND took_ms IS NOT NULL",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let mut took: Vec<i64> = app.query(
+        "SELECT took_ms FROM queue_rows WHERE queue = 'inbound' AND state = 'delivered'
+           AND took_ms IS NOT NULL",
+        |r| r.get(0),
+    );
     took.sort_unstable();
     assert!(!took.is_empty(), "confirmed messages have their time");
     let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];

@@ -10,13 +10,8 @@ use serde_json::Value;
 
 /// The hook rows stored in the app's database.
 fn hook_row_count(app: &App) -> i64 {
-    let conn = rusqlite::Connection::open(app.db()).unwrap();
-    conn.query_row(
-        "SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks'",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap()
+    app.query_value("SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks'")
+        .unwrap()
 }
 
 const STOP: &str = include_str!("fixtures/claude-code/Stop.json");
@@ -315,13 +310,8 @@ fn a_hook_payload_too_deep_for_the_daemon_is_an_error_event_at_receive_time() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let conn = rusqlite::Connection::open(app.db()).unwrap();
-    let payload: String = conn
-        .query_row(
-            "SELECT payload FROM queue_rows WHERE queue = 'hooks'",
-            [],
-            |r| r.get(0),
-        )
+    let payload: String = app
+        .query_value("SELECT payload FROM queue_rows WHERE queue = 'hooks'")
         .unwrap();
     let stored = relayq_engine::HookEvent::from_payload(&payload).expect("the daemon can read it");
     assert_eq!(stored.event, relayq_engine::EventType::Error);
@@ -781,7 +771,7 @@ fn enqueue_takes_negative_chat_ids_and_bounds_ids_and_payload() {
 /// created a new `./relayq.db` there, which no daemon read.
 #[test]
 fn every_command_finds_the_same_database_wherever_it_runs() {
-    let app = App::new("");
+    let app = App::sqlite("");
     let project = app.path("project");
     std::fs::create_dir(&project).unwrap();
     // Nothing says where the database is: the per-user default, whatever the directory.
@@ -1254,19 +1244,26 @@ fn a_page_of_dead_letters_reads_only_its_rows() {
     let api = open_api();
     let payload = serde_json::json!({"session": "s", "content": "x".repeat(20_000)}).to_string();
     {
-        let mut conn = rusqlite::Connection::open(api.app.db()).unwrap();
-        conn.busy_timeout(Duration::from_secs(10)).unwrap();
-        let tx = conn.transaction().unwrap();
-        for n in 0..6_000 {
-            tx.execute(
-                "INSERT INTO queue_rows (queue, key, payload, state, attempts, created_at,
-                    next_attempt_at, finished_at, reason)
-                 VALUES ('inbound', ?1, ?2, 'dead', 1, 0, 0, 1, 'gave up')",
-                rusqlite::params![format!("s{}", n % 7), payload],
-            )
+        use relayq_engine::storage::sql::{Query, Sql};
+        let dead = Sql::same(
+            "INSERT INTO queue_rows (queue, key, payload, state, attempts, created_at,
+                next_attempt_at, finished_at, reason)
+             VALUES ('inbound', :key, :payload, 'dead', 1, 0, 0, 1, 'gave up')",
+        );
+        let engine = api.app.engine();
+        engine
+            .database()
+            .write(|tx| {
+                for n in 0..6_000 {
+                    let key = format!("s{}", n % 7);
+                    tx.exec(
+                        &dead,
+                        relayq_engine::params![":key" => key, ":payload" => payload],
+                    )?;
+                }
+                Ok(())
+            })
             .unwrap();
-        }
-        tx.commit().unwrap();
     }
     let pid = api.daemon.as_ref().unwrap().child.id();
     let before = peak_kib(pid);
@@ -1293,7 +1290,27 @@ fn a_page_of_dead_letters_reads_only_its_rows() {
     api.stop();
 }
 
-/// The hook rows in the database at `db`, oldest first: (session, native event).
+/// The hook rows in `app`'s database, oldest first: (session, native event).
+fn hook_rows(app: &App) -> Vec<(String, String)> {
+    let rows: Vec<(String, String)> = app.query(
+        "SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id",
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    );
+    rows.into_iter()
+        .map(|(key, payload)| {
+            let event: Value = serde_json::from_str(&payload).unwrap();
+            (
+                key,
+                event["native_event"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The hook rows in the SQLite file at `db`, oldest first: (session, native event).
 fn hook_rows_in(db: &std::path::Path) -> Vec<(String, String)> {
     let conn = rusqlite::Connection::open(db).unwrap();
     let mut rows = conn
@@ -1327,7 +1344,7 @@ fn hook_by_config(app: &App, payload: &str) -> std::process::Output {
 /// daemon kept serving on its running config.
 #[test]
 fn a_broken_config_file_does_not_lose_the_agents_event() {
-    let app = App::new("[database]\npath = \"agent.db\"\n\n[daemon]\nshutdown_grace = \"5s\n");
+    let app = App::sqlite("[database]\npath = \"agent.db\"\n\n[daemon]\nshutdown_grace = \"5s\n");
     let out = hook_by_config(&app, STOP);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
@@ -1353,17 +1370,12 @@ fn a_broken_config_file_does_not_lose_the_agents_event() {
 }
 
 /// Holds the database's write lock for `held`, from another connection, on a thread.
-fn hold_write_lock(db: std::path::PathBuf, held: Duration) -> std::thread::JoinHandle<()> {
-    let (taken, ready) = std::sync::mpsc::channel();
-    let holder = std::thread::spawn(move || {
-        let conn = rusqlite::Connection::open(db).unwrap();
-        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-        taken.send(()).unwrap();
+fn hold_write_lock(app: &App, held: Duration) -> std::thread::JoinHandle<()> {
+    let lock = app.hold_writes();
+    std::thread::spawn(move || {
         std::thread::sleep(held);
-        conn.execute_batch("COMMIT").unwrap();
-    });
-    ready.recv().unwrap();
-    holder
+        drop(lock);
+    })
 }
 
 /// Issue 27, item 4: `relayq hook` gave up after a 1 s busy timeout ("database is locked", 100
@@ -1372,7 +1384,7 @@ fn hold_write_lock(db: std::path::PathBuf, held: Duration) -> std::thread::JoinH
 fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     let app = App::new(file_config());
     app.enqueue("s", "the database exists");
-    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let holder = hold_write_lock(&app, Duration::from_secs(3));
     let out = app.hook("claude", STOP, false, &[]);
     assert!(
         out.status.success(),
@@ -1383,7 +1395,7 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     assert_eq!(hook_row_count(&app), 1, "waited for the lock");
 
     // Locked past the wait: kept in the spool, recorded by the next hook before its own event.
-    let holder = hold_write_lock(app.db(), Duration::from_secs(4));
+    let holder = hold_write_lock(&app, Duration::from_secs(4));
     let notification = include_str!("fixtures/claude-code/Notification.json");
     let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     let said = String::from_utf8_lossy(&out.stderr);
@@ -1393,10 +1405,7 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     assert_eq!(hook_row_count(&app), 1, "spooled, not yet recorded");
     let out = app.hook("claude", STOP, false, &[]);
     assert!(out.status.success());
-    let events: Vec<String> = hook_rows_in(&app.db())
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
+    let events: Vec<String> = hook_rows(&app).into_iter().map(|(_, e)| e).collect();
     assert_eq!(
         events,
         ["Stop", "Notification", "Stop"],
@@ -1411,7 +1420,7 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     assert_eq!(hook_row_count(&app), 4, "recorded");
 
     // The daemon's start records what is spooled too.
-    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let holder = hold_write_lock(&app, Duration::from_secs(3));
     let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     assert!(out.status.success());
     holder.join().unwrap();
@@ -1422,7 +1431,7 @@ fn a_hook_waits_out_a_locked_database_and_spools_past_its_wait() {
     // And a running daemon's sweeps, when no other hook comes.
     app.write_config(file_config().set("daemon", "sweep_interval = \"300ms\""));
     let daemon = app.serve();
-    let holder = hold_write_lock(app.db(), Duration::from_secs(3));
+    let holder = hold_write_lock(&app, Duration::from_secs(3));
     let out = app.hook("claude", notification, false, &[("RELAYQ_HOOK_WAIT", "1s")]);
     assert!(out.status.success());
     holder.join().unwrap();
@@ -1521,7 +1530,13 @@ fn two_flows_into_one_tmux_pane_never_interleave() {
 fn a_start_waits_a_moment_for_the_lock_of_a_daemon_that_is_exiting() {
     let app = App::new(file_config());
     app.enqueue("s", "the database exists");
-    let file = std::fs::File::open(app.db()).unwrap();
+    // The node's lock file on PostgreSQL, the database itself on SQLite.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(app.db())
+        .unwrap();
     file.lock().unwrap();
     let exiting = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(700));
@@ -1539,7 +1554,7 @@ fn a_start_waits_a_moment_for_the_lock_of_a_daemon_that_is_exiting() {
 #[test]
 fn a_database_link_in_a_shared_directory_is_not_followed() {
     use std::os::unix::fs::PermissionsExt;
-    let app = App::new(file_config());
+    let app = App::sqlite(file_config());
     let shared = app.path("shared");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -1566,7 +1581,7 @@ fn a_database_link_in_a_shared_directory_is_not_followed() {
 /// next CLI call, and the running daemon delivered none of its rows.
 #[test]
 fn a_database_deleted_under_the_daemon_is_said_and_not_silently_replaced() {
-    let app = App::new(file_config().set("daemon", "sweep_interval = \"1s\""));
+    let app = App::sqlite(file_config().set("daemon", "sweep_interval = \"1s\""));
     let daemon = app.serve();
     app.enqueue("s", "before");
     for suffix in ["", "-wal", "-shm"] {

@@ -124,13 +124,11 @@ fn one_delivered(source: &dyn SourceUnderTest) -> (App, crate::common::Daemon) {
 fn kill_9_before_the_commit_loses_and_repeats_nothing(source: &dyn SourceUnderTest) {
     let (app, mut daemon) = one_delivered(source);
 
-    let blocker = rusqlite::Connection::open(app.db()).unwrap();
-    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let blocker = app.hold_writes();
     source.send(2, "two", false);
     source.send(3, "three", false);
     std::thread::sleep(Duration::from_millis(1500));
     daemon.signal("KILL");
-    blocker.execute_batch("ROLLBACK").unwrap();
     drop(blocker);
 
     let daemon = serve(&app, source);

@@ -42,8 +42,7 @@ fn a_kill_between_get_updates_and_the_commit_neither_loses_nor_repeats_an_update
     let before = stored_offset(&app).expect("the offset moved with the row");
 
     // Hold the write lock: the daemon reads two and three from Telegram but cannot commit.
-    let blocker = rusqlite::Connection::open(app.db()).unwrap();
-    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let blocker = app.hold_writes();
     let two = fake.push_text(ALICE, ALICE, "two");
     fake.push_message(json!({
         "message_id": fake.take_message_id(), "from": {"id": ALICE, "is_bot": false, "first_name": "A"},
@@ -60,7 +59,6 @@ fn a_kill_between_get_updates_and_the_commit_neither_loses_nor_repeats_an_update
         "no poll past the uncommitted batch"
     );
     daemon.signal("KILL");
-    blocker.execute_batch("ROLLBACK").unwrap();
     drop(blocker);
     assert_eq!(stored_offset(&app).as_deref(), Some(before.as_str()));
 

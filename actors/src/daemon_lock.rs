@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -35,27 +35,19 @@ pub trait DaemonLock: Send + Sync + std::fmt::Debug + 'static {
     fn sole(&self) -> bool;
 }
 
-/// A database several daemons share (PostgreSQL): no daemon is the only one, so at start only
-/// expired leases are taken back; the others' leases run out first.
-#[derive(Debug)]
-pub struct Shared;
-
-impl DaemonLock for Shared {
-    fn sole(&self) -> bool {
-        false
-    }
-}
-
-/// The [`DaemonLock`] of a SQLite file: an exclusive `flock` on it, released (for this
-/// process) when dropped.
+/// The [`DaemonLock`] of a host: an exclusive `flock` on the database file, released (for this
+/// process) when dropped. On a database several daemons share (PostgreSQL) the file holds no
+/// rows: it is the node's lock (one daemon per node on a host, found by `relayq stop`), and
+/// the daemon is not the only one: at start it takes back only expired leases.
 #[derive(Debug)]
 pub struct FileLock {
     identity: (u64, u64),
+    sole: bool,
 }
 
 impl DaemonLock for FileLock {
     fn sole(&self) -> bool {
-        true
+        self.sole
     }
 }
 
@@ -67,10 +59,21 @@ impl Drop for FileLock {
     }
 }
 
-/// Takes the daemon lock on database `db` (which must exist), or says another daemon has it.
-pub fn take(db: &Path) -> Result<FileLock> {
+/// Takes the daemon lock on database `db` (which must exist; on a `shared` database it is
+/// made, empty, if it does not), or says another daemon has it.
+pub fn take(db: &Path, shared: bool) -> Result<FileLock> {
     let open_error = |reason: String| open_error(db, reason);
-    let file = File::open(db).map_err(|e| open_error(format!("cannot open it to lock it: {e}")))?;
+    let file = match shared {
+        false => File::open(db),
+        true => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(db),
+    };
+    let file = file.map_err(|e| open_error(format!("cannot open it to lock it: {e}")))?;
     let meta = file
         .metadata()
         .map_err(|e| open_error(format!("cannot read its metadata: {e}")))?;
@@ -81,7 +84,10 @@ pub fn take(db: &Path) -> Result<FileLock> {
             return Err(ActorError::AlreadyRunning(db.display().to_string()));
         }
         *in_use = true;
-        return Ok(FileLock { identity });
+        return Ok(FileLock {
+            identity,
+            sole: !shared,
+        });
     }
     match try_lock_awhile(&file) {
         Ok(()) => {
@@ -89,7 +95,10 @@ pub fn take(db: &Path) -> Result<FileLock> {
                 tracing::warn!(db = %db.display(), links = meta.nlink(), "the database has several hard links: SQLite names its -wal and -shm files after the path, so every process must use the same path");
             }
             held.insert(identity, (file, true));
-            Ok(FileLock { identity })
+            Ok(FileLock {
+                identity,
+                sole: !shared,
+            })
         }
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(ActorError::AlreadyRunning(db.display().to_string()))

@@ -35,6 +35,7 @@ pub mod inbound;
 pub mod kit;
 pub mod lifecycle;
 pub mod metrics;
+pub mod node;
 pub mod outbound;
 pub mod pacing;
 pub mod pauses;

@@ -70,12 +70,16 @@ impl RecoveryActor {
         self.check_file(ctx);
         let store = self.store.clone();
         let wakers = self.wakers.clone();
-        let take_all = at_start && self.sole;
+        let (take_all, shared) = (at_start && self.sole, !self.sole);
         let work = async move {
             let found = store
                 .run(move |s| {
                     let reclaimed = if take_all {
                         s.engine.reclaim_foreign_leases()?
+                    } else if shared {
+                        // Several nodes: the leases of daemons no live node holds (a node
+                        // lost, or restarted) are not left to run out.
+                        s.engine.reclaim_expired()? + s.engine.reclaim_lost_leases()?
                     } else {
                         s.engine.reclaim_expired()?
                     };
@@ -89,7 +93,13 @@ impl RecoveryActor {
                     if spooled > 0 {
                         tracing::info!(events = spooled, spool = %spool.display(), "recorded hook events spooled while the database was locked");
                     }
-                    Ok((reclaimed, expired, s.inbound.active_keys()?))
+                    let mut sessions = s.inbound.active_keys()?;
+                    if shared {
+                        // Sessions whose agents run on other nodes are theirs to deliver.
+                        let elsewhere = s.engine.sessions_elsewhere()?;
+                        sessions.retain(|key| !elsewhere.contains(key));
+                    }
+                    Ok((reclaimed, expired, sessions))
                 })
                 .await;
             match found {

@@ -22,6 +22,7 @@ use crate::inbound::supervisor::{
     Enqueue, ExpireSession, Resume, SessionChannels, SetSessionChannels, SupervisorActor,
 };
 use crate::lifecycle::{Shutdown, Stop};
+use crate::node::Membership;
 use crate::outbound::sender::OutboundSender;
 use crate::recovery::RecoveryActor;
 use crate::sources::{PushSource, SourceSpec};
@@ -32,6 +33,8 @@ use crate::wake::{self, Wakers};
 #[derive(Debug, Clone)]
 pub struct RelayqConfig {
     pub db: DbConfig,
+    /// This daemon's node name (`[node] name`; the host name by default).
+    pub node: String,
     pub queues: QueuePolicies,
     /// Which channel each session's inbound messages go to.
     pub session_channels: SessionChannels,
@@ -56,6 +59,7 @@ impl RelayqConfig {
     pub fn new(db: impl Into<PathBuf>, default_channel: &str) -> Self {
         RelayqConfig {
             db: DbConfig::new(db),
+            node: relayq_engine::storage::nodes::host_name(),
             queues: QueuePolicies::default(),
             session_channels: SessionChannels::all_to(default_channel),
             notice_routes: NoticeRoutes::none(),
@@ -104,14 +108,18 @@ impl RelayqBuilder {
         if config.listen_for_wakes {
             daemon_lock::check_private_directory(&config.db.path)?;
         }
-        let db = config.db.clone();
-        let engine = actix_rt::task::spawn_blocking(move || Engine::open(&db))
+        let (db, node) = (config.db.clone(), config.node.clone());
+        let engine = actix_rt::task::spawn_blocking(move || {
+            Ok::<_, ActorError>(Engine::open(&db)?.with_node(&node))
+        })
+        .await
+        .map_err(|e| ActorError::Blocking(e.to_string()))??;
+        let shared = engine.database().is_shared();
+        let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take(&config.db.path, shared)?);
+        let joined = engine.clone();
+        let membership = actix_rt::task::spawn_blocking(move || Membership::join(joined))
             .await
             .map_err(|e| ActorError::Blocking(e.to_string()))??;
-        let lock: Box<dyn DaemonLock> = match engine.database().is_shared() {
-            false => Box::new(daemon_lock::take(&config.db.path)?),
-            true => Box::new(daemon_lock::Shared),
-        };
         let store = Store::new(
             engine.clone(),
             config.queues.clone(),
@@ -220,6 +228,7 @@ impl RelayqBuilder {
             claimer,
             recovery,
             listener,
+            _membership: membership,
             _lock: lock,
         })
     }
@@ -234,6 +243,8 @@ pub struct Relayq {
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
+    /// Left (dropped) before the lock.
+    _membership: Membership,
     _lock: Box<dyn DaemonLock>,
 }
 

@@ -229,8 +229,8 @@ async fn restart_reclaims_a_previous_process_leases_and_resumes_sessions() {
 }
 
 #[actix::test]
-async fn a_second_daemon_on_the_same_sqlite_database_is_refused() {
-    let dir = TestDb::sqlite();
+async fn a_second_daemon_on_the_same_database_is_refused() {
+    let dir = TestDb::from_env();
     let rt = start(&dir, file_channel(dir.path())).await;
     let second = Relayq::builder(config(&dir))
         .channel("out", file_channel(dir.path()))

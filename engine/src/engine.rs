@@ -19,6 +19,8 @@ pub struct Engine {
     db: Database,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
+    /// The node this process is part of (see [`crate::storage::nodes`]).
+    node: Arc<str>,
 }
 
 impl Engine {
@@ -32,12 +34,28 @@ impl Engine {
 
     /// An engine over an open database with a given clock (tests use `ManualClock`).
     pub fn with_clock(db: Database, clock: Arc<dyn Clock>) -> Self {
-        let owner = format!("{}-{}", std::process::id(), clock.now_ms());
+        // The host first: a node's new daemon on this host knows its old ones by it.
+        let host = crate::storage::nodes::host_name();
+        let owner = format!("{host}/{}-{}", std::process::id(), clock.now_ms());
         Engine {
             db: db.with_clock(clock.clone()),
             clock,
             owner: owner.into(),
+            node: crate::storage::nodes::host_name().into(),
         }
+    }
+
+    /// The same engine as part of node `name` (`[node] name`; the host name by default).
+    pub fn with_node(self, name: &str) -> Self {
+        Engine {
+            node: name.into(),
+            ..self
+        }
+    }
+
+    /// The node this process is part of.
+    pub fn node(&self) -> &str {
+        &self.node
     }
 
     /// Same database and clock, another lease owner: a second worker for tests.
@@ -102,6 +120,54 @@ impl Engine {
     /// the only one on this database: the leases it did not take are a previous process's.
     pub fn reclaim_foreign_leases(&self) -> Result<usize> {
         self.write(|tx| reclaim_foreign_in(tx, &self.owner))
+    }
+
+    /// Joins the database's nodes as this engine's node, served by its owner (refused while
+    /// a daemon on another host serves the name). The caller holds this host's daemon lock: a
+    /// daemon of this host still named is a previous one, dead.
+    pub fn join_nodes(&self) -> Result<()> {
+        self.write(|tx| crate::storage::nodes::join_in(tx, &self.node, &self.owner))
+    }
+
+    /// Says this node is alive; false when another daemon took its name meanwhile.
+    pub fn heartbeat(&self) -> Result<bool> {
+        self.write(|tx| crate::storage::nodes::beat_in(tx, &self.node, &self.owner))
+    }
+
+    /// This node stops cleanly.
+    pub fn leave_nodes(&self) -> Result<()> {
+        self.write(|tx| crate::storage::nodes::leave_in(tx, &self.node, &self.owner))
+    }
+
+    /// Every node the database has known.
+    pub fn nodes(&self) -> Result<Vec<crate::storage::nodes::Node>> {
+        crate::storage::nodes::list(&self.db.read()?)
+    }
+
+    /// Returns to pending the leases of daemons that are no live node's (a node lost or
+    /// restarted): see [`crate::storage::nodes::reclaim_lost_in`].
+    pub fn reclaim_lost_leases(&self) -> Result<usize> {
+        self.write(crate::storage::nodes::reclaim_lost_in)
+    }
+
+    /// Whether this node delivers session `key`'s inbound rows: its agent runs here, or
+    /// nowhere known. Always on a database one daemon serves.
+    pub fn serves_session(
+        &self,
+        conn: &dyn crate::storage::sql::Executor,
+        key: &str,
+    ) -> Result<bool> {
+        if !self.db.is_shared() {
+            return Ok(true);
+        }
+        let node = crate::storage::nodes::session_node(conn, key)?;
+        Ok(node.is_none_or(|node| *node == *self.node))
+    }
+
+    /// The sessions whose agents run on other nodes than this one.
+    pub fn sessions_elsewhere(&self) -> Result<std::collections::HashSet<String>> {
+        let keys = crate::storage::nodes::sessions_elsewhere(&self.db.read()?, &self.node)?;
+        Ok(keys.into_iter().collect())
     }
 
     /// Row counts per queue, state and terminal reason.

@@ -69,8 +69,9 @@ fn postgres_message(e: &postgres::Error) -> String {
 }
 
 /// Whether a PostgreSQL error passes: the connection is lost (the server restarts, the
-/// network fails), the server is starting or stopping, has no connection left, or broke a
-/// deadlock or a serialization conflict by failing this transaction.
+/// network fails), the server is starting or stopping, has no connection left, a lock was
+/// held past the wait (`lock_timeout`), or it broke a deadlock or a serialization conflict by
+/// failing this transaction.
 fn postgres_transient(e: &postgres::Error) -> bool {
     use postgres::error::SqlState;
     let lost =
@@ -82,6 +83,7 @@ fn postgres_transient(e: &postgres::Error) -> bool {
         SqlState::CRASH_SHUTDOWN,
         SqlState::CANNOT_CONNECT_NOW,
         SqlState::TOO_MANY_CONNECTIONS,
+        SqlState::LOCK_NOT_AVAILABLE,
     ];
     lost || e.code().is_some_and(|code| {
         passing.contains(code) || code.code().starts_with("08") // connection exceptions

@@ -101,6 +101,9 @@ pub struct HookEvent {
     /// The tmux pane the hook ran in (`$TMUX_PANE`), when it ran in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
+    /// The node the hook ran on (its `[node] name`): the session's agent runs there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The approval `relayq hook` recorded for this permission request, and waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
@@ -121,6 +124,7 @@ impl HookEvent {
             native_session_id: None,
             received_at: 0,
             pane: None,
+            node: None,
             approval: None,
             data,
         }

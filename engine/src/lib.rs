@@ -51,6 +51,7 @@ pub use notice::Notice;
 pub use outbound::OutboundMessage;
 pub use outcome::Outcome;
 pub use policy::{ExpireAction, QueuePolicies, QueuePolicy};
+pub use postgres;
 pub use queue::{
     DeadQuery, Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried,
     RowDetail, RowState, StateCount,

@@ -25,6 +25,7 @@ pub fn touch(tx: &Tx<'_>, event: &HookEvent, reopen: bool) -> Result<()> {
         cwd: text("cwd"),
         transcript_path: text("transcript_path"),
         pane: event.pane.as_deref(),
+        node: event.node.as_deref(),
     };
     crate::storage::sessions::record_activity(tx, &activity, reopen)
 }

@@ -100,9 +100,13 @@ fn session_of_pane(config: &crate::config::Config, pane: &str) -> Option<String>
 /// Stores the event; when the database stays locked past the wait, keeps it in the spool
 /// beside the database instead, which the next hook and the daemon (at its start and at each
 /// sweep) record, oldest first. Only an event neither stored nor spooled is an error.
-fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
+fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
+    // The agent runs on this node: its session's inbound rows are this node's to deliver.
+    let node = ctx.config.node.name();
+    event.node = Some(node.clone());
     let path = ctx.config.db_path(ctx.db.as_deref());
-    if let Some(pid) = crate::pid_file::daemon_of_deleted(&path) {
+    let file = !ctx.config.database.is_shared();
+    if let Some(pid) = crate::pid_file::daemon_of_deleted(&path).filter(|_| file) {
         // Kept for the daemon's restart rather than written to a database it never reads.
         let kept = hook_spool::keep(&hook_spool::dir(&path), event).map_err(|e| {
             CliError::Failed(format!(
@@ -120,7 +124,7 @@ fn store(ctx: &Invocation, event: HookEvent) -> Result<(), CliError> {
     let mut db = ctx.db_config()?;
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
-    match record(&db, &spool, event.clone(), &ctx.config.approvals) {
+    match record(&db, &node, &spool, event.clone(), &ctx.config.approvals) {
         Ok(Some((engine, approval))) => answer_when_decided(&engine, approval),
         Ok(None) => Ok(()),
         Err(e) if e.is_busy() => {
@@ -169,11 +173,12 @@ fn wait() -> Duration {
 /// event: the engine and the approval are returned when the hook is to wait on it.
 fn record(
     db: &DbConfig,
+    node: &str,
     spool: &Path,
     mut event: HookEvent,
     settings: &approvals::Settings,
 ) -> Result<Option<(Engine, Approval)>, EngineError> {
-    let engine = Engine::open(db)?;
+    let engine = Engine::open(db)?.with_node(node);
     for session in hook_spool::drain(&engine, spool)? {
         relayq_actors::wake::rows_written_beside(engine.database().path(), hooks::QUEUE, &session);
     }

@@ -72,6 +72,49 @@ impl Default for DaemonConfig {
     }
 }
 
+/// `[node]`: which node of the database this daemon is, and the hooks run on it are.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// Unset: the host name. Each daemon sharing a PostgreSQL database needs its own; a
+    /// session's agent runs on the node its hooks name, which alone delivers to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// The longest node name.
+const MAX_NODE_NAME: usize = 64;
+
+impl NodeConfig {
+    /// The node's name: the one set, else the host's.
+    pub fn name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(relayq_engine::storage::nodes::host_name)
+    }
+
+    /// What the file alone can tell; keys within `[node]`.
+    pub fn check(&self) -> Result<(), SettingError> {
+        let Some(name) = &self.name else {
+            return Ok(());
+        };
+        let fits = !name.trim().is_empty()
+            && name.len() <= MAX_NODE_NAME
+            && !name.contains('/')
+            && !name.chars().any(char::is_control);
+        match fits {
+            true => Ok(()),
+            false => Err(SettingError::new(
+                "name",
+                format!(
+                    "{name:?} is not a node name: give 1 to {MAX_NODE_NAME} characters, no '/' \
+                     and no control characters (or leave it out for the host name)"
+                ),
+            )),
+        }
+    }
+}
+
 /// The most `database.readers`: read connections beyond the cores gain nothing.
 const MAX_READERS: u32 = 64;
 
@@ -113,6 +156,11 @@ impl DatabaseConfig {
             ));
         }
         Ok(Some(url))
+    }
+
+    /// Whether the database is a PostgreSQL server (a URL is given), not the file.
+    pub fn is_shared(&self) -> bool {
+        self.url_setting().is_some()
     }
 
     /// The three `url` settings as one, when any is given.

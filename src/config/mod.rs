@@ -17,7 +17,7 @@ use relayq_engine::settings::SettingError;
 use relayq_engine::{DbConfig, NoticeRoutes, QueuePolicies};
 use serde::{Deserialize, Serialize};
 
-pub use daemon::{DaemonConfig, DatabaseConfig};
+pub use daemon::{DaemonConfig, DatabaseConfig, NodeConfig};
 pub use env::{settings_from_env, EnvSetting, SETTING_ENV_PREFIX};
 use paths::database_path_in;
 use paths::flag_or_env;
@@ -28,6 +28,8 @@ pub use paths::{named_config_file, state_dir, user_config_file, CONFIG_ENV, DB_E
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub database: DatabaseConfig,
+    /// `[node]`: this daemon's name among the daemons sharing a PostgreSQL database.
+    pub node: NodeConfig,
     pub daemon: DaemonConfig,
     pub queues: QueuePolicies,
     pub claimer: ClaimSettings,
@@ -65,6 +67,7 @@ impl Default for Config {
         };
         Config {
             database: DatabaseConfig::default(),
+            node: NodeConfig::default(),
             daemon: DaemonConfig::default(),
             queues: QueuePolicies::default(),
             claimer: ClaimSettings::default(),
@@ -316,6 +319,7 @@ impl Config {
         }
         self.daemon.check().map_err(table("daemon"))?;
         self.database.check().map_err(table("database"))?;
+        self.node.check().map_err(table("node"))?;
         self.approvals.check().map_err(table("approvals"))?;
         self.claimer.check().map_err(table("claimer"))?;
         // Every reference to a channel, checked the one way: it names a [channels.NAME] table.
@@ -407,6 +411,7 @@ impl Config {
     pub fn runtime_config(&self, db: DbConfig) -> RelayqConfig {
         RelayqConfig {
             db,
+            node: self.node.name(),
             queues: self.queues.clone(),
             session_channels: self.sessions.clone(),
             notice_routes: self.notice_routes(),

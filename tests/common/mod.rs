@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use relayq_engine::storage::postgresql::test_server::TestServer;
 use relayq_engine::storage::sql::{Column, Query, Row, Sql};
+use relayq_engine::storage::test_db;
 use relayq_engine::{DbConfig, Engine, QueuePolicy};
 
 /// The binary under test: the one cargo built, or `$RELAYQ_TEST_BIN` (to run a regression test
@@ -18,9 +20,12 @@ pub fn bin() -> String {
     std::env::var("RELAYQ_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_relayq").into())
 }
 
-/// A working directory with `config.toml` and `relayq.db`.
+/// A working directory with `config.toml` and `relayq.db`; with
+/// `RELAYQ_TEST_DATABASE=postgresql`, a PostgreSQL server of its own that every command uses
+/// instead of the file (`RELAYQ_DATABASE__URL`).
 pub struct App {
     pub dir: tempfile::TempDir,
+    server: Option<TestServer>,
 }
 
 impl App {
@@ -28,7 +33,58 @@ impl App {
     pub fn new(config: impl std::fmt::Display) -> App {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.toml"), config.to_string()).unwrap();
-        App { dir }
+        let server = test_db::postgres_chosen().then(TestServer::start);
+        App { dir, server }
+    }
+
+    /// [`App::new`] on the SQLite file, whichever backend the suite runs on: for what only a
+    /// file has (where commands find it, its locks, its path in messages).
+    pub fn sqlite(config: impl std::fmt::Display) -> App {
+        let mut app = App::new(config);
+        app.server = None;
+        app
+    }
+
+    /// Holds the database's write lock from another connection until the answer is dropped:
+    /// SQLite's `BEGIN IMMEDIATE`; on PostgreSQL, the tables rows and offsets are written to
+    /// locked against writes (`LOCK TABLE ... IN EXCLUSIVE MODE`).
+    pub fn hold_writes(&self) -> HeldWrites {
+        match self.database_url() {
+            None => {
+                let conn = relayq_engine::rusqlite::Connection::open(self.db()).unwrap();
+                conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                HeldWrites::Sqlite(conn)
+            }
+            Some(url) => {
+                let mut client =
+                    relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls)
+                        .unwrap();
+                client
+                    .batch_execute(
+                        "BEGIN; LOCK TABLE queue_rows, source_offsets, sessions IN EXCLUSIVE MODE",
+                    )
+                    .unwrap();
+                HeldWrites::Postgres(client)
+            }
+        }
+    }
+
+    /// [`App::new`] on a PostgreSQL server of its own, whichever backend the suite runs on.
+    pub fn with_postgres(config: impl std::fmt::Display) -> App {
+        App {
+            server: Some(TestServer::start()),
+            ..App::new(config)
+        }
+    }
+
+    /// The app's PostgreSQL server, if it has one.
+    pub fn postgres(&self) -> Option<&TestServer> {
+        self.server.as_ref()
+    }
+
+    /// The PostgreSQL URL every command uses, when the suite runs on PostgreSQL.
+    pub fn database_url(&self) -> Option<String> {
+        self.server.as_ref().map(TestServer::url)
     }
 
     /// Replaces config.toml (for a reload, or the next command).
@@ -62,6 +118,9 @@ impl App {
             std::env::vars().filter(|(v, _)| v.starts_with("RELAYQ_") && v.contains("__"))
         {
             c.env_remove(var);
+        }
+        if let Some(url) = self.database_url() {
+            c.env("RELAYQ_DATABASE__URL", url);
         }
         c
     }
@@ -156,12 +215,19 @@ impl App {
         self.argv(&["hook", "--agent", agent])
     }
 
-    /// relayq with `args`, for this directory's config and database: the argument list.
+    /// relayq with `args`, for this directory's config and database: the argument list
+    /// (through `env`, with the database's URL, when the suite runs on PostgreSQL).
     pub fn argv(&self, args: &[&str]) -> Vec<String> {
         let config = self.path("config.toml").display().to_string();
         let db = self.db().display().to_string();
-        [bin(), "--config".into(), config, "--db".into(), db]
+        let url = self
+            .database_url()
+            .map(|url| format!("RELAYQ_DATABASE__URL={url}"));
+        let through_env = url.map(|url| ["env".to_string(), url]);
+        through_env
             .into_iter()
+            .flatten()
+            .chain([bin(), "--config".into(), config, "--db".into(), db])
             .chain(args.iter().map(|a| a.to_string()))
             .collect()
     }
@@ -207,7 +273,9 @@ impl App {
 
     /// The engine on the same database, to look at rows directly.
     pub fn engine(&self) -> Engine {
-        Engine::open(&DbConfig::new(self.db())).unwrap()
+        let mut config = DbConfig::new(self.db());
+        config.url = self.database_url();
+        Engine::open(&config).unwrap()
     }
 
     /// Every row `sql` returns (a text both dialects read alike), each read by `read`.
@@ -342,10 +410,32 @@ impl Daemon {
     }
 }
 
+/// The write lock [`App::hold_writes`] holds; rolled back when dropped.
+pub enum HeldWrites {
+    Sqlite(relayq_engine::rusqlite::Connection),
+    Postgres(relayq_engine::postgres::Client),
+}
+
+impl Drop for HeldWrites {
+    fn drop(&mut self) {
+        match self {
+            HeldWrites::Sqlite(conn) => conn.execute_batch("ROLLBACK").unwrap(),
+            HeldWrites::Postgres(client) => client.batch_execute("ROLLBACK").unwrap(),
+        }
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            // What the daemon said, beside the failed test's own message.
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            eprintln!("--- the daemon's last log lines ---\n{}", tail.join("\n"));
+        }
     }
 }
 

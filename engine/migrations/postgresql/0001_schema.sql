@@ -51,7 +51,10 @@ CREATE TABLE sessions (
         CHECK (agent_state IN ('starting', 'ready', 'working', 'awaiting_approval', 'gone')),
     agent_state_since      BIGINT,
     agent_hooks            BOOLEAN NOT NULL DEFAULT FALSE,
-    pane                   TEXT
+    pane                   TEXT,
+    -- The node a session's agent runs on (its hooks' node): only that node delivers the
+    -- session's inbound rows. NULL: any node.
+    node                   TEXT
 );
 
 CREATE TABLE session_origins (
@@ -115,9 +118,28 @@ CREATE INDEX approvals_by_session ON approvals (session, asked_at);
 CREATE INDEX approvals_keys_due ON approvals (answered_at)
     WHERE means = 'keys' AND state <> 'asked' AND reached_at IS NULL AND unreached IS NULL;
 
--- The daemons sharing this database: each registers under its name and says it is alive.
+-- The daemons sharing this database, each a node with a name: who it is now (its instance,
+-- the owner written on its leases), when it started and last said it was alive.
 CREATE TABLE nodes (
     name       TEXT   PRIMARY KEY,
+    instance   TEXT   NOT NULL,
     started_at BIGINT NOT NULL,
-    seen_at    BIGINT NOT NULL
+    seen_at    BIGINT NOT NULL,
+    stopped_at BIGINT
+);
+
+-- A source that must have one reader (Telegram's getUpdates) is read by the node holding its
+-- lease, renewed while it reads; another node takes it once it expires.
+CREATE TABLE source_leases (
+    source     TEXT   PRIMARY KEY,
+    node       TEXT   NOT NULL,
+    instance   TEXT   NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+
+-- Shared pacing (a generic cell rate algorithm): per budget (a bot, a chat), the time the
+-- next send is due at; every node takes its turns here.
+CREATE TABLE budgets (
+    key TEXT   PRIMARY KEY,
+    tat BIGINT NOT NULL
 );

@@ -105,9 +105,10 @@ impl Database {
     /// system clock.
     pub fn open(config: &DbConfig) -> Result<Self> {
         let backend = match &config.url {
-            Some(url) => {
-                Backend::Postgres(PgDatabase::open(url, config.readers + 2)?, redacted(url))
-            }
+            Some(url) => Backend::Postgres(
+                PgDatabase::open(url, config.readers + 2, config.busy_timeout)?,
+                redacted(url),
+            ),
             None => Backend::Sqlite(SqliteDatabase::open(config)?),
         };
         Ok(Database {

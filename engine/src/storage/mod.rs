@@ -10,6 +10,7 @@
 //! - [`source_offsets`]: how far each inbound source has read.
 //! - [`sessions`]: the agent sessions' registry and the chat each talks to.
 //! - [`approvals`]: agents' permission questions and their answers.
+//! - [`nodes`]: the daemons serving one database, and which node a session's agent runs on.
 //! - [`tx`]: a write transaction with its time; every write statement takes one.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
 
@@ -27,6 +28,7 @@ pub mod approvals;
 pub mod clock;
 pub mod commit;
 pub mod db;
+pub mod nodes;
 pub mod pauses;
 pub mod penalties;
 pub mod policy;

@@ -123,6 +123,8 @@ pub struct Activity<'a> {
     pub cwd: Option<&'a str>,
     pub transcript_path: Option<&'a str>,
     pub pane: Option<&'a str>,
+    /// The node its hook ran on.
+    pub node: Option<&'a str>,
 }
 
 /// The upsert of a session's activity, with the dialect's name of the larger of two values.
@@ -130,14 +132,15 @@ macro_rules! touch_sql {
     ($max:literal) => {
         concat!(
             "INSERT INTO sessions AS s (key, agent, native_session_id, cwd, transcript_path,
-                                   started_at, last_activity_at, pane)
-             VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane)
+                                   started_at, last_activity_at, pane, node)
+             VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane, :node)
              ON CONFLICT (key) DO UPDATE SET
                agent = excluded.agent,
                native_session_id = COALESCE(excluded.native_session_id, s.native_session_id),
                cwd = COALESCE(excluded.cwd, s.cwd),
                transcript_path = COALESCE(excluded.transcript_path, s.transcript_path),
                pane = COALESCE(excluded.pane, s.pane),
+               node = COALESCE(excluded.node, s.node),
                last_activity_at = ",
             $max,
             "(s.last_activity_at, excluded.last_activity_at),
@@ -215,7 +218,7 @@ pub fn record_activity(tx: &Tx<'_>, a: &Activity<'_>, reopen: bool) -> Result<()
         params![
             ":key" => a.key, ":agent" => a.agent, ":native" => a.native_session_id,
             ":cwd" => a.cwd, ":transcript" => a.transcript_path, ":now" => now, ":pane" => a.pane,
-            ":reopen" => reopen,
+            ":node" => a.node, ":reopen" => reopen,
         ],
     )?;
     Ok(())
@@ -352,12 +355,14 @@ mod tests {
                 cwd: None,
                 transcript_path: None,
                 pane: Some("%3"),
+                node: Some("h1"),
             };
             at(1_000, &|tx| record_activity(tx, &activity, false));
             at(500, &|tx| {
                 let later = Activity {
                     cwd: Some("/w"),
                     pane: None,
+                    node: None,
                     ..activity.clone()
                 };
                 record_activity(tx, &later, false)
@@ -405,6 +410,12 @@ mod tests {
                 s.pane.as_deref(),
                 Some("%3"),
                 "a missing pane keeps the known one"
+            );
+            let node = db.read(|conn| crate::storage::nodes::session_node(conn, "s1"));
+            assert_eq!(
+                node.unwrap().as_deref(),
+                Some("h1"),
+                "an event without a node keeps it"
             );
             assert_eq!(s.last_user_input.as_deref(), Some("hello"));
             assert_eq!(s.last_assistant_message.as_deref(), Some("done"));

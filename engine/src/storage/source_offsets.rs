@@ -34,8 +34,6 @@ pub fn set_offset_in(tx: &Tx<'_>, name: &str, offset: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::postgresql::db::PgDatabase;
-    use crate::storage::postgresql::test_server::TestServer;
 
     /// The offset is kept per source and moves forward with each write, on both backends.
     fn offsets_are_kept_per_source(
@@ -51,21 +49,13 @@ mod tests {
     }
 
     #[test]
-    fn offsets_on_sqlite() {
-        let (_dir, db) = crate::db::temp_database();
-        offsets_are_kept_per_source(
-            &|name, at| db.write_at(1, |tx| set_offset_in(tx, name, at)).unwrap(),
-            &|name| offset(&db.read().unwrap(), name).unwrap(),
-        );
-    }
-
-    #[test]
-    fn offsets_on_postgresql() {
-        let server = TestServer::start();
-        let db = PgDatabase::open(&server.url(), 2).unwrap();
-        offsets_are_kept_per_source(
-            &|name, at| db.write(|tx| set_offset_in(tx, name, at)).unwrap(),
-            &|name| offset(&db.read().unwrap(), name).unwrap(),
-        );
+    fn offsets_on_both_backends() {
+        for backend in crate::storage::test_db::TestDb::both() {
+            let db = &backend.db;
+            offsets_are_kept_per_source(
+                &|name, at| db.write_at(1, |tx| set_offset_in(tx, name, at)).unwrap(),
+                &|name| offset(&db.read().unwrap(), name).unwrap(),
+            );
+        }
     }
 }

@@ -428,6 +428,7 @@ mod tests {
                 cwd: None,
                 transcript_path: None,
                 pane: None,
+                node: None,
             };
             let asked = db
                 .write_at(100, |tx| {

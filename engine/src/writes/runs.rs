@@ -147,6 +147,13 @@ impl Write for RecordRun {
         }
         let (next, for_agent) = match self.next {
             LeaseNext::Nothing => (None, ForAgent::default()),
+            // A session whose agent runs on another node is that node's to deliver.
+            LeaseNext::Run { key, .. } | LeaseNext::ForAgent { key, .. }
+                if self.queue == QueueName::Inbound
+                    && !w.flows.engine.serves_session(tx, &key)? =>
+            {
+                (Some(Err(Head::Empty)), ForAgent::default())
+            }
             LeaseNext::Run { key, limit, mark } => {
                 let run = q.lease_run_in(tx, &key, limit, mark)?;
                 (Some(run), ForAgent::default())

@@ -48,23 +48,28 @@ pub type PgWrite<'a, 'c> = Pg<&'a mut postgres::Transaction<'c>>;
 
 impl PgDatabase {
     /// Connects to `url` (`postgresql://user@host/db`; a host that is a path is a Unix
-    /// socket's directory) and brings its schema up to date.
-    pub fn open(url: &str, connections: u32) -> Result<PgDatabase> {
-        let config: postgres::Config = url.parse().map_err(|e| EngineError::Open {
+    /// socket's directory) with up to `connections` connections, and brings its schema up to
+    /// date. A server that does not answer within `wait` is a busy database
+    /// ([`EngineError::is_busy`]): a hook keeps its event in the spool instead.
+    pub fn open(url: &str, connections: u32, wait: Duration) -> Result<PgDatabase> {
+        let mut config: postgres::Config = url.parse().map_err(|e| EngineError::Open {
             path: redacted(url).into(),
             reason: format!("not a PostgreSQL URL: {e}"),
         })?;
-        // A connection is not tested at each checkout (a round trip per batch): one the server
-        // dropped fails its statement, and the pool then drops it and opens another.
+        let wait = wait.max(Duration::from_millis(100));
+        config.connect_timeout(wait);
+        // A statement waits for a row or table lock at most `wait`, as SQLite's busy timeout
+        // does: then it fails as busy, and the write is tried again (or a hook spools).
+        config.options(&format!("-c lock_timeout={}", wait.as_millis()));
+        // Connections are opened when first needed (a hook needs one), and not tested at each
+        // checkout (a round trip per batch): one the server dropped fails its statement, and
+        // the pool then drops it and opens another.
         let pool = Pool::builder()
             .max_size(connections)
+            .min_idle(Some(0))
             .test_on_check_out(false)
-            .connection_timeout(Duration::from_secs(10))
-            .build(Manager::new(config))
-            .map_err(|e| EngineError::Open {
-                path: redacted(url).into(),
-                reason: e.to_string(),
-            })?;
+            .connection_timeout(wait)
+            .build_unchecked(Manager::new(config));
         let db = PgDatabase { pool };
         db.migrate()?;
         Ok(db)
@@ -188,7 +193,7 @@ mod tests {
             redacted("postgresql://relayq@db/x"),
             "postgresql://relayq@db/x"
         );
-        let refused = PgDatabase::open("postgresql://u:s3cret@[bad", 1)
+        let refused = PgDatabase::open("postgresql://u:s3cret@[bad", 1, Duration::from_secs(1))
             .err()
             .unwrap();
         assert!(!refused.to_string().contains("s3cret"), "{refused}");
@@ -201,13 +206,15 @@ mod tests {
         let opened: Vec<_> = (0..3)
             .map(|_| {
                 let url = url.clone();
-                std::thread::spawn(move || PgDatabase::open(&url, 2).map(|_| ()))
+                std::thread::spawn(move || {
+                    PgDatabase::open(&url, 2, Duration::from_secs(5)).map(|_| ())
+                })
             })
             .collect();
         for daemon in opened {
             daemon.join().unwrap().unwrap();
         }
-        let db = PgDatabase::open(&url, 1).unwrap();
+        let db = PgDatabase::open(&url, 1, Duration::from_secs(5)).unwrap();
         let versions: Vec<i64> = db
             .read()
             .unwrap()
@@ -223,7 +230,7 @@ mod tests {
     #[test]
     fn a_write_is_timed_by_the_database_clock() {
         let server = TestServer::start();
-        let db = PgDatabase::open(&server.url(), 1).unwrap();
+        let db = PgDatabase::open(&server.url(), 1, Duration::from_secs(5)).unwrap();
         let system = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -237,7 +244,7 @@ mod tests {
     #[test]
     fn the_postgresql_schema_has_the_sqlite_tables_and_columns() {
         let server = TestServer::start();
-        let pg = PgDatabase::open(&server.url(), 1).unwrap();
+        let pg = PgDatabase::open(&server.url(), 1, Duration::from_secs(5)).unwrap();
         let (_dir, sqlite) = crate::storage::sqlite::db::temp_sqlite();
         let conn = sqlite.read().unwrap();
         let tables: Vec<String> = conn
@@ -256,7 +263,7 @@ mod tests {
             .query_all(
                 &Sql::same(
                     "SELECT table_name::TEXT FROM information_schema.tables
-                     WHERE table_schema = 'public' AND table_name NOT IN ('relayq_schema', 'nodes')
+                     WHERE table_schema = 'public' AND table_name <> 'relayq_schema'
                      ORDER BY table_name",
                 ),
                 crate::params![],

@@ -76,6 +76,17 @@ impl TestServer {
         self.pg_ctl(&["restart", "-m", "immediate", "-w", "-t", "30"]);
     }
 
+    /// Stops the server (`-m immediate`): clients find nothing on the socket until
+    /// [`start_again`](Self::start_again).
+    pub fn stop(&self) {
+        self.pg_ctl(&["stop", "-m", "immediate", "-w", "-t", "30"]);
+    }
+
+    /// Starts the server [`stop`](Self::stop) stopped.
+    pub fn start_again(&self) {
+        self.pg_ctl(&["start", "-w", "-t", "30"]);
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }

@@ -638,8 +638,6 @@ mod tests {
         assert_eq!(stmt.column_names()[..2], ["state", "next_attempt_at"]);
     }
 
-    use crate::storage::postgresql::db::PgDatabase;
-    use crate::storage::postgresql::test_server::TestServer;
     use crate::storage::queue::testing::{handle, lease, on_both, row, two_on_k_and_one_on};
 
     /// A key's rows are leased oldest first, one holder at a time, and a run stops at the first
@@ -680,8 +678,8 @@ mod tests {
     /// waits for the first's commit, finds the row taken and leases nothing.
     #[test]
     fn two_daemons_racing_for_one_head_lease_it_once_on_postgresql() {
-        let server = TestServer::start();
-        let db = PgDatabase::open(&server.url(), 4).unwrap();
+        let pg = crate::storage::test_db::TestDb::postgres();
+        let db = pg.db.clone();
         let (_dir, q) = handle();
         db.write_at(1_000, |tx| q.enqueue_in(tx, &row("k", "a")))
             .unwrap();

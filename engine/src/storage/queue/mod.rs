@@ -258,7 +258,7 @@ pub(super) const STATEMENTS: &[Sql] = &[FINISH_SQL, HEAD_SQL];
 
 /// What the queue's tests on both backends share.
 #[cfg(test)]
-pub(super) mod testing {
+pub(crate) mod testing {
     use super::{Enqueued, Lease, NewRow, Queue};
     use crate::storage::test_db::TestDb;
     use crate::{Engine, QueueName, QueuePolicy, SystemClock};
@@ -325,6 +325,7 @@ mod tests {
             super::answer::STATEMENTS,
             super::upkeep::STATEMENTS,
             super::read::STATEMENTS,
+            crate::storage::nodes::STATEMENTS,
         ]
         .concat()
     }

@@ -1,0 +1,85 @@
+//! This daemon as a node of its database (see `relayq_engine::storage::nodes`): it joins at
+//! start, says it is alive every [`HEARTBEAT`] on a thread of its own (so a busy actor system
+//! cannot make it look lost), and leaves when dropped at a clean stop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use relayq_engine::storage::nodes::HEARTBEAT;
+use relayq_engine::Engine;
+
+use crate::error::Result;
+
+/// Membership of the database's nodes, held while the daemon runs.
+#[derive(Debug)]
+pub struct Membership {
+    engine: Engine,
+    stop: Arc<AtomicBool>,
+    beating: Option<JoinHandle<()>>,
+}
+
+impl Membership {
+    /// Joins as the engine's node (the host's daemon lock must be held) and starts the
+    /// heartbeat.
+    pub fn join(engine: Engine) -> Result<Membership> {
+        engine.join_nodes()?;
+        tracing::info!(
+            node = engine.node(),
+            instance = engine.owner(),
+            "joined the nodes"
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let beating = {
+            let (engine, stop) = (engine.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("relayq-heartbeat".into())
+                .spawn(move || beat(&engine, &stop))
+                .map_err(|e| crate::ActorError::Blocking(e.to_string()))?
+        };
+        Ok(Membership {
+            engine,
+            stop,
+            beating: Some(beating),
+        })
+    }
+}
+
+/// Says the node is alive until told to stop; joins again if its name was taken meanwhile
+/// (it was thought lost: its leases were taken back, and fencing refuses its late answers).
+fn beat(engine: &Engine, stop: &AtomicBool) {
+    let tick = std::time::Duration::from_millis(100);
+    let mut since = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(tick);
+        if since.elapsed() < HEARTBEAT {
+            continue;
+        }
+        since = std::time::Instant::now();
+        match engine.heartbeat() {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    node = engine.node(),
+                    "this node was thought lost and its name taken; joining again"
+                );
+                if let Err(e) = engine.join_nodes() {
+                    tracing::error!(error = %e, "cannot join the nodes again");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat not written; trying again"),
+        }
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(beating) = self.beating.take() {
+            let _ = beating.join();
+        }
+        if let Err(e) = self.engine.leave_nodes() {
+            tracing::warn!(error = %e, "cannot record this node's stop; the others find it lost after its timeout");
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The `nodes` table: the daemons serving one database, each under a name (`[node] name`,
+//! the host name by default). A daemon joins at start, says it is alive every few seconds
+//! (its heartbeat, timed by the database's clock on PostgreSQL) and leaves at a clean stop.
+//! A node not seen for [`NODE_TIMEOUT`] is lost: the leases it held are taken back by the
+//! others, and its name may be taken by a new daemon.
+//!
+//! The `sessions.node` column says which node a session's agent runs on (its hooks ran
+//! there): only that node delivers the session's inbound rows.
+
+use std::time::Duration;
+
+use crate::clock::ms;
+use crate::error::{EngineError, Result};
+use crate::params;
+use crate::storage::sql::{Executor, Query, Sql};
+use crate::tx::Tx;
+
+/// How often a daemon says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A node not seen for this long is lost (five missed heartbeats).
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A node as the table has it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Node {
+    pub name: String,
+    /// The daemon now serving as this node: the owner written on its leases.
+    pub instance: String,
+    pub started_at: i64,
+    pub seen_at: i64,
+    /// When it stopped cleanly; `None` while it runs (or since it was lost).
+    pub stopped_at: Option<i64>,
+}
+
+/// Takes the name for `instance`: a new name, one whose daemon stopped or was lost, or one a
+/// daemon of this host (`:host`, the start of its instance) held: the caller holds the host's
+/// daemon lock, so that one is dead. A live daemon's name on another host is left alone.
+const JOIN_SQL: Sql = Sql::same(
+    "INSERT INTO nodes (name, instance, started_at, seen_at) VALUES (:name, :instance, :now, :now)
+     ON CONFLICT (name) DO UPDATE SET instance = excluded.instance,
+            started_at = excluded.started_at, seen_at = excluded.seen_at, stopped_at = NULL
+     WHERE substr(nodes.instance, 1, length(:host)) = :host OR nodes.stopped_at IS NOT NULL
+        OR nodes.seen_at < :lost_before",
+);
+const BEAT_SQL: Sql =
+    Sql::same("UPDATE nodes SET seen_at = :now WHERE name = :name AND instance = :instance");
+const LEAVE_SQL: Sql =
+    Sql::same("UPDATE nodes SET stopped_at = :now WHERE name = :name AND instance = :instance");
+const LIST_SQL: Sql =
+    Sql::same("SELECT name, instance, started_at, seen_at, stopped_at FROM nodes ORDER BY name");
+const GET_SQL: Sql = Sql::same(
+    "SELECT name, instance, started_at, seen_at, stopped_at FROM nodes WHERE name = :name",
+);
+/// Returns to pending every lease whose owner is not a live node's daemon: a node lost, or
+/// restarted (its new daemon is another instance).
+const RECLAIM_LOST_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+            next_attempt_at = :now
+     WHERE state = 'leased' AND lease_owner NOT IN (
+         SELECT instance FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before)",
+);
+const SESSION_NODE_SQL: Sql = Sql::same("SELECT node FROM sessions WHERE key = :key");
+const SESSIONS_ELSEWHERE_SQL: Sql =
+    Sql::same("SELECT key FROM sessions WHERE node IS NOT NULL AND node <> :node");
+
+/// This host's name: a node's name when `[node] name` says none. From the kernel (Linux), else
+/// `$HOSTNAME`, else `localhost`.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The time before which a node's last heartbeat means it is lost.
+fn lost_before(now: i64) -> i64 {
+    now - ms(NODE_TIMEOUT)
+}
+
+/// Joins as node `name`, served by `instance` (`HOST/...`); refused while a live daemon of
+/// another host serves the name.
+pub fn join_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<()> {
+    let now = tx.now();
+    let lost_before = lost_before(now);
+    let host = match instance.split_once('/') {
+        Some((host, _)) => format!("{host}/"),
+        None => format!("{instance}/"),
+    };
+    let params = params![
+        ":name" => name, ":instance" => instance, ":now" => now, ":lost_before" => lost_before,
+        ":host" => host,
+    ];
+    if tx.exec(&JOIN_SQL, params)? == 1 {
+        return Ok(());
+    }
+    let holder = tx.query_opt(&GET_SQL, params![":name" => name], read_node)?;
+    let seen = holder.map_or(0, |n| (now - n.seen_at).max(0) / 1000);
+    Err(EngineError::Invalid(format!(
+        "node name '{name}' is in use by another daemon (seen {seen} s ago): give each daemon \
+         its own [node] name, or stop the other one"
+    )))
+}
+
+/// Says node `name` (as `instance`) is alive; false when the name was taken by another daemon
+/// meanwhile (this one was thought lost: it should join again).
+pub fn beat_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<bool> {
+    let now = tx.now();
+    let params = params![":name" => name, ":instance" => instance, ":now" => now];
+    Ok(tx.exec(&BEAT_SQL, params)? == 1)
+}
+
+/// Node `name` stops cleanly.
+pub fn leave_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<()> {
+    let now = tx.now();
+    tx.exec(
+        &LEAVE_SQL,
+        params![":name" => name, ":instance" => instance, ":now" => now],
+    )?;
+    Ok(())
+}
+
+/// Every node the database has known, by name.
+pub fn list(conn: &dyn Executor) -> Result<Vec<Node>> {
+    conn.query_all(&LIST_SQL, params![], read_node)
+}
+
+/// Whether `node` is alive at `now`: running and seen within [`NODE_TIMEOUT`].
+pub fn is_alive(node: &Node, now: i64) -> bool {
+    node.stopped_at.is_none() && node.seen_at >= lost_before(now)
+}
+
+/// Takes back the leases of daemons that are no live node's: how a node's crash is recovered
+/// by the others (and by its own restart) without waiting for each lease to expire.
+pub fn reclaim_lost_in(tx: &Tx<'_>) -> Result<usize> {
+    let now = tx.now();
+    let lost_before = lost_before(now);
+    tx.exec(
+        &RECLAIM_LOST_SQL,
+        params![":now" => now, ":lost_before" => lost_before],
+    )
+}
+
+/// The node session `key`'s agent runs on, if one is known.
+pub fn session_node(conn: &dyn Executor, key: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_opt(&SESSION_NODE_SQL, params![":key" => key], |r| {
+            r.get::<Option<String>, _>(0)
+        })?
+        .flatten())
+}
+
+/// The sessions whose agents run on another node than `node`.
+pub fn sessions_elsewhere(conn: &dyn Executor, node: &str) -> Result<Vec<String>> {
+    conn.query_all(&SESSIONS_ELSEWHERE_SQL, params![":node" => node], |r| {
+        r.get(0)
+    })
+}
+
+fn read_node(r: &crate::storage::sql::Row<'_>) -> Result<Node> {
+    Ok(from_columns! { r => Node { name, instance, started_at, seen_at, stopped_at } })
+}
+
+/// Every statement, for the test that prepares them all on both backends.
+#[cfg(test)]
+pub(crate) const STATEMENTS: &[Sql] = &[
+    JOIN_SQL,
+    BEAT_SQL,
+    LEAVE_SQL,
+    LIST_SQL,
+    GET_SQL,
+    RECLAIM_LOST_SQL,
+    SESSION_NODE_SQL,
+    SESSIONS_ELSEWHERE_SQL,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_db::TestDb;
+
+    const T: i64 = 1_700_000_000_000;
+
+    #[test]
+    fn a_name_is_held_by_one_live_daemon_and_taken_over_once_it_is_lost_or_stopped() {
+        for backend in TestDb::both() {
+            let db = &backend.db;
+            let at = |t: i64, f: &dyn Fn(&Tx<'_>) -> Result<()>| db.write_at(t, |tx| f(tx));
+            at(T, &|tx| join_in(tx, "a", "h1/1")).unwrap();
+            let refused = at(T + 1_000, &|tx| join_in(tx, "a", "h2/1")).unwrap_err();
+            assert!(
+                refused.to_string().contains("in use by another daemon"),
+                "{refused}"
+            );
+            // A daemon of the same host holds the host's lock: the one before it is dead.
+            at(T + 1_000, &|tx| join_in(tx, "a", "h1/2")).expect("a restart on its host");
+            // Lost: not seen for the timeout.
+            let later = T + 1_000 + ms(NODE_TIMEOUT) + 1;
+            at(later, &|tx| join_in(tx, "a", "h2/1")).unwrap();
+            let stale = db.write_at(later, |tx| beat_in(tx, "a", "h1/2")).unwrap();
+            assert!(
+                !stale,
+                "{}: the lost daemon learns its name was taken",
+                backend.name()
+            );
+            // Stopped cleanly: taken at once.
+            at(later, &|tx| leave_in(tx, "a", "h2/1")).unwrap();
+            at(later + 1, &|tx| join_in(tx, "a", "h3/1")).unwrap();
+            let nodes = list(&db.read().unwrap()).unwrap();
+            assert_eq!(nodes.len(), 1);
+            assert_eq!(
+                (nodes[0].instance.as_str(), nodes[0].stopped_at),
+                ("h3/1", None)
+            );
+            assert!(is_alive(&nodes[0], later + 1));
+        }
+    }
+
+    #[test]
+    fn the_leases_of_a_lost_or_restarted_daemon_are_taken_back_and_a_live_ones_are_kept() {
+        use crate::queue::testing::row;
+        use crate::{Engine, ManualClock, QueueName, QueuePolicy};
+        for backend in TestDb::both() {
+            let db = &backend.db;
+            db.write_at(T, |tx| join_in(tx, "a", "ha/1")).unwrap();
+            db.write_at(T, |tx| join_in(tx, "b", "hb/1")).unwrap();
+            let engine = Engine::with_clock(db.clone(), std::sync::Arc::new(ManualClock::new(T)));
+            let daemon = |instance: &str| {
+                let engine = engine.with_owner(instance);
+                engine.queue(QueueName::Outbound, QueuePolicy::outbound())
+            };
+            let (a, b) = (daemon("ha/1"), daemon("hb/1"));
+            let mut ids = vec![];
+            for (q, key) in [(&a, "ka"), (&b, "kb")] {
+                ids.push(
+                    db.write_at(T, |tx| q.enqueue_in(tx, &row(key, "x")))
+                        .unwrap()
+                        .id,
+                );
+                db.write_at(T, |tx| q.lease_next_in(tx, key))
+                    .unwrap()
+                    .unwrap();
+            }
+            // b keeps beating; a does not, and is lost.
+            let later = T + ms(NODE_TIMEOUT) + 1;
+            db.write_at(later, |tx| beat_in(tx, "b", "hb/1")).unwrap();
+            let taken = db.write_at(later, reclaim_lost_in).unwrap();
+            assert_eq!(taken, 1, "{}: only a's lease", backend.name());
+            assert_eq!(a.state_of(ids[0]).unwrap().unwrap().state, "pending");
+            assert_eq!(b.state_of(ids[1]).unwrap().unwrap().state, "leased");
+        }
+    }
+}
