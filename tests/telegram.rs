@@ -205,10 +205,14 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
 
     let state = app.path("xdg-state");
     let agent_log = app.path("agent.log");
+    // On PostgreSQL the agent's hooks need the database's URL, as a user's would.
+    let url = app.database_url().map_or(String::new(), |url| {
+        format!(" RELAYQ_DATABASE__URL={}", crate::common::shell_word(&url))
+    });
     tmux.start(
         session,
         &format!(
-            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}; {}",
+            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}{url}; {}",
             state.display(),
             app.path("xdg-config").display(),
             fake_agent(&agent_log)

@@ -28,6 +28,7 @@ use crate::recovery::RecoveryActor;
 use crate::sources::{PushSource, SourceSpec};
 use crate::store::Store;
 use crate::wake::{self, Wakers};
+use relayq_engine::storage::postgresql::notify::Listener;
 
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone)]
@@ -209,6 +210,21 @@ impl RelayqBuilder {
         } else {
             None
         };
+        // Rows other nodes (and their commands and hooks) write are announced by the database.
+        let nodes_listener = match (&config.db.url, config.listen_for_wakes) {
+            (Some(url), true) => {
+                let wakers = wakers.clone();
+                let on_rows = move |queue, key: &str| wakers.wake(queue, key);
+                match Listener::start(url.clone(), on_rows) {
+                    Ok(listener) => Some(listener),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot listen for other nodes' rows; they wait for the next sweep");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let ingress = Ingress::default();
         let running_sources =
             start_sources(&sources, &store, &supervisor, &known_channels, &ingress);
@@ -228,6 +244,7 @@ impl RelayqBuilder {
             claimer,
             recovery,
             listener,
+            _nodes_listener: nodes_listener,
             _membership: membership,
             _lock: lock,
         })
@@ -243,6 +260,8 @@ pub struct Relayq {
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
+    /// Wakes this node's workers for rows other nodes wrote (PostgreSQL).
+    _nodes_listener: Option<Listener>,
     /// Left (dropped) before the lock.
     _membership: Membership,
     _lock: Box<dyn DaemonLock>,

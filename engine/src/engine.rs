@@ -34,9 +34,7 @@ impl Engine {
 
     /// An engine over an open database with a given clock (tests use `ManualClock`).
     pub fn with_clock(db: Database, clock: Arc<dyn Clock>) -> Self {
-        // The host first: a node's new daemon on this host knows its old ones by it.
-        let host = crate::storage::nodes::host_name();
-        let owner = format!("{host}/{}-{}", std::process::id(), clock.now_ms());
+        let owner = crate::storage::nodes::instance_name(clock.now_ms());
         Engine {
             db: db.with_clock(clock.clone()),
             clock,
@@ -123,8 +121,7 @@ impl Engine {
     }
 
     /// Joins the database's nodes as this engine's node, served by its owner (refused while
-    /// a daemon on another host serves the name). The caller holds this host's daemon lock: a
-    /// daemon of this host still named is a previous one, dead.
+    /// another live daemon serves the name).
     pub fn join_nodes(&self) -> Result<()> {
         self.write(|tx| crate::storage::nodes::join_in(tx, &self.node, &self.owner))
     }

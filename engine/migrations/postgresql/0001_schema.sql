@@ -143,3 +143,20 @@ CREATE TABLE budgets (
     key TEXT   PRIMARY KEY,
     tat BIGINT NOT NULL
 );
+
+-- Wake-ups across nodes: a row written pending (by any node, the CLI, a hook) or revived from
+-- the dead is announced on channel `relayq_rows` as "QUEUE KEY" when its transaction commits;
+-- every daemon listens and wakes the key's worker. Best effort: the sweep is the backstop (and
+-- a key too long for a notification's payload waits for it).
+CREATE FUNCTION relayq_rows_written() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF length(NEW.key) < 7000 THEN
+        PERFORM pg_notify('relayq_rows', NEW.queue || ' ' || NEW.key);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER queue_rows_written AFTER INSERT ON queue_rows
+    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION relayq_rows_written();
+CREATE TRIGGER queue_rows_revived AFTER UPDATE OF state ON queue_rows
+    FOR EACH ROW WHEN (OLD.state = 'dead' AND NEW.state = 'pending')
+    EXECUTE FUNCTION relayq_rows_written();

@@ -33,15 +33,15 @@ pub struct Node {
     pub stopped_at: Option<i64>,
 }
 
-/// Takes the name for `instance`: a new name, one whose daemon stopped or was lost, or one a
-/// daemon of this host (`:host`, the start of its instance) held: the caller holds the host's
-/// daemon lock, so that one is dead. A live daemon's name on another host is left alone.
+/// Takes the name for `instance`: a new name, one whose daemon stopped or was lost, or one
+/// whose daemon the caller found dead (`:holder_dead`: a process of this host that is gone). A
+/// live daemon's name is left alone (0 rows).
 const JOIN_SQL: Sql = Sql::same(
     "INSERT INTO nodes (name, instance, started_at, seen_at) VALUES (:name, :instance, :now, :now)
      ON CONFLICT (name) DO UPDATE SET instance = excluded.instance,
             started_at = excluded.started_at, seen_at = excluded.seen_at, stopped_at = NULL
-     WHERE substr(nodes.instance, 1, length(:host)) = :host OR nodes.stopped_at IS NOT NULL
-        OR nodes.seen_at < :lost_before",
+     WHERE nodes.instance = excluded.instance OR nodes.stopped_at IS NOT NULL
+        OR nodes.seen_at < :lost_before OR :holder_dead",
 );
 const BEAT_SQL: Sql =
     Sql::same("UPDATE nodes SET seen_at = :now WHERE name = :name AND instance = :instance");
@@ -80,28 +80,47 @@ fn lost_before(now: i64) -> i64 {
     now - ms(NODE_TIMEOUT)
 }
 
-/// Joins as node `name`, served by `instance` (`HOST/...`); refused while a live daemon of
-/// another host serves the name.
+/// Joins as node `name`, served by `instance` (`HOST/PID-...`, see [`instance_name`]);
+/// refused while another live daemon serves the name.
 pub fn join_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<()> {
     let now = tx.now();
     let lost_before = lost_before(now);
-    let host = match instance.split_once('/') {
-        Some((host, _)) => format!("{host}/"),
-        None => format!("{instance}/"),
-    };
+    let holder = tx.query_opt(&GET_SQL, params![":name" => name], read_node)?;
+    let holder_dead = holder.as_ref().is_some_and(|h| process_gone(&h.instance));
     let params = params![
         ":name" => name, ":instance" => instance, ":now" => now, ":lost_before" => lost_before,
-        ":host" => host,
+        ":holder_dead" => holder_dead,
     ];
     if tx.exec(&JOIN_SQL, params)? == 1 {
         return Ok(());
     }
-    let holder = tx.query_opt(&GET_SQL, params![":name" => name], read_node)?;
     let seen = holder.map_or(0, |n| (now - n.seen_at).max(0) / 1000);
     Err(EngineError::Invalid(format!(
         "node name '{name}' is in use by another daemon (seen {seen} s ago): give each daemon \
          its own [node] name, or stop the other one"
     )))
+}
+
+/// A daemon's instance name: this host, its process id, and when it started (a process id
+/// alone is reused).
+pub fn instance_name(started_ms: i64) -> String {
+    format!("{}/{}-{started_ms}", host_name(), std::process::id())
+}
+
+/// Whether `instance` (see [`instance_name`]) was a process of this host that has ended: a
+/// daemon that died a moment ago (`kill -9`, then a restart at once) has not missed its
+/// heartbeats yet, but its name is free.
+fn process_gone(instance: &str) -> bool {
+    let Some((host, rest)) = instance.split_once('/') else {
+        return false;
+    };
+    let pid = rest.split_once('-').map_or(rest, |(pid, _)| pid);
+    match pid.parse::<u32>() {
+        Ok(pid) if host == host_name() && pid != std::process::id() => {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        }
+        _ => false,
+    }
 }
 
 /// Says node `name` (as `instance`) is alive; false when the name was taken by another daemon
@@ -194,12 +213,15 @@ mod tests {
                 refused.to_string().contains("in use by another daemon"),
                 "{refused}"
             );
-            // A daemon of the same host holds the host's lock: the one before it is dead.
-            at(T + 1_000, &|tx| join_in(tx, "a", "h1/2")).expect("a restart on its host");
+            at(T + 1_000, &|tx| join_in(tx, "a", "h1/1")).expect("it joins again as itself");
+            // A process of this host that has ended (no such pid) held it: taken at once.
+            let gone = format!("{}/{}-1", host_name(), u32::MAX);
+            at(T, &|tx| join_in(tx, "b", &gone)).unwrap();
+            at(T + 1_000, &|tx| join_in(tx, "b", "h1/2")).expect("a restart after a kill -9");
             // Lost: not seen for the timeout.
             let later = T + 1_000 + ms(NODE_TIMEOUT) + 1;
             at(later, &|tx| join_in(tx, "a", "h2/1")).unwrap();
-            let stale = db.write_at(later, |tx| beat_in(tx, "a", "h1/2")).unwrap();
+            let stale = db.write_at(later, |tx| beat_in(tx, "a", "h1/1")).unwrap();
             assert!(
                 !stale,
                 "{}: the lost daemon learns its name was taken",
@@ -209,7 +231,7 @@ mod tests {
             at(later, &|tx| leave_in(tx, "a", "h2/1")).unwrap();
             at(later + 1, &|tx| join_in(tx, "a", "h3/1")).unwrap();
             let nodes = list(&db.read().unwrap()).unwrap();
-            assert_eq!(nodes.len(), 1);
+            assert_eq!(nodes.len(), 2);
             assert_eq!(
                 (nodes[0].instance.as_str(), nodes[0].stopped_at),
                 ("h3/1", None)

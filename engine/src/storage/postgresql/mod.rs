@@ -2,6 +2,7 @@
 
 pub mod connection;
 pub mod db;
+pub mod notify;
 
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod test_server;

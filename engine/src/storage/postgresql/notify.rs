@@ -1,0 +1,87 @@
+//! Wake-ups across nodes. The schema's trigger announces every row written pending (or
+//! revived) on channel [`CHANNEL`] as `QUEUE KEY` when its transaction commits, whichever
+//! node, command or hook wrote it; each daemon listens on a connection of its own and wakes
+//! the key's worker. Best effort, as the local wake socket: a notification missed while the
+//! connection was down delays its rows until the next sweep, never loses them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls};
+
+use crate::queue::QueueName;
+
+/// The channel rows are announced on.
+pub const CHANNEL: &str = "relayq_rows";
+
+/// How long the listener waits for a notification before it looks at its stop flag.
+const POLL: Duration = Duration::from_millis(200);
+
+/// A listener thread; stops when dropped.
+#[derive(Debug)]
+pub struct Listener {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Listens on `url` and calls `on_rows(queue, key)` for each announcement, connecting
+    /// again (every second) whenever the connection is lost.
+    pub fn start(
+        url: String,
+        on_rows: impl Fn(QueueName, &str) + Send + 'static,
+    ) -> std::io::Result<Listener> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("relayq-listen".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::SeqCst) {
+                    if let Err(e) = listen(&url, &stopped, &on_rows) {
+                        tracing::warn!(error = %crate::EngineError::from(e), "listening for rows written by other nodes; connecting again");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            })?;
+        Ok(Listener {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn listen(
+    url: &str,
+    stop: &AtomicBool,
+    on_rows: &impl Fn(QueueName, &str),
+) -> Result<(), postgres::Error> {
+    let mut client = Client::connect(url, NoTls)?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+    // A lost connection ends the wait with an error: the caller connects again.
+    while !stop.load(Ordering::SeqCst) {
+        let mut notes = client.notifications();
+        let mut waiting = notes.timeout_iter(POLL);
+        while let Some(note) = waiting.next()? {
+            let announced = note.payload().split_once(' ');
+            match announced.and_then(|(queue, key)| Some((queue.parse().ok()?, key))) {
+                Some((queue, key)) => on_rows(queue, key),
+                None => {
+                    tracing::debug!(payload = note.payload(), "ignoring an unknown announcement")
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
