@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use relayq_engine::Engine;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A channel's budgets (`None`: no limit) and breaker, as its kind declares them.
@@ -175,18 +176,75 @@ impl<'de> Deserialize<'de> for Setting {
     }
 }
 
-/// A channel's budgets, as its senders (and its source's cosmetic calls) take from them. One
-/// of the pieces that assume one host (see `docs/flows.md`): [`Pacer`] keeps them in this
-/// process's memory, so daemons sending for one bot would each spend the bot's whole budget;
-/// they need one budget between them (kept in the shared database).
+/// A channel's budgets, as its senders (and its source's cosmetic calls) take from them: in
+/// this process's memory ([`Pacer`]) when one daemon serves the database, in the database
+/// ([`SharedBudgets`]) when several do, so that they do not each spend the bot's whole budget.
 pub trait Budgets: Send + Sync + 'static {
     /// Takes one message's budget for `destination`, or says how long to wait for it.
     fn take(&self, destination: &str) -> Result<(), Duration>;
 }
 
-/// The budgets `pace` sets (`None`: it sets none), as this daemon keeps them.
-pub fn budgets(pace: &Pace) -> Option<Arc<dyn Budgets>> {
-    Pacer::new(pace).map(|pacer| Arc::new(pacer) as Arc<dyn Budgets>)
+/// The budgets `pace` sets for channel `channel` (`None`: it sets none): kept in this
+/// process's memory, or, when several daemons share the database (`shared`), in the
+/// database, one budget between them all.
+pub fn budgets(pace: &Pace, channel: &str, shared: Option<&Engine>) -> Option<Arc<dyn Budgets>> {
+    match shared {
+        None => Pacer::new(pace).map(|pacer| Arc::new(pacer) as Arc<dyn Budgets>),
+        Some(engine) => SharedBudgets::new(pace, channel, engine.clone())
+            .map(|shared| Arc::new(shared) as Arc<dyn Budgets>),
+    }
+}
+
+/// [`Budgets`] kept in the database the nodes share (`relayq_engine::storage::budgets`): N
+/// daemons sending through one bot keep to the bot's budget and each chat's together.
+pub struct SharedBudgets {
+    engine: Engine,
+    /// Budget keys: the channel's, and the start of each destination's.
+    channel_key: String,
+    destination_key: String,
+    /// Microseconds between sends.
+    per_destination: Option<i64>,
+    per_channel: Option<i64>,
+}
+
+impl SharedBudgets {
+    /// `None` when the pace sets no budget.
+    pub fn new(pace: &Pace, channel: &str, engine: Engine) -> Option<SharedBudgets> {
+        let every = |r: &Rate| (r.per.as_micros() as i64 / i64::from(r.count.get())).max(1);
+        let shared = SharedBudgets {
+            engine,
+            channel_key: format!("{channel}:all"),
+            destination_key: format!("{channel}:to:"),
+            per_destination: pace.per_destination.as_ref().map(every),
+            per_channel: pace.per_channel.as_ref().map(every),
+        };
+        (shared.per_destination.is_some() || shared.per_channel.is_some()).then_some(shared)
+    }
+}
+
+/// When the database cannot be asked, a send waits this long and asks again.
+const UNREADABLE_BUDGET_WAIT: Duration = Duration::from_millis(200);
+
+impl Budgets for SharedBudgets {
+    fn take(&self, destination: &str) -> Result<(), Duration> {
+        let to = format!("{}{destination}", self.destination_key);
+        let budgets: Vec<(&str, i64)> = [
+            self.per_destination.map(|every| (to.as_str(), every)),
+            self.per_channel
+                .map(|every| (self.channel_key.as_str(), every)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match self.engine.take_budgets(&budgets) {
+            Ok(None) => Ok(()),
+            Ok(Some(wait_us)) => Err(Duration::from_micros(wait_us.max(1) as u64)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot take from the shared budget; the send waits");
+                Err(UNREADABLE_BUDGET_WAIT)
+            }
+        }
+    }
 }
 
 /// Today's [`Budgets`]: governor's rate limiters (GCRA) in this process's memory.

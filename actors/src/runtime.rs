@@ -117,6 +117,11 @@ impl RelayqBuilder {
         .map_err(|e| ActorError::Blocking(e.to_string()))??;
         let shared = engine.database().is_shared();
         let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take(&config.db.path, shared)?);
+        // Several daemons on one database keep one budget and one pause per channel there.
+        let channels = match shared {
+            true => channels.shared_through(&engine),
+            false => channels,
+        };
         let joined = engine.clone();
         let membership = actix_rt::task::spawn_blocking(move || Membership::join(joined))
             .await

@@ -161,6 +161,38 @@ impl Engine {
         Ok(node.is_none_or(|node| *node == *self.node))
     }
 
+    /// Takes or renews source `name`'s lease for this node; false while another node reads it
+    /// (see [`crate::storage::source_leases`]).
+    pub fn take_source_lease(&self, name: &str) -> Result<bool> {
+        use crate::storage::source_leases::take_in;
+        self.write(|tx| take_in(tx, name, &self.node, &self.owner))
+    }
+
+    /// Lets source `name`'s lease go, so another node reads it at once.
+    pub fn release_source_lease(&self, name: &str) -> Result<()> {
+        self.write(|tx| crate::storage::source_leases::release_in(tx, name, &self.owner))
+    }
+
+    /// Which node reads each source that has one reader.
+    pub fn source_leases(&self) -> Result<Vec<crate::storage::source_leases::SourceLease>> {
+        crate::storage::source_leases::list(&self.db.read()?)
+    }
+
+    /// Takes one send from each shared budget (a key, and microseconds between sends; see
+    /// [`crate::storage::budgets`]), or from none: then the microseconds to wait.
+    pub fn take_budgets(&self, budgets: &[(&str, i64)]) -> Result<Option<i64>> {
+        let taken = self.write(|tx| match crate::storage::budgets::take_in(tx, budgets)? {
+            None => Ok(()),
+            // Rolled back: the budgets taken before the spent one are not spent.
+            Some(wait_us) => Err(crate::EngineError::OverBudget { wait_us }),
+        });
+        match taken {
+            Ok(()) => Ok(None),
+            Err(crate::EngineError::OverBudget { wait_us }) => Ok(Some(wait_us)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The sessions whose agents run on other nodes than this one.
     pub fn sessions_elsewhere(&self) -> Result<std::collections::HashSet<String>> {
         let keys = crate::storage::nodes::sessions_elsewhere(&self.db.read()?, &self.node)?;
@@ -230,6 +262,19 @@ impl Engine {
     /// The operator's pauses (see [`crate::pauses`]).
     pub fn pauses(&self) -> Result<Vec<crate::pauses::Pause>> {
         crate::pauses::all(&self.db.read()?)
+    }
+
+    /// How long each channel's pause still runs (ms), by the database's clock on PostgreSQL,
+    /// so hosts whose clocks differ agree.
+    pub fn channel_penalties_left(&self) -> Result<Vec<(String, i64)>> {
+        self.write(|tx| {
+            let now = tx.now();
+            let running = crate::penalties::running(tx, now)?;
+            Ok(running
+                .into_iter()
+                .map(|p| (p.channel, p.until - now))
+                .collect())
+        })
     }
 
     /// The channels' pauses still running (see [`crate::penalties`]).

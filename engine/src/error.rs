@@ -34,6 +34,9 @@ pub enum EngineError {
         depth: u64,
         setting: String,
     },
+    /// A shared pacing budget is spent for this long (microseconds): nothing was taken.
+    #[error("over budget for {wait_us} µs")]
+    OverBudget { wait_us: i64 },
     /// A hook handler refused its event: retrying cannot help, so the row is done with this.
     #[error("{0}")]
     Rejected(String),

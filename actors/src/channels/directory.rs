@@ -10,7 +10,8 @@ use actix::prelude::*;
 use super::actor::{ChannelActor, Deliver};
 use super::contract::Channel;
 use crate::pacing::{Budgets, Pace, PaceSettings};
-use crate::penalties::{ChannelPenalties, LocalPenalties};
+use crate::penalties::{ChannelPenalties, LocalPenalties, SharedPenalties};
+use relayq_engine::Engine;
 
 /// How to run one named channel: start its actor (again, after a panic), its timeout, and its
 /// readiness.
@@ -107,6 +108,8 @@ pub struct ChannelDirectory {
     /// Channels paused altogether (the far end said so, or the breaker opened).
     penalties: Arc<dyn ChannelPenalties>,
     breakers: Arc<Mutex<HashMap<String, Breaker>>>,
+    /// The engine of a database several daemons share: budgets kept there.
+    shared: Option<Engine>,
 }
 
 impl Default for ChannelDirectory {
@@ -115,6 +118,7 @@ impl Default for ChannelDirectory {
             slots: Arc::default(),
             penalties: Arc::new(LocalPenalties::default()),
             breakers: Arc::default(),
+            shared: None,
         }
     }
 }
@@ -136,10 +140,24 @@ struct Breaker {
 
 impl ChannelDirectory {
     pub fn register(&self, name: &str, spec: ChannelSpec) {
-        self.slots
-            .lock()
-            .unwrap()
-            .insert(name.to_string(), Slot::new(spec));
+        let slot = Slot::new(name, spec, self.shared.as_ref());
+        self.slots.lock().unwrap().insert(name.to_string(), slot);
+    }
+
+    /// This directory for a database several daemons share: the channels' budgets and pauses
+    /// are kept in it, one for all the nodes (see `pacing::SharedBudgets`,
+    /// `penalties::SharedPenalties`). Before any send.
+    pub fn shared_through(self, engine: &Engine) -> Self {
+        let mut slots = self.slots.lock().unwrap();
+        for (name, slot) in slots.iter_mut() {
+            slot.budgets = crate::pacing::budgets(&slot.spec.pace, name, Some(engine));
+        }
+        drop(slots);
+        ChannelDirectory {
+            penalties: Arc::new(SharedPenalties::new(engine.clone())),
+            shared: Some(engine.clone()),
+            ..self
+        }
     }
 
     /// Replaces every channel (a config reload): channels not in `specs` are removed, the
@@ -148,11 +166,11 @@ impl ChannelDirectory {
     pub fn replace_all(&self, specs: Vec<(String, ChannelSpec)>) {
         let mut slots = self.slots.lock().unwrap();
         slots.clear();
-        slots.extend(
-            specs
-                .into_iter()
-                .map(|(name, spec)| (name, Slot::new(spec))),
-        );
+        let shared = self.shared.as_ref();
+        slots.extend(specs.into_iter().map(|(name, spec)| {
+            let slot = Slot::new(&name, spec, shared);
+            (name, slot)
+        }));
     }
 
     /// Runs each channel's ready check (see [`Channel::ready_check`]) until it answers `Ok`,
@@ -378,9 +396,9 @@ impl ChannelDirectory {
 }
 
 impl Slot {
-    fn new(spec: ChannelSpec) -> Self {
+    fn new(name: &str, spec: ChannelSpec, shared: Option<&Engine>) -> Self {
         Slot {
-            budgets: crate::pacing::budgets(&spec.pace),
+            budgets: crate::pacing::budgets(&spec.pace, name, shared),
             spec,
             running: Vec::new(),
             ready: Arc::default(),

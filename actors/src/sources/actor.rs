@@ -1,11 +1,17 @@
 //! The one actor that runs any [`Source`]: fetch from the stored offset, hand the batch to the
 //! SupervisorActor, which writes the rows and the new offset in one transaction, then fetch again.
+//!
+//! A source has one reader among the nodes sharing a database: the actor reads only while its
+//! node holds the source's lease (`relayq_engine::storage::source_leases`), renewed on a timer;
+//! another node's actor waits, and takes over once the lease is let go or runs out.
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
 use actix::prelude::*;
+
+use relayq_engine::storage::source_leases::SOURCE_RENEW;
 
 use super::contract::{Batch, Source};
 use crate::inbound::supervisor::EnqueueFrom;
@@ -16,6 +22,9 @@ use crate::store::Store;
 /// After an empty batch, at least this long before the next fetch (a source that does not
 /// wait when idle must not spin).
 const IDLE_PAUSE: Duration = Duration::from_millis(50);
+
+/// While another node reads the source, ask for its lease this often.
+const LEASE_RETRY: Duration = Duration::from_secs(1);
 
 /// After a failure, wait this long, doubled each time in a row, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -31,6 +40,10 @@ pub struct SourceActor<S: Source> {
     /// Where the next fetch starts: the stored offset, once read.
     offset: Option<String>,
     failures: u32,
+    /// Whether this node holds the source's lease (it reads only then).
+    held: bool,
+    /// The node said to read it, so a wait is said once.
+    read_elsewhere: bool,
 }
 
 impl<S: Source> SourceActor<S> {
@@ -51,7 +64,52 @@ impl<S: Source> SourceActor<S> {
             budget,
             offset: None,
             failures: 0,
+            held: false,
+            read_elsewhere: false,
         }
+    }
+
+    /// Takes the source's lease, then reads from the stored offset (another node may have
+    /// moved it); while another node holds it, asks again every [`LEASE_RETRY`].
+    fn acquire(&mut self, ctx: &mut Context<Self>) {
+        let name = self.name.clone();
+        let take = self.store.run(move |s| s.engine.take_source_lease(&name));
+        ctx.spawn(take.into_actor(self).map(|taken, act, ctx| match taken {
+            Ok(true) => {
+                act.held = true;
+                act.read_elsewhere = false;
+                act.resume(ctx);
+            }
+            Ok(false) => {
+                if !act.read_elsewhere {
+                    tracing::info!(source = act.name, "another node reads this source; taking over if it stops");
+                    act.read_elsewhere = true;
+                }
+                ctx.run_later(LEASE_RETRY, Self::acquire);
+            }
+            Err(e) => {
+                tracing::warn!(source = act.name, error = %e, "cannot take the source's lease; trying again");
+                ctx.run_later(LEASE_RETRY, Self::acquire);
+            }
+        }));
+    }
+
+    /// Renews the lease while it is held; a lease lost (not renewed in time) stops the reads
+    /// after the fetch under way, until it is taken again.
+    fn renew(&mut self, ctx: &mut Context<Self>) {
+        if !self.held {
+            return;
+        }
+        let name = self.name.clone();
+        let renew = self.store.run(move |s| s.engine.take_source_lease(&name));
+        ctx.spawn(renew.into_actor(self).map(|renewed, act, _| match renewed {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(source = act.name, "the source's lease was taken by another node; reading stops");
+                act.held = false;
+            }
+            Err(e) => tracing::warn!(source = act.name, error = %e, "cannot renew the source's lease; trying again"),
+        }));
     }
 
     /// Reads the stored offset, then starts fetching.
@@ -73,6 +131,9 @@ impl<S: Source> SourceActor<S> {
     }
 
     fn fetch(&mut self, ctx: &mut Context<Self>) {
+        if !self.held {
+            return self.acquire(ctx);
+        }
         let fetch = self.source.fetch(self.offset.clone());
         ctx.spawn(fetch.into_actor(self).map(|result, act, ctx| match result {
             Ok(batch)
@@ -151,14 +212,27 @@ impl<S: Source> Actor for SourceActor<S> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.resume(ctx);
+        ctx.run_interval(SOURCE_RENEW, Self::renew);
+        self.acquire(ctx);
     }
 }
 
-/// Stops reading. A batch already handed over is still written (with its offset) or not at all.
+/// Stops reading and lets the lease go, so another node reads at once. A batch already handed
+/// over is still written (with its offset) or not at all.
 impl<S: Source> Handler<Stop> for SourceActor<S> {
     type Result = ();
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        if self.held {
+            let name = self.name.clone();
+            let release = self
+                .store
+                .run(move |s| s.engine.release_source_lease(&name));
+            actix::spawn(async move {
+                if let Err(e) = release.await {
+                    tracing::warn!(error = %e, "the source's lease was not let go; another node takes it once it runs out");
+                }
+            });
+        }
         ctx.stop();
     }
 }

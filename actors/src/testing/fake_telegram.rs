@@ -43,6 +43,11 @@ struct FakeState {
     poll_failures: VecDeque<(u16, Value)>,
     /// The polls answered with a failure: their place among `polls`, and when.
     refused_polls: Vec<(usize, Instant)>,
+    /// Counts `getUpdates` calls: a poll still waiting when a newer one comes is ended by it.
+    poll_generation: u64,
+    /// Polls ended by a newer one (Telegram's 409 "terminated by other getUpdates request"):
+    /// two programs were reading the bot's updates at once.
+    conflicts: usize,
     /// Answers the next sends get instead of ok.
     send_failures: VecDeque<(u16, Value)>,
     /// file_id → (file_path, bytes).
@@ -296,6 +301,11 @@ impl FakeTelegram {
     }
 
     /// The highest update id a poll has answered with (0: none yet).
+    /// How many polls were ended by another program's poll (see [`FakeState::conflicts`]).
+    pub fn conflicts(&self) -> usize {
+        self.shared.0.lock().unwrap().conflicts
+    }
+
     pub fn served(&self) -> i64 {
         self.shared.0.lock().unwrap().served
     }
@@ -397,12 +407,23 @@ impl FakeTelegram {
         state
             .pending
             .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+        // As Telegram does, a newer poll ends this one while it waits: one reader at a time.
+        state.poll_generation += 1;
+        let generation = state.poll_generation;
+        ready.notify_all();
         let deadline = Instant::now() + timeout;
         while state.pending.is_empty() && Instant::now() < deadline {
             state = ready
                 .wait_timeout(state, deadline - Instant::now())
                 .unwrap()
                 .0;
+            if state.poll_generation != generation {
+                state.conflicts += 1;
+                return (
+                    409,
+                    error(409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"),
+                );
+            }
         }
         let limit = args["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
         if let Some(last) = state

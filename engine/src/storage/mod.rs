@@ -6,8 +6,10 @@
 //! - [`sql`]: one statement for both dialects, run on either backend's connection.
 //! - [`commit`]: the commit thread that groups concurrent writers into one transaction.
 //! - [`queue`]: the `queue_rows` table, every statement on it.
-//! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses.
-//! - [`source_offsets`]: how far each inbound source has read.
+//! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses;
+//!   [`budgets`]: pacing shared by the nodes.
+//! - [`source_offsets`]: how far each inbound source has read; [`source_leases`]: which node
+//!   reads a source that must have one reader.
 //! - [`sessions`]: the agent sessions' registry and the chat each talks to.
 //! - [`approvals`]: agents' permission questions and their answers.
 //! - [`nodes`]: the daemons serving one database, and which node a session's agent runs on.
@@ -25,6 +27,7 @@ macro_rules! from_columns {
 }
 
 pub mod approvals;
+pub mod budgets;
 pub mod clock;
 pub mod commit;
 pub mod db;
@@ -35,6 +38,7 @@ pub mod policy;
 pub mod postgresql;
 pub mod queue;
 pub mod sessions;
+pub mod source_leases;
 pub mod source_offsets;
 pub mod sql;
 pub mod sqlite;

@@ -77,6 +77,11 @@ impl TestDb {
         self._dir.path()
     }
 
+    /// The PostgreSQL server, when the database is on one.
+    pub fn server(&self) -> Option<&TestServer> {
+        self._server.as_ref()
+    }
+
     /// Which backend, for messages.
     pub fn name(&self) -> &'static str {
         match self.db.is_shared() {

@@ -85,3 +85,45 @@ impl Drop for Listener {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::testing::row;
+    use crate::storage::test_db::TestDb;
+    use crate::{Engine, QueuePolicy, SystemClock};
+
+    /// A row written by any connection reaches the listener as its queue and key, once its
+    /// transaction commits; the listener connects again after the server restarts.
+    #[test]
+    fn rows_written_are_announced_to_every_listener_and_survive_a_server_restart() {
+        let pg = TestDb::postgres();
+        let url = pg.config.url.clone().unwrap();
+        let (heard, hear) = std::sync::mpsc::channel();
+        let _listener = Listener::start(url, move |queue, key: &str| {
+            let _ = heard.send((queue, key.to_string()));
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock));
+        let hooks = engine.queue(QueueName::Hooks, QueuePolicy::hooks());
+        hooks.enqueue(&row("session one", "{}")).unwrap();
+        let got = hear.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got, (QueueName::Hooks, "session one".to_string()));
+
+        pg.server().unwrap().restart_immediate();
+        // Written until one is heard: the listener may still be connecting again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let _ = hooks.enqueue(&row("after", "{}"));
+            if let Ok(got) = hear.recv_timeout(Duration::from_millis(500)) {
+                assert_eq!(got.1, "after");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nothing heard after the restart"
+            );
+        }
+    }
+}

@@ -326,6 +326,8 @@ mod tests {
             super::upkeep::STATEMENTS,
             super::read::STATEMENTS,
             crate::storage::nodes::STATEMENTS,
+            crate::storage::source_leases::STATEMENTS,
+            crate::storage::budgets::STATEMENTS,
         ]
         .concat()
     }
