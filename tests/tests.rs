@@ -13,6 +13,7 @@ mod delivery;
 mod hook;
 mod hook_processing;
 mod http;
+mod nodes;
 mod openapi;
 mod outbound;
 mod platforms;

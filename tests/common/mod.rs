@@ -26,23 +26,42 @@ pub fn bin() -> String {
 pub struct App {
     pub dir: tempfile::TempDir,
     server: Option<TestServer>,
+    /// A PostgreSQL database another owns (several daemons' apps on one server).
+    joined: Option<String>,
 }
 
 impl App {
     /// A directory whose config is `config` (written to config.toml).
     pub fn new(config: impl std::fmt::Display) -> App {
+        let server = test_db::postgres_chosen().then(TestServer::start);
+        App::on(config, server, None)
+    }
+
+    /// A directory with `config`, on `server`'s database, or `joined`'s, or the file.
+    fn on(
+        config: impl std::fmt::Display,
+        server: Option<TestServer>,
+        joined: Option<String>,
+    ) -> App {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.toml"), config.to_string()).unwrap();
-        let server = test_db::postgres_chosen().then(TestServer::start);
-        App { dir, server }
+        App {
+            dir,
+            server,
+            joined,
+        }
+    }
+
+    /// [`App::new`] on the PostgreSQL database at `url`, which other apps share: one daemon
+    /// of several (a node).
+    pub fn joining(config: impl std::fmt::Display, url: &str) -> App {
+        App::on(config, None, Some(url.to_string()))
     }
 
     /// [`App::new`] on the SQLite file, whichever backend the suite runs on: for what only a
     /// file has (where commands find it, its locks, its path in messages).
     pub fn sqlite(config: impl std::fmt::Display) -> App {
-        let mut app = App::new(config);
-        app.server = None;
-        app
+        App::on(config, None, None)
     }
 
     /// Holds the database's write lock from another connection until the answer is dropped:
@@ -71,10 +90,7 @@ impl App {
 
     /// [`App::new`] on a PostgreSQL server of its own, whichever backend the suite runs on.
     pub fn with_postgres(config: impl std::fmt::Display) -> App {
-        App {
-            server: Some(TestServer::start()),
-            ..App::new(config)
-        }
+        App::on(config, Some(TestServer::start()), None)
     }
 
     /// The app's PostgreSQL server, if it has one.
@@ -84,7 +100,10 @@ impl App {
 
     /// The PostgreSQL URL every command uses, when the suite runs on PostgreSQL.
     pub fn database_url(&self) -> Option<String> {
-        self.server.as_ref().map(TestServer::url)
+        self.server
+            .as_ref()
+            .map(TestServer::url)
+            .or(self.joined.clone())
     }
 
     /// Replaces config.toml (for a reload, or the next command).

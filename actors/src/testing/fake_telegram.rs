@@ -31,6 +31,8 @@ struct FakeState {
     next_message_id: i64,
     /// `sendMessage` bodies that were answered ok, in order.
     sent: Vec<Value>,
+    /// When each of `sent` came, and to which chat.
+    sent_at: Vec<(String, Instant)>,
     /// `sendChatAction` bodies.
     actions: Vec<Value>,
     /// `getUpdates` calls, and the offsets they asked for.
@@ -46,8 +48,9 @@ struct FakeState {
     /// Counts `getUpdates` calls: a poll still waiting when a newer one comes is ended by it.
     poll_generation: u64,
     /// Polls ended by a newer one (Telegram's 409 "terminated by other getUpdates request"):
-    /// two programs were reading the bot's updates at once.
-    conflicts: usize,
+    /// two programs were reading the bot's updates at once (or a killed one's poll was still
+    /// waiting). When each happened.
+    conflicts: Vec<Instant>,
     /// Answers the next sends get instead of ok.
     send_failures: VecDeque<(u16, Value)>,
     /// file_id → (file_path, bytes).
@@ -301,9 +304,34 @@ impl FakeTelegram {
     }
 
     /// The highest update id a poll has answered with (0: none yet).
-    /// How many polls were ended by another program's poll (see [`FakeState::conflicts`]).
-    pub fn conflicts(&self) -> usize {
-        self.shared.0.lock().unwrap().conflicts
+    /// The most messages one chat got within any `window`, and the most the bot sent within
+    /// any `window`: what Telegram's budgets are about.
+    pub fn most_sends_within(&self, window: Duration) -> (usize, usize) {
+        let state = self.shared.0.lock().unwrap();
+        let most = |times: &[Instant]| {
+            (0..times.len())
+                .map(|i| {
+                    times[i..]
+                        .iter()
+                        .take_while(|t| **t - times[i] < window)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let mut chats: HashMap<&str, Vec<Instant>> = HashMap::new();
+        for (chat, at) in &state.sent_at {
+            chats.entry(chat).or_default().push(*at);
+        }
+        let per_chat = chats.values().map(|times| most(times)).max().unwrap_or(0);
+        let all: Vec<Instant> = state.sent_at.iter().map(|(_, at)| *at).collect();
+        (per_chat, most(&all))
+    }
+
+    /// When polls were ended by another program's poll (Telegram's 409 "terminated by other
+    /// getUpdates request").
+    pub fn conflicts(&self) -> Vec<Instant> {
+        self.shared.0.lock().unwrap().conflicts.clone()
     }
 
     pub fn served(&self) -> i64 {
@@ -418,7 +446,7 @@ impl FakeTelegram {
                 .unwrap()
                 .0;
             if state.poll_generation != generation {
-                state.conflicts += 1;
+                state.conflicts.push(Instant::now());
                 return (
                     409,
                     error(409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"),
@@ -448,6 +476,9 @@ impl FakeTelegram {
         state.next_message_id += 1;
         let id = state.next_message_id;
         state.sent.push(args.clone());
+        state
+            .sent_at
+            .push((args["chat_id"].to_string(), Instant::now()));
         state
             .messages
             .push(json!({"message_id": id, "chat_id": args["chat_id"],

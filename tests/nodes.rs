@@ -1,0 +1,424 @@
+//! Several daemons on one PostgreSQL database (issue 31): three nodes under inbound, hook and
+//! outbound load, with nodes killed (`kill -9`) at random and restarted, and PostgreSQL itself
+//! crashed (`pg_ctl restart -m immediate`) mid-run. Nothing may be lost or reordered per key,
+//! no key may be leased by two daemons at once, one node at a time polls Telegram, and no
+//! chat gets more than Telegram's budget.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_engine::storage::postgresql::test_server::TestServer;
+use serde_json::{json, Value};
+
+use crate::common::{file_config, inbound_args, wait_until, App, Config, Daemon};
+
+const TOKEN: &str = "123456:nodes-test-token";
+const ALICE: i64 = 123456789;
+const NODES: usize = 3;
+const WAIT: Duration = Duration::from_secs(120);
+
+/// Node `name`: sessions to its own `out.jsonl`, the Telegram source (read by one node at a
+/// time) and channel `tg` on the local Bot API, quick retries, a sweep every second.
+fn node_config(fake: &FakeTelegram, name: &str) -> Config {
+    file_config()
+        .set("node", &format!("name = {name:?}"))
+        .set("daemon", "sweep_interval = \"1s\"")
+        .set("queues.hooks", "backoff = [\"200ms\"]")
+        .set("queues.outbound", "backoff = [\"200ms\"]")
+        .telegram_source(
+            &fake.url,
+            "token_env = \"BOT_TOKEN\"",
+            &[ALICE],
+            &[(ALICE, "alice")],
+            &[],
+        )
+        .channel(
+            "tg",
+            "telegram",
+            &[
+                "token_env = \"BOT_TOKEN\"",
+                &format!("api_url = {:?}", fake.url),
+            ],
+        )
+}
+
+/// A small random source (xorshift), seeded from the clock; the seed is printed.
+struct Dice(u64);
+
+impl Dice {
+    fn new() -> Dice {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        eprintln!("nodes: dice seed {seed}");
+        Dice(seed)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Runs `relayq ARGS` on `app` until it succeeds (the database may be restarting); the writes
+/// retried carry a source id, so a retry whose first try committed writes nothing twice.
+fn until_ok(app: &App, args: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = app.run(args);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "relayq {args:?} kept failing: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A Claude Code prompt for `session`, as its hook sends it.
+fn prompt(session: &str, text: &str) -> String {
+    json!({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": text})
+        .to_string()
+}
+
+/// Every (key, owner) pair leased at once by two owners, sampled until `stop`.
+fn watch_leases(url: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut samples = 0;
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+            let Ok(mut client) =
+                relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls)
+            else {
+                continue;
+            };
+            while !stop.load(Ordering::SeqCst) {
+                let rows = client.query(
+                    "SELECT queue, key, string_agg(DISTINCT lease_owner, ' ') FROM queue_rows
+                     WHERE state = 'leased' GROUP BY queue, key
+                     HAVING COUNT(DISTINCT lease_owner) > 1",
+                    &[],
+                );
+                let Ok(rows) = rows else { break };
+                samples += 1;
+                for row in rows {
+                    let (queue, key, owners): (String, String, String) =
+                        (row.get(0), row.get(1), row.get(2));
+                    seen.push(format!("{queue} {key}: {owners}"));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        eprintln!("nodes: {samples} samples of the leases");
+        seen
+    })
+}
+
+/// The numbers in `texts` ("… 7"), with a repeat right after its first kept once (a send cut
+/// by a crash is sent again, flagged).
+fn numbers(texts: impl IntoIterator<Item = String>) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for text in texts {
+        let n: u32 = text
+            .rsplit(' ')
+            .next()
+            .and_then(|n| {
+                n.trim_end_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no number in {text:?}"));
+        if out.last() != Some(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+#[test]
+fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_nothing() {
+    let started = Instant::now();
+    let server = TestServer::start();
+    let url = server.url();
+    let fake = FakeTelegram::start(TOKEN);
+    let env = [("BOT_TOKEN", TOKEN)];
+    let apps: Vec<App> = (0..NODES)
+        .map(|n| App::joining(node_config(&fake, &format!("n{n}")), &url))
+        .collect();
+    let daemons: Vec<Mutex<Option<Daemon>>> = apps
+        .iter()
+        .map(|app| Mutex::new(Some(app.serve_with_env(&env))))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_leases(url.clone(), stop.clone());
+    let kills = Mutex::new(Vec::<Instant>::new());
+
+    let (sessions, per_session) = (8, 25);
+    let (hook_sessions, prompts) = (3, 15);
+    let (chats, per_chat) = (4, 6);
+    let (owned_rows, alice_messages) = (5, 12);
+    std::thread::scope(|scope| {
+        // Inbound, from any node's CLI.
+        scope.spawn(|| {
+            let mut dice = Dice::new();
+            for i in 0..per_session {
+                for s in 0..sessions {
+                    let (session, id, text) =
+                        (format!("s{s}"), format!("{s}-{i}"), format!("message {i}"));
+                    let args = inbound_args(&session, "load", &["--source-id", &id, &text]);
+                    until_ok(&apps[dice.below(NODES)], &args);
+                }
+            }
+        });
+        // Hook events: session hK's agent runs on node K, whose hooks say so.
+        scope.spawn(|| {
+            for p in 0..prompts {
+                for h in 0..hook_sessions {
+                    let out = apps[h].hook(
+                        "claude",
+                        &prompt(&format!("h{h}"), &format!("prompt {p}")),
+                        false,
+                        &[],
+                    );
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+            // Then messages for those sessions: only their agent's node delivers them.
+            for i in 0..owned_rows {
+                for h in 0..hook_sessions {
+                    let (session, id, text) =
+                        (format!("h{h}"), format!("h{h}-{i}"), format!("owned {i}"));
+                    let args = inbound_args(&session, "load", &["--source-id", &id, &text]);
+                    until_ok(&apps[(h + 1) % NODES], &args);
+                }
+            }
+        });
+        // Outbound to four chats, from any node's CLI.
+        scope.spawn(|| {
+            let mut dice = Dice::new();
+            for i in 0..per_chat {
+                for c in 0..chats {
+                    let to = format!("{}", 1000 + c);
+                    let args = [
+                        "enqueue",
+                        "outbound",
+                        "--channel",
+                        "tg",
+                        "--to",
+                        &to,
+                        &format!("note {i}"),
+                    ];
+                    until_ok(&apps[dice.below(NODES)], &args);
+                }
+            }
+        });
+        // Telegram: Alice writes; one node at a time reads.
+        scope.spawn(|| {
+            for i in 0..alice_messages {
+                fake.push_text(ALICE, ALICE, &format!("from alice {i}"));
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        });
+        // Chaos: a node killed and restarted every 2.5 s; PostgreSQL crashed once.
+        scope.spawn(|| {
+            let mut dice = Dice::new();
+            let mut crashed = false;
+            for round in 0..8 {
+                std::thread::sleep(Duration::from_millis(2_500));
+                if round == 2 && !crashed {
+                    eprintln!(
+                        "nodes: pg_ctl restart -m immediate at {:?}",
+                        started.elapsed()
+                    );
+                    server.restart_immediate();
+                    crashed = true;
+                    continue;
+                }
+                let n = dice.below(NODES);
+                eprintln!("nodes: kill -9 n{n} at {:?}", started.elapsed());
+                let mut daemon = daemons[n].lock().unwrap();
+                if let Some(mut running) = daemon.take() {
+                    running.signal("KILL");
+                    kills.lock().unwrap().push(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                *daemon = Some(apps[n].serve_with_env(&env));
+            }
+        });
+    });
+
+    // Everything written is finished, and every row is delivered.
+    let unfinished = || {
+        apps[0].query_value::<i64>(
+            "SELECT COUNT(*) FROM queue_rows WHERE state IN ('pending', 'leased')",
+        )
+    };
+    wait_until("every row finished", WAIT, || {
+        unfinished() == Some(0) && fake.sent().len() >= chats * per_chat
+    });
+    wait_until("alice's messages read", WAIT, || {
+        apps[0].query_value::<i64>(
+            "SELECT COUNT(*) FROM queue_rows WHERE key = 'alice' AND state = 'delivered'",
+        ) == Some(alice_messages as i64)
+    });
+    stop.store(true, Ordering::SeqCst);
+    let doubly_leased = watcher.join().unwrap();
+    eprintln!("nodes: done in {:?}", started.elapsed());
+
+    let states: Vec<(String, String, i64)> = apps[0].query(
+        "SELECT queue, state, COUNT(*) FROM queue_rows GROUP BY queue, state ORDER BY 1, 2",
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    );
+    for (queue, state, count) in &states {
+        assert_eq!(
+            state, "delivered",
+            "{count} {queue} rows {state}: {states:?}"
+        );
+    }
+
+    // Per key, rows finished in the order they were written, whichever node delivered them.
+    let finished: Vec<(String, String, i64, i64)> = apps[0].query(
+        "SELECT queue, key, id, finished_at FROM queue_rows ORDER BY queue, key, id",
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    );
+    for pair in finished.windows(2) {
+        let ((q1, k1, id1, at1), (q2, k2, id2, at2)) = (&pair[0], &pair[1]);
+        if (q1, k1) == (q2, k2) {
+            assert!(
+                at1 <= at2,
+                "{q1} {k1}: row {id1} finished at {at1}, after row {id2} at {at2}"
+            );
+        }
+    }
+    let per_key = |queue: &str, key: &str| {
+        finished
+            .iter()
+            .filter(|(q, k, _, _)| q == queue && k == key)
+            .count()
+    };
+    for s in 0..sessions {
+        assert_eq!(
+            per_key("inbound", &format!("s{s}")),
+            per_session,
+            "s{s}: one row per message"
+        );
+    }
+
+    // What each node's file got: every message, each session's in order within a node.
+    let mut delivered: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (n, app) in apps.iter().enumerate() {
+        let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for line in app.lines("out.jsonl") {
+            let session = line["session"].as_str().unwrap().to_string();
+            by_session
+                .entry(session)
+                .or_default()
+                .push(line["content"].as_str().unwrap().to_string());
+        }
+        for (session, texts) in by_session {
+            let got = numbers(texts);
+            assert!(
+                got.windows(2).all(|w| w[0] < w[1]),
+                "n{n}, {session}: {got:?}"
+            );
+            if let Some(h) = session.strip_prefix('h') {
+                assert_eq!(
+                    h.parse::<usize>().unwrap(),
+                    n,
+                    "{session} delivered by n{n}, not its agent's node"
+                );
+            }
+            delivered.entry(session).or_default().extend(got);
+        }
+    }
+    for (session, mut got) in delivered {
+        got.sort_unstable();
+        got.dedup();
+        let want = match session.as_str() {
+            s if s.starts_with('s') => per_session,
+            s if s.starts_with('h') => owned_rows,
+            _ => alice_messages,
+        };
+        assert_eq!(
+            got,
+            (0..want as u32).collect::<Vec<_>>(),
+            "{session}: every message delivered"
+        );
+    }
+
+    // Hooks: every prompt processed, the last one last.
+    for h in 0..hook_sessions {
+        let last: Option<String> = apps[0].query_value(&format!(
+            "SELECT last_user_input FROM sessions WHERE key = 'h{h}'"
+        ));
+        assert_eq!(
+            last.as_deref(),
+            Some(format!("prompt {}", prompts - 1).as_str()),
+            "h{h}"
+        );
+        assert_eq!(
+            per_key("hooks", &format!("h{h}")),
+            prompts,
+            "h{h}: one row per event"
+        );
+    }
+
+    // Outbound: each chat got its notes once each (a cut send flagged and sent again, right
+    // after itself), in order, never faster than Telegram's budget.
+    let sent = fake.sent();
+    for c in 0..chats {
+        let chat = json!(1000 + c);
+        let texts = sent
+            .iter()
+            .filter(|m| m["chat_id"] == chat || m["chat_id"] == Value::String(chat.to_string()));
+        let got = numbers(texts.map(|m| m["text"].as_str().unwrap().to_string()));
+        assert_eq!(got, (0..per_chat as u32).collect::<Vec<_>>(), "chat {chat}");
+    }
+    let (per_chat_most, bot_most) = fake.most_sends_within(Duration::from_millis(900));
+    assert!(
+        per_chat_most <= 1,
+        "a chat got {per_chat_most} messages within 0.9 s"
+    );
+    assert!(
+        bot_most <= 30,
+        "the bot sent {bot_most} messages within 0.9 s"
+    );
+
+    // A poll still waiting at Telegram for a process just killed is ended by the next
+    // reader's, as on Telegram; two live readers would end each other's polls over and over.
+    let kills = kills.into_inner().unwrap();
+    for conflict in fake.conflicts() {
+        let after_a_kill = kills
+            .iter()
+            .any(|k| *k <= conflict && conflict.duration_since(*k) < Duration::from_secs(3));
+        assert!(
+            after_a_kill,
+            "two nodes polled Telegram at once ({:?} into the run)",
+            conflict.duration_since(started)
+        );
+    }
+    assert!(
+        doubly_leased.is_empty(),
+        "keys leased by two daemons at once: {doubly_leased:?}"
+    );
+    for daemon in daemons {
+        if let Some(daemon) = daemon.into_inner().unwrap() {
+            daemon.stop();
+        }
+    }
+}
