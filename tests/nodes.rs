@@ -184,8 +184,8 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
         // Hook events: session hK's agent runs on node K, whose hooks say so.
         scope.spawn(|| {
             for p in 0..prompts {
-                for h in 0..hook_sessions {
-                    let out = apps[h].hook(
+                for (h, app) in apps.iter().enumerate().take(hook_sessions) {
+                    let out = app.hook(
                         "claude",
                         &prompt(&format!("h{h}"), &format!("prompt {p}")),
                         false,
