@@ -422,3 +422,61 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
         }
     }
 }
+
+/// A node whose host clock runs an hour ahead finds every other node's lease run out by its own
+/// clock; the times it writes and compares are the database's, so it takes none of them: each
+/// message is delivered once, by whichever node leased it.
+#[test]
+fn a_node_whose_clock_runs_an_hour_ahead_steals_no_lease() {
+    let server = TestServer::start();
+    let url = server.url();
+    // Slow deliveries: a lease is held for a while, for the skewed node to covet.
+    let config = crate::common::exec_config(&format!("sleep 0.3; {}", crate::common::APPEND_LINE))
+        .set("daemon", "sweep_interval = \"200ms\"");
+    let apps: Vec<App> = ["right", "ahead"]
+        .iter()
+        .map(|name| {
+            App::joining(
+                config.clone().set("node", &format!("name = {name:?}")),
+                &url,
+            )
+        })
+        .collect();
+    let right = apps[0].serve();
+    let ahead = apps[1].serve_with_env(&[("RELAYQ_CLOCK_OFFSET", "1h")]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_leases(url.clone(), stop.clone());
+    let (sessions, each) = (6, 8);
+    for i in 0..each {
+        for s in 0..sessions {
+            let (session, text) = (format!("s{s}"), format!("message {i}"));
+            until_ok(
+                &apps[(s + i) % 2],
+                &inbound_args(&session, "skew", &[&text]),
+            );
+        }
+    }
+    let delivered = || {
+        apps.iter()
+            .map(|a| a.lines("out.jsonl").len())
+            .sum::<usize>()
+    };
+    wait_until("every message delivered", WAIT, || {
+        delivered() >= sessions * each
+    });
+    std::thread::sleep(Duration::from_secs(1)); // a stolen lease would deliver again by now
+    stop.store(true, Ordering::SeqCst);
+    let doubly_leased = watcher.join().unwrap();
+    assert_eq!(
+        delivered(),
+        sessions * each,
+        "a message was delivered twice"
+    );
+    assert!(doubly_leased.is_empty(), "{doubly_leased:?}");
+    let by_node: Vec<usize> = apps.iter().map(|a| a.lines("out.jsonl").len()).collect();
+    eprintln!("nodes: delivered by the right clock's node and the one ahead: {by_node:?}");
+    let attempts: Option<i64> = apps[0].query_value("SELECT MAX(attempts) FROM queue_rows");
+    assert_eq!(attempts, Some(1), "a row was leased again");
+    right.stop();
+    ahead.stop();
+}

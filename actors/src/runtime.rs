@@ -36,6 +36,9 @@ pub struct RelayqConfig {
     pub db: DbConfig,
     /// This daemon's node name (`[node] name`; the host name by default).
     pub node: String,
+    /// How far this daemon's clock is off (ms): 0 but to test a host whose clock is wrong
+    /// (`RELAYQ_CLOCK_OFFSET`).
+    pub clock_offset_ms: i64,
     pub queues: QueuePolicies,
     /// Which channel each session's inbound messages go to.
     pub session_channels: SessionChannels,
@@ -61,6 +64,7 @@ impl RelayqConfig {
         RelayqConfig {
             db: DbConfig::new(db),
             node: relayq_engine::storage::nodes::host_name(),
+            clock_offset_ms: 0,
             queues: QueuePolicies::default(),
             session_channels: SessionChannels::all_to(default_channel),
             notice_routes: NoticeRoutes::none(),
@@ -109,9 +113,24 @@ impl RelayqBuilder {
         if config.listen_for_wakes {
             daemon_lock::check_private_directory(&config.db.path)?;
         }
-        let (db, node) = (config.db.clone(), config.node.clone());
+        let (db, node, offset) = (
+            config.db.clone(),
+            config.node.clone(),
+            config.clock_offset_ms,
+        );
         let engine = actix_rt::task::spawn_blocking(move || {
-            Ok::<_, ActorError>(Engine::open(&db)?.with_node(&node))
+            let engine = match offset {
+                0 => Engine::open(&db)?,
+                ms => {
+                    tracing::warn!(
+                        offset_ms = ms,
+                        "this daemon's clock is set off by RELAYQ_CLOCK_OFFSET"
+                    );
+                    let clock = std::sync::Arc::new(relayq_engine::clock::OffsetClock(ms));
+                    Engine::with_clock(relayq_engine::Database::open(&db)?, clock)
+                }
+            };
+            Ok::<_, ActorError>(engine.with_node(&node))
         })
         .await
         .map_err(|e| ActorError::Blocking(e.to_string()))??;

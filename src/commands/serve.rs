@@ -20,6 +20,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         tracing::warn!(error = %e, "the state directory cannot be made; the built-in deliveries and notices files cannot be written there");
     }
     let mut runtime_config = config.runtime_config(ctx.db_config()?);
+    runtime_config.clock_offset_ms = clock_offset()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     let file = describe(ctx.config_file.as_deref());
@@ -188,4 +189,23 @@ mod service_manager {
             tracing::warn!(error = %e, "cannot tell the service manager the daemon's state");
         }
     }
+}
+
+/// `RELAYQ_CLOCK_OFFSET`: how far to set this daemon's clock off (`1h`, `-90s`), to test that
+/// a node whose host clock is wrong steals no lease (times on a shared database are its own).
+fn clock_offset() -> Result<i64, CliError> {
+    let Ok(text) = std::env::var("RELAYQ_CLOCK_OFFSET") else {
+        return Ok(0);
+    };
+    let (sign, magnitude) = match text.trim().strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, text.trim()),
+    };
+    humantime::parse_duration(magnitude)
+        .map(|d| sign * d.as_millis() as i64)
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "RELAYQ_CLOCK_OFFSET={text:?}: {e} (e.g. \"1h\", \"-90s\")"
+            ))
+        })
 }

@@ -412,6 +412,7 @@ impl Config {
         RelayqConfig {
             db,
             node: self.node.name(),
+            clock_offset_ms: 0,
             queues: self.queues.clone(),
             session_channels: self.sessions.clone(),
             notice_routes: self.notice_routes(),

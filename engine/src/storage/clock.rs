@@ -32,6 +32,18 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system clock off by a fixed amount: a host whose clock is wrong (`RELAYQ_CLOCK_OFFSET`,
+/// to test that a skewed node steals no lease). Defers to a shared database's clock, as the
+/// system clock does.
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetClock(pub i64);
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + self.0
+    }
+}
+
 /// A clock that only moves when told to: for tests of backoff, leases and retention.
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock(Arc<AtomicI64>);
