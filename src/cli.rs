@@ -54,6 +54,14 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         timeout: Option<Duration>,
     },
+    /// Copy this SQLite database (rows with their states and attempts, sessions, origins,
+    /// offsets, pauses, penalties, approvals) to a PostgreSQL database several daemons share.
+    /// Refused while a daemon serves the file; safe to run again (what is there is kept)
+    Migrate {
+        /// The PostgreSQL database: postgresql://USER:PASSWORD@HOST/DATABASE
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// Write a message into a queue
     #[command(subcommand)]
     Enqueue(commands::enqueue::EnqueueCommand),
@@ -220,6 +228,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         } => commands::prune::run(&ctx, older_than, dead, json),
         Command::Hook { agent, payload } => commands::hook::run(&ctx, agent, payload),
         Command::Stop { timeout } => commands::stop::run(&ctx, timeout),
+        Command::Migrate { to } => commands::migrate::run(&ctx, &to),
         Command::Init(_) | Command::Completions { .. } | Command::Man => {
             unreachable!("run before the config is read")
         }

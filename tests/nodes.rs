@@ -480,3 +480,94 @@ fn a_node_whose_clock_runs_an_hour_ahead_steals_no_lease() {
     right.stop();
     ahead.stop();
 }
+
+/// Row counts of every table `relayq migrate` copies, read through `query`.
+fn table_counts(query: impl Fn(&str) -> Option<i64>) -> Vec<(&'static str, i64)> {
+    relayq_engine::storage::migrate::TABLES
+        .iter()
+        .map(|t| {
+            (
+                *t,
+                query(&format!("SELECT COUNT(*) FROM {t}")).unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
+/// `relayq migrate --to`: a single-node SQLite deployment moves to PostgreSQL whole (rows with
+/// their states and attempts, sessions, offsets, pauses, penalties); it is refused while a
+/// daemon serves the file; a second run keeps what is there; a node on PostgreSQL then
+/// delivers the rows that were waiting, in order, and pauses still hold.
+#[test]
+fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is_there() {
+    use relayq_engine::QueueName::Inbound;
+    let server = TestServer::start();
+    let url = server.url();
+    let app = App::sqlite(file_config());
+    let daemon = app.serve();
+    let delivered = app.enqueue("s", "delivered before the move");
+    app.wait_state(Inbound, delivered, "delivered");
+    let out = app.hook("claude", &prompt("agent-1", "hello"), false, &[]);
+    assert!(out.status.success());
+    wait_until("the hook processed", WAIT, || {
+        app.query_value::<i64>("SELECT COUNT(*) FROM sessions WHERE key = 'agent-1'") == Some(1)
+    });
+    let refused = app.run(&["migrate", "--to", &url]);
+    assert_eq!(refused.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("stop it first"), "{said}");
+    daemon.stop();
+    let waiting: Vec<i64> = (0..3)
+        .map(|i| app.enqueue("s", &format!("waiting {i}")))
+        .collect();
+    let conn = relayq_engine::rusqlite::Connection::open(app.db()).unwrap();
+    conn.execute_batch(
+        "INSERT INTO pauses (queue, key, paused_at) VALUES ('inbound', 'held', 1);
+         INSERT INTO source_offsets (source, \"offset\", updated_at) VALUES ('bot', '42', 1);
+         INSERT INTO channel_penalties (channel, until, reason) VALUES ('out', 1, 'long ago');",
+    )
+    .unwrap();
+    drop(conn);
+    app.enqueue("held", "paused before the move");
+
+    let moved = app.ok(&["migrate", "--to", &url]);
+    assert!(
+        moved.contains("queue_rows") && !moved.contains("there already"),
+        "{moved}"
+    );
+    let node = App::joining(file_config(), &url);
+    let sqlite_counts = table_counts(|sql| app.query_value(sql));
+    assert_eq!(table_counts(|sql| node.query_value(sql)), sqlite_counts);
+    let again = app.ok(&["migrate", "--to", &url]);
+    assert!(again.contains("there already and kept"), "{again}");
+    assert_eq!(
+        table_counts(|sql| node.query_value(sql)),
+        sqlite_counts,
+        "nothing twice"
+    );
+    let attempts: Option<i64> = node.query_value(&format!(
+        "SELECT attempts FROM queue_rows WHERE id = {delivered}"
+    ));
+    assert_eq!(attempts, Some(1), "a row keeps its attempts");
+
+    let daemon = node.serve();
+    wait_until("the waiting rows delivered on PostgreSQL", WAIT, || {
+        node.lines("out.jsonl").len() >= waiting.len()
+    });
+    let texts: Vec<String> = node
+        .lines("out.jsonl")
+        .iter()
+        .map(|l| l["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        texts,
+        ["waiting 0", "waiting 1", "waiting 2"],
+        "in order, the paused one held"
+    );
+    let next = node.enqueue("s", "after the move");
+    assert!(
+        next > *waiting.last().unwrap(),
+        "ids go on after the moved ones: {next}"
+    );
+    daemon.stop();
+}

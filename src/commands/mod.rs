@@ -7,6 +7,7 @@ pub mod enqueue;
 pub mod generate;
 pub mod hook;
 pub mod init;
+pub mod migrate;
 pub mod prune;
 pub mod serve;
 pub mod session;

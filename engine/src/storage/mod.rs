@@ -12,6 +12,7 @@
 //!   reads a source that must have one reader.
 //! - [`sessions`]: the agent sessions' registry and the chat each talks to.
 //! - [`approvals`]: agents' permission questions and their answers.
+//! - [`migrate`]: a SQLite deployment copied to PostgreSQL.
 //! - [`nodes`]: the daemons serving one database, and which node a session's agent runs on.
 //! - [`tx`]: a write transaction with its time; every write statement takes one.
 //! - [`clock`], [`policy`]: time, and each queue's retry and retention settings.
@@ -31,6 +32,7 @@ pub mod budgets;
 pub mod clock;
 pub mod commit;
 pub mod db;
+pub mod migrate;
 pub mod nodes;
 pub mod pauses;
 pub mod penalties;
