@@ -22,6 +22,8 @@ pub struct Status {
     pub(crate) held: Vec<Pause>,
     /// Agent sessions no chat hears (see `sessions::unmatched`).
     pub(crate) unmatched: Vec<relayq_engine::SessionRecord>,
+    /// The daemons serving the database, and what each holds.
+    pub(crate) nodes: Vec<relayq_engine::storage::nodes::NodeView>,
     pub(crate) now: i64,
 }
 
@@ -35,6 +37,7 @@ impl Status {
             paused: engine.channel_penalties()?,
             held: engine.pauses()?,
             unmatched: engine.unmatched_sessions()?,
+            nodes: engine.nodes()?,
             now,
         })
     }
@@ -69,8 +72,18 @@ impl Status {
             .collect();
         let held: Vec<_> = self.held.iter().map(pause_json).collect();
         let unmatched: Vec<_> = self.unmatched.iter().map(session_json).collect();
+        let nodes: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut node = serde_json::to_value(n).expect("serialises");
+                node["seen_seconds_ago"] = json!((now - n.node.seen_at).max(0) as f64 / 1000.0);
+                with_times(node, &["started_at", "seen_at", "stopped_at"])
+            })
+            .collect();
         json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
-               "paused": held, "stuck": stuck, "unmatched_sessions": unmatched})
+               "paused": held, "stuck": stuck, "unmatched_sessions": unmatched,
+               "nodes": nodes})
     }
 }
 

@@ -353,3 +353,32 @@ fn an_open_approval_is_listed_and_allowed_from_the_dashboard() {
     rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }
+
+/// Issue 31: the daemons serving the database, with what each holds: this one, alive, with
+/// the session its hooks registered.
+#[test]
+fn the_nodes_table_shows_each_daemon_and_what_it_holds() {
+    let config = crate::common::file_config()
+        .set("daemon", "shutdown_grace = \"5s\"")
+        .set("node", "name = \"desk\"");
+    let api = Api::start(config);
+    let start = r#"{"hook_event_name":"SessionStart","session_id":"n1","source":"startup"}"#;
+    let out = api
+        .app
+        .hook("claude", start, false, &[("RELAYQ_SESSION", "s1")]);
+    assert!(out.status.success(), "{out:?}");
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
+    rt.block_on(wait_text(
+        browser,
+        "#nodes tr[data-node=desk] td:nth-child(2)",
+        "alive",
+    ));
+    rt.block_on(wait_text(
+        browser,
+        "#nodes tr[data-node=desk] td:nth-child(4)",
+        "1",
+    ));
+    rt.block_on(browser.clone().close()).unwrap();
+    api.stop();
+}

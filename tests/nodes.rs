@@ -416,11 +416,42 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
         doubly_leased.is_empty(),
         "keys leased by two daemons at once: {doubly_leased:?}"
     );
+    // The operator sees the three nodes, alive, and the one that reads Telegram.
+    let status: Value = serde_json::from_str(&apps[0].ok(&["status", "--json"])).unwrap();
+    let nodes = status["nodes"].as_array().unwrap();
+    let alive: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n["alive"] == true)
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(alive, ["n0", "n1", "n2"], "{status:#}");
+    let readers: Vec<&Value> = nodes
+        .iter()
+        .filter(|n| n["sources"] == json!(["bot"]))
+        .collect();
+    assert_eq!(readers.len(), 1, "one node reads Telegram: {nodes:#?}");
+    let table = apps[1].ok(&["status"]);
+    assert!(
+        table.contains("NODE") && table.contains("n2") && table.contains("bot"),
+        "{table}"
+    );
     for daemon in daemons {
         if let Some(daemon) = daemon.into_inner().unwrap() {
             daemon.stop();
         }
     }
+    let after: Value = serde_json::from_str(&apps[0].ok(&["status", "--json"])).unwrap();
+    let states: Vec<bool> = after["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["stopped_at_ms"].is_number())
+        .collect();
+    assert_eq!(
+        states,
+        [true, true, true],
+        "each node said it stopped: {after:#}"
+    );
 }
 
 /// A node whose host clock runs an hour ahead finds every other node's lease run out by its own

@@ -136,9 +136,14 @@ impl Engine {
         self.write(|tx| crate::storage::nodes::leave_in(tx, &self.node, &self.owner))
     }
 
-    /// Every node the database has known.
-    pub fn nodes(&self) -> Result<Vec<crate::storage::nodes::Node>> {
-        crate::storage::nodes::list(&self.db.read()?)
+    /// Every node the database has known, with what it holds (alive by the database's clock
+    /// when several daemons share it).
+    pub fn nodes(&self) -> Result<Vec<crate::storage::nodes::NodeView>> {
+        let now = match self.db.is_shared() {
+            true => self.write(|tx| Ok(tx.now()))?,
+            false => self.now(),
+        };
+        crate::storage::nodes::overview(&self.db.read()?, now)
     }
 
     /// Returns to pending the leases of daemons that are no live node's (a node lost or

@@ -21,6 +21,7 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         paused,
         held,
         unmatched,
+        nodes,
         now,
     } = status;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
@@ -36,8 +37,33 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
                 .unwrap_or_default()
         );
     }
+    if nodes.len() > 1 || engine.database().is_shared() {
+        println!(
+            "{:<16} {:<8} {:<14} {:>8} {:>7}  SOURCES",
+            "NODE", "STATE", "SEEN", "SESSIONS", "LEASES"
+        );
+        for n in &nodes {
+            let state = match (n.alive, n.node.stopped_at) {
+                (true, _) => "alive",
+                (false, Some(_)) => "stopped",
+                (false, None) => "lost",
+            };
+            println!(
+                "{:<16} {:<8} {:<14} {:>8} {:>7}  {}",
+                shown(&n.node.name),
+                state,
+                relative(n.node.seen_at, now),
+                n.sessions,
+                n.leases,
+                match n.sources.is_empty() {
+                    true => "-".to_string(),
+                    false => n.sources.join(", "),
+                }
+            );
+        }
+    }
     if counts.is_empty() {
-        println!("no rows in {}", engine.database().path().display());
+        println!("no rows in {}", engine.database().describe());
         return Ok(());
     }
     println!(

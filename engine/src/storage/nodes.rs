@@ -60,6 +60,12 @@ const RECLAIM_LOST_SQL: Sql = Sql::same(
      WHERE state = 'leased' AND lease_owner NOT IN (
          SELECT instance FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before)",
 );
+const SESSIONS_PER_NODE_SQL: Sql = Sql::same(
+    "SELECT node, COUNT(*) FROM sessions WHERE node IS NOT NULL AND state = 'active' GROUP BY node",
+);
+const LEASES_PER_OWNER_SQL: Sql = Sql::same(
+    "SELECT lease_owner, COUNT(*) FROM queue_rows WHERE state = 'leased' GROUP BY lease_owner",
+);
 const SESSION_NODE_SQL: Sql = Sql::same("SELECT node FROM sessions WHERE key = :key");
 const SESSIONS_ELSEWHERE_SQL: Sql =
     Sql::same("SELECT key FROM sessions WHERE node IS NOT NULL AND node <> :node");
@@ -146,6 +152,49 @@ pub fn list(conn: &dyn Executor) -> Result<Vec<Node>> {
     conn.query_all(&LIST_SQL, params![], read_node)
 }
 
+/// A node as the operator sees it: alive or not at the time read, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeView {
+    #[serde(flatten)]
+    pub node: Node,
+    pub alive: bool,
+    /// The sources it reads (their leases).
+    pub sources: Vec<String>,
+    /// Active sessions whose agents run on it.
+    pub sessions: i64,
+    /// Rows its daemon holds leased now.
+    pub leases: i64,
+}
+
+/// Every node with what it holds, as at `now`.
+pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
+    let count = |sql: &Sql| -> Result<std::collections::HashMap<String, i64>> {
+        Ok(conn
+            .query_all(sql, params![], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .into_iter()
+            .collect())
+    };
+    let (sessions, leases) = (
+        count(&SESSIONS_PER_NODE_SQL)?,
+        count(&LEASES_PER_OWNER_SQL)?,
+    );
+    let sources = crate::storage::source_leases::list(conn)?;
+    Ok(list(conn)?
+        .into_iter()
+        .map(|node| NodeView {
+            alive: is_alive(&node, now),
+            sources: sources
+                .iter()
+                .filter(|l| l.instance == node.instance && l.expires_at > now)
+                .map(|l| l.source.clone())
+                .collect(),
+            sessions: sessions.get(&node.name).copied().unwrap_or(0),
+            leases: leases.get(&node.instance).copied().unwrap_or(0),
+            node,
+        })
+        .collect())
+}
+
 /// Whether `node` is alive at `now`: running and seen within [`NODE_TIMEOUT`].
 pub fn is_alive(node: &Node, now: i64) -> bool {
     node.stopped_at.is_none() && node.seen_at >= lost_before(now)
@@ -193,6 +242,8 @@ pub(crate) const STATEMENTS: &[Sql] = &[
     RECLAIM_LOST_SQL,
     SESSION_NODE_SQL,
     SESSIONS_ELSEWHERE_SQL,
+    SESSIONS_PER_NODE_SQL,
+    LEASES_PER_OWNER_SQL,
 ];
 
 #[cfg(test)]

@@ -117,6 +117,19 @@ function drawLanes(lanes) {
   }));
 }
 
+// The daemons serving the database (several on PostgreSQL), and what each holds.
+function drawNodes(nodes) {
+  fill("nodes", nodes.map((n) => {
+    const tr = document.createElement("tr");
+    tr.dataset.node = n.name;
+    const state = n.alive ? "alive" : (n.stopped_at ? "stopped" : "lost");
+    tr.append(cell(n.name, "key"), cell(state, "state node-" + state),
+      cell(age(n.seen_seconds_ago * 1000) + " ago"), cell(n.sessions, "num"), cell(n.leases, "num"),
+      cell(n.sources.join(", ") || "—"));
+    return tr;
+  }));
+}
+
 // What each session's agent is doing, from its own hook events (see the README's agent states).
 function drawAgents(sessions) {
   const now = Date.now();
@@ -178,6 +191,7 @@ async function refresh() {
       api("GET", "/v1/sessions"), api("GET", "/v1/approvals"),
     ]);
     drawQueues(status, pauses);
+    drawNodes(status.nodes);
     drawAgents(sessions);
     drawApprovals(approvals);
     drawLanes(lanes);
