@@ -178,23 +178,28 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Man => return commands::generate::man(Cli::command()),
         command => command,
     };
-    let (config, config_file) =
-        match Config::load(cli.config.as_deref()) {
-            Ok(loaded) => loaded,
-            // The agent's event is kept whatever the file says: a hook needs the database only.
-            Err(e) if matches!(command, Command::Hook { .. }) => {
-                let (config, file) = Config::database_only(cli.config.as_deref());
-                let db = config.db_path(cli.db.as_deref());
-                eprintln!(
-                "relayq hook: the config is not valid, so only the database path is taken from \
-                 it{}: {e}; the event is recorded in {}",
-                if file.is_none() { " (it names none: the default)" } else { "" },
-                db.display()
+    let (config, config_file) = match Config::load(cli.config.as_deref()) {
+        Ok(loaded) => loaded,
+        // The agent's event is kept whatever the file says: a hook needs the database only.
+        Err(e) if matches!(command, Command::Hook { .. }) => {
+            let (config, file) = Config::database_only(cli.config.as_deref());
+            let db = match config.database.is_shared() {
+                true => "the PostgreSQL database it names".to_string(),
+                false => config.db_path(cli.db.as_deref()).display().to_string(),
+            };
+            eprintln!(
+                "relayq hook: the config is not valid, so only the database is taken from \
+                 it{}: {e}; the event is recorded in {db}",
+                if file.is_none() {
+                    " (it names none: the default)"
+                } else {
+                    ""
+                },
             );
-                (config, file)
-            }
-            Err(e) => return Err(e.into()),
-        };
+            (config, file)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let ctx = Invocation {
         config,
         config_file,

@@ -326,3 +326,39 @@ fn with_postgresql_unreachable_hooks_spool_their_events_and_the_next_records_the
         .collect();
     assert_eq!(prompts, ["one", "two", "three", "four"]);
 }
+
+/// A config file that is not valid still names its PostgreSQL database: the agent's event is
+/// recorded there, not in a SQLite file no daemon reads; a URL that cannot be read (its
+/// variable unset) keeps the event in the spool.
+#[test]
+fn a_broken_config_naming_postgresql_records_the_agents_event_there() {
+    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
+    let broken = format!(
+        "[database]\nurl = {:?}\n\n[daemon]\nshutdown_grace = \"5s\n",
+        server.url()
+    );
+    let app = App::sqlite(broken);
+    let payload = r#"{"hook_event_name":"Stop","session_id":"s"}"#;
+    let out = app.hook("claude", payload, false, &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("PostgreSQL database it names"), "{said}");
+    let mut client =
+        relayq_engine::postgres::Client::connect(&server.url(), relayq_engine::postgres::NoTls)
+            .unwrap();
+    let rows: i64 = client
+        .query_one("SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+    assert!(!app.db().exists(), "no SQLite file was made");
+
+    app.write_config("[database]\nurl_env = \"RELAYQ_TEST_UNSET_URL\"\n");
+    let out = app.hook("claude", payload, false, &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("kept in") && said.contains("hook-spool"),
+        "{said}"
+    );
+}

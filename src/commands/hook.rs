@@ -121,7 +121,18 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
         );
         return Ok(());
     }
-    let mut db = ctx.db_config()?;
+    let mut db = match ctx.db_config() {
+        Ok(db) => db,
+        // The database cannot be named (a URL whose variable or file is missing): the event
+        // waits in the spool, which the daemon records once it runs.
+        Err(e) => {
+            let kept = hook_spool::keep(&hook_spool::dir(&path), event).map_err(|why| {
+                CliError::Failed(format!("{e}; nor can the event be kept: {why}"))
+            })?;
+            eprintln!("relayq hook: {e}; the event is kept in {}", kept.display());
+            return Ok(());
+        }
+    };
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
     match record(&db, &node, &spool, event.clone(), &ctx.config.approvals) {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use relayq_actors::channels::file;
+use relayq_actors::kit::secret::Secret;
 use relayq_actors::pacing::PaceSettings;
 use relayq_actors::sources::SourceConfig;
 use relayq_actors::{ChannelConfig, ClaimSettings, RelayqConfig, SessionChannels};
@@ -19,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 pub use daemon::{DaemonConfig, DatabaseConfig, NodeConfig};
 pub use env::{settings_from_env, EnvSetting, SETTING_ENV_PREFIX};
-use paths::database_path_in;
 use paths::flag_or_env;
+use paths::{database_key_in, database_path_in};
 pub use paths::{named_config_file, state_dir, user_config_file, CONFIG_ENV, DB_ENV};
 
 /// The whole configuration file.
@@ -153,12 +154,26 @@ impl Config {
     pub fn database_only(path: Option<&Path>) -> (Config, Option<PathBuf>) {
         let mut config = Config::default();
         let file = named_config_file(path);
-        let named = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|text| database_path_in(&text));
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let named = database_path_in(&text);
         let base = file.parent().unwrap_or(Path::new("/"));
         config.database.path = named.as_ref().map(|p| base.join(p));
-        (config, named.map(|_| file))
+        // A PostgreSQL database, as the environment or the file says it.
+        let database = &mut config.database;
+        match std::env::var("RELAYQ_DATABASE__URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            Some(url) => database.url = Some(Secret::new(url)),
+            None => {
+                database.url = database_key_in(&text, "url").map(Secret::new);
+                database.url_env = database_key_in(&text, "url_env");
+                database.url_file = database_key_in(&text, "url_file").map(|f| base.join(f));
+            }
+        }
+        config.node.name = std::env::var("RELAYQ_NODE__NAME").ok();
+        let told = named.is_some() || config.database.is_shared();
+        (config, told.then_some(file))
     }
 
     /// Makes relative paths (the database, file channels) relative to `base`.

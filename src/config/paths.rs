@@ -23,12 +23,18 @@ pub fn named_config_file(flag: Option<&Path>) -> PathBuf {
 /// `database.path` in a config file's text, even when the rest of the file is wrong: read as
 /// TOML when it parses, else from the `path = "..."` line of its `[database]` table.
 pub(super) fn database_path_in(text: &str) -> Option<PathBuf> {
+    database_key_in(text, "path").map(PathBuf::from)
+}
+
+/// The string `database.KEY` in a config file's text, even when the rest of the file is wrong
+/// (see [`database_path_in`]).
+pub(super) fn database_key_in(text: &str, wanted: &str) -> Option<String> {
     if let Ok(table) = text.parse::<toml::Table>() {
         return table
             .get("database")?
-            .get("path")?
+            .get(wanted)?
             .as_str()
-            .map(PathBuf::from);
+            .map(str::to_string);
     }
     let mut in_database = false;
     for line in text.lines().map(str::trim) {
@@ -43,12 +49,12 @@ pub(super) fn database_path_in(text: &str) -> Option<PathBuf> {
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
-        if in_database && key.trim() == "path" {
+        if in_database && key.trim() == wanted {
             let value: toml::Value = format!("v = {}", value.trim())
                 .parse::<toml::Table>()
                 .ok()?
                 .remove("v")?;
-            return value.as_str().map(PathBuf::from);
+            return value.as_str().map(str::to_string);
         }
     }
     None
