@@ -8,6 +8,7 @@ mod flow;
 mod history;
 mod http;
 mod outbound;
+mod postgres;
 mod process;
 mod raw;
 mod report;
@@ -66,6 +67,9 @@ enum Scenario {
     /// 10: the HTTP API: enqueue over HTTP from 100 keep-alive clients against in process, and
     /// open-loop latency at 1 000 requests/s
     Http,
+    /// 11: PostgreSQL: 1 and 3 daemons on one server, S = 100 and S = 1, against a raw SQL
+    /// loop on the same server; a message enqueued on one node and delivered by another
+    Postgres,
     /// Not in `all`: relayq's throughput flows (S = 1, 100, 10 000, FULL) and the raw batched
     /// ceiling, printed and not written to the report, for measuring an engine change quickly
     Tune,
@@ -90,6 +94,8 @@ struct Sizes {
     recovery_rows: usize,
     recovery_sessions: usize,
     outbound_n: usize,
+    pg_n: usize,
+    pg_raw_one_n: usize,
 }
 
 impl Sizes {
@@ -110,6 +116,8 @@ impl Sizes {
                 recovery_rows: 10_000,
                 recovery_sessions: 100,
                 outbound_n: 5_000,
+                pg_n: 2_000,
+                pg_raw_one_n: 300,
             }
         } else {
             Sizes {
@@ -129,6 +137,8 @@ impl Sizes {
                 recovery_rows: 100_000,
                 recovery_sessions: 1_000,
                 outbound_n: 20_000,
+                pg_n: 10_000,
+                pg_raw_one_n: 2_000,
             }
         }
     }
@@ -697,6 +707,10 @@ fn main() -> Result<()> {
             .push(("HTTP request → delivered, 1 000/s".into(), last));
     }
 
+    if wants(Scenario::Postgres) {
+        report.sections.push(postgres_section(&sizes, runs)?);
+    }
+
     let command = format!(
         "cargo run --release -p relayq-bench -- {}{}",
         if all {
@@ -711,6 +725,91 @@ fn main() -> Result<()> {
     std::fs::write(&path, report.markdown(&command))?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// Scenario 11 (see `postgres`): one durable server for every figure, each reference run in
+/// the same process right beside relayq's.
+fn postgres_section(sizes: &Sizes, runs: usize) -> Result<Section> {
+    let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+    let url = server.url();
+    // The schema, once: the nodes then find it.
+    relayq_engine::Database::open(&{
+        let mut c = relayq_engine::DbConfig::new("/dev/null");
+        c.url = Some(url.clone());
+        c
+    })?;
+    let n = sizes.pg_n;
+    let figure =
+        |label: String, unit: &'static str, f: &mut dyn FnMut() -> Result<f64>| -> Result<Figure> {
+            Ok(Figure::new(
+                label.clone(),
+                unit,
+                repeat(runs, &label, &mut *f)?,
+            ))
+        };
+    let raw_one_100 = figure(
+        "raw SQL, one transaction per operation, S = 100".into(),
+        "msgs/s",
+        &mut || postgres::raw(&url, sizes.pg_raw_one_n, 100, 1),
+    )?;
+    let raw_100 = figure(
+        "raw SQL, 100 per transaction, S = 100".into(),
+        "msgs/s",
+        &mut || postgres::raw(&url, n, 100, 100),
+    )?;
+    let raw_1 = figure(
+        "raw SQL, 100 per transaction, S = 1".into(),
+        "msgs/s",
+        &mut || postgres::raw(&url, n, 1, 100),
+    )?;
+    let one_100 = figure("relayq, 1 daemon, S = 100".into(), "msgs/s", &mut || {
+        postgres::throughput(&url, 1, n, 100)
+    })?;
+    let three_100 = figure("relayq, 3 daemons, S = 100".into(), "msgs/s", &mut || {
+        postgres::throughput(&url, 3, n, 100)
+    })?;
+    let one_1 = figure("relayq, 1 daemon, S = 1".into(), "msgs/s", &mut || {
+        postgres::throughput(&url, 1, n, 1)
+    })?;
+    let three_1 = figure("relayq, 3 daemons, S = 1".into(), "msgs/s", &mut || {
+        postgres::throughput(&url, 3, n, 1)
+    })?;
+    let across = postgres::across_nodes(&url, 100, sizes.latency_secs)?;
+    let p99 = percentile(&across, 99.0);
+    let m = |f: &Figure| median(&f.runs);
+    let ratio = |a: &Figure, b: &Figure| m(a) / m(b);
+    Ok(Section {
+        title: "11. PostgreSQL: one daemon and three, against raw SQL on the same server".into(),
+        how: format!(
+            "PostgreSQL {} started for the run ({}): `fsync`, `full_page_writes` and \
+             `synchronous_commit` on (PostgreSQL's defaults; a commit is on disk before it is \
+             answered), `shared_buffers` 128 MB, one Unix socket. {n} messages each. relayq: the \
+             in-process flow of scenario 1 on each daemon (a node: its own actix system and \
+             connections, as a process would have), each session's producer on node `session % \
+             daemons`, a no-op channel on every node; per-session order checked across nodes on \
+             every delivery. Raw SQL: one client on the same server, relayq's table shape, insert → \
+             claim the oldest row of a key whose older rows are done (`FOR UPDATE SKIP LOCKED`) → \
+             mark done, prepared statements; S = 1 can claim one row per transaction. Across \
+             nodes: 100 msgs/s for {} s over 10 sessions whose agents run on the other node, \
+             enqueue → delivered. The job-queue peer (graphile-worker) was not run: see the notes.",
+            server_version(&url).unwrap_or_else(|_| "15".into()),
+            "initdb --no-sync, then started with those settings",
+            sizes.latency_secs
+        ),
+        checks: vec![
+            Check::at_least("1 daemon ≥ 50 % of raw batched, S = 100", ratio(&one_100, &raw_100), 0.5, format!("{:.0} %", 100.0 * ratio(&one_100, &raw_100))),
+            Check::at_least("1 daemon ≥ 50 % of raw batched, S = 1", ratio(&one_1, &raw_1), 0.5, format!("{:.0} %", 100.0 * ratio(&one_1, &raw_1))),
+            Check::at_least("3 daemons ≥ 1 daemon, S = 100", ratio(&three_100, &one_100), 1.0, format!("{:.2}×", ratio(&three_100, &one_100))),
+            Check::at_least("3 daemons ≥ 1 daemon, S = 1", ratio(&three_1, &one_1), 1.0, format!("{:.2}×", ratio(&three_1, &one_1))),
+            Check::at_least("enqueued on one node, delivered by another: p99 ≤ 50 ms at 100 msgs/s", 50.0 / p99.max(0.001), 1.0, format!("p99 {p99:.1} ms (p50 {:.1} ms)", percentile(&across, 50.0))),
+        ],
+        figures: vec![one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1],
+    })
+}
+
+fn server_version(url: &str) -> Result<String> {
+    let mut client = relayq_engine::postgres::Client::connect(url, relayq_engine::postgres::NoTls)?;
+    Ok(client.query_one("SHOW server_version", &[])?.get(0))
 }
 
 /// The `tune` scenario: relayq's own throughput figures and the raw batched ceiling, medians

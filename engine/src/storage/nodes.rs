@@ -107,10 +107,13 @@ pub fn join_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<()> {
     )))
 }
 
-/// A daemon's instance name: this host, its process id, and when it started (a process id
-/// alone is reused).
+/// A daemon's instance name: this host, its process id, when it started (a process id alone
+/// is reused), and which of this process's engines it is (a benchmark runs several nodes in
+/// one process).
 pub fn instance_name(started_ms: i64) -> String {
-    format!("{}/{}-{started_ms}", host_name(), std::process::id())
+    static ENGINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}/{}-{started_ms}-{n}", host_name(), std::process::id())
 }
 
 /// Whether `instance` (see [`instance_name`]) was a process of this host that has ended: a

@@ -17,8 +17,19 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Creates and starts a server. Panics, saying why, when it cannot.
+    /// Creates and starts a server for tests: nothing is synced to disk (a test's server
+    /// lives as long as the test). Panics, saying why, when it cannot.
     pub fn start() -> TestServer {
+        TestServer::start_with(false)
+    }
+
+    /// A server that keeps every commit as PostgreSQL does by default (`fsync`,
+    /// `full_page_writes`, `synchronous_commit` on), for the benchmark.
+    pub fn start_durable() -> TestServer {
+        TestServer::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> TestServer {
         let bin = pg_bin().unwrap_or_else(|e| panic!("{e}"));
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -49,9 +60,12 @@ impl TestServer {
             ],
         );
         // Settings in the file, not on `pg_ctl -o`, which goes through a shell.
+        let sync = match durable {
+            true => "fsync = on\nfull_page_writes = on\nsynchronous_commit = on\n",
+            false => "fsync = off\nfull_page_writes = off\n",
+        };
         let settings = format!(
-            "listen_addresses = ''\nunix_socket_directories = '{}'\nmax_connections = 200\n\
-             fsync = off\nfull_page_writes = off\n",
+            "listen_addresses = ''\nunix_socket_directories = '{}'\nmax_connections = 200\n{sync}",
             server.dir.path().display()
         );
         let conf = data.join("postgresql.conf");

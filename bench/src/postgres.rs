@@ -1,0 +1,290 @@
+//! Scenario 11: PostgreSQL. relayq with 1 and with 3 daemons (nodes, each its own actix system
+//! in this process, as separate processes would be but for sharing the harness's clock) on one
+//! server, S = 100 and S = 1, against a raw SQL reference loop on the same server, and a message
+//! enqueued on one node and delivered by another at 100 msgs/s. The server keeps every commit
+//! (`fsync`, `full_page_writes` and `synchronous_commit` on; see `TestServer::start_durable`).
+
+use std::collections::HashMap;
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use anyhow::{bail, Context as _, Result};
+use relayq_actors::inbound::supervisor::{Enqueue, SupervisorActor};
+use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, RelayqConfig};
+use relayq_engine::postgres::{Client, NoTls};
+use relayq_engine::InboundMessage;
+
+/// A delivery: its session, its number within the session, when.
+struct Delivered {
+    session: String,
+    seq: u64,
+    at: Instant,
+}
+
+/// Answers `Delivered` at once and reports it.
+#[derive(Clone)]
+struct NoOp(std_mpsc::Sender<Delivered>);
+
+impl Channel for NoOp {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+
+    fn deliver(&mut self, d: Delivery) -> Answer {
+        let _ = self.0.send(Delivered {
+            session: d.address().to_string(),
+            seq: d.text().parse().unwrap_or(u64::MAX),
+            at: Instant::now(),
+        });
+        Outcome::delivered().into()
+    }
+}
+
+/// A node running on a thread of its own: its supervisor, and how to stop it.
+struct Node {
+    supervisor: Addr<SupervisorActor>,
+    arbiter: actix_rt::ArbiterHandle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Node {
+    /// Node `name` on `url`, its node file in `dir`, delivering to `seen`.
+    fn start(
+        name: &str,
+        url: &str,
+        dir: &std::path::Path,
+        seen: std_mpsc::Sender<Delivered>,
+    ) -> Result<Node> {
+        let mut config = RelayqConfig::new(dir.join(format!("{name}.node")), "noop");
+        config.db.url = Some(url.to_string());
+        config.node = name.to_string();
+        config.listen_for_wakes = true;
+        let (ready, started) = std_mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            actix_rt::System::new().block_on(async move {
+                let runtime = Relayq::builder(config)
+                    .channel("noop", ChannelSpec::of(NoOp(seen)))
+                    .start()
+                    .await;
+                match runtime {
+                    Ok(runtime) => {
+                        let _ =
+                            ready.send(Ok((runtime.supervisor(), actix_rt::Arbiter::current())));
+                        let _ = stopped.await;
+                        runtime.shutdown(Duration::from_secs(10)).await;
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e.to_string()));
+                    }
+                }
+            })
+        });
+        let (supervisor, arbiter) = started
+            .recv()
+            .context("the node's thread ended")?
+            .map_err(anyhow::Error::msg)?;
+        Ok(Node {
+            supervisor,
+            arbiter,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Enqueues `messages` in order on this node (each answered after its commit), at most
+    /// `window` in flight, from a task on the node's own system.
+    fn produce(&self, messages: Vec<InboundMessage>, window: usize) {
+        let supervisor = self.supervisor.clone();
+        self.arbiter.spawn(async move {
+            let mut in_flight: std::collections::VecDeque<Request<SupervisorActor, Enqueue>> =
+                std::collections::VecDeque::with_capacity(window);
+            for m in messages {
+                if in_flight.len() == window {
+                    if let Some(a) = in_flight.pop_front() {
+                        a.await.expect("supervisor").expect("enqueue");
+                    }
+                }
+                in_flight.push_back(supervisor.send(Enqueue(m)));
+            }
+            for a in in_flight {
+                a.await.expect("supervisor").expect("enqueue");
+            }
+        });
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Waits for `n` deliveries, checking each session's order; when the `n`-th came.
+fn collect(seen: &std_mpsc::Receiver<Delivered>, n: usize) -> Result<Instant> {
+    let mut last: HashMap<String, u64> = HashMap::new();
+    let mut delivered = 0;
+    let mut at = Instant::now();
+    while delivered < n {
+        let d = seen
+            .recv_timeout(Duration::from_secs(60))
+            .context("no delivery for 60 s")?;
+        match last.get(&d.session) {
+            Some(&prev) if d.seq == prev => {} // an at-least-once repeat
+            Some(&prev) if d.seq < prev => {
+                bail!(
+                    "session {} got {} after {prev}: FIFO broken",
+                    d.session,
+                    d.seq
+                )
+            }
+            _ => {
+                delivered += 1;
+                last.insert(d.session, d.seq);
+                at = d.at;
+            }
+        }
+    }
+    Ok(at)
+}
+
+/// relayq on `nodes` daemons: `n` messages over `sessions` sessions, each session's in order
+/// from its own producer on node `session % nodes`; msgs/s from the first enqueue to the last
+/// delivery (any node delivers any session).
+pub fn throughput(url: &str, nodes: usize, n: usize, sessions: usize) -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let (seen, deliveries) = std_mpsc::channel();
+    let running: Vec<Node> = (0..nodes)
+        .map(|i| Node::start(&format!("bench-{i}"), url, dir.path(), seen.clone()))
+        .collect::<Result<_>>()?;
+    let started = Instant::now();
+    for s in 0..sessions {
+        let count = n / sessions + usize::from(s < n % sessions);
+        let messages = (0..count as u64)
+            .map(|seq| InboundMessage::text(&format!("s{s}"), "bench", &seq.to_string()))
+            .collect();
+        running[s % nodes].produce(messages, 64);
+    }
+    let last = collect(&deliveries, n)?;
+    let rate = n as f64 / last.duration_since(started).as_secs_f64();
+    drop(running);
+    clear(url)?;
+    Ok(rate)
+}
+
+/// Enqueued on one node, delivered by another: `rate` messages a second for `secs` seconds,
+/// over 10 sessions whose agents run on the second node; each message's latency (ms).
+pub fn across_nodes(url: &str, rate: u32, secs: u32) -> Result<Vec<f64>> {
+    let dir = tempfile::tempdir()?;
+    let (seen, deliveries) = std_mpsc::channel();
+    let sessions = 10;
+    {
+        let mut client = Client::connect(url, NoTls)?;
+        // Registered by the second node's hooks, as an agent running there would be.
+        for s in 0..sessions {
+            client.execute(
+                "INSERT INTO sessions (key, agent, started_at, last_activity_at, node)
+                 VALUES ($1, 'claude', 0, 0, 'far')",
+                &[&format!("x{s}")],
+            )?;
+        }
+    }
+    let near = Node::start("near", url, dir.path(), std_mpsc::channel().0)?;
+    let far = Node::start("far", url, dir.path(), seen)?;
+    let n = (rate * secs) as usize;
+    let mut sent: HashMap<(String, u64), Instant> = HashMap::new();
+    let every = Duration::from_secs(1) / rate;
+    let start = Instant::now();
+    for i in 0..n {
+        let due = start + every * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let (session, seq) = (format!("x{}", i % sessions), (i / sessions) as u64);
+        sent.insert((session.clone(), seq), Instant::now());
+        let m = InboundMessage::text(&session, "bench", &seq.to_string());
+        near.supervisor.do_send(Enqueue(m));
+    }
+    let mut latencies = Vec::with_capacity(n);
+    while latencies.len() < n {
+        let d = deliveries
+            .recv_timeout(Duration::from_secs(30))
+            .context("no delivery across nodes for 30 s")?;
+        if let Some(at) = sent.remove(&(d.session, d.seq)) {
+            latencies.push(d.at.duration_since(at).as_secs_f64() * 1000.0);
+        }
+    }
+    drop((near, far));
+    clear(url)?;
+    Ok(latencies)
+}
+
+/// The raw reference on the same server: one client, a table with relayq's shape, doing
+/// insert → claim the oldest row of a key whose older rows are done (`FOR UPDATE SKIP
+/// LOCKED`) → mark done; one transaction per operation (`batch` 1) or per `batch` rows.
+pub fn raw(url: &str, n: usize, keys: usize, batch: usize) -> Result<f64> {
+    let mut client = Client::connect(url, NoTls)?;
+    client.batch_execute(
+        "DROP TABLE IF EXISTS raw_jobs;
+         CREATE TABLE raw_jobs (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+             key TEXT NOT NULL, payload TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending');
+         CREATE INDEX raw_jobs_active ON raw_jobs (key, id) WHERE state <> 'done';
+         CREATE INDEX raw_jobs_pending ON raw_jobs (id) WHERE state = 'pending';",
+    )?;
+    let insert = client.prepare("INSERT INTO raw_jobs (key, payload) VALUES ($1, $2)")?;
+    let claim = client.prepare(
+        "SELECT id FROM raw_jobs j WHERE state = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM raw_jobs o WHERE o.key = j.key AND o.id < j.id
+                           AND o.state <> 'done')
+         ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )?;
+    let done = client.prepare("UPDATE raw_jobs SET state = 'done' WHERE id = ANY($1)")?;
+    let started = Instant::now();
+    let mut written = 0;
+    while written < n {
+        let count = batch.min(n - written);
+        let mut tx = client.transaction()?;
+        for i in written..written + count {
+            tx.execute(&insert, &[&format!("k{}", i % keys), &"{}"])?;
+        }
+        tx.commit()?;
+        written += count;
+        let mut claimed = 0;
+        while claimed < count {
+            let mut tx = client.transaction()?;
+            let want = (count - claimed) as i64;
+            let ids: Vec<i64> = tx
+                .query(&claim, &[&want])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if ids.is_empty() {
+                bail!("nothing to claim");
+            }
+            tx.commit()?;
+            let mut tx = client.transaction()?;
+            tx.execute(&done, &[&ids])?;
+            tx.commit()?;
+            claimed += ids.len();
+        }
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    client.batch_execute("DROP TABLE raw_jobs")?;
+    Ok(rate)
+}
+
+/// Empties relayq's tables between runs.
+fn clear(url: &str) -> Result<()> {
+    let mut client = Client::connect(url, NoTls)?;
+    client.batch_execute(
+        "TRUNCATE queue_rows, sessions, session_origins, nodes, source_leases, budgets",
+    )?;
+    Ok(())
+}
