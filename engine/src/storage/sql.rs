@@ -312,38 +312,74 @@ fn unknown_parameter(name: &str) -> EngineError {
 /// mutably through a cell: the driver takes `&mut`, storage code holds `&`.
 pub struct Pg<C>(pub RefCell<C>);
 
-/// What a [`Pg`] holds: something that lends a client or a transaction.
+/// What a [`Pg`] holds: something that lends a client or a transaction, and the statements its
+/// connection keeps prepared (if it keeps any).
 pub trait AsClient {
     type Client: GenericClient + Send;
-    fn client(&mut self) -> &mut Self::Client;
+    fn client(&mut self) -> (&mut Self::Client, Option<&Statements>);
 }
 
 impl AsClient for r2d2::PooledConnection<crate::storage::postgresql::connection::Manager> {
     type Client = postgres::Client;
-    fn client(&mut self) -> &mut postgres::Client {
-        self
+    fn client(&mut self) -> (&mut postgres::Client, Option<&Statements>) {
+        let conn: &mut crate::storage::postgresql::connection::Connection = self;
+        let (client, statements) = conn.parts();
+        (client, Some(statements))
     }
+}
+
+/// A write transaction on a pooled connection, with the statements the connection keeps.
+pub struct InTransaction<'a, 'c> {
+    pub tx: &'a mut postgres::Transaction<'c>,
+    pub statements: Statements,
+}
+
+impl<'c> AsClient for InTransaction<'_, 'c> {
+    type Client = postgres::Transaction<'c>;
+    fn client(&mut self) -> (&mut postgres::Transaction<'c>, Option<&Statements>) {
+        (self.tx, Some(&self.statements))
+    }
+}
+
+/// The statements a connection keeps prepared, by text: a statement is parsed and planned
+/// once per connection, not at each run (which costs PostgreSQL a round trip more).
+pub type Statements = Arc<std::sync::Mutex<HashMap<String, postgres::Statement>>>;
+
+/// `text` prepared on `client`, from `statements` when it was before.
+fn prepared<C: GenericClient>(
+    client: &mut C,
+    statements: &Statements,
+    text: &str,
+) -> std::result::Result<postgres::Statement, postgres::Error> {
+    if let Some(found) = statements.lock().expect("statements").get(text) {
+        return Ok(found.clone());
+    }
+    let made = client.prepare(text)?;
+    statements
+        .lock()
+        .expect("statements")
+        .insert(text.to_string(), made.clone());
+    Ok(made)
 }
 
 impl AsClient for &mut postgres::Client {
     type Client = postgres::Client;
-    fn client(&mut self) -> &mut postgres::Client {
-        self
-    }
-}
-
-impl<'c> AsClient for &mut postgres::Transaction<'c> {
-    type Client = postgres::Transaction<'c>;
-    fn client(&mut self) -> &mut postgres::Transaction<'c> {
-        self
+    fn client(&mut self) -> (&mut postgres::Client, Option<&Statements>) {
+        (self, None)
     }
 }
 
 impl<C: AsClient> PgClient for Pg<C> {
     fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
         let mut held = self.0.borrow_mut();
-        let client = held.client();
-        Ok(blocking(move || client.execute(text, values))?)
+        let (client, statements) = held.client();
+        Ok(blocking(move || match statements {
+            Some(statements) => {
+                let statement = prepared(client, statements, text)?;
+                client.execute(&statement, values)
+            }
+            None => client.execute(text, values),
+        })?)
     }
 
     fn rows(
@@ -352,13 +388,19 @@ impl<C: AsClient> PgClient for Pg<C> {
         values: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
         let mut held = self.0.borrow_mut();
-        let client = held.client();
-        Ok(blocking(move || client.query(text, values))?)
+        let (client, statements) = held.client();
+        Ok(blocking(move || match statements {
+            Some(statements) => {
+                let statement = prepared(client, statements, text)?;
+                client.query(&statement, values)
+            }
+            None => client.query(text, values),
+        })?)
     }
 
     fn batch(&self, text: &str) -> Result<()> {
         let mut held = self.0.borrow_mut();
-        let client = held.client();
+        let (client, _) = held.client();
         Ok(blocking(move || client.batch_execute(text))?)
     }
 }

@@ -13,6 +13,8 @@ use std::ops::{Deref, DerefMut};
 use r2d2_postgres::postgres::{Client, Error, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
+use crate::storage::sql::Statements;
+
 /// Runs `f`, which blocks on the driver: here, or on a scoped thread when this thread
 /// drives async tasks.
 pub(crate) fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
@@ -25,14 +27,34 @@ pub(crate) fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
-/// A client that closes itself where closing may block.
-pub struct Connection(Option<Client>);
+/// A client that closes itself where closing may block, with the statements it keeps
+/// prepared (see [`Statements`]).
+pub struct Connection {
+    client: Option<Client>,
+    statements: Statements,
+}
+
+impl Connection {
+    /// The client and its prepared statements, apart.
+    pub fn parts(&mut self) -> (&mut Client, &Statements) {
+        let client = self
+            .client
+            .as_mut()
+            .expect("a connection is closed only when dropped");
+        (client, &self.statements)
+    }
+
+    /// The statements it keeps prepared (shared with its transactions).
+    pub fn statements(&self) -> Statements {
+        self.statements.clone()
+    }
+}
 
 impl Deref for Connection {
     type Target = Client;
 
     fn deref(&self) -> &Client {
-        self.0
+        self.client
             .as_ref()
             .expect("a connection is closed only when dropped")
     }
@@ -40,7 +62,7 @@ impl Deref for Connection {
 
 impl DerefMut for Connection {
     fn deref_mut(&mut self) -> &mut Client {
-        self.0
+        self.client
             .as_mut()
             .expect("a connection is closed only when dropped")
     }
@@ -48,7 +70,7 @@ impl DerefMut for Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if let Some(client) = self.0.take() {
+        if let Some(client) = self.client.take() {
             match tokio::runtime::Handle::try_current() {
                 Err(_) => drop(client),
                 Ok(_) => {
@@ -75,7 +97,10 @@ impl r2d2::ManageConnection for Manager {
     type Error = Error;
 
     fn connect(&self) -> Result<Connection, Error> {
-        blocking(|| self.0.connect()).map(|client| Connection(Some(client)))
+        blocking(|| self.0.connect()).map(|client| Connection {
+            client: Some(client),
+            statements: Statements::default(),
+        })
     }
 
     fn is_valid(&self, conn: &mut Connection) -> Result<(), Error> {

@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::commit::{run_one, Batches, Operation};
 use crate::error::{EngineError, Result};
 use crate::storage::postgresql::connection::{blocking, Manager};
-use crate::storage::sql::{Pg, Query, Sql};
+use crate::storage::sql::{InTransaction, Pg, Query, Sql};
 use crate::tx::Tx;
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
@@ -44,7 +44,7 @@ pub struct PgDatabase {
 pub type PgRead = Pg<PooledConnection<Manager>>;
 
 /// A write transaction, as an [`Executor`].
-pub type PgWrite<'a, 'c> = Pg<&'a mut postgres::Transaction<'c>>;
+pub type PgWrite<'a, 'c> = Pg<InTransaction<'a, 'c>>;
 
 impl PgDatabase {
     /// Connects to `url` (`postgresql://user@host/db`; a host that is a path is a Unix
@@ -97,9 +97,13 @@ impl PgDatabase {
         f: impl FnOnce(&Tx<'_>) -> Result<T>,
     ) -> Result<T> {
         let mut conn = self.pool.get()?;
+        let statements = conn.statements();
         let mut tx = blocking(|| conn.transaction())?;
         let out = (|| {
-            let exec: PgWrite<'_, '_> = Pg(RefCell::new(&mut tx));
+            let exec: PgWrite<'_, '_> = Pg(RefCell::new(InTransaction {
+                tx: &mut tx,
+                statements,
+            }));
             let now = match now {
                 Some(now) => now,
                 None => exec.query_value(&NOW_SQL, crate::params![])?,
