@@ -1290,44 +1290,31 @@ fn a_page_of_dead_letters_reads_only_its_rows() {
     api.stop();
 }
 
+const HOOK_ROWS: &str = "SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id";
+
 /// The hook rows in `app`'s database, oldest first: (session, native event).
 fn hook_rows(app: &App) -> Vec<(String, String)> {
-    let rows: Vec<(String, String)> = app.query(
-        "SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id",
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    );
-    rows.into_iter()
-        .map(|(key, payload)| {
-            let event: Value = serde_json::from_str(&payload).unwrap();
-            (
-                key,
-                event["native_event"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect()
+    native_events(app.query(HOOK_ROWS, |r| Ok((r.get(0)?, r.get(1)?))))
 }
 
 /// The hook rows in the SQLite file at `db`, oldest first: (session, native event).
 fn hook_rows_in(db: &std::path::Path) -> Vec<(String, String)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut rows = conn
-        .prepare("SELECT key, payload FROM queue_rows WHERE queue = 'hooks' ORDER BY id")
-        .unwrap();
-    rows.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .unwrap()
-        .map(|r| {
-            let (key, payload) = r.unwrap();
+    use relayq_engine::storage::sql::{Query, Sql};
+    let engine = relayq_engine::Engine::open(&relayq_engine::DbConfig::new(db)).unwrap();
+    let conn = engine.database().read().unwrap();
+    let rows = conn.query_all(&Sql::same(HOOK_ROWS), relayq_engine::params![], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    });
+    native_events(rows.unwrap())
+}
+
+/// (session, stored event) as (session, the agent's name for the event).
+fn native_events(rows: Vec<(String, String)>) -> Vec<(String, String)> {
+    rows.into_iter()
+        .map(|(key, payload)| {
             let event: Value = serde_json::from_str(&payload).unwrap();
-            (
-                key,
-                event["native_event"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
+            let native = event["native_event"].as_str().unwrap_or_default();
+            (key, native.to_string())
         })
         .collect()
 }

@@ -369,17 +369,30 @@ impl AsClient for &mut postgres::Client {
     }
 }
 
-impl<C: AsClient> PgClient for Pg<C> {
-    fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
+impl<C: AsClient> Pg<C> {
+    /// Runs `run` with the client and `text` prepared (kept by the connection when it keeps
+    /// statements), where the driver may block.
+    fn prepared_on<T: Send>(
+        &self,
+        text: &str,
+        run: impl FnOnce(&mut C::Client, &postgres::Statement) -> std::result::Result<T, postgres::Error>
+            + Send,
+    ) -> Result<T> {
         let mut held = self.0.borrow_mut();
         let (client, statements) = held.client();
-        Ok(blocking(move || match statements {
-            Some(statements) => {
-                let statement = prepared(client, statements, text)?;
-                client.execute(&statement, values)
-            }
-            None => client.execute(text, values),
+        Ok(blocking(move || {
+            let statement = match statements {
+                Some(statements) => prepared(client, statements, text)?,
+                None => client.prepare(text)?,
+            };
+            run(client, &statement)
         })?)
+    }
+}
+
+impl<C: AsClient> PgClient for Pg<C> {
+    fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
+        self.prepared_on(text, |client, statement| client.execute(statement, values))
     }
 
     fn rows(
@@ -387,15 +400,7 @@ impl<C: AsClient> PgClient for Pg<C> {
         text: &str,
         values: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
-        let mut held = self.0.borrow_mut();
-        let (client, statements) = held.client();
-        Ok(blocking(move || match statements {
-            Some(statements) => {
-                let statement = prepared(client, statements, text)?;
-                client.query(&statement, values)
-            }
-            None => client.query(text, values),
-        })?)
+        self.prepared_on(text, |client, statement| client.query(statement, values))
     }
 
     fn batch(&self, text: &str) -> Result<()> {
