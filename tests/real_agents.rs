@@ -336,7 +336,13 @@ fn run_agent(kind: &'static str) {
     daemon.signal("KILL");
     daemon = serve();
     answered("echo: a slow reply k1", 1);
-    // kill -9 between turns, a message arriving meanwhile.
+    // kill -9 between turns, a message arriving meanwhile. Between: once the answer's send is
+    // recorded, not only made (a kill in between sends it again, as at-least-once says).
+    wait_until("the answer's send recorded", WAIT, || {
+        app.query_value::<i64>(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'outbound' AND state IN ('pending', 'leased')",
+        ) == Some(0)
+    });
     daemon.signal("KILL");
     say("please reply k2");
     std::thread::sleep(Duration::from_secs(2));

@@ -68,6 +68,10 @@ fn stop_ends_the_daemon_after_its_work_and_its_pid_file_with_it() {
 fn stop_after_a_kill_9_finds_nothing_to_stop_and_removes_the_stale_pid_file() {
     let app = App::new("");
     let mut daemon = app.serve();
+    // Written once the daemon is up, a moment after its wake socket.
+    crate::common::wait_until("the pid file", Duration::from_secs(20), || {
+        pid_file(&app).exists()
+    });
     daemon.signal("KILL");
     assert!(pid_file(&app).exists(), "a killed daemon leaves it");
     let said = app.ok(&["stop"]);

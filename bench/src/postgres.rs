@@ -288,3 +288,46 @@ fn clear(url: &str) -> Result<()> {
     )?;
     Ok(())
 }
+
+/// Installs the job-queue peer (`bench/graphile-ref/install.sh`); where its modules are.
+pub fn install_peer(root: &std::path::Path) -> Result<std::path::PathBuf> {
+    let out = std::process::Command::new("bash")
+        .arg(root.join("bench/graphile-ref/install.sh"))
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "installing graphile-worker: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let modules = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    Ok(modules.into())
+}
+
+/// The peer: graphile-worker on the server whose socket is in `socket_dir`, `n` jobs over `keys`
+/// named queues (per-key order), `concurrency` jobs at once; jobs/s (see `run.cjs`).
+pub fn peer(
+    root: &std::path::Path,
+    modules: &std::path::Path,
+    socket_dir: &std::path::Path,
+    n: usize,
+    keys: usize,
+    concurrency: usize,
+) -> Result<f64> {
+    let out = std::process::Command::new("node")
+        .arg(root.join("bench/graphile-ref/run.cjs"))
+        .arg(socket_dir)
+        .args([n.to_string(), keys.to_string(), concurrency.to_string()])
+        .env("NODE_PATH", modules)
+        .output()?;
+    if !out.status.success() {
+        bail!("graphile-worker: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let rate = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+    Ok(rate)
+}

@@ -84,6 +84,11 @@ impl TestServer {
         )
     }
 
+    /// The directory of the server's Unix socket (and its data).
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// `pg_ctl restart -m immediate`: the server crashes (no checkpoint) and comes back, as
     /// after a power cut of the database alone.
     pub fn restart_immediate(&self) {
