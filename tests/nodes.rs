@@ -13,10 +13,9 @@ use relayq_actors::testing::fake_telegram::FakeTelegram;
 use relayq_engine::storage::postgresql::test_server::TestServer;
 use serde_json::{json, Value};
 
-use crate::common::{file_config, inbound_args, wait_until, App, Config, Daemon};
+use crate::common::{file_config, inbound_args, wait_until, App, Config, Daemon, ALICE};
 
 const TOKEN: &str = "123456:nodes-test-token";
-const ALICE: i64 = 123456789;
 const NODES: usize = 3;
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -28,13 +27,7 @@ fn node_config(fake: &FakeTelegram, name: &str) -> Config {
         .set("daemon", "sweep_interval = \"1s\"")
         .set("queues.hooks", "backoff = [\"200ms\"]")
         .set("queues.outbound", "backoff = [\"200ms\"]")
-        .telegram_source(
-            &fake.url,
-            "token_env = \"BOT_TOKEN\"",
-            &[ALICE],
-            &[(ALICE, "alice")],
-            &[],
-        )
+        .alice_bot(&fake.url)
         .channel(
             "tg",
             "telegram",

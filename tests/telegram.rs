@@ -7,23 +7,16 @@ use std::time::{Duration, Instant};
 use relayq_actors::testing::fake_telegram::FakeTelegram;
 use serde_json::json;
 
-use crate::common::{bin, by_session, file_config, wait_until, App, Config, Tmux};
+use crate::common::{bin, by_session, file_config, wait_until, App, Config, Tmux, ALICE};
 
 const TOKEN: &str = "123456:bridge-test-token";
-const ALICE: i64 = 123456789;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Every session to the `out` file; a Telegram source reading `fake`.
 fn source_config(fake: &FakeTelegram) -> Config {
     file_config()
         .set("database", "busy_timeout = \"30s\"")
-        .telegram_source(
-            &fake.url,
-            "token_env = \"BOT_TOKEN\"",
-            &[ALICE],
-            &[(ALICE, "alice")],
-            &[],
-        )
+        .alice_bot(&fake.url)
 }
 
 /// The stored offset of source `bot`.

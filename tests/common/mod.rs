@@ -20,6 +20,9 @@ pub fn bin() -> String {
     std::env::var("RELAYQ_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_relayq").into())
 }
 
+/// The Telegram user the tests' bots take messages from.
+pub const ALICE: i64 = 123456789;
+
 /// A working directory with `config.toml` and `relayq.db`; with
 /// `RELAYQ_TEST_DATABASE=postgresql`, a PostgreSQL server of its own that every command uses
 /// instead of the file (`RELAYQ_DATABASE__URL`).
@@ -531,6 +534,13 @@ impl Config {
         lines.retain(|l| key(l) != key(line));
         lines.push(line.to_string());
         self
+    }
+
+    /// `[sources.bot]` for Alice (`ALICE`) alone, her chat feeding session `alice`, the bot's
+    /// token read from `$BOT_TOKEN`, the Bot API at `api_url`.
+    pub fn alice_bot(self, api_url: &str) -> Self {
+        let token = "token_env = \"BOT_TOKEN\"";
+        self.telegram_source(api_url, token, &[ALICE], &[(ALICE, "alice")], &[])
     }
 
     /// No sweeps: what happens must happen by wake-up or on the delivery path, not by polling.
