@@ -535,11 +535,13 @@ fn a_paced_destination_gets_its_budget_and_others_are_not_held_behind_it() {
 
 #[test]
 fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
-    // The far end is down for its first 1.2 s, then answers.
-    let up_at = std::time::Instant::now() + Duration::from_millis(1200);
-    let hook = Endpoint::start(move |_| match std::time::Instant::now() >= up_at {
-        true => Reply::status(200),
-        false => Reply::status(503),
+    // The far end is down until 1.2 s after the daemon is up (set below: starting the daemon
+    // on a PostgreSQL server of its own takes a while), then answers.
+    let up = std::sync::Arc::new(std::sync::OnceLock::<std::time::Instant>::new());
+    let answers_from = up.clone();
+    let hook = Endpoint::start(move |_| match answers_from.get() {
+        Some(at) if std::time::Instant::now() >= *at => Reply::status(200),
+        _ => Reply::status(503),
     });
     let app = App::new(
         config(&hook.url, "5s")
@@ -551,6 +553,7 @@ fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
             ),
     );
     let daemon = app.serve();
+    let up_at = *up.get_or_init(|| std::time::Instant::now() + Duration::from_millis(1200));
     let ids: Vec<i64> = ["a", "b", "c"]
         .iter()
         .map(|to| send_to(&app, to, "hi"))
