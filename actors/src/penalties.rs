@@ -35,46 +35,54 @@ impl ChannelPenalties for LocalPenalties {
     }
 }
 
-/// How long what [`SharedPenalties`] read from the table is trusted before it reads again.
+/// How often [`SharedPenalties`] reads the table.
 const SHARED_PENALTIES_READ_EVERY: Duration = Duration::from_millis(500);
 
 /// [`ChannelPenalties`] of daemons sharing one database: this node's own, and those every node
-/// wrote to the `channel_penalties` table (with the answer that caused them), read at most
-/// every [`SHARED_PENALTIES_READ_EVERY`].
+/// wrote to the `channel_penalties` table (with the answer that caused them), which a thread of
+/// its own reads every [`SHARED_PENALTIES_READ_EVERY`]: senders ask on every send, on the
+/// actors' threads, and must not wait for the database there.
 #[derive(Debug)]
 pub struct SharedPenalties {
     local: LocalPenalties,
-    engine: relayq_engine::Engine,
-    read_at: Mutex<Option<Instant>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SharedPenalties {
     pub fn new(engine: relayq_engine::Engine) -> Self {
-        SharedPenalties {
-            local: LocalPenalties::default(),
-            engine,
-            read_at: Mutex::new(None),
-        }
-    }
-
-    /// Reads the table when what was read is old.
-    fn refresh(&self) {
-        let mut read_at = self.read_at.lock().unwrap();
-        if read_at.is_some_and(|at| at.elapsed() < SHARED_PENALTIES_READ_EVERY) {
-            return;
-        }
-        *read_at = Some(Instant::now());
-        match self.engine.channel_penalties_left() {
-            Ok(left) => {
-                for (channel, ms) in left {
-                    self.local
-                        .penalize(&channel, Duration::from_millis(ms.max(0) as u64));
+        let local = LocalPenalties::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (seen, stopped) = (local.clone(), stop.clone());
+        let started = std::thread::Builder::new()
+            .name("relayq-penalties".into())
+            .spawn(move || {
+                while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    read_into(&engine, &seen);
+                    std::thread::sleep(SHARED_PENALTIES_READ_EVERY);
                 }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the channels' pauses other nodes wrote")
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "cannot start reading the pauses other nodes write; this node sees its own only");
+        }
+        SharedPenalties { local, stop }
+    }
+}
+
+/// The pauses every node wrote, into `local`.
+fn read_into(engine: &relayq_engine::Engine, local: &LocalPenalties) {
+    match engine.channel_penalties_left() {
+        Ok(left) => {
+            for (channel, ms) in left {
+                local.penalize(&channel, Duration::from_millis(ms.max(0) as u64));
             }
         }
+        Err(e) => tracing::warn!(error = %e, "cannot read the channels' pauses other nodes wrote"),
+    }
+}
+
+impl Drop for SharedPenalties {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -84,7 +92,38 @@ impl ChannelPenalties for SharedPenalties {
     }
 
     fn penalty(&self, name: &str) -> Option<Duration> {
-        self.refresh();
         self.local.penalty(name)
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+    use relayq_engine::storage::test_db::TestDb;
+    use relayq_engine::{Engine, SystemClock};
+
+    /// A 429 another node wrote holds here within the read interval, without this node's
+    /// senders asking the database.
+    #[test]
+    fn a_pause_another_node_wrote_holds_here() {
+        let pg = TestDb::postgres();
+        let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock));
+        let here = SharedPenalties::new(engine.clone());
+        assert_eq!(here.penalty("tg"), None);
+        engine
+            .write(|tx| {
+                let until = tx.now() + 60_000;
+                relayq_engine::penalties::set_in(tx, "tg", until, "429 from the other node")
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while here.penalty("tg").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the other node's pause never held here"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(here.penalty("tg").unwrap() > Duration::from_secs(50));
     }
 }

@@ -85,11 +85,6 @@ impl PgDatabase {
         self.write_with(None, f)
     }
 
-    /// [`write`](Self::write) made at `now` (unix ms), whatever the database's clock says.
-    pub fn write_at<T>(&self, now: i64, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.write_with(Some(now), f)
-    }
-
     /// [`write`](Self::write) made at `now`, or at the database's time when `None`.
     pub(crate) fn write_with<T>(
         &self,
@@ -229,6 +224,23 @@ mod tests {
             )
             .unwrap();
         assert_eq!(versions, [1]);
+    }
+
+    /// The driver's own text for a server's error is only "db error": the server's message and
+    /// code are what a person needs.
+    #[test]
+    fn an_error_says_what_the_server_said() {
+        let server = TestServer::start();
+        let db = PgDatabase::open(&server.url(), 1, Duration::from_secs(5)).unwrap();
+        let failed = db
+            .write(|tx| tx.exec(&Sql::same("SELECT * FROM no_such_table"), crate::params![]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            failed.contains("relation \"no_such_table\" does not exist")
+                && failed.contains("42P01"),
+            "{failed}"
+        );
     }
 
     #[test]
