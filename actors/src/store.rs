@@ -118,12 +118,13 @@ impl Store {
         write: W,
     ) -> impl std::future::Future<Output = Result<W::Output>> + 'static {
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
-        // The guard travels with the result, so `settle` waits for the commit, not the call.
+        // The guard is held until the answer is sent, so `settle` waits for the commit, not
+        // the call.
         let answer = self
             .processor
             .submit(write, Running(self.in_flight.clone()));
         async move {
-            let (value, _running) = answer
+            let value = answer
                 .await
                 .map_err(|_| ActorError::Blocking("the commit thread stopped".into()))??;
             Ok(value)

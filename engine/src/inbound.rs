@@ -32,12 +32,7 @@ pub const SESSION_ENDED: &str = "session ended";
 /// a second write, so only a message without a chat is written with one statement (see
 /// [`InboundMessage::writes_one_statement`]).
 pub fn enqueue_in(queue: &Queue, tx: &Tx<'_>, message: &InboundMessage) -> Result<Enqueued> {
-    let row = message.to_row();
-    let enqueued = if sessions::is_ended(tx, &row.key)? {
-        queue.enqueue_expired_in(tx, &row, SESSION_ENDED)?
-    } else {
-        queue.enqueue_in(tx, &row)?
-    };
+    let enqueued = queue.enqueue_for_session_in(tx, &message.to_row(), SESSION_ENDED)?;
     if let (Some(origin), false) = (message.reply_origin(), enqueued.duplicate) {
         sessions::set_origin_in(tx, &message.session, &origin)?;
     }

@@ -124,7 +124,52 @@ fn a_panic_between_two_writes(
     })
 }
 
-/// On PostgreSQL every operation has a savepoint, whatever its atomicity.
+/// On PostgreSQL a batch runs without savepoints (each costs a round trip) and, only when an
+/// operation fails, again with one for every operation: each operation of a batch that fails
+/// nowhere runs once; when one fails, the others run twice and commit once.
+#[test]
+fn a_postgresql_batch_runs_again_in_savepoints_only_when_an_operation_fails() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let backend = prepared(TestDb::postgres());
+    let db = &backend.db;
+    let batch = |fail: bool| {
+        let runs: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
+        let got = in_one_batch(db, |db| {
+            runs.iter()
+                .enumerate()
+                .map(|(i, count)| {
+                    let count = Arc::clone(count);
+                    db.submit(Atomicity::OneStatement, move |tx| {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        match (fail, i) {
+                            (true, 1) => Err(EngineError::Invalid("refused".into())),
+                            _ => insert(tx, &format!("{fail}{i}")),
+                        }
+                    })
+                })
+                .collect()
+        });
+        let runs: Vec<usize> = runs.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+        (got, runs)
+    };
+    let (got, runs) = batch(false);
+    assert!(got.iter().all(Result::is_ok), "{got:?}");
+    assert_eq!(runs, [1, 1, 1], "no failure: each operation ran once");
+    let (got, runs) = batch(true);
+    assert!(
+        got[0].is_ok() && got[1].is_err() && got[2].is_ok(),
+        "{got:?}"
+    );
+    assert_eq!(
+        runs,
+        [2, 2, 1],
+        "run until the failure, then again in savepoints"
+    );
+    assert_eq!(names(db), ["false0", "false1", "false2", "true0", "true2"]);
+}
+
+/// On PostgreSQL every operation that fails is rolled back alone, whatever its atomicity.
 #[test]
 fn a_panicking_operation_in_a_savepoint_rolls_back_only_itself() {
     let [sqlite, postgres] = both();

@@ -26,8 +26,9 @@ pub enum Atomicity {
     /// It writes with one statement, which SQLite undoes by itself when it fails, so it needs
     /// no savepoint (a savepoint copies every page it touches that the batch changed before:
     /// the largest cost of a small insert). If it panics, the whole batch is rolled back.
-    /// PostgreSQL gives every operation a savepoint anyway: there, a failed statement spoils
-    /// the whole transaction.
+    /// PostgreSQL tells neither apart: there a failed statement spoils the whole transaction,
+    /// so a batch runs with no savepoints and, when an operation fails, again with one for
+    /// every operation (see `PgBatches`).
     OneStatement,
 }
 
@@ -35,6 +36,7 @@ pub enum Atomicity {
 pub(crate) trait Operation: Send {
     fn atomicity(&self) -> Atomicity;
     /// Runs inside the shared transaction; false when it failed (its savepoint is rolled back).
+    /// It may run again, from the start, when the batch is rolled back and run again.
     fn run(&mut self, tx: &Tx<'_>) -> bool;
     /// Answers the caller once the transaction's fate is known (`Err` when it did not commit).
     fn answer(self: Box<Self>, committed: std::result::Result<(), &str>);
@@ -42,7 +44,7 @@ pub(crate) trait Operation: Send {
 
 struct Typed<T, F> {
     atomicity: Atomicity,
-    f: Option<F>,
+    f: F,
     out: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
@@ -50,15 +52,15 @@ struct Typed<T, F> {
 impl<T, F> Operation for Typed<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+    F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
 {
     fn atomicity(&self) -> Atomicity {
         self.atomicity
     }
 
     fn run(&mut self, tx: &Tx<'_>) -> bool {
-        let f = self.f.take().expect("an operation runs once");
-        let out = f(tx);
+        self.out = None; // a panic leaves none
+        let out = (self.f)(tx);
         let ok = out.is_ok();
         self.out = Some(out);
         ok
@@ -74,6 +76,7 @@ where
             (None, Ok(())) => Err(EngineError::NotCommitted("the operation panicked".into())),
         };
         let _ = self.reply.send(out);
+        // `f` (and what it holds for the caller) is dropped after the answer.
     }
 }
 
@@ -105,15 +108,17 @@ impl Committer {
     }
 
     /// Queues `f` to run in the next shared transaction; the answer comes after the commit.
+    /// `f` may run more than once (a batch rolled back is run again): all it does is write
+    /// through `tx`.
     pub fn submit<T, F>(&self, atomicity: Atomicity, f: F) -> oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+        F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let op = Box::new(Typed {
             atomicity,
-            f: Some(f),
+            f,
             out: None,
             reply,
         });
@@ -165,6 +170,19 @@ fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>) {
 const SAVEPOINT_SQL: Sql = Sql::same("SAVEPOINT op");
 const ROLLBACK_TO_SQL: Sql = Sql::same("ROLLBACK TO SAVEPOINT op");
 const RELEASE_SQL: Sql = Sql::same("RELEASE SAVEPOINT op");
+
+/// Runs every operation of `batch` in `tx` with no savepoint, stopping at the first that fails
+/// or panics: false then, and the caller rolls the transaction back (and may run the batch
+/// again, each operation guarded).
+pub(crate) fn run_unguarded(tx: &Tx<'_>, batch: &mut [Box<dyn Operation>]) -> bool {
+    batch.iter_mut().all(|op| {
+        let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx)));
+        if ran.is_err() {
+            tracing::error!("a database operation panicked; it is rolled back");
+        }
+        ran.unwrap_or(false)
+    })
+}
 
 /// Runs `op` inside the batch's transaction `tx`: in a savepoint of its own when `guarded`,
 /// rolled back if it fails. An error here is the transaction's, and fails the whole batch.

@@ -196,7 +196,8 @@ impl Database {
     /// Queues `f` for the next group commit (see [`Committer`]): it shares its transaction with
     /// the operations submitted around it, in its own savepoint unless `atomicity` says it
     /// needs none, and is answered after the commit. The way for a long-running process with
-    /// many concurrent writers to write.
+    /// many concurrent writers to write. `f` may run more than once: a batch rolled back is
+    /// run again.
     pub fn submit<T, F>(
         &self,
         atomicity: Atomicity,
@@ -204,7 +205,7 @@ impl Database {
     ) -> tokio::sync::oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+        F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
         self.committer
             .get_or_init(|| match &self.backend {

@@ -41,6 +41,13 @@ impl<'a> Tx<'a> {
     pub fn now(&self) -> i64 {
         self.now
     }
+
+    /// Whether each statement is a round trip to a server (PostgreSQL), so that one statement
+    /// doing the work of several pays. On SQLite, a statement is a call, and small plain ones
+    /// are the quickest.
+    pub fn pays_per_statement(&self) -> bool {
+        matches!(self.conn, Conn::Postgres(_))
+    }
 }
 
 impl Executor for Tx<'_> {

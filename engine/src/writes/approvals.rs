@@ -26,12 +26,12 @@ pub struct ChatAnswersRecorded {
 /// that answers no question is written as the message it is.
 pub fn record_chat_answers_in(
     w: &Writer<'_>,
-    answers: Vec<ChatAnswer>,
+    answers: &[ChatAnswer],
 ) -> Result<ChatAnswersRecorded> {
     let (tx, flows) = (w.tx(), w.flows);
     let mut recorded = ChatAnswersRecorded::default();
     for answer in answers {
-        let Some(result) = approvals::answer_from_chat_in(tx, &answer)? else {
+        let Some(result) = approvals::answer_from_chat_in(tx, answer)? else {
             if let Some(message) = &answer.otherwise {
                 let row = crate::inbound::enqueue_in(&flows.inbound, tx, message)?;
                 if !row.duplicate && row.expired.is_none() {
@@ -67,9 +67,9 @@ pub fn record_chat_answers_in(
         if answer.callback.is_none() {
             recorded
                 .outbound_keys
-                .extend(reply_in(flows, tx, &answer, &reply)?);
+                .extend(reply_in(flows, tx, answer, &reply)?);
         }
-        recorded.answered.push((answer, reply));
+        recorded.answered.push((answer.clone(), reply));
     }
     Ok(recorded)
 }
@@ -132,7 +132,7 @@ pub struct ApprovalsSwept {
 impl Write for SweepApprovals {
     type Output = ApprovalsSwept;
 
-    fn apply(self, w: &Writer<'_>) -> Result<ApprovalsSwept> {
+    fn apply(&self, w: &Writer<'_>) -> Result<ApprovalsSwept> {
         let (tx, now) = (w.tx(), w.now());
         let mut found = ApprovalsSwept::default();
         for open in approvals::list(tx, true, 1000)? {
@@ -187,7 +187,7 @@ pub struct StartPressing(pub Approval);
 impl Write for StartPressing {
     type Output = Option<Option<i64>>;
 
-    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let tx = w.tx();
         if approvals::asked_since(tx, &self.0)? {
             let why = "the agent asked another question meanwhile: nothing was pressed";
@@ -221,10 +221,10 @@ pub struct RecordPressed {
 impl Write for RecordPressed {
     type Output = ();
 
-    fn apply(self, w: &Writer<'_>) -> Result<()> {
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
         let (tx, now, approval) = (w.tx(), w.now(), &self.approval);
         let id = &approval.id;
-        match self.pressed {
+        match &self.pressed {
             Pressed::Answered { at_prompt } => {
                 if approvals::reached_in(tx, id)? {
                     let state = match at_prompt {
@@ -249,7 +249,7 @@ impl Write for RecordPressed {
                         "{why}; its keys were pressed before a restart, so the agent most \
                          likely has the answer (not confirmed)"
                     ),
-                    None => why,
+                    None => why.clone(),
                 };
                 approvals::unreached_in(tx, id, &why)?;
             }
@@ -273,7 +273,7 @@ pub struct GiveUpPressing {
 impl Write for GiveUpPressing {
     type Output = ();
 
-    fn apply(self, w: &Writer<'_>) -> Result<()> {
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
         approvals::unreached_in(w.tx(), &self.id, &self.why)
     }
 }
@@ -290,7 +290,7 @@ pub struct AnswerApproval {
 impl Write for AnswerApproval {
     type Output = AnswerResult;
 
-    fn apply(self, w: &Writer<'_>) -> Result<AnswerResult> {
+    fn apply(&self, w: &Writer<'_>) -> Result<AnswerResult> {
         approvals::answer_in(w.tx(), &self.id, self.decision, &self.who)
     }
 }
@@ -305,7 +305,7 @@ pub struct Withdraw {
 impl Write for Withdraw {
     type Output = Option<Approval>;
 
-    fn apply(self, w: &Writer<'_>) -> Result<Option<Approval>> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Option<Approval>> {
         approvals::withdraw_in(w.tx(), &self.id, &self.why)
     }
 }
@@ -330,7 +330,7 @@ mod tests {
     }
 
     fn apply<W: Write>(flows: &Arc<crate::HookProcessor>, write: W) -> W::Output {
-        flows.submit(write, ()).blocking_recv().unwrap().unwrap().0
+        flows.submit(write, ()).blocking_recv().unwrap().unwrap()
     }
 
     /// Gemini CLI in session `key` asks to run `touch x`, answered by its dialog's keys.

@@ -54,22 +54,24 @@ pub trait Write: Send + 'static {
         Atomicity::Savepoint
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<Self::Output>;
+    /// Applies the write. It may be applied again, from the start, when its batch is rolled
+    /// back and run again (so it reads its request, and does not consume it).
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output>;
 }
 
 impl HookProcessor {
-    /// Queues `write` for the next group commit; answered after the commit, with `keep` (held
-    /// until then: the caller's count of writes in flight).
+    /// Queues `write` for the next group commit; answered after the commit. `keep` is held
+    /// until the answer is sent (the caller's count of writes in flight).
     pub fn submit<W: Write, K: Send + 'static>(
         self: &std::sync::Arc<Self>,
         write: W,
         keep: K,
-    ) -> tokio::sync::oneshot::Receiver<Result<(W::Output, K)>> {
+    ) -> tokio::sync::oneshot::Receiver<Result<W::Output>> {
         let flows = std::sync::Arc::clone(self);
         let atomicity = write.atomicity();
         self.engine.database().submit(atomicity, move |tx| {
-            let out = write.apply(&Writer { tx, flows: &flows })?;
-            Ok((out, keep))
+            let _held = &keep;
+            write.apply(&Writer { tx, flows: &flows })
         })
     }
 }
@@ -90,7 +92,7 @@ impl Write for EnqueueInbound {
         }
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?;
         let told = tell_if_dropped(w, &self.0, &enqueued)?;
         Ok((enqueued, told))
@@ -105,7 +107,7 @@ pub struct RecordRefused(pub InboundMessage);
 impl Write for RecordRefused {
     type Output = Enqueued;
 
-    fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Enqueued> {
         let q = &w.flows.inbound;
         q.enqueue_expired_in(w.tx(), &self.0.to_row(), inbound::REFUSED_TOO_LARGE)
     }
@@ -133,7 +135,7 @@ pub struct BatchWritten {
 impl Write for RecordBatch {
     type Output = BatchWritten;
 
-    fn apply(self, w: &Writer<'_>) -> Result<BatchWritten> {
+    fn apply(&self, w: &Writer<'_>) -> Result<BatchWritten> {
         let q = &w.flows.inbound;
         let rows = crate::sources::enqueue_batch_in(
             q,
@@ -149,7 +151,7 @@ impl Write for RecordBatch {
         for copy in &self.refused {
             q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;
         }
-        let answers = approvals::record_chat_answers_in(w, self.answers)?;
+        let answers = approvals::record_chat_answers_in(w, &self.answers)?;
         Ok(BatchWritten {
             rows,
             told,
@@ -166,8 +168,8 @@ pub struct RecordAnswers(pub Vec<ChatAnswer>);
 impl Write for RecordAnswers {
     type Output = ChatAnswersRecorded;
 
-    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
-        approvals::record_chat_answers_in(w, self.0)
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
+        approvals::record_chat_answers_in(w, &self.0)
     }
 }
 
@@ -185,7 +187,7 @@ impl Write for EnqueueOutbound {
         }
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<outbound::Written> {
+    fn apply(&self, w: &Writer<'_>) -> Result<outbound::Written> {
         outbound::enqueue_parts_in(&w.flows.outbound, w.tx(), &self.0)
     }
 }
@@ -201,7 +203,7 @@ impl Write for RecordHook {
         Atomicity::OneStatement
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<Enqueued> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Enqueued> {
         w.flows.hooks.enqueue_in(w.tx(), &self.0)
     }
 }
@@ -222,7 +224,7 @@ impl Write for SetPause {
         Atomicity::OneStatement
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<bool> {
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
         let key = self.key.as_deref();
         match self.paused {
             true => crate::pauses::pause_in(w.tx(), self.queue, key).map(|()| true),
@@ -243,7 +245,7 @@ impl Write for Probe {
         Atomicity::OneStatement
     }
 
-    fn apply(self, _: &Writer<'_>) -> Result<()> {
+    fn apply(&self, _: &Writer<'_>) -> Result<()> {
         Ok(())
     }
 }

@@ -20,7 +20,9 @@ use crate::clock::ms;
 use crate::error::Result;
 use crate::outbound::Part;
 pub use crate::queue::GiveBack;
-use crate::queue::{Head, Lease, Queue, QueueName, Retried, SUBMITTED, THROTTLED, UNREACHABLE};
+use crate::queue::{
+    Head, Lease, Queue, QueueName, Receipt, Retried, SUBMITTED, THROTTLED, UNREACHABLE,
+};
 use crate::sessions::{self, Origin};
 use crate::trouble::{self, Trouble};
 use crate::Outcome;
@@ -132,7 +134,7 @@ pub struct RunRecorded {
 impl Write for RecordRun {
     type Output = RunRecorded;
 
-    fn apply(self, w: &Writer<'_>) -> Result<RunRecorded> {
+    fn apply(&self, w: &Writer<'_>) -> Result<RunRecorded> {
         let tx = w.tx();
         let q = queue(w, self.queue);
         // Given back first: the parts of a text after one that died are buried with it as it
@@ -140,26 +142,35 @@ impl Write for RecordRun {
         q.give_back_in(tx, &self.give_back, Duration::ZERO, self.give_back_as)?;
         let mut recorded = Vec::with_capacity(self.answers.len());
         let mut told = Vec::new();
-        for a in &self.answers {
-            let done = record(w, q, a)?;
-            told.extend(tell_chat(w, a, &done)?);
-            recorded.push(done);
+        if let Some(delivered) = all_delivered(&self.answers) {
+            // The usual run: one statement for all its rows.
+            let marked = q.delivered_all_in(tx, &delivered)?;
+            recorded.extend(marked.into_iter().map(|marked| match marked {
+                true => RowRecorded::Delivered,
+                false => RowRecorded::Stale,
+            }));
+        } else {
+            for a in &self.answers {
+                let done = record(w, q, a)?;
+                told.extend(tell_chat(w, a, &done)?);
+                recorded.push(done);
+            }
         }
-        let (next, for_agent) = match self.next {
+        let (next, for_agent) = match &self.next {
             LeaseNext::Nothing => (None, ForAgent::default()),
             // A session whose agent runs on another node is that node's to deliver.
             LeaseNext::Run { key, .. } | LeaseNext::ForAgent { key, .. }
                 if self.queue == QueueName::Inbound
-                    && !w.flows.engine.serves_session(tx, &key)? =>
+                    && !w.flows.engine.serves_session(tx, key)? =>
             {
                 (Some(Err(Head::Empty)), ForAgent::default())
             }
             LeaseNext::Run { key, limit, mark } => {
-                let run = q.lease_run_in(tx, &key, limit, mark)?;
+                let run = q.lease_run_in(tx, key, *limit, *mark)?;
                 (Some(run), ForAgent::default())
             }
             LeaseNext::ForAgent { key, waits } => {
-                let (run, how) = lease_for_agent(w, q, &key, waits)?;
+                let (run, how) = lease_for_agent(w, q, key, *waits)?;
                 (Some(run), how)
             }
         };
@@ -208,7 +219,7 @@ pub struct RecordAnswer {
 impl Write for RecordAnswer {
     type Output = (RowRecorded, Option<Taken>);
 
-    fn apply(self, w: &Writer<'_>) -> Result<Self::Output> {
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let tx = w.tx();
         let q = queue(w, self.queue);
         let recorded = record(w, q, &self.answer)?;
@@ -261,7 +272,7 @@ impl Write for MarkSendStarted {
         crate::Atomicity::OneStatement
     }
 
-    fn apply(self, w: &Writer<'_>) -> Result<bool> {
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
         queue(w, self.queue).mark_send_started_in(w.tx(), &self.lease)
     }
 }
@@ -278,7 +289,7 @@ pub struct GiveBackUnsent {
 impl Write for GiveBackUnsent {
     type Output = usize;
 
-    fn apply(self, w: &Writer<'_>) -> Result<usize> {
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
         let undo = GiveBack::UndoMarks;
         queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, undo)
     }
@@ -297,7 +308,7 @@ pub struct ExtendLease {
 impl Write for ExtendLease {
     type Output = bool;
 
-    fn apply(self, w: &Writer<'_>) -> Result<bool> {
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
         let q = queue(w, self.queue);
         let ours = q.extend_in(w.tx(), self.id, self.token)?;
         q.extend_key_in(w.tx(), &self.key)?;
@@ -311,6 +322,18 @@ fn queue<'a>(w: &'a Writer<'_>, name: QueueName) -> &'a Queue {
 
 /// Records one answer, fenced by its lease: the channel's pause, the row's outcome, and for a
 /// part of a text that died, the parts after it.
+/// Each answer's lease and receipt when every answer is a delivery with nothing else to
+/// record (no pause), which tells no chat.
+fn all_delivered(answers: &[Answered]) -> Option<Vec<(&Lease, &Receipt)>> {
+    answers
+        .iter()
+        .map(|a| match (&a.outcome, &a.pause) {
+            (Outcome::Delivered(receipt), None) => Some((&a.lease, receipt)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn record(w: &Writer<'_>, q: &Queue, a: &Answered) -> Result<RowRecorded> {
     let now = w.now();
     let tx = w.tx();

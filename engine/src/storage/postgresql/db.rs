@@ -10,7 +10,7 @@ use std::time::Duration;
 use r2d2::{Pool, PooledConnection};
 
 use crate::clock::Clock;
-use crate::commit::{run_one, Batches, Operation};
+use crate::commit::{run_one, run_unguarded, Batches, Operation};
 use crate::error::{EngineError, Result};
 use crate::storage::postgresql::connection::{blocking, Manager};
 use crate::storage::sql::{InTransaction, Pg, Query, Sql};
@@ -152,11 +152,26 @@ pub(crate) struct PgBatches {
 }
 
 impl Batches for PgBatches {
-    /// One transaction, a savepoint for every operation: on PostgreSQL a failed statement
-    /// spoils its transaction until rolled back, so one operation's failure would take the
-    /// others with it.
+    /// One transaction. On PostgreSQL a failed statement spoils its transaction until rolled
+    /// back, so one operation's failure would take the others with it; but a savepoint around
+    /// each costs two round trips, more than most operations' own, and operations rarely fail.
+    /// So the batch runs without them first; when one fails, it is rolled back and run again
+    /// with a savepoint for every operation, which keeps the failure to itself.
     fn commit(&mut self, batch: &mut [Box<dyn Operation>]) -> Result<()> {
         let now = self.clock.as_ref().map(|c| c.now_ms());
+        let mut one_failed = false;
+        let optimistic = self
+            .db
+            .write_with(now, |tx| match run_unguarded(tx, batch) {
+                true => Ok(()),
+                false => {
+                    one_failed = true;
+                    Err(EngineError::NotCommitted("an operation failed".into()))
+                }
+            });
+        if !one_failed {
+            return optimistic;
+        }
         self.db.write_with(now, |tx| {
             batch.iter_mut().try_for_each(|op| run_one(tx, op, true))
         })

@@ -17,6 +17,27 @@ const DELIVERED_SQL: Sql = Sql::same(
                  WHERE id = :id AND state = 'leased' AND lease_token = :token",
 );
 
+/// [`DELIVERED_SQL`] for many rows at once: `:rows` is a JSON list of `[id, token, receipt,
+/// took_ms]`; answers the ids it marked (a stale token's is not among them).
+const DELIVERED_ALL_SQL: Sql = Sql::two(
+    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
+                        took_ms = d.took_ms, lease_owner = NULL, lease_expires_at = NULL
+       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS receipt,
+                    value ->> 3 AS took_ms
+               FROM json_each(:rows)) AS d
+      WHERE queue_rows.id = d.id AND queue_rows.state = 'leased'
+        AND queue_rows.lease_token = d.token
+     RETURNING queue_rows.id",
+    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
+                        took_ms = d.took_ms, lease_owner = NULL, lease_expires_at = NULL
+       FROM (SELECT CAST(value ->> 0 AS BIGINT) AS id, CAST(value ->> 1 AS BIGINT) AS token,
+                    value ->> 2 AS receipt, CAST(value ->> 3 AS BIGINT) AS took_ms
+               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))) AS d
+      WHERE queue_rows.id = d.id AND queue_rows.state = 'leased'
+        AND queue_rows.lease_token = d.token
+     RETURNING queue_rows.id",
+);
+
 /// Pending again at `:at`, the attempt given back; fenced. This attempt was not sent, so the
 /// send-started mark goes back to what the lease found (an earlier unknown outcome's stays).
 const THROTTLE_SQL: Sql = Sql::two("UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
@@ -130,6 +151,32 @@ impl Queue {
             ],
         )?;
         Ok(n == 1)
+    }
+
+    /// [`delivered_in`](Self::delivered_in) for many rows, in one statement where each is a
+    /// round trip (PostgreSQL); for each, in order, whether it was marked (false: its token is
+    /// stale).
+    pub fn delivered_all_in(&self, tx: &Tx<'_>, rows: &[(&Lease, &Receipt)]) -> Result<Vec<bool>> {
+        if rows.len() == 1 || !tx.pays_per_statement() {
+            return rows
+                .iter()
+                .map(|(lease, receipt)| self.delivered_in(tx, lease, receipt))
+                .collect();
+        }
+        let json: Vec<_> = rows
+            .iter()
+            .map(|(l, r)| serde_json::json!([l.id, l.token, r.message_id, r.took.map(ms)]))
+            .collect();
+        let json = serde_json::Value::from(json).to_string();
+        let marked: std::collections::HashSet<i64> = tx
+            .query_all(
+                &DELIVERED_ALL_SQL,
+                params![":rows" => json, ":now" => tx.now()],
+                |r| r.get(0),
+            )?
+            .into_iter()
+            .collect();
+        Ok(rows.iter().map(|(l, _)| marked.contains(&l.id)).collect())
     }
 
     /// The far end said "not now, until `wait` from now": the row is pending again, due then,
@@ -273,6 +320,7 @@ impl Queue {
 #[cfg(test)]
 pub(super) const STATEMENTS: &[Sql] = &[
     DELIVERED_SQL,
+    DELIVERED_ALL_SQL,
     THROTTLE_SQL,
     RETRY_LATER_SQL,
     OLDEST_STARTED_SQL,
@@ -344,6 +392,61 @@ mod tests {
             assert!(
                 !at(due + 3_000, &|tx| q.bury_in(tx, &next, "late")),
                 "already done"
+            );
+        });
+    }
+
+    /// Many deliveries in one statement: each fenced by its own token, each with its own
+    /// receipt, on both backends.
+    #[test]
+    fn deliveries_recorded_together_are_each_fenced_and_keep_their_receipts_on_both_backends() {
+        on_both(|db, q| {
+            for key in ["k1", "k2", "k3"] {
+                put(db, q, key, "m");
+            }
+            let leases: Vec<Lease> = ["k1", "k2", "k3"]
+                .iter()
+                .map(|k| lease(db, q, k, 2_000))
+                .collect();
+            let stale = Lease {
+                token: leases[1].token + 1,
+                ..leases[1].clone()
+            };
+            let receipts: Vec<Receipt> = (0..3)
+                .map(|i| Receipt {
+                    message_id: (i != 2).then(|| format!("r{i}")),
+                    took: Some(Duration::from_millis(10 * i)),
+                })
+                .collect();
+            let rows = [
+                (&leases[0], &receipts[0]),
+                (&stale, &receipts[1]),
+                (&leases[2], &receipts[2]),
+            ];
+            let marked = db.write_at(3_000, |tx| q.delivered_all_in(tx, &rows));
+            assert_eq!(marked.unwrap(), [true, false, true], "{}", db.name());
+            type Stored = (String, Option<String>, Option<i64>, Option<i64>);
+            let stored: Vec<Stored> = db
+                .write_at(3_000, |tx| {
+                    tx.query_all(
+                        &Sql::same(
+                            "SELECT state, receipt, took_ms, finished_at FROM queue_rows
+                             ORDER BY id",
+                        ),
+                        params![],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    )
+                })
+                .unwrap();
+            assert_eq!(
+                stored,
+                [
+                    ("delivered".into(), Some("r0".into()), Some(0), Some(3_000)),
+                    ("leased".into(), None, None, None),
+                    ("delivered".into(), None, Some(20), Some(3_000)),
+                ],
+                "{}",
+                db.name()
             );
         });
     }

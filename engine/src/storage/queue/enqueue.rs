@@ -20,6 +20,26 @@ macro_rules! insert_sql {
 }
 const INSERT_SQL: Sql = Sql::two(insert_sql!(""), insert_sql!(" RETURNING id"));
 
+/// An inbound row: pending, or written expired for `:reason` when the session registry shows
+/// its key ended; answers its id and state. One statement where two would do (look, then
+/// write), because on PostgreSQL each is a round trip. (SQLite reads `INSERT … SELECT … ON
+/// CONFLICT` only with a `WHERE` on the `SELECT`; PostgreSQL types a parameter in a `SELECT`
+/// list only by its cast.)
+const INSERT_FOR_SESSION_SQL: Sql = Sql::same(
+    "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
+                            state, finished_at, reason)
+     SELECT CAST(:queue AS TEXT), CAST(:key AS TEXT), CAST(:dedup_key AS TEXT),
+            CAST(:payload AS TEXT), CAST(:now AS BIGINT), CAST(:now AS BIGINT),
+            CASE WHEN ended THEN 'expired' ELSE 'pending' END,
+            CASE WHEN ended THEN CAST(:now AS BIGINT) END,
+            CASE WHEN ended THEN CAST(:reason AS TEXT) END
+       FROM (SELECT EXISTS (SELECT 1 FROM sessions WHERE key = :key AND state = 'ended')
+                    AS ended) AS session
+      WHERE TRUE
+     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+     RETURNING id, state",
+);
+
 /// The row an insert found by its dedup key.
 const FIND_DUPLICATE_SQL: Sql =
     Sql::same("SELECT id FROM queue_rows WHERE queue = :queue AND dedup_key = :dedup_key");
@@ -52,6 +72,36 @@ impl Queue {
         self.insert_in(tx, row, Some(reason))
     }
 
+    /// Writes a row for the agent session named by its key: pending, or already expired for
+    /// `ended` when the session registry shows the session ended (its agent exited and no
+    /// `session_start` came since). One statement where each is a round trip (PostgreSQL),
+    /// unless a depth limit is set: only a row that will be pending is held to it.
+    pub fn enqueue_for_session_in(
+        &self,
+        tx: &Tx<'_>,
+        row: &NewRow,
+        ended: &'static str,
+    ) -> Result<Enqueued> {
+        let policy = self.policy();
+        let limited = policy.max_depth.is_some() || policy.max_key_depth.is_some();
+        if limited || !tx.pays_per_statement() || row.key.is_empty() {
+            return match crate::sessions::is_ended(tx, &row.key)? {
+                true => self.enqueue_expired_in(tx, row, ended),
+                false => self.enqueue_in(tx, row),
+            };
+        }
+        let inserted: Option<(i64, String)> = tx.query_opt(
+            &INSERT_FOR_SESSION_SQL,
+            params![
+                ":queue" => self.name, ":key" => row.key, ":dedup_key" => row.dedup_key,
+                ":payload" => row.payload, ":now" => tx.now(), ":reason" => ended,
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let written = inserted.map(|(id, state)| (id, (state == "expired").then_some(ended)));
+        self.written_or_repeated(tx, row, written)
+    }
+
     fn insert_in(
         &self,
         tx: &Tx<'_>,
@@ -81,7 +131,18 @@ impl Queue {
                 ":finished_at" => finished_at, ":reason" => expired,
             ],
         )?;
-        if let Some(id) = inserted {
+        self.written_or_repeated(tx, row, inserted.map(|id| (id, expired)))
+    }
+
+    /// The row an insert `written` (its id, and why it is expired), or else the row with the
+    /// same dedup key, which made the insert do nothing.
+    fn written_or_repeated(
+        &self,
+        tx: &Tx<'_>,
+        row: &NewRow,
+        written: Option<(i64, Option<&'static str>)>,
+    ) -> Result<Enqueued> {
+        if let Some((id, expired)) = written {
             return Ok(Enqueued {
                 id,
                 duplicate: false,
@@ -172,6 +233,7 @@ pub(super) const STATEMENTS: &[Sql] = &[
     KEY_DEPTH_SQL,
     QUEUE_DEPTH_SQL,
     INSERT_SQL,
+    INSERT_FOR_SESSION_SQL,
     FIND_DUPLICATE_SQL,
 ];
 
@@ -295,5 +357,67 @@ mod tests {
         let q = engine.queue(crate::QueueName::Inbound, crate::QueuePolicy::inbound());
         let again = q.enqueue(&m.to_row()).unwrap();
         assert_eq!((again.id, again.duplicate), (1, true));
+    }
+
+    /// A row for a session the registry shows ended is written expired, in the one statement
+    /// as in the two the depth limits take; a repeat finds its row; on both backends.
+    #[test]
+    fn a_row_for_an_ended_session_is_written_expired_on_both_backends() {
+        use crate::storage::queue::testing::{on_both, row};
+        use crate::storage::sql::{Query, Sql};
+        on_both(|db, q| {
+            db.write_at(1_000, |tx| {
+                tx.exec(
+                    &Sql::same(
+                        "INSERT INTO sessions (key, agent, started_at, last_activity_at, state)
+                         VALUES ('gone', 'claude', 0, 0, 'ended'),
+                                ('here', 'claude', 0, 0, 'active')",
+                    ),
+                    crate::params![],
+                )
+            })
+            .unwrap();
+            for limited in [false, true] {
+                q.set_policy(QueuePolicy {
+                    max_key_depth: limited.then_some(100),
+                    ..QueuePolicy::inbound()
+                });
+                let write = |key: &str, dedup: &str| {
+                    let row = NewRow {
+                        dedup_key: Some(format!("{dedup}-{limited}")),
+                        ..row(key, "hi")
+                    };
+                    db.write_at(2_000, |tx| {
+                        q.enqueue_for_session_in(tx, &row, "session ended")
+                    })
+                    .unwrap()
+                };
+                let (gone, here) = (write("gone", "a"), write("here", "b"));
+                let (who, name) = (limited, db.name());
+                assert_eq!(gone.expired, Some("session ended"), "{name} {who}");
+                assert_eq!(here.expired, None, "{name} {who}");
+                let repeat = write("gone", "a");
+                assert!(repeat.duplicate && repeat.id == gone.id, "{name} {who}");
+                let stored = |id| {
+                    db.write_at(2_000, |tx| {
+                        tx.query_value::<String>(
+                            &Sql::same(
+                                "SELECT state || '/' || COALESCE(reason, '') || '/'
+                                               || COALESCE(CAST(finished_at AS TEXT), '')
+                                        FROM queue_rows WHERE id = :id",
+                            ),
+                            crate::params![":id" => id],
+                        )
+                    })
+                    .unwrap()
+                };
+                assert_eq!(
+                    stored(gone.id),
+                    "expired/session ended/2000",
+                    "{name} {who}"
+                );
+                assert_eq!(stored(here.id), "pending//", "{name} {who}");
+            }
+        });
     }
 }
