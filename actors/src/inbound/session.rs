@@ -60,6 +60,11 @@ pub(crate) const RECORD_WITHIN: Duration = Duration::from_millis(5);
 #[rtype(result = "()")]
 pub struct Wake;
 
+/// How soon a session whose head another lease holds (another node delivers it) looks again
+/// when woken: a wake there is a row written behind that lease, which changes nothing until the
+/// lease ends, so the looks of N nodes are spaced, not one write per wake per node.
+pub const HELD_ELSEWHERE_LOOK: Duration = Duration::from_millis(100);
+
 /// How often a session waiting for its agent looks again when no Wake comes (its hook events
 /// wake it as the agent's state changes).
 pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
@@ -129,6 +134,9 @@ pub struct SessionActor {
     /// wake is still in flight.
     wakes_seen: u64,
     timer: Option<SpawnHandle>,
+    /// The head is leased by another owner: when `timer` looks again (see
+    /// [`HELD_ELSEWHERE_LOOK`]).
+    held_elsewhere: Option<Instant>,
     stopping: Stopping,
     /// The previous actor of this session died holding leases: free them before the first step.
     release_leases_first: bool,
@@ -160,6 +168,7 @@ impl SessionActor {
             woken: false,
             wakes_seen: 0,
             timer: None,
+            held_elsewhere: None,
             stopping: Stopping::default(),
             release_leases_first,
             run: VecDeque::new(),
@@ -180,6 +189,7 @@ impl SessionActor {
         }
         self.busy = true;
         self.woken = false;
+        self.held_elsewhere = None;
         if let Some(t) = self.timer.take() {
             ctx.cancel_future(t);
         }
@@ -380,7 +390,11 @@ impl SessionActor {
         match head {
             Head::Due => self.step(ctx),
             Head::Empty => self.go_idle(),
-            Head::NotBefore(at) | Head::LeasedUntil(at) => {
+            Head::NotBefore(at) => {
+                self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
+            }
+            Head::LeasedUntil(at) => {
+                self.held_elsewhere = Some(Instant::now() + wait_until(at));
                 self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
             }
         }
@@ -479,11 +493,43 @@ impl Actor for SessionActor {
     }
 }
 
+/// What a Wake does to a session.
+#[derive(Debug, PartialEq, Eq)]
+enum OnWake {
+    /// Look now.
+    Step,
+    /// Look then, not at once (its head is another's lease).
+    LookAt(Instant),
+    /// The next look is soon enough.
+    Nothing,
+}
+
+/// A wake makes a session look at once, unless another lease holds its head (`held_elsewhere`:
+/// when it looks again): then within [`HELD_ELSEWHERE_LOOK`].
+fn on_wake(held_elsewhere: Option<Instant>, now: Instant) -> OnWake {
+    match held_elsewhere {
+        None => OnWake::Step,
+        Some(looks_at) if looks_at <= now + HELD_ELSEWHERE_LOOK => OnWake::Nothing,
+        Some(_) => OnWake::LookAt(now + HELD_ELSEWHERE_LOOK),
+    }
+}
+
 impl Handler<Wake> for SessionActor {
     type Result = ();
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
         self.wakes_seen += 1;
-        self.step(ctx);
+        match on_wake(self.held_elsewhere, Instant::now()) {
+            OnWake::Step => self.step(ctx),
+            OnWake::LookAt(at) => {
+                if let Some(t) = self.timer.take() {
+                    ctx.cancel_future(t);
+                }
+                self.held_elsewhere = Some(at);
+                let wait = at.saturating_duration_since(Instant::now());
+                self.timer = Some(ctx.run_later(wait, |act, ctx| act.step(ctx)));
+            }
+            OnWake::Nothing => {}
+        }
     }
 }
 
@@ -503,5 +549,28 @@ impl Handler<Stop> for SessionActor {
             self.finish(ctx);
         }
         stopped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row written behind another node's lease wakes every node serving the session; only
+    /// the holder can deliver it, so the others look within `HELD_ELSEWHERE_LOOK`, once, not
+    /// with a write per wake; a session with no such lease looks at once.
+    #[test]
+    fn a_wake_behind_another_nodes_lease_is_a_look_soon_not_a_write_per_wake() {
+        let now = Instant::now();
+        assert_eq!(on_wake(None, now), OnWake::Step);
+        let lease_ends = now + Duration::from_secs(30);
+        let soon = now + HELD_ELSEWHERE_LOOK;
+        assert_eq!(on_wake(Some(lease_ends), now), OnWake::LookAt(soon));
+        // The next wakes, with that look armed, add nothing.
+        let later = now + Duration::from_millis(10);
+        assert_eq!(on_wake(Some(soon), later), OnWake::Nothing);
+        // A lease that ends sooner than the look is waited for as it was.
+        let ends_soon = now + Duration::from_millis(20);
+        assert_eq!(on_wake(Some(ends_soon), now), OnWake::Nothing);
     }
 }
