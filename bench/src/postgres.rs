@@ -320,9 +320,21 @@ pub fn peer(
     keys: usize,
     concurrency: usize,
 ) -> Result<f64> {
+    let once = || -> Result<f64> {
+        let out = std::process::Command::new("node")
+            .arg(root.join("bench/graphile-ref/run.cjs"))
+            .arg(socket_dir)
+            .args([n.to_string(), keys.to_string(), concurrency.to_string()])
+            .env("NODE_PATH", modules)
+            .output()?;
+        if !out.status.success() {
+            bail!("graphile-worker: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+    };
     let mut tries = 0;
     loop {
-        match peer_once(root, modules, socket_dir, n, keys, concurrency) {
+        match once() {
             Err(e) if tries < 2 && e.to_string().contains("FIFO broken") => {
                 eprintln!("graphile-worker run void ({e}); again");
                 tries += 1;
@@ -330,25 +342,4 @@ pub fn peer(
             other => return other,
         }
     }
-}
-
-fn peer_once(
-    root: &std::path::Path,
-    modules: &std::path::Path,
-    socket_dir: &std::path::Path,
-    n: usize,
-    keys: usize,
-    concurrency: usize,
-) -> Result<f64> {
-    let out = std::process::Command::new("node")
-        .arg(root.join("bench/graphile-ref/run.cjs"))
-        .arg(socket_dir)
-        .args([n.to_string(), keys.to_string(), concurrency.to_string()])
-        .env("NODE_PATH", modules)
-        .output()?;
-    if !out.status.success() {
-        bail!("graphile-worker: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let rate = String::from_utf8_lossy(&out.stdout).trim().parse()?;
-    Ok(rate)
 }

@@ -79,23 +79,11 @@ macro_rules! skip_keys {
     };
 }
 
-/// How a claim holds the heads it found (PostgreSQL, several daemons): locked until its
-/// commit, and those another daemon's claim holds skipped, not waited for. Skipping keeps
-/// each key's order: a key's next row is no head while the locked row before it is unfinished.
-macro_rules! claim_lock {
-    (sqlite) => {
-        ""
-    };
-    (postgres) => {
-        "\n     FOR UPDATE OF r SKIP LOCKED"
-    };
-}
-
 /// The due pending rows that head their key, oldest first, but for the keys in `:skip` (a
 /// JSON list: paused keys), and those `$written` also asks for. The `+` keeps SQLite off the
 /// due index: through it, every due row is checked and sorted before the first is returned (a
 /// claim's cost grew with the backlog); through the pending index, rows come in id order and
-/// the walk stops at `:limit` heads. On PostgreSQL the heads are locked (`claim_lock!`).
+/// the walk stops at `:limit` heads.
 macro_rules! due_heads_sql {
     ($written:expr, $dialect:tt) => {
         concat!(
@@ -110,8 +98,7 @@ macro_rules! due_heads_sql {
          SELECT 1 FROM queue_rows o
          WHERE o.queue = :queue AND o.key = r.key
            AND o.state IN ('pending', 'leased') AND o.id < r.id)
-     ORDER BY r.id LIMIT :limit",
-            claim_lock!($dialect)
+     ORDER BY r.id LIMIT :limit"
         )
     };
 }
@@ -175,9 +162,9 @@ macro_rules! lease_columns {
 }
 
 /// Leases one row: bumps the attempt count and the fencing token, if the row may still be
-/// leased. Another daemon may have leased it since it was found (PostgreSQL, several daemons;
-/// not a due head, which its claim locked): the update then waits for that daemon's commit,
-/// reads the row again and changes nothing. On SQLite, one writer, the condition always holds.
+/// leased. Another daemon may have leased it since it was found (PostgreSQL, several
+/// daemons): the update then waits for that daemon's commit, reads the row again and changes
+/// nothing. On SQLite, one writer, the condition always holds.
 /// (Without RETURNING, whose temporary b-tree costs SQLite more than reading the row back.)
 const LEASE_ROW_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
