@@ -171,17 +171,23 @@ const SAVEPOINT_SQL: Sql = Sql::same("SAVEPOINT op");
 const ROLLBACK_TO_SQL: Sql = Sql::same("ROLLBACK TO SAVEPOINT op");
 const RELEASE_SQL: Sql = Sql::same("RELEASE SAVEPOINT op");
 
+/// Runs `op` in `tx`, a panic caught: `Some(true)` when it succeeded, `Some(false)` when it
+/// failed, `None` when it panicked (logged).
+fn run_caught(tx: &Tx<'_>, op: &mut Box<dyn Operation>) -> Option<bool> {
+    let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx))).ok();
+    if ran.is_none() {
+        tracing::error!("a database operation panicked; it is rolled back");
+    }
+    ran
+}
+
 /// Runs every operation of `batch` in `tx` with no savepoint, stopping at the first that fails
 /// or panics: false then, and the caller rolls the transaction back (and may run the batch
 /// again, each operation guarded).
 pub(crate) fn run_unguarded(tx: &Tx<'_>, batch: &mut [Box<dyn Operation>]) -> bool {
-    batch.iter_mut().all(|op| {
-        let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx)));
-        if ran.is_err() {
-            tracing::error!("a database operation panicked; it is rolled back");
-        }
-        ran.unwrap_or(false)
-    })
+    batch
+        .iter_mut()
+        .all(|op| run_caught(tx, op).unwrap_or(false))
 }
 
 /// Runs `op` inside the batch's transaction `tx`: in a savepoint of its own when `guarded`,
@@ -190,11 +196,8 @@ pub(crate) fn run_one(tx: &Tx<'_>, op: &mut Box<dyn Operation>, guarded: bool) -
     if guarded {
         tx.exec(&SAVEPOINT_SQL, crate::params![])?;
     }
-    let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx)));
-    let panicked = ran.is_err();
-    if panicked {
-        tracing::error!("a database operation panicked; it is rolled back");
-    }
+    let ran = run_caught(tx, op);
+    let panicked = ran.is_none();
     if guarded {
         if !ran.unwrap_or(false) {
             tx.exec(&ROLLBACK_TO_SQL, crate::params![])?;
