@@ -52,7 +52,13 @@ fn beat(engine: &Engine, stop: &AtomicBool) {
     let mut since = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(tick);
-        if since.elapsed() < HEARTBEAT {
+        // A node that becomes busy or idle says so at once; between heartbeats it reads the
+        // others' (see `Engine::busier_than_others`).
+        let changed = engine.sample_load();
+        if since.elapsed() < HEARTBEAT && !changed {
+            if let Err(e) = engine.look_at_others() {
+                tracing::debug!(error = %e, "cannot read how busy the other nodes are");
+            }
             continue;
         }
         since = std::time::Instant::now();

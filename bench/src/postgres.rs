@@ -164,6 +164,9 @@ pub fn throughput(url: &str, nodes: usize, n: usize, sessions: usize) -> Result<
     let running: Vec<Node> = (0..nodes)
         .map(|i| Node::start(&format!("bench-{i}"), url, dir.path(), seen.clone()))
         .collect::<Result<_>>()?;
+    // Started as a cluster is before its traffic: the nodes have read each other's load (see
+    // `Engine::busier_than_others`; they do ten times a second).
+    std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
     for s in 0..sessions {
         let count = n / sessions + usize::from(s < n % sessions);

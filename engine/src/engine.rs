@@ -1,6 +1,7 @@
 //! The engine: one database, one clock, one instance id, and a `Queue` handle per queue.
 
 use crate::tx::Tx;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
@@ -21,6 +22,58 @@ pub struct Engine {
     owner: Arc<str>,
     /// The node this process is part of (see [`crate::storage::nodes`]).
     node: Arc<str>,
+    /// How busy this node is, and the others (see [`Engine::busier_than_others`]).
+    load: Arc<NodeLoad>,
+}
+
+/// How busy this node's writer is, and the least busy other node's.
+#[derive(Debug)]
+struct NodeLoad {
+    /// Group-commit operations waiting, averaged over the last second or so.
+    own: AtomicU64,
+    /// The least busy other live node's, at this node's last heartbeat; `u64::MAX`: none.
+    least_other: AtomicU64,
+    /// Sessions handed on and not taken, in a row.
+    not_taken: AtomicU32,
+}
+
+impl NodeLoad {
+    fn note_others(&self, least: Option<u64>) {
+        self.least_other
+            .store(least.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// This node is busy and another is idle.
+    fn busier_than_others(&self) -> bool {
+        use crate::storage::nodes::{BUSY_BACKLOG, IDLE_BACKLOG};
+        self.own.load(Ordering::Relaxed) >= BUSY_BACKLOG
+            && self.least_other.load(Ordering::Relaxed) < IDLE_BACKLOG
+    }
+
+    /// When [`NOT_TAKEN_IN_A_ROW`] sessions handed on in a row were not taken, the others are
+    /// busier than they said: this node hands none on until it hears from them again. (One
+    /// not taken proves little: the taker may have been between two runs.)
+    fn handed_on(&self, taken: bool) {
+        if taken {
+            self.not_taken.store(0, Ordering::Relaxed);
+        } else if self.not_taken.fetch_add(1, Ordering::Relaxed) + 1 >= NOT_TAKEN_IN_A_ROW {
+            self.not_taken.store(0, Ordering::Relaxed);
+            self.note_others(None);
+        }
+    }
+}
+
+/// See [`Engine::handed_on`].
+const NOT_TAKEN_IN_A_ROW: u32 = 3;
+
+impl Default for NodeLoad {
+    fn default() -> Self {
+        NodeLoad {
+            own: AtomicU64::new(0),
+            least_other: AtomicU64::new(u64::MAX),
+            not_taken: AtomicU32::new(0),
+        }
+    }
 }
 
 impl Engine {
@@ -40,6 +93,7 @@ impl Engine {
             clock,
             owner: owner.into(),
             node: crate::storage::nodes::host_name().into(),
+            load: Arc::default(),
         }
     }
 
@@ -123,12 +177,71 @@ impl Engine {
     /// Joins the database's nodes as this engine's node, served by its owner (refused while
     /// another live daemon serves the name).
     pub fn join_nodes(&self) -> Result<()> {
-        self.write(|tx| crate::storage::nodes::join_in(tx, &self.node, &self.owner))
+        use crate::storage::nodes::{join_in, least_busy_other};
+        let least = self.write(|tx| {
+            join_in(tx, &self.node, &self.owner)?;
+            least_busy_other(tx, &self.node, tx.now())
+        })?;
+        self.load.note_others(least);
+        Ok(())
     }
 
-    /// Says this node is alive; false when another daemon took its name meanwhile.
+    /// Says this node is alive, with how busy it is, and notes how busy the others are; false
+    /// when another daemon took its name meanwhile.
     pub fn heartbeat(&self) -> Result<bool> {
-        self.write(|tx| crate::storage::nodes::beat_in(tx, &self.node, &self.owner))
+        use crate::storage::nodes::{beat_in, least_busy_other};
+        let own = self.load.own.load(Ordering::Relaxed);
+        let (kept, least) = self.write(|tx| {
+            let kept = beat_in(tx, &self.node, &self.owner, own)?;
+            Ok((kept, least_busy_other(tx, &self.node, tx.now())?))
+        })?;
+        self.load.note_others(least);
+        Ok(kept)
+    }
+
+    /// Reads how busy the other nodes are (between heartbeats: a node's load changes faster).
+    pub fn look_at_others(&self) -> Result<()> {
+        use crate::storage::nodes::least_busy_other;
+        if !self.db.is_shared() {
+            return Ok(());
+        }
+        let least = least_busy_other(&self.db.read()?, &self.node, self.now())?;
+        self.load.note_others(least);
+        Ok(())
+    }
+
+    /// Takes a sample of this node's writer backlog into its average (the heartbeat's thread
+    /// does, ten times a second); true when that moved the node between idle, between and busy
+    /// (then the others should hear of it before the next heartbeat).
+    pub fn sample_load(&self) -> bool {
+        use crate::storage::nodes::{BUSY_BACKLOG, IDLE_BACKLOG};
+        let class = |n: u64| (n >= IDLE_BACKLOG) as u8 + (n >= BUSY_BACKLOG) as u8;
+        let sample = self.db.write_backlog() as u64;
+        let own = self.load.own.load(Ordering::Relaxed);
+        let new = (own * 3 + sample + 2) / 4;
+        self.load.own.store(new, Ordering::Relaxed);
+        class(new) != class(own)
+    }
+
+    /// Whether this node's writer is idle (see `storage::nodes::IDLE_BACKLOG`), on a database
+    /// several daemons share.
+    pub fn is_idle(&self) -> bool {
+        let own = self.load.own.load(Ordering::Relaxed);
+        self.db.is_shared() && own < crate::storage::nodes::IDLE_BACKLOG
+    }
+
+    /// A session this node handed on was `taken` by another node, or was not (this node took
+    /// it back): see [`NodeLoad::handed_on`].
+    pub fn handed_on(&self, taken: bool) {
+        self.load.handed_on(taken);
+    }
+
+    /// Whether this node should leave a session that has just become due to another node for
+    /// a moment: its writer is busy (taking messages in, say, as the node that reads a source)
+    /// and another live node's is less than half as busy. Never on a database one daemon
+    /// serves; never when all are alike busy (each keeps to its own sessions then).
+    pub fn busier_than_others(&self) -> bool {
+        self.db.is_shared() && self.load.busier_than_others()
     }
 
     /// This node stops cleanly.
@@ -337,5 +450,60 @@ impl Queues {
             QueueName::Hooks => &self.hooks,
             QueueName::Outbound => &self.outbound,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(own: u64, least_other: Option<u64>) -> NodeLoad {
+        let load = NodeLoad::default();
+        load.own.store(own, Ordering::Relaxed);
+        load.note_others(least_other);
+        load
+    }
+
+    /// A node leaves sessions to the others only when it is busy and another is idle: never
+    /// alone, never when the others are busy too (each keeps to its own then).
+    #[test]
+    fn a_node_hands_sessions_on_only_when_it_is_busy_and_another_is_idle() {
+        assert!(load(40, Some(0)).busier_than_others());
+        assert!(!load(40, None).busier_than_others(), "alone");
+        assert!(!load(40, Some(30)).busier_than_others(), "all busy");
+        assert!(!load(10, Some(0)).busier_than_others(), "not busy");
+    }
+
+    /// Sessions handed on and not taken three times in a row (not once: the taker may have
+    /// been between two runs) stop the handing on until the others' load is read again.
+    #[test]
+    fn sessions_not_taken_three_times_in_a_row_stop_the_handing_on_until_the_next_read() {
+        let load = load(40, Some(0));
+        load.handed_on(false);
+        load.handed_on(false);
+        load.handed_on(true);
+        load.handed_on(false);
+        load.handed_on(false);
+        assert!(load.busier_than_others(), "never three in a row");
+        load.handed_on(false);
+        assert!(!load.busier_than_others());
+        load.note_others(Some(1));
+        assert!(load.busier_than_others(), "read again");
+    }
+
+    /// The load is an average of the writer's backlog, and a move between idle, between and
+    /// busy is reported (the others hear of it before the next heartbeat).
+    #[test]
+    fn a_node_moving_between_idle_and_busy_says_so() {
+        let (_dir, db) = crate::db::temp_database();
+        let engine = Engine::with_clock(db, Arc::new(SystemClock));
+        assert!(!engine.sample_load(), "idle, as it was");
+        engine.load.own.store(100, Ordering::Relaxed);
+        let mut moved = 0;
+        for _ in 0..40 {
+            moved += usize::from(engine.sample_load());
+        }
+        assert!(engine.load.own.load(Ordering::Relaxed) < crate::storage::nodes::IDLE_BACKLOG);
+        assert_eq!(moved, 2, "busy to between, between to idle");
     }
 }

@@ -65,6 +65,19 @@ pub struct Wake;
 /// lease ends, so the looks of N nodes are spaced, not one write per wake per node.
 pub const HELD_ELSEWHERE_LOOK: Duration = Duration::from_millis(100);
 
+/// [`HELD_ELSEWHERE_LOOK`] on an idle node (`Engine::is_idle`): the holder may be a busy node
+/// that hands the session on between runs (see [`LEAVE_TO_OTHERS_LOOK`]), and an idle node's
+/// looks cost little.
+pub const HELD_ELSEWHERE_LOOK_IDLE: Duration = Duration::from_millis(10);
+
+/// How long a busy node waits before it looks at a session that has just become due (or
+/// leases its next run), when another node is idle (`Engine::busier_than_others`): that node
+/// is woken by the same row and takes it, so the busy node's writer keeps to its own work (the
+/// messages it takes in, say, as the node that reads a source); when none has, this node looks
+/// itself. Longer than an idle node's look ([`HELD_ELSEWHERE_LOOK_IDLE`]) and a lease's commit
+/// take.
+pub const LEAVE_TO_OTHERS_LOOK: Duration = Duration::from_millis(50);
+
 /// How often a session waiting for its agent looks again when no Wake comes (its hook events
 /// wake it as the agent's state changes).
 pub const AGENT_LOOK_AGAIN: Duration = Duration::from_secs(15);
@@ -134,9 +147,12 @@ pub struct SessionActor {
     /// wake is still in flight.
     wakes_seen: u64,
     timer: Option<SpawnHandle>,
-    /// The head is leased by another owner: when `timer` looks again (see
-    /// [`HELD_ELSEWHERE_LOOK`]).
+    /// The head is leased by another owner, or left to others: when `timer` looks again (see
+    /// [`HELD_ELSEWHERE_LOOK`], [`LEAVE_TO_OTHERS_LOOK`]).
     held_elsewhere: Option<Instant>,
+    /// The session was left to the others for a moment and none took it: this node leases
+    /// its next run itself (`Some(true)`: it had handed the session on between runs).
+    left: Option<bool>,
     stopping: Stopping,
     /// The previous actor of this session died holding leases: free them before the first step.
     release_leases_first: bool,
@@ -169,6 +185,7 @@ impl SessionActor {
             wakes_seen: 0,
             timer: None,
             held_elsewhere: None,
+            left: None,
             stopping: Stopping::default(),
             release_leases_first,
             run: VecDeque::new(),
@@ -325,8 +342,21 @@ impl SessionActor {
             false => Vec::new(),
         };
         let lease_next = (failed || self.run.is_empty()) && !paused && self.awaiting.is_none();
+        // A busy node hands the session on between runs while another is idle; when none
+        // took it within the moment, it leases the next run itself.
+        let left = self.left.take();
+        let hand_on = lease_next
+            && !failed
+            && left.is_none()
+            && self.agent_confirms().is_none()
+            && self.store.engine.busier_than_others();
+        if hand_on && answers.is_empty() {
+            self.busy = false;
+            let at = Instant::now() + LEAVE_TO_OTHERS_LOOK;
+            return self.look_at(at, Then::TakeBack { handed_on: true }, ctx);
+        }
         let key = self.session.clone();
-        let next = match (lease_next, self.agent_confirms()) {
+        let next = match (lease_next && !hand_on, self.agent_confirms()) {
             (false, _) => LeaseNext::Nothing,
             (true, None) => LeaseNext::Run {
                 key,
@@ -350,15 +380,23 @@ impl SessionActor {
             match result {
                 Ok(synced) => {
                     act.store.waking.outbound_written(synced.told);
+                    if left == Some(true) {
+                        let taken = !matches!(&synced.next, Some(Ok(run)) if !run.is_empty());
+                        act.store.engine.handed_on(taken);
+                    }
                     act.agent_hints = AgentHints {
                         look: None,
                         unsure: synced.for_agent.unsure,
                         steering: synced.for_agent.steering,
                     };
-                    match paused {
+                    match (paused, hand_on) {
                         // Resuming wakes the session again.
-                        true => act.go_idle(),
-                        false => act.after_write(synced.next, ctx),
+                        (true, _) => act.go_idle(),
+                        (false, true) => {
+                            let at = Instant::now() + LEAVE_TO_OTHERS_LOOK;
+                            act.look_at(at, Then::TakeBack { handed_on: true }, ctx)
+                        }
+                        (false, false) => act.after_write(synced.next, ctx),
                     }
                 }
                 Err(NotRecorded { error, answers }) => {
@@ -395,7 +433,7 @@ impl SessionActor {
             }
             Head::LeasedUntil(at) => {
                 self.held_elsewhere = Some(Instant::now() + wait_until(at));
-                self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.step(ctx)));
+                self.timer = Some(ctx.run_later(wait_until(at), |act, ctx| act.look(ctx)));
             }
         }
     }
@@ -440,6 +478,43 @@ impl SessionActor {
                     tracing::error!(session = act.session, error = %e, "cannot read the row waiting for its agent");
                     act.retry_later(ctx);
                 }
+            }
+        }));
+    }
+
+    /// Whether to leave the session to an idle node for a moment before looking: this node is
+    /// busy, others are alive, and the session has nothing in hand here.
+    fn leave_to_others(&self) -> bool {
+        !self.busy
+            && self.run.is_empty()
+            && self.answers.is_empty()
+            && self.awaiting.is_none()
+            && self.store.engine.busier_than_others()
+    }
+
+    /// Looks at the session (a step), unless it is left to the others for a moment first.
+    fn look(&mut self, ctx: &mut Context<Self>) {
+        match self.leave_to_others() {
+            true => {
+                let at = Instant::now() + LEAVE_TO_OTHERS_LOOK;
+                self.look_at(at, Then::TakeBack { handed_on: false }, ctx)
+            }
+            false => self.step(ctx),
+        }
+    }
+
+    /// Looks at `at` as `then` says; wakes before then change nothing.
+    fn look_at(&mut self, at: Instant, then: Then, ctx: &mut Context<Self>) {
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        self.held_elsewhere = Some(at);
+        let wait = at.saturating_duration_since(Instant::now());
+        self.timer = Some(ctx.run_later(wait, move |act, ctx| match then {
+            Then::Look => act.look(ctx),
+            Then::TakeBack { handed_on } => {
+                act.left = Some(handed_on);
+                act.step(ctx)
             }
         }));
     }
@@ -493,11 +568,21 @@ impl Actor for SessionActor {
     }
 }
 
+/// What a look armed for later does (see `SessionActor::look_at`).
+#[derive(Debug, Clone, Copy)]
+enum Then {
+    /// Looks, or leaves the session to the others a moment longer (`SessionActor::look`).
+    Look,
+    /// Looks and leases: the others had their moment (`handed_on`: this node had handed the
+    /// session on between runs, so if none took it they are busier than they said).
+    TakeBack { handed_on: bool },
+}
+
 /// What a Wake does to a session.
 #[derive(Debug, PartialEq, Eq)]
 enum OnWake {
-    /// Look now.
-    Step,
+    /// Look now (or, on a busy node, in a moment: see [`SessionActor::look`]).
+    Look,
     /// Look then, not at once (its head is another's lease).
     LookAt(Instant),
     /// The next look is soon enough.
@@ -505,12 +590,13 @@ enum OnWake {
 }
 
 /// A wake makes a session look at once, unless another lease holds its head (`held_elsewhere`:
-/// when it looks again): then within [`HELD_ELSEWHERE_LOOK`].
-fn on_wake(held_elsewhere: Option<Instant>, now: Instant) -> OnWake {
+/// when it looks again): then within `within` ([`HELD_ELSEWHERE_LOOK`], or sooner on an idle
+/// node).
+fn on_wake(held_elsewhere: Option<Instant>, within: Duration, now: Instant) -> OnWake {
     match held_elsewhere {
-        None => OnWake::Step,
-        Some(looks_at) if looks_at <= now + HELD_ELSEWHERE_LOOK => OnWake::Nothing,
-        Some(_) => OnWake::LookAt(now + HELD_ELSEWHERE_LOOK),
+        None => OnWake::Look,
+        Some(looks_at) if looks_at <= now + within => OnWake::Nothing,
+        Some(_) => OnWake::LookAt(now + within),
     }
 }
 
@@ -518,16 +604,13 @@ impl Handler<Wake> for SessionActor {
     type Result = ();
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
         self.wakes_seen += 1;
-        match on_wake(self.held_elsewhere, Instant::now()) {
-            OnWake::Step => self.step(ctx),
-            OnWake::LookAt(at) => {
-                if let Some(t) = self.timer.take() {
-                    ctx.cancel_future(t);
-                }
-                self.held_elsewhere = Some(at);
-                let wait = at.saturating_duration_since(Instant::now());
-                self.timer = Some(ctx.run_later(wait, |act, ctx| act.step(ctx)));
-            }
+        let within = match self.store.engine.is_idle() {
+            true => HELD_ELSEWHERE_LOOK_IDLE,
+            false => HELD_ELSEWHERE_LOOK,
+        };
+        match on_wake(self.held_elsewhere, within, Instant::now()) {
+            OnWake::Look => self.look(ctx),
+            OnWake::LookAt(at) => self.look_at(at, Then::Look, ctx),
             OnWake::Nothing => {}
         }
     }
@@ -562,15 +645,16 @@ mod tests {
     #[test]
     fn a_wake_behind_another_nodes_lease_is_a_look_soon_not_a_write_per_wake() {
         let now = Instant::now();
-        assert_eq!(on_wake(None, now), OnWake::Step);
+        let within = HELD_ELSEWHERE_LOOK;
+        assert_eq!(on_wake(None, within, now), OnWake::Look);
         let lease_ends = now + Duration::from_secs(30);
-        let soon = now + HELD_ELSEWHERE_LOOK;
-        assert_eq!(on_wake(Some(lease_ends), now), OnWake::LookAt(soon));
+        let soon = now + within;
+        assert_eq!(on_wake(Some(lease_ends), within, now), OnWake::LookAt(soon));
         // The next wakes, with that look armed, add nothing.
         let later = now + Duration::from_millis(10);
-        assert_eq!(on_wake(Some(soon), later), OnWake::Nothing);
+        assert_eq!(on_wake(Some(soon), within, later), OnWake::Nothing);
         // A lease that ends sooner than the look is waited for as it was.
         let ends_soon = now + Duration::from_millis(20);
-        assert_eq!(on_wake(Some(ends_soon), now), OnWake::Nothing);
+        assert_eq!(on_wake(Some(ends_soon), within, now), OnWake::Nothing);
     }
 }

@@ -6,7 +6,8 @@
 //! An operation that writes with a single statement may skip its savepoint (see [`Atomicity`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 use tokio::sync::oneshot;
 
@@ -84,6 +85,8 @@ where
 #[derive(Clone)]
 pub struct Committer {
     queue: mpsc::Sender<Box<dyn Operation>>,
+    /// Operations submitted and not answered yet: how busy this process's writer is.
+    backlog: Arc<AtomicUsize>,
 }
 
 /// A backend's side of the group commit: how a batch becomes one transaction.
@@ -100,11 +103,18 @@ impl Committer {
     /// Starts the commit thread on `batches`.
     pub(crate) fn start(batches: impl Batches) -> Committer {
         let (queue, ops) = mpsc::channel::<Box<dyn Operation>>();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let answered = backlog.clone();
         std::thread::Builder::new()
             .name("relayq-commit".into())
-            .spawn(move || run(batches, ops))
+            .spawn(move || run(batches, ops, &answered))
             .expect("cannot start the commit thread");
-        Committer { queue }
+        Committer { queue, backlog }
+    }
+
+    /// Operations submitted and not answered yet.
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 
     /// Queues `f` to run in the next shared transaction; the answer comes after the commit.
@@ -116,6 +126,7 @@ impl Committer {
         F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
+        self.backlog.fetch_add(1, Ordering::Relaxed);
         let op = Box::new(Typed {
             atomicity,
             f,
@@ -123,13 +134,14 @@ impl Committer {
             reply,
         });
         if let Err(mpsc::SendError(op)) = self.queue.send(op) {
+            self.backlog.fetch_sub(1, Ordering::Relaxed);
             op.answer(Err("the commit thread has stopped"));
         }
         answer
     }
 }
 
-fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>) {
+fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>, backlog: &AtomicUsize) {
     let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
     let (mut batches, mut operations) = (0u64, 0u64);
     let mut busy = std::time::Duration::ZERO;
@@ -152,6 +164,7 @@ fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>) {
         }
         backend.after_batch();
         let reason = outcome.as_ref().err().map(|e| e.to_string());
+        backlog.fetch_sub(batch.len(), Ordering::Relaxed);
         for op in batch.drain(..) {
             op.answer(reason.as_deref().map_or(Ok(()), Err));
         }

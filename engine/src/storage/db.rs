@@ -207,12 +207,20 @@ impl Database {
         T: Send + 'static,
         F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
-        self.committer
-            .get_or_init(|| match &self.backend {
-                Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),
-                Backend::Postgres(db, _) => Committer::start(db.batches(self.clock.clone())),
-            })
-            .submit(atomicity, f)
+        self.committer().submit(atomicity, f)
+    }
+
+    /// Group-commit operations submitted and not answered yet: how busy this process's writer
+    /// is.
+    pub fn write_backlog(&self) -> usize {
+        self.committer.get().map_or(0, Committer::backlog)
+    }
+
+    fn committer(&self) -> &Committer {
+        self.committer.get_or_init(|| match &self.backend {
+            Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),
+            Backend::Postgres(db, _) => Committer::start(db.batches(self.clock.clone())),
+        })
     }
 }
 

@@ -21,6 +21,13 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A node not seen for this long is lost (five missed heartbeats).
 pub const NODE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A node whose writer has at least this many operations waiting, on average, is busy: see
+/// `Engine::busier_than_others`.
+pub const BUSY_BACKLOG: u64 = 16;
+
+/// A node whose writer has fewer than this many operations waiting, on average, is idle.
+pub const IDLE_BACKLOG: u64 = 4;
+
 /// A node as the table has it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Node {
@@ -43,8 +50,9 @@ const JOIN_SQL: Sql = Sql::same(
      WHERE nodes.instance = excluded.instance OR nodes.stopped_at IS NOT NULL
         OR nodes.seen_at < :lost_before OR :holder_dead",
 );
-const BEAT_SQL: Sql =
-    Sql::same("UPDATE nodes SET seen_at = :now WHERE name = :name AND instance = :instance");
+const BEAT_SQL: Sql = Sql::same(
+    "UPDATE nodes SET seen_at = :now, backlog = :backlog WHERE name = :name AND instance = :instance",
+);
 const LEAVE_SQL: Sql =
     Sql::same("UPDATE nodes SET stopped_at = :now WHERE name = :name AND instance = :instance");
 const LIST_SQL: Sql =
@@ -65,6 +73,10 @@ const SESSIONS_PER_NODE_SQL: Sql = Sql::same(
 );
 const LEASES_PER_OWNER_SQL: Sql = Sql::same(
     "SELECT lease_owner, COUNT(*) FROM queue_rows WHERE state = 'leased' GROUP BY lease_owner",
+);
+const LEAST_BUSY_OTHER_SQL: Sql = Sql::same(
+    "SELECT MIN(backlog) FROM nodes
+     WHERE name <> :name AND stopped_at IS NULL AND seen_at >= :lost_before",
 );
 const SESSION_NODE_SQL: Sql = Sql::same("SELECT node FROM sessions WHERE key = :key");
 const SESSIONS_ELSEWHERE_SQL: Sql =
@@ -132,12 +144,23 @@ fn process_gone(instance: &str) -> bool {
     }
 }
 
-/// Says node `name` (as `instance`) is alive; false when the name was taken by another daemon
-/// meanwhile (this one was thought lost: it should join again).
-pub fn beat_in(tx: &Tx<'_>, name: &str, instance: &str) -> Result<bool> {
+/// Says node `name` (as `instance`) is alive, its writer's `backlog` (operations waiting, on
+/// average); false when the name was taken by another daemon meanwhile (this one was thought
+/// lost: it should join again).
+pub fn beat_in(tx: &Tx<'_>, name: &str, instance: &str, backlog: u64) -> Result<bool> {
     let now = tx.now();
-    let params = params![":name" => name, ":instance" => instance, ":now" => now];
+    let backlog = backlog.min(i64::MAX as u64) as i64;
+    let params =
+        params![":name" => name, ":instance" => instance, ":now" => now, ":backlog" => backlog];
     Ok(tx.exec(&BEAT_SQL, params)? == 1)
+}
+
+/// The backlog of the least busy live node other than `name` (see [`beat_in`]); `None` when
+/// no other node is alive.
+pub fn least_busy_other(conn: &dyn Executor, name: &str, now: i64) -> Result<Option<u64>> {
+    let params = params![":name" => name, ":lost_before" => lost_before(now)];
+    let least: Option<i64> = conn.query_value(&LEAST_BUSY_OTHER_SQL, params)?;
+    Ok(least.map(|n| n.max(0) as u64))
 }
 
 /// Node `name` stops cleanly.
@@ -243,6 +266,7 @@ pub(crate) const STATEMENTS: &[Sql] = &[
     LIST_SQL,
     GET_SQL,
     RECLAIM_LOST_SQL,
+    LEAST_BUSY_OTHER_SQL,
     SESSION_NODE_SQL,
     SESSIONS_ELSEWHERE_SQL,
     SESSIONS_PER_NODE_SQL,
@@ -275,7 +299,9 @@ mod tests {
             // Lost: not seen for the timeout.
             let later = T + 1_000 + ms(NODE_TIMEOUT) + 1;
             at(later, &|tx| join_in(tx, "a", "h2/1")).unwrap();
-            let stale = db.write_at(later, |tx| beat_in(tx, "a", "h1/1")).unwrap();
+            let stale = db
+                .write_at(later, |tx| beat_in(tx, "a", "h1/1", 0))
+                .unwrap();
             assert!(
                 !stale,
                 "{}: the lost daemon learns its name was taken",
@@ -291,6 +317,33 @@ mod tests {
                 ("h3/1", None)
             );
             assert!(is_alive(&nodes[0], later + 1));
+        }
+    }
+
+    /// A node's heartbeat carries its writer's backlog; the others read the least busy live
+    /// node's, never their own, nor a lost or stopped node's.
+    #[test]
+    fn the_least_busy_other_node_is_read_from_the_live_nodes_heartbeats() {
+        for backend in TestDb::both() {
+            let db = &backend.db;
+            let least =
+                |name: &str, now: i64| least_busy_other(&db.read().unwrap(), name, now).unwrap();
+            db.write_at(T, |tx| join_in(tx, "a", "ha/1")).unwrap();
+            assert_eq!(least("a", T), None, "{}: alone", backend.name());
+            for (name, instance, backlog) in [("b", "hb/1", 40), ("c", "hc/1", 3)] {
+                db.write_at(T, |tx| join_in(tx, name, instance)).unwrap();
+                db.write_at(T, |tx| beat_in(tx, name, instance, backlog))
+                    .unwrap();
+            }
+            db.write_at(T, |tx| beat_in(tx, "a", "ha/1", 0)).unwrap();
+            assert_eq!(least("a", T), Some(3), "{}", backend.name());
+            assert_eq!(least("c", T), Some(0), "{}", backend.name());
+            db.write_at(T, |tx| leave_in(tx, "c", "hc/1")).unwrap();
+            assert_eq!(least("a", T), Some(40), "{}: c stopped", backend.name());
+            let later = T + ms(NODE_TIMEOUT) + 1;
+            db.write_at(later, |tx| beat_in(tx, "a", "ha/1", 0))
+                .unwrap();
+            assert_eq!(least("a", later), None, "{}: b lost", backend.name());
         }
     }
 
@@ -321,7 +374,8 @@ mod tests {
             }
             // b keeps beating; a does not, and is lost.
             let later = T + ms(NODE_TIMEOUT) + 1;
-            db.write_at(later, |tx| beat_in(tx, "b", "hb/1")).unwrap();
+            db.write_at(later, |tx| beat_in(tx, "b", "hb/1", 0))
+                .unwrap();
             let taken = db.write_at(later, reclaim_lost_in).unwrap();
             assert_eq!(taken, 1, "{}: only a's lease", backend.name());
             assert_eq!(a.state_of(ids[0]).unwrap().unwrap().state, "pending");

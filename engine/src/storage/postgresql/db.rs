@@ -17,9 +17,10 @@ use crate::storage::sql::{InTransaction, Pg, Query, Sql};
 use crate::tx::Tx;
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
-const MIGRATIONS: &[&str] = &[include_str!(
-    "../../../migrations/postgresql/0001_schema.sql"
-)];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/postgresql/0001_schema.sql"),
+    include_str!("../../../migrations/postgresql/0002_node_load.sql"),
+];
 
 /// Any number that no other program uses for an advisory lock on the same database: the
 /// daemons opening it at once take turns at the migrations.
@@ -238,7 +239,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(versions, [1]);
+        assert_eq!(versions, [1, 2]);
     }
 
     /// The driver's own text for a server's error is only "db error": the server's message and
