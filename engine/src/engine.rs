@@ -35,10 +35,19 @@ struct NodeLoad {
     least_other: AtomicU64,
     /// Sessions handed on and not taken, in a row.
     not_taken: AtomicU32,
+    /// Reads of the others' load still to ignore.
+    quiet_reads: AtomicU32,
 }
 
 impl NodeLoad {
+    /// The least busy other node's load, as read (`None`: no other node is alive); ignored
+    /// while this node keeps quiet (see [`NodeLoad::handed_on`]).
     fn note_others(&self, least: Option<u64>) {
+        let quiet = self
+            .quiet_reads
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        let least = if quiet { None } else { least };
         self.least_other
             .store(least.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
@@ -51,20 +60,25 @@ impl NodeLoad {
     }
 
     /// When [`NOT_TAKEN_IN_A_ROW`] sessions handed on in a row were not taken, the others are
-    /// busier than they said: this node hands none on until it hears from them again. (One
-    /// not taken proves little: the taker may have been between two runs.)
+    /// busier than they said (or one of them died and is not known lost yet): this node hands
+    /// none on for the next [`QUIET_READS`] reads of their load, about a heartbeat. (One not
+    /// taken proves little: the taker may have been between two runs.)
     fn handed_on(&self, taken: bool) {
         if taken {
             self.not_taken.store(0, Ordering::Relaxed);
         } else if self.not_taken.fetch_add(1, Ordering::Relaxed) + 1 >= NOT_TAKEN_IN_A_ROW {
             self.not_taken.store(0, Ordering::Relaxed);
-            self.note_others(None);
+            self.quiet_reads.store(QUIET_READS, Ordering::Relaxed);
+            self.least_other.store(u64::MAX, Ordering::Relaxed);
         }
     }
 }
 
-/// See [`Engine::handed_on`].
+/// See [`NodeLoad::handed_on`].
 const NOT_TAKEN_IN_A_ROW: u32 = 3;
+
+/// See [`NodeLoad::handed_on`]: the others' load is read ten times a second.
+const QUIET_READS: u32 = 20;
 
 impl Default for NodeLoad {
     fn default() -> Self {
@@ -72,6 +86,7 @@ impl Default for NodeLoad {
             own: AtomicU64::new(0),
             least_other: AtomicU64::new(u64::MAX),
             not_taken: AtomicU32::new(0),
+            quiet_reads: AtomicU32::new(0),
         }
     }
 }
@@ -180,7 +195,7 @@ impl Engine {
         use crate::storage::nodes::{join_in, least_busy_other};
         let least = self.write(|tx| {
             join_in(tx, &self.node, &self.owner)?;
-            least_busy_other(tx, &self.node, tx.now())
+            least_busy_other(tx, &self.node)
         })?;
         self.load.note_others(least);
         Ok(())
@@ -193,7 +208,7 @@ impl Engine {
         let own = self.load.own.load(Ordering::Relaxed);
         let (kept, least) = self.write(|tx| {
             let kept = beat_in(tx, &self.node, &self.owner, own)?;
-            Ok((kept, least_busy_other(tx, &self.node, tx.now())?))
+            Ok((kept, least_busy_other(tx, &self.node)?))
         })?;
         self.load.note_others(least);
         Ok(kept)
@@ -205,7 +220,7 @@ impl Engine {
         if !self.db.is_shared() {
             return Ok(());
         }
-        let least = least_busy_other(&self.db.read()?, &self.node, self.now())?;
+        let least = least_busy_other(&self.db.read()?, &self.node)?;
         self.load.note_others(least);
         Ok(())
     }
@@ -475,9 +490,10 @@ mod tests {
     }
 
     /// Sessions handed on and not taken three times in a row (not once: the taker may have
-    /// been between two runs) stop the handing on until the others' load is read again.
+    /// been between two runs) stop the handing on for about a heartbeat's reads of the others'
+    /// load (an idle node that died is still read as idle until it is known lost).
     #[test]
-    fn sessions_not_taken_three_times_in_a_row_stop_the_handing_on_until_the_next_read() {
+    fn sessions_not_taken_three_times_in_a_row_stop_the_handing_on_for_a_while() {
         let load = load(40, Some(0));
         load.handed_on(false);
         load.handed_on(false);
@@ -487,8 +503,12 @@ mod tests {
         assert!(load.busier_than_others(), "never three in a row");
         load.handed_on(false);
         assert!(!load.busier_than_others());
-        load.note_others(Some(1));
-        assert!(load.busier_than_others(), "read again");
+        for _ in 0..QUIET_READS {
+            load.note_others(Some(0));
+            assert!(!load.busier_than_others(), "quiet");
+        }
+        load.note_others(Some(0));
+        assert!(load.busier_than_others(), "after a heartbeat's reads");
     }
 
     /// The load is an average of the writer's backlog, and a move between idle, between and
