@@ -381,7 +381,13 @@ impl SessionActor {
                 Ok(synced) => {
                     act.store.waking.outbound_written(synced.told);
                     if left == Some(true) {
-                        let taken = !matches!(&synced.next, Some(Ok(run)) if !run.is_empty());
+                        let lease_timeout = act.store.inbound.policy().lease_timeout;
+                        let taken = match &synced.next {
+                            Some(Ok(run)) => run
+                                .first()
+                                .is_none_or(|head| !waited_all_along(head, lease_timeout)),
+                            _ => true,
+                        };
                         act.store.engine.handed_on(taken);
                     }
                     act.agent_hints = AgentHints {
@@ -568,6 +574,15 @@ impl Actor for SessionActor {
     }
 }
 
+/// Whether the row leased first when a session handed on is taken back had waited since
+/// before it was handed on: then no other node took the session. A newer row means one did,
+/// delivered what was waiting and caught up, and this node came between two of its runs.
+fn waited_all_along(head: &Lease, lease_timeout: Duration) -> bool {
+    let leased_at = head.expires_at - lease_timeout.as_millis() as i64;
+    let waited = Duration::from_millis(leased_at.saturating_sub(head.created_at).max(0) as u64);
+    waited >= LEAVE_TO_OTHERS_LOOK
+}
+
 /// What a look armed for later does (see `SessionActor::look_at`).
 #[derive(Debug, Clone, Copy)]
 enum Then {
@@ -591,12 +606,13 @@ enum OnWake {
 
 /// A wake makes a session look at once, unless another lease holds its head (`held_elsewhere`:
 /// when it looks again): then within `within` ([`HELD_ELSEWHERE_LOOK`], or sooner on an idle
-/// node).
-fn on_wake(held_elsewhere: Option<Instant>, within: Duration, now: Instant) -> OnWake {
-    match held_elsewhere {
-        None => OnWake::Look,
-        Some(looks_at) if looks_at <= now + within => OnWake::Nothing,
-        Some(_) => OnWake::LookAt(now + within),
+/// node), or with `None` not before it was to.
+fn on_wake(held_elsewhere: Option<Instant>, within: Option<Duration>, now: Instant) -> OnWake {
+    match (held_elsewhere, within) {
+        (None, _) => OnWake::Look,
+        (Some(_), None) => OnWake::Nothing,
+        (Some(looks_at), Some(within)) if looks_at <= now + within => OnWake::Nothing,
+        (Some(_), Some(within)) => OnWake::LookAt(now + within),
     }
 }
 
@@ -604,9 +620,13 @@ impl Handler<Wake> for SessionActor {
     type Result = ();
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
         self.wakes_seen += 1;
-        let within = match self.store.engine.is_idle() {
-            true => HELD_ELSEWHERE_LOOK_IDLE,
-            false => HELD_ELSEWHERE_LOOK,
+        let engine = &self.store.engine;
+        // A busy node leaves a session another node holds to it: its looks would only wait on
+        // that node's row locks, in the busy node's writer (the lease's end still wakes it).
+        let within = match (engine.is_idle(), engine.busier_than_others()) {
+            (true, _) => Some(HELD_ELSEWHERE_LOOK_IDLE),
+            (false, false) => Some(HELD_ELSEWHERE_LOOK),
+            (false, true) => None,
         };
         match on_wake(self.held_elsewhere, within, Instant::now()) {
             OnWake::Look => self.look(ctx),
@@ -642,13 +662,33 @@ mod tests {
     /// A row written behind another node's lease wakes every node serving the session; only
     /// the holder can deliver it, so the others look within `HELD_ELSEWHERE_LOOK`, once, not
     /// with a write per wake; a session with no such lease looks at once.
+    /// A session handed on and taken back: its first row had waited the whole moment (no node
+    /// took it), or is newer (another node took it, delivered what waited and caught up).
+    #[test]
+    fn a_session_taken_back_was_not_taken_only_if_its_head_waited_the_whole_moment() {
+        let timeout = Duration::from_secs(300);
+        let head = |created_at: i64, leased_at: i64| Lease {
+            id: 1,
+            key: "s".into(),
+            payload: String::new(),
+            attempts: 1,
+            token: 1,
+            expires_at: leased_at + timeout.as_millis() as i64,
+            created_at,
+            send_started: None,
+        };
+        let moment = LEAVE_TO_OTHERS_LOOK.as_millis() as i64;
+        assert!(waited_all_along(&head(1_000, 1_000 + moment), timeout));
+        assert!(!waited_all_along(&head(1_000, 1_003), timeout));
+    }
+
     #[test]
     fn a_wake_behind_another_nodes_lease_is_a_look_soon_not_a_write_per_wake() {
         let now = Instant::now();
-        let within = HELD_ELSEWHERE_LOOK;
+        let within = Some(HELD_ELSEWHERE_LOOK);
         assert_eq!(on_wake(None, within, now), OnWake::Look);
         let lease_ends = now + Duration::from_secs(30);
-        let soon = now + within;
+        let soon = now + HELD_ELSEWHERE_LOOK;
         assert_eq!(on_wake(Some(lease_ends), within, now), OnWake::LookAt(soon));
         // The next wakes, with that look armed, add nothing.
         let later = now + Duration::from_millis(10);
@@ -656,5 +696,8 @@ mod tests {
         // A lease that ends sooner than the look is waited for as it was.
         let ends_soon = now + Duration::from_millis(20);
         assert_eq!(on_wake(Some(ends_soon), within, now), OnWake::Nothing);
+        // A busy node (another is idle) waits for the lease's end; a free head it looks at.
+        assert_eq!(on_wake(Some(lease_ends), None, now), OnWake::Nothing);
+        assert_eq!(on_wake(None, None, now), OnWake::Look);
     }
 }
