@@ -801,8 +801,9 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
              answered), `shared_buffers` 128 MB, one Unix socket. {n} messages each. relayq: the \
              in-process flow of scenario 1 on each daemon (a node: its own actix system and \
              connections, as a process would have), each session's producer on node `session % \
-             daemons`, a no-op channel on every node; per-session order checked across nodes on \
-             every delivery. Raw SQL: one client on the same server, relayq's table shape, insert → \
+             daemons`, a no-op channel on every node, the clock started half a second after the \
+             nodes (they read each other's load ten times a second); per-session order checked \
+             across nodes on every delivery. Raw SQL: one client on the same server, relayq's table shape, insert → \
              claim the oldest row of a key whose older rows are done (`FOR UPDATE SKIP LOCKED`) → \
              mark done, prepared statements; S = 1 can claim one row per transaction. Across \
              nodes: 100 msgs/s for {} s over 10 sessions whose agents run on the other node, \
