@@ -53,8 +53,9 @@ fn beat(engine: &Engine, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(tick);
         // A node that becomes busy or idle says so at once; between heartbeats it reads the
-        // others' (see `Engine::busier_than_others`).
-        let changed = engine.sample_load();
+        // others' (see `Engine::busier_than_others`). A database one daemon serves has no
+        // others to tell.
+        let changed = engine.sample_load() && engine.database().is_shared();
         if since.elapsed() < HEARTBEAT && !changed {
             if let Err(e) = engine.look_at_others() {
                 tracing::debug!(error = %e, "cannot read how busy the other nodes are");

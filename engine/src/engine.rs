@@ -31,7 +31,7 @@ pub struct Engine {
 struct NodeLoad {
     /// Group-commit operations waiting, averaged over the last second or so.
     own: AtomicU64,
-    /// The least busy other live node's, at this node's last heartbeat; `u64::MAX`: none.
+    /// The least busy other live node's, as last read (ten times a second); `u64::MAX`: none.
     least_other: AtomicU64,
     /// Sessions handed on and not taken, in a row.
     not_taken: AtomicU32,
@@ -252,9 +252,10 @@ impl Engine {
     }
 
     /// Whether this node should leave a session that has just become due to another node for
-    /// a moment: its writer is busy (taking messages in, say, as the node that reads a source)
-    /// and another live node's is less than half as busy. Never on a database one daemon
-    /// serves; never when all are alike busy (each keeps to its own sessions then).
+    /// a moment: its writer is busy (taking messages in, say, as the node that reads a source;
+    /// `storage::nodes::BUSY_BACKLOG`) and another live node's is idle (`IDLE_BACKLOG`). Never
+    /// on a database one daemon serves; never when all are alike busy (each keeps to its own
+    /// sessions then).
     pub fn busier_than_others(&self) -> bool {
         self.db.is_shared() && self.load.busier_than_others()
     }

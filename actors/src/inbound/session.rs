@@ -659,9 +659,6 @@ impl Handler<Stop> for SessionActor {
 mod tests {
     use super::*;
 
-    /// A row written behind another node's lease wakes every node serving the session; only
-    /// the holder can deliver it, so the others look within `HELD_ELSEWHERE_LOOK`, once, not
-    /// with a write per wake; a session with no such lease looks at once.
     /// A session handed on and taken back: its first row had waited the whole moment (no node
     /// took it), or is newer (another node took it, delivered what waited and caught up).
     #[test]
@@ -682,6 +679,9 @@ mod tests {
         assert!(!waited_all_along(&head(1_000, 1_003), timeout));
     }
 
+    /// A row written behind another node's lease wakes every node serving the session; only
+    /// the holder can deliver it, so the others look within `HELD_ELSEWHERE_LOOK`, once, not
+    /// with a write per wake; a session with no such lease looks at once.
     #[test]
     fn a_wake_behind_another_nodes_lease_is_a_look_soon_not_a_write_per_wake() {
         let now = Instant::now();
