@@ -126,7 +126,11 @@ pub enum Command {
 /// Parses the arguments, runs the command, and maps the result to an exit code. Under `hook`
 /// every failure exits 1: agent CLIs treat exit 2 as "block the agent".
 pub fn main() -> ExitCode {
-    let is_hook = subcommand(std::env::args().skip(1)).as_deref() == Some("hook");
+    let command = subcommand(std::env::args().skip(1));
+    let is_hook = command.as_deref() == Some("hook");
+    if !matches!(command.as_deref(), Some("serve" | "hook")) {
+        quiet_on_a_closed_pipe();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if is_hook && e.use_stderr() => {
@@ -147,6 +151,16 @@ pub fn main() -> ExitCode {
                 CliError::Full(_) => 3,
             })
         }
+    }
+}
+
+/// A command whose reader went away (`relayq status | grep -q ...`) ends quietly, as Unix
+/// tools do, by the signal (Rust ignores SIGPIPE, so `println!` would panic instead). Not for
+/// the daemon, whose sockets must not end it, nor for a hook, which must record its event.
+fn quiet_on_a_closed_pipe() {
+    // SAFETY: restores the default action of one signal before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -188,7 +202,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 false => config.db_path(cli.db.as_deref()).display().to_string(),
             };
             eprintln!(
-                "relayq hook: the config is not valid, so only the database is taken from \
+                "relayq hook: the config is not valid, so only the database and the node name are taken from \
                  it{}: {e}; the event is recorded in {db}",
                 if file.is_none() {
                     " (it names none: the default)"

@@ -595,3 +595,75 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
     );
     daemon.stop();
 }
+
+/// Issue 41, item 1: an operator's pause set through one node's API was kept in that node's
+/// memory: `GET /v1/pauses` on another node listed it, and that node went on delivering.
+#[test]
+fn a_pause_set_on_one_node_holds_on_every_node_until_resumed_there() {
+    let server = TestServer::start();
+    let url = server.url();
+    let port = crate::common::api::free_port();
+    let node = |name: &str| file_config().set("node", &format!("name = {name:?}"));
+    let a = App::joining(node("a").http_on(port), &url);
+    let b = App::joining(node("b"), &url);
+    let (on_a, on_b) = (a.serve(), b.serve());
+    let client = reqwest::blocking::Client::new();
+    let api = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    wait_until("node a's API", Duration::from_secs(10), || {
+        client.get(api("/healthz")).send().is_ok()
+    });
+    let inbound = json!({"queue": "inbound"});
+    let paused = client.post(api("/v1/pause")).json(&inbound).send().unwrap();
+    assert_eq!(paused.status(), 200);
+    // Both nodes hear of it within a read of the table (every 250 ms).
+    std::thread::sleep(Duration::from_secs(1));
+    let ids: Vec<i64> = (0..3)
+        .map(|i| b.enqueue(&format!("s{i}"), "held by a pause set on node a"))
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    for id in &ids {
+        let row = b.row(relayq_engine::QueueName::Inbound, *id);
+        assert_eq!(row.state, "pending", "row {id} went while paused: {row:?}");
+    }
+    let resumed = client
+        .post(api("/v1/resume"))
+        .json(&inbound)
+        .send()
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    for id in &ids {
+        b.wait_state(relayq_engine::QueueName::Inbound, *id, "delivered");
+    }
+    on_a.stop();
+    on_b.stop();
+}
+
+/// Issue 41, item 2: with a typo anywhere in the agent host's config, `relayq hook` took the
+/// database from the broken file but not `[node] name`: it recorded the agent's node as the
+/// host name, which no daemon has, and the session's messages were never attempted.
+#[test]
+fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
+    let server = TestServer::start();
+    let config = format!(
+        "[database]\nurl = {:?}\n\n[node]\nname = \"agent-host\"\n\n[sessions]\ndefualt_channel = \"out\"\n",
+        server.url()
+    );
+    let app = App::joining(&config, &server.url());
+    let daemon = App::joining(
+        file_config().set("node", "name = \"agent-host\""),
+        &server.url(),
+    );
+    let serving = daemon.serve();
+    let mut hook = app.bare();
+    hook.args(["--config", "config.toml", "hook", "--agent", "claude"])
+        .env_remove("RELAYQ_SESSION")
+        .env_remove("RELAYQ_NODE__NAME");
+    let out = App::run_with_stdin(hook, include_str!("fixtures/claude-code/Stop.json"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("config is not valid"), "{said}");
+    let nodes = || -> Vec<Option<String>> { app.query("SELECT node FROM sessions", |r| r.get(0)) };
+    wait_until("the event processed", WAIT, || !nodes().is_empty());
+    serving.stop();
+    assert_eq!(nodes(), [Some("agent-host".to_string())], "{said}");
+}

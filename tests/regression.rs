@@ -1810,3 +1810,121 @@ fn assert_one_sentence(said: &str) {
         "one sentence, no runs of spaces: {said}"
     );
 }
+
+/// Issue 41: the `$RELAYQ_ROW_ID $RELAYQ_POSSIBLE_REPEAT` lines an exec channel wrote to `seen`.
+fn seen_rows(app: &App) -> Vec<(i64, bool)> {
+    let text = std::fs::read_to_string(app.path("seen")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let (id, repeat) = l.split_once(' ').expect("id and mark");
+            (id.parse().unwrap(), repeat == "1")
+        })
+        .collect()
+}
+
+/// Issue 41, items 9 and 11: while a run's first answer could not be recorded (the database
+/// locked past the lease), the run's leases ran out and were taken back by the sweep; the
+/// session went on delivering the rest of the run on its lost leases, and the run was then
+/// delivered again from its head, unmarked (`A B C A B C`). A row is delivered only on a lease
+/// with time left, a lost lease ends the run, and a row taken over is a possible repeat.
+#[test]
+fn a_run_whose_answers_cannot_be_recorded_is_not_delivered_again_out_of_order_or_unmarked() {
+    let script = r#"echo "$RELAYQ_ROW_ID $RELAYQ_POSSIBLE_REPEAT" >> seen; sleep 0.2"#;
+    let app = App::new(
+        exec_config(script)
+            .set("queues.inbound", "lease_timeout = \"1s\"")
+            .set("daemon", "sweep_interval = \"200ms\""),
+    );
+    let ids: Vec<i64> = (0..4).map(|i| app.enqueue("s", &format!("m{i}"))).collect();
+    let daemon = app.serve();
+    wait_until("the first delivery", WAIT, || !seen_rows(&app).is_empty());
+    let held = app.hold_writes();
+    std::thread::sleep(Duration::from_secs(3));
+    drop(held);
+    for id in &ids {
+        app.wait_state(relayq_engine::QueueName::Inbound, *id, "delivered");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    daemon.stop();
+    let seen = seen_rows(&app);
+    let order: Vec<i64> = seen.iter().map(|(id, _)| *id).collect();
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "a newer row went before an older one was finished: {seen:?}"
+    );
+    for (i, (id, repeat)) in seen.iter().enumerate() {
+        let before = seen[..i].iter().any(|(earlier, _)| earlier == id);
+        assert!(
+            !before || *repeat,
+            "row {id} delivered again without the possible-repeat mark: {seen:?}"
+        );
+    }
+    assert_eq!(order.first(), ids.first(), "{seen:?}");
+    assert!(ids.iter().all(|id| order.contains(id)), "{seen:?}");
+}
+
+/// Issue 41, item 10: a row of a run delivered and then killed with the daemon (`kill -9`)
+/// before its answer was recorded was delivered again after the restart with
+/// `RELAYQ_POSSIBLE_REPEAT=0`: inbound runs were leased unmarked. They are leased marked now.
+#[test]
+fn a_row_delivered_again_after_a_kill_carries_the_possible_repeat_mark() {
+    let script = r#"echo "$RELAYQ_ROW_ID $RELAYQ_POSSIBLE_REPEAT" >> seen
+if [ "$(wc -l < seen)" = 3 ]; then kill -9 "$(cat daemon.pid)"; sleep 2; fi"#;
+    let app = App::new(exec_config(script).no_sweep());
+    let ids: Vec<i64> = (0..5).map(|i| app.enqueue("s", &format!("m{i}"))).collect();
+    let mut daemon = app.serve();
+    std::fs::write(app.path("daemon.pid"), daemon.child.id().to_string()).unwrap();
+    let status = daemon.child.wait().unwrap();
+    assert!(!status.success(), "the script killed the daemon");
+    let daemon = app.serve();
+    for id in &ids {
+        app.wait_state(relayq_engine::QueueName::Inbound, *id, "delivered");
+    }
+    daemon.stop();
+    let seen = seen_rows(&app);
+    assert_eq!(
+        seen[..3],
+        [(ids[0], false), (ids[1], false), (ids[2], false)]
+    );
+    assert_eq!(
+        seen[3],
+        (ids[2], true),
+        "the row killed unrecorded comes again, marked: {seen:?}"
+    );
+    for (i, (id, repeat)) in seen.iter().enumerate() {
+        let before = seen[..i].iter().any(|(earlier, _)| earlier == id);
+        assert!(!before || *repeat, "row {id} repeated unmarked: {seen:?}");
+    }
+}
+
+/// Issue 41, item 15: `relayq status | grep -q ...` panicked when its reader had gone (a
+/// closed pipe: "failed printing to stdout", exit 101). Every printing command ends quietly,
+/// by SIGPIPE, as Unix tools do.
+#[test]
+fn a_command_whose_reader_went_away_ends_quietly_not_with_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let app = App::new(file_config());
+    for i in 0..50 {
+        app.enqueue(&format!("s{i}"), "a row for status to list");
+    }
+    for args in [
+        &["status"][..],
+        &["show", "1"],
+        &["session", "list"],
+        &["dead", "list"],
+        &["approvals", "list"],
+    ] {
+        let mut command = app.cmd(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first line
+        let out = child.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {:?} {said}",
+            out.status
+        );
+    }
+}

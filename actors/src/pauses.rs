@@ -1,20 +1,26 @@
 //! The operator's pauses as the claimers read them: on every claim, so they are kept in
 //! memory here, and in the `pauses` table (see [`relayq_engine::pauses`]) so they hold across
-//! a restart. A paused queue or key gets no new leases; deliveries under way finish.
+//! a restart. A paused queue or key gets no new leases; deliveries under way finish. Daemons
+//! sharing a database read the table as they go ([`SharedPauses`]): a pause set on one node
+//! holds on every node.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use relayq_engine::pauses::Pause;
 use relayq_engine::QueueName;
 
-/// What the claimers and sessions ask of the operator's pauses, on every claim. One of the
-/// pieces that assume one host (see `docs/flows.md`): [`Pauses`] keeps them in this process's
-/// memory, read from the table at start and changed by this daemon's API; several daemons on
-/// one database would each need to hear of the others' changes.
+/// What the claimers and sessions ask of the operator's pauses, on every claim: [`Pauses`]
+/// keeps them in this process's memory, read from the table at start and changed by this
+/// daemon's API, and on a shared database by [`SharedPauses`] from what every node wrote.
 pub trait OperatorPauses: Send + Sync + std::fmt::Debug + 'static {
     /// Takes the pauses read from the table at start.
     fn load(&self, stored: Vec<Pause>);
+    /// Takes the table as it is now, whoever wrote it; answers what is no longer paused (its
+    /// workers are to be woken).
+    fn replace(&self, stored: Vec<Pause>) -> Vec<Paused>;
     /// `queue`'s `key` (the whole queue when `None`) is paused, or no longer.
     fn set(&self, queue: QueueName, key: Option<String>, paused: bool);
     /// Whether the whole queue is paused.
@@ -26,7 +32,7 @@ pub trait OperatorPauses: Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// One thing paused: a queue's key, or the whole queue (no key).
-type Paused = (QueueName, Option<String>);
+pub type Paused = (QueueName, Option<String>);
 
 /// Today's [`OperatorPauses`]: what is paused, in this process's memory.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +42,13 @@ impl OperatorPauses for Pauses {
     fn load(&self, stored: Vec<Pause>) {
         let mut set = self.0.write().expect("pauses lock");
         set.extend(stored.into_iter().map(|p| (p.queue, p.key)));
+    }
+
+    fn replace(&self, stored: Vec<Pause>) -> Vec<Paused> {
+        let now: BTreeSet<Paused> = stored.into_iter().map(|p| (p.queue, p.key)).collect();
+        let mut set = self.0.write().expect("pauses lock");
+        let was = std::mem::replace(&mut *set, now);
+        was.difference(&set).cloned().collect()
     }
 
     fn set(&self, queue: QueueName, key: Option<String>, paused: bool) {
@@ -63,6 +76,52 @@ impl OperatorPauses for Pauses {
             .filter(|(q, _)| *q == queue)
             .filter_map(|(_, k)| k.clone())
             .collect()
+    }
+}
+
+/// How often [`SharedPauses`] reads the table.
+pub const SHARED_PAUSES_READ_EVERY: Duration = Duration::from_millis(250);
+
+/// Reads the `pauses` table every [`SHARED_PAUSES_READ_EVERY`] on a thread of its own, for
+/// daemons sharing one database: claimers ask on every claim, on the actors' threads, and must
+/// not wait for the database there. What another node resumed is handed to `resumed`, to wake
+/// its workers. Stops when dropped.
+#[derive(Debug)]
+pub struct SharedPauses {
+    stop: Arc<AtomicBool>,
+}
+
+impl SharedPauses {
+    pub fn start(
+        engine: relayq_engine::Engine,
+        pauses: Arc<dyn OperatorPauses>,
+        resumed: impl Fn(Paused) + Send + 'static,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let started = std::thread::Builder::new()
+            .name("relayq-pauses".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::SeqCst) {
+                    match engine.pauses() {
+                        Ok(stored) => pauses.replace(stored).into_iter().for_each(&resumed),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read the pauses other nodes set")
+                        }
+                    }
+                    std::thread::sleep(SHARED_PAUSES_READ_EVERY);
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "cannot start reading the pauses other nodes set; this node holds its own only");
+        }
+        SharedPauses { stop }
+    }
+}
+
+impl Drop for SharedPauses {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 

@@ -24,6 +24,7 @@ use crate::inbound::supervisor::{
 use crate::lifecycle::{Shutdown, Stop};
 use crate::node::Membership;
 use crate::outbound::sender::OutboundSender;
+use crate::pauses::SharedPauses;
 use crate::recovery::RecoveryActor;
 use crate::sources::{PushSource, SourceSpec};
 use crate::store::Store;
@@ -249,6 +250,20 @@ impl RelayqBuilder {
             }
             _ => None,
         };
+        // A pause another node set (or ended) holds here too.
+        let shared_pauses = shared.then(|| {
+            let (wakers, store_now) = (wakers.clone(), store.clone());
+            let resumed = move |(queue, key): crate::pauses::Paused| match (queue, key) {
+                (QueueName::Inbound, None) => match store_now.inbound.active_keys() {
+                    Ok(sessions) => wakers.resume.do_send(Resume(sessions)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list the sessions to resume; they wait for the next sweep")
+                    }
+                },
+                (queue, key) => wakers.wake(queue, key.as_deref().unwrap_or("")),
+            };
+            SharedPauses::start(engine.clone(), store.pauses.clone(), resumed)
+        });
         let ingress = Ingress::default();
         let running_sources =
             start_sources(&sources, &store, &supervisor, &known_channels, &ingress);
@@ -269,6 +284,7 @@ impl RelayqBuilder {
             recovery,
             listener,
             _nodes_listener: nodes_listener,
+            _shared_pauses: shared_pauses,
             _membership: membership,
             _lock: lock,
         })
@@ -286,6 +302,8 @@ pub struct Relayq {
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
     /// Wakes this node's workers for rows other nodes wrote (PostgreSQL).
     _nodes_listener: Option<Listener>,
+    /// Reads the pauses other nodes set (PostgreSQL).
+    _shared_pauses: Option<SharedPauses>,
     /// Left (dropped) before the lock.
     _membership: Membership,
     _lock: Box<dyn DaemonLock>,

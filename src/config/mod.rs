@@ -171,7 +171,9 @@ impl Config {
                 database.url_file = database_key_in(&text, "url_file").map(|f| base.join(f));
             }
         }
-        config.node.name = std::env::var("RELAYQ_NODE__NAME").ok();
+        config.node.name = std::env::var("RELAYQ_NODE__NAME")
+            .ok()
+            .or_else(|| paths::key_in(&text, "node", "name"));
         let told = named.is_some() || config.database.is_shared();
         (config, told.then_some(file))
     }

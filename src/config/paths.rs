@@ -29,27 +29,34 @@ pub(super) fn database_path_in(text: &str) -> Option<PathBuf> {
 /// The string `database.KEY` in a config file's text, even when the rest of the file is wrong
 /// (see [`database_path_in`]).
 pub(super) fn database_key_in(text: &str, wanted: &str) -> Option<String> {
+    key_in(text, "database", wanted)
+}
+
+/// The string `TABLE.KEY` in a config file's text, even when the rest of the file is wrong: a
+/// hook must record its event in the right database, for the right node, whatever typo the
+/// file has elsewhere.
+pub(super) fn key_in(text: &str, table_name: &str, wanted: &str) -> Option<String> {
     if let Ok(table) = text.parse::<toml::Table>() {
         return table
-            .get("database")?
+            .get(table_name)?
             .get(wanted)?
             .as_str()
             .map(str::to_string);
     }
-    let mut in_database = false;
+    let mut in_table = false;
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
-            in_database = line
+            in_table = line
                 .trim_end_matches(|c: char| c == ']' || c.is_whitespace())
                 .trim_start_matches('[')
                 .trim()
-                == "database";
+                == table_name;
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
-        if in_database && key.trim() == wanted {
+        if in_table && key.trim() == wanted {
             let value: toml::Value = format!("v = {}", value.trim())
                 .parse::<toml::Table>()
                 .ok()?

@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::writes::runs::{AgentWaits, GiveBack, LeaseNext, RunRecorded};
+use relayq_engine::writes::runs::{AgentWaits, GiveBack, LeaseNext, RowRecorded, RunRecorded};
 use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
@@ -158,6 +158,8 @@ pub struct SessionActor {
     release_leases_first: bool,
     /// Leased rows not yet attempted, oldest first.
     run: VecDeque<Lease>,
+    /// When the run's leases end at the earliest (see [`SessionActor::run_running_out`]).
+    run_leased_until: Option<Instant>,
     /// Delivered rows whose answers are not recorded yet, in delivery order.
     answers: RunAnswers,
 }
@@ -189,6 +191,7 @@ impl SessionActor {
             stopping: Stopping::default(),
             release_leases_first,
             run: VecDeque::new(),
+            run_leased_until: None,
             answers: RunAnswers::new(RECORD_WITHIN),
         }
     }
@@ -231,7 +234,7 @@ impl SessionActor {
             return;
         }
         match self.run.pop_front() {
-            Some(lease) if !self.must_record() && !self.paused() => {
+            Some(lease) if !self.must_record() && !self.paused() && !self.run_running_out() => {
                 // A row whose send started before (a crash, a stop) is looked at, not pasted.
                 let look =
                     (lease.send_started.is_some() && self.agent_confirms().is_some()).then_some(0);
@@ -260,6 +263,28 @@ impl SessionActor {
     /// after it must wait), the channel is slow, or the window is full.
     fn must_record(&self) -> bool {
         self.answers.due()
+    }
+
+    /// Whether the run's leases have less than half their timeout left: its rows are not
+    /// delivered but leased again first. A lease that ran out while this node waited (a record
+    /// held up, the database down) may be another node's by now, and fencing guards the row,
+    /// not the delivery: the far end would get the row from both nodes. Timed by this host's
+    /// monotonic clock from before the write that leased the run, which is never later than
+    /// the database's expiry (a host's wall clock may be wrong).
+    fn run_running_out(&self) -> bool {
+        let half = self.store.inbound.policy().lease_timeout / 2;
+        self.run_leased_until
+            .is_none_or(|until| until.saturating_duration_since(Instant::now()) < half)
+    }
+
+    /// How rows leased and not delivered go back: a message pasted for an agent keeps its
+    /// mark (it is looked at, not pasted twice); other runs are leased marked (see
+    /// [`LeaseNext::Run`]) and their unsent rows lose the mark again.
+    fn give_back_as(&self) -> GiveBack {
+        match self.agent_confirms() {
+            Some(_) => GiveBack::KeepMarks,
+            None => GiveBack::UndoMarks,
+        }
     }
 
     /// How long the session's agent has to confirm a message, when its channel waits for one
@@ -319,13 +344,12 @@ impl SessionActor {
         give_back: Vec<Lease>,
         next: LeaseNext,
     ) -> impl std::future::Future<Output = Result<RunRecorded, NotRecorded>> + 'static {
-        let keep = GiveBack::KeepMarks;
         record_run(
             &self.store,
             QueueName::Inbound,
             answers,
             give_back,
-            keep,
+            self.give_back_as(),
             next,
         )
     }
@@ -336,12 +360,15 @@ impl SessionActor {
         self.busy = true;
         let failed = self.answers.failed();
         let paused = self.paused();
+        // The run's leases are running out: given back and leased again before the next row.
+        let renew = !self.run.is_empty() && self.run_running_out();
         let (answers, since) = self.answers.take();
-        let give_back: Vec<Lease> = match failed || paused {
+        let give_back: Vec<Lease> = match failed || paused || renew {
             true => self.run.drain(..).collect(),
             false => Vec::new(),
         };
-        let lease_next = (failed || self.run.is_empty()) && !paused && self.awaiting.is_none();
+        let lease_next =
+            (failed || renew || self.run.is_empty()) && !paused && self.awaiting.is_none();
         // A busy node hands the session on between runs while another is idle; when none
         // took it within the moment, it leases the next run itself.
         let left = self.left.take();
@@ -358,10 +385,16 @@ impl SessionActor {
         let key = self.session.clone();
         let next = match (lease_next && !hand_on, self.agent_confirms()) {
             (false, _) => LeaseNext::Nothing,
+            // Marked started as leased, so a row whose answer is not recorded (a kill, a lost
+            // lease) is a possible repeat for whoever delivers it next; a channel that holds
+            // possible repeats for an operator goes one row at a time, so only the row sent is.
             (true, None) => LeaseNext::Run {
                 key,
-                limit: RUN_LIMIT,
-                mark: false,
+                limit: match self.channels.sends_in_runs(&self.channel) {
+                    true => RUN_LIMIT,
+                    false => 1,
+                },
+                mark: true,
             },
             (true, Some(wait)) => LeaseNext::ForAgent {
                 key,
@@ -374,12 +407,24 @@ impl SessionActor {
             },
         };
         let given_back = give_back.clone();
+        let lease_ends = Instant::now() + self.store.inbound.policy().lease_timeout;
         let write = self.record(answers, give_back, next);
         ctx.spawn(write.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             match result {
                 Ok(synced) => {
                     act.store.waking.outbound_written(synced.told);
+                    if synced.recorded.contains(&RowRecorded::Stale) {
+                        // A lease was lost (another node took the session, or it ended): the
+                        // rest of the run is not this node's to deliver.
+                        tracing::info!(session = act.session, dropped = act.run.len(), "a lease of this session was lost; its run is left to whoever holds it");
+                        act.run.clear();
+                    }
+                    if let Some(Ok(run)) = &synced.next {
+                        if !run.is_empty() {
+                            act.run_leased_until = Some(lease_ends);
+                        }
+                    }
                     if left == Some(true) {
                         let lease_timeout = act.store.inbound.policy().lease_timeout;
                         let taken = match &synced.next {
