@@ -667,3 +667,78 @@ fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
     serving.stop();
     assert_eq!(nodes(), [Some("agent-host".to_string())], "{said}");
 }
+
+/// Issue 41, item 9: a node held up after a delivery (here stopped with SIGSTOP; in the field,
+/// its record waiting on a row lock) lost its run's leases to another node, and then went on
+/// delivering the rest of its run beside that node: every row twice, the repeats unmarked,
+/// newer rows before older ones. A node delivers only on a lease with time left and drops a
+/// run whose lease it lost; the node that takes over starts at the first unrecorded row,
+/// marked as a possible repeat. Checked at the sink: the deliveries, not only the rows.
+#[test]
+fn a_node_held_up_past_its_lease_does_not_deliver_beside_the_node_that_took_over() {
+    let server = TestServer::start();
+    let url = server.url();
+    let shared = tempfile::tempdir().unwrap();
+    let seen = shared.path().join("seen");
+    let script = format!(
+        r#"echo "$RELAYQ_ROW_ID $RELAYQ_POSSIBLE_REPEAT $NODE" >> {seen:?}
+if [ "$(wc -l < {seen:?})" = 1 ]; then sleep 1; fi"#
+    );
+    let node = |name: &str| {
+        crate::common::exec_config(&script)
+            .set("node", &format!("name = {name:?}"))
+            .set("queues.inbound", "lease_timeout = \"1s\"")
+            .set("daemon", "sweep_interval = \"200ms\"")
+            .set("channels.bridge", &format!("env = {{ NODE = {name:?} }}"))
+    };
+    let apps = [
+        App::joining(node("n1"), &url),
+        App::joining(node("n2"), &url),
+    ];
+    let ids: Vec<i64> = (0..6)
+        .map(|i| apps[0].enqueue("s", &format!("m{i}")))
+        .collect();
+    let daemons = [apps[0].serve(), apps[1].serve()];
+    let lines = || -> Vec<(i64, bool, String)> {
+        let text = std::fs::read_to_string(&seen).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let mut words = l.split(' ');
+                let id = words.next().unwrap().parse().unwrap();
+                let repeat = words.next() == Some("1");
+                (id, repeat, words.next().unwrap_or_default().to_string())
+            })
+            .collect()
+    };
+    wait_until("the first delivery", WAIT, || !lines().is_empty());
+    let first = lines()[0].2.clone();
+    let held = &daemons[usize::from(first == "n2")];
+    held.send("STOP");
+    std::thread::sleep(Duration::from_secs(3)); // its leases run out; the other node takes over
+    held.send("CONT");
+    for id in &ids {
+        apps[0].wait_state(relayq_engine::QueueName::Inbound, *id, "delivered");
+    }
+    std::thread::sleep(Duration::from_secs(2)); // a node delivering on lost leases shows by now
+    let [a, b] = daemons;
+    a.stop();
+    b.stop();
+    let seen = lines();
+    eprintln!("nodes: deliveries (row, possible repeat, node): {seen:?}");
+    let order: Vec<i64> = seen.iter().map(|(id, _, _)| *id).collect();
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "a newer row went before an older one was finished: {seen:?}"
+    );
+    for (i, (id, repeat, _)) in seen.iter().enumerate() {
+        let before = seen[..i].iter().any(|(earlier, _, _)| earlier == id);
+        assert!(
+            !before || *repeat,
+            "row {id} delivered again unmarked: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|(_, _, node)| *node != first),
+        "the other node took over: {seen:?}"
+    );
+}
