@@ -742,3 +742,46 @@ if [ "$(wc -l < {seen:?})" = 1 ]; then sleep 1; fi"#
         "the other node took over: {seen:?}"
     );
 }
+
+/// Issue 41, item 12b: SIGTERM hung on a node while other nodes wrote: the notification
+/// listener looked at its stop flag only after 200 ms without a notification, and shutdown
+/// waited for it.
+#[test]
+fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
+    let server = TestServer::start();
+    let url = server.url();
+    let node = |name: &str| file_config().set("node", &format!("name = {name:?}"));
+    let (a, b) = (App::joining(node("a"), &url), App::joining(node("b"), &url));
+    let mut on_a = a.serve();
+    let on_b = b.serve();
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (writing, url) = (writing.clone(), url.clone());
+        std::thread::spawn(move || {
+            let mut client =
+                relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls)
+                    .unwrap();
+            // Announcements as the trigger sends them, many a second, as busy nodes write.
+            while writing.load(Ordering::SeqCst) {
+                client
+                    .batch_execute("NOTIFY relayq_rows, 'outbound nobody'")
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let asked = Instant::now();
+    on_a.send("TERM");
+    let mut exited = None;
+    while asked.elapsed() < Duration::from_secs(15) && exited.is_none() {
+        exited = on_a.child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    writing.store(false, Ordering::SeqCst);
+    writer.join().unwrap();
+    on_b.stop();
+    let status = exited.unwrap_or_else(|| panic!("node a still running 15 s after SIGTERM"));
+    assert!(status.success(), "{status}: {}", on_a.log());
+    eprintln!("nodes: node a stopped {:?} after SIGTERM", asked.elapsed());
+}

@@ -17,7 +17,8 @@ use crate::queue::QueueName;
 /// The channel rows are announced on.
 pub const CHANNEL: &str = "relayq_rows";
 
-/// How long the listener waits for a notification before it looks at its stop flag.
+/// How long the listener waits for a notification before it looks at its stop flag (it also
+/// looks after each notification: while other nodes write, they never stop coming).
 const POLL: Duration = Duration::from_millis(200);
 
 /// A listener thread; stops when dropped.
@@ -42,7 +43,12 @@ impl Listener {
                 while !stopped.load(Ordering::SeqCst) {
                     if let Err(e) = listen(&url, &stopped, &on_rows) {
                         tracing::warn!(error = %crate::EngineError::from(e), "listening for rows written by other nodes; connecting again");
-                        std::thread::sleep(Duration::from_secs(1));
+                        for _ in 0..5 {
+                            if stopped.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            std::thread::sleep(POLL);
+                        }
                     }
                 }
             })?;
@@ -65,6 +71,9 @@ fn listen(
         let mut notes = client.notifications();
         let mut waiting = notes.timeout_iter(POLL);
         while let Some(note) = waiting.next()? {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
             let announced = note.payload().split_once(' ');
             match announced.and_then(|(queue, key)| Some((queue.parse().ok()?, key))) {
                 Some((queue, key)) => on_rows(queue, key),
