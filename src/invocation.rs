@@ -32,6 +32,18 @@ impl From<EngineError> for CliError {
         match e {
             EngineError::Invalid(_) | EngineError::Open { .. } => CliError::Usage(e.to_string()),
             EngineError::QueueFull { .. } => CliError::Full(e.to_string()),
+            EngineError::Connect {
+                waiting_helps: true,
+                ..
+            } => CliError::Failed(format!(
+                "{e} (is PostgreSQL up and listening there? try again once it is)"
+            )),
+            EngineError::Connect { .. } => CliError::Failed(format!(
+                "{e} (check the database URL: its host, port, role, password and database name)"
+            )),
+            EngineError::Postgres(_) if e.is_busy() => CliError::Failed(format!(
+                "{e} (PostgreSQL is restarting, unreachable or held up; try again)"
+            )),
             e if e.is_busy() => CliError::Failed(format!(
                 "{e} (another process holds the database; try again)"
             )),
@@ -45,7 +57,9 @@ impl From<relayq_actors::ActorError> for CliError {
         use relayq_actors::ActorError as A;
         match e {
             A::Engine(e) => e.into(),
-            A::Invalid(_) | A::AlreadyRunning(_) => CliError::Usage(e.to_string()),
+            A::Invalid(_) | A::AlreadyRunning(_) | A::NodeFilesInUse(_) => {
+                CliError::Usage(e.to_string())
+            }
             e => CliError::Failed(e.to_string()),
         }
     }

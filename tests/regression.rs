@@ -1928,3 +1928,96 @@ fn a_command_whose_reader_went_away_ends_quietly_not_with_a_panic() {
         );
     }
 }
+
+/// Issue 41, item 3: a wrong database URL (no such database, an unknown role, a closed port,
+/// an unknown host) was reported after 5 s as "database busy ... another process holds the
+/// database; try again" by every command, `config check` said "configuration ok", and each
+/// agent hook waited 20 s for a database that could never answer. Each now says what
+/// PostgreSQL or the network said, at once; `config check` connects; the hook spools at once.
+#[test]
+fn a_wrong_database_url_is_told_as_postgresql_says_it_and_a_hook_spools_at_once() {
+    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
+    let socket = server.url();
+    let wrong = [
+        (
+            format!("{}/nosuch", socket.rsplit_once('/').unwrap().0),
+            "3D000",
+        ),
+        (socket.replace("postgres@", "nobody@"), "28000"),
+        (
+            "postgresql://relayq:s3cret@127.0.0.1:1/relayq".to_string(),
+            "refused",
+        ),
+        (
+            "postgresql://relayq@no-such-host.invalid/relayq".to_string(),
+            "no-such-host.invalid",
+        ),
+    ];
+    for (url, said) in wrong {
+        let app = App::sqlite(format!("[database]\nurl = {url:?}\n"));
+        for args in [&["status"][..], &inbound_args("s", "terminal", &["hi"])] {
+            let began = std::time::Instant::now();
+            let out = app.run(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {url}: {err}");
+            assert!(
+                err.contains("cannot connect to PostgreSQL") && err.contains(said),
+                "{args:?} {url}: {err}"
+            );
+            assert!(!err.contains("another process"), "{err}");
+            assert!(!err.contains("s3cret"), "the password is masked: {err}");
+            assert!(
+                began.elapsed() < Duration::from_secs(4),
+                "{args:?} {url}: at once"
+            );
+        }
+        let check = app.run(&["config", "check"]);
+        let err = String::from_utf8_lossy(&check.stderr);
+        assert_eq!(check.status.code(), Some(1), "config check {url}: {err}");
+        assert!(err.contains(said), "config check {url}: {err}");
+
+        let began = std::time::Instant::now();
+        let out = app.hook("claude", STOP, false, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the event is kept: {err}");
+        assert!(
+            err.contains(said) && err.contains("kept in"),
+            "the hook says why it spooled: {err}"
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(4),
+            "{url}: spooled at once"
+        );
+    }
+}
+
+/// Issue 41, item 7: `config check` on a PostgreSQL node printed the SQLite path as its
+/// database; every start logged `NOTICE: relation "relayq_schema" already exists`; two nodes on
+/// one host sharing the node files were refused with "another relayq daemon is already serving
+/// .../relayq.db", which did not say what to change.
+#[test]
+fn a_postgresql_node_names_its_database_by_url_and_its_files_as_the_nodes() {
+    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
+    let url = server.url();
+    let app = App::sqlite(file_config().set("database", &format!("url = {url:?}")));
+    let check = app.ok(&["config", "check"]);
+    assert!(
+        check.contains(&format!("database: {url} (this node's lock")),
+        "{check}"
+    );
+    let first = app.serve();
+    std::thread::sleep(Duration::from_millis(500));
+    let second = app.run(&["serve"]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        err.contains("another relayq node on this host") && err.contains("database.path"),
+        "{err}"
+    );
+    let log = first.log();
+    first.stop();
+    let second = app.serve();
+    let log = log + &second.log();
+    second.stop();
+    assert!(!log.contains("NOTICE"), "{log}");
+}

@@ -59,6 +59,14 @@ impl Drop for FileLock {
     }
 }
 
+/// The lock on `db` is another daemon's: on a `shared` database, another node's on this host.
+fn held_elsewhere(db: &Path, shared: bool) -> ActorError {
+    match shared {
+        false => ActorError::AlreadyRunning(db.display().to_string()),
+        true => ActorError::NodeFilesInUse(db.display().to_string()),
+    }
+}
+
 /// Takes the daemon lock on database `db` (which must exist; on a `shared` database it is
 /// made, empty, if it does not), or says another daemon has it.
 pub fn take(db: &Path, shared: bool) -> Result<FileLock> {
@@ -81,7 +89,7 @@ pub fn take(db: &Path, shared: bool) -> Result<FileLock> {
     let mut held = held().lock().unwrap();
     if let Some((_, in_use)) = held.get_mut(&identity) {
         if *in_use {
-            return Err(ActorError::AlreadyRunning(db.display().to_string()));
+            return Err(held_elsewhere(db, shared));
         }
         *in_use = true;
         return Ok(FileLock {
@@ -100,9 +108,7 @@ pub fn take(db: &Path, shared: bool) -> Result<FileLock> {
                 sole: !shared,
             })
         }
-        Err(std::fs::TryLockError::WouldBlock) => {
-            Err(ActorError::AlreadyRunning(db.display().to_string()))
-        }
+        Err(std::fs::TryLockError::WouldBlock) => Err(held_elsewhere(db, shared)),
         Err(std::fs::TryLockError::Error(e)) => Err(open_error(format!("cannot lock it: {e}"))),
     }
 }

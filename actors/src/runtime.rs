@@ -186,7 +186,7 @@ impl RelayqBuilder {
                 "rows of kinds not in replay_kinds, left from before this start, ended as superseded"
             );
         }
-        tracing::info!(db = %config.db.path.display(), instance = engine.owner(), "relayq starting");
+        tracing::info!(db = %config.db.describe(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();
         let supervisor = SupervisorActor::new(

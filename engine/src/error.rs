@@ -20,6 +20,15 @@ pub enum EngineError {
     /// PostgreSQL (or the connection to it) reported an error.
     #[error("database error: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
+    /// No connection to PostgreSQL at all: `reason` is the server's message with its SQLSTATE
+    /// (a database, role or password it does not know) or the network's (no such host, a
+    /// closed port). `waiting_helps` when the server may be starting or restarting.
+    #[error("cannot connect to PostgreSQL at {url}: {reason}")]
+    Connect {
+        url: String,
+        reason: String,
+        waiting_helps: bool,
+    },
     /// A value handed to the engine is not acceptable.
     #[error("{0}")]
     Invalid(String),
@@ -54,14 +63,43 @@ impl EngineError {
             ),
             EngineError::Pool(_) => true,
             EngineError::Postgres(e) => postgres_transient(e),
+            EngineError::Connect { waiting_helps, .. } => *waiting_helps,
             _ => false,
         }
     }
 }
 
+/// Whether a connection that failed with `e` may succeed later: the server refused it while
+/// starting, stopping or full, or nothing answered (down, restarting: a closed port, a missing
+/// socket, a timeout). Not an unknown host, role, password or database.
+pub(crate) fn connecting_again_helps(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    use std::io::ErrorKind;
+    if let Some(code) = e.code() {
+        return [
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+        ]
+        .contains(code);
+    }
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    io.is_some_and(|io| {
+        matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::NotFound
+                | ErrorKind::TimedOut
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+        )
+    }) || e.to_string().contains("timed out")
+}
+
 /// What the server said (the driver's own text is only "db error"), or what went wrong on
 /// the way to it.
-fn postgres_message(e: &postgres::Error) -> String {
+pub(crate) fn postgres_message(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => match std::error::Error::source(e) {

@@ -116,6 +116,17 @@ fn problems(ctx: &Invocation, built: &Built) -> Vec<String> {
             db.display()
         ));
     }
+    // A PostgreSQL database is asked for a connection (nothing is written).
+    match ctx.config.db_config(ctx.db.as_deref()) {
+        Ok(db) => {
+            if let Some(url) = &db.url {
+                if let Err(e) = relayq_engine::storage::postgresql::db::reach(url, ASK_TIMEOUT) {
+                    problems.push(e.to_string());
+                }
+            }
+        }
+        Err(e) => problems.push(format!("{}: {}", e.key, e.message)),
+    }
     let asks: Vec<(String, relayq_actors::channels::ReadyCheck)> = built
         .channels
         .iter()
@@ -163,10 +174,11 @@ pub fn check(ctx: &Invocation) -> Result<(), CliError> {
         )));
     }
     println!("configuration ok: {}", origin(ctx));
-    println!(
-        "database: {}",
-        ctx.config.db_path(ctx.db.as_deref()).display()
-    );
+    let database = match ctx.config.db_config(ctx.db.as_deref()) {
+        Ok(db) => db.describe(),
+        Err(_) => ctx.config.db_path(ctx.db.as_deref()).display().to_string(),
+    };
+    println!("database: {database}");
     let names = |list: Vec<String>| match list.is_empty() {
         true => "(none)".to_string(),
         false => list.join(", "),

@@ -138,6 +138,22 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     match record(&db, &node, &spool, event.clone(), &ctx.config.approvals) {
         Ok(Some((engine, approval))) => answer_when_decided(&engine, approval),
         Ok(None) => Ok(()),
+        // PostgreSQL cannot be reached: waiting here would not help the agent, which waits on
+        // its hook. The daemon records the spool once the database is back (or fixed).
+        Err(e @ EngineError::Connect { .. }) => {
+            let kept = hook_spool::keep(&spool, event).map_err(|why| {
+                CliError::Failed(format!(
+                    "{e}; the event could not be kept in {}: {why}",
+                    spool.display()
+                ))
+            })?;
+            eprintln!(
+                "relayq hook: {e}; the event is kept in {} and is recorded by the next hook or \
+                 the daemon that reaches the database",
+                kept.display()
+            );
+            Ok(())
+        }
         Err(e) if e.is_busy() => {
             let kept = hook_spool::keep(&spool, event).map_err(|why| {
                 CliError::Failed(format!(

@@ -23,6 +23,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     runtime_config.clock_offset_ms = clock_offset()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
+    let described = runtime_config.db.describe();
     let file = describe(ctx.config_file.as_deref());
     let Built {
         channels,
@@ -69,7 +70,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
             .inspect_err(|e| tracing::warn!(error = %e, "cannot write the pid file beside the database; `relayq stop` will not find this daemon"))
             .ok();
         service_manager::notify(&[sd_notify::NotifyState::Ready]);
-        tracing::info!(config = %file, db = %db.display(), channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
+        tracing::info!(config = %file, db = %described, channels = ?config.channels.keys().collect::<Vec<_>>(), "relayq serving");
         let which = loop {
             tokio::select! {
                 _ = term.recv() => break "SIGTERM",

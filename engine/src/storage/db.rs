@@ -60,6 +60,19 @@ impl DbConfig {
             readers: 4,
         }
     }
+
+    /// Where the data is, for people: the SQLite file, or the PostgreSQL URL with its
+    /// password masked and the node's own files (lock, wake socket, hook spool) said as such.
+    pub fn describe(&self) -> String {
+        match &self.url {
+            None => self.path.display().to_string(),
+            Some(url) => format!(
+                "{} (this node's lock, wake socket and hook spool beside {})",
+                redacted(url),
+                self.path.display()
+            ),
+        }
+    }
 }
 
 /// An open database. Cheap to clone; clones share the pools and the commit thread.

@@ -53,15 +53,11 @@ impl PgDatabase {
     /// date. A server that does not answer within `wait` is a busy database
     /// ([`EngineError::is_busy`]): a hook keeps its event in the spool instead.
     pub fn open(url: &str, connections: u32, wait: Duration) -> Result<PgDatabase> {
-        let mut config: postgres::Config = url.parse().map_err(|e| EngineError::Open {
-            path: redacted(url).into(),
-            reason: format!("not a PostgreSQL URL: {e}"),
-        })?;
+        let manager = Manager::new(client_config(url, wait)?);
+        // A first connection of its own: a wrong URL, role, password or database name is told
+        // as the server or the network says it, at once, not as a pool that timed out.
+        reach_with(&manager, url)?;
         let wait = wait.max(Duration::from_millis(100));
-        config.connect_timeout(wait);
-        // A statement waits for a row or table lock at most `wait`, as SQLite's busy timeout
-        // does: then it fails as busy, and the write is tried again (or a hook spools).
-        config.options(&format!("-c lock_timeout={}", wait.as_millis()));
         // Connections are opened when first needed (a hook needs one), and not tested at each
         // checkout (a round trip per batch): one the server dropped fails its statement, and
         // the pool then drops it and opens another.
@@ -70,7 +66,7 @@ impl PgDatabase {
             .min_idle(Some(0))
             .test_on_check_out(false)
             .connection_timeout(wait)
-            .build_unchecked(Manager::new(config));
+            .build_unchecked(manager);
         let db = PgDatabase { pool };
         db.migrate()?;
         Ok(db)
@@ -143,6 +139,43 @@ impl PgDatabase {
             Ok(())
         })
     }
+}
+
+/// The driver's settings for `url`: connections wait at most `wait` to connect, and a
+/// statement waits for a row or table lock at most `wait`, as SQLite's busy timeout does: then
+/// it fails as busy, and the write is tried again (or a hook spools).
+fn client_config(url: &str, wait: Duration) -> Result<postgres::Config> {
+    let mut config: postgres::Config = url.parse().map_err(|e| EngineError::Open {
+        path: redacted(url).into(),
+        reason: format!("not a PostgreSQL URL: {e}"),
+    })?;
+    let wait = wait.max(Duration::from_millis(100));
+    config.connect_timeout(wait);
+    // Notices (`relation "relayq_schema" already exists, skipping` at every start) are not
+    // for the log.
+    config.options(&format!(
+        "-c lock_timeout={} -c client_min_messages=warning",
+        wait.as_millis()
+    ));
+    Ok(config)
+}
+
+/// Connects once through `manager`, or says why not in the server's or the network's words.
+fn reach_with(manager: &Manager, url: &str) -> Result<()> {
+    match r2d2::ManageConnection::connect(manager) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(EngineError::Connect {
+            url: redacted(url),
+            waiting_helps: crate::error::connecting_again_helps(&e),
+            reason: crate::error::postgres_message(&e),
+        }),
+    }
+}
+
+/// Whether PostgreSQL at `url` takes a connection within `wait` (`relayq config check`):
+/// nothing is written.
+pub fn reach(url: &str, wait: Duration) -> Result<()> {
+    reach_with(&Manager::new(client_config(url, wait)?), url)
 }
 
 /// The group commit on PostgreSQL.
