@@ -2021,3 +2021,39 @@ fn a_postgresql_node_names_its_database_by_url_and_its_files_as_the_nodes() {
     second.stop();
     assert!(!log.contains("NOTICE"), "{log}");
 }
+
+/// Issue 41, item 17: type errors in a channel's or a source's table named no key
+/// (`sources.telegram: invalid type: string "123456789", expected i64`) and gave no hint of the
+/// right form (`poll_timeout = "5"`, with no unit). They name the key and say how to write it.
+#[test]
+fn a_type_error_in_the_config_names_the_key_and_the_fix() {
+    let cases = [
+        (
+            "[sources.telegram]\nkind = \"telegram\"\ntoken = \"1:a\"\nallowed_users = [\"123456789\"]\n",
+            "sources.telegram.allowed_users:",
+            "without quotes",
+        ),
+        (
+            "[channels.pane]\nkind = \"tmux\"\ntarget = \"{session}\"\nprograms = \"claude\"\n",
+            "channels.pane.programs:",
+            "[\"claude\"]",
+        ),
+        (
+            "[sources.telegram]\nkind = \"telegram\"\ntoken = \"1:a\"\npoll_timeout = \"5\"\n",
+            "sources.telegram.poll_timeout:",
+            "\"5s\"",
+        ),
+        (
+            "[channels.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:9/x\"\ntimeout = 5\n",
+            "channels.hook.timeout:",
+            "\"5s\"",
+        ),
+    ];
+    for (config, key, fix) in cases {
+        let app = App::sqlite(config);
+        let out = app.run(&["config", "check"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(key) && err.contains(fix), "{config}\n{err}");
+    }
+}

@@ -5,6 +5,14 @@ use std::path::{Path, PathBuf};
 
 pub use relayq_engine::settings::{check_duration, check_range, SettingError};
 
+/// Something done with one kind's settings type, chosen by its `kind` name (see `kinds!`'s
+/// `with_kind`): the config loader reads a table that failed again as its kind, to name the
+/// key at fault (serde's tagged enum reads the table whole and loses it).
+pub trait WithKind {
+    type Out;
+    fn with<T: serde::de::DeserializeOwned>(self) -> Self::Out;
+}
+
 /// `path` made relative to `base` when it is relative.
 pub fn resolve_path(path: &mut PathBuf, base: &Path) {
     if path.is_relative() {
@@ -42,6 +50,17 @@ macro_rules! kinds {
         }
 
         impl $config {
+            /// Runs `with` on the settings type of kind `kind` (as `kind = "..."` names it);
+            /// `None` for a kind there is not.
+            pub fn with_kind<W: $crate::settings::WithKind>(kind: &str, with: W) -> Option<W::Out> {
+                $(
+                    if kind.eq_ignore_ascii_case(stringify!($variant)) {
+                        return Some(with.with::<$module::Config>());
+                    }
+                )*
+                None
+            }
+
             /// Checks what the file alone can tell (every command reads the config).
             pub fn check(&self) -> Result<(), $crate::settings::SettingError> {
                 match self {

@@ -98,7 +98,96 @@ fn explained(message: &str) -> String {
              this kind list the keys it takes"
         );
     }
-    message.to_string()
+    let hint = match message {
+        m if m.contains("expected a duration") || m.contains("expected a humantime") => {
+            "; write a duration as a quoted number with its unit, e.g. \"5s\", \"500ms\" or \"2m\""
+        }
+        m if m.starts_with("invalid type: string") && m.contains("expected i64")
+            || m.contains("expected u64")
+            || m.contains("expected u32")
+            || m.contains("expected an integer") =>
+        {
+            "; write the number without quotes, e.g. 123456789"
+        }
+        m if m.starts_with("invalid type: string") && m.contains("expected a sequence") => {
+            "; write a list in brackets, e.g. [\"claude\"]"
+        }
+        m if m.starts_with("invalid type: integer") && m.contains("expected a string") => {
+            "; write it in quotes, e.g. \"123\""
+        }
+        _ => "",
+    };
+    format!("{message}{hint}")
+}
+
+/// A deserialising error at a channel's or a source's table (`channels.NAME`) says no key: the
+/// table is read whole, as the kind its `kind` names. Reads it again as that kind alone, for
+/// the key at fault and what is wrong with it; anything else is answered as it came.
+fn within_kind(whole: &toml::Value, key: String, message: String) -> (String, String) {
+    let parts: Vec<&str> = key.split('.').collect();
+    let [registry @ ("channels" | "sources"), name] = parts[..] else {
+        return (key, message);
+    };
+    let Some(mut table) = whole
+        .get(registry)
+        .and_then(|r| r.get(name))
+        .and_then(toml::Value::as_table)
+        .cloned()
+    else {
+        return (key, message);
+    };
+    let Some(toml::Value::String(kind)) = table.remove("kind") else {
+        return (key, message);
+    };
+    /// Reads `table` as the kind's settings; answers the error's path and message.
+    struct Again(toml::Table);
+    impl relayq_actors::settings::WithKind for Again {
+        type Out = Option<(String, String)>;
+        fn with<T: serde::de::DeserializeOwned>(self) -> Self::Out {
+            let failed = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(self.0));
+            let e = failed.err()?;
+            Some((e.path().to_string(), e.into_inner().message().to_string()))
+        }
+    }
+    let again = match registry {
+        "channels" => ChannelConfig::with_kind(&kind, Again(table.clone())),
+        _ => SourceConfig::with_kind(&kind, Again(table.clone())),
+    };
+    match again.flatten() {
+        Some((path, why)) if !path.is_empty() && path != "." => (format!("{key}.{path}"), why),
+        // Settings a kind shares with others (`#[serde(flatten)]`) are read whole again: the
+        // key is the one whose value the message quotes, when only one has it.
+        Some((_, why)) => match key_holding(&table, &why) {
+            Some(at) => (format!("{key}.{at}"), why),
+            None => (key, why),
+        },
+        None => (key, message),
+    }
+}
+
+/// The one key of `table` whose value (or an item of it) is the value `message` quotes
+/// (`invalid type: string "123"`, `integer `5``).
+fn key_holding(table: &toml::Table, message: &str) -> Option<String> {
+    let quoted = |start: &str, end: char| {
+        let at = message.find(start)? + start.len();
+        let rest = &message[at..];
+        Some(rest[..rest.find(end)?].to_string())
+    };
+    let wanted: toml::Value = match (quoted("string \"", '"'), quoted("integer `", '`')) {
+        (Some(text), _) => toml::Value::String(text),
+        (None, Some(number)) => toml::Value::Integer(number.parse().ok()?),
+        _ => return None,
+    };
+    let holds = |v: &toml::Value| match v {
+        toml::Value::Array(items) => items.contains(&wanted),
+        v => *v == wanted,
+    };
+    let mut keys = table
+        .iter()
+        .filter(|(_, v)| holds(v))
+        .map(|(k, _)| k.clone());
+    let key = keys.next()?;
+    keys.next().is_none().then_some(key)
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
@@ -230,17 +319,20 @@ impl Config {
             },
             None => e,
         };
-        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(table))
+        let whole = toml::Value::Table(table);
+        let config: Config = serde_path_to_error::deserialize(whole.clone())
             .map_err(|e| {
                 let path = e.path().to_string();
+                let message = e.into_inner().message().to_string();
+                let (key, message) = within_kind(&whole, path, message);
                 ConfigError {
                     file: file.into(),
-                    key: if path.is_empty() || path == "." {
+                    key: if key.is_empty() || key == "." {
                         "(top level)".into()
                     } else {
-                        path
+                        key
                     },
-                    message: explained(e.into_inner().message()),
+                    message: explained(&message),
                 }
             })
             .map_err(blame)?;
@@ -262,10 +354,15 @@ impl Config {
                 (".", None) | ("", None) => "(top level)".into(),
                 (p, _) => p.to_string(),
             };
+            let whole = text.parse::<toml::Table>().map(toml::Value::Table);
+            let (key, message) = match whole {
+                Ok(whole) => within_kind(&whole, key, inner.message().to_string()),
+                Err(_) => (key, inner.message().to_string()),
+            };
             ConfigError {
                 file: file.into(),
                 key,
-                message: explained(inner.message()),
+                message: explained(&message),
             }
         })?;
         config.finish(file)
