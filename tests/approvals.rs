@@ -683,3 +683,41 @@ fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
     agent.wait_entry("the message", "turn_start", "deny access");
     daemon.stop();
 }
+
+/// Issue 41, item 14: the question says "reply yes or no to this message", but on a phone
+/// people type "no" without replying: it waited, silently, and reached the agent as a new
+/// instruction once the question closed. With one question open in the chat, a bare yes or no
+/// answers it; with none open, it is a message to the agent as before.
+#[test]
+fn a_bare_no_while_one_question_is_open_answers_it() {
+    let b = Bridge::start("approve-bare", "claude", ALICE, &[]);
+    let daemon = b.app.serve();
+    let (question, _) = b.ask();
+    // Another message while it is open waits for it: the chat is told so, and how to answer.
+    b.fake.push_text(ALICE, ALICE, "also fix the typo");
+    let id = b.approvals()[0]["id"].as_str().unwrap().to_string();
+    wait_until(
+        "the chat told the message waits",
+        Duration::from_secs(30),
+        || {
+            b.fake.bot_messages().iter().any(|m| {
+                let text = m["text"].as_str().unwrap_or_default();
+                text.contains("waits") && text.contains(&format!("/deny {id}"))
+            })
+        },
+    );
+    b.fake.push_text(ALICE, ALICE, "no");
+    assert_eq!(b.wait_decisions(1), [false]);
+    b.wait_edited(question, "Denied by Alice at ");
+    // Denied, the agent is back at its prompt and takes the message that waited.
+    b.agent
+        .wait_entry("the waiting message", "turn_start", "also fix the typo");
+    b.fake.push_text(ALICE, ALICE, "yes");
+    b.agent.wait_entry(
+        "a bare yes with no question open, as a prompt",
+        "turn_start",
+        "yes",
+    );
+    assert_eq!(b.decisions(), [false], "the second word answered nothing");
+    daemon.stop();
+}

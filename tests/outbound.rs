@@ -1007,8 +1007,9 @@ fn every_command_that_prints_data_prints_json_with_json_and_no_progress_when_not
     );
     let retried = json_of(&["dead", "retry", &id.to_string(), "--json"]);
     assert_eq!(retried["ids"], serde_json::json!([id]));
+    app.enqueue("s1", "waits for no daemon");
     let expired = json_of(&["session", "expire", "s1", "--json"]);
-    assert_eq!(expired, serde_json::json!({"session": "s1", "expired": 0}));
+    assert_eq!(expired, serde_json::json!({"session": "s1", "expired": 1}));
     assert_eq!(json_of(&["prune", "--json"])["pruned"], 0);
     assert!(json_of(&["status", "--json"]).is_object());
     assert_eq!(json_of(&["show", &id.to_string(), "--json"])["id"], id);

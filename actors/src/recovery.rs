@@ -89,9 +89,17 @@ impl RecoveryActor {
                     // Hook events `relayq hook` could not write in time (the claim below
                     // takes them).
                     let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
-                    let spooled = relayq_engine::hook_spool::drain(&s.engine, &spool)?.len();
-                    if spooled > 0 {
-                        tracing::info!(events = spooled, spool = %spool.display(), "recorded hook events spooled while the database was locked");
+                    let spooled = relayq_engine::hook_spool::drain(&s.engine, &spool)?;
+                    if !spooled.is_empty() {
+                        // Why, as the hooks said it (their stderr is seldom seen): one line
+                        // per reason.
+                        let whys: std::collections::BTreeSet<&str> = spooled
+                            .iter()
+                            .map(|d| d.why.as_deref().unwrap_or("the database was locked"))
+                            .collect();
+                        for why in whys {
+                            tracing::warn!(events = spooled.len(), spool = %spool.display(), why, "recorded hook events that `relayq hook` could not record itself; their answers were late: fix what the reason says in the agent's environment");
+                        }
                     }
                     let mut sessions = s.inbound.active_keys()?;
                     if shared {

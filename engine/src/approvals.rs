@@ -24,9 +24,9 @@ use crate::sessions::Origin;
 
 pub use crate::storage::approvals::{
     answer_in, anything_to_do, ask_in, asked_by_question, asked_since, due, expire_in, get, is_id,
-    keys_due, list, open_for_session, open_like, pressed_at_in, pressing_in, reached_in,
-    set_question_in, told_in, unreached_in, untold, withdraw_in, AnswerResult, Answerer, Approval,
-    Ask, Decision, Means, Scope, State,
+    keys_due, list, open_for_session, open_in_chat, open_like, pressed_at_in, pressing_in,
+    reached_in, set_question_in, told_in, unreached_in, untold, withdraw_in, AnswerResult,
+    Answerer, Approval, Ask, Decision, Means, Scope, State,
 };
 
 /// `[approvals]`: whether the session's chat answers its agent's permission questions, and
@@ -241,6 +241,9 @@ pub enum Target {
     Id(String),
     /// The question this platform message is (a reply of yes or no to it).
     Question { message_id: String },
+    /// The one question open in the chat (or its thread) the answer came from: a bare yes or
+    /// no, replying to nothing, while a question is open.
+    OpenInChat,
 }
 
 /// An answer that came from a chat: a button tapped, a text command, a reply to the question.
@@ -288,14 +291,19 @@ pub fn command_of(text: &str, reply_to: Option<&str>) -> Option<(Target, Decisio
             }
         }
         [word] => {
-            let message_id = reply_to?.to_string();
             let word = word.trim_end_matches(['.', '!']).to_ascii_lowercase();
             let decision = match word.as_str() {
                 "yes" | "y" | "allow" | "/allow" => Decision::Allow(Scope::Once),
                 "no" | "n" | "deny" | "/deny" => Decision::Deny,
                 _ => return None,
             };
-            Some((Target::Question { message_id }, decision))
+            let target = match reply_to {
+                Some(message_id) => Target::Question {
+                    message_id: message_id.to_string(),
+                },
+                None => Target::OpenInChat,
+            };
+            Some((target, decision))
         }
         _ => None,
     }
@@ -316,6 +324,20 @@ pub fn answer_from_chat_in(tx: &Tx<'_>, answer: &ChatAnswer) -> Result<Option<An
             match asked_by_question(tx, origin, chat, message_id)? {
                 Some(id) => id,
                 None => return Ok(None),
+            }
+        }
+        // None open, or more than one (which one is meant?): the word is a message after all.
+        Target::OpenInChat => {
+            let Some((origin, chat)) = &answer.who.chat else {
+                return Ok(None);
+            };
+            let thread = answer
+                .otherwise
+                .as_ref()
+                .and_then(|m| m.source_thread_id.as_deref());
+            match open_in_chat(tx, origin, chat, thread)?.as_slice() {
+                [id] => id.clone(),
+                _ => return Ok(None),
             }
         }
     };

@@ -20,9 +20,33 @@ pub fn dir(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// A spooled event with why the hook could not record it (the daemon logs it when it records
+/// the event: the hook's stderr is seldom seen, the agent does not show it).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Spooled {
+    why: String,
+    event: HookEvent,
+}
+
+/// A spool file: an event with its reason, or a bare event (as older versions wrote).
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum SpoolFile {
+    Spooled(Spooled),
+    Bare(HookEvent),
+}
+
+/// An event recorded from the spool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drained {
+    pub session: String,
+    /// Why its hook spooled it, as the hook said it.
+    pub why: Option<String>,
+}
+
 /// Writes `event` into `spool` (a private folder, one file per event, named so that names sort
-/// as the events came), received now; its path.
-pub fn keep(spool: &Path, mut event: HookEvent) -> std::io::Result<PathBuf> {
+/// as the events came), received now, with `why` it could not be recorded; its path.
+pub fn keep(spool: &Path, mut event: HookEvent, why: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -39,7 +63,11 @@ pub fn keep(spool: &Path, mut event: HookEvent) -> std::io::Result<PathBuf> {
         .create_new(true)
         .mode(0o600)
         .open(&partial)?;
-    std::io::Write::write_all(&mut file, &serde_json::to_vec(&event)?)?;
+    let spooled = Spooled {
+        why: why.to_string(),
+        event,
+    };
+    std::io::Write::write_all(&mut file, &serde_json::to_vec(&spooled)?)?;
     file.sync_all()?;
     // Whole or absent: a reader never sees half an event.
     std::fs::rename(&partial, &path)?;
@@ -49,8 +77,8 @@ pub fn keep(spool: &Path, mut event: HookEvent) -> std::io::Result<PathBuf> {
 /// Records the spooled events, oldest first, each file removed once its row is committed (a
 /// crash between the two records it twice: at least once). One drainer at a time (a lock file
 /// in the spool), or two would both record an event before either removed it. Returns the
-/// sessions of the events recorded, in order.
-pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<String>> {
+/// events recorded, in order: their sessions and why they were spooled.
+pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<Drained>> {
     let Ok(entries) = std::fs::read_dir(spool) else {
         return Ok(Vec::new());
     };
@@ -72,15 +100,20 @@ pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<String>> {
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     let mut recorded = Vec::new();
     for file in files {
-        let event = std::fs::read(&file)
+        let read = std::fs::read(&file)
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<HookEvent>(&bytes).ok());
-        let Some(event) = event else {
-            continue; // recorded by another drainer meanwhile, or not an event: left as it is
+            .and_then(|bytes| serde_json::from_slice::<SpoolFile>(&bytes).ok());
+        let (event, why) = match read {
+            Some(SpoolFile::Spooled(Spooled { why, event })) => (event, Some(why)),
+            Some(SpoolFile::Bare(event)) => (event, None),
+            None => continue, // recorded by another drainer meanwhile, or not an event: left
         };
         queue.enqueue(&event.to_row())?;
         let _ = std::fs::remove_file(&file);
-        recorded.push(event.session);
+        recorded.push(Drained {
+            session: event.session,
+            why,
+        });
     }
     Ok(recorded)
 }

@@ -147,6 +147,20 @@ impl InboundMessage {
         if self.session.trim().is_empty() {
             return invalid("the session id is empty: give the agent session to deliver to".into());
         }
+        if let Some(c) = self.session.chars().find(|c| c.is_control()) {
+            return invalid(format!(
+                "the session id has a control character (U+{:04X}): session ids are names; \
+                 give one without control characters",
+                c as u32
+            ));
+        }
+        if self.content.trim().is_empty() && self.payload.is_none() {
+            return invalid(
+                "the message is empty: give the text to deliver (an empty message would reach \
+                 the agent as a bare Enter)"
+                    .into(),
+            );
+        }
         if self.origin.trim().is_empty() {
             return invalid(
                 "the origin is empty: say where the message came from (e.g. telegram)".into(),

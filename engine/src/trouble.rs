@@ -112,8 +112,11 @@ pub fn tell_if_dropped_in(
     message: &crate::InboundMessage,
     enqueued: &crate::Enqueued,
 ) -> Result<Option<String>> {
-    let (Some(reason), false) = (enqueued.expired, enqueued.duplicate) else {
+    if enqueued.duplicate {
         return Ok(None);
+    }
+    let Some(reason) = enqueued.expired else {
+        return tell_if_behind_a_question_in(outbound, tx, routes, message, enqueued.id);
     };
     let why = format!(
         "{reason}: the agent ended this session, so the message is not typed into whatever runs \
@@ -122,4 +125,47 @@ pub fn tell_if_dropped_in(
     );
     let trouble = Trouble::Dropped { why: &why };
     tell_message_in(outbound, tx, routes, enqueued.id, message, trouble)
+}
+
+/// Tells the chat `message` came from that it waits behind a question the agent asked there
+/// (a permission dialog is up: nothing is typed into the agent until it is answered), and how
+/// to answer it; nothing when no question is open in that chat.
+fn tell_if_behind_a_question_in(
+    outbound: &Queue,
+    tx: &Tx<'_>,
+    routes: &NoticeRoutes,
+    message: &crate::InboundMessage,
+    row: i64,
+) -> Result<Option<String>> {
+    // Only chat messages, whose chat has a channel to be told on: one lookup, no statement.
+    let Some(origin) = message.reply_origin() else {
+        return Ok(None);
+    };
+    if !routes.replies.contains_key(&origin.origin) {
+        return Ok(None);
+    }
+    let open = crate::approvals::open_for_session(tx, &message.session)?;
+    let asked_here = |a: &&crate::approvals::Approval| {
+        a.origin
+            .as_ref()
+            .is_some_and(|o| o.origin == origin.origin && o.chat == origin.chat)
+    };
+    let Some(asked) = open.iter().find(asked_here) else {
+        return Ok(None);
+    };
+    let why = format!(
+        "{} is asking you first: {}. Answer it (reply yes or no to the question, or send \
+         /allow {id} or /deny {id}); until then nothing is typed into the agent",
+        message.session,
+        asked.action,
+        id = asked.id
+    );
+    tell_message_in(
+        outbound,
+        tx,
+        routes,
+        row,
+        message,
+        Trouble::Waits { why: &why },
+    )
 }

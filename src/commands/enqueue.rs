@@ -114,6 +114,19 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         payload,
     };
     message.validate(max)?;
+    // A session its channel can never reach (a tmux session id with ':') is refused here.
+    let channel = ctx.config.sessions.channel_for(&message.session);
+    if let Some(why) = ctx
+        .config
+        .channel(channel)
+        .ok()
+        .and_then(|c| c.refuses_address(&message.session))
+    {
+        return Err(CliError::Usage(format!(
+            "session {:?} goes to channel '{channel}', which cannot deliver to it: {why}",
+            message.session.escape_debug().to_string()
+        )));
+    }
 
     let store = open(ctx)?;
     let row = message.to_row();
@@ -168,6 +181,9 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
         ..OutboundMessage::text(&args.channel, &args.to, &text)
     };
     message.validate(max)?;
+    if let Some(why) = channel.refuses_address(&message.to) {
+        return Err(CliError::Usage(format!("--to: {why}")));
+    }
     let store = open(ctx)?;
     let q = &store.outbound;
     let written = store

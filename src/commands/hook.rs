@@ -108,7 +108,8 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     let file = !ctx.config.database.is_shared();
     if let Some(pid) = crate::pid_file::daemon_of_deleted(&path).filter(|_| file) {
         // Kept for the daemon's restart rather than written to a database it never reads.
-        let kept = hook_spool::keep(&hook_spool::dir(&path), event).map_err(|e| {
+        let why = crate::pid_file::deleted_under(&path, pid);
+        let kept = hook_spool::keep(&hook_spool::dir(&path), event, &why).map_err(|e| {
             CliError::Failed(format!(
                 "{}; nor can the event be kept: {e}",
                 crate::pid_file::deleted_under(&path, pid)
@@ -126,7 +127,8 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
         // The database cannot be named (a URL whose variable or file is missing): the event
         // waits in the spool, which the daemon records once it runs.
         Err(e) => {
-            let kept = hook_spool::keep(&hook_spool::dir(&path), event).map_err(|why| {
+            let kept = hook_spool::keep(&hook_spool::dir(&path), event, &e.to_string());
+            let kept = kept.map_err(|why| {
                 CliError::Failed(format!("{e}; nor can the event be kept: {why}"))
             })?;
             eprintln!("relayq hook: {e}; the event is kept in {}", kept.display());
@@ -141,7 +143,7 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
         // PostgreSQL cannot be reached: waiting here would not help the agent, which waits on
         // its hook. The daemon records the spool once the database is back (or fixed).
         Err(e @ EngineError::Connect { .. }) => {
-            let kept = hook_spool::keep(&spool, event).map_err(|why| {
+            let kept = hook_spool::keep(&spool, event, &e.to_string()).map_err(|why| {
                 CliError::Failed(format!(
                     "{e}; the event could not be kept in {}: {why}",
                     spool.display()
@@ -155,7 +157,8 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
             Ok(())
         }
         Err(e) if e.is_busy() => {
-            let kept = hook_spool::keep(&spool, event).map_err(|why| {
+            let said = format!("the database stayed locked for {:?}: {e}", db.busy_timeout);
+            let kept = hook_spool::keep(&spool, event, &said).map_err(|why| {
                 CliError::Failed(format!(
                     "{e}; the event could not be kept in {}: {why}",
                     spool.display()
@@ -206,8 +209,9 @@ fn record(
     settings: &approvals::Settings,
 ) -> Result<Option<(Engine, Approval)>, EngineError> {
     let engine = Engine::open(db)?.with_node(node);
-    for session in hook_spool::drain(&engine, spool)? {
-        relayq_actors::wake::rows_written_beside(engine.database().path(), hooks::QUEUE, &session);
+    for drained in hook_spool::drain(&engine, spool)? {
+        let path = engine.database().path();
+        relayq_actors::wake::rows_written_beside(path, hooks::QUEUE, &drained.session);
     }
     let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     let asked = engine.write(|tx| {

@@ -33,6 +33,16 @@ pub fn expire(ctx: &Invocation, session: &str, as_json: bool) -> Result<(), CliE
     }
     let store = open_existing(ctx)?;
     let n = store.inbound.expire_key(session, "session expired")?;
+    if n == 0 {
+        let registered = relayq_engine::sessions::get(&store.engine.database().read()?, session)?;
+        if registered.is_none() && !store.inbound.has_key(session)? {
+            return Err(CliError::Failed(format!(
+                "no session {}: no message was ever queued for it and no agent reported it; \
+                 `relayq session list` shows the sessions there are",
+                shown(session)
+            )));
+        }
+    }
     relayq_actors::wake::rows_written_beside(
         store.engine.database().path(),
         inbound::QUEUE,

@@ -938,6 +938,21 @@ impl Drop for Tmux {
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
         let _ = self.run(&["kill-server"]);
+        // tmux leaves its socket file behind: one per test, per run, in /tmp/tmux-UID.
+        let _ = std::fs::remove_file(self.socket_path());
+    }
+}
+
+impl Tmux {
+    /// Where tmux keeps this server's socket (`-L NAME`: in `$TMUX_TMPDIR` or /tmp, under
+    /// tmux-UID).
+    pub fn socket_path(&self) -> PathBuf {
+        let dir = std::env::var_os("TMUX_TMPDIR").unwrap_or_else(|| "/tmp".into());
+        // SAFETY: getuid cannot fail and touches no memory.
+        let uid = unsafe { libc::getuid() };
+        PathBuf::from(dir)
+            .join(format!("tmux-{uid}"))
+            .join(&self.socket)
     }
 }
 

@@ -26,6 +26,11 @@ pub trait Platform: Sized {
     fn text_limit() -> relayq_engine::TextLimit;
     /// Makes the channel from its checked settings.
     fn build(config: &BotConfig<Self>) -> Result<Self::Channel, SettingError>;
+    /// Why `to` can never be a destination on the platform, if it cannot (see
+    /// [`ChannelKind::refuses_address`]).
+    fn refuses_address(_to: &str) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -108,6 +113,10 @@ impl<P: Platform> ChannelKind for BotConfig<P> {
 
     fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
         Some(P::text_limit())
+    }
+
+    fn refuses_address(&self, to: &str) -> Option<String> {
+        P::refuses_address(to)
     }
 
     fn check(&self) -> Result<(), SettingError> {

@@ -28,6 +28,12 @@ pub trait ChannelKind {
         None
     }
 
+    /// Why `address` (a session id, or an outbound destination) can never be delivered to by
+    /// this channel, if it cannot: refused at enqueue rather than found at delivery.
+    fn refuses_address(&self, _address: &str) -> Option<String> {
+        None
+    }
+
     /// Checks what the file alone can tell (every command reads the config, not only the
     /// daemon); the error names the key.
     fn check(&self) -> Result<(), SettingError> {

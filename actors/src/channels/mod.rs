@@ -64,5 +64,8 @@ crate::settings::kinds! {
         Discord(discord),
         Slack(slack),
     }
-    forward { text_limit() -> Option<relayq_engine::TextLimit> }
+    forward {
+        text_limit() -> Option<relayq_engine::TextLimit>,
+        refuses_address(address: &str) -> Option<String>,
+    }
 }

@@ -500,6 +500,32 @@ pub fn told_in(tx: &Tx<'_>, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The open approvals asked in a chat's thread (no thread: the chat itself), two at most.
+const OPEN_IN_CHAT_SQL: Sql = Sql::two(
+    "SELECT id FROM approvals
+     WHERE state = 'asked' AND origin = :origin AND chat = :chat AND thread IS :thread
+     ORDER BY asked_at, id LIMIT 2",
+    "SELECT id FROM approvals
+     WHERE state = 'asked' AND origin = :origin AND chat = :chat
+       AND thread IS NOT DISTINCT FROM CAST(:thread AS TEXT)
+     ORDER BY asked_at, id LIMIT 2",
+);
+
+/// The approvals open in `chat` of `origin` (in `thread`, or outside any), up to two: a bare
+/// yes or no answers one that is alone.
+pub fn open_in_chat(
+    db: &dyn Executor,
+    origin: &str,
+    chat: &str,
+    thread: Option<&str>,
+) -> Result<Vec<String>> {
+    db.query_all(
+        &OPEN_IN_CHAT_SQL,
+        params![":origin" => origin, ":chat" => chat, ":thread" => thread],
+        |r| r.get(0),
+    )
+}
+
 const ASKED_BY_QUESTION_SQL: Sql = Sql::same(
     "SELECT a.id FROM approvals a
      JOIN queue_rows q ON q.id = a.question_row
@@ -537,6 +563,7 @@ mod tests {
             OPEN_FOR_SESSION_SQL,
             DUE_SQL,
             UNTOLD_SQL,
+            OPEN_IN_CHAT_SQL,
             KEYS_DUE_SQL,
             ASK_SQL,
             ANYTHING_TO_DO_SQL,

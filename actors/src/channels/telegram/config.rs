@@ -19,6 +19,20 @@ impl Platform for Telegram {
         super::text_limit()
     }
 
+    /// A chat is its numeric id (a group's is negative) or a public channel's `@username`.
+    fn refuses_address(to: &str) -> Option<String> {
+        let username = to.strip_prefix('@').is_some_and(|name| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        match to.parse::<i64>().is_ok() || username {
+            true => None,
+            false => Some(format!(
+                "{to:?} is not a Telegram chat: give its numeric id (a group's is negative, e.g. \
+                 -1001234567890) or a public channel's @username"
+            )),
+        }
+    }
+
     fn build(config: &Config) -> Result<TelegramChannel, SettingError> {
         let (api, token) = config.bot_url()?;
         Ok(TelegramChannel {

@@ -127,6 +127,10 @@ pub const SESSION_NOT_FOUND: &str = "session not found";
 impl ChannelKind for Config {
     type Channel = TmuxChannel;
 
+    fn refuses_address(&self, session: &str) -> Option<String> {
+        target_for(&self.target, session).err()
+    }
+
     fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -293,7 +293,11 @@ fn answer_in_text(message: &InboundMessage) -> Option<ChatAnswer> {
     };
     let (target, decision) = command;
     let chat = message.source_channel_id.clone()?;
-    let may_be_a_message = bare || matches!(target, approvals::Target::Question { .. });
+    let may_be_a_message = bare
+        || matches!(
+            target,
+            approvals::Target::Question { .. } | approvals::Target::OpenInChat
+        );
     Some(ChatAnswer {
         otherwise: may_be_a_message.then(|| Box::new(message.clone())),
         target,

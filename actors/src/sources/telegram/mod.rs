@@ -307,8 +307,11 @@ impl Inner {
         let Some((target, decision)) = command else {
             return Some(TakenUpdate::Message(inbound));
         };
-        let otherwise = matches!(target, approvals::Target::Question { .. })
-            .then(|| Box::new(inbound.clone()));
+        let otherwise = matches!(
+            target,
+            approvals::Target::Question { .. } | approvals::Target::OpenInChat
+        )
+        .then(|| Box::new(inbound.clone()));
         Some(TakenUpdate::Answer(ChatAnswer {
             target,
             decision,

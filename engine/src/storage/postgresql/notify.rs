@@ -135,4 +135,49 @@ mod tests {
             );
         }
     }
+
+    /// Issue 41, item 4: a message waiting for a busy agent was pasted 12 to 15 s late when
+    /// another node applied the agent's Stop event: only that node's workers were woken, and
+    /// the agent's node looked again at its next 15 s look. A change of an agent's state, by
+    /// whichever node, is announced to every node as the session's inbound rows are.
+    #[test]
+    fn an_agent_state_changed_by_any_node_wakes_every_node_for_its_session() {
+        use crate::storage::sessions::{self, Activity};
+        use crate::AgentState;
+        let pg = TestDb::postgres();
+        let url = pg.config.url.clone().unwrap();
+        let (heard, hear) = std::sync::mpsc::channel();
+        let _listener = Listener::start(url, move |queue, key: &str| {
+            let _ = heard.send((queue, key.to_string()));
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        let activity = Activity {
+            key: "agent-1",
+            agent: crate::Agent::Claude,
+            native_session_id: None,
+            cwd: None,
+            transcript_path: None,
+            pane: None,
+            node: Some("elsewhere"),
+        };
+        pg.db
+            .write(|tx| sessions::record_activity(tx, &activity, false))
+            .unwrap();
+        pg.db
+            .write(|tx| sessions::set_agent_state(tx, "agent-1", AgentState::Working).map(|_| ()))
+            .unwrap();
+        let got = hear.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got, (QueueName::Inbound, "agent-1".to_string()));
+        // The same state again changes nothing and announces nothing.
+        pg.db
+            .write(|tx| sessions::set_agent_state(tx, "agent-1", AgentState::Working).map(|_| ()))
+            .unwrap();
+        assert!(hear.recv_timeout(Duration::from_millis(500)).is_err());
+        pg.db
+            .write(|tx| sessions::set_agent_state(tx, "agent-1", AgentState::Ready).map(|_| ()))
+            .unwrap();
+        let got = hear.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got, (QueueName::Inbound, "agent-1".to_string()));
+    }
 }

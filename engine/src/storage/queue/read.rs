@@ -29,7 +29,22 @@ const STATE_OF_SQL: Sql = Sql::same(
                  WHERE id = :id AND queue = :queue",
 );
 
+/// Whether a key has any row, in any state.
+const HAS_KEY_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM queue_rows WHERE queue = :queue AND key = :key LIMIT 1) k",
+);
+
 impl Queue {
+    /// Whether `key` has any row, finished ones included (as long as they are kept): a key
+    /// the operator names that has none is probably mistyped. Not on the delivery path (it may
+    /// read the whole table).
+    pub fn has_key(&self, key: &str) -> Result<bool> {
+        let conn = self.db.read()?;
+        let params = params![":queue" => self.name, ":key" => key];
+        let n: i64 = conn.query_value(&HAS_KEY_SQL, params)?;
+        Ok(n > 0)
+    }
+
     #[cfg(any(test, feature = "test-helpers"))]
     /// The key's oldest unfinished row, as a worker needs it to decide when to look again.
     pub fn head(&self, key: &str) -> Result<super::Head> {
@@ -397,6 +412,7 @@ pub(super) const STATEMENTS: &[Sql] = &[
     DEAD_COUNT_SQL,
     ROW_DETAIL_SQL,
     STUCK_HEADS_SQL,
+    HAS_KEY_SQL,
 ];
 
 #[cfg(test)]
