@@ -84,7 +84,17 @@ pub fn shown(text: &str) -> String {
 
 /// The start of `text` (at most `max` bytes), on one line: newlines as spaces, then [`shown`].
 pub fn excerpt(text: &str, max: usize) -> String {
-    shown(&relayq_engine::hooks::head_of(text, max).replace('\n', " "))
+    let text = text.replace('\n', " ");
+    let head = relayq_engine::hooks::head_of(&text, max);
+    if head.len() == text.len() {
+        return shown(&text);
+    }
+    // Cut at a word's end (a long word alone is cut where it must be), and say it was cut.
+    let cut = head
+        .rfind(' ')
+        .filter(|at| *at > max / 2)
+        .map_or(head, |at| &head[..at]);
+    format!("{}…", shown(cut.trim_end()))
 }
 
 /// Progress of long work (a prune, a bulk dead-letter operation) on stderr, rewritten in place

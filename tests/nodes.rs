@@ -785,3 +785,41 @@ fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
     assert!(status.success(), "{status}: {}", on_a.log());
     eprintln!("nodes: node a stopped {:?} after SIGTERM", asked.elapsed());
 }
+
+/// Issue 41, item 6: with `url_env = "RELAYQ_PG"`, an agent whose environment lacks the
+/// variable spooled every event; the daemon then logged "recorded hook events spooled while
+/// the database was locked", and the real reason was only on the hook's stderr, which the agent
+/// does not show. The spool keeps why, and the daemon logs it.
+#[test]
+fn the_daemon_says_why_hook_events_were_spooled() {
+    let server = TestServer::start();
+    let config = file_config()
+        .set("database", "url_env = \"RELAYQ_PG\"")
+        .set("daemon", "sweep_interval = \"200ms\"");
+    let app = App::sqlite(config);
+    let out = app.hook(
+        "claude",
+        include_str!("fixtures/claude-code/Stop.json"),
+        false,
+        &[],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("RELAYQ_PG"), "the hook says why: {said}");
+    let daemon = app.serve_with_env(&[("RELAYQ_PG", &server.url())]);
+    wait_until(
+        "the spooled event recorded and its reason logged",
+        WAIT,
+        || daemon.log().contains("could not record itself"),
+    );
+    let log = daemon.log();
+    daemon.stop();
+    let line = log
+        .lines()
+        .find(|l| l.contains("could not record itself"))
+        .unwrap();
+    assert!(
+        line.contains("RELAYQ_PG"),
+        "the log names the reason: {line}"
+    );
+}

@@ -2122,3 +2122,30 @@ fn a_tests_tmux_server_leaves_no_socket_file() {
     drop(tmux);
     assert!(!socket.exists(), "{} left behind", socket.display());
 }
+
+/// Issue 41, item 16: a bot token the platform refused showed only in the log and `/readyz`;
+/// `relayq status` said "no rows" and the dashboard showed the node alive. What is not ready,
+/// and why, is in `relayq status` and its JSON (as `GET /v1/status`).
+#[test]
+fn a_refused_bot_token_is_said_by_status() {
+    let fake = relayq_actors::testing::fake_telegram::FakeTelegram::start("123:right");
+    let app = App::new(file_config().channel(
+        "tg",
+        "telegram",
+        &[
+            "token = \"123:wrong\"",
+            &format!("api_url = {:?}", fake.url),
+        ],
+    ));
+    let daemon = app.serve();
+    let mut status = String::new();
+    wait_until("status to say the channel is not ready", WAIT, || {
+        status = app.ok(&["status"]);
+        status.contains("channel tg is not ready")
+    });
+    assert!(status.contains("Unauthorized"), "{status}");
+    let json: Value = serde_json::from_str(&app.ok(&["status", "--json"])).unwrap();
+    let unready = json["nodes"][0]["unready"].to_string();
+    assert!(unready.contains("channel tg is not ready"), "{json:#}");
+    daemon.stop();
+}

@@ -40,6 +40,7 @@ pub mod outbound;
 pub mod pacing;
 pub mod pauses;
 pub mod penalties;
+pub mod readiness;
 pub mod recovery;
 pub mod runs;
 pub mod runtime;

@@ -22,7 +22,8 @@ pub struct Membership {
 impl Membership {
     /// Joins as the engine's node (the host's daemon lock must be held) and starts the
     /// heartbeat.
-    pub fn join(engine: Engine) -> Result<Membership> {
+    /// `readiness`: what cannot work here, said with each heartbeat.
+    pub fn join(engine: Engine, readiness: crate::readiness::Readiness) -> Result<Membership> {
         engine.join_nodes()?;
         tracing::info!(
             node = engine.node(),
@@ -34,7 +35,7 @@ impl Membership {
             let (engine, stop) = (engine.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("relayq-heartbeat".into())
-                .spawn(move || beat(&engine, &stop))
+                .spawn(move || beat(&engine, &stop, &readiness))
                 .map_err(|e| crate::ActorError::Blocking(e.to_string()))?
         };
         Ok(Membership {
@@ -47,7 +48,7 @@ impl Membership {
 
 /// Says the node is alive until told to stop; joins again if its name was taken meanwhile
 /// (it was thought lost: its leases were taken back, and fencing refuses its late answers).
-fn beat(engine: &Engine, stop: &AtomicBool) {
+fn beat(engine: &Engine, stop: &AtomicBool, readiness: &crate::readiness::Readiness) {
     let tick = std::time::Duration::from_millis(100);
     let mut since = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
@@ -63,7 +64,7 @@ fn beat(engine: &Engine, stop: &AtomicBool) {
             continue;
         }
         since = std::time::Instant::now();
-        match engine.heartbeat() {
+        match engine.heartbeat(&readiness.list()) {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(

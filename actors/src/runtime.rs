@@ -142,15 +142,16 @@ impl RelayqBuilder {
             true => channels.shared_through(&engine),
             false => channels,
         };
-        let joined = engine.clone();
-        let membership = actix_rt::task::spawn_blocking(move || Membership::join(joined))
-            .await
-            .map_err(|e| ActorError::Blocking(e.to_string()))??;
         let store = Store::new(
             engine.clone(),
             config.queues.clone(),
             config.notice_routes.clone(),
         );
+        let (joined, readiness) = (engine.clone(), store.readiness.clone());
+        let membership =
+            actix_rt::task::spawn_blocking(move || Membership::join(joined, readiness))
+                .await
+                .map_err(|e| ActorError::Blocking(e.to_string()))??;
         // Before any actor can lease them: stale progress rows from before this start.
         let superseded = store
             .run(|s| {
@@ -200,7 +201,7 @@ impl RelayqBuilder {
             .marking_send_started(config.mark_send_started)
             .start();
         // Before the sender's first claim: channels without a ready check are ready now.
-        known_channels.check_readiness(sender.clone().recipient());
+        known_channels.check_readiness(sender.clone().recipient(), store.readiness.clone());
         let claimer = HookClaimer::start(
             store.clone(),
             config.claims.hook_batch,
@@ -358,7 +359,8 @@ impl Relayq {
             .reconfigure(reload.queues, reload.notice_routes);
         let h = &self.handle;
         h.channels.replace_all(reload.channels);
-        h.channels.check_readiness(h.sender.clone().recipient());
+        h.channels
+            .check_readiness(h.sender.clone().recipient(), h.store.readiness.clone());
         h.supervisor
             .do_send(SetSessionChannels(reload.session_channels));
         // Sources start afresh from their stored offsets with their new settings.

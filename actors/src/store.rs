@@ -33,6 +33,8 @@ pub struct Handles {
     pub metrics: Metrics,
     /// Tells the workers that rows were committed (see [`Waking`]).
     pub waking: Arc<dyn Waking>,
+    /// What cannot work on this node now, and why.
+    pub readiness: crate::readiness::Readiness,
     in_flight: Arc<InFlight>,
 }
 
@@ -83,6 +85,7 @@ impl Store {
             pauses: Arc::new(Pauses::default()),
             metrics: Metrics::default(),
             waking,
+            readiness: Default::default(),
             in_flight: Arc::default(),
         }))
     }

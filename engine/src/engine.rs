@@ -203,11 +203,12 @@ impl Engine {
 
     /// Says this node is alive, with how busy it is, and notes how busy the others are; false
     /// when another daemon took its name meanwhile.
-    pub fn heartbeat(&self) -> Result<bool> {
+    /// `unready`: what cannot work on this node now, and why (see `NodeView::unready`).
+    pub fn heartbeat(&self, unready: &[String]) -> Result<bool> {
         use crate::storage::nodes::{beat_in, least_busy_other};
         let own = self.load.own.load(Ordering::Relaxed);
         let (kept, least) = self.write(|tx| {
-            let kept = beat_in(tx, &self.node, &self.owner, own)?;
+            let kept = beat_in(tx, &self.node, &self.owner, own, unready)?;
             Ok((kept, least_busy_other(tx, &self.node)?))
         })?;
         self.load.note_others(least);

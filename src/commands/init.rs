@@ -115,6 +115,20 @@ pub fn telegram(config: Option<&Path>, args: InitTelegramArgs) -> Result<(), Cli
         "     tmux new-session -s {session} -e RELAYQ_SESSION={session} {}\n",
         args.agent.as_str()
     );
+    println!(
+        "   The agent's hooks find the database as relayq does: a `url_env = \"VAR\"` in \
+         [database] (PostgreSQL, README \"Several machines\") must be in the agent's \
+         environment too (add `-e VAR=\"$VAR\"` above). A hook that cannot reach the database \
+         keeps the event in a spool and the answer comes late; the daemon's log says why.\n"
+    );
+    if args.agent == Agent::Claude {
+        println!(
+            "   Claude Code asks once, in the terminal, \"Make auto mode your default permission \
+             mode?\" (with permissions.defaultMode = \"default\"): answer it there. In auto \
+             mode it runs what it judges safe and blocks the rest without asking the chat; \
+             README \"Permission modes\" says how to choose.\n"
+        );
+    }
     println!("4. Message your bot from Telegram: the text is typed into the agent, and its answer comes back to the chat.");
     Ok(())
 }

@@ -67,8 +67,8 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     }
     let now = store.engine.now();
     println!(
-        "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<32} LAST USER INPUT",
-        "SESSION", "AGENT", "STATE", "AGENT STATE", "SINCE", "TURN", "ORIGIN"
+        "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<16} {:<32} LAST USER INPUT",
+        "SESSION", "AGENT", "STATE", "AGENT STATE", "SINCE", "TURN", "NODE", "ORIGIN"
     );
     for s in sessions {
         let input = s.last_user_input.as_deref().unwrap_or("-");
@@ -85,13 +85,14 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             .agent_state_since
             .map_or("-".to_string(), |t| crate::output::relative(t, now));
         println!(
-            "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<32} {}",
+            "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<16} {:<32} {}",
             shown(&s.key),
             s.agent,
             s.state,
             agent_state,
             since,
             s.current_turn,
+            s.node.as_deref().map_or("-".into(), |n| excerpt(n, 16)),
             excerpt(&origin, 32),
             excerpt(input, 60)
         );

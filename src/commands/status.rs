@@ -62,21 +62,29 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             );
         }
     }
+    // What cannot work now (a refused token), as each live node last said it.
+    let several = nodes.len() > 1;
+    for n in nodes.iter().filter(|n| n.alive) {
+        for why in &n.unready {
+            match several {
+                true => println!("node {}: {}", shown(&n.node.name), excerpt(why, 300)),
+                false => println!("{}", excerpt(why, 300)),
+            }
+        }
+    }
     if counts.is_empty() {
         println!("no rows in {}", engine.database().describe());
         return Ok(());
     }
-    println!(
-        "{:<10} {:<10} {:<20} {:>10}",
-        "QUEUE", "STATE", "REASON", "COUNT"
-    );
+    // A reason is cut to its column (`relayq show ID` has it whole); the count stays in place.
+    println!("{:<10} {:<10} {:>8}  REASON", "QUEUE", "STATE", "COUNT");
     for c in &counts {
         println!(
-            "{:<10} {:<10} {:<20} {:>10}",
+            "{:<10} {:<10} {:>8}  {}",
             c.queue,
             c.state,
-            c.reason.as_deref().unwrap_or("-"),
-            c.count
+            c.count,
+            c.reason.as_deref().map_or("-".into(), |r| excerpt(r, 50)),
         );
     }
     for o in &oldest {

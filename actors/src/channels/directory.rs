@@ -177,7 +177,11 @@ impl ChannelDirectory {
     /// pausing 1 s, then twice as long each time up to 30 s; tells `on_ready` when a channel
     /// becomes ready. A channel without a check is ready at once. Run at start and after a
     /// reload, inside the actix system; a check of a channel replaced meanwhile stops.
-    pub fn check_readiness(&self, on_ready: Recipient<crate::claiming::ClaimOutbound>) {
+    pub fn check_readiness(
+        &self,
+        on_ready: Recipient<crate::claiming::ClaimOutbound>,
+        readiness: crate::readiness::Readiness,
+    ) {
         use std::sync::atomic::Ordering;
         let slots = self.slots.lock().unwrap();
         for (name, slot) in slots.iter() {
@@ -193,7 +197,9 @@ impl ChannelDirectory {
                 slot.ready.clone(),
                 slot.spec.ready_check.clone(),
             );
-            let (directory, on_ready) = (self.clone(), on_ready.clone());
+            let (directory, on_ready, readiness) =
+                (self.clone(), on_ready.clone(), readiness.clone());
+            let what = format!("channel {name}");
             actix_rt::spawn(async move {
                 let mut check = Some(first);
                 let mut pause = Duration::from_secs(1);
@@ -205,6 +211,7 @@ impl ChannelDirectory {
                             .is_some_and(|s| Arc::ptr_eq(&s.ready, &flag))
                     };
                     if replaced() {
+                        readiness.ready(&what);
                         return;
                     }
                     let Some(answer) = check.take().or_else(|| ask()) else {
@@ -213,12 +220,14 @@ impl ChannelDirectory {
                     match answer.await {
                         Ok(()) => break,
                         Err(why) => {
+                            readiness.not_ready(&what, &why.to_string());
                             tracing::warn!(channel = name, error = %why, retry_in = ?pause, "channel not ready; its rows wait, uncharged")
                         }
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(30));
                 }
+                readiness.ready(&what);
                 tracing::info!(channel = name, "channel ready");
                 flag.store(true, Ordering::SeqCst);
                 on_ready.do_send(crate::claiming::ClaimOutbound);

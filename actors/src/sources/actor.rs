@@ -141,7 +141,7 @@ impl<S: Source> SourceActor<S> {
                     && batch.answers.is_empty()
                     && act.offset.as_ref() == Some(&batch.offset) =>
             {
-                act.failures = 0;
+                act.succeeded();
                 ctx.run_later(IDLE_PAUSE, |act, ctx| act.fetch(ctx));
             }
             Ok(batch) => act.hand_over(batch, ctx),
@@ -186,12 +186,19 @@ impl<S: Source> SourceActor<S> {
             }
             tracing::debug!(source = act.name, rows = results.len(), offset = %offset, "batch enqueued");
             act.offset = Some(offset);
-            act.failures = 0;
+            act.succeeded();
             act.fetch(ctx);
         }));
     }
 
     /// Logs the failure and runs `again` after the backoff, from the same offset.
+    /// A fetch worked: the source is ready again.
+    fn succeeded(&mut self) {
+        if std::mem::take(&mut self.failures) >= 2 {
+            self.store.readiness.ready(&format!("source {}", self.name));
+        }
+    }
+
     fn failed(
         &mut self,
         error: String,
@@ -202,6 +209,11 @@ impl<S: Source> SourceActor<S> {
             .saturating_mul(1 << self.failures.min(10))
             .min(MAX_BACKOFF);
         self.failures += 1;
+        // A source that fails again and again is said in `relayq status` (a refused token).
+        if self.failures >= 2 {
+            let what = format!("source {}", self.name);
+            self.store.readiness.not_ready(&what, &error);
+        }
         self.source.reset();
         tracing::warn!(source = self.name, error = %error, retry_in = ?wait, "source failed; trying again from the same offset");
         ctx.run_later(wait, again);

@@ -51,7 +51,8 @@ const JOIN_SQL: Sql = Sql::same(
         OR nodes.seen_at < :lost_before OR :holder_dead",
 );
 const BEAT_SQL: Sql = Sql::same(
-    "UPDATE nodes SET seen_at = :now, backlog = :backlog WHERE name = :name AND instance = :instance",
+    "UPDATE nodes SET seen_at = :now, backlog = :backlog, unready = :unready
+     WHERE name = :name AND instance = :instance",
 );
 const LEAVE_SQL: Sql =
     Sql::same("UPDATE nodes SET stopped_at = :now WHERE name = :name AND instance = :instance");
@@ -150,11 +151,21 @@ fn process_gone(instance: &str) -> bool {
 /// Says node `name` (as `instance`) is alive, its writer's `backlog` (operations waiting, on
 /// average); false when the name was taken by another daemon meanwhile (this one was thought
 /// lost: it should join again).
-pub fn beat_in(tx: &Tx<'_>, name: &str, instance: &str, backlog: u64) -> Result<bool> {
+pub fn beat_in(
+    tx: &Tx<'_>,
+    name: &str,
+    instance: &str,
+    backlog: u64,
+    unready: &[String],
+) -> Result<bool> {
     let now = tx.now();
     let backlog = backlog.min(i64::MAX as u64) as i64;
-    let params =
-        params![":name" => name, ":instance" => instance, ":now" => now, ":backlog" => backlog];
+    let unready = (!unready.is_empty())
+        .then(|| serde_json::to_string(unready).expect("a list of strings serialises"));
+    let params = params![
+        ":name" => name, ":instance" => instance, ":now" => now, ":backlog" => backlog,
+        ":unready" => unready,
+    ];
     Ok(tx.exec(&BEAT_SQL, params)? == 1)
 }
 
@@ -193,7 +204,12 @@ pub struct NodeView {
     pub sessions: i64,
     /// Rows its daemon holds leased now.
     pub leases: i64,
+    /// What cannot work on it now, and why (its last heartbeat's word; empty when it is not
+    /// alive).
+    pub unready: Vec<String>,
 }
+
+const UNREADY_SQL: Sql = Sql::same("SELECT name, unready FROM nodes WHERE unready IS NOT NULL");
 
 /// Every node with what it holds, as at `now`.
 pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
@@ -208,10 +224,21 @@ pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
         count(&LEASES_PER_OWNER_SQL)?,
     );
     let sources = crate::storage::source_leases::list(conn)?;
+    let unready: std::collections::HashMap<String, Vec<String>> = conn
+        .query_all(&UNREADY_SQL, params![], |r| {
+            Ok((r.get::<String, _>(0)?, r.get::<String, _>(1)?))
+        })?
+        .into_iter()
+        .map(|(name, list)| (name, serde_json::from_str(&list).unwrap_or_default()))
+        .collect();
     Ok(list(conn)?
         .into_iter()
         .map(|node| NodeView {
             alive: is_alive(&node, now),
+            unready: match is_alive(&node, now) {
+                true => unready.get(&node.name).cloned().unwrap_or_default(),
+                false => Vec::new(),
+            },
             sources: sources
                 .iter()
                 .filter(|l| l.instance == node.instance && l.expires_at > now)
@@ -303,7 +330,7 @@ mod tests {
             let later = T + 1_000 + ms(NODE_TIMEOUT) + 1;
             at(later, &|tx| join_in(tx, "a", "h2/1")).unwrap();
             let stale = db
-                .write_at(later, |tx| beat_in(tx, "a", "h1/1", 0))
+                .write_at(later, |tx| beat_in(tx, "a", "h1/1", 0, &[]))
                 .unwrap();
             assert!(
                 !stale,
@@ -334,16 +361,17 @@ mod tests {
             assert_eq!(least("a"), None, "{}: alone", backend.name());
             for (name, instance, backlog) in [("b", "hb/1", 40), ("c", "hc/1", 3)] {
                 db.write_at(T, |tx| join_in(tx, name, instance)).unwrap();
-                db.write_at(T, |tx| beat_in(tx, name, instance, backlog))
+                db.write_at(T, |tx| beat_in(tx, name, instance, backlog, &[]))
                     .unwrap();
             }
-            db.write_at(T, |tx| beat_in(tx, "a", "ha/1", 0)).unwrap();
+            db.write_at(T, |tx| beat_in(tx, "a", "ha/1", 0, &[]))
+                .unwrap();
             assert_eq!(least("a"), Some(3), "{}", backend.name());
             assert_eq!(least("c"), Some(0), "{}", backend.name());
             db.write_at(T, |tx| leave_in(tx, "c", "hc/1")).unwrap();
             assert_eq!(least("a"), Some(40), "{}: c stopped", backend.name());
             let later = T + ms(NODE_TIMEOUT) + 1;
-            db.write_at(later, |tx| beat_in(tx, "a", "ha/1", 0))
+            db.write_at(later, |tx| beat_in(tx, "a", "ha/1", 0, &[]))
                 .unwrap();
             assert_eq!(least("a"), None, "{}: b lost", backend.name());
         }
@@ -376,7 +404,7 @@ mod tests {
             }
             // b keeps beating; a does not, and is lost.
             let later = T + ms(NODE_TIMEOUT) + 1;
-            db.write_at(later, |tx| beat_in(tx, "b", "hb/1", 0))
+            db.write_at(later, |tx| beat_in(tx, "b", "hb/1", 0, &[]))
                 .unwrap();
             let taken = db.write_at(later, reclaim_lost_in).unwrap();
             assert_eq!(taken, 1, "{}: only a's lease", backend.name());

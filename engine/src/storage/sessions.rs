@@ -59,6 +59,8 @@ pub struct SessionRecord {
     pub agent_hooks: bool,
     /// The tmux pane its agent's hooks ran in (`$TMUX_PANE`).
     pub pane: Option<String>,
+    /// The node its agent's hooks ran on (the node that delivers its messages).
+    pub node: Option<String>,
     /// Where its last inbound message came from, when that named a chat: where its notices
     /// go by default.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,7 +87,7 @@ macro_rules! select_sessions {
             "SELECT key, agent, native_session_id, cwd, transcript_path, state, started_at,
                     ended_at, last_activity_at, last_user_input, current_turn, turn_running,
                     last_assistant_message, o.origin, o.chat, o.thread, agent_state,
-                    agent_state_since, agent_hooks, pane
+                    agent_state_since, agent_hooks, pane, node
              FROM sessions LEFT JOIN session_origins o ON o.session = sessions.key ",
             $where_
         )
@@ -108,7 +110,7 @@ fn from_row(r: &Row<'_>) -> Result<SessionRecord> {
     Ok(from_columns! { r => SessionRecord {
         key, agent, native_session_id, cwd, transcript_path, state, started_at, ended_at,
         last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
-        agent_state_since, agent_hooks, pane;
+        agent_state_since, agent_hooks, pane, node;
         agent_state: agent_state.as_deref().and_then(AgentState::parse),
         origin,
     } })

@@ -98,8 +98,10 @@ mod tests {
             assert!(take(T + 2_000, "a", "ha/1"), "renewed");
             // Run out: a stopped renewing (its node is still thought alive).
             let out = T + 2_000 + ms(SOURCE_LEASE);
-            db.write_at(out, |tx| crate::storage::nodes::beat_in(tx, "a", "ha/1", 0))
-                .unwrap();
+            db.write_at(out, |tx| {
+                crate::storage::nodes::beat_in(tx, "a", "ha/1", 0, &[])
+            })
+            .unwrap();
             assert!(take(out, "b", "hb/1"), "{}: run out", backend.name());
             // Let go at a clean stop: taken at once.
             db.write_at(out, |tx| release_in(tx, "bot", "hb/1"))
@@ -112,7 +114,7 @@ mod tests {
             db.write_at(restarted, |tx| join_in(tx, "a", "ha/2"))
                 .unwrap();
             db.write_at(restarted, |tx| {
-                crate::storage::nodes::beat_in(tx, "b", "hb/1", 0)
+                crate::storage::nodes::beat_in(tx, "b", "hb/1", 0, &[])
             })
             .unwrap();
             assert!(

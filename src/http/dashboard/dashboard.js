@@ -123,9 +123,14 @@ function drawNodes(nodes) {
     const tr = document.createElement("tr");
     tr.dataset.node = n.name;
     const state = n.alive ? "alive" : (n.stopped_at ? "stopped" : "lost");
-    tr.append(cell(n.name, "key"), cell(state, "state node-" + state),
+    const pill = document.createElement("span");
+    pill.textContent = state;
+    pill.className = "state node-" + state;
+    const stateCell = document.createElement("td");
+    stateCell.append(pill);
+    tr.append(cell(n.name, "key"), stateCell,
       cell(age(n.seen_seconds_ago * 1000) + " ago"), cell(n.sessions, "num"), cell(n.leases, "num"),
-      cell(n.sources.join(", ") || "—"));
+      cell(n.sources.join(", ") || "—"), cell((n.unready || []).join("; ") || "—", "error"));
     return tr;
   }));
 }
@@ -141,9 +146,11 @@ function drawAgents(sessions) {
     state.className = "state agent-" + (s.agent_state || "unknown");
     const stateCell = document.createElement("td");
     stateCell.append(state);
+    const chat = s.origin ? s.origin.origin + " " + s.origin.chat + (s.origin.thread ? " / " + s.origin.thread : "") : "—";
     tr.append(cell(s.key, "key"), cell(s.agent), stateCell,
       cell(s.agent_state_since_ms ? age(now - s.agent_state_since_ms) + " ago" : "—"),
-      cell(s.current_turn, "num"), cell(s.last_user_input || "", "error"));
+      cell(s.current_turn, "num"), cell(s.node || "—", "key"), cell(chat, "key"),
+      cell(s.last_user_input || "", "error"));
     return tr;
   }));
 }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0001_schema.sql"),
     include_str!("../../../migrations/postgresql/0002_node_load.sql"),
     include_str!("../../../migrations/postgresql/0003_agent_state_wakes.sql"),
+    include_str!("../../../migrations/postgresql/0004_node_unready.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the

@@ -58,6 +58,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0014_approval_keys.sql"),
     include_str!("../../../migrations/0015_nodes.sql"),
     include_str!("../../../migrations/0016_node_load.sql"),
+    include_str!("../../../migrations/0017_node_unready.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
