@@ -823,3 +823,68 @@ fn the_daemon_says_why_hook_events_were_spooled() {
         "the log names the reason: {line}"
     );
 }
+
+/// Issue 41, item 5: after `kill -9` of the node that hosts a session's agent, a message for it
+/// got "typing…" and silence; `relayq show ID` said pending with no reason and `status` did not
+/// list it. The other nodes say it waits for that node, since when, in `show`, `status` and
+/// (once) to the chat.
+#[test]
+fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
+    let server = TestServer::start();
+    let url = server.url();
+    let fake = FakeTelegram::start(TOKEN);
+    let env = [("BOT_TOKEN", TOKEN)];
+    let apps = [
+        App::joining(node_config(&fake, "agent-node"), &url),
+        App::joining(node_config(&fake, "other"), &url),
+    ];
+    let mut agent_node = apps[0].serve_with_env(&env);
+    let other = apps[1].serve_with_env(&env);
+    // Alice's session's agent runs on the first node: its hook says so.
+    let start = include_str!("fixtures/claude-code/SessionStart.json");
+    let out = apps[0].hook("claude", start, false, &[("RELAYQ_SESSION", "alice")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the session known on its node", WAIT, || {
+        apps[1].ok(&["session", "list"]).contains("agent-node")
+    });
+    agent_node.signal("KILL");
+    fake.push_text(ALICE, ALICE, "are you there?");
+    let mut told = None;
+    wait_until("Alice told why her message waits", WAIT, || {
+        told = fake.bot_messages().into_iter().find(|m| {
+            m["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("waits for node agent-node")
+        });
+        told.is_some()
+    });
+    let id: i64 = apps[1]
+        .query_value("SELECT MAX(id) FROM queue_rows WHERE queue = 'inbound'")
+        .unwrap();
+    let shown = apps[1].ok(&["show", &id.to_string()]);
+    assert!(
+        shown.contains("waits for node agent-node (lost since"),
+        "{shown}"
+    );
+    let status = apps[1].ok(&["status"]);
+    assert!(status.contains("waits for node agent-node"), "{status}");
+    // Once: the next sweeps say nothing more.
+    std::thread::sleep(Duration::from_secs(3));
+    let notices = fake
+        .bot_messages()
+        .into_iter()
+        .filter(|m| {
+            m["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("waits for node")
+        })
+        .count();
+    assert_eq!(notices, 1);
+    other.stop();
+}

@@ -106,6 +106,19 @@ impl RecoveryActor {
                         // Sessions whose agents run on other nodes are theirs to deliver.
                         let elsewhere = s.engine.sessions_elsewhere()?;
                         sessions.retain(|key| !elsewhere.contains(key));
+                        // Unless that node is gone: its chats hear why their messages wait.
+                        let routes = s.processor.routes.read().expect("routes lock").clone();
+                        let told = s.engine.write(|tx| {
+                            relayq_engine::trouble::tell_waiting_on_gone_nodes_in(
+                                &s.outbound,
+                                tx,
+                                &routes,
+                            )
+                        })?;
+                        if !told.is_empty() {
+                            tracing::warn!(messages = told.len(), "messages wait for the node their session's agent runs on, which is gone; their chats are told");
+                        }
+                        s.waking.outbound_written(told);
                     }
                     Ok((reclaimed, expired, sessions))
                 })

@@ -169,3 +169,39 @@ fn tell_if_behind_a_question_in(
         Trouble::Waits { why: &why },
     )
 }
+
+/// Tells each chat whose message waits for a node that is gone (the node its agent runs on,
+/// lost or stopped) why, once, and marks the message so (see
+/// [`crate::storage::nodes::waiting_on_gone_nodes_in`]); the ordering keys of the notices
+/// written, to wake their sender.
+pub fn tell_waiting_on_gone_nodes_in(
+    outbound: &Queue,
+    tx: &Tx<'_>,
+    routes: &NoticeRoutes,
+) -> Result<Vec<String>> {
+    let why = |node: &str, seen_at: i64| {
+        let since = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(seen_at.max(0) as u64),
+        );
+        format!(
+            "waits for node {node} (lost since {since}): the agent of this session runs there. \
+             Start relayq on {node} again, and the message goes to the agent"
+        )
+    };
+    let mut told = Vec::new();
+    for (waiting, why) in crate::storage::nodes::waiting_on_gone_nodes_in(tx, why)? {
+        let Ok(message) = crate::InboundMessage::from_payload(&waiting.payload) else {
+            continue;
+        };
+        let trouble = Trouble::Waits { why: &why };
+        told.extend(tell_message_in(
+            outbound,
+            tx,
+            routes,
+            waiting.row,
+            &message,
+            trouble,
+        )?);
+    }
+    Ok(told)
+}

@@ -283,6 +283,72 @@ pub fn sessions_elsewhere(conn: &dyn Executor, node: &str) -> Result<Vec<String>
     })
 }
 
+/// The head rows of inbound sessions whose agent's node is lost or stopped, not yet said to
+/// wait for it: (row id, its payload, the node, when it was last seen).
+const WAITING_ON_GONE_NODES_SQL: Sql = Sql::same(
+    "SELECT r.id, r.payload, n.name, n.seen_at FROM queue_rows r
+     JOIN sessions s ON s.key = r.key
+     JOIN nodes n ON n.name = s.node
+     WHERE r.queue = 'inbound' AND r.state = 'pending' AND r.last_error IS NULL
+       AND s.state = 'active'
+       AND (n.stopped_at IS NOT NULL OR n.seen_at < :lost_before)
+       AND NOT EXISTS (
+         SELECT 1 FROM queue_rows o
+         WHERE o.queue = r.queue AND o.key = r.key
+           AND o.state IN ('pending', 'leased') AND o.id < r.id)
+     ORDER BY r.id LIMIT 100",
+);
+
+/// Says on a row why it waits (its last error), if nothing said it yet.
+const SAY_WAITS_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET last_error = :why
+     WHERE id = :id AND state = 'pending' AND last_error IS NULL",
+);
+
+/// A message whose session's agent runs on a node that is gone (see
+/// [`waiting_on_gone_nodes_in`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitsForNode {
+    pub row: i64,
+    pub payload: String,
+    pub node: String,
+    pub seen_at: i64,
+}
+
+/// The messages at the head of their session that wait for a node lost (or stopped), not yet
+/// said so; each is marked with `why(node, seen_at)` as its last error here, so `relayq show`,
+/// `relayq status` and the API say it, and it is answered once.
+pub fn waiting_on_gone_nodes_in(
+    tx: &Tx<'_>,
+    why: impl Fn(&str, i64) -> String,
+) -> Result<Vec<(WaitsForNode, String)>> {
+    let lost_before = lost_before(tx.now());
+    let waiting = tx.query_all(
+        &WAITING_ON_GONE_NODES_SQL,
+        params![":lost_before" => lost_before],
+        |r| {
+            Ok(WaitsForNode {
+                row: r.get(0)?,
+                payload: r.get(1)?,
+                node: r.get(2)?,
+                seen_at: r.get(3)?,
+            })
+        },
+    )?;
+    let mut said = Vec::new();
+    for w in waiting {
+        let text = why(&w.node, w.seen_at);
+        if tx.exec(
+            &SAY_WAITS_SQL,
+            params![":id" => w.row, ":why" => text.as_str()],
+        )? == 1
+        {
+            said.push((w, text));
+        }
+    }
+    Ok(said)
+}
+
 fn read_node(r: &crate::storage::sql::Row<'_>) -> Result<Node> {
     Ok(from_columns! { r => Node { name, instance, started_at, seen_at, stopped_at } })
 }
@@ -299,6 +365,8 @@ pub(crate) const STATEMENTS: &[Sql] = &[
     LEAST_BUSY_OTHER_SQL,
     SESSION_NODE_SQL,
     SESSIONS_ELSEWHERE_SQL,
+    WAITING_ON_GONE_NODES_SQL,
+    SAY_WAITS_SQL,
     SESSIONS_PER_NODE_SQL,
     LEASES_PER_OWNER_SQL,
 ];

@@ -140,6 +140,10 @@ fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_me
             message_id: "1.2".into()
         }
     );
-    assert!(said("yes", None).is_none(), "not in a question's thread");
+    // Outside a question's thread: the one question open in the channel, if there is one
+    // alone (issue 41, item 14); a message otherwise.
+    let bare = said("yes", None).unwrap();
+    assert_eq!(bare.target, approvals::Target::OpenInChat);
+    assert!(bare.otherwise.is_some(), "a message when no one question is open");
     assert!(said("please deny it", None).is_none());
 }
