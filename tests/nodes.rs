@@ -888,3 +888,34 @@ fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
     assert_eq!(notices, 1);
     other.stop();
 }
+
+/// Issue 41, item 12b: `serve` exited 1 when PostgreSQL was restarting during its start-up.
+/// It waits for the database (up to a minute), as callers of the other commands retry them.
+#[test]
+fn serve_waits_for_a_database_that_is_restarting_at_its_start() {
+    let server = TestServer::start();
+    let app = App::joining(
+        file_config().set("node", "name = \"patient\""),
+        &server.url(),
+    );
+    server.stop();
+    let restart = std::thread::spawn({
+        let server = std::sync::Arc::new(server);
+        let again = server.clone();
+        move || {
+            std::thread::sleep(Duration::from_secs(2));
+            again.start_again();
+            server
+        }
+    });
+    let daemon = app.serve();
+    let _server = restart.join().unwrap();
+    let id = app.enqueue("s", "after the restart");
+    app.wait_state(relayq_engine::QueueName::Inbound, id, "delivered");
+    assert!(
+        daemon.log().contains("the database cannot be used yet"),
+        "{}",
+        daemon.log()
+    );
+    daemon.stop();
+}

@@ -11,6 +11,9 @@ use crate::commands::config::{build, describe, Built};
 use crate::config::Config;
 use crate::invocation::{CliError, Invocation};
 
+/// How long `serve` waits at start for a database that cannot be used yet (restarting, busy).
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     crate::logging::init("info", ctx.log_format);
     let mut config = ctx.config.clone();
@@ -44,14 +47,35 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
         let listen = |kind| signal(kind).map_err(|e| CliError::Failed(e.to_string()));
         let (mut term, mut int) = (listen(SignalKind::terminate())?, listen(SignalKind::interrupt())?);
         let mut hup = listen(SignalKind::hangup())?;
-        let mut builder = Relayq::builder(runtime_config);
-        for (name, spec) in channels {
-            builder = builder.channel(&name, spec);
-        }
-        for (name, spec) in sources {
-            builder = builder.source(&name, spec);
-        }
-        let runtime = builder.start().await?;
+        // A database that is restarting (or not up yet) is waited for, as the other commands'
+        // callers retry them: a service manager that starts relayq beside PostgreSQL would
+        // otherwise see it exit 1.
+        let began = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(250);
+        let runtime = loop {
+            let mut builder = Relayq::builder(runtime_config.clone());
+            for (name, spec) in &channels {
+                builder = builder.channel(name, spec.clone());
+            }
+            for (name, spec) in &sources {
+                builder = builder.source(name, spec.clone());
+            }
+            match builder.start().await {
+                Ok(runtime) => break runtime,
+                Err(relayq_actors::ActorError::Engine(e))
+                    if e.is_busy() && began.elapsed() < START_WAIT =>
+                {
+                    tracing::warn!(error = %e, retry_in = ?pause, "the database cannot be used yet; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = term.recv() => return Ok(()),
+                        _ = int.recv() => return Ok(()),
+                    }
+                    pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         let grace = config.daemon.shutdown_grace;
         let mut http = match config.http.enabled {
             false => None,
