@@ -296,7 +296,8 @@ fn the_agents_table_shows_each_sessions_agent_state() {
     rt.block_on(wait_text(
         browser,
         "#agents tr[data-session=s1] .state",
-        "awaiting approval",
+        // With the permission mode its events say (issue 41, item 13).
+        "awaiting approval · default",
     ));
     let since = rt.block_on(text_of(
         browser,

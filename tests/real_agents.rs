@@ -4,8 +4,8 @@
 //! Bot API, and the hooks wired as `relayq init` prints them. For each agent: a round trip;
 //! three messages in order, each with its own answer; a message sent during a turn; approvals
 //! from the chat (Allow, Deny, a double tap, a stranger's tap, `kill -9` while asked, expiry,
-//! an answer given in the terminal, "allow for this session"), a "no" sent meanwhile never
-//! typed into the dialog; `kill -9` of the daemon during and between turns; a
+//! an answer given in the terminal, "allow for this session"), a message sent meanwhile never
+//! typed into the dialog, a bare "no" answering the question; `kill -9` of the daemon during and between turns; a
 //! 10 000-character answer arriving whole. The paste → confirmed
 //! times are written to `$CARGO_TARGET_TMPDIR/real-agents-<agent>.txt`.
 //!
@@ -100,12 +100,16 @@ impl RealAgent {
                     "UserPromptSubmit",
                     "Stop",
                     "PermissionRequest",
+                    "PermissionDenied",
                     "SessionEnd",
                 ];
                 let mut hooks = hooks(&events);
                 hooks["Notification"] = json!([{"matcher": "idle_prompt",
                     "hooks": [{"type": "command", "command": hook}]}]);
-                write(home.join(".claude/settings.json"), &json!({"hooks": hooks}));
+                // Asked from the chat, as README "Permission modes" says to choose: Claude Code
+                // 2.1.3xx's default auto mode asks no one.
+                let settings = json!({"hooks": hooks, "permissions": {"defaultMode": "default"}});
+                write(home.join(".claude/settings.json"), &settings);
                 env.extend([
                     ("ANTHROPIC_BASE_URL", model.url()),
                     ("ANTHROPIC_AUTH_TOKEN", "test-token".into()),
@@ -192,10 +196,37 @@ impl RealAgent {
                 exports.join(" ")
             ),
         );
-        RealAgent {
+        let agent = RealAgent {
             tmux,
             session,
             project,
+        };
+        if kind == "claude" {
+            agent.keep_manual_mode();
+        }
+        agent
+    }
+
+    /// Claude Code 2.1.3xx, told `defaultMode = "default"`, asks once in the terminal "Make
+    /// auto mode your default permission mode?" (no hook reports it): Down, Enter keeps manual
+    /// mode, as a user who wants the chat asked answers. Older versions never ask.
+    fn keep_manual_mode(&self) {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            let screen = self.screen();
+            if screen.contains("auto mode your default") {
+                self.keys(&["Down"]);
+                std::thread::sleep(Duration::from_millis(300));
+                self.keys(&["Enter"]);
+                return;
+            }
+            if screen.contains("for shortcuts") || screen.contains("❯") {
+                // At its prompt with no dialog: give the dialog a moment more to come.
+                if started.elapsed() > Duration::from_secs(5) {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 
@@ -379,7 +410,7 @@ fn run_agent(kind: &'static str) {
         "echo: please reply r1",
         "echo: a slow reply s1",
         "echo: please reply s2",
-        "echo: no",
+        "echo: hold on",
         "echo: a slow reply k1",
         "echo: please reply k2",
     ] {
@@ -478,19 +509,28 @@ fn approvals_from_the_chat(
     wait_edited(fake, q1, "Allowed by Alice", context);
     assert_eq!(runs(agent, "probe-a1.txt"), 1, "the tool ran once");
 
-    // A "no" sent as a message waits; Deny keeps the tool from running; the "no" then has a
-    // turn of its own.
+    // A message sent while the question is open waits (its chat is told so) and is never
+    // typed into the dialog; a bare "no", replying to nothing, answers the one question open
+    // (issue 41, item 14) and keeps the tool from running; the message then has a turn of its
+    // own.
     say("use the tool a2");
-    let (q2, buttons) = question(fake, "probe-a2.txt", context);
-    say("no");
-    std::thread::sleep(Duration::from_secs(3));
+    let (q2, _) = question(fake, "probe-a2.txt", context);
+    say("hold on");
+    wait_chat(
+        fake,
+        ALICE,
+        "the chat told its message waits",
+        |t| t.iter().any(|t| t.contains("your message waits")),
+        context,
+    );
+    std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         runs(agent, "probe-a2.txt"),
         0,
         "the pane shows:\n{}",
         agent.screen()
     );
-    fake.push_tap(ALICE, ALICE, "Alice", q2, button(&buttons, "Deny"));
+    say("no");
     wait_edited(fake, q2, "Denied by Alice", context);
     let mut done = 1;
     if kind != "gemini" {
@@ -499,7 +539,7 @@ fn approvals_from_the_chat(
         done += 1;
         tool_done(done);
     }
-    answered_once("echo: no");
+    answered_once("echo: hold on");
     assert_eq!(runs(agent, "probe-a2.txt"), 0);
 
     // A stranger's tap changes nothing; kill -9 while asked; after the restart the buttons
@@ -507,10 +547,9 @@ fn approvals_from_the_chat(
     say("use the tool a3");
     let (q3, buttons) = question(fake, "probe-a3.txt", context);
     fake.push_tap(ALICE, 4242, "Mallory", q3, button(&buttons, "Allow"));
-    let answered = taps(4);
-    assert!(answered[2].starts_with("Denied by Alice"), "{answered:?}");
+    let answered = taps(3);
     assert!(
-        answered[3].starts_with("You may not answer"),
+        answered[2].starts_with("You may not answer"),
         "{answered:?}"
     );
     let mut daemon = daemon;

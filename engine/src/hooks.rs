@@ -53,7 +53,8 @@ pub fn map_event(agent: Agent, native: &str) -> Option<EventType> {
         "PreToolUse" => Some(ToolUse),
         "PostToolUse" | "PostToolUseFailure" => Some(ToolDone),
         "Stop" => Some(AgentStop),
-        "Notification" | "PermissionRequest" => Some(Notification),
+        // PermissionDenied: Claude Code's auto mode blocked a call by itself, asking no one.
+        "Notification" | "PermissionRequest" | "PermissionDenied" => Some(Notification),
         "StopFailure" => Some(Error),
         "SessionEnd" => Some(SessionEnd),
         _ => None,

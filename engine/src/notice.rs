@@ -83,6 +83,22 @@ impl Notice {
                     .map(str::to_string),
                 None,
             ),
+            EventType::Notification
+                if event.native_event.as_deref() == Some("PermissionDenied") =>
+            {
+                let tool = event.field(&["tool_name"]).unwrap_or("a tool");
+                let call = match command_of(event) {
+                    Some(command) => format!("{tool}: {command}"),
+                    None => tool.to_string(),
+                };
+                let why = event.field(&["reason"]).unwrap_or("no reason given");
+                let body = format!(
+                    "The agent blocked {call} by itself ({why}), asking no one: in auto mode it \
+                     decides alone. To be asked from the chat instead, set \
+                     permissions.defaultMode = \"default\" in its settings."
+                );
+                notice("blocked a tool call", Some(body), None)
+            }
             EventType::Notification => {
                 let what = match permission_asked(event) {
                     Some(ask) => format!("{ask}\n{ANSWER_IN_TERMINAL}"),

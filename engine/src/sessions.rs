@@ -26,6 +26,7 @@ pub fn touch(tx: &Tx<'_>, event: &HookEvent, reopen: bool) -> Result<()> {
         transcript_path: text("transcript_path"),
         pane: event.pane.as_deref(),
         node: event.node.as_deref(),
+        permission_mode: text("permission_mode"),
     };
     crate::storage::sessions::record_activity(tx, &activity, reopen)
 }

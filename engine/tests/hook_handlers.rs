@@ -725,3 +725,46 @@ fn the_chat_of_a_message_dropped_at_session_end_is_told() {
     assert_eq!(notice.headline, "your message was dropped");
     assert!(notice.body.unwrap().contains("the agent ended the session"));
 }
+
+/// Issue 41, item 13: Claude Code's auto mode (its default since 2.1.3xx) blocks the calls it
+/// judges risky by itself, asking no one: no question reached the chat and nothing said a call
+/// was blocked. Its `PermissionDenied` event now tells the chat what was blocked and why, and
+/// the session keeps the permission mode its events say.
+#[test]
+fn a_call_claude_codes_auto_mode_blocked_is_told_to_the_chat_with_the_mode() {
+    let f = fixture(20);
+    let mut auto = |j: &mut Value| j["permission_mode"] = json!("auto");
+    applied(f.run(captured(
+        Agent::Claude,
+        "UserPromptSubmit.json",
+        "s1",
+        &mut auto,
+    )));
+    let path = format!(
+        "{}/../tests/fixtures/claude-code/PermissionDenied.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut denied: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    auto(&mut denied);
+    let event = match hooks::receive(Agent::Claude, &denied.to_string(), Some("s1".into())) {
+        hooks::Received::Event(e) => e,
+        other => panic!("PermissionDenied is relayed: {other:?}"),
+    };
+    applied(f.run(event));
+    let notice = f.outbound().last().unwrap().notice.clone().unwrap();
+    assert_eq!(notice.headline, "blocked a tool call");
+    let body = notice.body.unwrap();
+    assert!(
+        body.contains("Bash: curl -X POST https://deploy.example.test/release")
+            && body.contains("Blocked by classifier")
+            && body.contains("defaultMode"),
+        "{body}"
+    );
+    assert_eq!(
+        f.agent_state("s1"),
+        Some(relayq_engine::AgentState::Working),
+        "a blocked call is no dialog: the turn goes on"
+    );
+    let session = f.engine.session("s1").unwrap().unwrap();
+    assert_eq!(session.permission_mode.as_deref(), Some("auto"));
+}

@@ -192,6 +192,8 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
             ("UserPromptSubmit", None),
             ("Stop", None),
             ("PermissionRequest", None),
+            // Auto mode blocked a call by itself: the chat is told (no question is asked).
+            ("PermissionDenied", None),
             ("Notification", Some("idle_prompt")),
             ("SessionEnd", None),
         ],

@@ -67,7 +67,7 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
     }
     let now = store.engine.now();
     println!(
-        "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<16} {:<32} LAST USER INPUT",
+        "{:<38} {:<7} {:<7} {:<26} {:<10} {:>5} {:<16} {:<32} LAST USER INPUT",
         "SESSION", "AGENT", "STATE", "AGENT STATE", "SINCE", "TURN", "NODE", "ORIGIN"
     );
     for s in sessions {
@@ -81,11 +81,16 @@ pub fn list(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
             format!("{} {}{thread}", o.origin, o.chat)
         });
         let agent_state = s.agent_state.map_or("-", relayq_engine::AgentState::as_str);
+        // The permission mode beside it: in `auto`, no question reaches the chat.
+        let agent_state = match &s.permission_mode {
+            Some(mode) => format!("{agent_state} ({})", excerpt(mode, 8)),
+            None => agent_state.to_string(),
+        };
         let since = s
             .agent_state_since
             .map_or("-".to_string(), |t| crate::output::relative(t, now));
         println!(
-            "{:<38} {:<7} {:<7} {:<18} {:<10} {:>5} {:<16} {:<32} {}",
+            "{:<38} {:<7} {:<7} {:<26} {:<10} {:>5} {:<16} {:<32} {}",
             shown(&s.key),
             s.agent,
             s.state,

@@ -61,6 +61,9 @@ pub struct SessionRecord {
     pub pane: Option<String>,
     /// The node its agent's hooks ran on (the node that delivers its messages).
     pub node: Option<String>,
+    /// The agent's permission mode as its last event that said one (Claude Code: `default`,
+    /// `auto`, `acceptEdits`, `plan`, `bypassPermissions`).
+    pub permission_mode: Option<String>,
     /// Where its last inbound message came from, when that named a chat: where its notices
     /// go by default.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,7 +90,7 @@ macro_rules! select_sessions {
             "SELECT key, agent, native_session_id, cwd, transcript_path, state, started_at,
                     ended_at, last_activity_at, last_user_input, current_turn, turn_running,
                     last_assistant_message, o.origin, o.chat, o.thread, agent_state,
-                    agent_state_since, agent_hooks, pane, node
+                    agent_state_since, agent_hooks, pane, node, permission_mode
              FROM sessions LEFT JOIN session_origins o ON o.session = sessions.key ",
             $where_
         )
@@ -110,7 +113,7 @@ fn from_row(r: &Row<'_>) -> Result<SessionRecord> {
     Ok(from_columns! { r => SessionRecord {
         key, agent, native_session_id, cwd, transcript_path, state, started_at, ended_at,
         last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
-        agent_state_since, agent_hooks, pane, node;
+        agent_state_since, agent_hooks, pane, node, permission_mode;
         agent_state: agent_state.as_deref().and_then(AgentState::parse),
         origin,
     } })
@@ -127,6 +130,8 @@ pub struct Activity<'a> {
     pub pane: Option<&'a str>,
     /// The node its hook ran on.
     pub node: Option<&'a str>,
+    /// The agent's permission mode, when the event says it.
+    pub permission_mode: Option<&'a str>,
 }
 
 /// The upsert of a session's activity, with the dialect's name of the larger of two values.
@@ -134,10 +139,11 @@ macro_rules! touch_sql {
     ($max:literal) => {
         concat!(
             "INSERT INTO sessions AS s (key, agent, native_session_id, cwd, transcript_path,
-                                   started_at, last_activity_at, pane, node)
-             VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane, :node)
+                                   started_at, last_activity_at, pane, node, permission_mode)
+             VALUES (:key, :agent, :native, :cwd, :transcript, :now, :now, :pane, :node, :mode)
              ON CONFLICT (key) DO UPDATE SET
                agent = excluded.agent,
+               permission_mode = COALESCE(excluded.permission_mode, s.permission_mode),
                native_session_id = COALESCE(excluded.native_session_id, s.native_session_id),
                cwd = COALESCE(excluded.cwd, s.cwd),
                transcript_path = COALESCE(excluded.transcript_path, s.transcript_path),
@@ -220,7 +226,7 @@ pub fn record_activity(tx: &Tx<'_>, a: &Activity<'_>, reopen: bool) -> Result<()
         params![
             ":key" => a.key, ":agent" => a.agent, ":native" => a.native_session_id,
             ":cwd" => a.cwd, ":transcript" => a.transcript_path, ":now" => now, ":pane" => a.pane,
-            ":node" => a.node, ":reopen" => reopen,
+            ":node" => a.node, ":reopen" => reopen, ":mode" => a.permission_mode,
         ],
     )?;
     Ok(())
@@ -358,6 +364,7 @@ mod tests {
                 transcript_path: None,
                 pane: Some("%3"),
                 node: Some("h1"),
+                permission_mode: None,
             };
             at(1_000, &|tx| record_activity(tx, &activity, false));
             at(500, &|tx| {
@@ -365,6 +372,7 @@ mod tests {
                     cwd: Some("/w"),
                     pane: None,
                     node: None,
+                    permission_mode: None,
                     ..activity.clone()
                 };
                 record_activity(tx, &later, false)

@@ -429,6 +429,7 @@ mod tests {
                 transcript_path: None,
                 pane: None,
                 node: None,
+                permission_mode: None,
             };
             let asked = db
                 .write_at(100, |tx| {

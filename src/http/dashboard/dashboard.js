@@ -142,7 +142,9 @@ function drawAgents(sessions) {
     const tr = document.createElement("tr");
     tr.dataset.session = s.key;
     const state = document.createElement("span");
-    state.textContent = (s.agent_state || "unknown").replace(/_/g, " ");
+    // With its permission mode: in auto mode no question reaches the chat.
+    state.textContent = (s.agent_state || "unknown").replace(/_/g, " ") +
+      (s.permission_mode ? " · " + s.permission_mode : "");
     state.className = "state agent-" + (s.agent_state || "unknown");
     const stateCell = document.createElement("td");
     stateCell.append(state);

@@ -160,6 +160,7 @@ mod tests {
             transcript_path: None,
             pane: None,
             node: Some("elsewhere"),
+            permission_mode: None,
         };
         pg.db
             .write(|tx| sessions::record_activity(tx, &activity, false))
