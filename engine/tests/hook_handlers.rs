@@ -733,13 +733,8 @@ fn the_chat_of_a_message_dropped_at_session_end_is_told() {
 #[test]
 fn a_call_claude_codes_auto_mode_blocked_is_told_to_the_chat_with_the_mode() {
     let f = fixture(20);
-    let mut auto = |j: &mut Value| j["permission_mode"] = json!("auto");
-    applied(f.run(captured(
-        Agent::Claude,
-        "UserPromptSubmit.json",
-        "s1",
-        &mut auto,
-    )));
+    let auto = |j: &mut Value| j["permission_mode"] = json!("auto");
+    applied(f.run(captured(Agent::Claude, "UserPromptSubmit.json", "s1", auto)));
     let path = format!(
         "{}/../tests/fixtures/claude-code/PermissionDenied.json",
         env!("CARGO_MANIFEST_DIR")
