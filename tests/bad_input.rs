@@ -134,7 +134,12 @@ fn a_second_serve_on_the_same_database_is_refused() {
     let app = App::new(file_config());
     let daemon = app.serve();
     let out = app.run(&["serve"]);
-    assert_usage_error(&out, "another relayq daemon is already serving");
+    // On PostgreSQL the file is the node's own (issue 41, item 7), and said so.
+    let said = match app.database_url() {
+        None => "another relayq daemon is already serving",
+        Some(_) => "another relayq node on this host already uses the node files",
+    };
+    assert_usage_error(&out, said);
     daemon.stop();
 }
 

@@ -40,7 +40,7 @@ const CLAUDE: &[(&str, Option<&str>)] = &[
     ("Setup", None),
     ("InstructionsLoaded", None),
     ("UserPromptExpansion", None),
-    ("PermissionDenied", None),
+    ("PermissionDenied", Some("notification")),
     ("PostToolBatch", None),
     ("MessageDisplay", None),
     ("SubagentStart", None),

@@ -133,7 +133,15 @@ fn log_format_json_writes_one_object_per_line_at_the_level_relayq_log_says() {
         .find(|l| l["message"] == "relayq serving")
         .unwrap_or_else(|| panic!("the start is logged: {info}"));
     assert_eq!(serving["level"], "INFO");
-    assert!(serving["db"].as_str().unwrap().ends_with("relayq.db"));
+    // The file, or on PostgreSQL the URL with the node's files beside the file (issue 41).
+    let db = serving["db"].as_str().unwrap();
+    match app.database_url() {
+        None => assert!(db.ends_with("relayq.db"), "{db}"),
+        Some(_) => assert!(
+            db.starts_with("postgresql://") && db.contains("relayq.db"),
+            "{db}"
+        ),
+    }
     assert!(lines.iter().all(|l| l["timestamp"].is_string()));
 
     let warn = serve("warn");

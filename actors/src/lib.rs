@@ -45,6 +45,7 @@ pub mod recovery;
 pub mod runs;
 pub mod runtime;
 pub mod settings;
+pub mod shared_reader;
 pub mod sources;
 pub mod store;
 #[cfg(any(test, feature = "test-helpers"))]

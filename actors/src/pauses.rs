@@ -5,7 +5,6 @@
 //! holds on every node.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -88,7 +87,7 @@ pub const SHARED_PAUSES_READ_EVERY: Duration = Duration::from_millis(250);
 /// its workers. Stops when dropped.
 #[derive(Debug)]
 pub struct SharedPauses {
-    stop: Arc<AtomicBool>,
+    _reader: crate::shared_reader::SharedReader,
 }
 
 impl SharedPauses {
@@ -97,31 +96,18 @@ impl SharedPauses {
         pauses: Arc<dyn OperatorPauses>,
         resumed: impl Fn(Paused) + Send + 'static,
     ) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let started = std::thread::Builder::new()
-            .name("relayq-pauses".into())
-            .spawn(move || {
-                while !stopped.load(Ordering::SeqCst) {
-                    match engine.pauses() {
-                        Ok(stored) => pauses.replace(stored).into_iter().for_each(&resumed),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot read the pauses other nodes set")
-                        }
-                    }
-                    std::thread::sleep(SHARED_PAUSES_READ_EVERY);
-                }
-            });
-        if let Err(e) = started {
-            tracing::warn!(error = %e, "cannot start reading the pauses other nodes set; this node holds its own only");
+        let read = move || match engine.pauses() {
+            Ok(stored) => pauses.replace(stored).into_iter().for_each(&resumed),
+            Err(e) => tracing::warn!(error = %e, "cannot read the pauses other nodes set"),
+        };
+        SharedPauses {
+            _reader: crate::shared_reader::SharedReader::start(
+                "relayq-pauses",
+                SHARED_PAUSES_READ_EVERY,
+                "the operator's pauses",
+                read,
+            ),
         }
-        SharedPauses { stop }
-    }
-}
-
-impl Drop for SharedPauses {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
     }
 }
 

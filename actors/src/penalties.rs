@@ -45,26 +45,23 @@ const SHARED_PENALTIES_READ_EVERY: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub struct SharedPenalties {
     local: LocalPenalties,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    _reader: crate::shared_reader::SharedReader,
 }
 
 impl SharedPenalties {
     pub fn new(engine: relayq_engine::Engine) -> Self {
         let local = LocalPenalties::default();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (seen, stopped) = (local.clone(), stop.clone());
-        let started = std::thread::Builder::new()
-            .name("relayq-penalties".into())
-            .spawn(move || {
-                while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                    read_into(&engine, &seen);
-                    std::thread::sleep(SHARED_PENALTIES_READ_EVERY);
-                }
-            });
-        if let Err(e) = started {
-            tracing::warn!(error = %e, "cannot start reading the pauses other nodes write; this node sees its own only");
+        let seen = local.clone();
+        let reader = crate::shared_reader::SharedReader::start(
+            "relayq-penalties",
+            SHARED_PENALTIES_READ_EVERY,
+            "the channel pauses",
+            move || read_into(&engine, &seen),
+        );
+        SharedPenalties {
+            local,
+            _reader: reader,
         }
-        SharedPenalties { local, stop }
     }
 }
 
@@ -77,12 +74,6 @@ fn read_into(engine: &relayq_engine::Engine, local: &LocalPenalties) {
             }
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the channels' pauses other nodes wrote"),
-    }
-}
-
-impl Drop for SharedPenalties {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

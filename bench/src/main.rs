@@ -76,6 +76,9 @@ enum Scenario {
     /// Not in `all`: the outbound flow at 100 destinations beside inbound S = 100, printed, for
     /// measuring an outbound change quickly
     TuneOutbound,
+    /// Not in `all`: scenario 11's outbound drain (one SQLite daemon, 1 and 3 PostgreSQL
+    /// nodes, 5 and 100 destinations), printed
+    TuneOutboundPg,
 }
 
 /// Problem sizes.
@@ -95,6 +98,7 @@ struct Sizes {
     recovery_sessions: usize,
     outbound_n: usize,
     pg_n: usize,
+    pg_out_n: usize,
     pg_raw_one_n: usize,
     pg_peer_n: usize,
 }
@@ -118,6 +122,7 @@ impl Sizes {
                 recovery_sessions: 100,
                 outbound_n: 5_000,
                 pg_n: 2_000,
+                pg_out_n: 1_000,
                 pg_raw_one_n: 300,
                 pg_peer_n: 500,
             }
@@ -140,6 +145,7 @@ impl Sizes {
                 recovery_sessions: 1_000,
                 outbound_n: 20_000,
                 pg_n: 10_000,
+                pg_out_n: 5_000,
                 pg_raw_one_n: 2_000,
                 pg_peer_n: 3_000,
             }
@@ -164,6 +170,18 @@ fn main() -> Result<()> {
     }
     if args.scenarios.contains(&Scenario::TuneOutbound) {
         return tune_outbound(&sizes, runs);
+    }
+    if args.scenarios.contains(&Scenario::TuneOutboundPg) {
+        let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+        for figure in outbound_drains(&server.url(), &sizes, runs)? {
+            eprintln!(
+                "{}: median {:.0} {}",
+                figure.label,
+                median(&figure.runs),
+                figure.unit
+            );
+        }
+        return Ok(());
     }
     let relayq = build_relayq(&root)?;
     let mut report = Report {
@@ -793,6 +811,25 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
     let p99 = percentile(&across, 99.0);
     let m = |f: &Figure| median(&f.runs);
     let ratio = |a: &Figure, b: &Figure| m(a) / m(b);
+    // Outbound: [SQLite, 1 node, 3 nodes] at 5 destinations, then at 100.
+    let drains = outbound_drains(&url, sizes, runs)?;
+    let mut drain_checks = Vec::new();
+    for (at, d) in [(0, 5), (3, 100)] {
+        let (sqlite, one, three) = (&drains[at], &drains[at + 1], &drains[at + 2]);
+        let share = ratio(one, sqlite).min(ratio(three, sqlite));
+        drain_checks.push(Check::at_least(
+            &format!("outbound, {d} destinations: 3 nodes ≥ 1 node"),
+            ratio(three, one),
+            1.0,
+            format!("{:.2}×", ratio(three, one)),
+        ));
+        drain_checks.push(Check::at_least(
+            &format!("outbound, {d} destinations: 1 and 3 nodes ≥ 50 % of one SQLite daemon"),
+            share,
+            0.5,
+            format!("{:.0} %", 100.0 * share),
+        ));
+    }
     Ok(Section {
         title: "11. PostgreSQL: one daemon and three, against raw SQL on the same server".into(),
         how: format!(
@@ -812,11 +849,12 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
              one job at a time, in order), jobs added with its `add_job` SQL function 100 per \
              transaction while the worker runs, LISTEN/NOTIFY on (`pollInterval` 1 s, for retries \
              only), concurrency 100 at S = 100 (10 gave 460 jobs/s against 800) and 1 at S = 1, \
-             its logging off; order checked per queue.",
+             its logging off; order checked per queue. Outbound drain: {} rows over 5 and over              100 destinations written before the daemons start (a backlog, as once producers              stopped or after a restart), then sent through a channel that answers at once by 1              and by 3 PostgreSQL nodes on this server, and by one SQLite daemon (WAL,              synchronous = NORMAL, its defaults) as the reference; rows/s from the start to the              last send, each destination's order checked.",
             server_version(&url).unwrap_or_else(|_| "15".into()),
             "initdb --no-sync, then started with those settings",
             sizes.latency_secs,
-            sizes.pg_peer_n
+            sizes.pg_peer_n,
+            sizes.pg_out_n
         ),
         checks: vec![
             Check::at_least("1 daemon ≥ 50 % of raw batched, S = 100", ratio(&one_100, &raw_100), 0.5, format!("{:.0} %", 100.0 * ratio(&one_100, &raw_100))),
@@ -826,8 +864,11 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
             Check::at_least("1 daemon ≥ 1.5× the peer, S = 100", ratio(&one_100, &peer_100), 1.5, format!("{:.2}×", ratio(&one_100, &peer_100))),
             Check::at_least("1 daemon ≥ 5× the peer, S = 1", ratio(&one_1, &peer_1), 5.0, format!("{:.2}×", ratio(&one_1, &peer_1))),
             Check::at_least("enqueued on one node, delivered by another: p99 ≤ 50 ms at 100 msgs/s", 50.0 / p99.max(0.001), 1.0, format!("p99 {p99:.1} ms (p50 {:.1} ms)", percentile(&across, 50.0))),
-        ],
-        figures: vec![one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1, peer_100, peer_1],
+        ].into_iter().chain(drain_checks).collect(),
+        figures: vec![one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1, peer_100, peer_1]
+            .into_iter()
+            .chain(drains)
+            .collect(),
     })
 }
 
@@ -854,6 +895,27 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
     })?;
     eprintln!("raw 100/tx: median {:.0} msgs/s", median(&v));
     Ok(())
+}
+
+/// The outbound drain (see `postgres::outbound_drain`) of one SQLite daemon, and of 1 and 3
+/// PostgreSQL nodes on `url`, at 5 and 100 destinations: figures in that order.
+fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>> {
+    let n = sizes.pg_out_n;
+    let mut figures = Vec::new();
+    for destinations in [5, 100] {
+        for (label, url, nodes) in [
+            ("1 SQLite daemon", None, 1),
+            ("1 PostgreSQL node", Some(url), 1),
+            ("3 PostgreSQL nodes", Some(url), 3),
+        ] {
+            let label = format!("outbound drain, {label}, {destinations} destinations");
+            let runs = repeat(runs, &label, || {
+                postgres::outbound_drain(url, nodes, n, destinations)
+            })?;
+            figures.push(Figure::new(label, "rows/s", runs));
+        }
+    }
+    Ok(figures)
 }
 
 fn tune_outbound(sizes: &Sizes, runs: usize) -> Result<()> {

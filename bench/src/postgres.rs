@@ -57,8 +57,19 @@ impl Node {
         dir: &std::path::Path,
         seen: std_mpsc::Sender<Delivered>,
     ) -> Result<Node> {
-        let mut config = RelayqConfig::new(dir.join(format!("{name}.node")), "noop");
-        config.db.url = Some(url.to_string());
+        let mut db = relayq_engine::DbConfig::new(dir.join(format!("{name}.node")));
+        db.url = Some(url.to_string());
+        Node::start_on(db, name, seen)
+    }
+
+    /// Node `name` on database `db`, delivering to `seen`.
+    fn start_on(
+        db: relayq_engine::DbConfig,
+        name: &str,
+        seen: std_mpsc::Sender<Delivered>,
+    ) -> Result<Node> {
+        let mut config = RelayqConfig::new(db.path.clone(), "noop");
+        config.db = db;
         config.node = name.to_string();
         config.listen_for_wakes = true;
         let (ready, started) = std_mpsc::channel();
@@ -179,6 +190,56 @@ pub fn throughput(url: &str, nodes: usize, n: usize, sessions: usize) -> Result<
     let rate = n as f64 / last.duration_since(started).as_secs_f64();
     drop(running);
     clear(url)?;
+    Ok(rate)
+}
+
+/// Outbound drain: `n` rows over `destinations` destinations written before the daemons start
+/// (a backlog, as after an outage or once producers stopped), then sent by `nodes` daemons on
+/// PostgreSQL at `url` (`None`: one daemon on a SQLite file, the reference) through a channel
+/// that answers at once; rows/s from the start to the last send, each destination's order
+/// checked.
+pub fn outbound_drain(
+    url: Option<&str>,
+    nodes: usize,
+    n: usize,
+    destinations: usize,
+) -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let mut db = relayq_engine::DbConfig::new(dir.path().join("relayq.db"));
+    db.url = url.map(str::to_string);
+    db.synchronous = relayq_engine::Synchronous::Normal;
+    {
+        let engine = relayq_engine::Engine::open(&db)?;
+        let queue = &engine.queues(&Default::default()).outbound;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+            engine.write(|tx| {
+                for i in chunk {
+                    let (to, seq) = (i % destinations, i / destinations);
+                    let message = relayq_engine::OutboundMessage::text(
+                        "noop",
+                        &format!("d{to}"),
+                        &seq.to_string(),
+                    );
+                    relayq_engine::outbound::enqueue_in(queue, tx, &message, None)?;
+                }
+                Ok(())
+            })?;
+        }
+    }
+    let (seen, deliveries) = std_mpsc::channel();
+    let started = Instant::now();
+    let running: Vec<Node> = match url {
+        Some(url) => (0..nodes)
+            .map(|i| Node::start(&format!("out-{i}"), url, dir.path(), seen.clone()))
+            .collect::<Result<_>>()?,
+        None => vec![Node::start_on(db.clone(), "sqlite", seen.clone())?],
+    };
+    let last = collect(&deliveries, n)?;
+    let rate = n as f64 / last.duration_since(started).as_secs_f64();
+    drop(running);
+    if let Some(url) = url {
+        clear(url)?;
+    }
     Ok(rate)
 }
 

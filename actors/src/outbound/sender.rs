@@ -173,26 +173,32 @@ impl OutboundSender {
         self.drain = None;
     }
 
+    /// Whether a send of `rows` rows starting at `lease` is of the backlog from before the
+    /// start: then it takes one slot of the drain's budget until it is done.
+    fn count_backlog(&mut self, lease: &Lease, rows: u64) -> bool {
+        match self.drain.as_mut().filter(|d| lease.created_at < d.before) {
+            Some(d) => {
+                d.sending += 1;
+                d.attempted += rows;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Sends a leased row; `chain` is how many rows of its key were sent just before it, each
     /// leasing the next (see [`CHAIN`]); `cleared`: its gates were passed and it is marked
     /// started already (see [`Then::LeaseToSend`]).
     fn send(&mut self, lease: Lease, chain: u32, cleared: bool, ctx: &mut Context<Self>) {
         self.sending += 1;
-        // The key's next row is leased with this one's answer, up to CHAIN in a row and not
-        // while a backlog drains within its own budget.
+        // The key's next row is leased with this one's answer, up to CHAIN in a row (a
+        // backlog's too: its run keeps the one slot of the drain's budget it took; without it,
+        // a backlog on a database whose commits are slow, as PostgreSQL's durable ones, went
+        // one row and several commits at a time).
         let chained = chain < CHAIN
-            && self.drain.is_none()
             && !self.stopping.load(Ordering::Relaxed)
             && !self.store.pauses.holds(QueueName::Outbound, &lease.key);
-        let backlog = self.drain.as_mut().filter(|d| lease.created_at < d.before);
-        let backlog = match backlog {
-            Some(d) => {
-                d.sending += 1;
-                d.attempted += 1;
-                true
-            }
-            None => false,
-        };
+        let backlog = self.count_backlog(&lease, 1);
         let (store, channels, mark) = (self.store.clone(), self.channels.clone(), self.mark);
         let send = async move {
             let message = OutboundMessage::from_payload(&lease.payload);
@@ -259,6 +265,9 @@ impl OutboundSender {
     /// `possible_repeat` (at-least-once, as any unrecorded delivery).
     fn send_run(&mut self, run: Vec<Lease>, chain: u32, ctx: &mut Context<Self>) {
         self.sending += 1;
+        let backlog = run
+            .first()
+            .is_some_and(|first| self.count_backlog(first, run.len() as u64));
         let lane = DestinationSender {
             store: self.store.clone(),
             channels: self.channels.clone(),
@@ -270,7 +279,7 @@ impl OutboundSender {
         let started = self.threads.run_on(thread, move || {
             actix_rt::spawn(async move {
                 lane.run(run, chain).await;
-                me.do_send(LaneDone(thread));
+                me.do_send(LaneDone(thread, backlog));
             });
         });
         if !started {
@@ -278,6 +287,9 @@ impl OutboundSender {
             // expire.
             tracing::warn!(?thread, "send thread stopped; the run is not sent");
             self.sending -= 1;
+            if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
+                d.sending -= 1;
+            }
             self.threads.done(thread);
         }
     }
@@ -551,15 +563,18 @@ impl Handler<SendDone> for OutboundSender {
     }
 }
 
-/// A lane of runs ended (see [`OutboundSender::send_run`]).
+/// A lane of runs ended (see [`OutboundSender::send_run`]); whether it was the backlog's.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-struct LaneDone(SendThread);
+struct LaneDone(SendThread, bool);
 
 impl Handler<LaneDone> for OutboundSender {
     type Result = ();
-    fn handle(&mut self, LaneDone(thread): LaneDone, ctx: &mut Context<Self>) {
+    fn handle(&mut self, LaneDone(thread, backlog): LaneDone, ctx: &mut Context<Self>) {
         self.sending -= 1;
+        if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
+            d.sending -= 1;
+        }
         self.threads.done(thread);
         if self.stopping.load(Ordering::Relaxed) {
             self.notify_drained();

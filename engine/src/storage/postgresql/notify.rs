@@ -102,18 +102,24 @@ mod tests {
     use crate::storage::test_db::TestDb;
     use crate::{Engine, QueuePolicy, SystemClock};
 
+    /// A listener on `pg`'s database, and what it hears.
+    fn listening(pg: &TestDb) -> (Listener, std::sync::mpsc::Receiver<(QueueName, String)>) {
+        let url = pg.config.url.clone().unwrap();
+        let (heard, hear) = std::sync::mpsc::channel();
+        let listener = Listener::start(url, move |queue, key: &str| {
+            let _ = heard.send((queue, key.to_string()));
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        (listener, hear)
+    }
+
     /// A row written by any connection reaches the listener as its queue and key, once its
     /// transaction commits; the listener connects again after the server restarts.
     #[test]
     fn rows_written_are_announced_to_every_listener_and_survive_a_server_restart() {
         let pg = TestDb::postgres();
-        let url = pg.config.url.clone().unwrap();
-        let (heard, hear) = std::sync::mpsc::channel();
-        let _listener = Listener::start(url, move |queue, key: &str| {
-            let _ = heard.send((queue, key.to_string()));
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        let (_listener, hear) = listening(&pg);
         let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock));
         let hooks = engine.queue(QueueName::Hooks, QueuePolicy::hooks());
         hooks.enqueue(&row("session one", "{}")).unwrap();
@@ -145,13 +151,7 @@ mod tests {
         use crate::storage::sessions::{self, Activity};
         use crate::AgentState;
         let pg = TestDb::postgres();
-        let url = pg.config.url.clone().unwrap();
-        let (heard, hear) = std::sync::mpsc::channel();
-        let _listener = Listener::start(url, move |queue, key: &str| {
-            let _ = heard.send((queue, key.to_string()));
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        let (_listener, hear) = listening(&pg);
         let activity = Activity {
             key: "agent-1",
             agent: crate::Agent::Claude,
