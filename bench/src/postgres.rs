@@ -197,7 +197,7 @@ pub fn throughput(url: &str, nodes: usize, n: usize, sessions: usize) -> Result<
 /// (a backlog, as after an outage or once producers stopped), then sent by `nodes` daemons on
 /// PostgreSQL at `url` (`None`: one daemon on a SQLite file, the reference) through a channel
 /// that answers at once; rows/s from the start to the last send, each destination's order
-/// checked.
+/// checked. `BENCH_COMMITS=1` prints the PostgreSQL commits per row.
 pub fn outbound_drain(
     url: Option<&str>,
     nodes: usize,
@@ -227,6 +227,18 @@ pub fn outbound_drain(
         }
     }
     let (seen, deliveries) = std_mpsc::channel();
+    let commits = |url: Option<&str>| -> i64 {
+        url.and_then(|u| Client::connect(u, NoTls).ok())
+            .and_then(|mut c| {
+                c.query_one(
+                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                    &[],
+                )
+                .ok()
+            })
+            .map_or(0, |r| r.get(0))
+    };
+    let before = commits(url);
     let started = Instant::now();
     let running: Vec<Node> = match url {
         Some(url) => (0..nodes)
@@ -236,6 +248,12 @@ pub fn outbound_drain(
     };
     let last = collect(&deliveries, n)?;
     let rate = n as f64 / last.duration_since(started).as_secs_f64();
+    if std::env::var_os("BENCH_COMMITS").is_some() {
+        eprintln!(
+            "commits per row: {:.2}",
+            (commits(url) - before) as f64 / n as f64
+        );
+    }
     drop(running);
     if let Some(url) = url {
         clear(url)?;
