@@ -103,9 +103,10 @@ pub fn tell_message_in(
     tell_chat_in(outbound, tx, routes, from, trouble)
 }
 
-/// Tells the chat of `message` that it was dropped as it was written (`enqueued.expired`: its
-/// session ended), in the caller's transaction; see [`tell_chat_in`].
-pub fn tell_if_dropped_in(
+/// What the chat of `message` hears as it is written, in the caller's transaction (see
+/// [`tell_chat_in`]): that it was dropped (`enqueued.expired`: its session ended), or that it
+/// waits behind a question the agent asked in that chat.
+pub fn tell_on_arrival_in(
     outbound: &Queue,
     tx: &Tx<'_>,
     routes: &NoticeRoutes,
@@ -179,12 +180,13 @@ pub fn tell_waiting_on_gone_nodes_in(
     tx: &Tx<'_>,
     routes: &NoticeRoutes,
 ) -> Result<Vec<String>> {
-    let why = |node: &str, seen_at: i64| {
+    let why = |w: &crate::storage::nodes::WaitsForNode| {
         let since = humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(seen_at.max(0) as u64),
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(w.gone_since.max(0) as u64),
         );
+        let (node, gone) = (&w.node, if w.stopped { "stopped" } else { "lost" });
         format!(
-            "waits for node {node} (lost since {since}): the agent of this session runs there. \
+            "waits for node {node} ({gone} since {since}): the agent of this session runs there. \
              Start relayq on {node} again, and the message goes to the agent"
         )
     };

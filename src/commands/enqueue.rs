@@ -135,7 +135,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let (enqueued, told) = store.engine.write(|tx| {
         let enqueued = inbound::enqueue_in(q, tx, &message)?;
         // A message named its chat: that chat hears it was dropped, as from the daemon.
-        let told = relayq_engine::trouble::tell_if_dropped_in(
+        let told = relayq_engine::trouble::tell_on_arrival_in(
             &store.outbound,
             tx,
             &routes,

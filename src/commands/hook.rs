@@ -109,31 +109,13 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     if let Some(pid) = crate::pid_file::daemon_of_deleted(&path).filter(|_| file) {
         // Kept for the daemon's restart rather than written to a database it never reads.
         let why = crate::pid_file::deleted_under(&path, pid);
-        let kept = hook_spool::keep(&hook_spool::dir(&path), event, &why).map_err(|e| {
-            CliError::Failed(format!(
-                "{}; nor can the event be kept: {e}",
-                crate::pid_file::deleted_under(&path, pid)
-            ))
-        })?;
-        eprintln!(
-            "relayq hook: {}; the event is kept in {}",
-            crate::pid_file::deleted_under(&path, pid),
-            kept.display()
-        );
-        return Ok(());
+        return keep_in_spool(&hook_spool::dir(&path), event, &why);
     }
     let mut db = match ctx.db_config() {
         Ok(db) => db,
         // The database cannot be named (a URL whose variable or file is missing): the event
         // waits in the spool, which the daemon records once it runs.
-        Err(e) => {
-            let kept = hook_spool::keep(&hook_spool::dir(&path), event, &e.to_string());
-            let kept = kept.map_err(|why| {
-                CliError::Failed(format!("{e}; nor can the event be kept: {why}"))
-            })?;
-            eprintln!("relayq hook: {e}; the event is kept in {}", kept.display());
-            return Ok(());
-        }
+        Err(e) => return keep_in_spool(&hook_spool::dir(&path), event, &e.to_string()),
     };
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
@@ -142,38 +124,30 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
         Ok(None) => Ok(()),
         // PostgreSQL cannot be reached: waiting here would not help the agent, which waits on
         // its hook. The daemon records the spool once the database is back (or fixed).
-        Err(e @ EngineError::Connect { .. }) => {
-            let kept = hook_spool::keep(&spool, event, &e.to_string()).map_err(|why| {
-                CliError::Failed(format!(
-                    "{e}; the event could not be kept in {}: {why}",
-                    spool.display()
-                ))
-            })?;
-            eprintln!(
-                "relayq hook: {e}; the event is kept in {} and is recorded by the next hook or \
-                 the daemon that reaches the database",
-                kept.display()
-            );
-            Ok(())
-        }
+        Err(e @ EngineError::Connect { .. }) => keep_in_spool(&spool, event, &e.to_string()),
         Err(e) if e.is_busy() => {
-            let said = format!("the database stayed locked for {:?}: {e}", db.busy_timeout);
-            let kept = hook_spool::keep(&spool, event, &said).map_err(|why| {
-                CliError::Failed(format!(
-                    "{e}; the event could not be kept in {}: {why}",
-                    spool.display()
-                ))
-            })?;
-            eprintln!(
-                "relayq hook: the database stayed locked for {:?}; the event is kept in {} and \
-                 is recorded by the next hook or the daemon",
-                db.busy_timeout,
-                kept.display()
-            );
-            Ok(())
+            let why = format!("the database stayed locked for {:?}: {e}", db.busy_timeout);
+            keep_in_spool(&spool, event, &why)
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Keeps `event` in `spool` with `why` it could not be recorded (the daemon logs it when it
+/// records the event), and says so on stderr; an error only when it cannot be kept either.
+fn keep_in_spool(spool: &Path, event: HookEvent, why: &str) -> Result<(), CliError> {
+    let kept = hook_spool::keep(spool, event, why).map_err(|e| {
+        CliError::Failed(format!(
+            "{why}; nor can the event be kept in {}: {e}",
+            spool.display()
+        ))
+    })?;
+    eprintln!(
+        "relayq hook: {why}; the event is kept in {} and is recorded by the next hook or the \
+         daemon that reaches the database",
+        kept.display()
+    );
+    Ok(())
 }
 
 /// `RELAYQ_HOOK_WAIT`, or the default. A value that is not a wait is said on stderr and the

@@ -284,9 +284,10 @@ pub fn sessions_elsewhere(conn: &dyn Executor, node: &str) -> Result<Vec<String>
 }
 
 /// The head rows of inbound sessions whose agent's node is lost or stopped, not yet said to
-/// wait for it: (row id, its payload, the node, when it was last seen).
+/// wait for it: (row id, its payload, the node, since when it is gone, whether it stopped).
 const WAITING_ON_GONE_NODES_SQL: Sql = Sql::same(
-    "SELECT r.id, r.payload, n.name, n.seen_at FROM queue_rows r
+    "SELECT r.id, r.payload, n.name, COALESCE(n.stopped_at, n.seen_at), n.stopped_at IS NOT NULL
+     FROM queue_rows r
      JOIN sessions s ON s.key = r.key
      JOIN nodes n ON n.name = s.node
      WHERE r.queue = 'inbound' AND r.state = 'pending' AND r.last_error IS NULL
@@ -312,15 +313,18 @@ pub struct WaitsForNode {
     pub row: i64,
     pub payload: String,
     pub node: String,
-    pub seen_at: i64,
+    /// When it stopped, or was last seen.
+    pub gone_since: i64,
+    /// It stopped cleanly (rather than being lost).
+    pub stopped: bool,
 }
 
 /// The messages at the head of their session that wait for a node lost (or stopped), not yet
-/// said so; each is marked with `why(node, seen_at)` as its last error here, so `relayq show`,
+/// said so; each is marked with `why(it)` as its last error here, so `relayq show`,
 /// `relayq status` and the API say it, and it is answered once.
 pub fn waiting_on_gone_nodes_in(
     tx: &Tx<'_>,
-    why: impl Fn(&str, i64) -> String,
+    why: impl Fn(&WaitsForNode) -> String,
 ) -> Result<Vec<(WaitsForNode, String)>> {
     let lost_before = lost_before(tx.now());
     let waiting = tx.query_all(
@@ -331,13 +335,14 @@ pub fn waiting_on_gone_nodes_in(
                 row: r.get(0)?,
                 payload: r.get(1)?,
                 node: r.get(2)?,
-                seen_at: r.get(3)?,
+                gone_since: r.get(3)?,
+                stopped: r.get(4)?,
             })
         },
     )?;
     let mut said = Vec::new();
     for w in waiting {
-        let text = why(&w.node, w.seen_at);
+        let text = why(&w);
         if tx.exec(
             &SAY_WAITS_SQL,
             params![":id" => w.row, ":why" => text.as_str()],

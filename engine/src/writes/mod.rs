@@ -94,7 +94,7 @@ impl Write for EnqueueInbound {
 
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?;
-        let told = tell_if_dropped(w, &self.0, &enqueued)?;
+        let told = tell_on_arrival(w, &self.0, &enqueued)?;
         Ok((enqueued, told))
     }
 }
@@ -146,7 +146,7 @@ impl Write for RecordBatch {
         )?;
         let mut told = Vec::new();
         for (message, row) in self.messages.iter().zip(&rows) {
-            told.extend(tell_if_dropped(w, message, row)?);
+            told.extend(tell_on_arrival(w, message, row)?);
         }
         for copy in &self.refused {
             q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;
@@ -250,12 +250,13 @@ impl Write for Probe {
     }
 }
 
-/// A message written expired (its session ended): its chat is told, in the same transaction.
-fn tell_if_dropped(
+/// What a message's chat hears as it is written (dropped, or waiting behind a question), in the
+/// same transaction.
+fn tell_on_arrival(
     w: &Writer<'_>,
     message: &InboundMessage,
     enqueued: &Enqueued,
 ) -> Result<Option<String>> {
     let routes = w.flows.routes.read().expect("routes lock").clone();
-    trouble::tell_if_dropped_in(&w.flows.outbound, w.tx(), &routes, message, enqueued)
+    trouble::tell_on_arrival_in(&w.flows.outbound, w.tx(), &routes, message, enqueued)
 }
