@@ -105,6 +105,44 @@ impl Page {
     }
 }
 
+/// A command of Chromium's DevTools protocol, through chromedriver's `goog/cdp/execute`.
+#[derive(Debug)]
+struct DevTools(serde_json::Value);
+
+impl fantoccini::wd::WebDriverCompatibleCommand for DevTools {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(self.0.to_string()))
+    }
+}
+
+/// Every request of the browser answered `ms` later: a page that waits for its first poll
+/// shows that wait.
+async fn slow_network(browser: &Client, ms: u64) {
+    browser
+        .issue_cmd(DevTools(json!({"cmd": "Network.enable", "params": {}})))
+        .await
+        .unwrap();
+    let conditions =
+        json!({"offline": false, "latency": ms, "downloadThroughput": -1, "uploadThroughput": -1});
+    browser
+        .issue_cmd(DevTools(
+            json!({"cmd": "Network.emulateNetworkConditions", "params": conditions}),
+        ))
+        .await
+        .unwrap();
+}
+
 /// The first element `css` finds, once it is there.
 async fn element(browser: &Client, css: &str) -> fantoccini::elements::Element {
     let found = browser
@@ -207,6 +245,40 @@ fn a_dead_letter_appears_on_the_dashboard_is_retried_from_it_and_is_seen_deliver
     }
     rt.block_on(click(browser, "#queue-outbound button.resume"));
     api.app.wait_state(QueueName::Outbound, held, "delivered");
+    rt.block_on(browser.clone().close()).unwrap();
+    api.stop();
+}
+
+/// Issue 41, item 20: a page just opened (its screenshot, 3 times in 7) showed "loading…" and
+/// empty tables until the first poll answered. Without a token the page comes with its first
+/// answers: the moment it has loaded, its dead letter and its age are there.
+#[test]
+fn a_dashboard_just_opened_shows_its_data_not_loading() {
+    let gate = Gate::shut();
+    let api = Api::start(webhook_config(&gate.hook.url).set("daemon", "shutdown_grace = \"5s\""));
+    let id = send(&api, "chat-1", "refused");
+    api.app.wait_state(QueueName::Outbound, id, "dead");
+    let page = Page::open(&api);
+    let (rt, browser) = (&page.runtime, &page.browser);
+    // Each request (the page, its script, each poll) answered 1 s late; the page opened anew,
+    // its load waited for; then read at once, without waiting for anything to appear.
+    rt.block_on(async {
+        slow_network(browser, 1000).await;
+        browser.goto(&format!("{}/", api.base)).await.unwrap();
+    });
+    let now = |css: &str| {
+        rt.block_on(async {
+            match browser.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+        })
+    };
+    let updated = now("#updated");
+    assert!(updated.starts_with("updated "), "{updated:?}");
+    assert!(updated.ends_with(" ago)"), "the data's age: {updated:?}");
+    assert_eq!(now(&format!("#dead-{id} td:first-child")), id.to_string());
+    assert_eq!(now("#queue-outbound td.dead"), "1");
     rt.block_on(browser.clone().close()).unwrap();
     api.stop();
 }

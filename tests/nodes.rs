@@ -19,10 +19,21 @@ const TOKEN: &str = "123456:nodes-test-token";
 const NODES: usize = 3;
 const WAIT: Duration = Duration::from_secs(120);
 
-/// Node `name`: sessions to its own `out.jsonl`, the Telegram source (read by one node at a
-/// time) and channel `tg` on the local Bot API, quick retries, a sweep every second.
+/// The sink every node delivers sessions to: a command that appends, once it is done, when it
+/// began and ended (ns), its repeat mark and the delivery to the node's own `out.jsonl`. A run
+/// killed with its node writes nothing.
+const SINK: &str = r#"line=$(cat); began=$(date +%s%N); sleep 0.01; ended=$(date +%s%N); printf '%s %s %s %s\n' "$began" "$ended" "$RELAYQ_POSSIBLE_REPEAT" "$line" >> out.jsonl"#;
+
+/// Node `name`: sessions to `SINK`, the Telegram source (read by one node at a time) and
+/// channel `tg` on the local Bot API, quick retries, a sweep every second.
 fn node_config(fake: &FakeTelegram, name: &str) -> Config {
     file_config()
+        .channel(
+            "sink",
+            "exec",
+            &[&format!("command = [\"sh\", \"-c\", {SINK:?}]")],
+        )
+        .default_channel("sink")
         .set("node", &format!("name = {name:?}"))
         .set("daemon", "sweep_interval = \"1s\"")
         .set("queues.hooks", "backoff = [\"200ms\"]")
@@ -116,6 +127,70 @@ fn watch_leases(url: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<V
         eprintln!("nodes: {samples} samples of the leases");
         seen
     })
+}
+
+/// One run of the sink: on which node, when (ns), marked as a possible repeat or not.
+struct Run {
+    node: usize,
+    began: u64,
+    ended: u64,
+    repeat: bool,
+    delivery: Value,
+}
+
+/// What node `n`'s sink recorded.
+fn runs_of(app: &App, node: usize) -> Vec<Run> {
+    let text = std::fs::read_to_string(app.dir.path().join("out.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let mut parts = line.splitn(4, ' ');
+            let mut next = || {
+                parts
+                    .next()
+                    .unwrap_or_else(|| panic!("a sink line: {line}"))
+            };
+            Run {
+                node,
+                began: next().parse().unwrap(),
+                ended: next().parse().unwrap(),
+                repeat: next() == "1",
+                delivery: serde_json::from_str(next()).unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Issue 41, item 9: at no moment two runs of one session in flight, on any nodes; and every
+/// run of a row after its first carries the repeat mark.
+fn assert_one_run_at_a_time(runs: &[Run]) {
+    let mut by_session: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for run in runs {
+        let session = run.delivery["session"].as_str().unwrap();
+        by_session.entry(session).or_default().push(run);
+    }
+    let mut overlaps = Vec::new();
+    for (session, mut runs) in by_session {
+        runs.sort_by_key(|r| r.began);
+        for pair in runs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if b.began < a.ended {
+                overlaps.push(format!(
+                    "{session}: row {} on n{} and row {} on n{} in flight together",
+                    a.delivery["id"], a.node, b.delivery["id"], b.node
+                ));
+            }
+        }
+    }
+    assert!(overlaps.is_empty(), "{overlaps:#?}");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sorted: Vec<&Run> = runs.iter().collect();
+    sorted.sort_by_key(|r| r.began);
+    let unmarked: Vec<String> = sorted
+        .into_iter()
+        .filter(|r| !seen.insert(r.delivery["id"].as_i64().unwrap()) && !r.repeat)
+        .map(|r| format!("row {} again on n{}, unmarked", r.delivery["id"], r.node))
+        .collect();
+    assert!(unmarked.is_empty(), "{unmarked:#?}");
 }
 
 /// The numbers in `texts` ("… 7"), with a repeat right after its first kept once (a send cut
@@ -312,19 +387,25 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
         );
     }
 
-    // What each node's file got: every message, each session's in order within a node.
+    // What each node's sink ran: one run of a session at a time, whichever nodes; every
+    // message; each session's in order within a node, and only on its agent's node if any.
+    let runs: Vec<Run> = (0..NODES).flat_map(|n| runs_of(&apps[n], n)).collect();
+    eprintln!("nodes: {} runs of the sink", runs.len());
+    assert_one_run_at_a_time(&runs);
     let mut delivered: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (n, app) in apps.iter().enumerate() {
-        let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for line in app.lines("out.jsonl") {
-            let session = line["session"].as_str().unwrap().to_string();
+    for n in 0..NODES {
+        let mut by_session: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+        for run in runs.iter().filter(|r| r.node == n) {
+            let session = run.delivery["session"].as_str().unwrap().to_string();
+            let content = run.delivery["content"].as_str().unwrap().to_string();
             by_session
                 .entry(session)
                 .or_default()
-                .push(line["content"].as_str().unwrap().to_string());
+                .push((run.began, content));
         }
-        for (session, texts) in by_session {
-            let got = numbers(texts);
+        for (session, mut texts) in by_session {
+            texts.sort_by_key(|(began, _)| *began);
+            let got = numbers(texts.into_iter().map(|(_, text)| text));
             assert!(
                 got.windows(2).all(|w| w[0] < w[1]),
                 "n{n}, {session}: {got:?}"

@@ -193,19 +193,33 @@ function drawDead(page) {
   }));
 }
 
+// Draws one set of answers, and says how old they are.
+function draw(a) {
+  drawQueues(a.status, a.pauses);
+  drawNodes(a.status.nodes);
+  drawAgents(a.sessions);
+  drawApprovals(a.approvals);
+  drawLanes(a.lanes);
+  drawDead(a.dead);
+  updatedAt = Date.now();
+  showAge();
+}
+
+let updatedAt = null;
+
+function showAge() {
+  if (updatedAt === null) return;
+  document.getElementById("updated").textContent =
+    "updated " + new Date(updatedAt).toLocaleTimeString() + " (" + age(Date.now() - updatedAt) + " ago)";
+}
+
 async function refresh() {
   try {
     const [status, lanes, dead, pauses, sessions, approvals] = await Promise.all([
       api("GET", "/v1/status"), api("GET", "/v1/lanes"), api("GET", "/v1/dead?limit=100"), api("GET", "/v1/pauses"),
       api("GET", "/v1/sessions"), api("GET", "/v1/approvals"),
     ]);
-    drawQueues(status, pauses);
-    drawNodes(status.nodes);
-    drawAgents(sessions);
-    drawApprovals(approvals);
-    drawLanes(lanes);
-    drawDead(dead);
-    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    draw({ status, lanes, dead, pauses, sessions, approvals });
   } catch (e) {
     showError(e);
   }
@@ -238,5 +252,10 @@ document.getElementById("purge-all").addEventListener("click", () => {
   }
 });
 
+// Where the API needs no token the page came with its first answers: drawn at once, so the
+// page never shows an empty table while the first poll is on its way.
+const first = document.getElementById("first");
+if (first) draw(JSON.parse(first.textContent));
 refresh();
 setInterval(refresh, 2000);
+setInterval(showAge, 500);
