@@ -2153,3 +2153,47 @@ fn a_refused_bot_token_is_said_by_status() {
     assert!(unready.contains("channel tg is not ready"), "{json:#}");
     daemon.stop();
 }
+
+/// Issue 41, item 12b: a clean stop of every node left outbound rows leased. A claim still
+/// being read when the stop came was not waited for: its rows were leased after the sender
+/// said it had drained, and stayed leased (until their leases ran out) with nothing sending
+/// them. Stopped again and again while rows flow, the daemon leaves no row leased.
+#[test]
+fn a_clean_stop_leaves_no_outbound_row_leased() {
+    let hook = Endpoint::start(|_| Reply {
+        delay: Duration::from_millis(2),
+        ..Reply::status(200)
+    });
+    let app = App::new(
+        webhook_config(&hook.url)
+            .set("daemon", "shutdown_grace = \"10s\"")
+            .set("claimer", "outbound_in_flight = 4")
+            .set("claimer", "drain_in_flight = 2"),
+    );
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 0..600 {
+                send_outbound(&app, &format!("chat-{}", i % 40), &format!("note {i}"));
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        for round in 0.. {
+            let mut daemon = app.serve();
+            std::thread::sleep(Duration::from_millis(200 + 37 * (round % 7)));
+            assert!(daemon.signal("TERM").success(), "{}", daemon.log());
+            let leased: Vec<(i64, String)> = app.query(
+                "SELECT id, lease_owner FROM queue_rows WHERE state = 'leased'",
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            );
+            assert!(
+                leased.is_empty(),
+                "stop {round}: rows left leased: {leased:?}\n{}",
+                daemon.log()
+            );
+            if done.load(std::sync::atomic::Ordering::SeqCst) && round >= 20 {
+                break;
+            }
+        }
+    });
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::settings::{check_range, SettingError};
 use actix::prelude::*;
 use relayq_engine::{Lease, Queue};
+use tokio::sync::oneshot;
 
 /// Hook rows may be due: claim them (to the HookClaimer).
 #[derive(Debug, Clone, Copy, actix::Message)]
@@ -125,6 +126,8 @@ pub struct ClaimLoop {
     pub running: bool,
     pub again: bool,
     pub timer: Option<SpawnHandle>,
+    /// A stop waiting for the running claim to be settled (see [`ClaimLoop::settled`]).
+    settling: Vec<oneshot::Sender<()>>,
 }
 
 impl ClaimLoop {
@@ -140,6 +143,25 @@ impl ClaimLoop {
             ctx.cancel_future(t);
         }
         true
+    }
+
+    /// For a stop: answered once the running claim is settled, its rows handed out, or given
+    /// back when the stop came first (a claim read while stopping must not leave its rows
+    /// leased with nothing to send them); `None` when no claim runs.
+    pub fn settled(&mut self) -> Option<oneshot::Receiver<()>> {
+        self.running.then(|| {
+            let (tx, rx) = oneshot::channel();
+            self.settling.push(tx);
+            rx
+        })
+    }
+
+    /// The running claim is settled: the next may run, a stop waiting for it goes on.
+    pub fn finish(&mut self) {
+        self.running = false;
+        for tx in self.settling.drain(..) {
+            let _ = tx.send(());
+        }
     }
 }
 

@@ -75,7 +75,22 @@ impl HookClaimer {
             .store
             .run(move |s| with_next_due(&s.hooks, s.hooks.lease_runs(limit, &skip)?, limit));
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
-            act.claims.running = false;
+            if act.stopping {
+                // The stop came while the claim was read: its rows go back, and the stop
+                // waits for that (see `ClaimLoop::settled`).
+                let leases = result.map(|(leases, _)| leases).unwrap_or_default();
+                let work = act
+                    .store
+                    .run(move |s| s.hooks.defer_many(&leases, Duration::ZERO));
+                ctx.spawn(work.into_actor(act).map(|result, act, _| {
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "cannot give hook rows back; they return when their lease expires");
+                    }
+                    act.claims.finish();
+                }));
+                return;
+            }
+            act.claims.finish();
             match result {
                 Ok((leases, next)) => {
                     let full = leases.len() >= limit;
@@ -218,8 +233,14 @@ impl Handler<Shutdown> for HookClaimer {
 
     fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.stopping = true;
+        let claim = self.claims.settled();
         let stops: Vec<_> = self.workers.drain().map(|w| w.addr.send(Stop)).collect();
         Box::pin(async move {
+            if let Some(claim) = claim {
+                if tokio::time::timeout(grace, claim).await.is_err() {
+                    tracing::warn!(?grace, "a claim of hook rows still running after the grace period; its rows return when their leases expire");
+                }
+            }
             if !all_stopped(stops, grace).await {
                 tracing::warn!(?grace, "hook handlers still running after the grace period; they will be retried at next start");
             }

@@ -129,7 +129,19 @@ impl OutboundSender {
             Ok((leases, next, q.any_written_before(before)?))
         });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
-            act.claims.running = false;
+            if act.stopping.load(Ordering::Relaxed) {
+                // The stop came while the claim was read: its rows go back unsent, and the
+                // stop waits for that (see `ClaimLoop::settled`).
+                let leases = result.map(|(leases, ..)| leases).unwrap_or_default();
+                let store = act.store.clone();
+                ctx.spawn(
+                    async move { give_back(&store, leases, Duration::ZERO).await }
+                        .into_actor(act)
+                        .map(|(), act, _| act.claims.finish()),
+                );
+                return;
+            }
+            act.claims.finish();
             match result {
                 Ok((leases, next, backlog_left)) => {
                     let full = leases.len() >= room;
@@ -597,6 +609,7 @@ impl Handler<Shutdown> for OutboundSender {
 
     fn handle(&mut self, Shutdown { grace }: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.stopping.store(true, Ordering::Relaxed);
+        let claim = self.claims.settled();
         let sends = (self.sending > 0).then(|| {
             let (tx, rx) = oneshot::channel();
             self.drained.push(tx);
@@ -604,6 +617,11 @@ impl Handler<Shutdown> for OutboundSender {
         });
         Box::pin(
             async move {
+                if let Some(rx) = claim {
+                    if tokio::time::timeout(grace, rx).await.is_err() {
+                        tracing::warn!(?grace, "a claim of outbound rows still running after the grace period; its rows return when their leases expire");
+                    }
+                }
                 if let Some(rx) = sends {
                     if tokio::time::timeout(grace, rx).await.is_err() {
                         tracing::warn!(?grace, "sends still running after the grace period; they will be retried at next start");
