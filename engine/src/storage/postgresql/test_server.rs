@@ -106,6 +106,11 @@ impl TestServer {
         self.pg_ctl(&["start", "-w", "-t", "30"]);
     }
 
+    /// What the server logged so far (errors with their statements: a deadlock names both).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }

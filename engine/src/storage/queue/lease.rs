@@ -153,6 +153,22 @@ macro_rules! due_runs_sql {
 }
 pub const DUE_RUNS_SQL: Sql = Sql::two(due_runs_sql!(sqlite), due_runs_sql!(postgres));
 
+/// Whether this transaction may lease rows of `:queue`/`:key` now: on PostgreSQL a lock of
+/// the key for the rest of the transaction, taken only if no other transaction holds it. Two
+/// daemons' writes each leasing several keys (a group commit leases the next run of every
+/// session it records) took the keys' rows in opposite orders and deadlocked (each a 1 s stall,
+/// 116 in 25 minutes, three in a row enough to lose a lease); now a key another transaction is
+/// leasing is left to it at once, and nothing waits for a lease. (SQLite has one writer: the
+/// statement is never run there.)
+const CLAIM_KEY_SQL: Sql = Sql::two(
+    "SELECT 1",
+    "SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(
+                CAST(:queue AS TEXT) || '/' || CAST(:key AS TEXT), 0)) THEN CAST(1 AS BIGINT) ELSE 0 END",
+);
+
+/// How soon a key another transaction was leasing is looked at again.
+const KEY_BUSY_MS: i64 = 200;
+
 /// The columns a `Lease` is read from, by name.
 macro_rules! lease_columns {
     () => {
@@ -258,6 +274,9 @@ impl Queue {
         loop {
             match head_query(tx, self.name, key)? {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                    if !self.claim_key_in(tx, key)? {
+                        return Ok(None);
+                    }
                     // None: another daemon leased it first (its lease stands).
                     let Some(lease) = self.lease_row(tx, id)? else {
                         return Ok(None);
@@ -288,6 +307,11 @@ impl Queue {
         mark_started: bool,
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
         let now = tx.now();
+        // Before the key's rows are read: no other daemon's lease of them can commit between
+        // the read and the lease.
+        if !self.claim_key_in(tx, key)? {
+            return Ok(Err(Head::LeasedUntil(now.saturating_add(KEY_BUSY_MS))));
+        }
         let started = mark_started.then_some(now);
         let limit = limit as i64;
         let rows: Vec<(String, i64, Lease)> = tx.query_all(
@@ -301,6 +325,7 @@ impl Queue {
         if !is_leasable(state, *next, Some(first.expires_at), now) {
             return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
         }
+
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let mut leases: Vec<Lease> = rows
             .into_iter()
@@ -423,6 +448,10 @@ impl Queue {
                 if taken_elsewhere.contains(&key) {
                     continue;
                 }
+                if !self.claim_key_in(tx, &key)? {
+                    taken_elsewhere.insert(key);
+                    continue;
+                }
                 match self.lease_row(tx, id)? {
                     Some(lease) => leased.push(lease),
                     None => {
@@ -487,6 +516,16 @@ impl Queue {
             }
         }
         Ok(kept)
+    }
+
+    /// Whether `key` may be leased by this transaction (see [`CLAIM_KEY_SQL`]); always on
+    /// SQLite.
+    fn claim_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<bool> {
+        if !tx.pays_per_statement() {
+            return Ok(true);
+        }
+        let params = params![":queue" => self.name, ":key" => key];
+        Ok(tx.query_value::<i64>(&CLAIM_KEY_SQL, params)? == 1)
     }
 
     /// Leases row `id`; `None` when it may no longer be leased (another daemon's lease).
@@ -718,6 +757,60 @@ mod tests {
             .collect();
         assert_eq!(won.len(), 1, "{won:?}");
         assert_eq!(won[0].token, 1);
+    }
+
+    /// Issue 41, item 12a: two daemons' writes each leasing the runs of two keys, in opposite
+    /// orders, deadlocked (PostgreSQL broke it after a 1 s stall by failing one write, which
+    /// was then run again). A key another transaction is leasing is left to it: both writes
+    /// commit at once, each with its own first key, neither run twice.
+    #[test]
+    fn two_daemons_leasing_two_keys_in_opposite_orders_do_not_deadlock_on_postgresql() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::{Arc, Barrier};
+        let pg = crate::storage::test_db::TestDb::postgres();
+        let db = pg.db.clone();
+        let (_dir, q) = handle();
+        for key in ["a", "b"] {
+            db.write_at(1_000, |tx| q.enqueue_in(tx, &row(key, key)))
+                .unwrap();
+        }
+        let both_hold_one = Arc::new(Barrier::new(2));
+        let racers: Vec<_> = [("a", "b"), ("b", "a")]
+            .into_iter()
+            .map(|(mine, theirs)| {
+                let (db, q, barrier) = (db.clone(), q.clone(), both_hold_one.clone());
+                let tries = Arc::new(AtomicUsize::new(0));
+                let counted = tries.clone();
+                let racer = std::thread::spawn(move || {
+                    db.write_at(2_000, |tx| {
+                        let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+                        let own = q.lease_run_in(tx, mine, 10, false)?;
+                        if first {
+                            barrier.wait();
+                        }
+                        let other = q.lease_run_in(tx, theirs, 10, false)?;
+                        Ok((own, other))
+                    })
+                });
+                (racer, tries)
+            })
+            .collect();
+        let ended: Vec<_> = racers
+            .into_iter()
+            .map(|(racer, tries)| (racer.join().unwrap(), tries))
+            .collect();
+        for (result, _) in &ended {
+            assert!(result.is_ok(), "the write failed: {result:?}");
+        }
+        for (result, tries) in ended {
+            let (own, other) = result.unwrap();
+            assert_eq!(tries.load(Ordering::SeqCst), 1, "the write ran again");
+            assert_eq!(own.map(|run| run.len()), Ok(1), "its own key's run");
+            assert!(
+                matches!(other, Err(Head::LeasedUntil(_))),
+                "the other's key is left to it: {other:?}"
+            );
+        }
     }
 
     /// Issue 41, item 12: hook events of one session were processed out of order across nodes
