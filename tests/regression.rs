@@ -2115,6 +2115,41 @@ fn enqueue_refuses_at_the_door_what_can_never_be_delivered() {
     assert!(err.contains("no session nosuch"), "{err}");
 }
 
+/// Issue 41, item 19, through the API: `POST /v1/inbound` took a session id its tmux channel
+/// can never reach and `POST /v1/outbound` a Telegram destination that is no chat, as the CLI
+/// did; the API refuses them as `relayq enqueue` does, and writes nothing.
+#[test]
+fn the_api_refuses_at_the_door_what_can_never_be_delivered() {
+    let api = api::Api::start(
+        Config::default()
+            .set("daemon", "shutdown_grace = \"5s\"")
+            .default_channel("pane")
+            .channel("pane", "tmux", &["target = \"{session}\""])
+            .channel(
+                "tg",
+                "telegram",
+                &["token = \"1:a\"", "api_url = \"http://127.0.0.1:9\""],
+            ),
+    );
+    let inbound = serde_json::json!({"session": "a:b", "origin": "test", "content": "hi"});
+    let (status, body) = api::answer(api.post("/v1/inbound", &inbound));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("tmux"), "{body}");
+    let outbound = serde_json::json!({"channel": "tg", "to": "abc", "text": "hi"});
+    let (status, body) = api::answer(api.post("/v1/outbound", &outbound));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("not a Telegram chat"), "{body}");
+    let rows: i64 = api
+        .app
+        .query_value("SELECT COUNT(*) FROM queue_rows")
+        .unwrap();
+    assert_eq!(rows, 0, "nothing written");
+    let fine = serde_json::json!({"channel": "tg", "to": "-1001234567890", "text": "hi"});
+    let (status, body) = api::answer(api.post("/v1/outbound", &fine));
+    assert_eq!(status, 201, "{body}");
+    api.stop();
+}
+
 /// Issue 41, item 21: each pass of the suites left 26 tmux socket files in /tmp/tmux-UID: a
 /// test's tmux server was killed, its socket file kept.
 #[test]

@@ -559,7 +559,10 @@ impl RelayqHandle {
             .validate(self.max_body_bytes)
             .map_err(ActorError::from)
             .and_then(|()| match self.channels.contains(&message.channel) {
-                true => Ok(()),
+                true => match self.channels.refuses_address(&message.channel, &message.to) {
+                    Some(why) => Err(ActorError::Invalid(format!("to: {why}"))),
+                    None => Ok(()),
+                },
                 false => {
                     let names = self.channels.names();
                     let known: Vec<&str> = names.iter().map(String::as_str).collect();

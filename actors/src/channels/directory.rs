@@ -31,7 +31,13 @@ pub struct ChannelSpec {
     pub unknown_outcome: super::UnknownOutcome,
     /// See [`Channel::confirms_within`].
     pub confirms_within: Option<Duration>,
+    /// Why an address can never be delivered to (see
+    /// [`ChannelKind::refuses_address`](super::ChannelKind::refuses_address)).
+    refuses: Refuses,
 }
+
+/// Why an address is refused, if it is (see [`ChannelSpec::refusing`]).
+type Refuses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl ChannelSpec {
     /// Runs `channel` in a [`ChannelActor`]; a restart starts from a clone of it.
@@ -52,7 +58,17 @@ impl ChannelSpec {
             text_limit,
             unknown_outcome,
             confirms_within,
+            refuses: Arc::new(|_| None),
         }
+    }
+
+    /// Addresses `refuses` says why it cannot deliver to are refused at enqueue.
+    pub fn refusing(
+        mut self,
+        refuses: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.refuses = Arc::new(refuses);
+        self
     }
 
     /// The channel's own budgets with what `settings` (a `[pacing.NAME]` table) changes.
@@ -253,6 +269,13 @@ impl ChannelDirectory {
     /// The text limit of channel `name` (see [`Channel::text_limit`]).
     pub fn text_limit(&self, name: &str) -> Option<relayq_engine::TextLimit> {
         self.slots.lock().unwrap().get(name)?.spec.text_limit
+    }
+
+    /// Why channel `name` can never deliver to `address`, if it cannot (the same check as
+    /// `relayq enqueue`'s, for the API and an embedding program).
+    pub fn refuses_address(&self, name: &str, address: &str) -> Option<String> {
+        let refuses = self.slots.lock().unwrap().get(name)?.spec.refuses.clone();
+        refuses(address)
     }
 
     /// See [`Channel::confirms_within`]; `None` also for a channel not configured.

@@ -55,7 +55,12 @@ pub(super) fn check<K: ChannelKind>(kind: &K) -> Result<(), SettingError> {
 }
 
 /// Checks, then builds the channel a kind's settings describe.
-pub(super) fn spec<K: ChannelKind>(kind: &K) -> Result<ChannelSpec, SettingError> {
+pub(super) fn spec<K: ChannelKind + Clone + Send + Sync + 'static>(
+    kind: &K,
+) -> Result<ChannelSpec, SettingError> {
     check(kind)?;
-    kind.build().map(ChannelSpec::of)
+    let settings = kind.clone();
+    kind.build()
+        .map(ChannelSpec::of)
+        .map(|spec| spec.refusing(move |address| settings.refuses_address(address)))
 }

@@ -227,6 +227,16 @@ impl Handler<Enqueue> for SupervisorActor {
         if let Err(e) = message.validate(self.max_body_bytes) {
             return Box::pin(std::future::ready(Err(e.into())));
         }
+        // A session its channel can never reach (a tmux session id with ':') is refused here,
+        // as `relayq enqueue` refuses it.
+        let channel = self.session_channels.channel_for(&message.session);
+        if let Some(why) = self.channels.refuses_address(channel, &message.session) {
+            let refused = format!(
+                "session {:?} goes to channel '{channel}', which cannot deliver to it: {why}",
+                message.session.escape_debug().to_string()
+            );
+            return Box::pin(std::future::ready(Err(ActorError::Invalid(refused))));
+        }
         let session = message.session.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
         let write = self.store.apply(writes::EnqueueInbound(message));
