@@ -628,6 +628,38 @@ fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_
     );
 }
 
+/// Issue 41: the drain's summary counted the rows sent in runs (a destination's backlog after
+/// its first row) as attempted but never as delivered: "delivered=3" for 90 rows delivered.
+#[test]
+fn the_drain_summary_counts_the_rows_sent_in_runs() {
+    let hook = Endpoint::start(|_| Reply::status(200));
+    let app = App::new(config(&hook.url, "5s"));
+    let backlog: Vec<i64> = (0..90)
+        .map(|i| send_to(&app, &format!("chat-{}", i % 3), &format!("old {i}")))
+        .collect();
+    let daemon = app.serve();
+    for id in &backlog {
+        wait_state(&app, *id, "delivered");
+    }
+    crate::common::wait_until("the drain summary", Duration::from_secs(10), || {
+        daemon
+            .log()
+            .contains("outbound backlog from before the start drained")
+    });
+    let log = daemon.log();
+    daemon.stop();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("outbound backlog from before the start drained"))
+        .unwrap();
+    assert!(
+        summary.contains("attempted=90")
+            && summary.contains("delivered=90")
+            && summary.contains("failed=0"),
+        "{summary}"
+    );
+}
+
 /// The webhook's `max_chars` set to `max`, so a long text is split.
 fn chunked_config(url: &str, max: usize) -> Config {
     config(url, "5s").set("channels.hook", &format!("max_chars = {max}"))

@@ -277,9 +277,10 @@ impl OutboundSender {
     /// `possible_repeat` (at-least-once, as any unrecorded delivery).
     fn send_run(&mut self, run: Vec<Lease>, chain: u32, ctx: &mut Context<Self>) {
         self.sending += 1;
+        // Its rows are counted when it ends (a chained run's too), by what became of them.
         let backlog = run
             .first()
-            .is_some_and(|first| self.count_backlog(first, run.len() as u64));
+            .is_some_and(|first| self.count_backlog(first, 0));
         let lane = DestinationSender {
             store: self.store.clone(),
             channels: self.channels.clone(),
@@ -290,8 +291,8 @@ impl OutboundSender {
         let thread = self.threads.pick();
         let started = self.threads.run_on(thread, move || {
             actix_rt::spawn(async move {
-                lane.run(run, chain).await;
-                me.do_send(LaneDone(thread, backlog));
+                let tally = lane.run(run, chain).await;
+                me.do_send(LaneDone(thread, backlog, tally));
             });
         });
         if !started {
@@ -382,17 +383,19 @@ struct DestinationSender {
 
 impl DestinationSender {
     /// Sends `run` and the runs leased after it, `chain` counting them, until the key has no
-    /// due row, a send fails, the channel is held, or the sender stops.
+    /// due row, a send fails, the channel is held, or the sender stops. Answers what became of
+    /// the rows, as recorded (for the drain's summary).
     ///
     /// The answers of a run's first rows are recorded while its later rows are sent: the write
     /// is awaited only before the next one (one in flight) and when the run ends, since the
     /// key's next run can only be leased once the rows before it are recorded.
-    async fn run(self, run: Vec<Lease>, mut chain: u32) {
+    async fn run(self, run: Vec<Lease>, mut chain: u32) -> Tally {
+        let mut tally = Tally::default();
         let Some(key) = run.first().map(|l| l.key.clone()) else {
-            return;
+            return tally;
         };
         let mut rest = VecDeque::from(run);
-        let mut recording: Option<Recording> = None;
+        let mut recording: Option<(Recording, Tally)> = None;
         loop {
             let (answers, held) = self.send_while_fast(&mut rest).await;
             let failed = answers.iter().any(|a| !a.tried.outcome.is_delivered());
@@ -401,27 +404,36 @@ impl DestinationSender {
                 true => rest.drain(..).collect(),
                 false => Vec::new(),
             };
+            let this = Tally::of(&answers, give_back.len());
             let ends = rest.is_empty() || failed || held;
             let lease_next = rest.is_empty() && !failed && !held && chain + 1 < CHAIN;
             let next = lease_next.then_some(key.as_str());
             // Submitted before the previous write is awaited: the writer takes them in order.
             let write = self.record(answers, give_back, next);
-            if let Some(previous) = recording.take() {
+            if let Some((previous, recorded)) = recording.take() {
                 if let Err(e) = previous.await {
-                    return lost(&key, e);
+                    lost(&key, e);
+                    return tally;
                 }
+                tally.add(recorded);
             }
             if !ends {
-                recording = Some(Box::pin(write));
+                recording = Some((Box::pin(write), this));
                 continue;
             }
             match write.await {
-                Ok(next) if !next.is_empty() => {
+                Ok(next) => {
+                    tally.add(this);
+                    if next.is_empty() {
+                        return tally;
+                    }
                     chain += 1;
                     rest.extend(next);
                 }
-                Ok(_) => return,
-                Err(e) => return lost(&key, e),
+                Err(e) => {
+                    lost(&key, e);
+                    return tally;
+                }
             }
         }
     }
@@ -491,6 +503,35 @@ impl DestinationSender {
             let RunRecorded { next, .. } = write.await.map_err(|lost| lost.error)?;
             Ok(next.and_then(|run| run.ok()).unwrap_or_default())
         }
+    }
+}
+
+/// What became of a lane's rows, once recorded: sent and delivered, tried and not delivered,
+/// given back unsent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    delivered: u64,
+    failed: u64,
+    deferred: u64,
+}
+
+impl Tally {
+    fn of(answers: &[AnswerToRecord], given_back: usize) -> Tally {
+        let delivered = answers
+            .iter()
+            .filter(|a| a.tried.outcome.is_delivered())
+            .count() as u64;
+        Tally {
+            delivered,
+            failed: answers.len() as u64 - delivered,
+            deferred: given_back as u64,
+        }
+    }
+
+    fn add(&mut self, other: Tally) {
+        self.delivered += other.delivered;
+        self.failed += other.failed;
+        self.deferred += other.deferred;
     }
 }
 
@@ -575,17 +616,22 @@ impl Handler<SendDone> for OutboundSender {
     }
 }
 
-/// A lane of runs ended (see [`OutboundSender::send_run`]); whether it was the backlog's.
+/// A lane of runs ended (see [`OutboundSender::send_run`]); whether it was the backlog's, and
+/// what became of its rows.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-struct LaneDone(SendThread, bool);
+struct LaneDone(SendThread, bool, Tally);
 
 impl Handler<LaneDone> for OutboundSender {
     type Result = ();
-    fn handle(&mut self, LaneDone(thread, backlog): LaneDone, ctx: &mut Context<Self>) {
+    fn handle(&mut self, LaneDone(thread, backlog, tally): LaneDone, ctx: &mut Context<Self>) {
         self.sending -= 1;
         if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
             d.sending -= 1;
+            d.attempted += tally.delivered + tally.failed + tally.deferred;
+            d.delivered += tally.delivered;
+            d.failed += tally.failed;
+            d.deferred += tally.deferred;
         }
         self.threads.done(thread);
         if self.stopping.load(Ordering::Relaxed) {
