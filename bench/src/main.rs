@@ -909,6 +909,10 @@ fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>>
             ("3 PostgreSQL nodes", Some(url), 3),
         ] {
             let label = format!("outbound drain, {label}, {destinations} destinations");
+            // `BENCH_ONLY=TEXT`: only the drains whose label holds TEXT (to tune one of them).
+            if std::env::var("BENCH_ONLY").is_ok_and(|only| !label.contains(&only)) {
+                continue;
+            }
             let runs = repeat(runs, &label, || {
                 postgres::outbound_drain(url, nodes, n, destinations)
             })?;
