@@ -575,6 +575,21 @@ fn a_failing_channel_opens_its_breaker_and_its_rows_wait_uncharged() {
     assert!(failed <= 5, "{failed} sends while the far end was down");
 }
 
+/// The drain's summary line, once the daemon has logged it; the daemon is stopped.
+fn drain_summary(daemon: crate::common::Daemon) -> String {
+    crate::common::wait_until("the drain summary", Duration::from_secs(10), || {
+        daemon
+            .log()
+            .contains("outbound backlog from before the start drained")
+    });
+    let log = daemon.log();
+    daemon.stop();
+    log.lines()
+        .find(|l| l.contains("outbound backlog from before the start drained"))
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_up() {
     let hook = Endpoint::start(|_| Reply {
@@ -600,13 +615,7 @@ fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_
     for id in &backlog {
         wait_state(&app, *id, "delivered");
     }
-    crate::common::wait_until("the drain summary", Duration::from_secs(10), || {
-        daemon
-            .log()
-            .contains("outbound backlog from before the start drained")
-    });
-    let log = daemon.log();
-    daemon.stop();
+    let summary = drain_summary(daemon);
     let position = hook
         .calls()
         .iter()
@@ -616,10 +625,6 @@ fn a_restart_backlog_drains_within_its_budget_beside_new_messages_and_is_summed_
         position < 10,
         "the new message waited behind the backlog: call {position}"
     );
-    let summary = log
-        .lines()
-        .find(|l| l.contains("outbound backlog from before the start drained"))
-        .unwrap();
     assert!(
         summary.contains("attempted=20")
             && summary.contains("delivered=20")
@@ -641,17 +646,7 @@ fn the_drain_summary_counts_the_rows_sent_in_runs() {
     for id in &backlog {
         wait_state(&app, *id, "delivered");
     }
-    crate::common::wait_until("the drain summary", Duration::from_secs(10), || {
-        daemon
-            .log()
-            .contains("outbound backlog from before the start drained")
-    });
-    let log = daemon.log();
-    daemon.stop();
-    let summary = log
-        .lines()
-        .find(|l| l.contains("outbound backlog from before the start drained"))
-        .unwrap();
+    let summary = drain_summary(daemon);
     assert!(
         summary.contains("attempted=90")
             && summary.contains("delivered=90")

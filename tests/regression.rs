@@ -2070,21 +2070,24 @@ fn a_type_error_in_the_config_names_the_key_and_the_fix() {
     }
 }
 
+/// Sessions to a tmux channel, and a Telegram channel `tg` no request reaches.
+fn pane_and_telegram() -> Config {
+    Config::default()
+        .default_channel("pane")
+        .channel("pane", "tmux", &["target = \"{session}\""])
+        .channel(
+            "tg",
+            "telegram",
+            &["token = \"1:a\"", "api_url = \"http://127.0.0.1:9\""],
+        )
+}
+
 /// Issue 41, item 19: `relayq enqueue` took what could never be delivered (empty text, a
 /// session id tmux cannot address, an ESC in a session id, `--to abc` for Telegram), refused
 /// only at delivery or never; `session expire nosuch` said "expired 0" with exit 0.
 #[test]
 fn enqueue_refuses_at_the_door_what_can_never_be_delivered() {
-    let app = App::new(
-        Config::default()
-            .default_channel("pane")
-            .channel("pane", "tmux", &["target = \"{session}\""])
-            .channel(
-                "tg",
-                "telegram",
-                &["token = \"1:a\"", "api_url = \"http://127.0.0.1:9\""],
-            ),
-    );
+    let app = App::new(pane_and_telegram());
     let refused = [
         (inbound_args("s", "terminal", &[""]), "empty"),
         (inbound_args("s", "terminal", &["  \n"]), "empty"),
@@ -2120,17 +2123,7 @@ fn enqueue_refuses_at_the_door_what_can_never_be_delivered() {
 /// did; the API refuses them as `relayq enqueue` does, and writes nothing.
 #[test]
 fn the_api_refuses_at_the_door_what_can_never_be_delivered() {
-    let api = api::Api::start(
-        Config::default()
-            .set("daemon", "shutdown_grace = \"5s\"")
-            .default_channel("pane")
-            .channel("pane", "tmux", &["target = \"{session}\""])
-            .channel(
-                "tg",
-                "telegram",
-                &["token = \"1:a\"", "api_url = \"http://127.0.0.1:9\""],
-            ),
-    );
+    let api = api::Api::start(pane_and_telegram().set("daemon", "shutdown_grace = \"5s\""));
     let inbound = serde_json::json!({"session": "a:b", "origin": "test", "content": "hi"});
     let (status, body) = api::answer(api.post("/v1/inbound", &inbound));
     assert_eq!(status, 400, "{body}");
