@@ -122,10 +122,16 @@ impl Wakers {
 /// is replaced). The socket is made 0600.
 pub fn listen(db: &Path, wakers: Wakers) -> std::io::Result<actix_rt::task::JoinHandle<()>> {
     let path = socket_path(db);
-    let _ = std::fs::remove_file(&path);
-    let socket = tokio::net::UnixDatagram::bind(&path)?;
-    // Only this user may send wake-ups, whatever the umask (the directory is private too).
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    // Only this user may send wake-ups, whatever the umask (the directory is private too):
+    // bound under a name of its own, made 0600, then moved into place, so the socket is never
+    // seen at its path with the umask's mode.
+    let mut binding = path.clone().into_os_string();
+    binding.push(format!(".{}", std::process::id()));
+    let binding = std::path::PathBuf::from(binding);
+    let _ = std::fs::remove_file(&binding);
+    let socket = tokio::net::UnixDatagram::bind(&binding)?;
+    std::fs::set_permissions(&binding, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&binding, &path)?;
     Ok(actix_rt::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
