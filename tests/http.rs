@@ -235,12 +235,14 @@ fn status_readyz_and_unknown_routes_answer_json() {
     let api = Api::start(file_config());
     let (status, ready) = answer(api.get("/readyz"));
     assert_eq!((status, &ready["status"]), (200, &json!("ready")));
-    api.post(
+    let (_, written) = answer(api.post(
         "/v1/inbound",
         &json!({"session": "s", "origin": "t", "content": "x"}),
-    );
+    ));
+    let id = written["id"].as_i64().unwrap();
+    // Recorded, not only written to the file: both reads must see the same counts.
     wait_until("delivered", Duration::from_secs(10), || {
-        api.app.lines("out.jsonl").len() == 1
+        api.app.row(relayq_engine::QueueName::Inbound, id).state == "delivered"
     });
     let (status, report) = answer(api.get("/v1/status"));
     assert_eq!(status, 200);

@@ -225,24 +225,29 @@ impl OutboundSender {
             };
             if let (Ok(m), false) = (&message, cleared) {
                 // A channel not ready yet or paused first (no budget is spent on a row that
-                // cannot go), then the budget, then the breaker's probe slot (taken last: only a
-                // send gives it back).
-                let gate = channels
+                // cannot go); then the send-started mark; then the budget and the breaker's
+                // probe slot (taken last: only a send gives it back), so nothing but the
+                // budget's own write lies between its take and the send. With the mark's
+                // commit between them, a commit held up (a database restarting, a busy writer)
+                // sent a chat's message late and the next one on time: two within 0.9 s.
+                let held = channels
                     .unready(&m.channel)
-                    .or_else(|| channels.penalty(&m.channel))
-                    .map_or(Ok(()), Err)
-                    .and_then(|()| {
-                        channels
-                            .budgets(&m.channel)
-                            .map_or(Ok(()), |p| p.take(&m.to))
-                    })
-                    .and_then(|()| channels.admit(&m.channel));
-                if let Err(wait) = gate {
+                    .or_else(|| channels.penalty(&m.channel));
+                if let Some(wait) = held {
                     give_back(&store, vec![lease], wait).await;
                     return (Sent::Deferred, None);
                 }
                 if mark && !mark_send_started(&store, &lease).await {
                     return (Sent::Failed, None);
+                }
+                let gate = channels
+                    .budgets(&m.channel)
+                    .map_or(Ok(()), |p| p.take(&m.to))
+                    .and_then(|()| channels.admit(&m.channel));
+                if let Err(wait) = gate {
+                    // The mark goes back to what the lease found (`GiveBackUnsent`).
+                    give_back(&store, vec![lease], wait).await;
+                    return (Sent::Deferred, None);
                 }
             }
             let message = message.map(|m| (m.channel.clone(), Content::Outbound(m)));
