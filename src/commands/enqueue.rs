@@ -122,9 +122,10 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         .ok()
         .and_then(|c| c.refuses_address(&message.session))
     {
-        return Err(CliError::Usage(format!(
-            "session {:?} goes to channel '{channel}', which cannot deliver to it: {why}",
-            message.session.escape_debug().to_string()
+        return Err(CliError::Usage(relayq_actors::channels::session_refused(
+            &message.session,
+            channel,
+            &why,
         )));
     }
 

@@ -35,6 +35,16 @@ pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};
 pub use relayq_engine::handlers::NOTICES_CHANNEL;
 
+/// Why a message for `session` is refused: its channel `channel` can never deliver to it
+/// (`why`, from [`ChannelKind::refuses_address`]). Said by `relayq enqueue`, the API and an
+/// embedder's enqueue alike.
+pub fn session_refused(session: &str, channel: &str, why: &str) -> String {
+    format!(
+        "session {:?} goes to channel '{channel}', which cannot deliver to it: {why}",
+        session.escape_debug().to_string()
+    )
+}
+
 /// Why channel `name` cannot be used: it is not one of `configured`. What a message for an
 /// unknown channel is told (`relayq enqueue outbound`, the API, an embedder's enqueue).
 pub fn not_configured(name: &str, configured: &[&str]) -> String {

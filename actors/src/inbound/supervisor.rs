@@ -231,10 +231,7 @@ impl Handler<Enqueue> for SupervisorActor {
         // as `relayq enqueue` refuses it.
         let channel = self.session_channels.channel_for(&message.session);
         if let Some(why) = self.channels.refuses_address(channel, &message.session) {
-            let refused = format!(
-                "session {:?} goes to channel '{channel}', which cannot deliver to it: {why}",
-                message.session.escape_debug().to_string()
-            );
+            let refused = crate::channels::session_refused(&message.session, channel, &why);
             return Box::pin(std::future::ready(Err(ActorError::Invalid(refused))));
         }
         let session = message.session.clone();

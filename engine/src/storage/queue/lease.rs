@@ -345,7 +345,6 @@ impl Queue {
         if !is_leasable(state, *next, Some(first.expires_at), now) {
             return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
         }
-
         let expires = now.saturating_add(ms(self.policy().lease_timeout));
         let mut leases: Vec<Lease> = rows
             .into_iter()
@@ -458,6 +457,8 @@ impl Queue {
         // Keys one of whose rows another daemon leased first (PostgreSQL, several daemons):
         // their later rows are left too, or this daemon would run them beside (before) it.
         let mut taken_elsewhere = std::collections::HashSet::new();
+        // Keys this transaction holds already (a run's rows share theirs): asked once each.
+        let mut held = std::collections::HashSet::new();
         loop {
             let want = limit - leases.len();
             let ids = find(want)?;
@@ -468,9 +469,12 @@ impl Queue {
                 if taken_elsewhere.contains(&key) {
                     continue;
                 }
-                if !self.claim_key_in(tx, &key)? {
-                    taken_elsewhere.insert(key);
-                    continue;
+                if !held.contains(&key) {
+                    if !self.claim_key_in(tx, &key)? {
+                        taken_elsewhere.insert(key);
+                        continue;
+                    }
+                    held.insert(key.clone());
                 }
                 match self.lease_row(tx, id)? {
                     Some(lease) => leased.push(lease),
