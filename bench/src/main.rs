@@ -79,6 +79,9 @@ enum Scenario {
     /// Not in `all`: scenario 11's outbound drain (one SQLite daemon, 1 and 3 PostgreSQL
     /// nodes, 5 and 100 destinations), printed
     TuneOutboundPg,
+    /// Not in `all`: PostgreSQL inbound as a Rust user embeds relayq (one producer, 1 000
+    /// enqueues in flight, defaults), S = 100 and S = 1, beside the raw batched loop, printed
+    TunePg,
 }
 
 /// Problem sizes.
@@ -101,6 +104,7 @@ struct Sizes {
     pg_out_n: usize,
     pg_raw_one_n: usize,
     pg_peer_n: usize,
+    pg_embedded_n: usize,
 }
 
 impl Sizes {
@@ -125,6 +129,7 @@ impl Sizes {
                 pg_out_n: 1_000,
                 pg_raw_one_n: 300,
                 pg_peer_n: 500,
+                pg_embedded_n: 2_000,
             }
         } else {
             Sizes {
@@ -148,6 +153,7 @@ impl Sizes {
                 pg_out_n: 5_000,
                 pg_raw_one_n: 2_000,
                 pg_peer_n: 3_000,
+                pg_embedded_n: 20_000,
             }
         }
     }
@@ -180,6 +186,30 @@ fn main() -> Result<()> {
                 median(&figure.runs),
                 figure.unit
             );
+        }
+        return Ok(());
+    }
+    if args.scenarios.contains(&Scenario::TunePg) {
+        let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+        let url = server.url();
+        let n = sizes.pg_embedded_n;
+        // `BENCH_PG_URL`: a server of one's own instead (to profile it: pg_stat_statements,
+        // auto_explain); `BENCH_STATEMENTS=1` prints where its time went after each run.
+        let url = std::env::var("BENCH_PG_URL").unwrap_or(url);
+        let statements = std::env::var_os("BENCH_STATEMENTS").is_some();
+        for run in 1..=runs {
+            for s in [100, 1] {
+                let ours = postgres::embedded(&url, n, s, 1_000)?;
+                if statements {
+                    eprintln!("{}", postgres::statements(&url, n)?);
+                }
+                let producers = postgres::throughput(&url, 1, n, s)?;
+                let raw = postgres::raw(&url, n, s, 100)?;
+                eprintln!(
+                    "run {run}, S = {s}: embedded {ours:.0} msgs/s, a producer per session \
+                     {producers:.0} msgs/s, raw 100/tx {raw:.0} msgs/s"
+                );
+            }
         }
         return Ok(());
     }

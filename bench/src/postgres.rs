@@ -425,3 +425,76 @@ pub fn peer(
         }
     }
 }
+
+/// The path a Rust user takes: `Relayq::builder` with `RelayqConfig::new` defaults and
+/// `[database] url`, a no-op channel, and one producer keeping `window` calls of
+/// `Relayq::enqueue` in flight, message `i` to session `i % sessions`; msgs/s from the first
+/// enqueue to the last delivery, each session's order checked.
+pub fn embedded(url: &str, n: usize, sessions: usize, window: usize) -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let mut config = RelayqConfig::new(dir.path().join("relayq.db"), "noop");
+    config.db.url = Some(url.to_string());
+    let (seen, deliveries) = std_mpsc::channel();
+    let rate = actix_rt::System::new().block_on(async move {
+        let relayq = Relayq::builder(config)
+            .channel("noop", ChannelSpec::of(NoOp(seen)))
+            .start()
+            .await?;
+        let started = Instant::now();
+        let mut in_flight = std::collections::VecDeque::with_capacity(window);
+        for i in 0..n {
+            if in_flight.len() == window {
+                if let Some(f) = in_flight.pop_front() {
+                    f.await?;
+                }
+            }
+            let (s, seq) = (i % sessions, i / sessions);
+            let m = InboundMessage::text(&format!("s{s}"), "bench", &seq.to_string());
+            in_flight.push_back(relayq.enqueue(m));
+        }
+        for f in in_flight {
+            f.await?;
+        }
+        // The deliveries are read on a thread of their own: this one runs the actors.
+        let collector = std::thread::spawn(move || collect(&deliveries, n));
+        let last = loop {
+            if collector.is_finished() {
+                break collector.join().expect("collector")?;
+            }
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        };
+        let rate = n as f64 / last.duration_since(started).as_secs_f64();
+        relayq.shutdown(Duration::from_secs(10)).await;
+        Ok::<_, anyhow::Error>(rate)
+    })?;
+    clear(url)?;
+    Ok(rate)
+}
+
+/// The statements that took the server's time since the last call, per message of `n`, and
+/// resets the counts (the server must load `pg_stat_statements`).
+pub fn statements(url: &str, n: usize) -> Result<String> {
+    let mut client = Client::connect(url, NoTls)?;
+    client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+    let rows = client.query(
+        "SELECT calls, total_exec_time, rows, shared_blks_hit,
+                regexp_replace(left(query, 160), '\\s+', ' ', 'g')
+           FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15",
+        &[],
+    )?;
+    let mut out = String::from("calls/msg  µs/msg  rows/call  blocks/call  statement\n");
+    for r in rows {
+        let (calls, ms, rows, blocks): (i64, f64, i64, i64) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        out.push_str(&format!(
+            "{:9.3} {:7.1} {:10.1} {:12.1}  {}\n",
+            calls as f64 / n as f64,
+            ms * 1000.0 / n as f64,
+            rows as f64 / calls.max(1) as f64,
+            blocks as f64 / calls.max(1) as f64,
+            r.get::<_, String>(4)
+        ));
+    }
+    client.batch_execute("SELECT pg_stat_statements_reset()")?;
+    Ok(out)
+}

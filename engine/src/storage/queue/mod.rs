@@ -33,6 +33,7 @@ const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finishe
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
+pub use answer::DELIVERED_ALL_SQL;
 pub use lease::{
     GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL,
 };
