@@ -33,6 +33,23 @@ pub const SESSION_ENDED: &str = "session ended";
 /// [`InboundMessage::writes_one_statement`]).
 pub fn enqueue_in(queue: &Queue, tx: &Tx<'_>, message: &InboundMessage) -> Result<Enqueued> {
     let enqueued = queue.enqueue_for_session_in(tx, &message.to_row(), SESSION_ENDED)?;
+    written_in(tx, message, enqueued)
+}
+
+/// The row [`enqueue_in`] writes first, for the group commit to write ahead with its
+/// neighbours' (see [`RowAhead`](crate::commit::RowAhead)); `None` when the queue's depth
+/// limits need it counted first.
+pub fn row_ahead(queue: &Queue, message: &InboundMessage) -> Option<crate::commit::RowAhead> {
+    let row = message.to_row();
+    (queue.writes_ahead() && !row.key.is_empty()).then_some(crate::commit::RowAhead {
+        queue: queue.name(),
+        row,
+        session_ended: SESSION_ENDED,
+    })
+}
+
+/// The rest of [`enqueue_in`] once the message's row is `enqueued`.
+pub fn written_in(tx: &Tx<'_>, message: &InboundMessage, enqueued: Enqueued) -> Result<Enqueued> {
     if let (Some(origin), false) = (message.reply_origin(), enqueued.duplicate) {
         sessions::set_origin_in(tx, &message.session, &origin)?;
     }

@@ -246,3 +246,69 @@ fn group_commits_are_checkpointed_into_the_database_file_in_the_background() {
         std::fs::metadata(&file).unwrap().len()
     );
 }
+
+/// On PostgreSQL the rows that operations side by side begin with are written by one
+/// statement and handed to them, in order; when one operation fails, the batch runs again with
+/// each operation writing its own row, and only the failed one's is missing.
+#[test]
+fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fails() {
+    use relayq_engine::commit::RowAhead;
+    use relayq_engine::{NewRow, QueueName};
+    let backend = prepared(TestDb::postgres());
+    let db = &backend.db;
+    let own_insert = Sql::same(
+        "INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
+         VALUES ('inbound', :key, 'x', 0, 0) RETURNING id",
+    );
+    // Each answer: (written ahead, its row's id).
+    let batch = |fail: bool| {
+        let (release, first) = hold_the_committer(db);
+        let answers: Vec<_> = (0..3)
+            .map(|i| {
+                let key = format!("{fail}{i}");
+                let ahead = RowAhead {
+                    queue: QueueName::Inbound,
+                    row: NewRow {
+                        key: key.clone(),
+                        payload: "x".into(),
+                        dedup_key: None,
+                    },
+                    session_ended: "",
+                };
+                db.submit_ahead(Atomicity::OneStatement, Some(ahead), move |tx, written| {
+                    if fail && i == 1 {
+                        return Err(EngineError::Invalid("refused".into()));
+                    }
+                    match written {
+                        Some(row) => Ok((true, row.id)),
+                        None => {
+                            let id = tx.insert(&own_insert, params![":key" => key])?;
+                            Ok((false, id.expect("written")))
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(release);
+        first.blocking_recv().unwrap().unwrap();
+        answers
+            .into_iter()
+            .map(|a| a.blocking_recv().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let got: Vec<(bool, i64)> = batch(false).into_iter().map(Result::unwrap).collect();
+    assert!(got.iter().all(|(ahead, _)| *ahead), "{got:?}");
+    assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "in order: {got:?}");
+    let got = batch(true);
+    assert!(got[1].is_err(), "{got:?}");
+    for answer in [&got[0], &got[2]] {
+        assert!(matches!(answer, Ok((false, _))), "written alone: {got:?}");
+    }
+    let keys = Sql::same("SELECT key FROM queue_rows ORDER BY id");
+    let keys: Vec<String> = db
+        .read()
+        .unwrap()
+        .query_all(&keys, params![], |r| r.get(0))
+        .unwrap();
+    assert_eq!(keys, ["false0", "false1", "false2", "true0", "true2"]);
+}

@@ -4,6 +4,8 @@
 //! only itself), commits, and only then answers each caller. Operations run in the order
 //! they were submitted, so a caller that submits A before B sees A committed no later than B.
 //! An operation that writes with a single statement may skip its savepoint (see [`Atomicity`]).
+//! An operation that begins by writing a queue row may hand the row over ([`RowAhead`]): on
+//! PostgreSQL the rows of operations next to each other are then written by one statement.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +14,7 @@ use std::sync::{mpsc, Arc};
 use tokio::sync::oneshot;
 
 use crate::error::{EngineError, Result};
+use crate::queue::{Enqueued, NewRow, QueueName};
 use crate::storage::sql::{Query, Sql};
 use crate::tx::Tx;
 
@@ -33,18 +36,38 @@ pub enum Atomicity {
     OneStatement,
 }
 
+/// The queue row an operation writes first, as data: a backend may write it, with the rows of
+/// the operations beside it, in one statement before running the operation, and hand it the
+/// row written (see `Operation::run`). On PostgreSQL an insert of its own costs a round trip
+/// and an executor start (about 100 µs of the server's time a row, against 25 µs for a row of
+/// a statement that writes a batch's).
+#[derive(Debug, Clone)]
+pub struct RowAhead {
+    pub queue: QueueName,
+    pub row: NewRow,
+    /// A row for the agent session named by its key: written expired, for this reason, when
+    /// the session registry shows the session ended (see `Queue::enqueue_for_session_in`).
+    pub session_ended: &'static str,
+}
+
 /// One queued operation, type-erased for the committer thread.
 pub(crate) trait Operation: Send {
     fn atomicity(&self) -> Atomicity;
+    /// The row it begins by writing, when a backend may write it ahead.
+    fn row_ahead(&self) -> Option<&RowAhead> {
+        None
+    }
     /// Runs inside the shared transaction; false when it failed (its savepoint is rolled back).
-    /// It may run again, from the start, when the batch is rolled back and run again.
-    fn run(&mut self, tx: &Tx<'_>) -> bool;
+    /// `written`: its row ahead, written already in this transaction (`None`: it writes it
+    /// itself). It may run again, from the start, when the batch is rolled back and run again.
+    fn run(&mut self, tx: &Tx<'_>, written: Option<Enqueued>) -> bool;
     /// Answers the caller once the transaction's fate is known (`Err` when it did not commit).
     fn answer(self: Box<Self>, committed: std::result::Result<(), &str>);
 }
 
 struct Typed<T, F> {
     atomicity: Atomicity,
+    ahead: Option<RowAhead>,
     f: F,
     out: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
@@ -53,15 +76,19 @@ struct Typed<T, F> {
 impl<T, F> Operation for Typed<T, F>
 where
     T: Send + 'static,
-    F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
+    F: Fn(&Tx<'_>, Option<Enqueued>) -> Result<T> + Send + 'static,
 {
     fn atomicity(&self) -> Atomicity {
         self.atomicity
     }
 
-    fn run(&mut self, tx: &Tx<'_>) -> bool {
+    fn row_ahead(&self) -> Option<&RowAhead> {
+        self.ahead.as_ref()
+    }
+
+    fn run(&mut self, tx: &Tx<'_>, written: Option<Enqueued>) -> bool {
         self.out = None; // a panic leaves none
-        let out = (self.f)(tx);
+        let out = (self.f)(tx, written);
         let ok = out.is_ok();
         self.out = Some(out);
         ok
@@ -125,10 +152,26 @@ impl Committer {
         T: Send + 'static,
         F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
+        self.submit_ahead(atomicity, None, move |tx, _| f(tx))
+    }
+
+    /// [`submit`](Self::submit) for an operation that begins by writing `ahead`: `f` is given
+    /// the row when the backend wrote it ahead, and writes it itself when given `None`.
+    pub fn submit_ahead<T, F>(
+        &self,
+        atomicity: Atomicity,
+        ahead: Option<RowAhead>,
+        f: F,
+    ) -> oneshot::Receiver<Result<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Tx<'_>, Option<Enqueued>) -> Result<T> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         self.backlog.fetch_add(1, Ordering::Relaxed);
         let op = Box::new(Typed {
             atomicity,
+            ahead,
             f,
             out: None,
             reply,
@@ -186,8 +229,8 @@ const RELEASE_SQL: Sql = Sql::same("RELEASE SAVEPOINT op");
 
 /// Runs `op` in `tx`, a panic caught: `Some(true)` when it succeeded, `Some(false)` when it
 /// failed, `None` when it panicked (logged).
-fn run_caught(tx: &Tx<'_>, op: &mut Box<dyn Operation>) -> Option<bool> {
-    let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx))).ok();
+fn run_caught(tx: &Tx<'_>, op: &mut Box<dyn Operation>, written: Option<Enqueued>) -> Option<bool> {
+    let ran = catch_unwind(AssertUnwindSafe(|| op.run(tx, written))).ok();
     if ran.is_none() {
         tracing::error!("a database operation panicked; it is rolled back");
     }
@@ -196,11 +239,39 @@ fn run_caught(tx: &Tx<'_>, op: &mut Box<dyn Operation>) -> Option<bool> {
 
 /// Runs every operation of `batch` in `tx` with no savepoint, stopping at the first that fails
 /// or panics: false then, and the caller rolls the transaction back (and may run the batch
-/// again, each operation guarded).
-pub(crate) fn run_unguarded(tx: &Tx<'_>, batch: &mut [Box<dyn Operation>]) -> bool {
-    batch
-        .iter_mut()
-        .all(|op| run_caught(tx, op).unwrap_or(false))
+/// again, each operation guarded). The rows ahead of each run of operations that have one are
+/// written first by `write_ahead`, in order, one answer a row.
+pub(crate) fn run_unguarded(
+    tx: &Tx<'_>,
+    batch: &mut [Box<dyn Operation>],
+    write_ahead: impl Fn(&Tx<'_>, &[&RowAhead]) -> Result<Vec<Enqueued>>,
+) -> bool {
+    let mut at = 0;
+    while at < batch.len() {
+        let ahead: Vec<&RowAhead> = batch[at..].iter().map_while(|op| op.row_ahead()).collect();
+        if ahead.len() < 2 {
+            if !run_caught(tx, &mut batch[at], None).unwrap_or(false) {
+                return false;
+            }
+            at += 1;
+            continue;
+        }
+        let written = match write_ahead(tx, &ahead) {
+            Ok(written) if written.len() == ahead.len() => written,
+            Ok(_) => return false,
+            Err(e) => {
+                tracing::debug!(error = %e, "the rows ahead were not written together");
+                return false;
+            }
+        };
+        for (op, row) in batch[at..].iter_mut().zip(written) {
+            if !run_caught(tx, op, Some(row)).unwrap_or(false) {
+                return false;
+            }
+            at += 1;
+        }
+    }
+    true
 }
 
 /// Runs `op` inside the batch's transaction `tx`: in a savepoint of its own when `guarded`,
@@ -209,7 +280,7 @@ pub(crate) fn run_one(tx: &Tx<'_>, op: &mut Box<dyn Operation>, guarded: bool) -
     if guarded {
         tx.exec(&SAVEPOINT_SQL, crate::params![])?;
     }
-    let ran = run_caught(tx, op);
+    let ran = run_caught(tx, op, None);
     let panicked = ran.is_none();
     if guarded {
         if !ran.unwrap_or(false) {

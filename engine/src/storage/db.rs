@@ -223,6 +223,21 @@ impl Database {
         self.committer().submit(atomicity, f)
     }
 
+    /// [`submit`](Self::submit) for an operation that begins by writing `ahead` (see
+    /// [`Committer::submit_ahead`]).
+    pub fn submit_ahead<T, F>(
+        &self,
+        atomicity: Atomicity,
+        ahead: Option<crate::commit::RowAhead>,
+        f: F,
+    ) -> tokio::sync::oneshot::Receiver<Result<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Tx<'_>, Option<crate::queue::Enqueued>) -> Result<T> + Send + 'static,
+    {
+        self.committer().submit_ahead(atomicity, ahead, f)
+    }
+
     /// Group-commit operations submitted and not answered yet: how busy this process's writer
     /// is.
     pub fn write_backlog(&self) -> usize {

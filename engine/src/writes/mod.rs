@@ -18,6 +18,7 @@ pub mod approvals;
 pub mod runs;
 
 use crate::approvals::ChatAnswer;
+use crate::commit::RowAhead;
 use crate::error::Result;
 use crate::handlers::HookProcessor;
 use crate::inbound::{self, InboundMessage};
@@ -32,11 +33,19 @@ use approvals::ChatAnswersRecorded;
 pub struct Writer<'a> {
     tx: &'a Tx<'a>,
     pub flows: &'a HookProcessor,
+    /// The write's row ahead ([`Write::row_ahead`]), when the group commit wrote it.
+    ahead: Option<Enqueued>,
 }
 
 impl<'a> Writer<'a> {
     pub(crate) fn tx(&self) -> &Tx<'a> {
         self.tx
+    }
+
+    /// The row the group commit wrote for this write ([`Write::row_ahead`]); `None`: the write
+    /// writes it itself.
+    pub fn written_ahead(&self) -> Option<Enqueued> {
+        self.ahead
     }
 
     /// The time the write is made at: one time for all its statements.
@@ -54,6 +63,13 @@ pub trait Write: Send + 'static {
         Atomicity::Savepoint
     }
 
+    /// The queue row the write begins by writing, when that insert is its first statement: the
+    /// group commit may write it ahead, with the rows of the writes beside it in one statement
+    /// (PostgreSQL), and `apply` then finds it in [`Writer::written_ahead`].
+    fn row_ahead(&self, _flows: &HookProcessor) -> Option<RowAhead> {
+        None
+    }
+
     /// Applies the write. It may be applied again, from the start, when its batch is rolled
     /// back and run again (so it reads its request, and does not consume it).
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output>;
@@ -68,11 +84,17 @@ impl HookProcessor {
         keep: K,
     ) -> tokio::sync::oneshot::Receiver<Result<W::Output>> {
         let flows = std::sync::Arc::clone(self);
-        let atomicity = write.atomicity();
-        self.engine.database().submit(atomicity, move |tx| {
-            let _held = &keep;
-            write.apply(&Writer { tx, flows: &flows })
-        })
+        let (atomicity, ahead) = (write.atomicity(), write.row_ahead(self));
+        self.engine
+            .database()
+            .submit_ahead(atomicity, ahead, move |tx, ahead| {
+                let _held = &keep;
+                write.apply(&Writer {
+                    tx,
+                    flows: &flows,
+                    ahead,
+                })
+            })
     }
 }
 
@@ -92,8 +114,15 @@ impl Write for EnqueueInbound {
         }
     }
 
+    fn row_ahead(&self, flows: &HookProcessor) -> Option<RowAhead> {
+        inbound::row_ahead(&flows.inbound, &self.0)
+    }
+
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
-        let enqueued = inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?;
+        let enqueued = match w.written_ahead() {
+            Some(row) => inbound::written_in(w.tx(), &self.0, row)?,
+            None => inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?,
+        };
         let told = tell_on_arrival(w, &self.0, &enqueued)?;
         Ok((enqueued, told))
     }

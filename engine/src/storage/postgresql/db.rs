@@ -12,6 +12,7 @@ use r2d2::{Pool, PooledConnection};
 use crate::clock::Clock;
 use crate::commit::{run_one, run_unguarded, Batches, Operation};
 use crate::error::{EngineError, Result};
+use crate::queue::enqueue_ahead_in;
 use crate::storage::postgresql::connection::{blocking, Manager};
 use crate::storage::sql::{InTransaction, Pg, Query, Sql};
 use crate::tx::Tx;
@@ -197,15 +198,15 @@ impl Batches for PgBatches {
     fn commit(&mut self, batch: &mut [Box<dyn Operation>]) -> Result<()> {
         let now = self.clock.as_ref().map(|c| c.now_ms());
         let mut one_failed = false;
-        let optimistic = self
-            .db
-            .write_with(now, |tx| match run_unguarded(tx, batch) {
-                true => Ok(()),
-                false => {
-                    one_failed = true;
-                    Err(EngineError::NotCommitted("an operation failed".into()))
-                }
-            });
+        let optimistic =
+            self.db
+                .write_with(now, |tx| match run_unguarded(tx, batch, enqueue_ahead_in) {
+                    true => Ok(()),
+                    false => {
+                        one_failed = true;
+                        Err(EngineError::NotCommitted("an operation failed".into()))
+                    }
+                });
         if !one_failed {
             return optimistic;
         }

@@ -1,6 +1,7 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
 use super::{Enqueued, NewRow, Queue};
+use crate::commit::RowAhead;
 use crate::error::{EngineError, Result};
 use crate::params;
 use crate::storage::sql::{Query, Sql};
@@ -38,6 +39,31 @@ const INSERT_FOR_SESSION_SQL: Sql = Sql::same(
       WHERE TRUE
      ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
      RETURNING id, state",
+);
+
+/// Many rows ahead (see [`RowAhead`]) with one statement, in order: `:rows` is a JSON list of
+/// `[queue, key, dedup_key, payload, session_ended]`; each row as [`INSERT_FOR_SESSION_SQL`]
+/// writes it (expired when `session_ended` is set and its session ended), one unless its dedup
+/// key was written before. Answers the rows written, in the order written. PostgreSQL's only:
+/// SQLite pays nothing per statement.
+const INSERT_AHEAD_SQL: Sql = Sql::two(
+    "SELECT 1",
+    "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
+                            state, finished_at, reason)
+     SELECT r.queue, r.key, r.dedup_key, r.payload, CAST(:now AS BIGINT), CAST(:now AS BIGINT),
+            CASE WHEN r.ended THEN 'expired' ELSE 'pending' END,
+            CASE WHEN r.ended THEN CAST(:now AS BIGINT) END,
+            CASE WHEN r.ended THEN r.reason END
+       FROM (SELECT e.value ->> 0 AS queue, e.value ->> 1 AS key, e.value ->> 2 AS dedup_key,
+                    e.value ->> 3 AS payload, e.value ->> 4 AS reason, e.n,
+                    e.value ->> 4 IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM sessions s
+                         WHERE s.key = e.value ->> 1 AND s.state = 'ended') AS ended
+               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))
+                    WITH ORDINALITY AS e(value, n)) AS r
+      ORDER BY r.n
+     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+     RETURNING id, key, dedup_key, state",
 );
 
 /// The row an insert found by its dedup key.
@@ -166,6 +192,73 @@ impl Queue {
     }
 }
 
+/// Writes `rows` ahead of their operations with one statement (PostgreSQL; see
+/// [`RowAhead`]), in order: one answer a row, as [`Queue::enqueue_for_session_in`] gives it.
+/// The ids are checked to follow the rows' order, on which each key's order rests.
+pub(crate) fn enqueue_ahead_in(tx: &Tx<'_>, rows: &[&RowAhead]) -> Result<Vec<Enqueued>> {
+    if !tx.pays_per_statement() {
+        return Err(EngineError::Invalid(
+            "rows are written ahead on PostgreSQL only".into(),
+        ));
+    }
+    let json: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let reason = (!r.session_ended.is_empty()).then_some(r.session_ended);
+            let row = &r.row;
+            serde_json::json!([
+                r.queue.as_str(),
+                row.key,
+                row.dedup_key,
+                row.payload,
+                reason
+            ])
+        })
+        .collect();
+    let json = serde_json::Value::from(json).to_string();
+    type Written = (i64, String, Option<String>, String);
+    let written: Vec<Written> = tx.query_all(
+        &INSERT_AHEAD_SQL,
+        params![":rows" => json, ":now" => tx.now()],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    if !written.windows(2).all(|w| w[0].0 < w[1].0) {
+        return Err(EngineError::Invalid(
+            "rows written together came back out of order".into(),
+        ));
+    }
+    let mut written = written.into_iter().peekable();
+    let mut answers = Vec::with_capacity(rows.len());
+    for r in rows {
+        let row = &r.row;
+        let this = |w: &Written| w.1 == row.key && w.2 == row.dedup_key;
+        if let Some((id, _, _, state)) = written.next_if(this) {
+            let expired = (state == "expired").then_some(r.session_ended);
+            answers.push(Enqueued {
+                id,
+                duplicate: false,
+                expired,
+            });
+            continue;
+        }
+        // Not written: its dedup key was (by an earlier row, perhaps of this statement).
+        let params = params![":queue" => r.queue, ":dedup_key" => row.dedup_key];
+        let id = match &row.dedup_key {
+            Some(_) => tx.query_opt(&FIND_DUPLICATE_SQL, params, |r| r.get(0))?,
+            None => None,
+        };
+        let id = id.ok_or_else(|| {
+            EngineError::Invalid(format!("a row of key {} was not written", row.key))
+        })?;
+        answers.push(Enqueued {
+            id,
+            duplicate: true,
+            expired: None,
+        });
+    }
+    Ok(answers)
+}
+
 impl Queue {
     /// Refuses a new row past the policy's `max_key_depth` or `max_depth` (`QueueFull`), unless
     /// it repeats a row already written: then that row is the answer, as for any duplicate.
@@ -234,6 +327,7 @@ pub(super) const STATEMENTS: &[Sql] = &[
     QUEUE_DEPTH_SQL,
     INSERT_SQL,
     INSERT_FOR_SESSION_SQL,
+    INSERT_AHEAD_SQL,
     FIND_DUPLICATE_SQL,
 ];
 
@@ -334,6 +428,76 @@ mod tests {
                 .unwrap();
             assert_eq!(expired.expired, Some("too large"));
         }
+    }
+
+    /// Rows written ahead together (PostgreSQL's group commit) are answered as each written
+    /// alone would be: in order, ids rising; a dedup key written before, or earlier in the same
+    /// statement, is the row it repeats; a row for an ended session is written expired.
+    #[test]
+    fn rows_written_ahead_together_are_answered_as_each_written_alone() {
+        use crate::commit::RowAhead;
+        use crate::storage::sql::{Query, Sql};
+        let db = crate::storage::test_db::TestDb::postgres();
+        db.write_at(1_000, |tx| {
+            tx.exec(
+                &Sql::same(
+                    "INSERT INTO sessions (key, agent, started_at, last_activity_at, state)
+                     VALUES ('gone', 'claude', 0, 0, 'ended')",
+                ),
+                crate::params![],
+            )
+        })
+        .unwrap();
+        let ahead = |key: &str, dedup: Option<&str>, ended: &'static str| RowAhead {
+            queue: QueueName::Inbound,
+            row: NewRow {
+                dedup_key: dedup.map(str::to_string),
+                ..row(key, None)
+            },
+            session_ended: ended,
+        };
+        let earlier = db
+            .write_at(1_000, |tx| {
+                super::enqueue_ahead_in(tx, &[&ahead("a", Some("d1"), "ended")])
+            })
+            .unwrap();
+        let rows = [
+            ahead("a", None, "ended"),
+            ahead("a", Some("d1"), "ended"),
+            ahead("b", Some("d2"), "ended"),
+            ahead("gone", None, "session ended"),
+            ahead("b", Some("d2"), "ended"),
+            ahead("gone", None, ""),
+        ];
+        let refs: Vec<&RowAhead> = rows.iter().collect();
+        let answers = db
+            .write_at(2_000, |tx| super::enqueue_ahead_in(tx, &refs))
+            .unwrap();
+        let shape: Vec<(bool, Option<&str>)> =
+            answers.iter().map(|a| (a.duplicate, a.expired)).collect();
+        assert_eq!(
+            shape,
+            [
+                (false, None),
+                (true, None),
+                (false, None),
+                (false, Some("session ended")),
+                (true, None),
+                (false, None),
+            ],
+            "a session's row is written expired only when it names the reason"
+        );
+        assert_eq!(answers[1].id, earlier[0].id, "a dedup key written before");
+        assert_eq!(
+            answers[4].id, answers[2].id,
+            "a dedup key written just before"
+        );
+        let fresh: Vec<i64> = [0, 2, 3, 5].iter().map(|&i| answers[i].id).collect();
+        assert!(fresh.windows(2).all(|w| w[0] < w[1]), "{fresh:?}");
+        assert!(fresh[0] > earlier[0].id);
+        let sqlite = crate::storage::test_db::TestDb::sqlite();
+        let refused = sqlite.write_at(1_000, |tx| super::enqueue_ahead_in(tx, &refs));
+        assert!(refused.is_err(), "SQLite writes each row itself");
     }
 
     /// A message stored before dedup keys carried the chat id is still found by its retry.

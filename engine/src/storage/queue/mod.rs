@@ -34,6 +34,7 @@ const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finishe
              WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
 pub use answer::DELIVERED_ALL_SQL;
+pub(crate) use enqueue::enqueue_ahead_in;
 pub use lease::{
     GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL,
 };
@@ -172,6 +173,13 @@ impl Queue {
 
     pub fn name(&self) -> QueueName {
         self.name
+    }
+
+    /// Whether its rows may be written ahead, several in one statement (see
+    /// [`RowAhead`](crate::commit::RowAhead)): not when a depth limit needs each counted first.
+    pub fn writes_ahead(&self) -> bool {
+        let policy = self.policy();
+        policy.max_depth.is_none() && policy.max_key_depth.is_none()
     }
 
     /// The queue's current policy.
