@@ -252,7 +252,7 @@ fn group_commits_are_checkpointed_into_the_database_file_in_the_background() {
 /// each operation writing its own row, and only the failed one's is missing.
 #[test]
 fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fails() {
-    use relayq_engine::commit::RowAhead;
+    use relayq_engine::commit::{RowAhead, WriteLane};
     use relayq_engine::{NewRow, QueueName};
     let backend = prepared(TestDb::postgres());
     let db = &backend.db;
@@ -275,18 +275,23 @@ fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fai
                     },
                     session_ended: "",
                 };
-                db.submit_ahead(Atomicity::OneStatement, Some(ahead), move |tx, written| {
-                    if fail && i == 1 {
-                        return Err(EngineError::Invalid("refused".into()));
-                    }
-                    match written {
-                        Some(row) => Ok((true, row.id)),
-                        None => {
-                            let id = tx.insert(&own_insert, params![":key" => key])?;
-                            Ok((false, id.expect("written")))
+                db.submit_ahead(
+                    WriteLane::Main,
+                    Atomicity::OneStatement,
+                    Some(ahead),
+                    move |tx, written| {
+                        if fail && i == 1 {
+                            return Err(EngineError::Invalid("refused".into()));
                         }
-                    }
-                })
+                        match written {
+                            Some(row) => Ok((true, row.id)),
+                            None => {
+                                let id = tx.insert(&own_insert, params![":key" => key])?;
+                                Ok((false, id.expect("written")))
+                            }
+                        }
+                    },
+                )
             })
             .collect();
         drop(release);

@@ -2,7 +2,8 @@
 //! fsync under synchronous = FULL). A single committer thread takes every operation waiting
 //! in its queue, runs each inside its own savepoint (so one failing operation rolls back
 //! only itself), commits, and only then answers each caller. Operations run in the order
-//! they were submitted, so a caller that submits A before B sees A committed no later than B.
+//! they were submitted, so a caller that submits A before B sees A committed no later than B
+//! (on one [`WriteLane`]: PostgreSQL runs a committer per lane).
 //! An operation that writes with a single statement may skip its savepoint (see [`Atomicity`]).
 //! An operation that begins by writing a queue row may hand the row over ([`RowAhead`]): on
 //! PostgreSQL the rows of operations next to each other are then written by one statement.
@@ -34,6 +35,18 @@ pub enum Atomicity {
     /// so a batch runs with no savepoints and, when an operation fails, again with one for
     /// every operation (see `PgBatches`).
     OneStatement,
+}
+
+/// Which commit thread a write goes through. SQLite has one writer, and every lane is its
+/// one thread. On PostgreSQL the writes about rows this node holds (a run's answers, its
+/// leases' marks and give-backs) have a thread and a connection of their own beside the rest
+/// (new rows, hook events, approvals, pauses): one thread kept every write in one serial chain
+/// of round trips, which used one of the server's cores. Writes of one lane commit in the order
+/// submitted; writes of the two lanes are two writers' transactions, as two nodes' are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteLane {
+    Main,
+    HeldRows,
 }
 
 /// The queue row an operation writes first, as data: a backend may write it, with the rows of

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::commit::{Atomicity, Committer};
+use crate::commit::{Atomicity, Committer, WriteLane};
 use crate::error::Result;
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
 use crate::storage::sql::{Executor, Target};
@@ -82,8 +82,9 @@ pub struct Database {
     path: PathBuf,
     /// The time writes are made at on SQLite (and on PostgreSQL when it is a test's).
     clock: Arc<dyn Clock>,
-    /// Started on first `submit`, so one-shot commands never start its thread.
-    committer: Arc<OnceLock<Committer>>,
+    /// Started on first `submit`, so one-shot commands never start a thread: one per
+    /// [`WriteLane`] on PostgreSQL, one for both on SQLite.
+    committers: Arc<[OnceLock<Committer>; 2]>,
 }
 
 #[derive(Clone)]
@@ -119,7 +120,7 @@ impl Database {
     pub fn open(config: &DbConfig) -> Result<Self> {
         let backend = match &config.url {
             Some(url) => Backend::Postgres(
-                PgDatabase::open(url, config.readers + 2, config.busy_timeout)?,
+                PgDatabase::open(url, config.readers + 3, config.busy_timeout)?,
                 redacted(url),
             ),
             None => Backend::Sqlite(SqliteDatabase::open(config)?),
@@ -128,7 +129,7 @@ impl Database {
             backend,
             path: config.path.clone(),
             clock: Arc::new(SystemClock),
-            committer: Arc::default(),
+            committers: Arc::default(),
         })
     }
 
@@ -136,7 +137,7 @@ impl Database {
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
         Database {
             clock,
-            committer: Arc::default(),
+            committers: Arc::default(),
             ..self
         }
     }
@@ -220,13 +221,14 @@ impl Database {
         T: Send + 'static,
         F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
-        self.committer().submit(atomicity, f)
+        self.committer(WriteLane::Main).submit(atomicity, f)
     }
 
-    /// [`submit`](Self::submit) for an operation that begins by writing `ahead` (see
-    /// [`Committer::submit_ahead`]).
+    /// [`submit`](Self::submit) on `lane`, for an operation that begins by writing `ahead`
+    /// (see [`Committer::submit_ahead`]).
     pub fn submit_ahead<T, F>(
         &self,
+        lane: WriteLane,
         atomicity: Atomicity,
         ahead: Option<crate::commit::RowAhead>,
         f: F,
@@ -235,17 +237,25 @@ impl Database {
         T: Send + 'static,
         F: Fn(&Tx<'_>, Option<crate::queue::Enqueued>) -> Result<T> + Send + 'static,
     {
-        self.committer().submit_ahead(atomicity, ahead, f)
+        self.committer(lane).submit_ahead(atomicity, ahead, f)
     }
 
-    /// Group-commit operations submitted and not answered yet: how busy this process's writer
-    /// is.
+    /// Group-commit operations submitted and not answered yet: how busy this process's writers
+    /// are.
     pub fn write_backlog(&self) -> usize {
-        self.committer.get().map_or(0, Committer::backlog)
+        self.committers
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(Committer::backlog)
+            .sum()
     }
 
-    fn committer(&self) -> &Committer {
-        self.committer.get_or_init(|| match &self.backend {
+    fn committer(&self, lane: WriteLane) -> &Committer {
+        let at = match &self.backend {
+            Backend::Sqlite(_) => 0,
+            Backend::Postgres(..) => lane as usize,
+        };
+        self.committers[at].get_or_init(|| match &self.backend {
             Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),
             Backend::Postgres(db, _) => Committer::start(db.batches(self.clock.clone())),
         })

@@ -7,7 +7,9 @@
 //! - **Atomicity**: a write is applied whole or not at all; writes submitted together share
 //!   one transaction, each in its own savepoint unless it is one statement
 //!   ([`Write::atomicity`]), so one failing write takes no other with it.
-//! - **Order**: writes submitted in order commit in that order.
+//! - **Order**: writes submitted in order commit in that order, within a lane
+//!   ([`Write::lane`]): on PostgreSQL the writes about the rows a node holds commit beside the
+//!   rest, as another node's would.
 //! - **Durability**: the answer comes after the commit: a caller told "done" never loses it.
 //! - **Fencing** (leases): a write about a leased row changes it only while the lease it names
 //!   is still that row's (the queue's statements check the lease token).
@@ -18,7 +20,7 @@ pub mod approvals;
 pub mod runs;
 
 use crate::approvals::ChatAnswer;
-use crate::commit::RowAhead;
+use crate::commit::{RowAhead, WriteLane};
 use crate::error::Result;
 use crate::handlers::HookProcessor;
 use crate::inbound::{self, InboundMessage};
@@ -70,6 +72,11 @@ pub trait Write: Send + 'static {
         None
     }
 
+    /// The commit thread it goes through (see [`WriteLane`]).
+    fn lane(&self) -> WriteLane {
+        WriteLane::Main
+    }
+
     /// Applies the write. It may be applied again, from the start, when its batch is rolled
     /// back and run again (so it reads its request, and does not consume it).
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output>;
@@ -87,7 +94,7 @@ impl HookProcessor {
         let (atomicity, ahead) = (write.atomicity(), write.row_ahead(self));
         self.engine
             .database()
-            .submit_ahead(atomicity, ahead, move |tx, ahead| {
+            .submit_ahead(write.lane(), atomicity, ahead, move |tx, ahead| {
                 let _held = &keep;
                 write.apply(&Writer {
                     tx,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::{Write, Writer};
 use crate::agent_state::AgentState;
 use crate::clock::ms;
+use crate::commit::WriteLane;
 use crate::error::Result;
 use crate::outbound::Part;
 pub use crate::queue::GiveBack;
@@ -134,6 +135,10 @@ pub struct RunRecorded {
 impl Write for RecordRun {
     type Output = RunRecorded;
 
+    fn lane(&self) -> WriteLane {
+        WriteLane::HeldRows
+    }
+
     fn apply(&self, w: &Writer<'_>) -> Result<RunRecorded> {
         let tx = w.tx();
         let q = queue(w, self.queue);
@@ -219,6 +224,10 @@ pub struct RecordAnswer {
 impl Write for RecordAnswer {
     type Output = (RowRecorded, Option<Taken>);
 
+    fn lane(&self) -> WriteLane {
+        WriteLane::HeldRows
+    }
+
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let tx = w.tx();
         let q = queue(w, self.queue);
@@ -268,6 +277,10 @@ pub struct MarkSendStarted {
 impl Write for MarkSendStarted {
     type Output = bool;
 
+    fn lane(&self) -> WriteLane {
+        WriteLane::HeldRows
+    }
+
     fn atomicity(&self) -> crate::Atomicity {
         crate::Atomicity::OneStatement
     }
@@ -289,6 +302,10 @@ pub struct GiveBackUnsent {
 impl Write for GiveBackUnsent {
     type Output = usize;
 
+    fn lane(&self) -> WriteLane {
+        WriteLane::HeldRows
+    }
+
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
         let undo = GiveBack::UndoMarks;
         queue(w, self.queue).give_back_in(w.tx(), &self.leases, self.wait, undo)
@@ -307,6 +324,10 @@ pub struct ExtendLease {
 
 impl Write for ExtendLease {
     type Output = bool;
+
+    fn lane(&self) -> WriteLane {
+        WriteLane::HeldRows
+    }
 
     fn apply(&self, w: &Writer<'_>) -> Result<bool> {
         let q = queue(w, self.queue);
