@@ -11,7 +11,8 @@ use crate::queue::{Enqueued, Queue};
 pub use crate::storage::source_offsets::{offset, set_offset_in};
 
 /// Enqueues a source's batch (already validated) and moves its offset, in the caller's
-/// transaction: both or neither are kept.
+/// transaction: both or neither are kept. On PostgreSQL its rows are written by one statement
+/// (see [`RowAhead`](crate::commit::RowAhead)).
 pub fn enqueue_batch_in(
     queue: &Queue,
     tx: &Tx<'_>,
@@ -19,10 +20,28 @@ pub fn enqueue_batch_in(
     messages: &[InboundMessage],
     offset: &str,
 ) -> Result<Vec<Enqueued>> {
-    let enqueued = messages
-        .iter()
-        .map(|m| inbound::enqueue_in(queue, tx, m))
-        .collect::<Result<Vec<_>>>()?;
+    let ahead: Option<Vec<_>> = match tx.pays_per_statement() && messages.len() > 1 {
+        true => messages
+            .iter()
+            .map(|m| inbound::row_ahead(queue, m))
+            .collect(),
+        false => None,
+    };
+    let enqueued = match ahead {
+        Some(rows) => {
+            let rows: Vec<_> = rows.iter().collect();
+            let written = crate::queue::enqueue_ahead_in(tx, &rows)?;
+            messages
+                .iter()
+                .zip(written)
+                .map(|(m, row)| inbound::written_in(tx, m, row))
+                .collect::<Result<Vec<_>>>()?
+        }
+        None => messages
+            .iter()
+            .map(|m| inbound::enqueue_in(queue, tx, m))
+            .collect::<Result<Vec<_>>>()?,
+    };
     set_offset_in(tx, name, offset)?;
     Ok(enqueued)
 }
@@ -61,5 +80,44 @@ mod tests {
         let rows: i64 = engine.counts().unwrap().iter().map(|c| c.count).sum();
         assert_eq!(rows, 2);
         assert_eq!(offset(&db.read().unwrap(), "other").unwrap(), None);
+    }
+
+    /// A batch gives the same answers on both backends (on PostgreSQL its rows are written by
+    /// one statement): each message's row in order, a message read twice its first row, and
+    /// the session's origin recorded.
+    #[test]
+    fn a_batch_is_answered_alike_on_both_backends() {
+        use crate::storage::test_db::TestDb;
+        for db in TestDb::both() {
+            let engine = Engine::with_clock(db.db.clone(), std::sync::Arc::new(SystemClock));
+            let q = engine.queue(QueueName::Inbound, QueuePolicy::inbound());
+            let mut from_chat = InboundMessage::text("s", "telegram", "one");
+            from_chat.source_message_id = Some("7".into());
+            from_chat.source_channel_id = Some("-100".into());
+            let batch = [
+                from_chat.clone(),
+                InboundMessage::text("t", "test", "two"),
+                from_chat,
+                InboundMessage::text("s", "test", "three"),
+            ];
+            let got = db
+                .write_at(0, |tx| enqueue_batch_in(&q, tx, "src", &batch, "4"))
+                .unwrap();
+            let shape: Vec<bool> = got.iter().map(|e| e.duplicate).collect();
+            assert_eq!(shape, [false, false, true, false], "{}", db.name());
+            assert_eq!(got[2].id, got[0].id, "{}", db.name());
+            assert!(
+                got[0].id < got[1].id && got[1].id < got[3].id,
+                "{}",
+                db.name()
+            );
+            let origin = crate::storage::sessions::origin(&db.db.read().unwrap(), "s").unwrap();
+            assert_eq!(
+                origin.map(|o| o.chat).as_deref(),
+                Some("-100"),
+                "{}",
+                db.name()
+            );
+        }
     }
 }
