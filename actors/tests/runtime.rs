@@ -732,11 +732,17 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let (started, running) = std::sync::mpsc::channel::<usize>();
     let counted = sends.clone();
     let commit = relayq_engine::Atomicity::Savepoint;
-    let hold = rt.store().engine.database().submit(commit, move |_| {
-        started.send(counted.count()).unwrap();
-        held.recv().ok();
-        Ok(())
-    });
+    // The writer of answers: its own thread on PostgreSQL, the one writer on SQLite.
+    let lane = relayq_engine::commit::WriteLane::HeldRows;
+    let hold = rt
+        .store()
+        .engine
+        .database()
+        .submit_ahead(lane, commit, None, move |_, _| {
+            started.send(counted.count()).unwrap();
+            held.recv().ok();
+            Ok(())
+        });
     let hold = actix_rt::spawn(hold);
     let mut before = None;
     wait_for("the writer held", || {

@@ -35,12 +35,12 @@ async fn start_api(db: &std::path::Path) -> Result<(Flow, Server, String)> {
     Ok((flow, server, url))
 }
 
-fn body(session: usize, seq: u64) -> String {
+pub(crate) fn body(session: usize, seq: u64) -> String {
     format!(r#"{{"session":"s{session}","origin":"bench","content":"{seq}"}}"#)
 }
 
 /// One POST, expecting 201.
-async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<()> {
+pub(crate) async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<()> {
     let answer = client
         .post(url)
         .header("Content-Type", "application/json")
@@ -55,7 +55,7 @@ async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<()> {
     Ok(())
 }
 
-fn clients() -> Result<Vec<reqwest::Client>> {
+pub(crate) fn clients() -> Result<Vec<reqwest::Client>> {
     (0..CLIENTS)
         .map(|_| {
             reqwest::Client::builder()
@@ -67,7 +67,7 @@ fn clients() -> Result<Vec<reqwest::Client>> {
 }
 
 /// Runs `load` on a thread of its own with its own runtime, as a separate load generator is.
-fn on_load_thread<F, Fut>(load: F) -> std::thread::JoinHandle<Result<()>>
+pub(crate) fn on_load_thread<F, Fut>(load: F) -> std::thread::JoinHandle<Result<()>>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<()>>,

@@ -12,6 +12,7 @@ mod postgres;
 mod process;
 mod raw;
 mod report;
+mod serve;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -190,13 +191,13 @@ fn main() -> Result<()> {
         return Ok(());
     }
     if args.scenarios.contains(&Scenario::TunePg) {
+        let relayq = build_relayq(&root)?;
         let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
-        let url = server.url();
-        let n = sizes.pg_embedded_n;
         // `BENCH_PG_URL`: a server of one's own instead (to profile it: pg_stat_statements,
         // auto_explain); `BENCH_STATEMENTS=1` prints where its time went after each run.
-        let url = std::env::var("BENCH_PG_URL").unwrap_or(url);
+        let url = std::env::var("BENCH_PG_URL").unwrap_or(server.url());
         let statements = std::env::var_os("BENCH_STATEMENTS").is_some();
+        let n = sizes.pg_embedded_n;
         for run in 1..=runs {
             for s in [100, 1] {
                 let ours = postgres::embedded(&url, n, s, 1_000)?;
@@ -204,10 +205,17 @@ fn main() -> Result<()> {
                     eprintln!("{}", postgres::statements(&url, n)?);
                 }
                 let producers = postgres::throughput(&url, 1, n, s)?;
+                let served = match s {
+                    100 => format!(
+                        ", relayq serve over HTTP {:.0} msgs/s",
+                        serve::http_inbound(&relayq, &url, n)?
+                    ),
+                    _ => String::new(),
+                };
                 let raw = postgres::raw(&url, n, s, 100)?;
                 eprintln!(
                     "run {run}, S = {s}: embedded {ours:.0} msgs/s, a producer per session \
-                     {producers:.0} msgs/s, raw 100/tx {raw:.0} msgs/s"
+                     {producers:.0} msgs/s{served}, raw 100/tx {raw:.0} msgs/s"
                 );
             }
         }

@@ -16,10 +16,10 @@ use relayq_engine::postgres::{Client, NoTls};
 use relayq_engine::InboundMessage;
 
 /// A delivery: its session, its number within the session, when.
-struct Delivered {
-    session: String,
-    seq: u64,
-    at: Instant,
+pub(crate) struct Delivered {
+    pub session: String,
+    pub seq: u64,
+    pub at: Instant,
 }
 
 /// Answers `Delivered` at once and reports it.
@@ -139,7 +139,7 @@ impl Drop for Node {
 }
 
 /// Waits for `n` deliveries, checking each session's order; when the `n`-th came.
-fn collect(seen: &std_mpsc::Receiver<Delivered>, n: usize) -> Result<Instant> {
+pub(crate) fn collect(seen: &std_mpsc::Receiver<Delivered>, n: usize) -> Result<Instant> {
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut delivered = 0;
     let mut at = Instant::now();
@@ -363,7 +363,7 @@ pub fn raw(url: &str, n: usize, keys: usize, batch: usize) -> Result<f64> {
 }
 
 /// Empties relayq's tables between runs.
-fn clear(url: &str) -> Result<()> {
+pub(crate) fn clear(url: &str) -> Result<()> {
     let mut client = Client::connect(url, NoTls)?;
     client.batch_execute(
         "TRUNCATE queue_rows, sessions, session_origins, nodes, source_leases, budgets",
