@@ -86,6 +86,7 @@ fn free_port() -> Result<u16> {
 /// Waits for the daemon's `/readyz` to answer; its stderr when it exits first.
 fn wait_until_ready(port: u16, daemon: &mut std::process::Child) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
     while Instant::now() < deadline {
         if let Some(status) = daemon.try_wait()? {
             let mut err = String::new();
@@ -95,16 +96,21 @@ fn wait_until_ready(port: u16, daemon: &mut std::process::Child) -> Result<()> {
             bail!("relayq serve exited ({status}): {err}");
         }
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            s.write_all(b"GET /readyz HTTP/1.0\r\n\r\n")?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            let ask = format!(
+                "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+            );
+            s.write_all(ask.as_bytes())?;
             let mut answer = String::new();
             let _ = s.read_to_string(&mut answer);
-            if answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200") {
+            if answer.starts_with("HTTP/1.1 200") {
                 return Ok(());
             }
+            last = answer;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    bail!("relayq serve was not ready within 30 s")
+    bail!("relayq serve was not ready within 30 s: {last}")
 }
 
 /// The far end: answers every POST 200 at once, a thread per connection, and reports each
@@ -149,7 +155,8 @@ fn answer_connection(stream: TcpStream, seen: &mpsc::Sender<Delivered>) -> Resul
         let mut json = vec![0; length];
         reader.read_exact(&mut json)?;
         let at = Instant::now();
-        writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")?;
+        // Reported before it is answered: the next of its session may come on another
+        // connection as soon as this one is answered.
         let v: serde_json::Value = serde_json::from_slice(&json)?;
         let text = match &v["content"] {
             serde_json::Value::String(t) => t.clone(),
@@ -160,5 +167,6 @@ fn answer_connection(stream: TcpStream, seen: &mpsc::Sender<Delivered>) -> Resul
             seq: text.parse().unwrap_or(u64::MAX),
             at,
         });
+        writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")?;
     }
 }

@@ -43,7 +43,30 @@ const NOW_SQL: Sql = Sql::same("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 
 #[derive(Clone)]
 pub struct PgDatabase {
     pool: Pool<Manager>,
+    statistics: Arc<Statistics>,
 }
+
+/// Keeps the server's statistics of `queue_rows` up with the rows this node writes. A
+/// statement's plan is kept per connection once chosen, and re-chosen only when the table's
+/// statistics change: plans chosen while the table was empty (a new database) read it whole
+/// once it held thousands of rows (800 blocks to record a run of 23 rows), until autovacuum's
+/// first `ANALYZE`, a minute or more later. So when the operations committed since the last
+/// `ANALYZE` outnumber the rows then seen (at least [`ANALYZE_AFTER`]), the table is analyzed
+/// again on a connection of its own, off the writers' path.
+struct Statistics {
+    committed: std::sync::atomic::AtomicU64,
+    /// Operations committed when the next `ANALYZE` is due.
+    due_at: std::sync::atomic::AtomicU64,
+    running: std::sync::atomic::AtomicBool,
+}
+
+/// The fewest operations between two `ANALYZE`s of this node's.
+const ANALYZE_AFTER: u64 = 1_000;
+
+const ANALYZE_SQL: Sql = Sql::same("ANALYZE (SKIP_LOCKED) queue_rows");
+const ROWS_SQL: Sql = Sql::same(
+    "SELECT CAST(GREATEST(reltuples, 0) AS BIGINT) FROM pg_class WHERE relname = 'queue_rows'",
+);
 
 /// A pooled connection, as an [`Executor`].
 pub type PgRead = Pg<PooledConnection<Manager>>;
@@ -71,9 +94,42 @@ impl PgDatabase {
             .test_on_check_out(false)
             .connection_timeout(wait)
             .build_unchecked(manager);
-        let db = PgDatabase { pool };
+        let statistics = Arc::new(Statistics {
+            committed: Default::default(),
+            due_at: ANALYZE_AFTER.into(),
+            running: Default::default(),
+        });
+        let db = PgDatabase { pool, statistics };
         db.migrate()?;
         Ok(db)
+    }
+
+    /// Counts `operations` committed; analyzes `queue_rows` in the background when due (see
+    /// [`Statistics`]).
+    fn committed(&self, operations: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = &self.statistics;
+        let committed = stats.committed.fetch_add(operations as u64, Relaxed) + operations as u64;
+        if committed < stats.due_at.load(Relaxed) || stats.running.swap(true, Relaxed) {
+            return;
+        }
+        let db = self.clone();
+        std::thread::spawn(move || {
+            let rows = db.write(|tx| {
+                tx.exec(&ANALYZE_SQL, crate::params![])?;
+                tx.query_value::<i64>(&ROWS_SQL, crate::params![])
+            });
+            let stats = &db.statistics;
+            match rows {
+                Ok(rows) => {
+                    let next =
+                        stats.committed.load(Relaxed) + (rows.max(0) as u64).max(ANALYZE_AFTER);
+                    stats.due_at.store(next, Relaxed);
+                }
+                Err(e) => tracing::debug!(error = %e, "queue_rows was not analyzed"),
+            }
+            stats.running.store(false, Relaxed);
+        });
     }
 
     /// A connection for reads.
@@ -208,11 +264,18 @@ impl Batches for PgBatches {
                     }
                 });
         if !one_failed {
+            if optimistic.is_ok() {
+                self.db.committed(batch.len());
+            }
             return optimistic;
         }
-        self.db.write_with(now, |tx| {
+        let guarded = self.db.write_with(now, |tx| {
             batch.iter_mut().try_for_each(|op| run_one(tx, op, true))
-        })
+        });
+        if guarded.is_ok() {
+            self.db.committed(batch.len());
+        }
+        guarded
     }
 }
 

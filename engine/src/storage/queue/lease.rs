@@ -211,12 +211,28 @@ const LEASE_ROW_SQL: Sql = Sql::same(
 
 /// A key's unfinished rows, oldest first: the state that decides
 /// whether each may be leased now, then the row as a `Lease` reads it.
-const KEY_RUN_SQL: Sql = Sql::same(concat!(
-    "SELECT state, next_attempt_at, ",
-    lease_columns!(),
-    " FROM queue_rows WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
+///
+/// On PostgreSQL the key is asked for as a range of one value, in the order of the index of
+/// active rows (`key >= :key AND key <= :key ORDER BY key, id`), which only that index
+/// gives. Asked for plainly, a key that held most of the table's rows when the statistics
+/// were taken (one busy session) was read through the primary key in id order, every
+/// delivered row of the key before its first active one filtered out: 30 000 blocks to lease
+/// a run of 64 behind 15 000 delivered rows. Public so a test can pin its plan.
+pub const KEY_RUN_SQL: Sql = Sql::two(
+    concat!(
+        "SELECT state, next_attempt_at, ",
+        lease_columns!(),
+        " FROM queue_rows WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
      ORDER BY id LIMIT :limit"
-));
+    ),
+    concat!(
+        "SELECT state, next_attempt_at, ",
+        lease_columns!(),
+        " FROM queue_rows
+     WHERE queue = :queue AND key >= :key AND key <= :key AND state IN ('pending', 'leased')
+     ORDER BY key, id LIMIT :limit"
+    ),
+);
 
 /// Leases the unfinished rows of a key with ids from `:first` to `:last`: `LEASE_ROW_SQL` for a
 /// run of rows at once, with its condition; marked send started at `:started` unless it is

@@ -36,7 +36,7 @@ const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finishe
 pub use answer::DELIVERED_ALL_SQL;
 pub(crate) use enqueue::enqueue_ahead_in;
 pub use lease::{
-    GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, LEASE_KEY_RANGE_SQL,
+    GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, KEY_RUN_SQL, LEASE_KEY_RANGE_SQL,
 };
 pub(crate) use read::lanes;
 pub(crate) use read::{
