@@ -35,12 +35,12 @@ async fn start_api(db: &std::path::Path) -> Result<(Flow, Server, String)> {
     Ok((flow, server, url))
 }
 
-pub(crate) fn body(session: usize, seq: u64) -> String {
+fn body(session: usize, seq: u64) -> String {
     format!(r#"{{"session":"s{session}","origin":"bench","content":"{seq}"}}"#)
 }
 
 /// One POST, expecting 201.
-pub(crate) async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<()> {
+async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<()> {
     let answer = client
         .post(url)
         .header("Content-Type", "application/json")
@@ -55,7 +55,7 @@ pub(crate) async fn post(client: &reqwest::Client, url: &str, body: String) -> R
     Ok(())
 }
 
-pub(crate) fn clients() -> Result<Vec<reqwest::Client>> {
+fn clients() -> Result<Vec<reqwest::Client>> {
     (0..CLIENTS)
         .map(|_| {
             reqwest::Client::builder()
@@ -66,8 +66,30 @@ pub(crate) fn clients() -> Result<Vec<reqwest::Client>> {
         .collect()
 }
 
+/// The closed-loop load on a thread of its own: `n` messages over [`CLIENTS`] sessions, each
+/// client POSTing its session's messages to `url` in order, the next after the 201.
+pub(crate) fn closed_loop(url: String, n: usize) -> std::thread::JoinHandle<Result<()>> {
+    on_load_thread(move || async move {
+        let mut tasks = Vec::new();
+        for (s, client) in clients()?.into_iter().enumerate() {
+            let url = url.clone();
+            let count = n / CLIENTS + usize::from(s < n % CLIENTS);
+            tasks.push(tokio::spawn(async move {
+                for seq in 0..count as u64 {
+                    post(&client, &url, body(s, seq)).await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        Ok(())
+    })
+}
+
 /// Runs `load` on a thread of its own with its own runtime, as a separate load generator is.
-pub(crate) fn on_load_thread<F, Fut>(load: F) -> std::thread::JoinHandle<Result<()>>
+fn on_load_thread<F, Fut>(load: F) -> std::thread::JoinHandle<Result<()>>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<()>>,
@@ -90,23 +112,7 @@ pub fn throughput(n: usize) -> Result<f64> {
         let (mut flow, server, url) = start_api(&db).await?;
         let cpu_before = crate::cpu::snapshot();
         let started = Instant::now();
-        let load = on_load_thread(move || async move {
-            let mut tasks = Vec::new();
-            for (s, client) in clients()?.into_iter().enumerate() {
-                let url = url.clone();
-                let count = n / CLIENTS + usize::from(s < n % CLIENTS);
-                tasks.push(tokio::spawn(async move {
-                    for seq in 0..count as u64 {
-                        post(&client, &url, body(s, seq)).await?;
-                    }
-                    Ok::<_, anyhow::Error>(())
-                }));
-            }
-            for t in tasks {
-                t.await??;
-            }
-            Ok(())
-        });
+        let load = closed_loop(url, n);
         let order = flow.collect(n, |_| {}).await?;
         let secs = started.elapsed().as_secs_f64();
         load.join().expect("the load thread")?;

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::http::{body, clients, on_load_thread, post, CLIENTS};
+use crate::http::closed_loop;
 use crate::postgres::{clear, collect, Delivered};
 
-/// `n` messages over [`CLIENTS`] sessions into `relayq serve` on PostgreSQL at `url`, each
+/// `n` messages over [`crate::http::CLIENTS`] sessions into `relayq serve` on PostgreSQL at `url`, each
 /// client POSTing its session's messages in order (the next after the 201); msgs/s from the
 /// first request to the last delivery at the far end.
 pub fn http_inbound(relayq: &Path, url: &str, n: usize) -> Result<f64> {
@@ -51,23 +51,7 @@ pub fn http_inbound(relayq: &Path, url: &str, n: usize) -> Result<f64> {
         wait_until_ready(api, &mut daemon)?;
         let inbound = format!("http://127.0.0.1:{api}/v1/inbound");
         let started = Instant::now();
-        let load = on_load_thread(move || async move {
-            let mut tasks = Vec::new();
-            for (s, client) in clients()?.into_iter().enumerate() {
-                let url = inbound.clone();
-                let count = n / CLIENTS + usize::from(s < n % CLIENTS);
-                tasks.push(tokio::spawn(async move {
-                    for seq in 0..count as u64 {
-                        post(&client, &url, body(s, seq)).await?;
-                    }
-                    Ok::<_, anyhow::Error>(())
-                }));
-            }
-            for t in tasks {
-                t.await??;
-            }
-            Ok(())
-        });
+        let load = closed_loop(inbound, n);
         let last = collect(&deliveries, n)?;
         load.join().expect("the load thread")?;
         Ok(n as f64 / last.duration_since(started).as_secs_f64())

@@ -1064,6 +1064,20 @@ fn explain(client: &mut relayq_engine::postgres::Client, sql: &Sql) -> String {
         .join("\n")
 }
 
+/// A PostgreSQL database of its own with autovacuum off (the statistics stay as `setup` leaves
+/// them), `setup` run on it; the fixture (kept alive) and a client.
+fn postgres_as(setup: &str) -> (Fixture, relayq_engine::postgres::Client) {
+    let f = fixture_on(TestDb::postgres());
+    let url = f._db.config.url.clone().unwrap();
+    let mut client =
+        relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
+    client
+        .batch_execute("ALTER TABLE queue_rows SET (autovacuum_enabled = false)")
+        .unwrap();
+    client.batch_execute(setup).unwrap();
+    (f, client)
+}
+
 /// Issue 41, item 8: the outbound drain on PostgreSQL went at 370 rows/s. Its claims, on a
 /// backlog written since the table's last `ANALYZE`, took 1.3 to 4.6 s each: the planner made
 /// "no older unfinished row of the key" an anti-join whose inner scan looked at every active
@@ -1071,25 +1085,18 @@ fn explain(client: &mut relayq_engine::postgres::Client, sql: &Sql) -> String {
 /// active-rows index, whatever the statistics say.
 #[test]
 fn a_claim_on_a_backlog_newer_than_the_statistics_looks_each_key_up_by_index() {
-    let f = fixture_on(TestDb::postgres());
-    let url = f._db.config.url.clone().unwrap();
-    let mut client =
-        relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
     // A backlog to 5 destinations, its first 2 000 rows sent run by run, each one's head
     // leased: no statistics taken since.
-    client
-        .batch_execute(
-            "ALTER TABLE queue_rows SET (autovacuum_enabled = false);
-             INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
+    let (_f, mut client) = postgres_as(
+        "INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
              SELECT 'outbound', 'd' || (i % 5), 'x', 0, 0 FROM generate_series(0, 4999) AS i;
              DO $$ BEGIN FOR b IN 0..30 LOOP
                UPDATE queue_rows SET state = 'leased' WHERE id > b * 64 AND id <= (b + 1) * 64;
                UPDATE queue_rows SET state = 'delivered' WHERE id > b * 64 AND id <= (b + 1) * 64;
              END LOOP; END $$;
              UPDATE queue_rows SET state = 'leased', lease_expires_at = 9000000000000000
-              WHERE id IN (SELECT MIN(id) FROM queue_rows WHERE state = 'pending' GROUP BY key);",
-        )
-        .unwrap();
+          WHERE id IN (SELECT MIN(id) FROM queue_rows WHERE state = 'pending' GROUP BY key);",
+    );
     for (what, sql) in [
         ("due heads", relayq_engine::queue::DUE_HEADS_SQL),
         (
@@ -1111,21 +1118,14 @@ fn a_claim_on_a_backlog_newer_than_the_statistics_looks_each_key_up_by_index() {
 /// were taken with few rows leased. The run's rows are now found by their ids.
 #[test]
 fn recording_deliveries_reads_the_runs_rows_by_id_not_every_leased_row() {
-    let f = fixture_on(TestDb::postgres());
-    let url = f._db.config.url.clone().unwrap();
-    let mut client =
-        relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
     // Statistics taken with nothing leased, then 1 000 of 5 000 rows leased by many runs.
-    client
-        .batch_execute(
-            "ALTER TABLE queue_rows SET (autovacuum_enabled = false);
-             INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
+    let (_f, mut client) = postgres_as(
+        "INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
              SELECT 'inbound', 's' || (i % 100), 'x', 0, 0 FROM generate_series(1, 5000) AS i;
              ANALYZE queue_rows;
              UPDATE queue_rows SET state = 'leased', lease_token = 1, lease_expires_at = 1
-              WHERE id % 5 = 0;",
-        )
-        .unwrap();
+          WHERE id % 5 = 0;",
+    );
     let p = explain(&mut client, &relayq_engine::queue::DELIVERED_ALL_SQL);
     assert!(
         !p.contains("queue_rows_leased") && !p.contains("Seq Scan on queue_rows"),
@@ -1141,19 +1141,12 @@ fn recording_deliveries_reads_the_runs_rows_by_id_not_every_leased_row() {
 /// active rows, in its order.
 #[test]
 fn a_busy_sessions_next_run_is_read_from_the_active_rows_not_past_its_delivered_ones() {
-    let f = fixture_on(TestDb::postgres());
-    let url = f._db.config.url.clone().unwrap();
-    let mut client =
-        relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
-    client
-        .batch_execute(
-            "ALTER TABLE queue_rows SET (autovacuum_enabled = false);
-             INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
+    let (_f, mut client) = postgres_as(
+        "INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at)
              SELECT 'outbound', 'k1', 'x', 0, 0 FROM generate_series(1, 20000);
              ANALYZE queue_rows;
-             UPDATE queue_rows SET state = 'delivered' WHERE id <= 15000;",
-        )
-        .unwrap();
+         UPDATE queue_rows SET state = 'delivered' WHERE id <= 15000;",
+    );
     let p = explain(&mut client, &relayq_engine::queue::KEY_RUN_SQL);
     assert!(
         p.contains("queue_rows_active_key") && !p.contains("queue_rows_pkey"),
