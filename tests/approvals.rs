@@ -31,6 +31,17 @@ struct Bridge {
 
 impl Bridge {
     fn start(name: &str, agent: &str, chat: i64, extra: &[(&str, &str)]) -> Bridge {
+        Bridge::start_with(name, agent, chat, extra, &[])
+    }
+
+    /// As [`Bridge::start`], the fake agent run with settings `env` (see its doc).
+    fn start_with(
+        name: &str,
+        agent: &str,
+        chat: i64,
+        extra: &[(&str, &str)],
+        env: &[(&str, &str)],
+    ) -> Bridge {
         let fake = FakeTelegram::start(TOKEN);
         let tmux = Tmux::new(name);
         let config = agent_config(&tmux, &[]).telegram_source(
@@ -44,7 +55,7 @@ impl Bridge {
             .iter()
             .fold(config, |config, (table, line)| config.set(table, line));
         let app = App::new(config);
-        let agent = FakeAgent::start(&app, tmux, agent, "agent", &[]);
+        let agent = FakeAgent::start(&app, tmux, agent, "agent", env);
         Bridge {
             fake,
             app,
@@ -357,6 +368,35 @@ fn gemini_questions_are_answered_by_the_dialogs_keys_once() {
     });
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(b.decisions(), [true, false], "one key per answer");
+    daemon.stop();
+}
+
+/// Gemini CLI runs its Notification hook before it draws the dialog (seen with the real CLI
+/// on a loaded machine): a tap that comes first waits for the dialog and presses its key once.
+/// It was recorded as "no dialog was open in the agent's terminal", and the agent waited on.
+#[test]
+fn a_tap_before_geminis_dialog_is_drawn_waits_for_the_dialog_and_presses_once() {
+    let b = Bridge::start_with(
+        "approve-late",
+        "gemini",
+        ALICE,
+        &[],
+        &[("FAKE_DIALOG_LATE_MS", "2500")],
+    );
+    let daemon = b.app.serve();
+    let (question, buttons) = b.ask();
+    let shown = b.agent.entries("dialog_shown");
+    assert!(
+        shown.is_empty(),
+        "the tap comes before the dialog: {shown:?}"
+    );
+    b.fake
+        .push_tap(ALICE, ALICE, "Alice", question, data(&buttons, "Allow"));
+    assert_eq!(b.wait_decisions(1), [true]);
+    b.wait_edited(question, "Allowed by Alice");
+    let approvals = b.approvals();
+    assert!(approvals[0]["reached_at"].is_string(), "{approvals:#?}");
+    assert!(b.agent.entries("ignored_by_dialog").is_empty());
     daemon.stop();
 }
 

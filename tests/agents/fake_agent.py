@@ -17,6 +17,7 @@ Settings (environment):
   FAKE_NOTIFY         JSON list: Codex's notify program (gets the JSON as last argument)
   FAKE_HOOKS          0: no hooks at all (only notify)
   FAKE_PROMPT_HOOK    0: no prompt-submit hook (a lost or failing one)
+  FAKE_DIALOG_LATE_MS Gemini: the dialog is drawn this long after its Notification hook ran
 
 Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
@@ -38,6 +39,7 @@ SIDE_THREAD = os.environ.get("FAKE_SIDE_THREAD") == "1"
 NOTIFY = json.loads(os.environ.get("FAKE_NOTIFY", "[]"))
 HOOKS = os.environ.get("FAKE_HOOKS", "1") == "1"
 PROMPT_HOOK = os.environ.get("FAKE_PROMPT_HOOK", "1") == "1"
+DIALOG_LATE_MS = int(os.environ.get("FAKE_DIALOG_LATE_MS", "0"))
 MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
 # The permission dialog as each CLI draws it (Gemini CLI 0.61 frames it and numbers its
 # choices: 1 and 2 allow, 3 or Escape deny; the others: Enter allows, Escape denies).
@@ -137,6 +139,13 @@ def answer_to(prompt):
     return f"echo: {prompt}"
 
 
+def notify_permission():
+    """Gemini CLI's only word that a dialog asks: a Notification hook (no hook decides)."""
+    hook("Notification", notification_type="ToolPermission",
+         message="Tool Confirm Shell Command requires execution",
+         details={"type": "exec", "command": "touch probe.txt"})
+
+
 def turn(prompt):
     """One turn: a prompt-submit hook, maybe a dialog, the answer, the turn-end hook."""
     with lock:
@@ -169,15 +178,20 @@ def turn(prompt):
         if told is not None:
             state["dialog_answer"] = told
             decided.set()
+        if AGENT == "gemini" and DIALOG_LATE_MS:
+            # Gemini CLI under load: the hook has run before the dialog is drawn.
+            notify_permission()
+            time.sleep(DIALOG_LATE_MS / 1000)
         with lock:
             state["dialog"] = None if told is not None else decided
         draw()
+        if told is None:
+            log(dialog_shown=True)
         if told is not None:
             pass
         elif AGENT == "gemini":
-            hook("Notification", notification_type="ToolPermission",
-                 message="Tool Confirm Shell Command requires execution",
-                 details={"type": "exec", "command": "touch probe.txt"})
+            if not DIALOG_LATE_MS:
+                notify_permission()
         else:
             # Claude Code draws the dialog while the hook runs; whichever answers first wins.
             def from_hook():

@@ -267,6 +267,9 @@ async fn agent_pane(config: &Config, delivery: &Delivery) -> Result<String, Outc
     }
     Ok(pane)
 }
+/// How long an answer waits for its dialog to be drawn (the agent asks before it draws).
+const DIALOG_SHOWN_WITHIN: Duration = Duration::from_secs(5);
+
 /// How long a dialog has to leave the screen after its key was pressed.
 const DIALOG_GONE_WITHIN: Duration = Duration::from_secs(3);
 
@@ -295,10 +298,23 @@ async fn answer_dialog(config: &Config, request: &DialogRequest) -> DialogOutcom
     };
     let turn = pane_turn(config.socket_name.as_deref(), &pane);
     let _turn = turn.lock().await;
-    let screen = match capture(config, &pane).await {
+    let mut screen = match capture(config, &pane).await {
         Ok(screen) => screen,
         Err(e) => return retry(e),
     };
+    // An answer can come before the dialog is drawn: Gemini CLI runs its Notification hook
+    // first, and a fast tap in the chat then arrives while the pane still shows the prompt.
+    let drawn_by = tokio::time::Instant::now() + DIALOG_SHOWN_WITHIN;
+    while request.press.is_some()
+        && !screen.dialog_about(&request.action)
+        && tokio::time::Instant::now() < drawn_by
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        screen = match capture(config, &pane).await {
+            Ok(screen) => screen,
+            Err(e) => return retry(e),
+        };
+    }
     if !screen.dialog_about(&request.action) {
         return DialogOutcome::NotShown(match screen.dialog() {
             Some(_) => "the dialog open in the agent's terminal asks about something else".into(),
