@@ -5,6 +5,7 @@
 mod cpu;
 mod effectum;
 mod flow;
+mod graphile;
 mod history;
 mod http;
 mod outbound;
@@ -767,7 +768,9 @@ fn main() -> Result<()> {
     }
 
     if wants(Scenario::Postgres) {
-        report.sections.push(postgres_section(&root, &sizes, runs)?);
+        report
+            .sections
+            .push(postgres_section(&root, &relayq, &sizes, runs)?);
     }
 
     let command = format!(
@@ -788,7 +791,7 @@ fn main() -> Result<()> {
 
 /// Scenario 11 (see `postgres`): one durable server for every figure, each reference run in
 /// the same process right beside relayq's.
-fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> {
+fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> Result<Section> {
     let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
     let url = server.url();
     // The schema, once: the nodes then find it.
@@ -797,58 +800,105 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
         c.url = Some(url.clone());
         c
     })?;
-    let n = sizes.pg_n;
-    let figure =
-        |label: String, unit: &'static str, f: &mut dyn FnMut() -> Result<f64>| -> Result<Figure> {
-            Ok(Figure::new(
-                label.clone(),
-                unit,
-                repeat(runs, &label, &mut *f)?,
-            ))
-        };
-    let raw_one_100 = figure(
-        "raw SQL, one transaction per operation, S = 100".into(),
-        "msgs/s",
-        &mut || postgres::raw(&url, sizes.pg_raw_one_n, 100, 1),
-    )?;
-    let raw_100 = figure(
-        "raw SQL, 100 per transaction, S = 100".into(),
-        "msgs/s",
-        &mut || postgres::raw(&url, n, 100, 100),
-    )?;
-    let raw_1 = figure(
-        "raw SQL, 100 per transaction, S = 1".into(),
-        "msgs/s",
-        &mut || postgres::raw(&url, n, 1, 100),
-    )?;
-    let one_100 = figure("relayq, 1 daemon, S = 100".into(), "msgs/s", &mut || {
-        postgres::throughput(&url, 1, n, 100)
-    })?;
-    let three_100 = figure("relayq, 3 daemons, S = 100".into(), "msgs/s", &mut || {
-        postgres::throughput(&url, 3, n, 100)
-    })?;
-    let one_1 = figure("relayq, 1 daemon, S = 1".into(), "msgs/s", &mut || {
-        postgres::throughput(&url, 1, n, 1)
-    })?;
-    let three_1 = figure("relayq, 3 daemons, S = 1".into(), "msgs/s", &mut || {
-        postgres::throughput(&url, 3, n, 1)
-    })?;
+    let (n, embedded_n, peer_n) = (sizes.pg_n, sizes.pg_embedded_n, sizes.pg_peer_n);
+    eprintln!("building the graphile_worker reference (bench/graphile-rs-ref)...");
+    let graphile_bin = graphile::build(root)?;
     let modules = postgres::install_peer(root)?;
     let socket = server.socket_dir().to_path_buf();
-    let peer_100 = figure(
-        "graphile-worker 0.16.6, 100 named queues, concurrency 100".into(),
-        "jobs/s",
-        &mut || postgres::peer(root, &modules, &socket, sizes.pg_peer_n, 100, 100),
-    )?;
-    let peer_1 = figure(
-        "graphile-worker 0.16.6, 1 named queue, concurrency 1".into(),
-        "jobs/s",
-        &mut || postgres::peer(root, &modules, &socket, sizes.pg_peer_n, 1, 1),
-    )?;
+    let best = &graphile::BEST;
+    type Run<'a> = Box<dyn FnMut() -> Result<f64> + 'a>;
+    let scenarios: Vec<(&str, &'static str, Run)> = vec![
+        (
+            "relayq embedded, S = 100",
+            "msgs/s",
+            Box::new(|| postgres::embedded(&url, embedded_n, 100, 1_000)),
+        ),
+        (
+            "relayq embedded, S = 1",
+            "msgs/s",
+            Box::new(|| postgres::embedded(&url, embedded_n, 1, 1_000)),
+        ),
+        (
+            "relayq serve, HTTP producers, S = 100",
+            "msgs/s",
+            Box::new(|| serve::http_inbound(relayq, &url, embedded_n)),
+        ),
+        (
+            "relayq, 1 daemon, S = 100",
+            "msgs/s",
+            Box::new(|| postgres::throughput(&url, 1, n, 100)),
+        ),
+        (
+            "relayq, 3 daemons, S = 100",
+            "msgs/s",
+            Box::new(|| postgres::throughput(&url, 3, n, 100)),
+        ),
+        (
+            "relayq, 1 daemon, S = 1",
+            "msgs/s",
+            Box::new(|| postgres::throughput(&url, 1, n, 1)),
+        ),
+        (
+            "relayq, 3 daemons, S = 1",
+            "msgs/s",
+            Box::new(|| postgres::throughput(&url, 3, n, 1)),
+        ),
+        (
+            "raw SQL, one transaction per operation, S = 100",
+            "msgs/s",
+            Box::new(|| postgres::raw(&url, sizes.pg_raw_one_n, 100, 1)),
+        ),
+        (
+            "raw SQL, 100 per transaction, S = 100",
+            "msgs/s",
+            Box::new(|| postgres::raw(&url, n, 100, 100)),
+        ),
+        (
+            "raw SQL, 100 per transaction, S = 1",
+            "msgs/s",
+            Box::new(|| postgres::raw(&url, n, 1, 100)),
+        ),
+        (
+            "graphile_worker 0.14.1 (Rust), 100 named queues",
+            "jobs/s",
+            Box::new(|| graphile::run(&graphile_bin, &url, embedded_n, 100, best)),
+        ),
+        (
+            "graphile_worker 0.14.1 (Rust), 1 named queue",
+            "jobs/s",
+            Box::new(|| graphile::run(&graphile_bin, &url, peer_n, 1, best)),
+        ),
+        (
+            "graphile-worker 0.16.6 (npm), 100 named queues, concurrency 100",
+            "jobs/s",
+            Box::new(|| postgres::peer(root, &modules, &socket, peer_n, 100, 100)),
+        ),
+        (
+            "graphile-worker 0.16.6 (npm), 1 named queue, concurrency 1",
+            "jobs/s",
+            Box::new(|| postgres::peer(root, &modules, &socket, peer_n, 1, 1)),
+        ),
+    ];
+    let figures: [Figure; 14] = interleaved(runs, scenarios)?
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("fourteen scenarios"))?;
+    let [embedded_100, embedded_1, served_100, one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1, crate_100, crate_1, npm_100, npm_1] =
+        figures;
     let across = postgres::across_nodes(&url, 100, sizes.latency_secs)?;
     let p99 = percentile(&across, 99.0);
     let m = |f: &Figure| median(&f.runs);
     let ratio = |a: &Figure, b: &Figure| m(a) / m(b);
+    // The best peer at each S, by its median.
+    let peer_100 = if m(&crate_100) >= m(&npm_100) {
+        &crate_100
+    } else {
+        &npm_100
+    };
+    let peer_1 = if m(&crate_1) >= m(&npm_1) {
+        &crate_1
+    } else {
+        &npm_1
+    };
     // Outbound: [SQLite, 1 node, 3 nodes] at 5 destinations, then at 100.
     let drains = outbound_drains(&url, sizes, runs)?;
     let mut drain_checks = Vec::new();
@@ -882,16 +932,41 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
              claim the oldest row of a key whose older rows are done (`FOR UPDATE SKIP LOCKED`) → \
              mark done, prepared statements; S = 1 can claim one row per transaction. Across \
              nodes: 100 msgs/s for {} s over 10 sessions whose agents run on the other node, \
-             enqueue → delivered. The job-queue peer: graphile-worker 0.16.6 (npm; the newest that \
-             runs on Node.js 20) on the same server, {} jobs, each key a named queue (which it runs \
-             one job at a time, in order), jobs added with its `add_job` SQL function 100 per \
-             transaction while the worker runs, LISTEN/NOTIFY on (`pollInterval` 1 s, for retries \
-             only), concurrency 100 at S = 100 (10 gave 460 jobs/s against 800) and 1 at S = 1, \
-             its logging off; order checked per queue. Outbound drain: {} rows over 5 and over              100 destinations written before the daemons start (a backlog, as once producers              stopped or after a restart), then sent through a channel that answers at once by 1              and by 3 PostgreSQL nodes on this server, and by one SQLite daemon (WAL,              synchronous = NORMAL, its defaults) as the reference; rows/s from the start to the              last send, each destination's order checked.",
+             enqueue → delivered. relayq embedded: the path a Rust user takes, `Relayq::builder` \
+             with `RelayqConfig::new` defaults and `[database] url`, a no-op channel, one producer \
+             keeping 1 000 `Relayq::enqueue` calls in flight, message `i` to session `i % S`, {} \
+             messages. relayq serve: the daemon as an operator runs it (`relayq serve`, the same \
+             server), fed over the HTTP API by 100 keep-alive clients, one per session, each \
+             POSTing its next message after the 201, delivered through the webhook channel to a \
+             far end on loopback that answers at once, {} messages. The job-queue peers, on the \
+             same server, each key a named queue (which they run one job at a time, in order), \
+             order checked per queue: graphile_worker 0.14.1 (the Rust crate, `bench/graphile-rs-ref`) \
+             at its best here, concurrency 100, a local queue of 100 and completions batched over \
+             2 ms (tried: concurrency 10-100, local queue 0-1 000, batches 0-10 ms; without a \
+             local queue its worker fetches one job per notification and stalls), jobs added 100 \
+             per `add_jobs` call while the worker runs, each with its own `run_at` a microsecond \
+             after the one before (a queue runs by `run_at`, and one call's jobs share `now()`: \
+             they ran out of order), {} jobs at S = 100 and {} at S = 1; graphile-worker 0.16.6 \
+             (npm; the newest that runs on Node.js 20), {} jobs, added with its `add_job` SQL \
+             function 100 per transaction while the worker runs, LISTEN/NOTIFY on (`pollInterval` \
+             1 s, for retries only), concurrency 100 at S = 100 and 1 at S = 1 (its worker \
+             fetches its next job as soon as one is done, which the crate's does not), its logging \
+             off; a run that broke its order is void and run again. The targets compare with the \
+             better peer at each S. Outbound drain: {} rows over 5 and over 100 destinations \
+             written before the daemons start (a backlog, as once producers stopped or after a \
+             restart), then sent through a channel that answers at once by 1 and by 3 PostgreSQL \
+             nodes on this server, and by one SQLite daemon (WAL, synchronous = NORMAL, its \
+             defaults) as the reference; rows/s from the start to the last send, each \
+             destination's order checked. Runs are interleaved: round r runs every scenario once \
+             before round r + 1.",
             server_version(&url).unwrap_or_else(|_| "15".into()),
             "initdb --no-sync, then started with those settings",
             sizes.latency_secs,
-            sizes.pg_peer_n,
+            embedded_n,
+            embedded_n,
+            embedded_n,
+            peer_n,
+            peer_n,
             sizes.pg_out_n
         ),
         checks: vec![
@@ -899,11 +974,14 @@ fn postgres_section(root: &Path, sizes: &Sizes, runs: usize) -> Result<Section> 
             Check::at_least("1 daemon ≥ 50 % of raw batched, S = 1", ratio(&one_1, &raw_1), 0.5, format!("{:.0} %", 100.0 * ratio(&one_1, &raw_1))),
             Check::at_least("3 daemons ≥ 1 daemon, S = 100", ratio(&three_100, &one_100), 1.0, format!("{:.2}×", ratio(&three_100, &one_100))),
             Check::at_least("3 daemons ≥ 1 daemon, S = 1", ratio(&three_1, &one_1), 1.0, format!("{:.2}×", ratio(&three_1, &one_1))),
-            Check::at_least("1 daemon ≥ 1.5× the peer, S = 100", ratio(&one_100, &peer_100), 1.5, format!("{:.2}×", ratio(&one_100, &peer_100))),
-            Check::at_least("1 daemon ≥ 5× the peer, S = 1", ratio(&one_1, &peer_1), 5.0, format!("{:.2}×", ratio(&one_1, &peer_1))),
+            Check::at_least("embedded ≥ 1.5× the best peer, S = 100", ratio(&embedded_100, peer_100), 1.5, format!("{:.2}× ({})", ratio(&embedded_100, peer_100), peer_100.label)),
+            Check::at_least("embedded ≥ 5× the best peer, S = 1", ratio(&embedded_1, peer_1), 5.0, format!("{:.2}× ({})", ratio(&embedded_1, peer_1), peer_1.label)),
+            Check::at_least("embedded ≥ 50 % of raw batched, S = 1", ratio(&embedded_1, &raw_1), 0.5, format!("{:.0} %", 100.0 * ratio(&embedded_1, &raw_1))),
+            Check::at_least("1 daemon ≥ 1.5× the best peer, S = 100", ratio(&one_100, peer_100), 1.5, format!("{:.2}×", ratio(&one_100, peer_100))),
+            Check::at_least("1 daemon ≥ 5× the best peer, S = 1", ratio(&one_1, peer_1), 5.0, format!("{:.2}×", ratio(&one_1, peer_1))),
             Check::at_least("enqueued on one node, delivered by another: p99 ≤ 50 ms at 100 msgs/s", 50.0 / p99.max(0.001), 1.0, format!("p99 {p99:.1} ms (p50 {:.1} ms)", percentile(&across, 50.0))),
         ].into_iter().chain(drain_checks).collect(),
-        figures: vec![one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1, peer_100, peer_1]
+        figures: vec![embedded_100, embedded_1, served_100, one_100, three_100, one_1, three_1, raw_one_100, raw_100, raw_1, crate_100, crate_1, npm_100, npm_1]
             .into_iter()
             .chain(drains)
             .collect(),
@@ -1030,6 +1108,27 @@ fn repeat(runs: usize, what: &str, mut f: impl FnMut() -> Result<f64>) -> Result
             Ok(v)
         })
         .collect()
+}
+
+/// Runs each scenario once per round, `runs` rounds, so a drift of the machine's speed falls on
+/// every scenario alike; a figure per scenario, in their order.
+fn interleaved(
+    runs: usize,
+    mut scenarios: Vec<(&str, &'static str, Box<dyn FnMut() -> Result<f64> + '_>)>,
+) -> Result<Vec<Figure>> {
+    let mut values = vec![Vec::with_capacity(runs); scenarios.len()];
+    for run in 1..=runs {
+        for ((what, _, f), values) in scenarios.iter_mut().zip(&mut values) {
+            let v = f().with_context(|| format!("{what}, run {run}"))?;
+            eprintln!("{what} run {run}: {v:.1}");
+            values.push(v);
+        }
+    }
+    Ok(scenarios
+        .into_iter()
+        .zip(values)
+        .map(|((what, unit, _), values)| Figure::new(what.to_string(), unit, values))
+        .collect())
 }
 
 /// Builds the relayq binary (release) for the scenarios that run it as a process.
