@@ -181,7 +181,9 @@ fn main() -> Result<()> {
     }
     if args.scenarios.contains(&Scenario::TuneOutboundPg) {
         let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
-        for figure in outbound_drains(&server.url(), &sizes, runs)? {
+        // `BENCH_PG_URL`, `BENCH_STATEMENTS=1`: as for `tune-pg`.
+        let url = std::env::var("BENCH_PG_URL").unwrap_or(server.url());
+        for figure in outbound_drains(&url, &sizes, runs)? {
             eprintln!(
                 "{}: median {:.0} {}",
                 figure.label,
@@ -1030,7 +1032,11 @@ fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>>
                 continue;
             }
             let runs = repeat(runs, &label, || {
-                postgres::outbound_drain(url, nodes, n, destinations)
+                let rate = postgres::outbound_drain(url, nodes, n, destinations)?;
+                if let (Some(url), Some(_)) = (url, std::env::var_os("BENCH_STATEMENTS")) {
+                    eprintln!("{}", postgres::statements(url, n)?);
+                }
+                Ok(rate)
             })?;
             figures.push(Figure::new(label, "rows/s", runs));
         }
