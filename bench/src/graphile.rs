@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::Result;
 use relayq_engine::postgres::{Client, NoTls};
 
 /// Its best settings on the 2-core machine (tried: concurrency 10 to 100, local queue 0 to
@@ -25,18 +25,9 @@ pub struct Settings {
     pub batch_ms: u64,
 }
 
-/// Builds the reference (release) and returns its binary, in its own target directory.
+/// Builds the reference (release) and returns its binary.
 pub fn build(root: &Path) -> Result<PathBuf> {
-    let dir = root.join("bench/graphile-rs-ref");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--quiet", "--manifest-path"])
-        .arg(dir.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(dir.join("target"))
-        .status()
-        .context("running cargo to build bench/graphile-rs-ref")?;
-    ensure!(status.success(), "building bench/graphile-rs-ref failed");
-    Ok(dir.join("target/release/graphile-rs-ref"))
+    crate::reference::build(root, "graphile-rs-ref")
 }
 
 /// Jobs per second for `n` no-op jobs over `keys` named queues on the server at `url`, each
@@ -47,23 +38,10 @@ pub fn run(bin: &Path, url: &str, n: usize, keys: usize, settings: &Settings) ->
     let _ = client.batch_execute(
         "DELETE FROM graphile_worker._private_jobs; DELETE FROM graphile_worker._private_job_queues",
     );
-    let out = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .arg(url)
         .args([n, keys, settings.concurrency, settings.local_queue].map(|v| v.to_string()))
-        .arg(settings.batch_ms.to_string())
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "graphile-rs-ref failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "graphile-rs-ref printed {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })?;
-    line["per_sec"]
-        .as_f64()
-        .context("no per_sec in graphile-rs-ref output")
+        .arg(settings.batch_ms.to_string());
+    crate::reference::per_sec(command)
 }

@@ -12,6 +12,7 @@ mod outbound;
 mod postgres;
 mod process;
 mod raw;
+mod reference;
 mod report;
 mod serve;
 mod stats;
@@ -808,8 +809,7 @@ fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> R
     let modules = postgres::install_peer(root)?;
     let socket = server.socket_dir().to_path_buf();
     let best = &graphile::BEST;
-    type Run<'a> = Box<dyn FnMut() -> Result<f64> + 'a>;
-    let scenarios: Vec<(&str, &'static str, Run)> = vec![
+    let scenarios: Vec<Measured> = vec![
         (
             "relayq embedded, S = 100",
             "msgs/s",
@@ -1116,12 +1116,12 @@ fn repeat(runs: usize, what: &str, mut f: impl FnMut() -> Result<f64>) -> Result
         .collect()
 }
 
+/// A scenario of a section: its label, its unit, and one run of it.
+type Measured<'a> = (&'a str, &'static str, Box<dyn FnMut() -> Result<f64> + 'a>);
+
 /// Runs each scenario once per round, `runs` rounds, so a drift of the machine's speed falls on
 /// every scenario alike; a figure per scenario, in their order.
-fn interleaved(
-    runs: usize,
-    mut scenarios: Vec<(&str, &'static str, Box<dyn FnMut() -> Result<f64> + '_>)>,
-) -> Result<Vec<Figure>> {
+fn interleaved(runs: usize, mut scenarios: Vec<Measured>) -> Result<Vec<Figure>> {
     let mut values = vec![Vec::with_capacity(runs); scenarios.len()];
     for run in 1..=runs {
         for ((what, _, f), values) in scenarios.iter_mut().zip(&mut values) {

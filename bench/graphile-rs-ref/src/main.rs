@@ -21,7 +21,13 @@ use graphile_worker::{
 use serde::{Deserialize, Serialize};
 
 /// Each queue's last sequence number run, and the first order break seen.
-static LAST: OnceLock<Mutex<(HashMap<u32, u32>, Option<String>)>> = OnceLock::new();
+#[derive(Default)]
+struct Order {
+    last: HashMap<u32, u32>,
+    broken: Option<String>,
+}
+
+static LAST: OnceLock<Mutex<Order>> = OnceLock::new();
 static DONE: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -35,9 +41,9 @@ impl TaskHandler for NoOp {
 
     async fn run(self, _ctx: WorkerContext) -> impl IntoTaskHandlerResult {
         let mut last = LAST.get_or_init(Default::default).lock().unwrap();
-        if let Some(prev) = last.0.insert(self.k, self.s) {
-            if self.s <= prev && last.1.is_none() {
-                last.1 = Some(format!(
+        if let Some(prev) = last.last.insert(self.k, self.s) {
+            if self.s <= prev && last.broken.is_none() {
+                last.broken = Some(format!(
                     "queue k{}: job {} ran after {prev}",
                     self.k, self.s
                 ));
@@ -108,7 +114,7 @@ async fn main() {
             .get_or_init(Default::default)
             .lock()
             .unwrap()
-            .1
+            .broken
             .is_some()
         {
             break;
@@ -118,7 +124,13 @@ async fn main() {
     let secs = started.elapsed().as_secs_f64();
     worker.request_shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(10), runner).await;
-    if let Some(broken) = LAST.get_or_init(Default::default).lock().unwrap().1.clone() {
+    if let Some(broken) = LAST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .broken
+        .clone()
+    {
         eprintln!("FIFO broken: {broken}");
         std::process::exit(3);
     }
