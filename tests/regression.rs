@@ -460,7 +460,9 @@ fn the_wake_socket_is_private_whatever_the_umask_and_a_shared_directory_is_refus
 /// Item 21: 200 hook events queued while the daemon was down drained in 1-second steps (about
 /// 5 s in all), because rows given back when a session's buffer was full waited for a timer.
 /// (Timing belongs in benchmarks; the bound here is several times what the drain takes, and
-/// below what the old 1-second steps cost.)
+/// below what the old 1-second steps cost.) The drain is timed from its first row's end to
+/// its last's, as the rows record them: timed from the start of `relayq serve`, the daemon's
+/// start and the polling of `relayq status` (debug builds, PostgreSQL) took 3 s on their own.
 #[test]
 fn a_hook_backlog_drains_without_waiting_for_timers() {
     let app = App::new(file_config());
@@ -499,7 +501,22 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
     wait_until("the backlog to drain", WAIT, || pending() == 0);
     let took = started.elapsed();
     daemon.stop();
-    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    let drained_ms: i64 = app
+        .query_value(
+            "SELECT MAX(finished_at) - MIN(finished_at) FROM queue_rows WHERE queue = 'hooks'",
+        )
+        .unwrap();
+    // PostgreSQL drains it in about 1.4 s in a debug build (SQLite: 0.3 s); the old timer
+    // steps added 5 s to either.
+    let bound = if app.database_url().is_some() {
+        4000
+    } else {
+        2500
+    };
+    assert!(
+        drained_ms < bound,
+        "the drain took {drained_ms} ms ({took:?} with the daemon's start)"
+    );
 }
 
 /// Enqueues `text` for `session` (which may start with '-').
