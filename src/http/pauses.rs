@@ -37,6 +37,12 @@ impl PauseTarget {
                 "key is empty: leave it out to pause the whole queue",
             )
             .with_field("key")),
+            // PostgreSQL cannot hold a NUL (a 500 under schemathesis), and no session or
+            // destination key has a control character.
+            Some(k) if k.chars().any(char::is_control) => Err(ApiError::invalid(
+                "key has a control character: no session or destination key has one",
+            )
+            .with_field("key")),
             k => Ok(k.clone()),
         }
     }
