@@ -83,9 +83,9 @@ macro_rules! skip_keys {
 /// JSON list: paused keys), and those `$written` also asks for.
 ///
 /// SQLite walks the pending rows in id order and checks that no unfinished row of the key
-/// comes before each: the `+` keeps it off the due
-/// index (through it, every due row is checked and sorted before the first is returned), and
-/// through the pending index the walk stops at `:limit` heads.
+/// comes before each: the `+` keeps it off the due index (through it, every due row is checked
+/// and sorted before the first is returned), and through the pending index the walk stops at
+/// `:limit` heads.
 ///
 /// PostgreSQL jumps from key to key through the active-rows index (a recursive query: one
 /// probe per key with unfinished rows) and keeps the keys whose first unfinished row is due.
