@@ -153,14 +153,28 @@ async fn element(browser: &Client, css: &str) -> fantoccini::elements::Element {
     found.unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
 }
 
-/// The text of the first element `css` finds, once it is there.
+/// The text of the first element `css` finds, once it is there. The page redraws its tables on
+/// every poll, so an element found a moment ago may be gone when it is read: find it again.
 async fn text_of(browser: &Client, css: &str) -> String {
-    element(browser, css).await.text().await.unwrap()
+    loop {
+        match element(browser, css).await.text().await {
+            Err(e) if e.is_stale_element_reference() => continue,
+            read => return read.unwrap_or_else(|e| panic!("{css} could not be read: {e}")),
+        }
+    }
 }
 
-/// Clicks the element `css` finds, once it is there.
+/// Clicks the element `css` finds, once it is there. A click on an element the page has just
+/// redrawn is refused by the browser without clicking, so it is safe to find it and click again.
 async fn click(browser: &Client, css: &str) {
-    element(browser, css).await.click().await.unwrap();
+    loop {
+        match element(browser, css).await.click().await {
+            Err(e) if e.is_stale_element_reference() => continue,
+            clicked => {
+                return clicked.unwrap_or_else(|e| panic!("{css} could not be clicked: {e}"))
+            }
+        }
+    }
 }
 
 /// Waits until `css` finds `text`.
