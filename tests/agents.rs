@@ -600,3 +600,38 @@ fn a_dialog_found_while_looking_at_an_unconfirmed_message_never_makes_a_second_p
     );
     daemon.stop();
 }
+
+/// CI fault (PostgreSQL, 2 runs in 6 of the five-minute bridge): `kill -9` came between a
+/// message's send-started mark and its paste. After the restart the row was looked at as
+/// pasted, found nowhere, and dropped dead ("its agent never said it took it"): a message
+/// lost. An agent that took it would have said so (its hooks keep their events while relayq
+/// is down), so it is pasted now, once.
+#[test]
+fn a_message_marked_sent_but_cut_before_its_paste_by_a_crash_is_pasted_after_the_restart() {
+    let (app, agent) = FakeAgent::alone("unpasted", "claude", &[]);
+    let id = app.enqueue("agent", "sent just before the crash");
+    // As the killed daemon left it: leased by an owner that is gone, marked send started.
+    let engine = app.engine();
+    let inbound = engine.queues(&Default::default()).inbound;
+    let lease = inbound
+        .lease_next("agent")
+        .unwrap()
+        .expect("the row leased");
+    assert_eq!(lease.id, id);
+    assert!(engine
+        .write(|tx| inbound.mark_send_started_in(tx, &lease))
+        .unwrap());
+    drop(engine);
+    let daemon = app.serve();
+    wait_for("the row ends", || {
+        !matches!(row(&app, id).0.as_str(), "leased" | "pending")
+    });
+    let shown = app.ok(&["show", &id.to_string()]);
+    assert_eq!(row(&app, id).0, "delivered", "{shown}");
+    assert_eq!(
+        agent.entries("pasted"),
+        ["sent just before the crash"],
+        "pasted once, after the restart"
+    );
+    daemon.stop();
+}

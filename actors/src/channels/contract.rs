@@ -39,6 +39,11 @@ pub struct AgentHints {
     /// Look at the message sent before (the `n`th look) instead of sending it again; see
     /// [`Outcome::Submitted`].
     pub look: Option<u32>,
+    /// The row's send-started mark was left by an attempt this daemon did not see through (a
+    /// crash, a restart): whether its text was ever pasted is unknown, since the mark is
+    /// written before the paste. Found nowhere after the agent's wait, it is pasted again
+    /// rather than given up (see the tmux channel's `look`).
+    pub paste_unseen: bool,
     /// relayq does not know the agent is at its prompt: it has not reported yet (an agent
     /// still starting drops input), or its last word was a dialog no event said was answered
     /// (a denial in the terminal ends the turn silently). Send only onto a far end that shows

@@ -115,6 +115,8 @@ struct Awaiting {
     next_look: u32,
     /// How it was sent (see `AgentHints::steering`).
     steering: bool,
+    /// See `AgentHints::paste_unseen`.
+    paste_unseen: bool,
 }
 
 /// The session has nothing left to do (to the SupervisorActor, which stops it unless a wake is
@@ -240,6 +242,7 @@ impl SessionActor {
                     (lease.send_started.is_some() && self.agent_confirms().is_some()).then_some(0);
                 let hints = AgentHints {
                     look,
+                    paste_unseen: look.is_some(),
                     ..std::mem::take(&mut self.agent_hints)
                 };
                 self.deliver(lease, hints, ctx)
@@ -323,6 +326,7 @@ impl SessionActor {
                             look_at: Instant::now() + *wait,
                             next_look: hints.look.map_or(1, |n| n + 1),
                             steering: hints.steering,
+                            paste_unseen: hints.paste_unseen,
                         });
                     }
                     let slow = took >= FAST_DELIVERY;
@@ -437,6 +441,7 @@ impl SessionActor {
                     }
                     act.agent_hints = AgentHints {
                         look: None,
+                        paste_unseen: false,
                         unsure: synced.for_agent.unsure,
                         steering: synced.for_agent.steering,
                     };
@@ -513,6 +518,7 @@ impl SessionActor {
                         let hints = AgentHints {
                             look: Some(awaiting.next_look),
                             steering: awaiting.steering,
+                            paste_unseen: awaiting.paste_unseen,
                             ..AgentHints::default()
                         };
                         act.deliver(awaiting.lease, hints, ctx);

@@ -439,8 +439,41 @@ async fn paste(config: &Config, delivery: &Delivery) -> Result<Outcome, Outcome>
 
 /// The `n`th look at a message pasted before that its agent has not confirmed (`n` = 0: after
 /// a restart, before any wait). Still in the input box: Enter, once more. Nowhere: waited for
-/// once, then a failure that says the agent never took it. Never pasted twice.
+/// once, then a failure that says the agent never took it. Never pasted twice, except when the
+/// paste was not seen by this daemon (`paste_unseen`): a crash between the send-started mark
+/// and the paste leaves a mark on a text that never reached the pane, and an agent that took
+/// it would have said so (its hooks persist its events while relayq is down), so the first
+/// look after the wait pastes it (at least once, as every unknown outcome).
 async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, Outcome> {
+    match look_once(config, delivery, n).await? {
+        Look::Answered(outcome) => Ok(outcome),
+        Look::Unpasted => {
+            tracing::info!(
+                row = delivery.id,
+                "a message marked sent before a restart is not in the agent's input box and the \
+                 agent never took it: the restart cut its send before the paste; pasting it now"
+            );
+            let pasted = paste(config, delivery).await?;
+            Ok(match pasted {
+                Outcome::Submitted { .. } => submitted(
+                    config,
+                    "pasted after a restart that cut its send before the paste (its agent had not taken it)",
+                ),
+                other => other,
+            })
+        }
+    }
+}
+
+/// What one look found.
+enum Look {
+    Answered(Outcome),
+    /// A text whose paste this daemon did not see is nowhere after the wait: never pasted.
+    Unpasted,
+}
+
+/// [`look`] while holding the pane's turn ([`paste`] takes it again).
+async fn look_once(config: &Config, delivery: &Delivery, n: u32) -> Result<Look, Outcome> {
     let pane = agent_pane(config, delivery).await.map_err(|outcome| match outcome {
         Outcome::Retry { error, .. } | Outcome::Expired { reason: error } => Outcome::retry(
             format!("the message was pasted, but its agent is gone before it took it ({error}); it is pasted again when the agent runs"),
@@ -453,24 +486,26 @@ async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, O
     if let Some(dialog) = screen.dialog() {
         // Nothing is pressed; the row stays in flight with its send mark (a throttle would
         // clear the mark, and the text already pasted would be pasted again).
-        return Ok(submitted(
+        return Ok(Look::Answered(submitted(
             config,
             &format!("a dialog is open ({dialog:?}), nothing pressed"),
-        ));
+        )));
     }
     let text = sanitize(delivery.text());
     match (screen.holds(&text), n) {
-        (true, 0 | 1) => {
+        // Looks at a `paste_unseen` row count one more after its paste (`Look::Unpasted`).
+        (true, n) if n < 2 || (n == 2 && delivery.agent.paste_unseen) => {
             tracing::info!(pane, look = n, "the pasted text is still in the agent's input box; pressing Enter again");
             tmux(config, &["send-keys", "-t", &pane, "Enter"], None).await?;
-            Ok(submitted(config, "Enter pressed again"))
+            Ok(Look::Answered(submitted(config, "Enter pressed again")))
         }
         // Folded into the running turn, it gets no prompt-submit of its own.
-        (false, _) if delivery.agent.steering => Ok(Outcome::delivered_as(
+        (false, _) if delivery.agent.steering => Ok(Look::Answered(Outcome::delivered_as(
             "taken into the agent's running turn (pasted during it; it left the input box)",
-        )),
-        (false, 0) => Ok(submitted(config, "looked at after a restart")),
-        (held, _) => Ok(Outcome::Permanent {
+        ))),
+        (false, 0) => Ok(Look::Answered(submitted(config, "looked at after a restart"))),
+        (false, 1) if delivery.agent.paste_unseen => Ok(Look::Unpasted),
+        (held, _) => Ok(Look::Answered(Outcome::Permanent {
             reason: format!(
                 "pasted into pane {pane}, but its agent never said it took it (no prompt-submit \
                  event within {:?}{}): check that the agent runs relayq's hooks (`relayq init`), \
@@ -479,7 +514,7 @@ async fn look(config: &Config, delivery: &Delivery, n: u32) -> Result<Outcome, O
                 if held { "; the text still sits in its input box" } else { "; the text is not in its input box" },
                 delivery.id
             ),
-        }),
+        })),
     }
 }
 
