@@ -153,7 +153,7 @@ impl Sizes {
                 recovery_sessions: 1_000,
                 outbound_n: 20_000,
                 pg_n: 10_000,
-                pg_out_n: 5_000,
+                pg_out_n: 30_000,
                 pg_raw_one_n: 2_000,
                 pg_peer_n: 3_000,
                 pg_embedded_n: 20_000,
@@ -958,7 +958,7 @@ fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> R
              written before the daemons start (a backlog, as once producers stopped or after a \
              restart), then sent through a channel that answers at once by 1 and by 3 PostgreSQL \
              nodes on this server, and by one SQLite daemon (WAL, synchronous = NORMAL, its \
-             defaults) as the reference; rows/s from the start to the last send, each \
+             defaults) as the reference; rows/s from when every node runs (started side by side) to the last send, each \
              destination's order checked. Runs are interleaved: round r runs every scenario once \
              before round r + 1.",
             server_version(&url).unwrap_or_else(|_| "15".into()),
