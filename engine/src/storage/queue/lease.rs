@@ -82,10 +82,17 @@ macro_rules! skip_keys {
 /// The due pending rows that head their key, oldest first, but for the keys in `:skip` (a
 /// JSON list: paused keys), and those `$written` also asks for.
 ///
-/// SQLite walks the pending rows in id order and checks that no unfinished row of the key
-/// comes before each: the `+` keeps it off the due index (through it, every due row is checked
-/// and sorted before the first is returned), and through the pending index the walk stops at
-/// `:limit` heads.
+/// SQLite first walks the 256 oldest pending rows (through the pending index, in id order) and
+/// keeps each that no unfinished row of its key comes before.
+/// That answer is exact when the window held every pending row or gave `:limit` heads (a head
+/// outside it is younger than every head in it); otherwise (a backlog behind a few busy keys)
+/// it jumps from key to key as PostgreSQL does. The walk alone read every pending row whenever
+/// fewer keys were free than asked for: 55 ms a claim behind 30 000 rows to 5 destinations, and
+/// a drain that slowed as its backlog grew (29 000 rows/s at 5 000 rows, 10 000 at 60 000); the
+/// jump alone probes every key, 30 ms a claim with 10 000 sessions free.
+///
+/// (The first ids apart, `CROSS JOIN` and `+` keep SQLite's planner to that order: it read the
+/// keys' heads out of every due row, through the due index, once the statistics were taken.)
 ///
 /// PostgreSQL jumps from key to key through the active-rows index (a recursive query: one
 /// probe per key with unfinished rows) and keeps the keys whose first unfinished row is due.
@@ -97,18 +104,45 @@ macro_rules! skip_keys {
 macro_rules! due_heads_sql {
     ($written:expr, sqlite) => {
         concat!(
-            "SELECT r.id, r.key FROM queue_rows r
-     WHERE r.queue = :queue AND r.state = 'pending' AND +r.next_attempt_at <= :now",
+            "WITH RECURSIVE
+     win AS (SELECT id, key, next_attempt_at, created_at FROM queue_rows
+              WHERE queue = :queue AND state = 'pending' ORDER BY id LIMIT 256),
+     walked AS (SELECT r.id, r.key FROM win r
+       WHERE r.next_attempt_at <= :now",
             $written,
             "
-       AND r.key NOT IN (",
+         AND r.key NOT IN (",
             skip_keys!(sqlite),
             ")
-       AND NOT EXISTS (
-         SELECT 1 FROM queue_rows o
-         WHERE o.queue = :queue AND o.key = r.key
-           AND o.state IN ('pending', 'leased') AND o.id < r.id)
-     ORDER BY r.id LIMIT :limit"
+         AND NOT EXISTS (
+           SELECT 1 FROM queue_rows o
+           WHERE o.queue = :queue AND o.key = r.key
+             AND o.state IN ('pending', 'leased') AND o.id < r.id)
+       ORDER BY r.id LIMIT :limit),
+     exact(yes) AS (SELECT (SELECT COUNT(*) FROM win) < 256 OR (SELECT COUNT(*) FROM walked) >= :limit),
+     keys(key) AS (
+       SELECT (SELECT f.key FROM queue_rows f
+                WHERE f.queue = :queue AND f.state IN ('pending', 'leased')
+                ORDER BY f.key LIMIT 1)
+        WHERE NOT (SELECT yes FROM exact)
+       UNION ALL
+       SELECT (SELECT f.key FROM queue_rows f
+                WHERE f.queue = :queue AND f.state IN ('pending', 'leased') AND f.key > k.key
+                ORDER BY f.key LIMIT 1)
+         FROM keys k WHERE k.key IS NOT NULL),
+     firsts(id) AS (SELECT (SELECT f.id FROM queue_rows f
+          WHERE f.queue = :queue AND f.key = k.key AND f.state IN ('pending', 'leased')
+          ORDER BY f.key, f.id LIMIT 1) FROM keys k WHERE k.key IS NOT NULL),
+     jumped AS (SELECT r.id, r.key FROM firsts h CROSS JOIN queue_rows r ON r.id = h.id
+       WHERE +r.state = 'pending' AND +r.next_attempt_at <= :now",
+            $written,
+            "
+         AND r.key NOT IN (",
+            skip_keys!(sqlite),
+            "))
+     SELECT id, key FROM walked WHERE (SELECT yes FROM exact)
+     UNION ALL SELECT id, key FROM jumped
+     ORDER BY id LIMIT :limit"
         )
     };
     ($written:expr, postgres) => {
