@@ -245,17 +245,16 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
     for i in 7..=8 {
         fake.push_text(ALICE, ALICE, &format!("message {i}"));
     }
-    let all_answered = answers(8);
-    let sent =
-        match std::panic::catch_unwind(AssertUnwindSafe(|| fake.wait_sent(WAIT, &all_answered))) {
-            Ok(sent) => sent,
-            Err(e) => panic!(
-                "{}\ntyped into the pane:\n{}\nthe pane shows:\n{}",
-                e.downcast_ref::<String>().map_or("", String::as_str),
-                std::fs::read_to_string(&agent_log).unwrap_or_default(),
-                tmux.screen(session)
-            ),
-        };
+    let waited = std::panic::catch_unwind(AssertUnwindSafe(|| fake.wait_sent(WAIT, answers(8))));
+    let sent = match waited {
+        Ok(sent) => sent,
+        Err(e) => panic!(
+            "{}\ntyped into the pane:\n{}\nthe pane shows:\n{}",
+            e.downcast_ref::<String>().map_or("", String::as_str),
+            std::fs::read_to_string(&agent_log).unwrap_or_default(),
+            tmux.screen(session)
+        ),
+    };
 
     // The agent got every message, in order (a paste cut by the kill may come twice).
     let typed = std::fs::read_to_string(&agent_log).unwrap();
