@@ -610,18 +610,7 @@ fn a_dialog_found_while_looking_at_an_unconfirmed_message_never_makes_a_second_p
 fn a_message_marked_sent_but_cut_before_its_paste_by_a_crash_is_pasted_after_the_restart() {
     let (app, agent) = FakeAgent::alone("unpasted", "claude", &[]);
     let id = app.enqueue("agent", "sent just before the crash");
-    // As the killed daemon left it: leased by an owner that is gone, marked send started.
-    let engine = app.engine();
-    let inbound = engine.queues(&Default::default()).inbound;
-    let lease = inbound
-        .lease_next("agent")
-        .unwrap()
-        .expect("the row leased");
-    assert_eq!(lease.id, id);
-    assert!(engine
-        .write(|tx| inbound.mark_send_started_in(tx, &lease))
-        .unwrap());
-    drop(engine);
+    app.cut_before_its_paste("agent", id);
     let daemon = app.serve();
     wait_for("the row ends", || {
         !matches!(row(&app, id).0.as_str(), "leased" | "pending")

@@ -416,6 +416,22 @@ fn run_agent(kind: &'static str) {
     ] {
         assert_eq!(answers(&texts, answer), 1, "{answer:?} once: {texts:#?}");
     }
+    // kill -9 between a message's send-started mark and its paste (left so by hand): after
+    // the restart it is looked at, found nowhere, and pasted; the agent's own event confirms it.
+    daemon.signal("KILL");
+    let cut = app.enqueue(&session, "please reply u1");
+    app.cut_before_its_paste(&session, cut);
+    daemon = serve();
+    let confirmed = || {
+        app.query_value::<String>(&format!(
+            "SELECT receipt FROM queue_rows WHERE id = {cut} AND state = 'delivered'"
+        ))
+    };
+    waited(
+        "the message cut before its paste, confirmed by the agent",
+        &context,
+        || confirmed().is_some(),
+    );
     report_latency(&app, kind);
     daemon.stop();
 }

@@ -300,6 +300,20 @@ impl App {
         Engine::open(&config).unwrap()
     }
 
+    /// Leaves `session`'s next inbound row (`id`) as `kill -9` leaves it between its
+    /// send-started mark and its paste: leased by an owner that is gone, marked, never pasted.
+    pub fn cut_before_its_paste(&self, session: &str, id: i64) {
+        let engine = self.engine();
+        let inbound = engine.queues(&Default::default()).inbound;
+        let lease = inbound
+            .lease_next(session)
+            .unwrap()
+            .expect("the row leased");
+        assert_eq!(lease.id, id, "the session's next row");
+        let marked = engine.write(|tx| inbound.mark_send_started_in(tx, &lease));
+        assert!(marked.unwrap(), "row {id} marked send started");
+    }
+
     /// Every row `sql` returns (a text both dialects read alike), each read by `read`.
     pub fn query<T>(
         &self,
