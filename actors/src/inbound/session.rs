@@ -111,12 +111,8 @@ struct Awaiting {
     lease: Lease,
     /// When the channel is asked to look at it (see `AgentHints::look`).
     look_at: Instant,
-    /// Which look that will be.
-    next_look: u32,
-    /// How it was sent (see `AgentHints::steering`).
-    steering: bool,
-    /// See `AgentHints::paste_unseen`.
-    paste_unseen: bool,
+    /// What that look is told: which look it is, and how the row was sent.
+    next: AgentHints,
 }
 
 /// The session has nothing left to do (to the SupervisorActor, which stops it unless a wake is
@@ -324,9 +320,12 @@ impl SessionActor {
                         act.awaiting = Some(Awaiting {
                             lease,
                             look_at: Instant::now() + *wait,
-                            next_look: hints.look.map_or(1, |n| n + 1),
-                            steering: hints.steering,
-                            paste_unseen: hints.paste_unseen,
+                            next: AgentHints {
+                                look: Some(hints.look.map_or(1, |n| n + 1)),
+                                steering: hints.steering,
+                                paste_unseen: hints.paste_unseen,
+                                ..AgentHints::default()
+                            },
                         });
                     }
                     let slow = took >= FAST_DELIVERY;
@@ -515,13 +514,7 @@ impl SessionActor {
                     if left.is_zero() {
                         let awaiting = act.awaiting.take().expect("checked above");
                         act.busy = true;
-                        let hints = AgentHints {
-                            look: Some(awaiting.next_look),
-                            steering: awaiting.steering,
-                            paste_unseen: awaiting.paste_unseen,
-                            ..AgentHints::default()
-                        };
-                        act.deliver(awaiting.lease, hints, ctx);
+                        act.deliver(awaiting.lease, awaiting.next, ctx);
                     } else {
                         act.timer = Some(ctx.run_later(left, |act, ctx| act.step(ctx)));
                     }
