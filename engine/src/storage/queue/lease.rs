@@ -79,6 +79,13 @@ macro_rules! skip_keys {
     };
 }
 
+/// How many of the oldest pending rows SQLite's claim walks before it jumps from key to key.
+macro_rules! heads_window {
+    () => {
+        "256"
+    };
+}
+
 /// The due pending rows that head their key, oldest first, but for the keys in `:skip` (a
 /// JSON list: paused keys), and those `$written` also asks for.
 ///
@@ -106,7 +113,9 @@ macro_rules! due_heads_sql {
         concat!(
             "WITH RECURSIVE
      win AS (SELECT id, key, next_attempt_at, created_at FROM queue_rows
-              WHERE queue = :queue AND state = 'pending' ORDER BY id LIMIT 256),
+              WHERE queue = :queue AND state = 'pending' ORDER BY id LIMIT ",
+            heads_window!(),
+            "),
      walked AS (SELECT r.id, r.key FROM win r
        WHERE r.next_attempt_at <= :now",
             $written,
@@ -119,7 +128,9 @@ macro_rules! due_heads_sql {
            WHERE o.queue = :queue AND o.key = r.key
              AND o.state IN ('pending', 'leased') AND o.id < r.id)
        ORDER BY r.id LIMIT :limit),
-     exact(yes) AS (SELECT (SELECT COUNT(*) FROM win) < 256 OR (SELECT COUNT(*) FROM walked) >= :limit),
+     exact(yes) AS (SELECT (SELECT COUNT(*) FROM win) < ",
+            heads_window!(),
+            " OR (SELECT COUNT(*) FROM walked) >= :limit),
      keys(key) AS (
        SELECT (SELECT f.key FROM queue_rows f
                 WHERE f.queue = :queue AND f.state IN ('pending', 'leased')
