@@ -332,10 +332,10 @@ fn with_postgresql_unreachable_hooks_spool_their_events_and_the_next_records_the
 /// variable unset) keeps the event in the spool.
 #[test]
 fn a_broken_config_naming_postgresql_records_the_agents_event_there() {
-    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
+    let database = relayq_engine::storage::postgresql::test_server::TestDatabase::create();
     let broken = format!(
         "[database]\nurl = {:?}\n\n[daemon]\nshutdown_grace = \"5s\n",
-        server.url()
+        database.url()
     );
     let app = App::sqlite(broken);
     let payload = r#"{"hook_event_name":"Stop","session_id":"s"}"#;
@@ -344,7 +344,7 @@ fn a_broken_config_naming_postgresql_records_the_agents_event_there() {
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(said.contains("PostgreSQL database it names"), "{said}");
     let mut client =
-        relayq_engine::postgres::Client::connect(&server.url(), relayq_engine::postgres::NoTls)
+        relayq_engine::postgres::Client::connect(&database.url(), relayq_engine::postgres::NoTls)
             .unwrap();
     let rows: i64 = client
         .query_one("SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks'", &[])

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use relayq_actors::testing::fake_telegram::FakeTelegram;
-use relayq_engine::storage::postgresql::test_server::TestServer;
+use relayq_engine::storage::postgresql::test_server::{TestDatabase, TestServer};
 use serde_json::{json, Value};
 
 use crate::common::{file_config, inbound_args, wait_until, App, Config, Daemon, ALICE};
@@ -564,8 +564,8 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
 /// message is delivered once, by whichever node leased it.
 #[test]
 fn a_node_whose_clock_runs_an_hour_ahead_steals_no_lease() {
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     // Slow deliveries: a lease is held for a while, for the skewed node to covet.
     let config = crate::common::exec_config(&format!("sleep 0.3; {}", crate::common::APPEND_LINE))
         .set("daemon", "sweep_interval = \"200ms\"");
@@ -637,8 +637,8 @@ fn table_counts(query: impl Fn(&str) -> Option<i64>) -> Vec<(&'static str, i64)>
 #[test]
 fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is_there() {
     use relayq_engine::QueueName::Inbound;
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     let app = App::sqlite(file_config());
     let daemon = app.serve();
     let delivered = app.enqueue("s", "delivered before the move");
@@ -712,8 +712,8 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
 /// memory: `GET /v1/pauses` on another node listed it, and that node went on delivering.
 #[test]
 fn a_pause_set_on_one_node_holds_on_every_node_until_resumed_there() {
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     let port = crate::common::api::free_port();
     let node = |name: &str| file_config().set("node", &format!("name = {name:?}"));
     let a = App::joining(node("a").http_on(port), &url);
@@ -755,15 +755,15 @@ fn a_pause_set_on_one_node_holds_on_every_node_until_resumed_there() {
 /// host name, which no daemon has, and the session's messages were never attempted.
 #[test]
 fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
-    let server = TestServer::start();
+    let database = TestDatabase::create();
     let config = format!(
         "[database]\nurl = {:?}\n\n[node]\nname = \"agent-host\"\n\n[sessions]\ndefualt_channel = \"out\"\n",
-        server.url()
+        database.url()
     );
-    let app = App::joining(&config, &server.url());
+    let app = App::joining(&config, &database.url());
     let daemon = App::joining(
         file_config().set("node", "name = \"agent-host\""),
-        &server.url(),
+        &database.url(),
     );
     let serving = daemon.serve();
     let mut hook = app.bare();
@@ -788,8 +788,8 @@ fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
 /// marked as a possible repeat. Checked at the sink: the deliveries, not only the rows.
 #[test]
 fn a_node_held_up_past_its_lease_does_not_deliver_beside_the_node_that_took_over() {
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     let shared = tempfile::tempdir().unwrap();
     let seen = shared.path().join("seen");
     let script = format!(
@@ -860,8 +860,8 @@ if [ "$(wc -l < {seen:?})" = 1 ]; then sleep 1; fi"#
 /// waited for it.
 #[test]
 fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     let node = |name: &str| file_config().set("node", &format!("name = {name:?}"));
     let (a, b) = (App::joining(node("a"), &url), App::joining(node("b"), &url));
     let mut on_a = a.serve();
@@ -904,7 +904,7 @@ fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
 /// does not show. The spool keeps why, and the daemon logs it.
 #[test]
 fn the_daemon_says_why_hook_events_were_spooled() {
-    let server = TestServer::start();
+    let database = TestDatabase::create();
     let config = file_config()
         .set("database", "url_env = \"RELAYQ_PG\"")
         .set("daemon", "sweep_interval = \"200ms\"");
@@ -918,7 +918,7 @@ fn the_daemon_says_why_hook_events_were_spooled() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("RELAYQ_PG"), "the hook says why: {said}");
-    let daemon = app.serve_with_env(&[("RELAYQ_PG", &server.url())]);
+    let daemon = app.serve_with_env(&[("RELAYQ_PG", &database.url())]);
     wait_until(
         "the spooled event recorded and its reason logged",
         WAIT,
@@ -942,8 +942,8 @@ fn the_daemon_says_why_hook_events_were_spooled() {
 /// (once) to the chat.
 #[test]
 fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
-    let server = TestServer::start();
-    let url = server.url();
+    let database = TestDatabase::create();
+    let url = database.url();
     let fake = FakeTelegram::start(TOKEN);
     let env = [("BOT_TOKEN", TOKEN)];
     let apps = [

@@ -1965,8 +1965,8 @@ fn a_command_whose_reader_went_away_ends_quietly_not_with_a_panic() {
 /// PostgreSQL or the network said, at once; `config check` connects; the hook spools at once.
 #[test]
 fn a_wrong_database_url_is_told_as_postgresql_says_it_and_a_hook_spools_at_once() {
-    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
-    let socket = server.url();
+    let database = relayq_engine::storage::postgresql::test_server::TestDatabase::create();
+    let socket = database.url();
     let wrong = [
         (
             format!("{}/nosuch", socket.rsplit_once('/').unwrap().0),
@@ -2026,8 +2026,8 @@ fn a_wrong_database_url_is_told_as_postgresql_says_it_and_a_hook_spools_at_once(
 /// .../relayq.db", which did not say what to change.
 #[test]
 fn a_postgresql_node_names_its_database_by_url_and_its_files_as_the_nodes() {
-    let server = relayq_engine::storage::postgresql::test_server::TestServer::start();
-    let url = server.url();
+    let database = relayq_engine::storage::postgresql::test_server::TestDatabase::create();
+    let url = database.url();
     let app = App::sqlite(file_config().set("database", &format!("url = {url:?}")));
     let check = app.ok(&["config", "check"]);
     assert!(

@@ -717,13 +717,15 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
         ..NotesSends::default()
     };
     let sends = channel.clone();
-    let rt = start(&dir, ChannelSpec::of(channel)).await;
-    let written: Vec<_> = (0..60)
-        .map(|_| rt.enqueue_outbound(outbound("chat-1")))
-        .collect();
-    for w in written {
-        w.await.unwrap();
+    // Written before the start, so the rows go as one run: rows written while it was leased
+    // made shorter runs, and a run that ended as the writer was held waited for the write
+    // leasing the next (as it must), which is not what this test is about.
+    let engine = Engine::open(&dir.config).unwrap();
+    let q = engine.queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    for _ in 0..60 {
+        q.enqueue(&outbound("chat-1").to_row()).unwrap();
     }
+    let rt = start(&dir, ChannelSpec::of(channel)).await;
     wait_for("the run under way", || sends.count() >= 5).await;
 
     // Hold the writer: an operation that waits until released. The sends are counted from the
@@ -732,8 +734,9 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let (started, running) = std::sync::mpsc::channel::<usize>();
     let counted = sends.clone();
     let commit = relayq_engine::Atomicity::Savepoint;
-    // The writer of answers: its own thread on PostgreSQL, the one writer on SQLite.
-    let lane = relayq_engine::commit::WriteLane::HeldRows;
+    // The writer of chat-1's answers: a thread of its own on PostgreSQL, the one writer on
+    // SQLite.
+    let lane = relayq_engine::commit::WriteLane::held(&outbound("chat-1").destination_key());
     let hold = rt
         .store()
         .engine

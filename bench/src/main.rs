@@ -1018,7 +1018,11 @@ fn tune(sizes: &Sizes, runs: usize) -> Result<()> {
 /// The outbound drain (see `postgres::outbound_drain`) of one SQLite daemon, and of 1 and 3
 /// PostgreSQL nodes on `url`, at 5 and 100 destinations: figures in that order.
 fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>> {
-    let n = sizes.pg_out_n;
+    // `BENCH_OUT_N=ROWS`: another backlog size (a longer drain to profile).
+    let n = std::env::var("BENCH_OUT_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(sizes.pg_out_n);
     let mut figures = Vec::new();
     for destinations in [5, 100] {
         for (label, url, nodes) in [

@@ -3,7 +3,9 @@
 //! what it should.
 
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
+use relayq_engine::commit::{KeyLane, WriteLane};
 use relayq_engine::params;
 use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::storage::test_db::TestDb;
@@ -56,6 +58,34 @@ fn hold_the_committer(db: &Database) -> (mpsc::Sender<()>, Answer) {
     });
     is_running.recv().unwrap();
     (release, answer)
+}
+
+/// Holds the commit thread of `lane`, as [`hold_the_committer`] does the main one's.
+fn hold_the_lane(db: &Database, lane: WriteLane) -> (mpsc::Sender<()>, Answer) {
+    let (release, held) = mpsc::channel::<()>();
+    let (running, is_running) = mpsc::channel();
+    let answer = db.submit_ahead(lane, Atomicity::Savepoint, None, move |_, _| {
+        running.send(()).unwrap();
+        let _ = held.recv();
+        Ok(())
+    });
+    is_running.recv().unwrap();
+    (release, answer)
+}
+
+/// The answer, once it comes within `wait`; `None` if it does not.
+fn answered_within(answer: &mut Answer, wait: Duration) -> Option<relayq_engine::Result<()>> {
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        match answer.try_recv() {
+            Ok(out) => return Some(out),
+            Err(oneshot::error::TryRecvError::Empty) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("the committer dropped the answer: {e}"),
+        }
+    }
+    None
 }
 
 fn answers(list: Vec<Answer>) -> Vec<relayq_engine::Result<()>> {
@@ -252,7 +282,7 @@ fn group_commits_are_checkpointed_into_the_database_file_in_the_background() {
 /// each operation writing its own row, and only the failed one's is missing.
 #[test]
 fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fails() {
-    use relayq_engine::commit::{RowAhead, WriteLane};
+    use relayq_engine::commit::RowAhead;
     use relayq_engine::{NewRow, QueueName};
     let backend = prepared(TestDb::postgres());
     let db = &backend.db;
@@ -316,4 +346,68 @@ fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fai
         .query_all(&keys, params![], |r| r.get(0))
         .unwrap();
     assert_eq!(keys, ["false0", "false1", "false2", "true0", "true2"]);
+}
+
+/// Two keys whose held rows' writes go through different lanes on PostgreSQL.
+fn keys_on_two_lanes() -> (String, String) {
+    let first = "key-0".to_string();
+    let other = (1..1_000)
+        .map(|i| format!("key-{i}"))
+        .find(|k| KeyLane::of(k) != KeyLane::of(&first))
+        .expect("held rows' writes go through more than one lane");
+    (first, other)
+}
+
+#[test]
+fn on_postgresql_a_keys_held_row_writes_commit_beside_another_keys_and_in_order_behind_its_own() {
+    let backend = prepared(TestDb::postgres());
+    let db = &backend.db;
+    let (a, b) = keys_on_two_lanes();
+    let (release, mut held) = hold_the_lane(db, WriteLane::held(&a));
+    let write = |key: &str| {
+        let name = key.to_string();
+        db.submit_ahead(
+            WriteLane::held(key),
+            Atomicity::Savepoint,
+            None,
+            move |tx, _| insert(tx, &name),
+        )
+    };
+    let (mut behind, mut beside) = (write(&a), write(&b));
+    // The other key's write commits while this key's lane is held (one lane kept a drain to
+    // 5 destinations at a third of SQLite's: every key's answers waited on one connection)...
+    let wait = Duration::from_secs(10);
+    assert!(
+        matches!(answered_within(&mut beside, wait), Some(Ok(()))),
+        "{b}'s write waited for {a}'s lane"
+    );
+    // ...and the key's own write waits behind the one before it.
+    assert!(answered_within(&mut behind, Duration::from_millis(200)).is_none());
+    assert_eq!(names(db), std::slice::from_ref(&b));
+    drop(release);
+    assert!(matches!(answered_within(&mut held, wait), Some(Ok(()))));
+    assert!(matches!(answered_within(&mut behind, wait), Some(Ok(()))));
+    assert_eq!(names(db), [b, a]);
+}
+
+#[test]
+fn on_sqlite_every_write_lane_is_the_one_writer() {
+    let backend = prepared(TestDb::sqlite());
+    let db = &backend.db;
+    let (a, b) = keys_on_two_lanes();
+    let (release, _held) = hold_the_lane(db, WriteLane::held(&a));
+    let name = b.clone();
+    let mut other = db.submit_ahead(
+        WriteLane::held(&b),
+        Atomicity::Savepoint,
+        None,
+        move |tx, _| insert(tx, &name),
+    );
+    assert!(answered_within(&mut other, Duration::from_millis(200)).is_none());
+    drop(release);
+    assert!(matches!(
+        answered_within(&mut other, Duration::from_secs(10)),
+        Some(Ok(()))
+    ));
+    assert_eq!(names(db), [b]);
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use relayq_engine::storage::postgresql::test_server::TestServer;
+use relayq_engine::storage::postgresql::test_server::{TestDatabase, TestServer};
 use relayq_engine::storage::sql::{Column, Query, Row, Sql};
 use relayq_engine::storage::test_db;
 use relayq_engine::{DbConfig, Engine, QueuePolicy};
@@ -24,47 +24,51 @@ pub fn bin() -> String {
 pub const ALICE: i64 = 123456789;
 
 /// A working directory with `config.toml` and `relayq.db`; with
-/// `RELAYQ_TEST_DATABASE=postgresql`, a PostgreSQL server of its own that every command uses
+/// `RELAYQ_TEST_DATABASE=postgresql`, a PostgreSQL database of its own that every command uses
 /// instead of the file (`RELAYQ_DATABASE__URL`).
 pub struct App {
     pub dir: tempfile::TempDir,
-    server: Option<TestServer>,
-    /// A PostgreSQL database another owns (several daemons' apps on one server).
-    joined: Option<String>,
+    database: Backing,
+}
+
+/// Where an app's data is, besides its directory.
+enum Backing {
+    /// relayq.db in the directory.
+    File,
+    /// A database of its own on the server the test process shares.
+    Database(TestDatabase),
+    /// A server of its own (for a test that stops it).
+    Server(TestServer),
+    /// A database another app owns (several daemons' apps on one server).
+    Joined(String),
 }
 
 impl App {
     /// A directory whose config is `config` (written to config.toml).
     pub fn new(config: impl std::fmt::Display) -> App {
-        let server = test_db::postgres_chosen().then(TestServer::start);
-        App::on(config, server, None)
+        match test_db::postgres_chosen() {
+            true => App::on(config, Backing::Database(TestDatabase::create())),
+            false => App::on(config, Backing::File),
+        }
     }
 
-    /// A directory with `config`, on `server`'s database, or `joined`'s, or the file.
-    fn on(
-        config: impl std::fmt::Display,
-        server: Option<TestServer>,
-        joined: Option<String>,
-    ) -> App {
+    /// A directory with `config`, its data where `database` says.
+    fn on(config: impl std::fmt::Display, database: Backing) -> App {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.toml"), config.to_string()).unwrap();
-        App {
-            dir,
-            server,
-            joined,
-        }
+        App { dir, database }
     }
 
     /// [`App::new`] on the PostgreSQL database at `url`, which other apps share: one daemon
     /// of several (a node).
     pub fn joining(config: impl std::fmt::Display, url: &str) -> App {
-        App::on(config, None, Some(url.to_string()))
+        App::on(config, Backing::Joined(url.to_string()))
     }
 
     /// [`App::new`] on the SQLite file, whichever backend the suite runs on: for what only a
     /// file has (where commands find it, its locks, its path in messages).
     pub fn sqlite(config: impl std::fmt::Display) -> App {
-        App::on(config, None, None)
+        App::on(config, Backing::File)
     }
 
     /// Holds the database's write lock from another connection until the answer is dropped:
@@ -93,20 +97,25 @@ impl App {
 
     /// [`App::new`] on a PostgreSQL server of its own, whichever backend the suite runs on.
     pub fn with_postgres(config: impl std::fmt::Display) -> App {
-        App::on(config, Some(TestServer::start()), None)
+        App::on(config, Backing::Server(TestServer::start()))
     }
 
-    /// The app's PostgreSQL server, if it has one.
+    /// The app's PostgreSQL server, if it has one of its own ([`App::with_postgres`]).
     pub fn postgres(&self) -> Option<&TestServer> {
-        self.server.as_ref()
+        match &self.database {
+            Backing::Server(server) => Some(server),
+            _ => None,
+        }
     }
 
     /// The PostgreSQL URL every command uses, when the suite runs on PostgreSQL.
     pub fn database_url(&self) -> Option<String> {
-        self.server
-            .as_ref()
-            .map(TestServer::url)
-            .or(self.joined.clone())
+        match &self.database {
+            Backing::File => None,
+            Backing::Database(database) => Some(database.url()),
+            Backing::Server(server) => Some(server.url()),
+            Backing::Joined(url) => Some(url.clone()),
+        }
     }
 
     /// Replaces config.toml (for a reload, or the next command).

@@ -39,14 +39,47 @@ pub enum Atomicity {
 
 /// Which commit thread a write goes through. SQLite has one writer, and every lane is its
 /// one thread. On PostgreSQL the writes about rows this node holds (a run's answers, its
-/// leases' marks and give-backs) have a thread and a connection of their own beside the rest
-/// (new rows, hook events, approvals, pauses): one thread kept every write in one serial chain
-/// of round trips, which used one of the server's cores. Writes of one lane commit in the order
-/// submitted; writes of the two lanes are two writers' transactions, as two nodes' are.
+/// leases' marks and give-backs) go through [`HELD_LANES`] threads and connections of their
+/// own beside the rest (new rows, hook events, approvals, pauses), each key's always through
+/// the same one: one thread kept every write in one serial chain of round trips, which used
+/// one of the server's cores, and one thread for held rows left a drain to 5 destinations at
+/// a third of SQLite's. Writes of one lane commit in the order submitted, so a key's do;
+/// writes of two lanes are two writers' transactions, as two nodes' are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteLane {
     Main,
-    HeldRows,
+    /// The writes about rows of this key held by this node.
+    HeldRows(KeyLane),
+}
+
+/// Threads (and connections) for the writes about held rows, on PostgreSQL.
+pub const HELD_LANES: usize = 2;
+
+/// Which of the [`HELD_LANES`] a key's writes go through: always the same for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyLane(usize);
+
+impl KeyLane {
+    pub fn of(key: &str) -> Self {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(key);
+        KeyLane(hash as usize % HELD_LANES)
+    }
+}
+
+impl WriteLane {
+    /// The lane of the writes about `key`'s held rows.
+    pub fn held(key: &str) -> Self {
+        WriteLane::HeldRows(KeyLane::of(key))
+    }
+
+    /// Its commit thread among `1 + HELD_LANES`.
+    pub(crate) fn index(self) -> usize {
+        match self {
+            WriteLane::Main => 0,
+            WriteLane::HeldRows(KeyLane(at)) => 1 + at,
+        }
+    }
 }
 
 /// The queue row an operation writes first, as data: a backend may write it, with the rows of

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::commit::{Atomicity, Committer, WriteLane};
+use crate::commit::{Atomicity, Committer, WriteLane, HELD_LANES};
 use crate::error::Result;
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
 use crate::storage::sql::{Executor, Target};
@@ -84,7 +84,7 @@ pub struct Database {
     clock: Arc<dyn Clock>,
     /// Started on first `submit`, so one-shot commands never start a thread: one per
     /// [`WriteLane`] on PostgreSQL, one for both on SQLite.
-    committers: Arc<[OnceLock<Committer>; 2]>,
+    committers: Arc<[OnceLock<Committer>; 1 + HELD_LANES]>,
 }
 
 #[derive(Clone)]
@@ -253,7 +253,7 @@ impl Database {
     fn committer(&self, lane: WriteLane) -> &Committer {
         let at = match &self.backend {
             Backend::Sqlite(_) => 0,
-            Backend::Postgres(..) => lane as usize,
+            Backend::Postgres(..) => lane.index(),
         };
         self.committers[at].get_or_init(|| match &self.backend {
             Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),

@@ -4,7 +4,7 @@
 use crate::db::{DbConfig, Reader};
 use crate::error::Result;
 use crate::storage::db::Database;
-use crate::storage::postgresql::test_server::TestServer;
+use crate::storage::postgresql::test_server::{TestDatabase, TestServer};
 use crate::storage::sql::Executor;
 use crate::tx::Tx;
 
@@ -15,6 +15,7 @@ pub struct TestDb {
     pub config: DbConfig,
     _dir: tempfile::TempDir,
     _server: Option<TestServer>,
+    _database: Option<TestDatabase>,
 }
 
 /// The environment variable that chooses the backend of the suites that run on either:
@@ -54,21 +55,38 @@ impl TestDb {
             config,
             _dir: dir,
             _server: None,
+            _database: None,
         }
     }
 
-    /// A fresh PostgreSQL server and database.
+    /// A fresh PostgreSQL database, on the server the test process shares.
     pub fn postgres() -> TestDb {
-        let dir = tempfile::tempdir().expect("a temporary directory");
+        let database = TestDatabase::create();
+        TestDb::on_postgres(database.url(), None, Some(database))
+    }
+
+    /// A fresh PostgreSQL server of its own and its database: for a test that stops or
+    /// restarts the server.
+    pub fn postgres_own_server() -> TestDb {
         let server = TestServer::start();
+        TestDb::on_postgres(server.url(), Some(server), None)
+    }
+
+    fn on_postgres(
+        url: String,
+        server: Option<TestServer>,
+        database: Option<TestDatabase>,
+    ) -> TestDb {
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let mut config = DbConfig::new(dir.path().join("q.db"));
-        config.url = Some(server.url());
+        config.url = Some(url);
         let db = Database::open(&config).expect("the test server opens");
         TestDb {
             db,
             config,
             _dir: dir,
-            _server: Some(server),
+            _server: server,
+            _database: database,
         }
     }
 
@@ -77,7 +95,8 @@ impl TestDb {
         self._dir.path()
     }
 
-    /// The PostgreSQL server, when the database is on one.
+    /// The PostgreSQL server, when the database is on one of its own
+    /// ([`postgres_own_server`](Self::postgres_own_server)).
     pub fn server(&self) -> Option<&TestServer> {
         self._server.as_ref()
     }

@@ -136,7 +136,13 @@ impl Write for RecordRun {
     type Output = RunRecorded;
 
     fn lane(&self) -> WriteLane {
-        WriteLane::HeldRows
+        let next = match &self.next {
+            LeaseNext::Run { key, .. } | LeaseNext::ForAgent { key, .. } => Some(key),
+            LeaseNext::Nothing => None,
+        };
+        let answered = self.answers.iter().map(|a| &a.lease);
+        let leased = answered.chain(&self.give_back).map(|l| &l.key);
+        WriteLane::held(leased.chain(next).next().map_or("", String::as_str))
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<RunRecorded> {
@@ -225,7 +231,7 @@ impl Write for RecordAnswer {
     type Output = (RowRecorded, Option<Taken>);
 
     fn lane(&self) -> WriteLane {
-        WriteLane::HeldRows
+        WriteLane::held(&self.answer.lease.key)
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
@@ -278,7 +284,7 @@ impl Write for MarkSendStarted {
     type Output = bool;
 
     fn lane(&self) -> WriteLane {
-        WriteLane::HeldRows
+        WriteLane::held(&self.lease.key)
     }
 
     fn atomicity(&self) -> crate::Atomicity {
@@ -302,8 +308,10 @@ pub struct GiveBackUnsent {
 impl Write for GiveBackUnsent {
     type Output = usize;
 
+    /// Rows of several keys given back together go through the first one's lane: no write
+    /// about them is in flight beside it, as the sender holds them unsent.
     fn lane(&self) -> WriteLane {
-        WriteLane::HeldRows
+        WriteLane::held(self.leases.first().map_or("", |l| l.key.as_str()))
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
@@ -326,7 +334,7 @@ impl Write for ExtendLease {
     type Output = bool;
 
     fn lane(&self) -> WriteLane {
-        WriteLane::HeldRows
+        WriteLane::held(&self.key)
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<bool> {

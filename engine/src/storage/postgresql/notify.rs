@@ -118,7 +118,7 @@ mod tests {
     /// transaction commits; the listener connects again after the server restarts.
     #[test]
     fn rows_written_are_announced_to_every_listener_and_survive_a_server_restart() {
-        let pg = TestDb::postgres();
+        let pg = TestDb::postgres_own_server();
         let (_listener, hear) = listening(&pg);
         let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock));
         let hooks = engine.queue(QueueName::Hooks, QueuePolicy::hooks());
