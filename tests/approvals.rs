@@ -123,6 +123,18 @@ impl Bridge {
     }
 
     /// `relayq approvals list --all --json`.
+    /// Waits until the newest question's delivery is recorded as message `message_id` (its
+    /// receipt), which is how a reply to it is known to answer it: the fake has the message as
+    /// soon as it is sent, a moment before relayq writes down that it was.
+    fn wait_question_recorded(&self, message_id: i64) {
+        wait_until("the question's receipt", Duration::from_secs(30), || {
+            let row = self.approvals()[0]["question_row"].as_i64().unwrap();
+            let shown = self.app.ok(&["show", &row.to_string(), "--json"]);
+            let shown: Value = serde_json::from_str(&shown).unwrap();
+            shown["receipt"] == json!(message_id.to_string())
+        });
+    }
+
     fn approvals(&self) -> Vec<Value> {
         serde_json::from_str(&self.app.ok(&["approvals", "list", "--all", "--json"])).unwrap()
     }
@@ -430,6 +442,7 @@ fn a_question_survives_kill_9_and_its_buttons_still_answer_it_once() {
     });
     let (second, _) = b.question();
     assert_ne!(second, question);
+    b.wait_question_recorded(second);
     let reply_id = b.fake.take_message_id();
     b.fake.push_message(json!({
         "message_id": reply_id,
