@@ -420,6 +420,10 @@ fn a_question_survives_kill_9_and_its_buttons_still_answer_it_once() {
     let b = Bridge::start("approve4", "codex", ALICE, &[]);
     let mut daemon = b.app.serve();
     let (question, buttons) = b.ask();
+    // Killed once the question is known delivered: a kill between its send and that record
+    // sends it again after the restart (a possible repeat), and the outcome is then written
+    // on the copy, not on the message tapped here.
+    b.wait_question_recorded(question);
     daemon.signal("KILL");
     let daemon = b.app.serve();
     assert_eq!(b.approvals()[0]["state"], "asked");
