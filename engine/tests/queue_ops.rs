@@ -1095,10 +1095,13 @@ fn explain_as(client: &mut relayq_engine::postgres::Client, sql: &Sql, options: 
         .join("\n")
 }
 
-/// A PostgreSQL database of its own with autovacuum off (the statistics stay as `setup` leaves
+/// A PostgreSQL server and database of its own with autovacuum off (the statistics stay as `setup` leaves
 /// them), `setup` run on it; the fixture (kept alive) and a client.
 fn postgres_as(setup: &str) -> (Fixture, relayq_engine::postgres::Client) {
-    let f = fixture_on(TestDb::postgres());
+    // A server of its own: these tests count the blocks a statement reads, and a transaction
+    // open in another test's database on a shared server keeps dead rows' index entries from
+    // being marked dead (a snapshot's horizon spans every database).
+    let f = fixture_on(TestDb::postgres_own_server());
     let url = f._db.config.url.clone().unwrap();
     let mut client =
         relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
