@@ -83,7 +83,7 @@ pub struct Database {
     /// The time writes are made at on SQLite (and on PostgreSQL when it is a test's).
     clock: Arc<dyn Clock>,
     /// Started on first `submit`, so one-shot commands never start a thread: one per
-    /// [`WriteLane`] on PostgreSQL, one for both on SQLite.
+    /// [`WriteLane`] on PostgreSQL (the main one and each held-row lane), one for all on SQLite.
     committers: Arc<[OnceLock<Committer>; 1 + HELD_LANES]>,
 }
 

@@ -1,5 +1,6 @@
 //! A database of either backend for storage tests: [`TestDb::both`] gives a fresh SQLite file
-//! and a fresh PostgreSQL server, and a test runs the same steps and checks on each.
+//! and a fresh PostgreSQL database (on the server the test process shares), and a test runs
+//! the same steps and checks on each.
 
 use crate::db::{DbConfig, Reader};
 use crate::error::Result;
