@@ -112,21 +112,28 @@ impl OutboundSender {
         let backlog = self
             .drain
             .as_ref()
-            .map(|d| (d.before, d.budget.saturating_sub(d.sending)));
+            .map(|d| (d.before, d.budget.saturating_sub(d.sending), d.sending > 0));
         let work = self.store.run(move |s| {
             let q = &s.outbound;
-            let Some((before, backlog_room)) = backlog else {
+            let Some((before, backlog_room, backlog_sending)) = backlog else {
                 let (leases, next) = with_next_due(q, q.lease_due(room, &skip)?, room)?;
                 return Ok((leases, next, false));
             };
             // Rows written since the start first, then the backlog within its budget.
             let mut leases = q.lease_due_written(room, before..i64::MAX, &skip)?;
             let backlog_room = backlog_room.min(room - leases.len());
+            let mut backlog_found = false;
             if backlog_room > 0 {
-                leases.extend(q.lease_due_written(backlog_room, i64::MIN..before, &skip)?);
+                let backlog = q.lease_due_written(backlog_room, i64::MIN..before, &skip)?;
+                backlog_found = !backlog.is_empty();
+                leases.extend(backlog);
             }
+            // Whether the backlog is left is only asked once none of it is leased or being
+            // sent: the question reads the queue's active rows from the start (with a backlog
+            // of 30 000 rows, asked at every claim, 9 % of the server's time in a drain).
+            let left = backlog_found || backlog_sending || q.any_written_before(before)?;
             let (leases, next) = with_next_due(q, leases, room)?;
-            Ok((leases, next, q.any_written_before(before)?))
+            Ok((leases, next, left))
         });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             if act.stopping.load(Ordering::Relaxed) {
@@ -328,7 +335,14 @@ impl OutboundSender {
 const CHAIN: u32 = 8;
 
 /// Most rows of one destination leased as one run (see [`Then::LeaseRun`]).
-const RUN_LIMIT: usize = 64;
+///
+/// A destination's lane stops at each run's end until the write that leases the next run
+/// commits, and each run costs its statements: on PostgreSQL a drain of 30 000 rows to 5
+/// destinations ran at 14 400 rows/s with runs of 64 and 22 200 with 256 (one node, medians of
+/// 3 interleaved runs; the drain's statements 58 → 48 µs of server time a row), no faster
+/// with 512. A run's rows are marked send started when leased: after a crash, up to this many
+/// rows of a destination are sent again as possible repeats, each with its idempotency key.
+const RUN_LIMIT: usize = 256;
 
 /// A lane's answers wait unrecorded at most this long after the first of them; the lane sends
 /// on while they are written. A crash repeats at most the sends of this window, in order, each
