@@ -15,16 +15,17 @@ use relayq_actors::{Answer, Channel, ChannelSpec, Delivery, Outcome, Relayq, Rel
 use relayq_engine::postgres::{Client, NoTls};
 use relayq_engine::InboundMessage;
 
-/// A delivery: its session, its number within the session, when.
+/// A delivery: its session, its number within the session, when, by which node.
 pub(crate) struct Delivered {
     pub session: String,
     pub seq: u64,
     pub at: Instant,
+    pub node: std::sync::Arc<str>,
 }
 
-/// Answers `Delivered` at once and reports it.
+/// Answers `Delivered` at once and reports it, as sent by its node.
 #[derive(Clone)]
-struct NoOp(std_mpsc::Sender<Delivered>);
+struct NoOp(std_mpsc::Sender<Delivered>, std::sync::Arc<str>);
 
 impl Channel for NoOp {
     fn timeout(&self) -> Duration {
@@ -36,6 +37,7 @@ impl Channel for NoOp {
             session: d.address().to_string(),
             seq: d.text().parse().unwrap_or(u64::MAX),
             at: Instant::now(),
+            node: self.1.clone(),
         });
         Outcome::delivered().into()
     }
@@ -132,10 +134,11 @@ impl Node {
         config.listen_for_wakes = true;
         let (ready, started) = std_mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let node = std::sync::Arc::from(name);
         let thread = std::thread::spawn(move || {
             actix_rt::System::new().block_on(async move {
                 let runtime = Relayq::builder(config)
-                    .channel("noop", ChannelSpec::of(NoOp(seen)))
+                    .channel("noop", ChannelSpec::of(NoOp(seen, node)))
                     .start()
                     .await;
                 match runtime {
@@ -193,16 +196,13 @@ impl Drop for Node {
 
 /// Waits for `n` deliveries, checking each session's order; when the `n`-th came.
 pub(crate) fn collect(seen: &std_mpsc::Receiver<Delivered>, n: usize) -> Result<Instant> {
-    Ok(collect_since(seen, n, Instant::now())?.0)
+    Ok(collect_since(seen, n, Instant::now())?.last)
 }
 
 /// [`collect`], also counting the deliveries that came before `since`.
-fn collect_since(
-    seen: &std_mpsc::Receiver<Delivered>,
-    n: usize,
-    since: Instant,
-) -> Result<(Instant, usize)> {
+fn collect_since(seen: &std_mpsc::Receiver<Delivered>, n: usize, since: Instant) -> Result<Sent> {
     let mut last: HashMap<String, u64> = HashMap::new();
+    let mut by_node: std::collections::BTreeMap<std::sync::Arc<str>, usize> = Default::default();
     let mut delivered = 0;
     let mut before = 0;
     let mut at = Instant::now();
@@ -221,13 +221,26 @@ fn collect_since(
             }
             _ => {
                 delivered += 1;
+                *by_node.entry(d.node).or_default() += 1;
                 before += usize::from(d.at < since);
                 last.insert(d.session, d.seq);
                 at = d.at;
             }
         }
     }
-    Ok((at, before))
+    Ok(Sent {
+        last: at,
+        early: before,
+        by_node,
+    })
+}
+
+/// What `collect_since` saw: when the last delivery came, how many came before `since`, and
+/// how many each node sent (a repeat counted once, by the node that sent it first).
+struct Sent {
+    last: Instant,
+    early: usize,
+    by_node: std::collections::BTreeMap<std::sync::Arc<str>, usize>,
 }
 
 /// relayq on `nodes` daemons: `n` messages over `sessions` sessions, each session's in order
@@ -311,7 +324,11 @@ pub fn outbound_drain(
     // started side by side still slow each other's start. The rows sent before the last node
     // was up are left out.
     let up = Instant::now();
-    let (last, early) = collect_since(&deliveries, n, up)?;
+    let Sent {
+        last,
+        early,
+        by_node,
+    } = collect_since(&deliveries, n, up)?;
     let rate = (n - early) as f64 / last.duration_since(up).as_secs_f64();
     if std::env::var_os("BENCH_COMMITS").is_some() {
         eprintln!(
@@ -319,6 +336,7 @@ pub fn outbound_drain(
             up.duration_since(started),
             last.duration_since(up)
         );
+        eprintln!("rows sent by each node: {by_node:?}");
         eprintln!(
             "commits per row: {:.2}",
             (commits(url) - before) as f64 / n as f64
@@ -507,7 +525,7 @@ pub fn embedded(url: &str, n: usize, sessions: usize, window: usize) -> Result<f
     let (seen, deliveries) = std_mpsc::channel();
     let rate = actix_rt::System::new().block_on(async move {
         let relayq = Relayq::builder(config)
-            .channel("noop", ChannelSpec::of(NoOp(seen)))
+            .channel("noop", ChannelSpec::of(NoOp(seen, "embedded".into())))
             .start()
             .await?;
         let started = Instant::now();

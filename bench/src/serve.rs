@@ -150,6 +150,7 @@ fn answer_connection(stream: TcpStream, seen: &mpsc::Sender<Delivered>) -> Resul
             session: v["session"].as_str().unwrap_or_default().to_string(),
             seq: text.parse().unwrap_or(u64::MAX),
             at,
+            node: "serve".into(),
         });
         writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")?;
     }
