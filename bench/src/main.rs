@@ -8,6 +8,7 @@ mod flow;
 mod graphile;
 mod history;
 mod http;
+mod lease_shapes;
 mod outbound;
 mod postgres;
 mod process;
@@ -85,6 +86,9 @@ enum Scenario {
     /// Not in `all`: PostgreSQL inbound as a Rust user embeds relayq (one producer, 1 000
     /// enqueues in flight, defaults), S = 100 and S = 1, beside the raw batched loop, printed
     TunePg,
+    /// Not in `all`: a run's lease as relayq writes it (each row) against one lease per key,
+    /// the statements alone on a durable PostgreSQL server, printed
+    TuneLeaseShapes,
 }
 
 /// Problem sizes.
@@ -179,6 +183,11 @@ fn main() -> Result<()> {
     }
     if args.scenarios.contains(&Scenario::TuneOutbound) {
         return tune_outbound(&sizes, runs);
+    }
+    if args.scenarios.contains(&Scenario::TuneLeaseShapes) {
+        let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+        let url = std::env::var("BENCH_PG_URL").unwrap_or(server.url());
+        return lease_shapes::run(&url, runs);
     }
     if args.scenarios.contains(&Scenario::TuneOutboundPg) {
         let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
