@@ -26,7 +26,9 @@ enum Shape {
 /// Runs both shapes `runs` times, interleaved, on `url` (relayq's schema is migrated there
 /// first) and prints each one's median rows/s.
 pub fn run(url: &str, runs: usize) -> Result<()> {
-    let mut db = relayq_engine::DbConfig::new(std::env::temp_dir().join("relayq-lease-shapes.db"));
+    // The node file of the engine that migrates the schema: gone with the directory.
+    let dir = tempfile::tempdir()?;
+    let mut db = relayq_engine::DbConfig::new(dir.path().join("relayq.db"));
     db.url = Some(url.to_string());
     drop(relayq_engine::Engine::open(&db)?);
     let mut client = Client::connect(url, NoTls)?;
