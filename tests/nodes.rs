@@ -1031,3 +1031,156 @@ fn serve_waits_for_a_database_that_is_restarting_at_its_start() {
     );
     daemon.stop();
 }
+
+/// Issue 42: outbound runs held by their first row (webhook destinations: runs of up to 256
+/// rows, only the row a run is at leased), on three nodes, nodes killed (`kill -9`) at random
+/// and restarted while backlogs drain and new rows are written. At each destination's far end:
+/// one node at a time (no send arrives while another is unanswered), every message arrives,
+/// the first copies in order, and every later copy flagged `possible_repeat` with the same
+/// `Idempotency-Key`; in the database, no key leased by two nodes at once.
+#[test]
+fn three_nodes_sending_held_runs_under_kill_9_send_each_destination_in_order_one_node_at_a_time() {
+    use crate::common::{Endpoint, Reply};
+    const DESTINATIONS: usize = 3;
+    const BACKLOG: usize = 1_000;
+    const LATER: usize = 500;
+    // Each send is answered after this: a send arriving sooner after another was sent beside it.
+    const ANSWER: Duration = Duration::from_millis(4);
+    let database = TestDatabase::create();
+    let url = database.url();
+    let hooks: Vec<Endpoint> = (0..DESTINATIONS)
+        .map(|_| {
+            Endpoint::start(|_| Reply {
+                delay: ANSWER,
+                ..Reply::status(200)
+            })
+        })
+        .collect();
+    let node = |name: &str| {
+        let mut config = file_config()
+            .set("node", &format!("name = {name:?}"))
+            .set("daemon", "sweep_interval = \"500ms\"")
+            .set("queues.outbound", "backoff = [\"200ms\"]")
+            .set("queues.outbound", "lease_timeout = \"2s\"");
+        for (d, hook) in hooks.iter().enumerate() {
+            let url = format!("url = {:?}", hook.url);
+            config = config.channel(&format!("w{d}"), "webhook", &[&url, "timeout = \"5s\""]);
+        }
+        config
+    };
+    let apps: Vec<App> = (0..NODES)
+        .map(|n| App::joining(node(&format!("n{n}")), &url))
+        .collect();
+    let engine = apps[0].engine();
+    let outbound = engine.queues(&Default::default()).outbound;
+    let write = |from: usize, to: usize| {
+        engine
+            .write(|tx| {
+                for i in from..to {
+                    for d in 0..DESTINATIONS {
+                        let text = format!("d{d} {i}");
+                        let message =
+                            relayq_engine::OutboundMessage::text(&format!("w{d}"), "far", &text);
+                        outbound.enqueue_in(tx, &message.to_row())?;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap()
+    };
+    write(0, BACKLOG);
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_leases(url.clone(), stop.clone());
+    let daemons: Vec<Mutex<Option<Daemon>>> = apps
+        .iter()
+        .map(|app| Mutex::new(Some(app.serve())))
+        .collect();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for from in (BACKLOG..BACKLOG + LATER).step_by(50) {
+                std::thread::sleep(Duration::from_millis(150));
+                write(from, from + 50);
+            }
+        });
+        scope.spawn(|| {
+            let mut dice = Dice::new();
+            for _ in 0..8 {
+                std::thread::sleep(Duration::from_millis(1_200));
+                let n = dice.below(NODES);
+                let mut slot = daemons[n].lock().unwrap();
+                if let Some(mut daemon) = slot.take() {
+                    daemon.signal("KILL");
+                }
+                *slot = Some(apps[n].serve());
+            }
+        });
+    });
+    let unfinished = || {
+        let conn = relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls);
+        let mut conn = conn.unwrap();
+        let row = conn
+            .query_one(
+                "SELECT COUNT(*) FROM queue_rows WHERE queue = 'outbound' AND state <> 'delivered'",
+                &[],
+            )
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    wait_until("every row delivered", WAIT, || unfinished() == 0);
+    stop.store(true, Ordering::SeqCst);
+    let two_owners = watcher.join().unwrap();
+    for slot in &daemons {
+        if let Some(daemon) = slot.lock().unwrap().take() {
+            daemon.stop();
+        }
+    }
+    assert!(
+        two_owners.is_empty(),
+        "keys leased by two nodes: {two_owners:?}"
+    );
+    let mut client =
+        relayq_engine::postgres::Client::connect(&url, relayq_engine::postgres::NoTls).unwrap();
+    let held: i64 = client
+        .query_one(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'outbound' AND run_through IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(held > 0, "no run was held: the test did not test held runs");
+    let mut repeats = 0;
+    for (d, hook) in hooks.iter().enumerate() {
+        let calls = hook.calls();
+        for pair in calls.windows(2) {
+            let gap = pair[1].at.duration_since(pair[0].at);
+            assert!(
+                gap >= ANSWER,
+                "destination {d}: {:?} sent {gap:?} after {:?}, before it was answered",
+                pair[1].body["text"],
+                pair[0].body["text"]
+            );
+        }
+        let mut keys = std::collections::HashSet::new();
+        let mut first_copies = Vec::new();
+        for call in &calls {
+            let key = call.idempotency_key.clone().expect("every send has a key");
+            let text = call.body["text"].as_str().unwrap_or_default().to_string();
+            if keys.insert(key) {
+                first_copies.push(text);
+            } else {
+                repeats += 1;
+                assert_eq!(
+                    call.body["possible_repeat"], true,
+                    "destination {d}: {text} sent again unflagged"
+                );
+            }
+        }
+        let want: Vec<String> = (0..BACKLOG + LATER).map(|i| format!("d{d} {i}")).collect();
+        assert!(
+            first_copies == want,
+            "destination {d}: the first copies are not every message in order (first difference at {:?})",
+            first_copies.iter().zip(&want).position(|(a, b)| a != b)
+        );
+    }
+    eprintln!("nodes: {held} rows held a run as it went (one per write of its answers), {repeats} flagged repeats");
+}

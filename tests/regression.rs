@@ -507,9 +507,11 @@ fn a_hook_backlog_drains_without_waiting_for_timers() {
         )
         .unwrap();
     // PostgreSQL drains it in about 1.4 s in a debug build (SQLite: 0.3 s); the old timer
-    // steps added 5 s to either.
+    // steps added 5 s to either. On PostgreSQL the bound leaves room for a loaded machine
+    // (a 4 s bound failed twice in full suite runs on 2 cores), and is still under the old
+    // 6.4 s.
     let bound = if app.database_url().is_some() {
-        4000
+        5500
     } else {
         2500
     };

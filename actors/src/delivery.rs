@@ -50,7 +50,7 @@ pub async fn deliver(
     // The next row goes to the same channel and destination: when nothing holds the channel
     // and it has no budget to take, it is cleared here and marked started as it is leased.
     let then = match then {
-        Then::LeaseToSend { .. } | Then::LeaseRun { .. }
+        Then::LeaseToSend { .. } | Then::LeaseRun { .. } | Then::LeaseHeldRun { .. }
             if !channels.clear_to_send(&answered.tried.channel) =>
         {
             Then::Lease

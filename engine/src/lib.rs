@@ -53,8 +53,8 @@ pub use outcome::Outcome;
 pub use policy::{ExpireAction, QueuePolicies, QueuePolicy};
 pub use postgres;
 pub use queue::{
-    DeadQuery, Enqueued, Head, Lease, NewRow, OldestPending, Queue, QueueName, Receipt, Retried,
-    RowDetail, RowState, StateCount,
+    DeadQuery, Enqueued, Head, HeldRun, Lease, NewRow, OldestPending, Queue, QueueName, Receipt,
+    Retried, RowDetail, RowState, StateCount,
 };
 pub use rusqlite;
 pub use sessions::SessionRecord;

@@ -158,6 +158,7 @@ mod tests {
                 expires_at: 0,
                 created_at: 0,
                 send_started: None,
+                run: None,
             },
             event: Some(event),
         }

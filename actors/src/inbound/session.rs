@@ -717,6 +717,7 @@ mod tests {
             expires_at: leased_at + timeout.as_millis() as i64,
             created_at,
             send_started: None,
+            run: None,
         };
         let moment = LEAVE_TO_OTHERS_LOOK.as_millis() as i64;
         assert!(waited_all_along(&head(1_000, 1_000 + moment), timeout));

@@ -223,6 +223,10 @@ impl OutboundSender {
             let message = OutboundMessage::from_payload(&lease.payload);
             let then = match &message {
                 _ if !chained => Then::Stop,
+                // Sent in order and recorded in order: held by its first row.
+                Ok(m) if channels.sends_in_runs(&m.channel) && mark => {
+                    Then::LeaseHeldRun { limit: RUN_LIMIT }
+                }
                 Ok(m) if channels.sends_in_runs(&m.channel) => Then::LeaseRun {
                     limit: RUN_LIMIT,
                     mark,
@@ -502,10 +506,15 @@ impl DestinationSender {
         next: Option<&str>,
     ) -> impl std::future::Future<Output = crate::error::Result<Vec<Lease>>> + 'static {
         let next = match next {
+            // A run's answers are recorded in order: it is held by its first row.
+            Some(key) if self.mark => LeaseNext::HeldRun {
+                key: key.to_string(),
+                limit: RUN_LIMIT,
+            },
             Some(key) => LeaseNext::Run {
                 key: key.to_string(),
                 limit: RUN_LIMIT,
-                mark: self.mark,
+                mark: false,
             },
             None => LeaseNext::Nothing,
         };

@@ -62,12 +62,14 @@ const GET_SQL: Sql = Sql::same(
     "SELECT name, instance, started_at, seen_at, stopped_at FROM nodes WHERE name = :name",
 );
 /// Returns to pending every lease whose owner is not a live node's daemon: a node lost, or
-/// restarted (its new daemon is another instance).
+/// restarted (its new daemon is another instance); the runs they held are settled (see
+/// `queue::reclaim_in`).
 const RECLAIM_LOST_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
             next_attempt_at = :now
      WHERE state = 'leased' AND lease_owner NOT IN (
-         SELECT instance FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before)",
+         SELECT instance FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before)
+     RETURNING queue, key, id, run_through, send_started",
 );
 const SESSIONS_PER_NODE_SQL: Sql = Sql::same(
     "SELECT node, COUNT(*) FROM sessions WHERE node IS NOT NULL AND state = 'active' GROUP BY node",
@@ -261,7 +263,8 @@ pub fn is_alive(node: &Node, now: i64) -> bool {
 pub fn reclaim_lost_in(tx: &Tx<'_>) -> Result<usize> {
     let now = tx.now();
     let lost_before = lost_before(now);
-    tx.exec(
+    crate::queue::reclaim_in(
+        tx,
         &RECLAIM_LOST_SQL,
         params![":now" => now, ":lost_before" => lost_before],
     )

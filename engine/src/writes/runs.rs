@@ -80,6 +80,12 @@ pub enum LeaseNext {
         limit: usize,
         mark: bool,
     },
+    /// Up to `limit` due rows of `key` held by the first, each marked started (see
+    /// [`Queue::lease_held_run_in`]): for a sender that records their answers in order.
+    HeldRun {
+        key: String,
+        limit: usize,
+    },
     /// One row of `key` for its agent, when it can take it (see [`AgentWaits`]).
     ForAgent {
         key: String,
@@ -137,7 +143,9 @@ impl Write for RecordRun {
 
     fn lane(&self) -> WriteLane {
         let next = match &self.next {
-            LeaseNext::Run { key, .. } | LeaseNext::ForAgent { key, .. } => Some(key),
+            LeaseNext::Run { key, .. }
+            | LeaseNext::HeldRun { key, .. }
+            | LeaseNext::ForAgent { key, .. } => Some(key),
             LeaseNext::Nothing => None,
         };
         let answered = self.answers.iter().map(|a| &a.lease);
@@ -170,7 +178,9 @@ impl Write for RecordRun {
         let (next, for_agent) = match &self.next {
             LeaseNext::Nothing => (None, ForAgent::default()),
             // A session whose agent runs on another node is that node's to deliver.
-            LeaseNext::Run { key, .. } | LeaseNext::ForAgent { key, .. }
+            LeaseNext::Run { key, .. }
+            | LeaseNext::HeldRun { key, .. }
+            | LeaseNext::ForAgent { key, .. }
                 if self.queue == QueueName::Inbound
                     && !w.flows.engine.serves_session(tx, key)? =>
             {
@@ -178,6 +188,10 @@ impl Write for RecordRun {
             }
             LeaseNext::Run { key, limit, mark } => {
                 let run = q.lease_run_in(tx, key, *limit, *mark)?;
+                (Some(run), ForAgent::default())
+            }
+            LeaseNext::HeldRun { key, limit } => {
+                let run = q.lease_held_run_in(tx, key, *limit)?;
                 (Some(run), ForAgent::default())
             }
             LeaseNext::ForAgent { key, waits } => {
@@ -206,6 +220,9 @@ pub enum Then {
     LeaseToSend { mark: bool },
     /// Up to `limit` rows of the key at once, all marked started if `mark`.
     LeaseRun { limit: usize, mark: bool },
+    /// Up to `limit` rows of the key held by the first, all marked started (see
+    /// [`LeaseNext::HeldRun`]).
+    LeaseHeldRun { limit: usize },
 }
 
 /// The rows behind a delivered one, leased with its answer.
@@ -243,8 +260,12 @@ impl Write for RecordAnswer {
         }
         let key = &self.answer.lease.key;
         let taken = match self.then {
-            Then::LeaseRun { limit, mark } => {
-                let run = q.lease_run_in(tx, key, limit, mark)?;
+            Then::LeaseRun { .. } | Then::LeaseHeldRun { .. } => {
+                let run = match self.then {
+                    Then::LeaseHeldRun { limit } => q.lease_held_run_in(tx, key, limit)?,
+                    Then::LeaseRun { limit, mark } => q.lease_run_in(tx, key, limit, mark)?,
+                    _ => unreachable!("matched above"),
+                };
                 Some(run.unwrap_or_default())
                     .filter(|run| !run.is_empty())
                     .map(Taken::Run)

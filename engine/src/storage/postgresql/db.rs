@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0003_agent_state_wakes.sql"),
     include_str!("../../../migrations/postgresql/0004_node_unready.sql"),
     include_str!("../../../migrations/postgresql/0005_permission_mode.sql"),
+    include_str!("../../../migrations/postgresql/0006_held_runs.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the

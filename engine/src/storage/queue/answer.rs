@@ -49,6 +49,55 @@ pub const DELIVERED_ALL_SQL: Sql = Sql::two(
      RETURNING queue_rows.id",
 );
 
+/// The row a held run is at (see `Queue::lease_held_run_in`), delivered: fenced by its token
+/// and by the run it holds, for this owner.
+const HELD_HEAD_DELIVERED_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = :receipt,
+                        took_ms = :took_ms, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token
+                   AND lease_owner = :owner AND run_through = :through",
+);
+
+/// The rows of a held run after the one it was at, delivered: each still pending, with the
+/// token before its lease's (`:rows` as for [`DELIVERED_ALL_SQL`]); counted and fenced as if
+/// each had been leased. Run only once the row the run was at is recorded delivered in the
+/// same transaction (`HELD_HEAD_DELIVERED_SQL`): that is the run's fence. Answers the ids it
+/// marked. Public so a test can pin its plan.
+pub const DELIVERED_HELD_SQL: Sql = Sql::two(
+    "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
+                        lease_token = lease_token + 1, finished_at = :now, receipt = d.receipt,
+                        took_ms = d.took_ms
+       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS receipt,
+                    value ->> 3 AS took_ms
+               FROM json_each(:rows)) AS d
+      WHERE queue_rows.id = d.id AND queue_rows.state = 'pending'
+        AND queue_rows.lease_token = d.token - 1 AND queue_rows.id <= :through
+     RETURNING queue_rows.id",
+    "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
+                        lease_token = lease_token + 1, finished_at = :now, receipt = d.receipt,
+                        took_ms = d.took_ms
+       FROM (SELECT CAST(value ->> 0 AS BIGINT) AS id, CAST(value ->> 1 AS BIGINT) AS token,
+                    value ->> 2 AS receipt, CAST(value ->> 3 AS BIGINT) AS took_ms
+               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))) AS d
+      WHERE queue_rows.id = ANY (ARRAY(
+                SELECT CAST(value ->> 0 AS BIGINT)
+                  FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))))
+        AND queue_rows.id = d.id AND queue_rows.state = (SELECT 'pending')
+        AND queue_rows.lease_token = d.token - 1 AND queue_rows.id <= :through
+     RETURNING queue_rows.id",
+);
+
+/// The next row of a held run not recorded, leased for the rest of the run (what
+/// `LEASE_HELD_HEAD_SQL` did for its first).
+const HOLD_NEXT_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
+            send_started = :started, run_through = :through
+     WHERE id = (SELECT MIN(id) FROM queue_rows
+                  WHERE queue = :queue AND key = :key AND state = 'pending'
+                    AND id > :last AND id <= :through)",
+);
+
 /// Pending again at `:at`, the attempt given back; fenced. This attempt was not sent, so the
 /// send-started mark goes back to what the lease found (an earlier unknown outcome's stays).
 const THROTTLE_SQL: Sql = Sql::two("UPDATE queue_rows SET state = 'pending', next_attempt_at = :at, last_error = :reason,
@@ -122,6 +171,7 @@ impl Queue {
     /// [`confirm_in`](Self::confirm_in)), with `note` as what it waits for. False if the token
     /// is stale (it may be confirmed already).
     pub fn submitted_in(&self, tx: &Tx<'_>, lease: &Lease, note: &str, until: i64) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let now = tx.now();
         let n = tx.exec(
             &SUBMITTED_SQL,
@@ -152,6 +202,7 @@ impl Queue {
     /// Marks a leased row delivered by a channel, with the far end's receipt. False (and
     /// nothing changed) if the token is stale.
     pub fn delivered_in(&self, tx: &Tx<'_>, lease: &Lease, receipt: &Receipt) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let now = tx.now();
         let took_ms = receipt.took.map(ms);
         let n = tx.exec(
@@ -167,7 +218,17 @@ impl Queue {
     /// [`delivered_in`](Self::delivered_in) for many rows, in one statement where each is a
     /// round trip (PostgreSQL); for each, in order, whether it was marked (false: its token is
     /// stale).
+    ///
+    /// The rows of a held run (see [`lease_held_run_in`](Self::lease_held_run_in)), from the
+    /// one it is at, in order, are each written once, and the run is held by its next row.
     pub fn delivered_all_in(&self, tx: &Tx<'_>, rows: &[(&Lease, &Receipt)]) -> Result<Vec<bool>> {
+        if let Some(marked) = self.delivered_held_in(tx, rows)? {
+            return Ok(marked);
+        }
+        if rows.iter().any(|(l, _)| l.run.is_some()) {
+            let leases: Vec<Lease> = rows.iter().map(|(l, _)| (*l).clone()).collect();
+            self.release_held_in(tx, &leases)?;
+        }
         if rows.len() == 1 || !tx.pays_per_statement() {
             return rows
                 .iter()
@@ -190,6 +251,69 @@ impl Queue {
         Ok(rows.iter().map(|(l, _)| marked.contains(&l.id)).collect())
     }
 
+    /// [`delivered_all_in`](Self::delivered_all_in) for the rows of one held run, in order
+    /// from the row it is at: `None` when they are not that (other rows, or the run's lease is
+    /// no longer this owner's: row by row then).
+    fn delivered_held_in(
+        &self,
+        tx: &Tx<'_>,
+        rows: &[(&Lease, &Receipt)],
+    ) -> Result<Option<Vec<bool>>> {
+        let Some(((head, receipt), rest)) = rows.split_first() else {
+            return Ok(None);
+        };
+        let Some(run) = head.run else {
+            return Ok(None);
+        };
+        let in_order = rows.windows(2).all(|w| w[0].0.id < w[1].0.id);
+        if !in_order
+            || rest
+                .iter()
+                .any(|(l, _)| l.run != Some(run) || l.key != head.key)
+        {
+            return Ok(None);
+        }
+        let (now, owner): (i64, &str) = (tx.now(), &self.owner);
+        let n = tx.exec(
+            &HELD_HEAD_DELIVERED_SQL,
+            params![
+                ":id" => head.id, ":token" => head.token, ":now" => now,
+                ":receipt" => receipt.message_id, ":took_ms" => receipt.took.map(ms),
+                ":owner" => owner, ":through" => run.through,
+            ],
+        )?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut marked = vec![true];
+        if !rest.is_empty() {
+            let json: Vec<_> = rest
+                .iter()
+                .map(|(l, r)| serde_json::json!([l.id, l.token, r.message_id, r.took.map(ms)]))
+                .collect();
+            let json = serde_json::Value::from(json).to_string();
+            let params = params![":rows" => json, ":now" => now, ":through" => run.through];
+            let done: std::collections::HashSet<i64> = tx
+                .query_all(&DELIVERED_HELD_SQL, params, |r| r.get(0))?
+                .into_iter()
+                .collect();
+            marked.extend(rest.iter().map(|(l, _)| done.contains(&l.id)));
+        }
+        let last = rows[rows.len() - 1].0.id;
+        if last < run.through {
+            let expires = now.saturating_add(ms(self.policy().lease_timeout));
+            tx.exec(
+                &HOLD_NEXT_SQL,
+                params![
+                    ":queue" => self.name, ":key" => head.key, ":owner" => owner,
+                    ":expires" => expires, ":started" => run.started, ":through" => run.through,
+                    ":last" => last,
+                ],
+            )?;
+        }
+        Ok(Some(marked))
+    }
+
     /// The far end said "not now, until `wait` from now": the row is pending again, due then,
     /// and the attempt is not counted (being throttled is not a failure of the row). The reason
     /// is kept as its last error. Returns when it is due, or `None` if the token is stale.
@@ -200,6 +324,7 @@ impl Queue {
         reason: &str,
         wait: Duration,
     ) -> Result<Option<i64>> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let now = tx.now();
         let at = now.saturating_add(ms(wait));
         let n = tx.exec(
@@ -233,6 +358,7 @@ impl Queue {
         self.write(|tx| {
             let mut n = 0;
             for (lease, reason) in rows {
+                self.release_held_in(tx, std::slice::from_ref(lease))?;
                 n +=
                     finish_in(tx, lease.id, lease.token, "delivered", Some(reason), None)? as usize;
             }
@@ -277,6 +403,7 @@ impl Queue {
         retry_after: Option<Duration>,
         unknown: bool,
     ) -> Result<Retried> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let now = tx.now();
         let policy = self.policy();
         if policy.exhausted(lease.attempts) {
@@ -316,6 +443,7 @@ impl Queue {
     /// Marks a leased row dead (a permanent failure) inside a caller's transaction. False if
     /// the token is stale.
     pub fn bury_in(&self, tx: &Tx<'_>, lease: &Lease, reason: &str) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let (id, token) = (lease.id, lease.token);
         finish_in(tx, id, token, "dead", Some(reason), Some(reason))
     }
@@ -323,6 +451,7 @@ impl Queue {
     /// Expires a leased row (it cannot be delivered where it is addressed). False if the token
     /// is stale.
     pub fn expire_in(&self, tx: &Tx<'_>, lease: &Lease, reason: &str) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         finish_in(tx, lease.id, lease.token, "expired", Some(reason), None)
     }
 }
@@ -332,6 +461,9 @@ impl Queue {
 pub(super) const STATEMENTS: &[Sql] = &[
     DELIVERED_SQL,
     DELIVERED_ALL_SQL,
+    HELD_HEAD_DELIVERED_SQL,
+    DELIVERED_HELD_SQL,
+    HOLD_NEXT_SQL,
     THROTTLE_SQL,
     RETRY_LATER_SQL,
     OLDEST_STARTED_SQL,

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::{head_from, head_query, is_leasable, reclaim_expired_in, Head, Lease, Queue};
+use super::{
+    head_from, head_query, is_leasable, reclaim_expired_in, Head, HeldRun, Lease, Queue, QueueName,
+};
 use crate::clock::ms;
 use crate::error::{EngineError, Result};
 use crate::params;
@@ -205,13 +207,13 @@ const ANY_WRITTEN_BEFORE_SQL: Sql = Sql::same(
 );
 
 /// Due pending rows in runs per key (`:skip` is a JSON list of keys to leave out): every row
-/// of a key before the key's first row that blocks it (pending but not due, or leased by
-/// another owner), oldest first.
+/// of a key before the key's first row that blocks it (pending but not due, leased by another
+/// owner, or holding a run: its rows are its lease's), oldest first.
 macro_rules! due_runs_sql {
     ($dialect:tt) => {
         concat!(
             "WITH active AS (
-       SELECT id, key, state, next_attempt_at, lease_owner FROM queue_rows
+       SELECT id, key, state, next_attempt_at, lease_owner, run_through FROM queue_rows
        WHERE queue = :queue AND state IN ('pending', 'leased')
          AND key NOT IN (",
             skip_keys!($dialect),
@@ -220,6 +222,7 @@ macro_rules! due_runs_sql {
        SELECT key, MIN(id) AS first FROM active
        WHERE (state = 'pending' AND next_attempt_at > :now)
           OR (state = 'leased' AND lease_owner IS DISTINCT FROM :owner)
+          OR (state = 'leased' AND run_through IS NOT NULL)
        GROUP BY key
      )
      SELECT a.id, a.key FROM active a LEFT JOIN blocked b ON b.key = a.key
@@ -261,9 +264,11 @@ macro_rules! lease_columns {
 /// (Without RETURNING, whose temporary b-tree costs SQLite more than reading the row back.)
 const LEASE_ROW_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
-            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
+            run_through = NULL
      WHERE id = :id
-       AND (state = 'pending' OR (state = 'leased' AND lease_expires_at <= :now))",
+       AND (state = 'pending'
+            OR (state = 'leased' AND lease_expires_at <= :now AND run_through IS NULL))",
 );
 
 /// A key's unfinished rows, oldest first: the state that decides
@@ -277,13 +282,13 @@ const LEASE_ROW_SQL: Sql = Sql::same(
 /// a run of 64 behind 15 000 delivered rows. Public so a test can pin its plan.
 pub const KEY_RUN_SQL: Sql = Sql::two(
     concat!(
-        "SELECT state, next_attempt_at, ",
+        "SELECT state, next_attempt_at, run_through, ",
         lease_columns!(),
         " FROM queue_rows WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
      ORDER BY id LIMIT :limit"
     ),
     concat!(
-        "SELECT state, next_attempt_at, ",
+        "SELECT state, next_attempt_at, run_through, ",
         lease_columns!(),
         " FROM queue_rows
      WHERE queue = :queue AND key >= :key AND key <= :key AND state IN ('pending', 'leased')
@@ -298,10 +303,67 @@ pub const KEY_RUN_SQL: Sql = Sql::two(
 pub const LEASE_KEY_RANGE_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
             lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
-            send_started = COALESCE(:started, send_started)
+            send_started = COALESCE(:started, send_started), run_through = NULL
      WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
        AND id BETWEEN :first AND :last
-       AND (state = 'pending' OR lease_expires_at <= :now)",
+       AND (state = 'pending' OR (lease_expires_at <= :now AND run_through IS NULL))",
+);
+
+/// Leases the first row of a held run (see [`Queue::lease_held_run_in`]) for the whole run: the
+/// key's unfinished rows from `:first` to `:through` must be the `:rows` the run was read as
+/// (none written in between since), or nothing is leased.
+const LEASE_HELD_HEAD_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
+            send_started = :started, run_through = :through
+     WHERE id = :first AND state = 'pending'
+       AND (SELECT COUNT(*) FROM queue_rows c
+             WHERE c.queue = :queue AND c.key = :key AND c.state IN ('pending', 'leased')
+               AND c.id BETWEEN :first AND :through) = :rows",
+);
+
+/// The rows of this owner's held run on a key that are not recorded yet, leased each as the
+/// run's lease said (its holder's tokens and attempts count them so); the run is then held no
+/// more (`RELEASE_HELD_HEAD_SQL`).
+const LEASE_HELD_REST_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET state = 'leased', attempts = attempts + 1,
+            lease_owner = :owner, lease_token = lease_token + 1, lease_expires_at = :expires,
+            send_started = :started, run_through = NULL
+     WHERE queue = :queue AND key = :key AND state = 'pending' AND id <= :through
+       AND id > (SELECT h.id FROM queue_rows h
+                  WHERE h.queue = :queue AND h.key = :key AND h.state = 'leased'
+                    AND h.lease_owner = :owner AND h.run_through = :through)",
+);
+
+/// The row that held a run holds it no more (its rows were leased each, or settled).
+const RELEASE_HELD_HEAD_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET run_through = NULL
+     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner
+       AND run_through = :through",
+);
+
+/// A held run's rows after its row `:head`, when its lease was lost (expired, its node lost or
+/// restarted): counted as tried and marked send started, as if each had been leased (they may
+/// have been sent), their tokens moved on so that the old holder's answers are stale.
+const SETTLE_HELD_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET attempts = attempts + 1, lease_token = lease_token + 1,
+            send_started = COALESCE(send_started, :started)
+     WHERE queue = :queue AND key = :key AND state = 'pending'
+       AND id > :head AND id <= :through",
+);
+
+/// The row `:head` holds no run any more.
+const UNHOLD_SQL: Sql = Sql::same("UPDATE queue_rows SET run_through = NULL WHERE id = :head");
+
+/// Pushes out the lease of the row that holds the run row `:id` belongs to, when `:id` is one
+/// of this owner's held rows still pending with the token before `:token`.
+const EXTEND_HELD_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET lease_expires_at = :expires
+     WHERE queue = :queue AND state = 'leased' AND lease_owner = :owner
+       AND id < :id AND run_through >= :id
+       AND key = (SELECT f.key FROM queue_rows f
+                   WHERE f.id = :id AND f.queue = :queue AND f.state = 'pending'
+                     AND f.lease_token = CAST(:token AS BIGINT) - 1)",
 );
 
 /// Reads a row as a `Lease`.
@@ -337,12 +399,92 @@ fn lease_at(r: &Row<'_>, first: usize) -> Result<Lease> {
         expires_at: r.get(first + 5)?,
         created_at: r.get(first + 6)?,
         send_started: r.get(first + 7)?,
+        run: None,
     })
 }
 
 fn lease_from_row(r: &Row<'_>) -> Result<Lease> {
     lease_at(r, 0)
 }
+
+/// How a key's run is leased (see [`Queue::lease_run_in`], [`Queue::lease_held_run_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunShape {
+    /// Each row leased.
+    Plain,
+    /// Each row leased and marked send started.
+    Marked,
+    /// Held by its first row, each marked send started once it is leased itself.
+    Held,
+}
+
+/// A row that held a run when its lease was lost, as [`settle_held_in`] needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldHead {
+    pub queue: String,
+    pub key: String,
+    pub id: i64,
+    pub through: i64,
+    /// Its send-started mark: the run's.
+    pub started: Option<i64>,
+}
+
+impl HeldHead {
+    fn of(queue: QueueName, head: &Lease, through: i64) -> HeldHead {
+        HeldHead {
+            queue: queue.to_string(),
+            key: head.key.clone(),
+            id: head.id,
+            through,
+            started: head.send_started,
+        }
+    }
+
+    /// A row read as `queue, key, id, run_through, send_started` (a reclaim's `RETURNING`):
+    /// `Some` when it held a run.
+    pub(crate) fn read(r: &Row<'_>) -> Result<Option<Self>> {
+        let through: Option<i64> = r.get(3)?;
+        let Some(through) = through else {
+            return Ok(None);
+        };
+        Ok(Some(HeldHead {
+            queue: r.get(0)?,
+            key: r.get(1)?,
+            id: r.get(2)?,
+            through,
+            started: r.get(4)?,
+        }))
+    }
+}
+
+/// Settles runs whose holder's lease was lost: the rows after each head, up to its run's last,
+/// count as tried and are marked send started, as row leases would have been (see
+/// [`Queue::lease_held_run_in`]); each head holds its run no more. Called by whatever takes
+/// such a lease over, before or as it does.
+pub(crate) fn settle_held_in(tx: &Tx<'_>, heads: &[HeldHead]) -> Result<()> {
+    let now = tx.now();
+    for head in heads {
+        let started = head.started.unwrap_or(now);
+        tracing::info!(queue = %head.queue, key = %head.key.escape_debug(), head = head.id, through = head.through,
+            "a held run's lease was lost: its rows count as tried and may have been sent");
+        tx.exec(
+            &SETTLE_HELD_SQL,
+            params![
+                ":queue" => head.queue.as_str(), ":key" => head.key.as_str(), ":head" => head.id,
+                ":through" => head.through, ":started" => started,
+            ],
+        )?;
+        tx.exec(&UNHOLD_SQL, params![":head" => head.id])?;
+    }
+    Ok(())
+}
+
+/// The expired head of a key that held a run, if any.
+const EXPIRED_HELD_HEAD_SQL: Sql = Sql::same(
+    "SELECT queue, key, id, run_through, send_started FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state = 'leased' AND run_through IS NOT NULL
+       AND lease_expires_at <= :now",
+);
 
 /// How leased rows not tried go back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +509,9 @@ impl Queue {
         loop {
             match head_query(tx, self.name, key)? {
                 Some((id, state, next, expires)) if is_leasable(&state, next, expires, now) => {
+                    if state == "leased" && self.settle_key_in(tx, key)? {
+                        continue;
+                    }
                     if !self.claim_key_in(tx, key)? {
                         return Ok(None);
                     }
@@ -399,55 +544,190 @@ impl Queue {
         limit: usize,
         mark_started: bool,
     ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        let shape = match mark_started {
+            true => RunShape::Marked,
+            false => RunShape::Plain,
+        };
+        self.lease_key_run_in(tx, key, limit, shape)
+    }
+
+    /// [`lease_run_in`](Self::lease_run_in) with every row marked started, for a sender that
+    /// sends the run's rows in order and records their answers in order, as they come: only
+    /// the run's first row is leased in the database, and it holds the rest for this owner
+    /// (`run_through`); each answer recorded moves the lease to the next row not recorded (see
+    /// [`delivered_all_in`](Self::delivered_all_in)). Each row is written once, when its
+    /// answer is, not twice: on PostgreSQL a lease and a record are each a new version of the
+    /// row with an entry in each of its indexes.
+    ///
+    /// Anything but deliveries recorded in order (a failure, rows given back, a mark) first
+    /// leases the run's other rows each, as `lease_run_in` would have (their `Lease`s already
+    /// say so), and goes on as for any lease. A held run whose lease is lost (a crash, a lost
+    /// node) is settled by whoever takes the key next: each of its rows counted as tried and
+    /// marked send started, so a possible repeat carries its mark as with row leases.
+    /// The leases come back as row leases when the run cannot be held (its first row's lease
+    /// had expired, a row would end at its lease, or a single row).
+    pub fn lease_held_run_in(
+        &self,
+        tx: &Tx<'_>,
+        key: &str,
+        limit: usize,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
+        self.lease_key_run_in(tx, key, limit, RunShape::Held)
+    }
+
+    fn lease_key_run_in(
+        &self,
+        tx: &Tx<'_>,
+        key: &str,
+        limit: usize,
+        shape: RunShape,
+    ) -> Result<std::result::Result<Vec<Lease>, Head>> {
         let now = tx.now();
         // Before the key's rows are read: no other daemon's lease of them can commit between
         // the read and the lease.
         if !self.claim_key_in(tx, key)? {
             return Ok(Err(Head::LeasedUntil(now.saturating_add(KEY_BUSY_MS))));
         }
-        let started = mark_started.then_some(now);
+        let started = (shape != RunShape::Plain).then_some(now);
         let limit = limit as i64;
-        let rows: Vec<(String, i64, Lease)> = tx.query_all(
-            &KEY_RUN_SQL,
-            params![":queue" => self.name, ":key" => key, ":limit" => limit],
-            |r| Ok((r.get(0)?, r.get(1)?, lease_at(r, 2)?)),
-        )?;
-        let Some((state, next, first)) = rows.first() else {
-            return Ok(Err(Head::Empty));
-        };
-        if !is_leasable(state, *next, Some(first.expires_at), now) {
-            return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
+        loop {
+            let rows: Vec<(String, i64, Option<i64>, Lease)> = tx.query_all(
+                &KEY_RUN_SQL,
+                params![":queue" => self.name, ":key" => key, ":limit" => limit],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, lease_at(r, 3)?)),
+            )?;
+            let Some((state, next, through, first)) = rows.first() else {
+                return Ok(Err(Head::Empty));
+            };
+            if !is_leasable(state, *next, Some(first.expires_at), now) {
+                return Ok(Err(head_from(state, *next, Some(first.expires_at), now)));
+            }
+            if let Some(through) = *through {
+                // A held run whose lease ran out: its rows count as tried first.
+                let head = HeldHead::of(self.name, first, through);
+                settle_held_in(tx, std::slice::from_ref(&head))?;
+                continue;
+            }
+            let expires = now.saturating_add(ms(self.policy().lease_timeout));
+            let mut leases: Vec<(String, Lease)> = rows
+                .into_iter()
+                .take_while(|(state, next, _, l)| {
+                    is_leasable(state, *next, Some(l.expires_at), now)
+                })
+                .map(|(state, _, _, lease)| (state, lease))
+                .collect();
+            if shape == RunShape::Held && self.may_hold(&leases, now) {
+                match self.lease_held_head(tx, key, &mut leases, expires, now)? {
+                    true => return Ok(Ok(leases.into_iter().map(|(_, l)| l).collect())),
+                    // A row written in between (PostgreSQL): read the run again.
+                    false => continue,
+                }
+            }
+            let mut leases: Vec<Lease> = leases.into_iter().map(|(_, l)| l).collect();
+            // The run is every unfinished row of the key from its first id to its last: one
+            // statement leases them all.
+            let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
+            let owner: &str = &self.owner;
+            let leased = tx.exec(
+                &LEASE_KEY_RANGE_SQL,
+                params![
+                    ":queue" => self.name, ":key" => key, ":owner" => owner, ":expires" => expires,
+                    ":first" => first, ":last" => last, ":started" => started, ":now" => now,
+                ],
+            )?;
+            if leased != leases.len() {
+                return Err(EngineError::Invalid(format!(
+                    "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
+                    leases.len()
+                )));
+            }
+            for lease in &mut leases {
+                lease.attempts += 1;
+                lease.token += 1;
+                lease.expires_at = expires;
+            }
+            // Possibly empty, when every row of the run ended at its lease: the caller leases
+            // again.
+            return Ok(Ok(self.screen_in(tx, leases)?));
         }
-        let expires = now.saturating_add(ms(self.policy().lease_timeout));
-        let mut leases: Vec<Lease> = rows
-            .into_iter()
-            .take_while(|(state, next, l)| is_leasable(state, *next, Some(l.expires_at), now))
-            .map(|(_, _, lease)| lease)
-            .collect();
-        // The run is every unfinished row of the key from its first id to its last: one
-        // statement leases them all.
-        let (first, last) = (leases[0].id, leases[leases.len() - 1].id);
+    }
+
+    /// Whether a run read as `leases` (each with its state) may be held by its first row: more
+    /// than one row, all pending, none that would end at its lease (see `screen_in`).
+    fn may_hold(&self, leases: &[(String, Lease)], now: i64) -> bool {
+        let policy = self.policy();
+        let too_old = |l: &Lease| {
+            policy
+                .expires_after()
+                .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
+        };
+        leases.len() > 1
+            && leases.iter().all(|(state, l)| {
+                state == "pending" && !policy.exhausted(l.attempts) && !too_old(l)
+            })
+    }
+
+    /// Leases the run's first row for the whole run (`LEASE_HELD_HEAD_SQL`) and makes
+    /// `leases` say what each row's own lease would: false when the key's rows changed since
+    /// they were read.
+    fn lease_held_head(
+        &self,
+        tx: &Tx<'_>,
+        key: &str,
+        leases: &mut [(String, Lease)],
+        expires: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let (first, through) = (leases[0].1.id, leases[leases.len() - 1].1.id);
         let owner: &str = &self.owner;
         let leased = tx.exec(
-            &LEASE_KEY_RANGE_SQL,
+            &LEASE_HELD_HEAD_SQL,
             params![
                 ":queue" => self.name, ":key" => key, ":owner" => owner, ":expires" => expires,
-                ":first" => first, ":last" => last, ":started" => started, ":now" => now,
+                ":first" => first, ":through" => through, ":started" => now,
+                ":rows" => leases.len() as i64,
             ],
         )?;
-        if leased != leases.len() {
-            return Err(EngineError::Invalid(format!(
-                "leasing rows {first}..={last} of key {key} changed {leased} rows, not {}",
-                leases.len()
-            )));
+        if leased == 0 {
+            return Ok(false);
         }
-        for lease in &mut leases {
+        let run = HeldRun {
+            through,
+            started: now,
+        };
+        for (_, lease) in leases.iter_mut() {
             lease.attempts += 1;
             lease.token += 1;
             lease.expires_at = expires;
+            lease.run = Some(run);
         }
-        // Possibly empty, when every row of the run ended at its lease: the caller leases again.
-        Ok(Ok(self.screen_in(tx, leases)?))
+        Ok(true)
+    }
+
+    /// Leases each row of the held runs among `leases` that is not recorded yet, as the run's
+    /// lease said (see [`lease_held_run_in`](Self::lease_held_run_in)), and ends the runs: what
+    /// is recorded next of them is recorded row by row, fenced by those leases. Rows of runs
+    /// already ended, or whose lease was lost, are left as they are.
+    pub fn release_held_in(&self, tx: &Tx<'_>, leases: &[Lease]) -> Result<()> {
+        let mut runs: Vec<(&str, HeldRun)> = leases
+            .iter()
+            .filter_map(|l| Some((l.key.as_str(), l.run?)))
+            .collect();
+        runs.dedup();
+        let owner: &str = &self.owner;
+        let expires = tx.now().saturating_add(ms(self.policy().lease_timeout));
+        for (key, run) in runs {
+            let params = params![
+                ":queue" => self.name, ":key" => key, ":owner" => owner, ":through" => run.through,
+                ":expires" => expires, ":started" => run.started,
+            ];
+            tx.exec(&LEASE_HELD_REST_SQL, params)?;
+            let params = params![
+                ":queue" => self.name, ":key" => key, ":owner" => owner, ":through" => run.through,
+            ];
+            tx.exec(&RELEASE_HELD_HEAD_SQL, params)?;
+        }
+        Ok(())
     }
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
@@ -625,6 +905,19 @@ impl Queue {
         Ok(tx.query_value::<i64>(&CLAIM_KEY_SQL, params)? == 1)
     }
 
+    /// Settles `key`'s held run whose lease ran out (see [`settle_held_in`]): true if there
+    /// was one.
+    fn settle_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<bool> {
+        let params = params![":queue" => self.name, ":key" => key, ":now" => tx.now()];
+        let heads: Vec<HeldHead> = tx
+            .query_all(&EXPIRED_HELD_HEAD_SQL, params, HeldHead::read)?
+            .into_iter()
+            .flatten()
+            .collect();
+        settle_held_in(tx, &heads)?;
+        Ok(!heads.is_empty())
+    }
+
     /// Leases row `id`; `None` when it may no longer be leased (another daemon's lease).
     fn lease_row(&self, tx: &Tx<'_>, id: i64) -> Result<Option<Lease>> {
         let now = tx.now();
@@ -651,7 +944,16 @@ impl Queue {
             &EXTEND_SQL,
             params![":id" => id, ":token" => token, ":expires" => expires],
         )?;
-        Ok(n == 1)
+        if n == 1 {
+            return Ok(true);
+        }
+        // One of a held run's rows: its run's lease is its own.
+        let owner: &str = &self.owner;
+        let params = params![
+            ":queue" => self.name, ":owner" => owner, ":id" => id, ":token" => token,
+            ":expires" => expires,
+        ];
+        Ok(tx.exec(&EXTEND_HELD_SQL, params)? == 1)
     }
 
     /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
@@ -698,6 +1000,7 @@ impl Queue {
     /// carries the mark (`Lease::send_started`) and its channel reconciles it. Any recorded
     /// answer except an unknown outcome clears it. False if the token is stale.
     pub fn mark_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let now = tx.now();
         let params = params![":id" => lease.id, ":token" => lease.token, ":now" => now];
         Ok(tx.exec(&SEND_STARTED_SQL, params)? == 1)
@@ -707,6 +1010,7 @@ impl Queue {
     /// sent after all: the mark is what the lease found (an earlier unknown outcome's, or
     /// none). False if the token is stale.
     pub fn restore_send_started_in(&self, tx: &Tx<'_>, lease: &Lease) -> Result<bool> {
+        self.release_held_in(tx, std::slice::from_ref(lease))?;
         let params =
             params![":id" => lease.id, ":token" => lease.token, ":was" => lease.send_started];
         Ok(tx.exec(&RESTORE_SEND_STARTED_SQL, params)? == 1)
@@ -722,6 +1026,7 @@ impl Queue {
         delay: Duration,
         marks: GiveBack,
     ) -> Result<usize> {
+        self.release_held_in(tx, leases)?;
         let now = tx.now();
         if marks == GiveBack::UndoMarks {
             for lease in leases {
@@ -764,6 +1069,13 @@ pub(super) const STATEMENTS: &[Sql] = &[
     KEY_RUN_SQL,
     LEASE_KEY_RANGE_SQL,
     LEASE_OF_SQL,
+    LEASE_HELD_HEAD_SQL,
+    LEASE_HELD_REST_SQL,
+    RELEASE_HELD_HEAD_SQL,
+    SETTLE_HELD_SQL,
+    UNHOLD_SQL,
+    EXTEND_HELD_SQL,
+    EXPIRED_HELD_HEAD_SQL,
 ];
 
 #[cfg(test)]
@@ -776,7 +1088,7 @@ mod tests {
     fn the_lease_statements_list_the_lease_columns_in_order() {
         let (_dir, db) = crate::storage::sqlite::db::temp_sqlite();
         let conn = db.read().unwrap();
-        for (sql, first) in [(LEASE_OF_SQL.sqlite, 0), (KEY_RUN_SQL.sqlite, 2)] {
+        for (sql, first) in [(LEASE_OF_SQL.sqlite, 0), (KEY_RUN_SQL.sqlite, 3)] {
             let stmt = conn.prepare(sql).unwrap();
             let names = stmt.column_names();
             assert_eq!(
@@ -786,7 +1098,10 @@ mod tests {
             );
         }
         let stmt = conn.prepare(KEY_RUN_SQL.sqlite).unwrap();
-        assert_eq!(stmt.column_names()[..2], ["state", "next_attempt_at"]);
+        assert_eq!(
+            stmt.column_names()[..3],
+            ["state", "next_attempt_at", "run_through"]
+        );
     }
 
     use crate::storage::queue::testing::{handle, lease, on_both, row, two_on_k_and_one_on};
@@ -951,5 +1266,237 @@ mod tests {
             payloads.is_empty(),
             "rows behind a head another daemon holds were leased: {payloads:?}"
         );
+    }
+
+    /// A row as a held run sees it: state, attempts, token, send-started mark, `run_through`.
+    type Seen = (String, u32, i64, Option<i64>, Option<i64>);
+
+    fn seen(db: &crate::storage::test_db::TestDb, id: i64) -> Seen {
+        const SEEN_SQL: Sql = Sql::same(
+            "SELECT state, attempts, lease_token, send_started, run_through FROM queue_rows
+             WHERE id = :id",
+        );
+        let conn = db.conn();
+        let row = conn.query_opt(&SEEN_SQL, params![":id" => id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        });
+        row.unwrap().expect("the row")
+    }
+
+    fn states(db: &crate::storage::test_db::TestDb, ids: &[i64]) -> Vec<String> {
+        ids.iter().map(|&id| seen(db, id).0).collect()
+    }
+
+    /// `n` rows on key `k`, written at 1 000.
+    fn rows_on_k(db: &crate::storage::test_db::TestDb, q: &Queue, n: usize) -> Vec<i64> {
+        use crate::storage::queue::testing::put;
+        (0..n)
+            .map(|i| put(db, q, "k", &format!("m{i}")).id)
+            .collect()
+    }
+
+    fn held_run(db: &crate::storage::test_db::TestDb, q: &Queue, now: i64) -> Vec<Lease> {
+        let run = db.write_at(now, |tx| q.lease_held_run_in(tx, "k", 10));
+        run.unwrap().expect("a run")
+    }
+
+    fn delivered(
+        db: &crate::storage::test_db::TestDb,
+        q: &Queue,
+        now: i64,
+        leases: &[Lease],
+    ) -> Vec<bool> {
+        let receipt = crate::queue::Receipt::default();
+        let rows: Vec<(&Lease, &crate::queue::Receipt)> =
+            leases.iter().map(|l| (l, &receipt)).collect();
+        db.write_at(now, |tx| q.delivered_all_in(tx, &rows))
+            .unwrap()
+    }
+
+    /// Issue 42: a run held by its first row. Only that row is leased; no one takes the others
+    /// (another owner's lease of the key, this owner's claim of runs); delivered in order, each
+    /// row is written once, counted and fenced as its own lease would have been, the run held
+    /// by its next row between answers.
+    #[test]
+    fn a_held_run_leases_its_first_row_only_and_writes_each_row_once_on_both_backends() {
+        on_both(|db, q| {
+            let name = db.name();
+            let ids = rows_on_k(db, q, 4);
+            let run = held_run(db, q, 2_000);
+            let held = HeldRun {
+                through: ids[3],
+                started: 2_000,
+            };
+            assert_eq!(run.len(), 4, "{name}");
+            for lease in &run {
+                assert_eq!((lease.attempts, lease.token, lease.run), (1, 1, Some(held)));
+            }
+            assert_eq!(
+                states(db, &ids),
+                ["leased", "pending", "pending", "pending"],
+                "{name}"
+            );
+            assert_eq!(seen(db, ids[0]).4, Some(ids[3]), "{name}: the run it holds");
+
+            let (_dir, other) = handle();
+            let theirs = db.write_at(2_000, |tx| other.lease_run_in(tx, "k", 10, false));
+            assert!(
+                theirs.unwrap().is_err(),
+                "{name}: another owner ran the key"
+            );
+            let theirs = db.write_at(2_000, |tx| other.lease_next_in(tx, "k"));
+            assert!(theirs.unwrap().is_none(), "{name}");
+            for owner in [q, &other] {
+                let found: Vec<i64> = db
+                    .write_at(2_000, |tx| {
+                        let owner: &str = owner.owner();
+                        let params = params![
+                            ":queue" => q.name(), ":now" => 2_000i64, ":owner" => owner,
+                            ":skip" => "[]", ":limit" => 10i64,
+                        ];
+                        tx.query_all(&DUE_RUNS_SQL, params, |r| r.get(0))
+                    })
+                    .unwrap();
+                assert!(found.is_empty(), "{name}: a claim of runs found {found:?}");
+            }
+
+            assert_eq!(delivered(db, q, 3_000, &run[..2]), [true, true], "{name}");
+            assert_eq!(
+                states(db, &ids),
+                ["delivered", "delivered", "leased", "pending"],
+                "{name}"
+            );
+            assert_eq!(
+                seen(db, ids[2]),
+                ("leased".into(), 1, 1, Some(2_000), Some(ids[3])),
+                "{name}: the run is held by its next row"
+            );
+            assert_eq!(delivered(db, q, 3_100, &run[2..]), [true, true], "{name}");
+            for &id in &ids {
+                let (state, attempts, token, _, _) = seen(db, id);
+                assert_eq!(
+                    (state.as_str(), attempts, token),
+                    ("delivered", 1, 1),
+                    "{name}"
+                );
+            }
+            assert_eq!(
+                delivered(db, q, 3_200, &run[2..]),
+                [false, false],
+                "{name}: once"
+            );
+        });
+    }
+
+    /// Issue 42: a held run whose holder died (its lease ran out) is settled by whoever takes
+    /// the key next: every row not recorded comes back counted as tried and marked send
+    /// started (a possible repeat), and the old holder's answers are stale. Taken over through
+    /// a run's lease, and through a claim's reclaim of expired leases.
+    #[test]
+    fn a_held_run_whose_holder_died_comes_back_marked_as_possible_repeats_on_both_backends() {
+        on_both(|db, q| {
+            let name = db.name();
+            let ids = rows_on_k(db, q, 4);
+            let run = held_run(db, q, 2_000);
+            assert_eq!(delivered(db, q, 3_000, &run[..1]), [true], "{name}");
+            let after = 3_000 + ms(q.policy().lease_timeout) + 1;
+
+            let (_dir, other) = handle();
+            let again = db.write_at(after, |tx| other.lease_run_in(tx, "k", 10, true));
+            let again = again.unwrap().expect("the rest of the run");
+            let got: Vec<(i64, u32, Option<i64>)> = again
+                .iter()
+                .map(|l| (l.id, l.attempts, l.send_started))
+                .collect();
+            let want: Vec<(i64, u32, Option<i64>)> =
+                ids[1..].iter().map(|&id| (id, 2, Some(2_000))).collect();
+            assert_eq!(got, want, "{name}");
+            assert_eq!(
+                delivered(db, q, after, &run[1..]),
+                [false, false, false],
+                "{name}: the old holder is fenced"
+            );
+        });
+        on_both(|db, q| {
+            let name = db.name();
+            let ids = rows_on_k(db, q, 3);
+            let _run = held_run(db, q, 2_000);
+            let after = 2_000 + ms(q.policy().lease_timeout) + 1;
+            db.write_at(after, reclaim_expired_in).unwrap();
+            for &id in &ids[1..] {
+                assert_eq!(
+                    seen(db, id),
+                    ("pending".into(), 1, 1, Some(2_000), None),
+                    "{name}: settled"
+                );
+            }
+            let head = crate::storage::queue::testing::lease(db, q, "k", after);
+            assert_eq!((head.id, head.attempts), (ids[0], 2), "{name}");
+            assert_eq!(head.send_started, Some(2_000), "{name}");
+        });
+    }
+
+    /// Issue 42: anything but deliveries in order leases a held run's rows each first, as the
+    /// run's `Lease`s said, and is then recorded as for any lease: a retry of its first row,
+    /// the rest given back unsent, marks undone.
+    #[test]
+    fn a_failure_in_a_held_run_leases_its_rows_each_then_records_as_before_on_both_backends() {
+        on_both(|db, q| {
+            let name = db.name();
+            let ids = rows_on_k(db, q, 3);
+            let run = held_run(db, q, 2_000);
+            let retried = db.write_at(3_000, |tx| q.retry_later_in(tx, &run[0], "500", None));
+            assert!(
+                matches!(retried.unwrap(), crate::queue::Retried::Scheduled { .. }),
+                "{name}"
+            );
+            for &id in &ids[1..] {
+                assert_eq!(
+                    seen(db, id),
+                    ("leased".into(), 1, 1, Some(2_000), None),
+                    "{name}: leased each"
+                );
+            }
+            let back = db.write_at(3_000, |tx| {
+                q.give_back_in(tx, &run[1..], Duration::ZERO, GiveBack::UndoMarks)
+            });
+            assert_eq!(back.unwrap(), 2, "{name}: still ours");
+            for &id in &ids {
+                let (state, attempts, _, started, _) = seen(db, id);
+                assert_eq!(state, "pending", "{name}");
+                assert_eq!(started, None, "{name}: the marks are undone");
+                assert_eq!(
+                    attempts,
+                    u32::from(id == ids[0]),
+                    "{name}: only the try counts"
+                );
+            }
+        });
+    }
+
+    /// Issue 42: a live send of a held run's later row keeps the run's lease; the sweep of
+    /// rows past their age leaves a held run's rows to its holder (checked when leased).
+    #[test]
+    fn a_held_runs_rows_keep_its_lease_and_are_not_swept_on_both_backends() {
+        on_both(|db, q| {
+            let name = db.name();
+            let ids = rows_on_k(db, q, 3);
+            let run = held_run(db, q, 2_000);
+            let later = 2_000 + ms(q.policy().lease_timeout) - 1;
+            let extended = db.write_at(later, |tx| q.extend_in(tx, run[2].id, run[2].token));
+            assert!(extended.unwrap(), "{name}: the run's lease is the row's");
+            let (_dir, other) = handle();
+            let theirs = db.write_at(later + 2, |tx| other.lease_next_in(tx, "k"));
+            assert!(
+                theirs.unwrap().is_none(),
+                "{name}: the run's lease was pushed out"
+            );
+            let stale = db.write_at(later, |tx| q.extend_in(tx, run[2].id, run[2].token + 1));
+            assert!(!stale.unwrap(), "{name}: a stale token extends nothing");
+
+            let swept = db.write_at(later, |tx| q.expire_overdue_in(tx, Duration::ZERO));
+            assert_eq!(swept.unwrap(), 0, "{name}");
+            assert_eq!(states(db, &ids), ["leased", "pending", "pending"], "{name}");
+        });
     }
 }

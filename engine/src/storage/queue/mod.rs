@@ -33,7 +33,7 @@ const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finishe
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
-pub use answer::DELIVERED_ALL_SQL;
+pub use answer::{DELIVERED_ALL_SQL, DELIVERED_HELD_SQL};
 pub(crate) use enqueue::enqueue_ahead_in;
 pub use lease::{
     GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, KEY_RUN_SQL, LEASE_KEY_RANGE_SQL,
@@ -47,7 +47,9 @@ pub use read::{
     UNREACHABLE,
 };
 pub use upkeep::PRUNE_SQL;
-pub(crate) use upkeep::{purge_dead_in, reclaim_expired_in, reclaim_foreign_in, revive_dead_in};
+pub(crate) use upkeep::{
+    purge_dead_in, reclaim_expired_in, reclaim_foreign_in, reclaim_in, revive_dead_in,
+};
 
 crate::words! {
     /// The queues relayq keeps, by the name each row stores in its `queue` column.
@@ -101,6 +103,20 @@ pub struct Lease {
     /// When an earlier send of this row started and got no answer (unix ms): it may have
     /// reached the far end (see [`Queue::mark_send_started_in`]).
     pub send_started: Option<i64>,
+    /// Set on each row of a run held by its first row (see [`Queue::lease_held_run_in`]): the
+    /// database leases only the row the run is at, and the rest are this lease's until the
+    /// run is recorded or released.
+    pub run: Option<HeldRun>,
+}
+
+/// A run of a key's rows held by the one of them that is leased (see
+/// [`Queue::lease_held_run_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldRun {
+    /// The run's last row.
+    pub through: i64,
+    /// When the run was leased: each row's send-started mark once it is leased itself.
+    pub started: i64,
 }
 
 /// What the far end said when it took a row, kept with the delivered row.

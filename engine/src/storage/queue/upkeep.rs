@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
+use super::lease::{settle_held_in, HeldHead};
 use super::{id_filter, Queue, QueueName};
 use crate::clock::ms;
 use crate::error::Result;
 use crate::params;
-use crate::storage::sql::{Query, Sql};
+use crate::storage::sql::{Params, Query, Sql};
 use crate::tx::Tx;
 
 /// Expires a key's unfinished rows.
@@ -18,15 +19,32 @@ const EXPIRE_KEY_SQL: Sql = Sql::same(
                  WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')",
 );
 
-/// Expires pending rows created before `:cutoff` (max age).
+/// Expires pending rows created before `:cutoff` (max age), but for the rows of a held run
+/// (see `Queue::lease_held_run_in`): they are its holder's, screened when it leased them.
 const EXPIRE_OVERDUE_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET state = 'expired', finished_at = :now, reason = 'max age'
-                     WHERE queue = :queue AND state = 'pending' AND created_at < :cutoff",
+                     WHERE queue = :queue AND state = 'pending' AND created_at < :cutoff
+                       AND NOT EXISTS (
+                         SELECT 1 FROM queue_rows h
+                          WHERE h.queue = queue_rows.queue AND h.key = queue_rows.key
+                            AND h.state = 'leased' AND h.id < queue_rows.id
+                            AND h.run_through >= queue_rows.id)",
 );
 
+/// What a statement that takes leases back returns: the rows that held runs among them are
+/// settled (see `HeldHead::read`).
+macro_rules! returning_heads {
+    () => {
+        " RETURNING queue, key, id, run_through, send_started"
+    };
+}
+
 /// Frees this owner's leases on a key, due at once.
-const RELEASE_OWN_LEASES_SQL: Sql = Sql::same("UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
-                     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner");
+const RELEASE_OWN_LEASES_SQL: Sql = Sql::same(concat!(
+    "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
+                     WHERE queue = :queue AND key = :key AND state = 'leased' AND lease_owner = :owner",
+    returning_heads!()
+));
 
 /// Buries the pending rows of a key within an id range (the later parts of a split text whose
 /// earlier part died).
@@ -35,11 +53,12 @@ const BURY_RANGE_SQL: Sql = Sql::same("UPDATE queue_rows SET state = 'dead', fin
                    AND state = 'pending'");
 
 /// Returns expired leases to pending, due at once.
-const RECLAIM_EXPIRED_SQL: Sql = Sql::same(
+const RECLAIM_EXPIRED_SQL: Sql = Sql::same(concat!(
     "UPDATE queue_rows SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     next_attempt_at = :now
              WHERE state = 'leased' AND lease_expires_at <= :now",
-);
+    returning_heads!()
+));
 
 /// Returns every other owner's leases to pending.
 macro_rules! reclaim_foreign_sql {
@@ -49,7 +68,8 @@ macro_rules! reclaim_foreign_sql {
                     next_attempt_at = ",
             $min,
             "(next_attempt_at, :now)
-             WHERE state = 'leased' AND lease_owner IS DISTINCT FROM :owner"
+             WHERE state = 'leased' AND lease_owner IS DISTINCT FROM :owner",
+            returning_heads!()
         )
     };
 }
@@ -165,12 +185,15 @@ impl Queue {
         let Some(max_age) = self.policy().expires_after() else {
             return Ok(0);
         };
-        self.write(|tx| {
-            let now = tx.now();
-            let cutoff = now.saturating_sub(ms(max_age));
-            let params = params![":queue" => self.name, ":now" => now, ":cutoff" => cutoff];
-            tx.exec(&EXPIRE_OVERDUE_SQL, params)
-        })
+        self.write(|tx| self.expire_overdue_in(tx, max_age))
+    }
+
+    /// `expire_overdue` inside a caller's transaction.
+    pub(crate) fn expire_overdue_in(&self, tx: &Tx<'_>, max_age: Duration) -> Result<usize> {
+        let now = tx.now();
+        let cutoff = now.saturating_sub(ms(max_age));
+        let params = params![":queue" => self.name, ":now" => now, ":cutoff" => cutoff];
+        tx.exec(&EXPIRE_OVERDUE_SQL, params)
     }
 
     /// Puts this process's leases on `key` back to pending: used when the worker holding them
@@ -179,7 +202,7 @@ impl Queue {
         let owner: &str = &self.owner;
         self.write(|tx| {
             let params = params![":queue" => self.name, ":key" => key, ":owner" => owner];
-            tx.exec(&RELEASE_OWN_LEASES_SQL, params)
+            reclaim_in(tx, &RELEASE_OWN_LEASES_SQL, params)
         })
     }
 
@@ -240,14 +263,25 @@ impl Queue {
 /// Returns rows whose lease expired to pending, due at once.
 pub(crate) fn reclaim_expired_in(tx: &Tx<'_>) -> Result<usize> {
     let now = tx.now();
-    tx.exec(&RECLAIM_EXPIRED_SQL, params![":now" => now])
+    reclaim_in(tx, &RECLAIM_EXPIRED_SQL, params![":now" => now])
+}
+
+/// Runs `sql`, a statement that takes leases back `returning_heads!()`, and settles the runs
+/// those leases held. Returns how many leases it took back.
+pub(crate) fn reclaim_in(tx: &Tx<'_>, sql: &Sql, params: Params<'_>) -> Result<usize> {
+    let rows = tx.query_all(sql, params, HeldHead::read)?;
+    let n = rows.len();
+    let heads: Vec<HeldHead> = rows.into_iter().flatten().collect();
+    settle_held_in(tx, &heads)?;
+    Ok(n)
 }
 
 /// Returns every lease not held by `owner` to pending: at daemon start, any other owner is a
 /// previous process (one daemon per database is enforced by a lock file).
 pub(crate) fn reclaim_foreign_in(tx: &Tx<'_>, owner: &str) -> Result<usize> {
     let now = tx.now();
-    tx.exec(
+    reclaim_in(
+        tx,
         &RECLAIM_FOREIGN_SQL,
         params![":owner" => owner, ":now" => now],
     )
