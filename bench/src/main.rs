@@ -157,7 +157,7 @@ impl Sizes {
                 recovery_sessions: 1_000,
                 outbound_n: 20_000,
                 pg_n: 10_000,
-                pg_out_n: 30_000,
+                pg_out_n: 100_000,
                 pg_raw_one_n: 2_000,
                 pg_peer_n: 3_000,
                 pg_embedded_n: 20_000,
