@@ -1176,6 +1176,30 @@ fn recording_deliveries_reads_the_runs_rows_by_id_not_every_leased_row() {
     assert!(p.contains("queue_rows_pkey"), "not found by id:\n{p}");
 }
 
+/// Issue 42: a held run's rows are recorded from pending, where a plain `state = 'pending'`
+/// matches the partial indexes of pending rows (every pending row of the queue a candidate),
+/// which the planner takes when the statistics were taken with few rows pending. They are
+/// found by their ids too, whatever the statistics say.
+#[test]
+fn recording_a_held_runs_deliveries_reads_its_rows_by_id_not_every_pending_row() {
+    // Statistics taken with nothing pending, then 1 000 of 5 000 rows pending.
+    let (_f, mut client) = postgres_as(
+        "INSERT INTO queue_rows (queue, key, payload, created_at, next_attempt_at, state)
+             SELECT 'outbound', 'd' || (i % 5), 'x', 0, 0, 'delivered'
+               FROM generate_series(1, 5000) AS i;
+             ANALYZE queue_rows;
+             UPDATE queue_rows SET state = 'pending' WHERE id % 5 = 0;",
+    );
+    let p = explain(&mut client, &relayq_engine::queue::DELIVERED_HELD_SQL);
+    assert!(
+        !p.contains("queue_rows_pending")
+            && !p.contains("queue_rows_due")
+            && !p.contains("Seq Scan on queue_rows"),
+        "every pending row is read:\n{p}"
+    );
+    assert!(p.contains("queue_rows_pkey"), "not found by id:\n{p}");
+}
+
 /// One busy session on PostgreSQL: its rows were most of the table when the statistics were
 /// taken, and the planner read its next run through the primary key in id order, filtering out
 /// every delivered row before the first active one (30 000 blocks for a run of 64 behind

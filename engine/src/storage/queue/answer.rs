@@ -17,6 +17,27 @@ const DELIVERED_SQL: Sql = Sql::same(
                  WHERE id = :id AND state = 'leased' AND lease_token = :token",
 );
 
+/// The answers of `:rows`, a JSON list of `[id, token, receipt, took_ms]`, as `d`, and on
+/// PostgreSQL the rows found through the primary key by their ids (`id = ANY`; see
+/// [`DELIVERED_ALL_SQL`]), for the statements that record many deliveries at once.
+macro_rules! answered_rows {
+    (sqlite) => {
+        "FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS receipt,
+                    value ->> 3 AS took_ms
+               FROM json_each(:rows)) AS d
+      WHERE queue_rows.id = d.id"
+    };
+    (postgres) => {
+        "FROM (SELECT CAST(value ->> 0 AS BIGINT) AS id, CAST(value ->> 1 AS BIGINT) AS token,
+                    value ->> 2 AS receipt, CAST(value ->> 3 AS BIGINT) AS took_ms
+               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))) AS d
+      WHERE queue_rows.id = ANY (ARRAY(
+                SELECT CAST(value ->> 0 AS BIGINT)
+                  FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))))
+        AND queue_rows.id = d.id"
+    };
+}
+
 /// [`DELIVERED_SQL`] for many rows at once: `:rows` is a JSON list of `[id, token, receipt,
 /// took_ms]`; answers the ids it marked (a stale token's is not among them).
 ///
@@ -28,25 +49,22 @@ const DELIVERED_SQL: Sql = Sql::same(
 /// ten rows, the largest cost of the inbound flow at S = 100 (`relayq-bench tune-pg`). Public
 /// so a test can pin its plan.
 pub const DELIVERED_ALL_SQL: Sql = Sql::two(
-    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
+    concat!(
+        "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
                         took_ms = d.took_ms, lease_owner = NULL, lease_expires_at = NULL
-       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS receipt,
-                    value ->> 3 AS took_ms
-               FROM json_each(:rows)) AS d
-      WHERE queue_rows.id = d.id AND queue_rows.state = 'leased'
-        AND queue_rows.lease_token = d.token
-     RETURNING queue_rows.id",
-    "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
+       ",
+        answered_rows!(sqlite),
+        " AND queue_rows.state = 'leased' AND queue_rows.lease_token = d.token
+     RETURNING queue_rows.id"
+    ),
+    concat!(
+        "UPDATE queue_rows SET state = 'delivered', finished_at = :now, receipt = d.receipt,
                         took_ms = d.took_ms, lease_owner = NULL, lease_expires_at = NULL
-       FROM (SELECT CAST(value ->> 0 AS BIGINT) AS id, CAST(value ->> 1 AS BIGINT) AS token,
-                    value ->> 2 AS receipt, CAST(value ->> 3 AS BIGINT) AS took_ms
-               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))) AS d
-      WHERE queue_rows.id = ANY (ARRAY(
-                SELECT CAST(value ->> 0 AS BIGINT)
-                  FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))))
-        AND queue_rows.id = d.id AND queue_rows.state = (SELECT 'leased')
-        AND queue_rows.lease_token = d.token
-     RETURNING queue_rows.id",
+       ",
+        answered_rows!(postgres),
+        " AND queue_rows.state = (SELECT 'leased') AND queue_rows.lease_token = d.token
+     RETURNING queue_rows.id"
+    ),
 );
 
 /// The row a held run is at (see `Queue::lease_held_run_in`), delivered: fenced by its token
@@ -64,27 +82,26 @@ const HELD_HEAD_DELIVERED_SQL: Sql = Sql::same(
 /// same transaction (`HELD_HEAD_DELIVERED_SQL`): that is the run's fence. Answers the ids it
 /// marked. Public so a test can pin its plan.
 pub const DELIVERED_HELD_SQL: Sql = Sql::two(
-    "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
+    concat!(
+        "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
                         lease_token = lease_token + 1, finished_at = :now, receipt = d.receipt,
                         took_ms = d.took_ms
-       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS receipt,
-                    value ->> 3 AS took_ms
-               FROM json_each(:rows)) AS d
-      WHERE queue_rows.id = d.id AND queue_rows.state = 'pending'
+       ",
+        answered_rows!(sqlite),
+        " AND queue_rows.state = 'pending'
         AND queue_rows.lease_token = d.token - 1 AND queue_rows.id <= :through
-     RETURNING queue_rows.id",
-    "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
+     RETURNING queue_rows.id"
+    ),
+    concat!(
+        "UPDATE queue_rows SET state = 'delivered', attempts = attempts + 1,
                         lease_token = lease_token + 1, finished_at = :now, receipt = d.receipt,
                         took_ms = d.took_ms
-       FROM (SELECT CAST(value ->> 0 AS BIGINT) AS id, CAST(value ->> 1 AS BIGINT) AS token,
-                    value ->> 2 AS receipt, CAST(value ->> 3 AS BIGINT) AS took_ms
-               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))) AS d
-      WHERE queue_rows.id = ANY (ARRAY(
-                SELECT CAST(value ->> 0 AS BIGINT)
-                  FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))))
-        AND queue_rows.id = d.id AND queue_rows.state = (SELECT 'pending')
+       ",
+        answered_rows!(postgres),
+        " AND queue_rows.state = (SELECT 'pending')
         AND queue_rows.lease_token = d.token - 1 AND queue_rows.id <= :through
-     RETURNING queue_rows.id",
+     RETURNING queue_rows.id"
+    ),
 );
 
 /// The next row of a held run not recorded, leased for the rest of the run (what
