@@ -107,7 +107,7 @@ pub fn row_json(row: &RowDetail) -> Value {
             "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
             "last_error": row.last_error, "finished_at": row.finished_at, "reason": row.reason,
             "receipt": row.receipt, "took_ms": row.took_ms, "send_started": row.send_started,
-            "payload": payload,
+            "held_by": row.held_by, "payload": payload,
         }),
         &[
             "created_at",

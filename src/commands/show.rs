@@ -44,6 +44,12 @@ fn row_text(row: &RowDetail, now: i64) -> String {
                 .map(|t| when(t, now))
                 .unwrap_or_default();
             line("leased by", format!("{holder} until {until}"));
+            if let Some(head) = row.held_by {
+                line(
+                    "in a run",
+                    format!("held by row {head}'s lease, sent in order after it"),
+                );
+            }
         }
         _ => {}
     }
@@ -104,6 +110,7 @@ mod tests {
             receipt: None,
             took_ms: None,
             send_started,
+            held_by: None,
         }
     }
 

@@ -1337,6 +1337,18 @@ mod tests {
                 "{name}"
             );
             assert_eq!(seen(db, ids[0]).4, Some(ids[3]), "{name}: the run it holds");
+            // `show` tells the truth: the pending rows are the run's, leased by its holder.
+            let shown = crate::storage::queue::row_detail(&*db.conn(), ids[2]).unwrap();
+            let shown = shown.expect("the row");
+            assert_eq!(
+                (
+                    shown.state.as_str(),
+                    shown.held_by,
+                    shown.lease_owner.as_deref()
+                ),
+                ("leased", Some(ids[0]), Some(q.owner())),
+                "{name}"
+            );
 
             let (_dir, other) = handle();
             let theirs = db.write_at(2_000, |tx| other.lease_run_in(tx, "k", 10, false));

@@ -129,6 +129,9 @@ pub struct RowDetail {
     /// When a send started that has no answer recorded (unix ms): in flight, or, for a row not
     /// leased, an unknown outcome (the far end may have it).
     pub send_started: Option<i64>,
+    /// The row whose lease holds this one's run (see `Queue::lease_held_run_in`): this row is
+    /// shown leased, with that lease's holder and expiry, though the database keeps it pending.
+    pub held_by: Option<i64>,
 }
 
 /// The columns a `RowDetail` is read from, by name.
@@ -146,6 +149,13 @@ const ROW_DETAIL_SQL: Sql = Sql::same(concat!(
     detail_columns!(),
     " FROM queue_rows WHERE id = :id"
 ));
+
+/// The leased row whose run holds pending row `:id` of `:queue`/`:key`: its id and lease.
+const HELD_BY_SQL: Sql = Sql::same(
+    "SELECT id, lease_owner, lease_expires_at FROM queue_rows
+     WHERE queue = :queue AND key = :key AND state = 'leased' AND id < :id
+       AND run_through >= :id",
+);
 
 /// Rows of a key, written after `:id`, that were delivered.
 const DELIVERED_AFTER_SQL: Sql = Sql::same(
@@ -245,13 +255,31 @@ const STUCK_HEADS_SQL: Sql = Sql::same(concat!(
 fn detail_from_row(r: &Row<'_>) -> Result<RowDetail> {
     Ok(from_columns! { r => RowDetail {
         id, queue, key, state, attempts, created_at, next_attempt_at, lease_owner,
-        lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms, send_started,
+        lease_expires_at, last_error, finished_at, reason, payload, receipt, took_ms, send_started;
+        held_by: None,
     } })
 }
 
 /// One row, whatever its queue and state.
+/// A pending row of a held run is shown as its run's lease says: leased.
 pub(crate) fn row_detail(conn: &dyn Executor, id: i64) -> Result<Option<RowDetail>> {
-    conn.query_opt(&ROW_DETAIL_SQL, params![":id" => id], detail_from_row)
+    let Some(mut row) = conn.query_opt(&ROW_DETAIL_SQL, params![":id" => id], detail_from_row)?
+    else {
+        return Ok(None);
+    };
+    if row.state == "pending" {
+        let params = params![":queue" => row.queue, ":key" => row.key.as_str(), ":id" => row.id];
+        let holder = conn.query_opt(&HELD_BY_SQL, params, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        if let Some((head, owner, until)) = holder {
+            row.state = "leased".into();
+            row.held_by = Some(head);
+            row.lease_owner = owner;
+            row.lease_expires_at = until;
+        }
+    }
+    Ok(Some(row))
 }
 
 /// Pending rows that failed and hold up their key (the oldest unfinished row of it), oldest
@@ -411,6 +439,7 @@ pub(super) const STATEMENTS: &[Sql] = &[
     DEAD_PAGE_SQL,
     DEAD_COUNT_SQL,
     ROW_DETAIL_SQL,
+    HELD_BY_SQL,
     STUCK_HEADS_SQL,
     HAS_KEY_SQL,
 ];
