@@ -297,6 +297,13 @@ impl QueuePolicy {
         }
     }
 
+    /// True when a row written at `created_at` is past its max age at `now` (unix ms) and is
+    /// to be expired rather than delivered.
+    pub fn too_old(&self, created_at: i64, now: i64) -> bool {
+        self.expires_after()
+            .is_some_and(|age| created_at < now.saturating_sub(crate::clock::ms(age)))
+    }
+
     /// True when a row that has been tried `attempts` times must not be tried again.
     pub fn exhausted(&self, attempts: u32) -> bool {
         self.max_attempts.is_some_and(|max| attempts >= max)

@@ -656,14 +656,11 @@ impl Queue {
     /// than one row, all pending, none that would end at its lease (see `screen_in`).
     fn may_hold(&self, leases: &[(String, Lease)], now: i64) -> bool {
         let policy = self.policy();
-        let too_old = |l: &Lease| {
-            policy
-                .expires_after()
-                .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
-        };
         leases.len() > 1
             && leases.iter().all(|(state, l)| {
-                state == "pending" && !policy.exhausted(l.attempts) && !too_old(l)
+                state == "pending"
+                    && !policy.exhausted(l.attempts)
+                    && !policy.too_old(l.created_at, now)
             })
     }
 
@@ -853,11 +850,6 @@ impl Queue {
     fn screen_in(&self, tx: &Tx<'_>, leases: Vec<Lease>) -> Result<Vec<Lease>> {
         let now = tx.now();
         let policy = self.policy();
-        let too_old = |l: &Lease| {
-            policy
-                .expires_after()
-                .is_some_and(|age| l.created_at < now.saturating_sub(ms(age)))
-        };
         let mut kept = Vec::with_capacity(leases.len());
         for lease in leases {
             // `attempts` counts this lease: the row was tried `attempts - 1` times before.
@@ -875,7 +867,7 @@ impl Queue {
                         ":now" => now, ":reason" => reason,
                     ],
                 )?;
-            } else if too_old(&lease) {
+            } else if policy.too_old(lease.created_at, now) {
                 let age = std::time::Duration::from_millis(
                     now.saturating_sub(lease.created_at).max(0) as u64,
                 );
