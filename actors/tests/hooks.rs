@@ -318,3 +318,81 @@ async fn a_chatty_session_does_not_hold_up_a_quiet_one() {
     );
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Regression, "hook rows finished out of order after the database went away" (the three-node
+/// chaos run: "hooks h2: row 97 finished … after row 104"): PostgreSQL stops while a worker
+/// runs one of a session's rows. The worker gave that row and the rows buffered behind it back
+/// in a write that failed too (the database was still down), so they stayed leased to this
+/// node, out of every worker's hands. A claim does not wait for rows leased to its own node
+/// (they are in its workers' buffers), so once the database was back the session's later rows
+/// were claimed and run first, and the lost ones were extended with the buffered leases until
+/// the daemon stopped.
+#[actix_rt::test]
+async fn a_database_outage_while_a_hook_row_runs_neither_reorders_nor_strands_the_sessions_rows() {
+    let dir = TestDb::postgres_own_server();
+    let engine = Engine::open(&dir.config).unwrap();
+    let rows: Vec<NewRow> = (0..2_000)
+        .map(|i| {
+            hook(
+                "h",
+                EventType::UserPromptSubmit,
+                json!({"prompt": format!("p{i}")}),
+            )
+        })
+        .collect();
+    let hooks = engine.queue(relayq_engine::QueueName::Hooks, QueuePolicy::hooks());
+    hooks.enqueue_many(&rows).unwrap();
+    let count = |state: &str| {
+        let sql =
+            Sql::same("SELECT COUNT(*) FROM queue_rows WHERE queue = 'hooks' AND state = :state");
+        let conn = engine.database().read().ok()?;
+        conn.query_all(&sql, relayq_engine::params![":state" => state], |r| {
+            r.get::<i64, _>(0)
+        })
+        .ok()?
+        .pop()
+    };
+    let rt = start(&dir, Limits::default()).await;
+    // The database goes away mid-run, three times, each for longer than a claim's retry.
+    let server = dir.server().unwrap();
+    for at in [200, 700, 1_200] {
+        let mut waited = 0;
+        while count("delivered").unwrap_or(0) < at && waited < 3_000 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        server.stop();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        server.start_again();
+    }
+    let mut waited = 0;
+    while count("delivered") != Some(2_000) {
+        assert!(
+            waited < 6_000,
+            "hook rows not all run a minute after the database came back: {} delivered, {:?} leased",
+            count("delivered").unwrap_or(-1),
+            count("leased")
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    let sql = Sql::same("SELECT id, finished_at FROM queue_rows WHERE queue = 'hooks' ORDER BY id");
+    let finished: Vec<(i64, i64)> = engine
+        .database()
+        .read()
+        .unwrap()
+        .query_all(&sql, relayq_engine::params![], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    for pair in finished.windows(2) {
+        let ((id1, at1), (id2, at2)) = (pair[0], pair[1]);
+        assert!(
+            at1 <= at2,
+            "row {id1} finished at {at1}, after row {id2} at {at2}"
+        );
+    }
+    let session = engine.session("h").unwrap().unwrap();
+    assert_eq!(session.last_user_input.as_deref(), Some("p1999"));
+    rt.shutdown(Duration::from_secs(5)).await;
+}

@@ -62,6 +62,11 @@ impl HookBuffer {
         self.rows.pop_front()
     }
 
+    /// Puts a row taken with `pop` back first (it could not run yet).
+    pub fn push_front(&mut self, row: Buffered) {
+        self.rows.push_front(row);
+    }
+
     /// Empties the buffer (the rows go back to the store).
     pub fn take_all(&mut self) -> Vec<Lease> {
         self.rows.drain(..).map(|b| b.lease).collect()

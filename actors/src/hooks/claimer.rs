@@ -139,21 +139,38 @@ impl HookClaimer {
     }
 
     /// A worker died (a panic) with rows buffered. Its leases, and this new run behind them,
-    /// go back to the store, so the next claim hands them to a new worker in order.
+    /// go back to the store, so the next claim hands them to a new worker in order. The session
+    /// is left out of claims until that write commits (tried again each second): rows leased
+    /// to this node do not hold a claim back.
     fn replace_dead_worker(&mut self, session: String, run: Vec<Lease>, ctx: &mut Context<Self>) {
         tracing::warn!(session, "hook worker died; its rows go back to the store");
         self.workers.remove(&session);
-        self.paused.remove(&session);
-        let key = session.clone();
+        self.paused.insert(session.clone());
+        self.release_dead_workers_rows(session, run, ctx);
+    }
+
+    fn release_dead_workers_rows(
+        &mut self,
+        session: String,
+        run: Vec<Lease>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (key, rows) = (session.clone(), run.clone());
         let work = self.store.run(move |s| {
-            s.hooks.defer_many(&run, Duration::ZERO)?;
+            s.hooks.defer_many(&rows, Duration::ZERO)?;
             s.hooks.release_own_leases(&key)
         });
-        ctx.spawn(work.into_actor(self).map(move |result, _, ctx| {
-            if let Err(e) = result {
-                tracing::error!(session, error = %e, "cannot release a dead worker's rows; they return when their lease expires");
+        ctx.spawn(work.into_actor(self).map(move |result, act, ctx| match result {
+            Ok(_) => {
+                act.paused.remove(&session);
+                ctx.notify(ClaimHooks);
             }
-            ctx.notify(ClaimHooks);
+            Err(e) => {
+                tracing::error!(session, error = %e, "cannot release a dead worker's rows; trying again in 1s");
+                ctx.run_later(Duration::from_secs(1), move |act, ctx| {
+                    act.release_dead_workers_rows(session, run, ctx)
+                });
+            }
         }));
     }
 

@@ -50,6 +50,12 @@ pub struct HookWorker {
     buffer: HookBuffer,
     /// A row is being processed.
     busy: bool,
+    /// The store failed while a row ran: it waits at the front of the buffer for a timer.
+    resting: bool,
+    /// Store failures in a row, for the backoff.
+    failures: u32,
+    /// Rows leaving without running, still leased to this node until their write commits.
+    leaving: Leaving,
     /// `Rows` messages handled; the claimer compares it with the batches it sent.
     batches_seen: u64,
     stopping: Stopping,
@@ -63,6 +69,9 @@ impl HookWorker {
             reports,
             buffer: HookBuffer::new(limits),
             busy: false,
+            resting: false,
+            failures: 0,
+            leaving: Leaving::default(),
             batches_seen: 0,
             stopping: Stopping::default(),
         }
@@ -72,13 +81,13 @@ impl HookWorker {
         self.reports.level.do_send(WorkerLevel {
             session: self.session.clone(),
             len: self.buffer.len(),
-            idle: !self.busy && self.buffer.is_empty(),
+            idle: !self.busy && !self.resting && self.buffer.is_empty() && self.leaving.is_empty(),
             batches_seen: self.batches_seen,
         });
     }
 
     fn step(&mut self, ctx: &mut Context<Self>) {
-        if self.busy {
+        if self.busy || self.resting {
             return;
         }
         if self.stopping.requested() {
@@ -91,18 +100,21 @@ impl HookWorker {
         };
         self.busy = true;
         self.report();
-        let lease = next.lease;
-        let for_process = lease.clone();
-        let work = self.store.run(move |s| s.processor.process(&for_process));
+        let lease = next.lease.clone();
+        let work = self.store.run(move |s| s.processor.process(&lease));
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
-            act.after(&lease, result, ctx);
+            act.after(next, result, ctx);
             act.step(ctx);
         }));
     }
 
-    fn after(&mut self, lease: &Lease, result: crate::Result<Processed>, ctx: &mut Context<Self>) {
+    fn after(&mut self, row: Buffered, result: crate::Result<Processed>, ctx: &mut Context<Self>) {
         let session = self.session.as_str();
+        let lease = &row.lease;
+        if result.is_ok() {
+            self.failures = 0;
+        }
         match result {
             Ok(Processed::Applied(effects)) => {
                 tracing::debug!(session, row = lease.id, "hook event applied");
@@ -143,7 +155,8 @@ impl HookWorker {
                 if matches!(retried, Retried::Scheduled { .. }) {
                     // The rows behind it must wait for its retry: give them back.
                     let behind = self.buffer.take_all();
-                    self.give_back(behind, Duration::ZERO, ctx);
+                    self.leaving.back.extend(behind);
+                    self.write_leaving(ctx);
                 }
             }
             Ok(Processed::Stale) => {
@@ -154,37 +167,91 @@ impl HookWorker {
                 )
             }
             Err(e) => {
-                tracing::error!(session, row = lease.id, error = %e, "cannot process the hook row; giving it back");
-                let mut rows = vec![lease.clone()];
-                rows.extend(self.buffer.take_all());
-                self.give_back(rows, Duration::from_secs(1), ctx);
+                // The row and those behind it stay leased to this node, in this buffer, in
+                // order: a write giving them back could fail as well (the database is away),
+                // and rows leased to this node do not hold the next claim back.
+                let wait = STORE_RETRY
+                    .saturating_mul(1 << self.failures.min(5))
+                    .min(STORE_RETRY_MAX);
+                self.failures += 1;
+                tracing::error!(session, row = lease.id, error = %e, ?wait, "cannot process the hook row; trying it again");
+                self.buffer.push_front(row);
+                self.resting = true;
+                ctx.run_later(wait, |act, ctx| {
+                    act.resting = false;
+                    act.step(ctx);
+                });
             }
         }
     }
 
-    /// Returns rows to the store (attempt not counted), due after `delay`.
-    fn give_back(&self, rows: Vec<Lease>, delay: Duration, ctx: &mut Context<Self>) {
-        if rows.is_empty() {
+    /// Writes what `leaving` holds: its rows given back (due at once, the attempt not
+    /// counted) and its dropped rows recorded done, in one try; tried again each second until
+    /// it commits. Until then the rows are still leased to this node, so a claim does not wait
+    /// for them: every row claimed meanwhile joins them (see `Handler<Rows>`), and nothing
+    /// after them runs first.
+    fn write_leaving(&mut self, ctx: &mut Context<Self>) {
+        if self.leaving.writing || self.leaving.is_empty() {
             return;
         }
-        let session = self.session.clone();
-        let work = self.store.run(move |s| s.hooks.defer_many(&rows, delay));
-        ctx.spawn(
-            async move {
-                if let Err(e) = work.await {
-                    tracing::error!(session, error = %e, "cannot give hook rows back; they return when their lease expires");
+        self.leaving.writing = true;
+        let (back, done) = (self.leaving.back.clone(), self.leaving.done.clone());
+        let work = self.store.run(move |s| {
+            s.hooks.drop_leased(&done)?;
+            s.hooks.defer_many(&back, Duration::ZERO)
+        });
+        let (sent_back, sent_done) = (self.leaving.back.len(), self.leaving.done.len());
+        ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
+            act.leaving.writing = false;
+            match result {
+                Ok(_) => {
+                    act.leaving.back.drain(..sent_back);
+                    act.leaving.done.drain(..sent_done);
+                    if sent_back > 0 {
+                        act.reports.claim.do_send(ClaimHooks);
+                    }
+                    act.write_leaving(ctx);
+                    act.report();
+                }
+                Err(e) => {
+                    tracing::error!(session = act.session, error = %e, "cannot give hook rows back or record them dropped; trying again in 1s");
+                    ctx.run_later(STORE_RETRY, |act, ctx| act.write_leaving(ctx));
                 }
             }
-            .into_actor(self),
-        );
+        }));
     }
 
+    /// Gives back every row this worker holds, then stops (a failed write leaves them to
+    /// their leases' expiry: this node is shutting down).
     fn give_back_and_stop(&mut self, ctx: &mut Context<Self>) {
-        let rows = self.buffer.take_all();
-        let work = self
-            .store
-            .run(move |s| s.hooks.defer_many(&rows, Duration::ZERO));
+        let mut rows = self.buffer.take_all();
+        rows.append(&mut self.leaving.back);
+        let done = std::mem::take(&mut self.leaving.done);
+        let work = self.store.run(move |s| {
+            s.hooks.drop_leased(&done)?;
+            s.hooks.defer_many(&rows, Duration::ZERO)
+        });
         ctx.wait(work.into_actor(self).map(|_, _, ctx| ctx.stop()));
+    }
+}
+
+/// How soon a store that failed is tried again, doubling up to `STORE_RETRY_MAX`.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+const STORE_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Rows leaving a worker without running: `back` to the store (claimed again later, in
+/// order: every one after every buffered row), `done` without running (coalesced, evicted).
+#[derive(Default)]
+struct Leaving {
+    back: Vec<Lease>,
+    done: Vec<(Lease, &'static str)>,
+    /// Their write is under way.
+    writing: bool,
+}
+
+impl Leaving {
+    fn is_empty(&self) -> bool {
+        self.back.is_empty() && self.done.is_empty()
     }
 }
 
@@ -201,49 +268,29 @@ impl Handler<Rows> for HookWorker {
 
     fn handle(&mut self, Rows(leases): Rows, ctx: &mut Context<Self>) {
         self.batches_seen += 1;
-        let batch = leases
+        let batch: Vec<Buffered> = leases
             .into_iter()
             .map(|lease| Buffered {
                 event: event_type(&lease.payload),
                 lease,
             })
             .collect();
-        let mut done = Vec::new();
-        let mut deferred = Vec::new();
-        for (lease, why) in self.buffer.push_batch(batch) {
-            match why {
-                Dropped::Coalesced => done.push((lease, "coalesced")),
-                Dropped::Evicted => done.push((lease, "evicted")),
-                Dropped::Deferred => deferred.push(lease),
+        if !self.leaving.back.is_empty() {
+            // Rows before these are on their way back to the store: these follow them.
+            self.leaving
+                .back
+                .extend(batch.into_iter().map(|b: Buffered| b.lease));
+        } else {
+            for (lease, why) in self.buffer.push_batch(batch) {
+                match why {
+                    Dropped::Coalesced => self.leaving.done.push((lease, "coalesced")),
+                    Dropped::Evicted => self.leaving.done.push((lease, "evicted")),
+                    // Given back due at once, and claimed again as soon as the buffer has room.
+                    Dropped::Deferred => self.leaving.back.push(lease),
+                }
             }
         }
-        if !done.is_empty() {
-            let session = self.session.clone();
-            let work = self.store.run(move |s| s.hooks.drop_leased(&done));
-            ctx.spawn(
-                async move {
-                    if let Err(e) = work.await {
-                        tracing::error!(session, error = %e, "cannot record dropped hook rows; they return when their lease expires");
-                    }
-                }
-                .into_actor(self),
-            );
-        }
-        if !deferred.is_empty() {
-            // Given back due at once, and claimed again as soon as the buffer has room. The
-            // worker waits for the commit: until then the claimer could lease the rows behind
-            // them, which are not held back by rows still leased to this process.
-            let session = self.session.clone();
-            let work = self
-                .store
-                .run(move |s| s.hooks.defer_many(&deferred, Duration::ZERO));
-            ctx.wait(work.into_actor(self).map(move |result, act, _| {
-                if let Err(e) = result {
-                    tracing::error!(session, error = %e, "cannot give hook rows back; they return when their lease expires");
-                }
-                act.reports.claim.do_send(ClaimHooks);
-            }));
-        }
+        self.write_leaving(ctx);
         self.step(ctx);
         self.report();
     }
