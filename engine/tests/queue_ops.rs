@@ -1266,3 +1266,41 @@ fn postgresql_lease_queries_are_served_by_the_active_row_indexes() {
         assert!(p.contains("queue_rows_"), "{what} uses no index: {p}");
     }
 }
+
+/// Regression, "a node joining beside live nodes superseded their progress": at its start a
+/// daemon ends the progress rows (kinds `replay_kinds` leaves out) written before it started,
+/// since their writer is gone. On a shared database a live node's progress, written a moment
+/// before another node started, ended as `superseded` too, never sent. Now only rows from
+/// before every live node's start are stale.
+#[test]
+fn a_node_starting_beside_a_live_node_supersedes_only_progress_older_than_every_live_node() {
+    use relayq_engine::storage::nodes::join_in;
+    let f = fixture();
+    let q = f
+        .engine
+        .queue(relayq_engine::QueueName::Outbound, QueuePolicy::outbound());
+    let block = |text: &str| row("chat", &format!(r#"{{"kind":"block","text":"{text}"}}"#));
+    let final_answer = q
+        .enqueue(&row("chat", r#"{"text":"the answer"}"#))
+        .unwrap()
+        .id;
+    let gone = q
+        .enqueue(&block("left by a daemon that is gone"))
+        .unwrap()
+        .id;
+    f.clock.advance(Duration::from_secs(1));
+    f.engine.write(|tx| join_in(tx, "a", "host/a")).unwrap();
+    f.clock.advance(Duration::from_secs(1));
+    let live = q.enqueue(&block("node a's progress")).unwrap().id;
+    f.clock.advance(Duration::from_secs(1));
+    f.engine.write(|tx| join_in(tx, "b", "host/b")).unwrap();
+
+    assert_eq!(q.supersede_stale(f.engine.now()).unwrap(), 1);
+    assert_eq!(state(&q, gone), "expired");
+    assert_eq!(
+        state(&q, live),
+        "pending",
+        "node a's progress is a's to send"
+    );
+    assert_eq!(state(&q, final_answer), "pending");
+}

@@ -84,6 +84,10 @@ const LEAST_BUSY_OTHER_SQL: Sql = Sql::same(
      WHERE name <> :name AND stopped_at IS NULL
        AND seen_at >= (SELECT MAX(seen_at) FROM nodes) - :timeout",
 );
+/// When the longest-running live node started.
+const EARLIEST_LIVE_START_SQL: Sql = Sql::same(
+    "SELECT MIN(started_at) FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before",
+);
 const SESSION_NODE_SQL: Sql = Sql::same("SELECT node FROM sessions WHERE key = :key");
 const SESSIONS_ELSEWHERE_SQL: Sql =
     Sql::same("SELECT key FROM sessions WHERE node IS NOT NULL AND node <> :node");
@@ -256,6 +260,18 @@ pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
 /// Whether `node` is alive at `now`: running and seen within [`NODE_TIMEOUT`].
 pub fn is_alive(node: &Node, now: i64) -> bool {
     node.stopped_at.is_none() && node.seen_at >= lost_before(now)
+}
+
+/// When the longest-running live node started, `None` when none is (a database no daemon
+/// joined). A row written before it was written by a daemon that is gone; a later one may be a
+/// live node's.
+pub fn earliest_live_start(conn: &dyn Executor, now: i64) -> Result<Option<i64>> {
+    let params = params![":lost_before" => lost_before(now)];
+    Ok(conn
+        .query_opt(&EARLIEST_LIVE_START_SQL, params, |r| {
+            r.get::<Option<i64>, _>(0)
+        })?
+        .flatten())
 }
 
 /// Takes back the leases of daemons that are no live node's: how a node's crash is recovered

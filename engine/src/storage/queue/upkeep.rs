@@ -130,7 +130,8 @@ pub const PRUNE_SQL: Sql = Sql::same(
 impl Queue {
     /// At daemon start: the unfinished rows left from before `started` whose kind the
     /// policy's `replay_kinds` does not name end as expired, reason `superseded`. Returns how
-    /// many.
+    /// many. Only rows from before every live node's start: on a shared database the others'
+    /// progress is theirs to send (a node joining beside them superseded it, silently).
     pub fn supersede_stale(&self, started: i64) -> Result<usize> {
         let Some(kinds) = self.policy().replay_kinds.clone() else {
             return Ok(0);
@@ -138,6 +139,8 @@ impl Queue {
         let kinds = serde_json::to_string(&kinds).expect("a list of strings serialises");
         self.write(|tx| {
             let now = tx.now();
+            let live = crate::storage::nodes::earliest_live_start(tx, now)?;
+            let started = live.map_or(started, |live| live.min(started));
             let params = params![
                 ":queue" => self.name, ":now" => now, ":started" => started, ":kinds" => kinds,
             ];
