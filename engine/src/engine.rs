@@ -192,37 +192,53 @@ impl Engine {
     /// Joins the database's nodes as this engine's node, served by its owner (refused while
     /// another live daemon serves the name).
     pub fn join_nodes(&self) -> Result<()> {
-        use crate::storage::nodes::{join_in, least_busy_other};
-        let least = self.write(|tx| {
+        use crate::storage::nodes::{join_in, least_busy_other, writing_others};
+        let (least, writing) = self.write(|tx| {
             join_in(tx, &self.node, &self.owner)?;
-            least_busy_other(tx, &self.node)
+            Ok((
+                least_busy_other(tx, &self.node)?,
+                writing_others(tx, &self.node)?,
+            ))
         })?;
         self.load.note_others(least);
+        self.share_writers(writing);
         Ok(())
+    }
+
+    /// This node's held-row writers take turns as the others write (see
+    /// [`WriterGate`](crate::commit::WriterGate)): all of them while no other node is writing,
+    /// their share of [`HELD_LANES`](crate::commit::HELD_LANES) when others are, at least one.
+    fn share_writers(&self, writing_others: u64) {
+        let lanes = crate::commit::HELD_LANES;
+        let share = lanes / (1 + writing_others as usize);
+        self.db.held_writers().allow(share.max(1));
     }
 
     /// Says this node is alive, with how busy it is, and notes how busy the others are; false
     /// when another daemon took its name meanwhile.
     /// `unready`: what cannot work on this node now, and why (see `NodeView::unready`).
     pub fn heartbeat(&self, unready: &[String]) -> Result<bool> {
-        use crate::storage::nodes::{beat_in, least_busy_other};
+        use crate::storage::nodes::{beat_in, least_busy_other, writing_others};
         let own = self.load.own.load(Ordering::Relaxed);
-        let (kept, least) = self.write(|tx| {
+        let (kept, least, writing) = self.write(|tx| {
             let kept = beat_in(tx, &self.node, &self.owner, own, unready)?;
-            Ok((kept, least_busy_other(tx, &self.node)?))
+            let least = least_busy_other(tx, &self.node)?;
+            Ok((kept, least, writing_others(tx, &self.node)?))
         })?;
         self.load.note_others(least);
+        self.share_writers(writing);
         Ok(kept)
     }
 
     /// Reads how busy the other nodes are (between heartbeats: a node's load changes faster).
     pub fn look_at_others(&self) -> Result<()> {
-        use crate::storage::nodes::least_busy_other;
+        use crate::storage::nodes::{least_busy_other, writing_others};
         if !self.db.is_shared() {
             return Ok(());
         }
-        let least = least_busy_other(&self.db.read()?, &self.node)?;
-        self.load.note_others(least);
+        let conn = self.db.read()?;
+        self.load.note_others(least_busy_other(&conn, &self.node)?);
+        self.share_writers(writing_others(&conn, &self.node)?);
         Ok(())
     }
 
@@ -479,6 +495,33 @@ mod tests {
         load.own.store(own, Ordering::Relaxed);
         load.note_others(least_other);
         load
+    }
+
+    /// A node's held-row writers take turns while another node writes (the server's cores are
+    /// shared), and all write at once again when the others go idle.
+    #[test]
+    fn held_row_writers_take_turns_while_another_node_writes() {
+        use crate::commit::HELD_LANES;
+        use crate::storage::nodes::{beat_in, join_in};
+        let pg = crate::storage::test_db::TestDb::postgres();
+        let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock)).with_node("a");
+        engine.join_nodes().unwrap();
+        let allowed = || engine.database().held_writers().allowed();
+        assert_eq!(allowed(), HELD_LANES, "alone");
+        let other_beats = |backlog: u64| {
+            engine
+                .write(|tx| {
+                    join_in(tx, "b", "hb/1")?;
+                    beat_in(tx, "b", "hb/1", backlog, &[]).map(|_| ())
+                })
+                .unwrap()
+        };
+        other_beats(40);
+        engine.look_at_others().unwrap();
+        assert_eq!(allowed(), 1, "b writes");
+        other_beats(0);
+        engine.look_at_others().unwrap();
+        assert_eq!(allowed(), HELD_LANES, "b is idle");
     }
 
     /// A node leaves sessions to the others only when it is busy and another is idle: never

@@ -10,7 +10,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use tokio::sync::oneshot;
 
@@ -54,6 +54,63 @@ pub enum WriteLane {
 
 /// Threads (and connections) for the writes about held rows, on PostgreSQL.
 pub const HELD_LANES: usize = 2;
+
+/// How many of a node's [`HELD_LANES`] may run a transaction at once: all of them while no
+/// other node is writing, fewer when others are (see `Engine::look_at_others`). Every node's
+/// writers share the database server's cores, and past about as many writers as cores each
+/// transaction slows more than another writer adds: on a 2-core server, a drain to 100
+/// destinations by three nodes with 2 writers each ran at 0.85× one node's, with 1 each at
+/// 1.1–1.6×. A key keeps its lane (its writes stay in order); only how many lanes write at
+/// once changes.
+#[derive(Debug)]
+pub struct WriterGate {
+    /// Transactions running, and how many may.
+    running: Mutex<(usize, usize)>,
+    freed: Condvar,
+}
+
+impl Default for WriterGate {
+    fn default() -> Self {
+        WriterGate {
+            running: Mutex::new((0, HELD_LANES)),
+            freed: Condvar::new(),
+        }
+    }
+}
+
+impl WriterGate {
+    /// Lets `n` (1 to [`HELD_LANES`]) transactions run at once from now on.
+    pub fn allow(&self, n: usize) {
+        let mut running = self.running.lock().expect("writer gate lock");
+        running.1 = n.clamp(1, HELD_LANES);
+        self.freed.notify_all();
+    }
+
+    /// How many may run at once.
+    pub fn allowed(&self) -> usize {
+        self.running.lock().expect("writer gate lock").1
+    }
+
+    /// Waits for a turn; the turn ends when the pass is dropped.
+    fn enter(&self) -> GatePass<'_> {
+        let mut running = self.running.lock().expect("writer gate lock");
+        while running.0 >= running.1 {
+            running = self.freed.wait(running).expect("writer gate lock");
+        }
+        running.0 += 1;
+        GatePass(self)
+    }
+}
+
+/// A turn through a [`WriterGate`].
+struct GatePass<'a>(&'a WriterGate);
+
+impl Drop for GatePass<'_> {
+    fn drop(&mut self) {
+        self.0.running.lock().expect("writer gate lock").0 -= 1;
+        self.0.freed.notify_one();
+    }
+}
 
 /// Which of the [`HELD_LANES`] a key's writes go through: always the same for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,14 +230,15 @@ pub(crate) trait Batches: Send + 'static {
 }
 
 impl Committer {
-    /// Starts the commit thread on `batches`.
-    pub(crate) fn start(batches: impl Batches) -> Committer {
+    /// Starts the commit thread on `batches`; each of its transactions waits for a turn
+    /// through `gate`, if given.
+    pub(crate) fn start(batches: impl Batches, gate: Option<Arc<WriterGate>>) -> Committer {
         let (queue, ops) = mpsc::channel::<Box<dyn Operation>>();
         let backlog = Arc::new(AtomicUsize::new(0));
         let answered = backlog.clone();
         std::thread::Builder::new()
             .name("relayq-commit".into())
-            .spawn(move || run(batches, ops, &answered))
+            .spawn(move || run(batches, ops, &answered, gate.as_deref()))
             .expect("cannot start the commit thread");
         Committer { queue, backlog }
     }
@@ -230,12 +288,19 @@ impl Committer {
     }
 }
 
-fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>, backlog: &AtomicUsize) {
+fn run(
+    mut backend: impl Batches,
+    ops: mpsc::Receiver<Box<dyn Operation>>,
+    backlog: &AtomicUsize,
+    gate: Option<&WriterGate>,
+) {
     let mut batch: Vec<Box<dyn Operation>> = Vec::with_capacity(MAX_BATCH);
     let (mut batches, mut operations) = (0u64, 0u64);
     let mut busy = std::time::Duration::ZERO;
     let started = std::time::Instant::now();
     while let Ok(first) = ops.recv() {
+        // Operations that come while the turn is awaited join this batch.
+        let pass = gate.map(WriterGate::enter);
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match ops.try_recv() {
@@ -247,6 +312,7 @@ fn run(mut backend: impl Batches, ops: mpsc::Receiver<Box<dyn Operation>>, backl
         operations += batch.len() as u64;
         let began = std::time::Instant::now();
         let outcome = backend.commit(&mut batch);
+        drop(pass);
         busy += began.elapsed();
         if let Err(e) = &outcome {
             tracing::warn!(operations = batch.len(), error = %e, "group commit failed; every operation in it is answered with the error");
@@ -338,4 +404,54 @@ pub(crate) fn run_one(tx: &Tx<'_>, op: &mut Box<dyn Operation>, guarded: bool) -
         return Err(EngineError::NotCommitted("an operation panicked".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+    use std::time::Duration;
+
+    /// Whether `n` threads can all be inside `gate` at once: each waits inside for the others,
+    /// up to a second.
+    fn all_inside_at_once(gate: &Arc<WriterGate>, n: usize) -> bool {
+        let together = Arc::new(Barrier::new(n + 1));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (gate, together, inside) = (gate.clone(), together.clone(), inside.clone());
+                std::thread::spawn(move || {
+                    let _pass = gate.enter();
+                    inside.fetch_add(1, Ordering::SeqCst);
+                    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+                    while inside.load(Ordering::SeqCst) < n && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let met = inside.load(Ordering::SeqCst) >= n;
+                    drop(_pass);
+                    together.wait();
+                    met
+                })
+            })
+            .collect();
+        together.wait();
+        threads.into_iter().all(|t| t.join().unwrap())
+    }
+
+    /// Held-row writers take turns as allowed: one at a time while another node writes, every
+    /// lane at once while none does; out-of-range allowances are brought into 1..=HELD_LANES.
+    #[test]
+    fn a_writer_gate_lets_in_as_many_writers_at_once_as_it_allows() {
+        let gate = Arc::new(WriterGate::default());
+        assert_eq!(gate.allowed(), HELD_LANES);
+        assert!(all_inside_at_once(&gate, HELD_LANES));
+        gate.allow(1);
+        assert!(!all_inside_at_once(&gate, 2), "two writers at once");
+        gate.allow(0);
+        assert_eq!(gate.allowed(), 1);
+        gate.allow(HELD_LANES + 5);
+        assert_eq!(gate.allowed(), HELD_LANES);
+        assert!(all_inside_at_once(&gate, HELD_LANES));
+    }
 }

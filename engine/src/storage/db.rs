@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::commit::{Atomicity, Committer, WriteLane, HELD_LANES};
+use crate::commit::{Atomicity, Committer, WriteLane, WriterGate, HELD_LANES};
 use crate::error::Result;
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
 use crate::storage::sql::{Executor, Target};
@@ -85,6 +85,8 @@ pub struct Database {
     /// Started on first `submit`, so one-shot commands never start a thread: one per
     /// [`WriteLane`] on PostgreSQL (the main one and each held-row lane), one for all on SQLite.
     committers: Arc<[OnceLock<Committer>; 1 + HELD_LANES]>,
+    /// How many held-row lanes write at once (PostgreSQL).
+    held_writers: Arc<WriterGate>,
 }
 
 #[derive(Clone)]
@@ -130,6 +132,7 @@ impl Database {
             path: config.path.clone(),
             clock: Arc::new(SystemClock),
             committers: Arc::default(),
+            held_writers: Arc::default(),
         })
     }
 
@@ -138,6 +141,7 @@ impl Database {
         Database {
             clock,
             committers: Arc::default(),
+            held_writers: Arc::default(),
             ..self
         }
     }
@@ -256,9 +260,17 @@ impl Database {
             Backend::Postgres(..) => lane.index(),
         };
         self.committers[at].get_or_init(|| match &self.backend {
-            Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone())),
-            Backend::Postgres(db, _) => Committer::start(db.batches(self.clock.clone())),
+            Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone()), None),
+            Backend::Postgres(db, _) => {
+                let gate = (lane != WriteLane::Main).then(|| self.held_writers.clone());
+                Committer::start(db.batches(self.clock.clone()), gate)
+            }
         })
+    }
+
+    /// The gate of this node's held-row writers (see [`WriterGate`]).
+    pub fn held_writers(&self) -> &WriterGate {
+        &self.held_writers
     }
 }
 

@@ -84,6 +84,12 @@ const LEAST_BUSY_OTHER_SQL: Sql = Sql::same(
      WHERE name <> :name AND stopped_at IS NULL
        AND seen_at >= (SELECT MAX(seen_at) FROM nodes) - :timeout",
 );
+/// How many live nodes other than `:name` are writing (their writer backlog not idle).
+const WRITING_OTHERS_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM nodes
+     WHERE name <> :name AND stopped_at IS NULL AND backlog >= :idle
+       AND seen_at >= (SELECT MAX(seen_at) FROM nodes) - :timeout",
+);
 /// When the longest-running live node started.
 const EARLIEST_LIVE_START_SQL: Sql = Sql::same(
     "SELECT MIN(started_at) FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before",
@@ -181,6 +187,15 @@ pub fn least_busy_other(conn: &dyn Executor, name: &str) -> Result<Option<u64>> 
     let params = params![":name" => name, ":timeout" => ms(NODE_TIMEOUT)];
     let least: Option<i64> = conn.query_value(&LEAST_BUSY_OTHER_SQL, params)?;
     Ok(least.map(|n| n.max(0) as u64))
+}
+
+/// How many live nodes other than `name` are writing: their writer's backlog, as their last
+/// heartbeat said, is not idle ([`IDLE_BACKLOG`]).
+pub fn writing_others(conn: &dyn Executor, name: &str) -> Result<u64> {
+    let params =
+        params![":name" => name, ":idle" => IDLE_BACKLOG as i64, ":timeout" => ms(NODE_TIMEOUT)];
+    let n: i64 = conn.query_value(&WRITING_OTHERS_SQL, params)?;
+    Ok(n.max(0) as u64)
 }
 
 /// Node `name` stops cleanly.
@@ -439,6 +454,30 @@ mod tests {
                 ("h3/1", None)
             );
             assert!(is_alive(&nodes[0], later + 1));
+        }
+    }
+
+    /// The nodes writing beside a node are the live others whose heartbeat's backlog is not
+    /// idle: never itself, nor a lost or stopped node.
+    #[test]
+    fn the_nodes_writing_beside_a_node_are_the_live_others_whose_backlog_is_not_idle() {
+        for backend in TestDb::both() {
+            let db = &backend.db;
+            let writing = |name: &str| writing_others(&db.read().unwrap(), name).unwrap();
+            let beat = |name: &str, backlog: u64| {
+                let instance = format!("h{name}/1");
+                db.write_at(T, |tx| join_in(tx, name, &instance)).unwrap();
+                db.write_at(T, |tx| beat_in(tx, name, &instance, backlog, &[]))
+                    .unwrap();
+            };
+            beat("a", 40);
+            assert_eq!(writing("a"), 0, "{}: alone", backend.name());
+            beat("b", IDLE_BACKLOG);
+            beat("c", IDLE_BACKLOG - 1);
+            assert_eq!(writing("a"), 1, "{}: b writes, c is idle", backend.name());
+            assert_eq!(writing("b"), 1, "{}: a writes", backend.name());
+            db.write_at(T, |tx| leave_in(tx, "b", "hb/1")).unwrap();
+            assert_eq!(writing("a"), 0, "{}: b stopped", backend.name());
         }
     }
 
