@@ -22,7 +22,8 @@
 //! - [`approvals::ApprovalsActor`] tells chats how agents' questions ended and ends the ones
 //!   nobody waits on; answers from chats are recorded with their source's batch.
 //!
-//! Every SQLite call goes through [`store::Store`], which runs it off the executor's threads.
+//! Every database call goes through [`store::Store`], which runs it off the executor's threads
+//! (typed writes through `Store::apply`, the rest through `Store::run`).
 
 pub mod approvals;
 pub mod channels;

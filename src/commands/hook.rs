@@ -1,6 +1,7 @@
 //! `relayq hook --agent claude|codex|gemini [PAYLOAD]`: run by an agent CLI as its hook
 //! command. Reads the agent's payload (stdin, or the last argument as Codex `notify` passes
-//! it), maps the event, writes one row straight into SQLite, pokes a running daemon, and exits.
+//! it), maps the event, writes one row straight into the database, pokes a running daemon, and
+//! exits.
 //! It never talks to the daemon otherwise and never touches the network, so events are kept
 //! while the daemon is down. Exit 0 with empty stdout for every accepted or ignored event; 1 on
 //! failure (never 2, which would block the agent). A database locked for longer than the

@@ -131,8 +131,8 @@ pub struct ExpireSession(pub String);
 #[rtype(result = "()")]
 pub struct SessionEnded(pub String);
 
-/// NoticeRoute sessions by this from now on (the config was reloaded); running sessions switch
-/// channel after the delivery in progress.
+/// Deliver sessions through these channels from now on (the config was reloaded); running
+/// sessions switch channel after the delivery in progress.
 #[derive(Debug, Clone, actix::Message)]
 #[rtype(result = "()")]
 pub struct SetSessionChannels(pub SessionChannels);

@@ -6,7 +6,7 @@
 //!   SourceActor<S> ──S::fetch(offset)──▶ platform          (long poll; waits when idle)
 //!        │ ◀──────Batch { messages, offset }─┘
 //!        └──EnqueueFrom { source, messages, offset }──▶ SupervisorActor
-//!                 ──store.write──▶ commit thread: rows + source_offsets in ONE transaction
+//!                 ──store.apply(RecordBatch)──▶ commit thread: rows + source_offsets in ONE transaction
 //!                 ◀── Vec<Result<Enqueued>> ── and each session with a new row is woken
 //! ```
 //!
