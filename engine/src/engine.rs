@@ -192,25 +192,23 @@ impl Engine {
     /// Joins the database's nodes as this engine's node, served by its owner (refused while
     /// another live daemon serves the name).
     pub fn join_nodes(&self) -> Result<()> {
-        use crate::storage::nodes::{join_in, least_busy_other, writing_others};
-        let (least, writing) = self.write(|tx| {
+        use crate::storage::nodes::{join_in, others};
+        let others = self.write(|tx| {
             join_in(tx, &self.node, &self.owner)?;
-            Ok((
-                least_busy_other(tx, &self.node)?,
-                writing_others(tx, &self.node)?,
-            ))
+            others(tx, &self.node)
         })?;
-        self.load.note_others(least);
-        self.share_writers(writing);
+        self.note_others(others);
         Ok(())
     }
 
-    /// This node's held-row writers take turns as the others write (see
-    /// [`WriterGate`](crate::commit::WriterGate)): all of them while no other node is writing,
-    /// their share of [`HELD_LANES`](crate::commit::HELD_LANES) when others are, at least one.
-    fn share_writers(&self, writing_others: u64) {
-        let lanes = crate::commit::HELD_LANES;
-        let share = lanes / (1 + writing_others as usize);
+    /// Notes how busy the other nodes are: the least busy one's load (see
+    /// [`Engine::busier_than_others`]), and how many write, by which this node's held-row
+    /// writers take turns (see [`WriterGate`](crate::commit::WriterGate)): all of them while no
+    /// other node is writing, their share of [`HELD_LANES`](crate::commit::HELD_LANES) when
+    /// others are, at least one.
+    fn note_others(&self, others: crate::storage::nodes::Others) {
+        self.load.note_others(others.least_backlog);
+        let share = crate::commit::HELD_LANES / (1 + others.writing as usize);
         self.db.held_writers().allow(share.max(1));
     }
 
@@ -218,27 +216,23 @@ impl Engine {
     /// when another daemon took its name meanwhile.
     /// `unready`: what cannot work on this node now, and why (see `NodeView::unready`).
     pub fn heartbeat(&self, unready: &[String]) -> Result<bool> {
-        use crate::storage::nodes::{beat_in, least_busy_other, writing_others};
+        use crate::storage::nodes::{beat_in, others};
         let own = self.load.own.load(Ordering::Relaxed);
-        let (kept, least, writing) = self.write(|tx| {
+        let (kept, others) = self.write(|tx| {
             let kept = beat_in(tx, &self.node, &self.owner, own, unready)?;
-            let least = least_busy_other(tx, &self.node)?;
-            Ok((kept, least, writing_others(tx, &self.node)?))
+            Ok((kept, others(tx, &self.node)?))
         })?;
-        self.load.note_others(least);
-        self.share_writers(writing);
+        self.note_others(others);
         Ok(kept)
     }
 
     /// Reads how busy the other nodes are (between heartbeats: a node's load changes faster).
     pub fn look_at_others(&self) -> Result<()> {
-        use crate::storage::nodes::{least_busy_other, writing_others};
         if !self.db.is_shared() {
             return Ok(());
         }
-        let conn = self.db.read()?;
-        self.load.note_others(least_busy_other(&conn, &self.node)?);
-        self.share_writers(writing_others(&conn, &self.node)?);
+        let others = crate::storage::nodes::others(&self.db.read()?, &self.node)?;
+        self.note_others(others);
         Ok(())
     }
 

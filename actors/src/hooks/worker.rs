@@ -205,8 +205,10 @@ impl HookWorker {
             act.leaving.writing = false;
             match result {
                 Ok(_) => {
-                    act.leaving.back.drain(..sent_back);
-                    act.leaving.done.drain(..sent_done);
+                    // A stop may have taken them meanwhile (`give_back_and_stop`).
+                    let (back, done) = (&mut act.leaving.back, &mut act.leaving.done);
+                    back.drain(..sent_back.min(back.len()));
+                    done.drain(..sent_done.min(done.len()));
                     if sent_back > 0 {
                         act.reports.claim.do_send(ClaimHooks);
                     }

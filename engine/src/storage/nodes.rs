@@ -79,15 +79,10 @@ const LEASES_PER_OWNER_SQL: Sql = Sql::same(
 );
 /// Alive as the freshest heartbeat's time says (the database's clock on PostgreSQL), so that
 /// reading it needs no clock of the reader's.
-const LEAST_BUSY_OTHER_SQL: Sql = Sql::same(
-    "SELECT MIN(backlog) FROM nodes
+const OTHERS_SQL: Sql = Sql::same(
+    "SELECT MIN(backlog), COALESCE(SUM(CASE WHEN backlog >= :idle THEN 1 ELSE 0 END), 0)
+     FROM nodes
      WHERE name <> :name AND stopped_at IS NULL
-       AND seen_at >= (SELECT MAX(seen_at) FROM nodes) - :timeout",
-);
-/// How many live nodes other than `:name` are writing (their writer backlog not idle).
-const WRITING_OTHERS_SQL: Sql = Sql::same(
-    "SELECT COUNT(*) FROM nodes
-     WHERE name <> :name AND stopped_at IS NULL AND backlog >= :idle
        AND seen_at >= (SELECT MAX(seen_at) FROM nodes) - :timeout",
 );
 /// When the longest-running live node started.
@@ -181,21 +176,26 @@ pub fn beat_in(
     Ok(tx.exec(&BEAT_SQL, params)? == 1)
 }
 
-/// The backlog of the least busy live node other than `name` (see [`beat_in`]); `None` when
-/// no other node is alive.
-pub fn least_busy_other(conn: &dyn Executor, name: &str) -> Result<Option<u64>> {
-    let params = params![":name" => name, ":timeout" => ms(NODE_TIMEOUT)];
-    let least: Option<i64> = conn.query_value(&LEAST_BUSY_OTHER_SQL, params)?;
-    Ok(least.map(|n| n.max(0) as u64))
+/// How busy the live nodes other than one are, from their heartbeats (see [`beat_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Others {
+    /// The least busy one's writer backlog; `None` when no other node is alive.
+    pub least_backlog: Option<u64>,
+    /// How many are writing: their backlog is not idle ([`IDLE_BACKLOG`]).
+    pub writing: u64,
 }
 
-/// How many live nodes other than `name` are writing: their writer's backlog, as their last
-/// heartbeat said, is not idle ([`IDLE_BACKLOG`]).
-pub fn writing_others(conn: &dyn Executor, name: &str) -> Result<u64> {
+/// How busy the live nodes other than `name` are.
+pub fn others(conn: &dyn Executor, name: &str) -> Result<Others> {
     let params =
         params![":name" => name, ":idle" => IDLE_BACKLOG as i64, ":timeout" => ms(NODE_TIMEOUT)];
-    let n: i64 = conn.query_value(&WRITING_OTHERS_SQL, params)?;
-    Ok(n.max(0) as u64)
+    let (least, writing): (Option<i64>, i64) = conn
+        .query_opt(&OTHERS_SQL, params, |r| Ok((r.get(0)?, r.get(1)?)))?
+        .unwrap_or((None, 0));
+    Ok(Others {
+        least_backlog: least.map(|n| n.max(0) as u64),
+        writing: writing.max(0) as u64,
+    })
 }
 
 /// Node `name` stops cleanly.
@@ -401,7 +401,8 @@ pub(crate) const STATEMENTS: &[Sql] = &[
     LIST_SQL,
     GET_SQL,
     RECLAIM_LOST_SQL,
-    LEAST_BUSY_OTHER_SQL,
+    OTHERS_SQL,
+    EARLIEST_LIVE_START_SQL,
     SESSION_NODE_SQL,
     SESSIONS_ELSEWHERE_SQL,
     WAITING_ON_GONE_NODES_SQL,
@@ -463,7 +464,7 @@ mod tests {
     fn the_nodes_writing_beside_a_node_are_the_live_others_whose_backlog_is_not_idle() {
         for backend in TestDb::both() {
             let db = &backend.db;
-            let writing = |name: &str| writing_others(&db.read().unwrap(), name).unwrap();
+            let writing = |name: &str| others(&db.read().unwrap(), name).unwrap().writing;
             let beat = |name: &str, backlog: u64| {
                 let instance = format!("h{name}/1");
                 db.write_at(T, |tx| join_in(tx, name, &instance)).unwrap();
@@ -487,7 +488,7 @@ mod tests {
     fn the_least_busy_other_node_is_read_from_the_live_nodes_heartbeats() {
         for backend in TestDb::both() {
             let db = &backend.db;
-            let least = |name: &str| least_busy_other(&db.read().unwrap(), name).unwrap();
+            let least = |name: &str| others(&db.read().unwrap(), name).unwrap().least_backlog;
             db.write_at(T, |tx| join_in(tx, "a", "ha/1")).unwrap();
             assert_eq!(least("a"), None, "{}: alone", backend.name());
             for (name, instance, backlog) in [("b", "hb/1", 40), ("c", "hc/1", 3)] {
