@@ -137,7 +137,15 @@ impl RecoveryActor {
                             "recovery sweep"
                         );
                     }
-                    wakers.resume.do_send(Resume(sessions));
+                    match reclaimed {
+                        0 => wakers.resume.do_send(Resume(sessions)),
+                        // A running session may be waiting for a lease that is now taken
+                        // back (it looked before this sweep, and waits for the lease's end):
+                        // every session looks again, not only those with no actor.
+                        _ => sessions
+                            .iter()
+                            .for_each(|s| wakers.wake(QueueName::Inbound, s)),
+                    }
                     // A lost wake-up for the other queues costs at most one sweep interval.
                     wakers.claim_all();
                 }

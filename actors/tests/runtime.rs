@@ -972,3 +972,41 @@ async fn a_node_busy_taking_messages_in_leaves_their_delivery_to_an_idle_node() 
         rt.shutdown(Duration::from_secs(5)).await;
     }
 }
+
+/// CI fault (PostgreSQL): a session looked at its head while a lost daemon's lease still held
+/// it, and waited for that lease's end; the recovery sweep then took the lease back and asked
+/// only sessions without an actor to look: the row waited the whole lease (5 minutes).
+#[actix::test]
+async fn a_lease_the_sweep_takes_back_is_delivered_at_once_by_a_session_already_waiting_for_it() {
+    let pg = TestDb::postgres();
+    let mut c = config(&pg);
+    c.sweep_interval = Duration::from_secs(2);
+    let rt = Relayq::builder(c)
+        .channel("out", file_channel(pg.path()))
+        .start()
+        .await
+        .unwrap();
+    // The sweep at start has run.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lost = Engine::open(&pg.config)
+        .unwrap()
+        .with_owner("a-lost-daemon");
+    let q = lost.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
+    q.enqueue(&InboundMessage::text("a", "t", "0").to_row())
+        .unwrap();
+    assert!(q.lease_next("a").unwrap().is_some());
+    // The session's actor starts and finds its head under the lost daemon's lease.
+    rt.enqueue(InboundMessage::text("a", "t", "1"))
+        .await
+        .unwrap();
+    wait_for("both delivered after the next sweep", || {
+        lines(pg.path()).len() == 2
+    })
+    .await;
+    let sent: Vec<String> = lines(pg.path())
+        .iter()
+        .map(|l| l["content"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(sent, ["0", "1"]);
+    rt.shutdown(Duration::from_secs(1)).await;
+}
