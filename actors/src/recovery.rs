@@ -1,6 +1,7 @@
 //! RecoveryActor: at start, takes back the leases a previous process left and resumes every
 //! session with pending rows; then, on timers, reclaims expired leases, expires rows past their
-//! max age, re-resumes sessions (a safety net for lost wake-ups) and prunes by retention.
+//! max age, re-resumes sessions (a safety net for lost wake-ups) and, from a minute after
+//! start, prunes by retention.
 
 use std::time::Duration;
 
@@ -11,6 +12,12 @@ use crate::inbound::supervisor::Resume;
 use crate::lifecycle::Stop;
 use crate::store::Store;
 use crate::wake::Wakers;
+
+/// The first prune waits this long after start (or one `prune_interval`, if shorter): a
+/// restart's backlog is sent first. On PostgreSQL a prune reads the whole table (the index of
+/// finished rows cost every delivery more than it saved the prune), and three nodes starting
+/// together each pruned beside their drain.
+const FIRST_PRUNE_AFTER: Duration = Duration::from_secs(60);
 
 pub struct RecoveryActor {
     store: Store,
@@ -181,8 +188,11 @@ impl Actor for RecoveryActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.sweep(ctx, true);
         ctx.run_interval(self.sweep_interval, |act, ctx| act.sweep(ctx, false));
-        self.prune(ctx);
-        ctx.run_interval(self.prune_interval, |act, ctx| act.prune(ctx));
+        let first = self.prune_interval.min(FIRST_PRUNE_AFTER);
+        ctx.run_later(first, |act, ctx| {
+            act.prune(ctx);
+            ctx.run_interval(act.prune_interval, |act, ctx| act.prune(ctx));
+        });
     }
 }
 

@@ -1010,3 +1010,56 @@ async fn a_lease_the_sweep_takes_back_is_delivered_at_once_by_a_session_already_
     assert_eq!(sent, ["0", "1"]);
     rt.shutdown(Duration::from_secs(1)).await;
 }
+
+/// The daemon prunes finished rows past retention on its prune interval, from its first one
+/// after start, not at start: on PostgreSQL a prune reads the whole table, and at start it
+/// competed with the restart's backlog on every node (issue 42).
+#[actix_rt::test]
+async fn finished_rows_past_retention_are_pruned_on_the_interval_not_at_start() {
+    let db = TestDb::from_env();
+    let engine = Engine::open(&db.config).unwrap();
+    let q = engine.queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
+    let id = q
+        .enqueue(&InboundMessage::text("a", "t", "old").to_row())
+        .unwrap()
+        .id;
+    let lease = q.lease_next("a").unwrap().unwrap();
+    let receipt = relayq_engine::queue::Receipt::default();
+    assert!(engine
+        .write(|tx| q.delivered_in(tx, &lease, &receipt))
+        .unwrap());
+    // Delivered eight days ago (the retention is seven).
+    let eight_days_ago = engine.now() - 8 * 24 * 3_600_000;
+    engine
+        .write(|tx| {
+            use relayq_engine::storage::sql::{Query, Sql};
+            let sql = Sql::same("UPDATE queue_rows SET finished_at = :at WHERE id = :id");
+            tx.exec(
+                &sql,
+                relayq_engine::params![":at" => eight_days_ago, ":id" => id],
+            )
+        })
+        .unwrap();
+    drop(engine);
+
+    let mut c = config(&db);
+    c.prune_interval = Duration::from_millis(1_500);
+    let rt = Relayq::builder(c)
+        .channel("out", file_channel(db.path()))
+        .start()
+        .await
+        .unwrap();
+    let q = Engine::open(&db.config)
+        .unwrap()
+        .queue(relayq_engine::QueueName::Inbound, QueuePolicy::inbound());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        q.state_of(id).unwrap().is_some(),
+        "pruned at start, beside the restart's backlog"
+    );
+    wait_for("the prune on its interval", || {
+        q.state_of(id).unwrap().is_none()
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(1)).await;
+}

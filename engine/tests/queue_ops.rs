@@ -1074,6 +1074,10 @@ fn explain_as(client: &mut relayq_engine::postgres::Client, sql: &Sql, options: 
             ":first" => "1",
             ":last" => "9",
             ":before" => "9000000000000000",
+            // Answers (an array of `relayq_answer`), or rows as JSON.
+            ":rows" if statement.text.contains("relayq_answer") => {
+                "'{\"(4001,1,,3)\",\"(4002,1,,3)\"}'"
+            }
             ":rows" => "'[[4001, 1, null, 3], [4002, 1, null, 3]]'",
             _ => "1700000000000",
         })

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0004_node_unready.sql"),
     include_str!("../../../migrations/postgresql/0005_permission_mode.sql"),
     include_str!("../../../migrations/postgresql/0006_held_runs.sql"),
+    include_str!("../../../migrations/postgresql/0007_cheaper_deliveries.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the
