@@ -25,7 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0004_node_unready.sql"),
     include_str!("../../../migrations/postgresql/0005_permission_mode.sql"),
     include_str!("../../../migrations/postgresql/0006_held_runs.sql"),
-    include_str!("../../../migrations/postgresql/0007_cheaper_deliveries.sql"),
+    include_str!("../../../migrations/postgresql/0007_no_finished_index.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the
