@@ -131,6 +131,10 @@ impl RelayqBuilder {
                     Engine::with_clock(relayq_engine::Database::open(&db)?, clock)
                 }
             };
+            // A backlog written since the server last looked is not sent on stale plans.
+            if let Err(e) = engine.database().analyze_if_stale() {
+                tracing::debug!(error = %e, "the queue's statistics were not checked");
+            }
             Ok::<_, ActorError>(engine.with_node(&node))
         })
         .await

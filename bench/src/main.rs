@@ -805,7 +805,8 @@ fn main() -> Result<()> {
 /// the same process right beside relayq's.
 fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> Result<Section> {
     let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
-    let url = server.url();
+    // `BENCH_PG_URL`, `BENCH_STATEMENTS=1`: as for `tune-pg` (the outbound drains print theirs).
+    let url = std::env::var("BENCH_PG_URL").unwrap_or(server.url());
     // The schema, once: the nodes then find it.
     relayq_engine::Database::open(&{
         let mut c = relayq_engine::DbConfig::new("/dev/null");
