@@ -183,10 +183,9 @@ impl Database {
 
     /// At a daemon's start: brings the server's statistics of the queue up to date when they
     /// are stale (see [`PgDatabase::analyze_if_stale`]). SQLite plans without them.
-    pub fn analyze_if_stale(&self) -> Result<()> {
-        match &self.backend {
-            Backend::Sqlite(_) => Ok(()),
-            Backend::Postgres(db, _) => db.analyze_if_stale(),
+    pub fn analyze_if_stale(&self) {
+        if let Backend::Postgres(db, _) = &self.backend {
+            db.analyze_if_stale();
         }
     }
 

@@ -4,6 +4,7 @@
 //! a lease expires.
 
 use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -118,37 +119,44 @@ impl PgDatabase {
     /// this node's own thousandth operation. A backlog written by other processes (a restart,
     /// `relayq enqueue`, other nodes) was otherwise sent on plans chosen for the table as it
     /// was: single rows updated through the partial index of leased rows and its dead entries
-    /// (1 000 blocks a row), a drain at a third of its speed.
-    pub fn analyze_if_stale(&self) -> Result<()> {
-        let conn = self.read()?;
-        let stale = conn.query_opt(&STALE_SQL, crate::params![], |r| {
-            Ok((r.get::<i64, _>(0)?, r.get::<i64, _>(1)?))
-        })?;
-        drop(conn);
-        if let Some((changed, rows)) = stale {
-            if changed.max(0) as u64 >= (rows.max(0) as u64).max(ANALYZE_AFTER) {
-                self.statistics
-                    .due_at
-                    .store(0, std::sync::atomic::Ordering::Relaxed);
-                self.committed(0);
-            }
+    /// (1 000 blocks a row), a drain at a third of its speed. Checked on the thread, just
+    /// before: nodes starting together analyze once (the others find the table analyzed, or
+    /// skip the lock of the `ANALYZE` under way).
+    pub fn analyze_if_stale(&self) {
+        if !self.statistics.running.swap(true, Relaxed) {
+            self.analyze_on_a_thread(true);
         }
-        Ok(())
     }
 
     /// Counts `operations` committed; analyzes `queue_rows` in the background when due (see
     /// [`Statistics`]).
     fn committed(&self, operations: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
         let stats = &self.statistics;
         let committed = stats.committed.fetch_add(operations as u64, Relaxed) + operations as u64;
         if committed < stats.due_at.load(Relaxed) || stats.running.swap(true, Relaxed) {
             return;
         }
+        self.analyze_on_a_thread(false);
+    }
+
+    /// Analyzes `queue_rows` on a thread of its own (the caller set `running`), only if the
+    /// server's counts say it is stale when `only_if_stale`; the next `ANALYZE` is due after
+    /// as many operations as the table then holds.
+    fn analyze_on_a_thread(&self, only_if_stale: bool) {
         let db = self.clone();
         std::thread::spawn(move || {
             let rows = db.write(|tx| {
-                tx.exec(&ANALYZE_SQL, crate::params![])?;
+                let stale = || -> Result<bool> {
+                    let (changed, rows) = tx
+                        .query_opt(&STALE_SQL, crate::params![], |r| {
+                            Ok((r.get::<i64, _>(0)?, r.get::<i64, _>(1)?))
+                        })?
+                        .unwrap_or((0, 0));
+                    Ok(changed.max(0) as u64 >= (rows.max(0) as u64).max(ANALYZE_AFTER))
+                };
+                if !only_if_stale || stale()? {
+                    tx.exec(&ANALYZE_SQL, crate::params![])?;
+                }
                 tx.query_value::<i64>(&ROWS_SQL, crate::params![])
             });
             let stats = &db.statistics;
