@@ -301,6 +301,11 @@ pub fn outbound_drain(
             })?;
         }
     }
+    if let Some(url) = url {
+        // Every drain starts from a checkpoint: one the backlog's writing asked for (`max_wal_size`)
+        // would otherwise land inside some drains and not others.
+        Client::connect(url, NoTls)?.batch_execute("CHECKPOINT")?;
+    }
     let (seen, deliveries) = std_mpsc::channel();
     let commits = |url: Option<&str>| -> i64 {
         url.and_then(|u| Client::connect(u, NoTls).ok())
@@ -323,6 +328,11 @@ pub fn outbound_drain(
     // claim's statements prepared: 15-300 ms here) is not part of the drain, and three nodes
     // started side by side still slow each other's start. The rows sent before the last node
     // was up are left out.
+    if let (Some(url), Some(_)) = (url, std::env::var_os("BENCH_STATEMENTS")) {
+        // The statements reported are the drain's, not the backlog's writing or the starts.
+        let mut client = Client::connect(url, NoTls)?;
+        client.batch_execute("SELECT pg_stat_statements_reset()")?;
+    }
     let up = Instant::now();
     let Sent {
         last,
@@ -337,6 +347,18 @@ pub fn outbound_drain(
             last.duration_since(up)
         );
         eprintln!("rows sent by each node: {by_node:?}");
+        if let Some(mut c) = url.and_then(|u| Client::connect(u, NoTls).ok()) {
+            let r = c.query_one(
+                "SELECT autovacuum_count, autoanalyze_count, analyze_count,
+                        COALESCE(EXTRACT(EPOCH FROM now() - last_autovacuum)::float8, -1),
+                        COALESCE(EXTRACT(EPOCH FROM now() - last_autoanalyze)::float8, -1)
+                   FROM pg_stat_user_tables WHERE relname = 'queue_rows'",
+                &[],
+            )?;
+            let (v, a, m, lv, la): (i64, i64, i64, f64, f64) =
+                (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+            eprintln!("autovacuums {v} (last {lv:.1}s ago), autoanalyzes {a} (last {la:.1}s ago), analyzes {m}; drain took {:.1}s", last.duration_since(up).as_secs_f64());
+        }
         eprintln!(
             "commits per row: {:.2}",
             (commits(url) - before) as f64 / n as f64
@@ -570,13 +592,13 @@ pub fn statements(url: &str, n: usize) -> Result<String> {
            FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15",
         &[],
     )?;
-    let mut out = String::from("calls/msg  µs/msg  rows/call  blocks/call  statement\n");
+    let mut out = String::from("   calls  µs/msg  rows/call  blocks/call  statement\n");
     for r in rows {
         let (calls, ms, rows, blocks): (i64, f64, i64, i64) =
             (r.get(0), r.get(1), r.get(2), r.get(3));
         out.push_str(&format!(
-            "{:9.3} {:7.1} {:10.1} {:12.1}  {}\n",
-            calls as f64 / n as f64,
+            "{:8} {:7.1} {:10.1} {:12.1}  {}\n",
+            calls,
             ms * 1000.0 / n as f64,
             rows as f64 / calls.max(1) as f64,
             blocks as f64 / calls.max(1) as f64,
