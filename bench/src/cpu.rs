@@ -126,3 +126,32 @@ impl Runs {
         format!("{}, total {total:.1} µs", parts.join(", "))
     }
 }
+
+/// User and system clock ticks (10 ms each) process `pid` ("self" for this one) has run.
+pub fn process_ticks(pid: &str) -> u64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // Fields after the command's closing parenthesis: state is the 3rd field, utime the 14th.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
+/// The clock ticks every `postgres` process on this machine has run (the benchmark's server:
+/// stop other servers to read it alone). A process that exited between two reads is lost.
+pub fn server_ticks() -> u64 {
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str().map(str::to_string))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(|pid| process_ticks(&pid))
+        .sum()
+}

@@ -916,6 +916,20 @@ fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> R
     let mut drain_checks = Vec::new();
     for (at, d) in [(0, 5), (3, 100)] {
         let (sqlite, one, three) = (&drains[at], &drains[at + 1], &drains[at + 2]);
+        // The CPU figures follow the six drains, in their order.
+        let (one_cpu, three_cpu) = (&drains[at + 7], &drains[at + 8]);
+        drain_checks.push(Check::at_least(
+            &format!(
+                "outbound, {d} destinations: 3 nodes' CPU a row ≤ 1 node's (relayq and server)"
+            ),
+            ratio(one_cpu, three_cpu),
+            1.0,
+            format!(
+                "{:.1} against {:.1} µs",
+                median(&three_cpu.runs),
+                median(&one_cpu.runs)
+            ),
+        ));
         let share = ratio(one, sqlite).min(ratio(three, sqlite));
         drain_checks.push(Check::at_least(
             &format!("outbound, {d} destinations: 3 nodes ≥ 1 node"),
@@ -970,7 +984,9 @@ fn postgres_section(root: &Path, relayq: &Path, sizes: &Sizes, runs: usize) -> R
              nodes on this server, and by one SQLite daemon (WAL, synchronous = NORMAL, its \
              defaults) as the reference; rows/s from when every node runs (started side by side) to the last send, each \
              destination's order checked; a checkpoint before each drain; {} rounds at least (a \
-             drain lasts about 2 s, and one node's ranged ±15 % from round to round). Runs are \
+             drain lasts about 2 s, and one node's ranged ±15 % from round to round); CPU a row: \
+             this process's (every node's and the far end's) and the server's processes', from \
+             /proc, over the same window. Runs are \
              interleaved: round r runs every scenario once before round r + 1.",
             server_version(&url).unwrap_or_else(|_| "15".into()),
             "initdb --no-sync, then started with those settings",
@@ -1035,7 +1051,8 @@ const DRAIN_ROUNDS: usize = 5;
 /// PostgreSQL nodes on `url`, at 5 and 100 destinations: figures in that order. Interleaved
 /// (round r drains each once): run one after another, the first drains after the inbound
 /// scenarios found the server still busy with what those left (one node at 5 destinations
-/// ran at 8 700-9 000 rows/s three times in a row, 23 000-26 000 on a fresh server).
+/// ran at 8 700-9 000 rows/s three times in a row, 23 000-26 000 on a fresh server). Then the
+/// CPU a row of each drain (relayq's and the server's), in the same order.
 fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>> {
     // `BENCH_OUT_N=ROWS`: another backlog size (a longer drain to profile).
     let n = std::env::var("BENCH_OUT_N")
@@ -1057,25 +1074,39 @@ fn outbound_drains(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Figure>>
             drains.push((label, url, nodes, destinations));
         }
     }
+    let cpu: Vec<std::cell::RefCell<Vec<f64>>> =
+        drains.iter().map(|_| Default::default()).collect();
     let scenarios: Vec<Measured> = drains
         .iter()
-        .map(|(label, url, nodes, destinations)| {
+        .zip(&cpu)
+        .map(|((label, url, nodes, destinations), cpu)| {
             let (url, nodes, destinations) = (*url, *nodes, *destinations);
             let run = move || {
-                let rate = postgres::outbound_drain(url, nodes, n, destinations)?;
+                let drained = postgres::outbound_drain(url, nodes, n, destinations)?;
                 if let (Some(url), Some(_)) = (url, std::env::var_os("BENCH_STATEMENTS")) {
                     eprintln!("{}", postgres::statements(url, n)?);
                 }
-                Ok(rate)
+                cpu.borrow_mut().push(drained.cpu_per_row);
+                Ok(drained.rate)
             };
             (
                 label.as_str(),
                 "rows/s",
-                Box::new(run) as Box<dyn FnMut() -> Result<f64>>,
+                Box::new(run) as Box<dyn FnMut() -> Result<f64> + '_>,
             )
         })
         .collect();
-    interleaved(runs, scenarios)
+    let mut figures = interleaved(runs, scenarios)?;
+    let cpu_figures: Vec<Figure> = drains
+        .iter()
+        .zip(cpu)
+        .map(|((label, ..), cpu)| {
+            let label = label.replacen("outbound drain", "outbound drain, CPU a row", 1);
+            Figure::new(label, "µs/row", cpu.into_inner())
+        })
+        .collect();
+    figures.extend(cpu_figures);
+    Ok(figures)
 }
 
 fn tune_outbound(sizes: &Sizes, runs: usize) -> Result<()> {

@@ -272,13 +272,14 @@ pub fn throughput(url: &str, nodes: usize, n: usize, sessions: usize) -> Result<
 /// (a backlog, as after an outage or once producers stopped), then sent by `nodes` daemons on
 /// PostgreSQL at `url` (`None`: one daemon on a SQLite file, the reference) through a channel
 /// that answers at once; rows/s from when every node runs to the last send, each destination's order
-/// checked. `BENCH_COMMITS=1` prints the PostgreSQL commits per row.
+/// checked; and the CPU a row took meanwhile, relayq's and the server's (see [`Drained`]).
+/// `BENCH_COMMITS=1` prints the PostgreSQL commits per row.
 pub fn outbound_drain(
     url: Option<&str>,
     nodes: usize,
     n: usize,
     destinations: usize,
-) -> Result<f64> {
+) -> Result<Drained> {
     let dir = tempfile::tempdir()?;
     let mut db = relayq_engine::DbConfig::new(dir.path().join("relayq.db"));
     db.url = url.map(str::to_string);
@@ -334,12 +335,22 @@ pub fn outbound_drain(
         client.batch_execute("SELECT pg_stat_statements_reset()")?;
     }
     let up = Instant::now();
+    let cpu_at_up = (
+        crate::cpu::process_ticks("self"),
+        crate::cpu::server_ticks(),
+    );
     let Sent {
         last,
         early,
         by_node,
     } = collect_since(&deliveries, n, up)?;
     let rate = (n - early) as f64 / last.duration_since(up).as_secs_f64();
+    let (relayq, server) = (
+        crate::cpu::process_ticks("self") - cpu_at_up.0,
+        crate::cpu::server_ticks() - cpu_at_up.1,
+    );
+    // Clock ticks (10 ms) over the rows sent since the nodes were up, in µs a row.
+    let per_row = |ticks: u64| ticks as f64 * 10_000.0 / (n - early).max(1) as f64;
     if std::env::var_os("BENCH_COMMITS").is_some() {
         eprintln!(
             "nodes up after {:?}, {early} rows sent by then, drained {:?} later",
@@ -347,6 +358,11 @@ pub fn outbound_drain(
             last.duration_since(up)
         );
         eprintln!("rows sent by each node: {by_node:?}");
+        eprintln!(
+            "CPU a row: relayq {:.1} µs, PostgreSQL server {:.1} µs",
+            per_row(relayq),
+            per_row(server)
+        );
         if let Some(mut c) = url.and_then(|u| Client::connect(u, NoTls).ok()) {
             let r = c.query_one(
                 "SELECT autovacuum_count, autoanalyze_count, analyze_count,
@@ -368,7 +384,22 @@ pub fn outbound_drain(
     if let Some(url) = url {
         clear(url)?;
     }
-    Ok(rate)
+    Ok(Drained {
+        rate,
+        cpu_per_row: per_row(relayq + server),
+    })
+}
+
+/// What an outbound drain measured.
+pub struct Drained {
+    /// Rows a second.
+    pub rate: f64,
+    /// CPU a row, in µs: this process's (every node's, and the far end's) and every
+    /// `postgres` process's on the machine. On a VM whose speed drifts by a quarter from one
+    /// drain to the next (the same drain took 27 to 41 µs here), it tells what three nodes
+    /// cost beside one better than their rows a second, which share the machine's two cores
+    /// with the server.
+    pub cpu_per_row: f64,
 }
 
 /// Enqueued on one node, delivered by another: `rate` messages a second for `secs` seconds,
