@@ -10,6 +10,7 @@ mod bad_input;
 mod config;
 mod dashboard;
 mod delivery;
+mod docs;
 mod hook;
 mod hook_processing;
 mod http;

@@ -5,7 +5,8 @@
 //! `RELAYQ_SESSION` does for the command.
 //!
 //! While the daemon is down this route is gone, and the agent's event with it: the command
-//! hook (`relayq hook`), which writes straight into SQLite, is the one that survives an outage.
+//! hook (`relayq hook`), which writes straight into the database (or its spool, when it cannot
+//! reach it in time), is the one that survives an outage.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
