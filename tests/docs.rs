@@ -41,10 +41,18 @@ fn code_words(root: &Path) -> (HashSet<String>, String) {
     let mut stack: Vec<PathBuf> = CODE.iter().map(|p| root.join(p)).collect();
     while let Some(path) = stack.pop() {
         if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "target" || n == "node_modules") {
+            if path
+                .file_name()
+                .is_some_and(|n| n == "target" || n == "node_modules")
+            {
                 continue;
             }
-            stack.extend(std::fs::read_dir(&path).unwrap().flatten().map(|e| e.path()));
+            stack.extend(
+                std::fs::read_dir(&path)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
         } else if path
             .extension()
             .and_then(|e| e.to_str())
