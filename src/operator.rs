@@ -1,7 +1,8 @@
 //! What the operator does through either door, the CLI or the HTTP API: answer an agent's
 //! question, once, as the chat's buttons do.
 
-use relayq_engine::approvals::{self, AnswerResult, Answerer, Approval, Decision};
+use relayq_engine::approvals::{AnswerResult, Answerer, Approval, Decision};
+use relayq_engine::writes::approvals::AnswerApproval;
 
 /// The operator, answering through `via` (`cli`, `api`) as `name`.
 pub fn operator(name: &str, via: &str) -> Answerer {
@@ -13,14 +14,19 @@ pub fn operator(name: &str, via: &str) -> Answerer {
     }
 }
 
-/// Records the operator's answer (the CLI's, the API's): once, as the chat's buttons do.
+/// Records the operator's answer from the CLI: once, as the chat's buttons do (the API
+/// submits the same write to the daemon's group commit).
 pub fn answer_as(
-    engine: &relayq_engine::Engine,
+    flows: &relayq_engine::HookProcessor,
     id: &str,
     decision: Decision,
     who: &Answerer,
 ) -> Result<AnswerResult, relayq_engine::EngineError> {
-    engine.write(|tx| approvals::answer_in(tx, id, decision, who))
+    flows.apply_now(AnswerApproval {
+        id: id.to_string(),
+        decision,
+        who: who.clone(),
+    })
 }
 
 /// What a second answer is told.

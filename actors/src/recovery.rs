@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::TellWaitingOnGoneNodes;
 use relayq_engine::QueueName;
 
 use crate::inbound::supervisor::Resume;
@@ -113,23 +114,24 @@ impl RecoveryActor {
                         // Sessions whose agents run on other nodes are theirs to deliver.
                         let elsewhere = s.engine.sessions_elsewhere()?;
                         sessions.retain(|key| !elsewhere.contains(key));
-                        // Unless that node is gone: its chats hear why their messages wait.
-                        let routes = s.processor.routes.read().expect("routes lock").clone();
-                        let told = s.engine.write(|tx| {
-                            relayq_engine::trouble::tell_waiting_on_gone_nodes_in(
-                                &s.outbound,
-                                tx,
-                                &routes,
-                            )
-                        })?;
-                        if !told.is_empty() {
-                            tracing::warn!(messages = told.len(), "messages wait for the node their session's agent runs on, which is gone; their chats are told");
-                        }
-                        s.waking.outbound_written(told);
                     }
                     Ok((reclaimed, expired, sessions))
                 })
                 .await;
+            if shared {
+                // Unless that node is gone: its chats hear why their messages wait.
+                match store.apply(TellWaitingOnGoneNodes).await {
+                    Ok(told) => {
+                        if !told.is_empty() {
+                            tracing::warn!(messages = told.len(), "messages wait for the node their session's agent runs on, which is gone; their chats are told");
+                        }
+                        store.waking.outbound_written(told);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot tell the chats whose messages wait for a node that is gone; the next sweep tries again")
+                    }
+                }
+            }
             match found {
                 Ok((reclaimed, expired, mut sessions)) => {
                     store.metrics.leases_reclaimed(reclaimed);

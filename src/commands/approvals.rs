@@ -9,7 +9,7 @@ use crate::operator::{answer_as, no_longer_open, operator};
 use crate::views::approval_json;
 use relayq_engine::approvals::{AnswerResult, Decision, Scope};
 
-use crate::commands::{open, open_existing};
+use crate::commands::{open_existing, open_for_writes};
 use crate::invocation::{CliError, Invocation};
 use crate::output::{excerpt, list_printed, relative, shown};
 
@@ -86,9 +86,9 @@ fn list(ctx: &Invocation, all: bool, json: bool) -> Result<(), CliError> {
 }
 
 fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<(), CliError> {
-    let store = open(ctx)?;
+    let flows = open_for_writes(ctx)?;
     let who = operator(CLI_ANSWERER, "cli");
-    match answer_as(&store.engine, id, decision, &who)? {
+    match answer_as(&flows, id, decision, &who)? {
         AnswerResult::Recorded(a) => {
             match json {
                 true => println!("{}", approval_json(&a)),

@@ -7,11 +7,12 @@ use relayq_engine::outbound::Kind;
 use relayq_engine::MessageType;
 use std::io::Read;
 
+use relayq_engine::writes::{EnqueueInbound, EnqueueOutbound};
 use relayq_engine::{
     inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName, Queues,
 };
 
-use crate::commands::open;
+use crate::commands::open_for_writes;
 use crate::invocation::{CliError, Invocation};
 
 #[derive(Debug, Subcommand)]
@@ -129,22 +130,11 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         )));
     }
 
-    let store = open(ctx)?;
+    let flows = open_for_writes(ctx)?;
     let row = message.to_row();
-    let q = &store.inbound;
-    let routes = ctx.config.notice_routes();
-    let (enqueued, told) = store.engine.write(|tx| {
-        let enqueued = inbound::enqueue_in(q, tx, &message)?;
-        // A message named its chat: that chat hears it was dropped, as from the daemon.
-        let told = relayq_engine::trouble::tell_on_arrival_in(
-            &store.outbound,
-            tx,
-            &routes,
-            &message,
-            &enqueued,
-        )?;
-        Ok((enqueued, told))
-    })?;
+    // A message that names its chat: that chat hears it was dropped, as from the daemon.
+    let (enqueued, told) = flows.apply_now(EnqueueInbound(message))?;
+    let store = &flows.queues;
     let waking = relayq_actors::wake::SocketWaking::beside(store.engine.database().path());
     waking.outbound_written(told.into_iter().collect());
     if let Some(reason) = enqueued.expired {
@@ -155,7 +145,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         );
     }
     answer(
-        &store,
+        store,
         inbound::QUEUE,
         &row.key,
         &enqueued,
@@ -185,11 +175,9 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     if let Some(why) = channel.refuses_address(&message.to) {
         return Err(CliError::Usage(format!("--to: {why}")));
     }
-    let store = open(ctx)?;
-    let q = &store.outbound;
-    let written = store
-        .engine
-        .write(|tx| outbound::enqueue_in(q, tx, &message, limit))?;
+    let flows = open_for_writes(ctx)?;
+    let written = flows.apply_now(EnqueueOutbound(message.parts(limit)))?;
+    let store = &flows.queues;
     if written.parts > 1 {
         eprintln!(
             "relayq: the text is over channel '{}''s limit of {} characters: written as {} \
@@ -203,7 +191,7 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     }
     let key = message.destination_key();
     answer(
-        &store,
+        store,
         outbound::QUEUE,
         &key,
         &written.first,

@@ -14,7 +14,8 @@ use std::time::Duration;
 use relayq_engine::approvals::{self, Approval};
 use relayq_engine::hook_spool;
 use relayq_engine::hooks::{self, Received};
-use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, QueuePolicy};
+use relayq_engine::writes::approvals::{AgentReached, AskWithEvent, ExpireApproval};
+use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, HookProcessor};
 
 use crate::invocation::{CliError, Invocation};
 
@@ -121,7 +122,7 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
     match record(&db, &node, &spool, event.clone(), &ctx.config.approvals) {
-        Ok(Some((engine, approval))) => answer_when_decided(&engine, approval),
+        Ok(Some((flows, approval))) => answer_when_decided(&flows, approval),
         Ok(None) => Ok(()),
         // PostgreSQL cannot be reached: waiting here would not help the agent, which waits on
         // its hook. The daemon records the spool once the database is back (or fixed).
@@ -175,47 +176,32 @@ fn wait() -> Duration {
 
 /// Spooled events first (they are older), then `event`; pokes a running daemon. A permission
 /// request the session's chat can answer opens an approval in the same transaction as its
-/// event: the engine and the approval are returned when the hook is to wait on it.
+/// event: the write door and the approval are returned when the hook is to wait on it.
 fn record(
     db: &DbConfig,
     node: &str,
     spool: &Path,
-    mut event: HookEvent,
+    event: HookEvent,
     settings: &approvals::Settings,
-) -> Result<Option<(Engine, Approval)>, EngineError> {
+) -> Result<Option<(HookProcessor, Approval)>, EngineError> {
     let engine = Engine::open(db)?.with_node(node);
     for drained in hook_spool::drain(&engine, spool)? {
         let path = engine.database().path();
         relayq_actors::wake::rows_written_beside(path, hooks::QUEUE, &drained.session);
     }
-    let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
-    let asked = engine.write(|tx| {
-        let now = tx.now();
-        event.received_at = now;
-        let origin = relayq_engine::sessions::origin(tx, &event.session)?;
-        let ask = approvals::ask_of(&event, origin, settings, Some(std::process::id()), now);
-        let asked = match ask {
-            // An agent that asks again for the call it is asking about (Claude Code does, for
-            // a command it checks in parts) waits on the same question: one answer for both.
-            Some(ask) => match approvals::open_like(tx, &ask)? {
-                Some(open) => Some(open),
-                None => Some(approvals::ask_in(tx, &ask)?),
-            },
-            None => None,
-        };
-        event.approval = asked.as_ref().map(|a| a.id.clone());
-        queue.enqueue_in(tx, &event.to_row())?;
-        Ok(asked)
+    // The hooks queue's own policy; the hook tells no chat itself (the daemon does).
+    let flows = HookProcessor::new(engine.queues(&Default::default()), Default::default());
+    let session = event.session.clone();
+    let asked = flows.apply_now(AskWithEvent {
+        event,
+        settings: settings.clone(),
+        waiter_pid: std::process::id(),
     })?;
-    relayq_actors::wake::rows_written_beside(
-        engine.database().path(),
-        hooks::QUEUE,
-        &event.session,
-    );
+    relayq_actors::wake::rows_written_beside(engine.database().path(), hooks::QUEUE, &session);
     // Gemini CLI's questions are answered by the dialog's keys, which the daemon presses: no
     // hook waits on them (see docs/agent-approvals.md).
     let waited_on = asked.filter(|approval| approval.means == approvals::Means::Hook);
-    Ok(waited_on.map(|approval| (engine, approval)))
+    Ok(waited_on.map(|approval| (flows, approval)))
 }
 
 /// How often a waiting hook reads its approval.
@@ -225,7 +211,8 @@ const ANSWER_POLL: Duration = Duration::from_millis(200);
 /// agent's decision output, once. At its expiry the hook expires it and prints a deny: the
 /// agent never waits on silence, and never past its own hook timeout. A database that stays
 /// busy at expiry still gets the deny printed (the daemon's sweep records the expiry later).
-fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliError> {
+fn answer_when_decided(flows: &HookProcessor, approval: Approval) -> Result<(), CliError> {
+    let engine = &flows.engine;
     let id = approval.id.clone();
     let db = engine.database();
     loop {
@@ -246,19 +233,14 @@ fn answer_when_decided(engine: &Engine, approval: Approval) -> Result<(), CliErr
                 std::thread::sleep(ANSWER_POLL);
                 continue;
             }
-            match engine.write(|tx| approvals::expire_in(tx, &id)) {
+            match flows.apply_now(ExpireApproval(id.clone())) {
                 Ok(_) => continue, // read again: expired now, or answered just before
                 Err(e) => return deny_unrecorded(&current, &e),
             }
         }
-        let first = engine.write(|tx| {
-            let first = approvals::reached_in(tx, &id)?;
-            if first {
-                // The agent works on: the tool runs, or the model hears the deny.
-                let working = relayq_engine::AgentState::Working;
-                relayq_engine::sessions::set_agent_state(tx, &current.session, working)?;
-            }
-            Ok(first)
+        let first = flows.apply_now(AgentReached {
+            id: id.clone(),
+            session: current.session.clone(),
         });
         if let Err(e) = first {
             tracing::debug!(error = %e, "approval {id}: could not record that the agent has it");

@@ -1,5 +1,7 @@
-//! The ApprovalsActor's writes (see `actors/src/approvals.rs`): its look each second, and the
-//! record of a dialog answered by its keys.
+//! The writes about agents' questions: the waiting hook's (`relayq hook`: the question asked
+//! with its event, its expiry, the agent reached), the ApprovalsActor's (see
+//! `actors/src/approvals.rs`: its look each second, and the record of a dialog answered by its
+//! keys) and the operator's answer.
 
 use crate::tx::Tx;
 
@@ -275,6 +277,74 @@ impl Write for GiveUpPressing {
 
     fn apply(&self, w: &Writer<'_>) -> Result<()> {
         approvals::unreached_in(w.tx(), &self.id, &self.why)
+    }
+}
+
+/// A hook event, and the question it asks when the session's chat can answer it (see
+/// [`approvals::ask_of`]), in one transaction: an agent that asks again for the call it is
+/// asking about (Claude Code does, for a command it checks in parts) waits on the same
+/// question. The event is recorded as received now, naming its question; answers the question.
+#[derive(Debug, Clone)]
+pub struct AskWithEvent {
+    pub event: crate::hooks::HookEvent,
+    pub settings: approvals::Settings,
+    /// The hook's process, which waits for the answer.
+    pub waiter_pid: u32,
+}
+
+impl Write for AskWithEvent {
+    type Output = Option<Approval>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Option<Approval>> {
+        let (tx, now) = (w.tx(), w.now());
+        let mut event = self.event.clone();
+        event.received_at = now;
+        let origin = sessions::origin(tx, &event.session)?;
+        let ask = approvals::ask_of(&event, origin, &self.settings, Some(self.waiter_pid), now);
+        let asked = match ask {
+            Some(ask) => match approvals::open_like(tx, &ask)? {
+                Some(open) => Some(open),
+                None => Some(approvals::ask_in(tx, &ask)?),
+            },
+            None => None,
+        };
+        event.approval = asked.as_ref().map(|a| a.id.clone());
+        w.flows.hooks.enqueue_in(tx, &event.to_row())?;
+        Ok(asked)
+    }
+}
+
+/// The waiting hook's question, past its expiry with no answer: expired (the hook prints the
+/// deny). Answers it when this write expired it.
+#[derive(Debug, Clone)]
+pub struct ExpireApproval(pub String);
+
+impl Write for ExpireApproval {
+    type Output = Option<Approval>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Option<Approval>> {
+        approvals::expire_in(w.tx(), &self.0)
+    }
+}
+
+/// The agent has the answer to its question (its waiting hook printed it): the first to say
+/// so sets its session working again. Answers whether this was the first.
+#[derive(Debug, Clone)]
+pub struct AgentReached {
+    pub id: String,
+    pub session: String,
+}
+
+impl Write for AgentReached {
+    type Output = bool;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
+        let first = approvals::reached_in(w.tx(), &self.id)?;
+        if first {
+            // The agent works on: the tool runs, or the model hears the deny.
+            sessions::set_agent_state(w.tx(), &self.session, AgentState::Working)?;
+        }
+        Ok(first)
     }
 }
 

@@ -83,6 +83,27 @@ pub trait Write: Send + 'static {
 }
 
 impl HookProcessor {
+    /// The queues under their policies and the notice routes: what every write may use.
+    pub fn new(queues: crate::engine::Queues, routes: crate::NoticeRoutes) -> Self {
+        HookProcessor {
+            queues,
+            routes: routes.shared(),
+        }
+    }
+
+    /// Applies `write` at once, in a transaction of its own: the door of the commands, which
+    /// run no group commit. The same typed write the daemon submits, with the same
+    /// guarantees; alone in its transaction, it needs no savepoint.
+    pub fn apply_now<W: Write>(&self, write: W) -> Result<W::Output> {
+        self.engine.write(|tx| {
+            write.apply(&Writer {
+                tx,
+                flows: self,
+                ahead: None,
+            })
+        })
+    }
+
     /// Queues `write` for the next group commit; answered after the commit. `keep` is held
     /// until the answer is sent (the caller's count of writes in flight).
     pub fn submit<W: Write, K: Send + 'static>(
@@ -266,6 +287,20 @@ impl Write for SetPause {
             true => crate::pauses::pause_in(w.tx(), self.queue, key).map(|()| true),
             false => crate::pauses::resume_in(w.tx(), self.queue, key),
         }
+    }
+}
+
+/// Tells each chat whose message waits for a node that is gone why, once (see
+/// [`trouble::tell_waiting_on_gone_nodes_in`]); answers the notices' ordering keys.
+#[derive(Debug, Clone, Copy)]
+pub struct TellWaitingOnGoneNodes;
+
+impl Write for TellWaitingOnGoneNodes {
+    type Output = Vec<String>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Vec<String>> {
+        let routes = w.flows.routes.read().expect("routes lock").clone();
+        trouble::tell_waiting_on_gone_nodes_in(&w.flows.outbound, w.tx(), &routes)
     }
 }
 
