@@ -306,18 +306,6 @@ impl Engine {
         Ok(node.is_none_or(|node| *node == *self.node))
     }
 
-    /// Takes or renews source `name`'s lease for this node; false while another node reads it
-    /// (see [`crate::storage::source_leases`]).
-    pub fn take_source_lease(&self, name: &str) -> Result<bool> {
-        use crate::storage::source_leases::take_in;
-        self.write(|tx| take_in(tx, name, &self.node, &self.owner))
-    }
-
-    /// Lets source `name`'s lease go, so another node reads it at once.
-    pub fn release_source_lease(&self, name: &str) -> Result<()> {
-        self.write(|tx| crate::storage::source_leases::release_in(tx, name, &self.owner))
-    }
-
     /// Which node reads each source that has one reader.
     pub fn source_leases(&self) -> Result<Vec<crate::storage::source_leases::SourceLease>> {
         crate::storage::source_leases::list(&self.db.read()?)

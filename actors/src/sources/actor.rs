@@ -12,6 +12,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use relayq_engine::storage::source_leases::SOURCE_RENEW;
+use relayq_engine::writes::{ReleaseSourceLease, TakeSourceLease};
 
 use super::contract::{Batch, Source};
 use crate::inbound::supervisor::EnqueueFrom;
@@ -73,7 +74,7 @@ impl<S: Source> SourceActor<S> {
     /// moved it); while another node holds it, asks again every [`LEASE_RETRY`].
     fn acquire(&mut self, ctx: &mut Context<Self>) {
         let name = self.name.clone();
-        let take = self.store.run(move |s| s.engine.take_source_lease(&name));
+        let take = self.store.apply(TakeSourceLease(name));
         ctx.spawn(take.into_actor(self).map(|taken, act, ctx| match taken {
             Ok(true) => {
                 act.held = true;
@@ -101,7 +102,7 @@ impl<S: Source> SourceActor<S> {
             return;
         }
         let name = self.name.clone();
-        let renew = self.store.run(move |s| s.engine.take_source_lease(&name));
+        let renew = self.store.apply(TakeSourceLease(name));
         ctx.spawn(renew.into_actor(self).map(|renewed, act, _| match renewed {
             Ok(true) => {}
             Ok(false) => {
@@ -236,9 +237,7 @@ impl<S: Source> Handler<Stop> for SourceActor<S> {
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         if self.held {
             let name = self.name.clone();
-            let release = self
-                .store
-                .run(move |s| s.engine.release_source_lease(&name));
+            let release = self.store.apply(ReleaseSourceLease(name));
             actix::spawn(async move {
                 if let Err(e) = release.await {
                     tracing::warn!(error = %e, "the source's lease was not let go; another node takes it once it runs out");

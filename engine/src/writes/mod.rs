@@ -217,6 +217,33 @@ impl Write for RecordBatch {
     }
 }
 
+/// Takes source `name`'s lease for this node, or renews it: true while this node holds it
+/// (see [`crate::storage::source_leases`]).
+#[derive(Debug, Clone)]
+pub struct TakeSourceLease(pub String);
+
+impl Write for TakeSourceLease {
+    type Output = bool;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
+        let engine = &w.flows.engine;
+        crate::storage::source_leases::take_in(w.tx(), &self.0, engine.node(), engine.owner())
+    }
+}
+
+/// Lets source `name`'s lease go, so another node reads it at once.
+#[derive(Debug, Clone)]
+pub struct ReleaseSourceLease(pub String);
+
+impl Write for ReleaseSourceLease {
+    type Output = ();
+
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
+        let owner = w.flows.engine.owner();
+        crate::storage::source_leases::release_in(w.tx(), &self.0, owner)
+    }
+}
+
 /// Answers to agents' questions a platform pushed (see
 /// [`approvals::record_chat_answers_in`]).
 #[derive(Debug, Clone)]
