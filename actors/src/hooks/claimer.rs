@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::upkeep::ReleaseOwnLeases;
 use relayq_engine::{Lease, QueueName};
 
 use crate::claiming::{delay_until, with_next_due, ClaimHooks, ClaimLoop};
@@ -156,9 +157,11 @@ impl HookClaimer {
         ctx: &mut Context<Self>,
     ) {
         let (key, rows) = (session.clone(), run.clone());
-        let work = self.store.run(move |s| {
-            s.hooks.defer_many(&rows, Duration::ZERO)?;
-            s.hooks.release_own_leases(&key)
+        // The rows the worker held, then every lease left on its key, in one transaction.
+        let work = self.store.apply(ReleaseOwnLeases {
+            queue: QueueName::Hooks,
+            key,
+            give_back: rows,
         });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| match result {
             Ok(_) => {

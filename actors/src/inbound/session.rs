@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use relayq_engine::writes::runs::{AgentWaits, GiveBack, LeaseNext, RowRecorded, RunRecorded};
+use relayq_engine::writes::upkeep::ReleaseOwnLeases;
 use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
@@ -213,7 +214,11 @@ impl SessionActor {
         }
         if std::mem::take(&mut self.release_leases_first) {
             let key = self.session.clone();
-            let release = self.store.run(move |s| s.inbound.release_own_leases(&key));
+            let release = self.store.apply(ReleaseOwnLeases {
+                queue: QueueName::Inbound,
+                key,
+                give_back: Vec::new(),
+            });
             ctx.spawn(release.into_actor(self).map(|result, act, ctx| {
                 act.busy = false;
                 match result {

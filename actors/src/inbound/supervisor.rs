@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use actix::prelude::*;
 use relayq_engine::approvals::ChatAnswer;
 use relayq_engine::writes;
+use relayq_engine::writes::upkeep::ExpireKey;
 use relayq_engine::{Enqueued, InboundMessage, QueueName};
 
 use crate::channels::{ChannelDirectory, DialogOutcome, DialogRequest};
@@ -431,11 +432,11 @@ impl Handler<ExpireSession> for SupervisorActor {
     ) -> Self::Result {
         let store = self.store.clone();
         let key = session.clone();
-        let expire = async move {
-            store
-                .run(move |s| s.inbound.expire_key(&key, "session expired"))
-                .await
-        };
+        let expire = store.apply(ExpireKey {
+            queue: QueueName::Inbound,
+            key,
+            reason: "session expired".into(),
+        });
         Box::pin(expire.into_actor(self).map(move |result, act, _| {
             // Its in-flight delivery, if any, finishes and its answer is fenced off.
             if let Some(running) = act.sessions.remove(&session) {

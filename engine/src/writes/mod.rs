@@ -18,6 +18,7 @@
 
 pub mod approvals;
 pub mod runs;
+pub mod upkeep;
 
 use crate::approvals::ChatAnswer;
 use crate::commit::{RowAhead, WriteLane};

@@ -203,11 +203,14 @@ impl Queue {
     /// Puts this process's leases on `key` back to pending: used when the worker holding them
     /// died inside this process, so its replacement need not wait for the leases to expire.
     pub fn release_own_leases(&self, key: &str) -> Result<usize> {
+        self.write(|tx| self.release_own_leases_in(tx, key))
+    }
+
+    /// `release_own_leases` inside a caller's transaction.
+    pub fn release_own_leases_in(&self, tx: &Tx<'_>, key: &str) -> Result<usize> {
         let owner: &str = &self.owner;
-        self.write(|tx| {
-            let params = params![":queue" => self.name, ":key" => key, ":owner" => owner];
-            reclaim_in(tx, &RELEASE_OWN_LEASES_SQL, params)
-        })
+        let params = params![":queue" => self.name, ":key" => key, ":owner" => owner];
+        reclaim_in(tx, &RELEASE_OWN_LEASES_SQL, params)
     }
 
     /// Deletes delivered and expired rows that finished more than `older_than` ago (the
