@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::upkeep::HookRowsLeave;
 use relayq_engine::{EventType, Lease, Processed, Retried};
 use serde::Deserialize;
 
@@ -196,10 +197,7 @@ impl HookWorker {
         }
         self.leaving.writing = true;
         let (back, done) = (self.leaving.back.clone(), self.leaving.done.clone());
-        let work = self.store.run(move |s| {
-            s.hooks.drop_leased(&done)?;
-            s.hooks.defer_many(&back, Duration::ZERO)
-        });
+        let work = self.store.apply(HookRowsLeave { back, done });
         let (sent_back, sent_done) = (self.leaving.back.len(), self.leaving.done.len());
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.leaving.writing = false;
@@ -229,10 +227,7 @@ impl HookWorker {
         let mut rows = self.buffer.take_all();
         rows.append(&mut self.leaving.back);
         let done = std::mem::take(&mut self.leaving.done);
-        let work = self.store.run(move |s| {
-            s.hooks.drop_leased(&done)?;
-            s.hooks.defer_many(&rows, Duration::ZERO)
-        });
+        let work = self.store.apply(HookRowsLeave { back: rows, done });
         ctx.wait(work.into_actor(self).map(|_, _, ctx| ctx.stop()));
     }
 }

@@ -1,5 +1,5 @@
 //! The writes that end or free a key's rows: a session's expiry, the leases a dead actor
-//! (or a dead hook worker) left.
+//! (or a dead hook worker) left, the hook rows leaving a worker without running.
 
 use super::{Write, Writer};
 use crate::error::Result;
@@ -46,5 +46,28 @@ impl Write for ReleaseOwnLeases {
             queue.give_back_in(w.tx(), &self.give_back, now, GiveBack::KeepMarks)?;
         }
         queue.release_own_leases_in(w.tx(), &self.key)
+    }
+}
+
+/// Hook rows leaving a worker without running, in one transaction: `done` recorded as
+/// delivered without running, each with why (coalesced, evicted), then `back` given back
+/// unsent with their marks kept, due at once.
+#[derive(Debug, Clone)]
+pub struct HookRowsLeave {
+    pub back: Vec<Lease>,
+    pub done: Vec<(Lease, &'static str)>,
+}
+
+impl Write for HookRowsLeave {
+    type Output = ();
+
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
+        let hooks = &w.flows.hooks;
+        hooks.drop_leased_in(w.tx(), &self.done)?;
+        if !self.back.is_empty() {
+            let now = std::time::Duration::ZERO;
+            hooks.give_back_in(w.tx(), &self.back, now, GiveBack::KeepMarks)?;
+        }
+        Ok(())
     }
 }

@@ -450,15 +450,17 @@ impl Queue {
         if rows.is_empty() {
             return Ok(0);
         }
-        self.write(|tx| {
-            let mut n = 0;
-            for (lease, reason) in rows {
-                self.release_held_in(tx, std::slice::from_ref(lease))?;
-                n +=
-                    finish_in(tx, lease.id, lease.token, "delivered", Some(reason), None)? as usize;
-            }
-            Ok(n)
-        })
+        self.write(|tx| self.drop_leased_in(tx, rows))
+    }
+
+    /// `drop_leased` inside a caller's transaction.
+    pub fn drop_leased_in(&self, tx: &Tx<'_>, rows: &[(Lease, &str)]) -> Result<usize> {
+        let mut n = 0;
+        for (lease, reason) in rows {
+            self.release_held_in(tx, std::slice::from_ref(lease))?;
+            n += finish_in(tx, lease.id, lease.token, "delivered", Some(reason), None)? as usize;
+        }
+        Ok(n)
     }
 
     /// Schedules another attempt after the policy's backoff (or `retry_after` when the far end
