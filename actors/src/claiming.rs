@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::settings::{check_range, SettingError};
 use actix::prelude::*;
-use relayq_engine::{Lease, Queue};
 use tokio::sync::oneshot;
 
 /// Hook rows may be due: claim them (to the HookClaimer).
@@ -175,18 +174,4 @@ pub fn delay_until(next_due: Option<i64>, now: i64) -> Option<Duration> {
     } else {
         Duration::from_secs(1)
     })
-}
-
-/// A claim's leases, and when it got fewer than `limit`, when the queue's next row is due.
-pub fn with_next_due(
-    queue: &Queue,
-    leases: Vec<Lease>,
-    limit: usize,
-) -> relayq_engine::Result<(Vec<Lease>, Option<i64>)> {
-    let next = if leases.len() < limit {
-        queue.next_due()?
-    } else {
-        None
-    };
-    Ok((leases, next))
 }

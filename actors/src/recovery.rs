@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::upkeep::{ExpireOverdue, Reclaim, ReclaimLeases};
 use relayq_engine::writes::TellWaitingOnGoneNodes;
 use relayq_engine::QueueName;
 
@@ -80,44 +81,35 @@ impl RecoveryActor {
         let wakers = self.wakers.clone();
         let (take_all, shared) = (at_start && self.sole, !self.sole);
         let work = async move {
-            let found = store
-                .run(move |s| {
-                    let reclaimed = if take_all {
-                        s.engine.reclaim_foreign_leases()?
-                    } else if shared {
-                        // Several nodes: the leases of daemons no live node holds (a node
-                        // lost, or restarted) are not left to run out.
-                        s.engine.reclaim_expired()? + s.engine.reclaim_lost_leases()?
-                    } else {
-                        s.engine.reclaim_expired()?
-                    };
-                    let expired = s.inbound.expire_overdue()?
-                        + s.hooks.expire_overdue()?
-                        + s.outbound.expire_overdue()?;
-                    // Hook events `relayq hook` could not write in time (the claim below
-                    // takes them).
-                    let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
-                    let spooled = relayq_engine::hook_spool::drain(&s.engine, &spool)?;
-                    if !spooled.is_empty() {
-                        // Why, as the hooks said it (their stderr is seldom seen): one line
-                        // per reason.
-                        let whys: std::collections::BTreeSet<&str> = spooled
-                            .iter()
-                            .map(|d| d.why.as_deref().unwrap_or("the database was locked"))
-                            .collect();
-                        for why in whys {
-                            tracing::warn!(events = spooled.len(), spool = %spool.display(), why, "recorded hook events that `relayq hook` could not record itself; their answers were late: fix what the reason says in the agent's environment");
+            let reclaim = match (take_all, shared) {
+                (true, _) => Reclaim::Foreign,
+                // Several nodes: the leases of daemons no live node holds (a node lost, or
+                // restarted) are not left to run out.
+                (false, true) => Reclaim::ExpiredAndLost,
+                (false, false) => Reclaim::Expired,
+            };
+            let found = async {
+                let reclaimed = store.apply_alone(ReclaimLeases(reclaim)).await?;
+                let expired = store.apply_alone(ExpireOverdue).await?;
+                // Hook events `relayq hook` could not write in time (the claim below takes
+                // them).
+                let sessions = store
+                    .run(move |s| {
+                        let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
+                        let spooled = relayq_engine::hook_spool::drain(&s.processor, &spool)?;
+                        tell_why_spooled(&spooled, &spool);
+                        let mut sessions = s.inbound.active_keys()?;
+                        if shared {
+                            // Sessions whose agents run on other nodes are theirs to deliver.
+                            let elsewhere = s.engine.sessions_elsewhere()?;
+                            sessions.retain(|key| !elsewhere.contains(key));
                         }
-                    }
-                    let mut sessions = s.inbound.active_keys()?;
-                    if shared {
-                        // Sessions whose agents run on other nodes are theirs to deliver.
-                        let elsewhere = s.engine.sessions_elsewhere()?;
-                        sessions.retain(|key| !elsewhere.contains(key));
-                    }
-                    Ok((reclaimed, expired, sessions))
-                })
-                .await;
+                        Ok(sessions)
+                    })
+                    .await?;
+                Ok::<_, crate::ActorError>((reclaimed, expired, sessions))
+            }
+            .await;
             if shared {
                 // Unless that node is gone: its chats hear why their messages wait.
                 match store.apply(TellWaitingOnGoneNodes).await {
@@ -202,5 +194,20 @@ impl Handler<Stop> for RecoveryActor {
     type Result = ();
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+/// Why `relayq hook` spooled the events just recorded, as the hooks said it (their stderr is
+/// seldom seen): one line per reason.
+fn tell_why_spooled(spooled: &[relayq_engine::hook_spool::Drained], spool: &std::path::Path) {
+    if spooled.is_empty() {
+        return;
+    }
+    let whys: std::collections::BTreeSet<&str> = spooled
+        .iter()
+        .map(|d| d.why.as_deref().unwrap_or("the database was locked"))
+        .collect();
+    for why in whys {
+        tracing::warn!(events = spooled.len(), spool = %spool.display(), why, "recorded hook events that `relayq hook` could not record itself; their answers were late: fix what the reason says in the agent's environment");
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::writes;
+use relayq_engine::writes::upkeep::SupersedeStale;
 use relayq_engine::{
     inbound, outbound, DbConfig, Engine, Enqueued, HookEvent, InboundMessage, NoticeRoutes,
     OutboundMessage, QueueName, QueuePolicies,
@@ -155,14 +156,8 @@ impl RelayqBuilder {
                 .await
                 .map_err(|e| ActorError::Blocking(e.to_string()))??;
         // Before any actor can lease them: stale progress rows from before this start.
-        let superseded = store
-            .run(|s| {
-                let started = s.engine.now();
-                Ok(s.inbound.supersede_stale(started)?
-                    + s.hooks.supersede_stale(started)?
-                    + s.outbound.supersede_stale(started)?)
-            })
-            .await?;
+        let started = engine.now();
+        let superseded = store.apply_alone(SupersedeStale { started }).await?;
         // A channel paused before the restart (the far end asked, or its breaker opened) stays
         // paused: a far end that asked for quiet is still owed it.
         let paused = store.run(|s| s.engine.channel_penalties()).await?;

@@ -1,7 +1,10 @@
 //! The engine, seen from async code: no call runs on the executor's threads, so a slow disk
-//! or a lock held by another process stalls no actor. Writes on the delivery path are typed
-//! requests applied in the group commit ([`Store::apply`], see `relayq_engine::writes`); other
-//! calls run on a blocking thread ([`Store::run`]).
+//! or a lock held by another process stalls no actor. Every write is a typed request (see
+//! `relayq_engine::writes`): applied in the group commit ([`Store::apply`]), or in a
+//! transaction of its own on a blocking thread ([`Store::apply_alone`]: claims and upkeep,
+//! which must neither hold a batch up nor wait behind one). Reads run on a blocking thread
+//! ([`Store::run`]), as do the flows of several typed writes in turn the engine composes (a
+//! hook row's processing) and the prune, which deletes finished rows in slices.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -132,6 +135,15 @@ impl Store {
                 .map_err(|_| ActorError::Blocking("the commit thread stopped".into()))??;
             Ok(value)
         }
+    }
+
+    /// Applies `write` now, in a transaction of its own, on tokio's blocking pool (see the
+    /// module's doc); the future answers after the commit.
+    pub fn apply_alone<W: relayq_engine::writes::Write>(
+        &self,
+        write: W,
+    ) -> impl std::future::Future<Output = Result<W::Output>> + 'static {
+        self.run(move |s| s.processor.apply_now(write))
     }
 
     /// Runs `f` on tokio's blocking pool; the future answers when it is done. The future owns

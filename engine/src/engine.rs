@@ -178,11 +178,13 @@ impl Engine {
         )
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Returns rows whose lease has expired, in every queue, to pending.
     pub fn reclaim_expired(&self) -> Result<usize> {
         self.write(reclaim_expired_in)
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Returns every lease held by another owner to pending. Only for a daemon that knows it is
     /// the only one on this database: the leases it did not take are a previous process's.
     pub fn reclaim_foreign_leases(&self) -> Result<usize> {
@@ -284,12 +286,6 @@ impl Engine {
             false => self.now(),
         };
         crate::storage::nodes::overview(&self.db.read()?, now)
-    }
-
-    /// Returns to pending the leases of daemons that are no live node's (a node lost or
-    /// restarted): see [`crate::storage::nodes::reclaim_lost_in`].
-    pub fn reclaim_lost_leases(&self) -> Result<usize> {
-        self.write(crate::storage::nodes::reclaim_lost_in)
     }
 
     /// Whether this node delivers session `key`'s inbound rows: its agent runs here, or

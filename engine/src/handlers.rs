@@ -9,6 +9,7 @@ use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Retried};
 use crate::tx::Tx;
+use crate::writes::{Write, Writer};
 use crate::{agent_state, approvals, sessions};
 
 pub use crate::routes::{
@@ -74,7 +75,9 @@ impl std::ops::Deref for HookProcessor {
 }
 
 impl HookProcessor {
-    /// Processes one leased hook row to its end.
+    /// Processes one leased hook row to its end: its event applied with the row's completion
+    /// ([`ApplyHookRow`]), or, when that fails, the row ended with the error or retried later
+    /// ([`EndHookRow`], [`RetryHookRow`]), each a typed write in a transaction of its own.
     pub fn process(&self, lease: &Lease) -> Result<Processed> {
         let event = match HookEvent::from_payload(&lease.payload) {
             Ok(e) => e,
@@ -84,12 +87,10 @@ impl HookProcessor {
             }
         };
         let answer = answer_of(&event);
-        let applied = self.hooks.write(|tx| {
-            if !self.hooks.complete_in(tx, lease.id, lease.token, None)? {
-                return Ok(None);
-            }
-            self.apply(tx, lease.id, &event, answer.as_deref())
-                .map(Some)
+        let applied = self.apply_now(ApplyHookRow {
+            lease: lease.clone(),
+            event,
+            answer,
         });
         match applied {
             Ok(Some(effects)) => Ok(Processed::Applied(effects)),
@@ -97,7 +98,10 @@ impl HookProcessor {
             Err(EngineError::Rejected(error)) => self.done_with_error(lease, "rejected", error),
             Err(e) => {
                 let error = e.to_string();
-                let retried = self.hooks.retry_later(lease, &error, None)?;
+                let retried = self.apply_now(RetryHookRow {
+                    lease: lease.clone(),
+                    error: error.clone(),
+                })?;
                 Ok(match retried {
                     Retried::Stale => Processed::Stale,
                     retried => Processed::Failed { error, retried },
@@ -112,16 +116,15 @@ impl HookProcessor {
         reason: &'static str,
         error: String,
     ) -> Result<Processed> {
-        Ok(
-            if self
-                .hooks
-                .complete_with_error(lease.id, lease.token, reason, Some(&error))?
-            {
-                Processed::DoneWithError { reason, error }
-            } else {
-                Processed::Stale
-            },
-        )
+        let ended = self.apply_now(EndHookRow {
+            lease: lease.clone(),
+            reason,
+            error: error.clone(),
+        })?;
+        Ok(match ended {
+            true => Processed::DoneWithError { reason, error },
+            false => Processed::Stale,
+        })
     }
 
     /// The handlers, inside the row's transaction. `answer` is the agent's final answer when
@@ -345,4 +348,69 @@ fn event_name(event: EventType) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// A hook row's event applied by its handlers, with the row's completion, fenced by its lease:
+/// `None` when the lease was no longer ours (nothing applied).
+#[derive(Debug, Clone)]
+struct ApplyHookRow {
+    lease: Lease,
+    event: HookEvent,
+    /// The agent's final answer when read elsewhere than the event (see [`answer_of`]).
+    answer: Option<String>,
+}
+
+impl Write for ApplyHookRow {
+    type Output = Option<Effects>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Option<Effects>> {
+        let lease = &self.lease;
+        if !w
+            .flows
+            .hooks
+            .complete_in(w.tx(), lease.id, lease.token, None)?
+        {
+            return Ok(None);
+        }
+        let answer = self.answer.as_deref();
+        w.flows
+            .apply(w.tx(), lease.id, &self.event, answer)
+            .map(Some)
+    }
+}
+
+/// A hook row ended with its error kept, its event not applied: retrying cannot help
+/// (undecodable, rejected). False when the lease was no longer ours.
+#[derive(Debug, Clone)]
+struct EndHookRow {
+    lease: Lease,
+    reason: &'static str,
+    error: String,
+}
+
+impl Write for EndHookRow {
+    type Output = bool;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
+        let (lease, error) = (&self.lease, Some(self.error.as_str()));
+        let hooks = &w.flows.hooks;
+        hooks.complete_with_error_in(w.tx(), lease.id, lease.token, self.reason, error)
+    }
+}
+
+/// A hook row whose handlers failed, tried again later (dead at the attempt limit).
+#[derive(Debug, Clone)]
+struct RetryHookRow {
+    lease: Lease,
+    error: String,
+}
+
+impl Write for RetryHookRow {
+    type Output = Retried;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Retried> {
+        w.flows
+            .hooks
+            .retry_later_in(w.tx(), &self.lease, &self.error, None)
+    }
 }

@@ -10,8 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::hooks::{self, HookEvent};
-use crate::{Engine, QueuePolicy};
+use crate::hooks::HookEvent;
+use crate::writes::RecordHook;
+use crate::HookProcessor;
 
 /// Where events wait that the database at `db` could not take.
 pub fn dir(db: &Path) -> PathBuf {
@@ -77,8 +78,9 @@ pub fn keep(spool: &Path, mut event: HookEvent, why: &str) -> std::io::Result<Pa
 /// Records the spooled events, oldest first, each file removed once its row is committed (a
 /// crash between the two records it twice: at least once). One drainer at a time (a lock file
 /// in the spool), or two would both record an event before either removed it. Returns the
-/// events recorded, in order: their sessions and why they were spooled.
-pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<Drained>> {
+/// events recorded, in order: their sessions and why they were spooled. Each is a typed write
+/// ([`RecordHook`]) in a transaction of its own.
+pub fn drain(flows: &HookProcessor, spool: &Path) -> Result<Vec<Drained>> {
     let Ok(entries) = std::fs::read_dir(spool) else {
         return Ok(Vec::new());
     };
@@ -97,7 +99,6 @@ pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<Drained>> {
         })
         .collect();
     files.sort();
-    let queue = engine.queue(hooks::QUEUE, QueuePolicy::hooks());
     let mut recorded = Vec::new();
     for file in files {
         let read = std::fs::read(&file)
@@ -108,7 +109,7 @@ pub fn drain(engine: &Engine, spool: &Path) -> Result<Vec<Drained>> {
             Some(SpoolFile::Bare(event)) => (event, None),
             None => continue, // recorded by another drainer meanwhile, or not an event: left
         };
-        queue.enqueue(&event.to_row())?;
+        flows.apply_now(RecordHook(event.to_row()))?;
         let _ = std::fs::remove_file(&file);
         recorded.push(Drained {
             session: event.session,

@@ -711,7 +711,7 @@ fn extend_own_keeps_every_buffered_lease_alive() {
     }
     let leases = q.lease_runs(10, &[]).unwrap();
     f.clock.advance(Duration::from_secs(20));
-    assert_eq!(q.extend_own().unwrap(), 2);
+    assert_eq!(q.write(|tx| q.extend_own_in(tx)).unwrap(), 2);
     f.clock.advance(Duration::from_secs(20));
     // 40 s after leasing, past the 30 s lease, but extended at 20 s: nobody may take them.
     let other = f
@@ -1368,7 +1368,8 @@ fn a_node_starting_beside_a_live_node_supersedes_only_progress_older_than_every_
     f.clock.advance(Duration::from_secs(1));
     f.engine.write(|tx| join_in(tx, "b", "host/b")).unwrap();
 
-    assert_eq!(q.supersede_stale(f.engine.now()).unwrap(), 1);
+    let now = f.engine.now();
+    assert_eq!(q.write(|tx| q.supersede_stale_in(tx, now)).unwrap(), 1);
     assert_eq!(state(&q, gone), "expired");
     assert_eq!(
         state(&q, live),

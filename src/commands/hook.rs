@@ -185,12 +185,12 @@ fn record(
     settings: &approvals::Settings,
 ) -> Result<Option<(HookProcessor, Approval)>, EngineError> {
     let engine = Engine::open(db)?.with_node(node);
-    for drained in hook_spool::drain(&engine, spool)? {
+    // The hooks queue's own policy; the hook tells no chat itself (the daemon does).
+    let flows = HookProcessor::new(engine.queues(&Default::default()), Default::default());
+    for drained in hook_spool::drain(&flows, spool)? {
         let path = engine.database().path();
         relayq_actors::wake::rows_written_beside(path, hooks::QUEUE, &drained.session);
     }
-    // The hooks queue's own policy; the hook tells no chat itself (the daemon does).
-    let flows = HookProcessor::new(engine.queues(&Default::default()), Default::default());
     let session = event.session.clone();
     let asked = flows.apply_now(AskWithEvent {
         event,

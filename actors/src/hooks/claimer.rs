@@ -11,10 +11,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::writes::upkeep::ReleaseOwnLeases;
+use relayq_engine::writes::claims::{Claimed, ExtendOwnLeases, LeaseRuns};
+use relayq_engine::writes::upkeep::{HookRowsLeave, ReleaseOwnLeases};
 use relayq_engine::{Lease, QueueName};
 
-use crate::claiming::{delay_until, with_next_due, ClaimHooks, ClaimLoop};
+use crate::claiming::{delay_until, ClaimHooks, ClaimLoop};
 use crate::hooks::buffer::Limits;
 use crate::hooks::worker::{HookWorker, Reports, Rows, WorkerLevel};
 use crate::inbound::children::Children;
@@ -72,17 +73,18 @@ impl HookClaimer {
         // Sessions whose workers are full, and those the operator paused.
         let mut skip: Vec<String> = self.paused.iter().cloned().collect();
         skip.extend(self.store.pauses.keys(QueueName::Hooks));
-        let work = self
-            .store
-            .run(move |s| with_next_due(&s.hooks, s.hooks.lease_runs(limit, &skip)?, limit));
+        let work = self.store.apply_alone(LeaseRuns {
+            queue: QueueName::Hooks,
+            limit,
+            skip,
+        });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             if act.stopping {
                 // The stop came while the claim was read: its rows go back, and the stop
                 // waits for that (see `ClaimLoop::settled`).
-                let leases = result.map(|(leases, _)| leases).unwrap_or_default();
-                let work = act
-                    .store
-                    .run(move |s| s.hooks.defer_many(&leases, Duration::ZERO));
+                let back = result.map(|c| c.leases).unwrap_or_default();
+                let done = Vec::new();
+                let work = act.store.apply_alone(HookRowsLeave { back, done });
                 ctx.spawn(work.into_actor(act).map(|result, act, _| {
                     if let Err(e) = result {
                         tracing::warn!(error = %e, "cannot give hook rows back; they return when their lease expires");
@@ -93,7 +95,10 @@ impl HookClaimer {
             }
             act.claims.finish();
             match result {
-                Ok((leases, next)) => {
+                Ok(Claimed {
+                    leases,
+                    next_due: next,
+                }) => {
                     let full = leases.len() >= limit;
                     act.dispatch(leases, ctx);
                     if full || act.claims.again {
@@ -191,7 +196,7 @@ impl HookClaimer {
         if self.workers.is_empty() {
             return;
         }
-        let work = self.store.run(|s| s.hooks.extend_own());
+        let work = self.store.apply_alone(ExtendOwnLeases(QueueName::Hooks));
         ctx.spawn(
             async move {
                 if let Err(e) = work.await {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::claims::{BacklogShare, DueClaimed, LeaseDue};
 use relayq_engine::writes::runs::{
     GiveBack, GiveBackUnsent, LeaseNext, MarkSendStarted, RunRecorded,
 };
@@ -18,7 +19,7 @@ use relayq_engine::{Lease, OutboundMessage, QueueName};
 use tokio::sync::oneshot;
 
 use crate::channels::{ChannelDirectory, Content};
-use crate::claiming::{delay_until, with_next_due, ClaimLoop, ClaimOutbound, ClaimSettings};
+use crate::claiming::{delay_until, ClaimLoop, ClaimOutbound, ClaimSettings};
 use crate::delivery::{deliver, try_delivery, AnswerToRecord, RowRecorded, Taken, Then};
 use crate::lifecycle::Shutdown;
 use crate::outbound::send_threads::{SendThread, SendThreads};
@@ -126,36 +127,40 @@ impl OutboundSender {
                 asked_lately,
             )
         });
-        let work = self.store.run(move |s| {
-            let q = &s.outbound;
-            let Some((before, backlog_room, backlog_sending, asked_lately)) = backlog else {
-                let (leases, next) = with_next_due(q, q.lease_due(room, &skip)?, room)?;
-                return Ok((leases, next, Backlog::Gone));
+        let store = self.store.clone();
+        let work = async move {
+            let share = backlog.map(|(before, room, ..)| BacklogShare { before, room });
+            let due = store.apply_alone(LeaseDue {
+                queue: QueueName::Outbound,
+                limit: room,
+                skip,
+                backlog: share,
+            });
+            let DueClaimed {
+                claimed,
+                backlog_found,
+            } = due.await?;
+            let Some((before, _, backlog_sending, asked_lately)) = backlog else {
+                return Ok((claimed.leases, claimed.next_due, Backlog::Gone));
             };
-            // Rows written since the start first, then the backlog within its budget.
-            let mut leases = q.lease_due_written(room, before..i64::MAX, &skip)?;
-            let backlog_room = backlog_room.min(room - leases.len());
-            let mut backlog_found = false;
-            if backlog_room > 0 {
-                let backlog = q.lease_due_written(backlog_room, i64::MIN..before, &skip)?;
-                backlog_found = !backlog.is_empty();
-                leases.extend(backlog);
-            }
+            // Rows written since the start came first, then the backlog within its budget.
             let left = match ask_if_backlog_left(
                 backlog_found || backlog_sending,
-                leases.is_empty(),
+                claimed.leases.is_empty(),
                 asked_lately,
             ) {
                 Ask::No => Backlog::Left,
-                ask => match q.any_written_before(before)? {
+                ask => match store
+                    .run(move |s| s.outbound.any_written_before(before))
+                    .await?
+                {
                     true if ask == Ask::Idle => Backlog::LeftAskedIdle,
                     true => Backlog::Left,
                     false => Backlog::Gone,
                 },
             };
-            let (leases, next) = with_next_due(q, leases, room)?;
-            Ok((leases, next, left))
-        });
+            Ok::<_, crate::ActorError>((claimed.leases, claimed.next_due, left))
+        };
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             if act.stopping.load(Ordering::Relaxed) {
                 // The stop came while the claim was read: its rows go back unsent, and the

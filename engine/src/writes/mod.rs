@@ -1,7 +1,14 @@
-//! The daemon's writes, as typed requests: each is a value the actors build (what to enqueue,
-//! which answers to record) and the engine applies inside the group commit
-//! ([`HookProcessor::submit`]). The actors never see a transaction, so a second backend
-//! implements these writes, not the actors.
+//! Every write, as a typed request: each is a value the actors or the commands build (what to
+//! enqueue, which answers to record, which rows to lease) and the engine applies, inside the
+//! group commit ([`HookProcessor::submit`]) or at once in a transaction of its own
+//! ([`HookProcessor::apply_now`]: the commands, and the daemon's claims and upkeep, which must
+//! neither hold a batch up nor wait behind one). The callers never see a transaction, so a
+//! second backend implements these writes, not the actors. By flow: the delivery runs
+//! ([`runs`]), the claims ([`claims`]), the approvals ([`approvals`]), the upkeep ([`upkeep`]),
+//! and here the messages, hook events, sources and pauses written in. A few flows are several
+//! writes in turn, composed in the engine (a hook row: applied, or ended with its error;
+//! `HookProcessor::process`); the prune alone deletes in slices of its own transactions
+//! (`Queue::prune`), so writers are not held up by a long delete.
 //!
 //! What every write guarantees, whatever the backend:
 //! - **Atomicity**: a write is applied whole or not at all; writes submitted together share
@@ -17,6 +24,7 @@
 //!   ([`Tx`]) was opened with; the backend that opens it chooses the clock.
 
 pub mod approvals;
+pub mod claims;
 pub mod runs;
 pub mod upkeep;
 

@@ -1,5 +1,6 @@
-//! The writes that end or free a key's rows: a session's expiry, the leases a dead actor
-//! (or a dead hook worker) left, the hook rows leaving a worker without running.
+//! The upkeep writes: a session's expiry, the leases a dead actor (or a dead hook worker) left,
+//! the hook rows leaving a worker without running; the recovery sweep's (leases taken back,
+//! rows past their age) and the start's (progress left from before it).
 
 use super::{Write, Writer};
 use crate::error::Result;
@@ -69,5 +70,72 @@ impl Write for HookRowsLeave {
             hooks.give_back_in(w.tx(), &self.back, now, GiveBack::KeepMarks)?;
         }
         Ok(())
+    }
+}
+
+/// Whose leases the recovery sweep takes back (to pending, due at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Every lease another owner holds: at the start of the only daemon on its database, where
+    /// any other owner is a previous process.
+    Foreign,
+    /// The leases that expired.
+    Expired,
+    /// The leases that expired, and those of daemons no live node holds (a node lost, or
+    /// restarted), which are not left to run out: several nodes on one database.
+    ExpiredAndLost,
+}
+
+/// Takes leases back (see [`Reclaim`]); answers how many.
+#[derive(Debug, Clone, Copy)]
+pub struct ReclaimLeases(pub Reclaim);
+
+impl Write for ReclaimLeases {
+    type Output = usize;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        let tx = w.tx();
+        Ok(match self.0 {
+            Reclaim::Foreign => crate::queue::reclaim_foreign_in(tx, w.flows.engine.owner())?,
+            Reclaim::Expired => crate::queue::reclaim_expired_in(tx)?,
+            Reclaim::ExpiredAndLost => {
+                crate::queue::reclaim_expired_in(tx)? + crate::storage::nodes::reclaim_lost_in(tx)?
+            }
+        })
+    }
+}
+
+/// Expires the pending rows of every queue older than its policy's `max_age` (where it has
+/// one and expires them); answers how many.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpireOverdue;
+
+impl Write for ExpireOverdue {
+    type Output = usize;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        let q = w.flows;
+        Ok(q.inbound.expire_overdue_in(w.tx())?
+            + q.hooks.expire_overdue_in(w.tx())?
+            + q.outbound.expire_overdue_in(w.tx())?)
+    }
+}
+
+/// At a daemon's start, before any actor leases: the unfinished rows of every queue left from
+/// before `started` whose kind its policy does not replay end as superseded (see
+/// `Queue::supersede_stale_in`); answers how many.
+#[derive(Debug, Clone, Copy)]
+pub struct SupersedeStale {
+    pub started: i64,
+}
+
+impl Write for SupersedeStale {
+    type Output = usize;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        let (q, at) = (w.flows, self.started);
+        Ok(q.inbound.supersede_stale_in(w.tx(), at)?
+            + q.hooks.supersede_stale_in(w.tx(), at)?
+            + q.outbound.supersede_stale_in(w.tx(), at)?)
     }
 }

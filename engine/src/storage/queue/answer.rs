@@ -441,7 +441,19 @@ impl Queue {
         reason: &str,
         error: Option<&str>,
     ) -> Result<bool> {
-        self.write(|tx| finish_in(tx, id, token, "delivered", Some(reason), error))
+        self.write(|tx| self.complete_with_error_in(tx, id, token, reason, error))
+    }
+
+    /// `complete_with_error` inside a caller's transaction.
+    pub fn complete_with_error_in(
+        &self,
+        tx: &Tx<'_>,
+        id: i64,
+        token: i64,
+        reason: &str,
+        error: Option<&str>,
+    ) -> Result<bool> {
+        finish_in(tx, id, token, "delivered", Some(reason), error)
     }
 
     /// Ends many leased rows at once without running them (one transaction), each with its

@@ -729,7 +729,12 @@ impl Queue {
 
     /// Leases up to `limit` due rows across keys, only heads of keys, oldest first.
     pub fn lease_due(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
-        self.lease_found(limit, skip, |tx, skip, want| {
+        self.write(|tx| self.lease_due_in(tx, limit, skip))
+    }
+
+    /// `lease_due` inside a caller's transaction.
+    pub fn lease_due_in(&self, tx: &Tx<'_>, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        self.lease_found_in(tx, limit, skip, |tx, skip, want| {
             let now = tx.now();
             let params =
                 params![":queue" => self.name, ":now" => now, ":skip" => skip, ":limit" => want];
@@ -737,15 +742,16 @@ impl Queue {
         })
     }
 
-    /// `lease_due` for rows written in `written` (unix ms, `from..before`): a restart's backlog
+    /// `lease_due_in` for rows written in `written` (unix ms, `from..before`): a restart's backlog
     /// and the live rows get separate budgets.
-    pub fn lease_due_written(
+    pub fn lease_due_written_in(
         &self,
+        tx: &Tx<'_>,
         limit: usize,
         written: std::ops::Range<i64>,
         skip: &[String],
     ) -> Result<Vec<Lease>> {
-        self.lease_found(limit, skip, |tx, skip, want| {
+        self.lease_found_in(tx, limit, skip, |tx, skip, want| {
             let now = tx.now();
             let params = params![
                 ":queue" => self.name, ":now" => now, ":from" => written.start,
@@ -769,7 +775,12 @@ impl Queue {
     /// holds a key's leases may buffer and process them in order. Keys in `skip` are left alone
     /// (their worker is full).
     pub fn lease_runs(&self, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
-        self.lease_found(limit, skip, |tx, skip, want| {
+        self.write(|tx| self.lease_runs_in(tx, limit, skip))
+    }
+
+    /// `lease_runs` inside a caller's transaction.
+    pub fn lease_runs_in(&self, tx: &Tx<'_>, limit: usize, skip: &[String]) -> Result<Vec<Lease>> {
+        self.lease_found_in(tx, limit, skip, |tx, skip, want| {
             let (now, owner): (i64, &str) = (tx.now(), &self.owner);
             let params = params![
                 ":queue" => self.name, ":now" => now, ":owner" => owner, ":skip" => skip,
@@ -780,18 +791,18 @@ impl Queue {
     }
 
     /// One claim: expired leases are reclaimed, then up to `limit` of the rows `find` names
-    /// (given the `:skip` list and how many are wanted) are leased, in one transaction.
-    fn lease_found(
+    /// (given the `:skip` list and how many are wanted) are leased, in the caller's
+    /// transaction.
+    fn lease_found_in(
         &self,
+        tx: &Tx<'_>,
         limit: usize,
         skip: &[String],
         find: impl Fn(&Tx<'_>, &str, i64) -> Result<Vec<(i64, String)>>,
     ) -> Result<Vec<Lease>> {
         let skip = skip_list(skip);
-        self.write(|tx| {
-            reclaim_expired_in(tx)?;
-            self.lease_ids_in(tx, limit, |want| find(tx, &skip, want as i64))
-        })
+        reclaim_expired_in(tx)?;
+        self.lease_ids_in(tx, limit, |want| find(tx, &skip, want as i64))
     }
 
     /// Leases the rows `find(n)` names (up to n due rows, with their keys), screens them, and
@@ -962,14 +973,12 @@ impl Queue {
 
     /// Pushes out the expiry of every lease this process holds in this queue (rows waiting in
     /// a worker's buffer). Returns how many.
-    pub fn extend_own(&self) -> Result<usize> {
+    pub fn extend_own_in(&self, tx: &Tx<'_>) -> Result<usize> {
         let timeout = ms(self.policy().lease_timeout);
         let owner: &str = &self.owner;
-        self.write(|tx| {
-            let expires = tx.now().saturating_add(timeout);
-            let params = params![":queue" => self.name, ":owner" => owner, ":expires" => expires];
-            tx.exec(&EXTEND_OWN_SQL, params)
-        })
+        let expires = tx.now().saturating_add(timeout);
+        let params = params![":queue" => self.name, ":owner" => owner, ":expires" => expires];
+        tx.exec(&EXTEND_OWN_SQL, params)
     }
 
     #[cfg(any(test, feature = "test-helpers"))]
@@ -979,6 +988,7 @@ impl Queue {
         Ok(self.defer_many(std::slice::from_ref(lease), delay)? == 1)
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// `defer` for many rows in one transaction. Returns how many were still ours.
     pub fn defer_many(&self, leases: &[Lease], delay: Duration) -> Result<usize> {
         if leases.is_empty() {
@@ -1498,7 +1508,7 @@ mod tests {
             let stale = db.write_at(later, |tx| q.extend_in(tx, run[2].id, run[2].token + 1));
             assert!(!stale.unwrap(), "{name}: a stale token extends nothing");
 
-            let swept = db.write_at(later, |tx| q.expire_overdue_in(tx, Duration::ZERO));
+            let swept = db.write_at(later, |tx| q.expire_older_in(tx, Duration::ZERO));
             assert_eq!(swept.unwrap(), 0, "{name}");
             assert_eq!(states(db, &ids), ["leased", "pending", "pending"], "{name}");
         });

@@ -86,6 +86,11 @@ impl Queue {
         conn.query_value(&NEXT_DUE_SQL, params![":queue" => self.name])
     }
 
+    /// `next_due` inside a caller's transaction (a claim's answer).
+    pub fn next_due_in(&self, tx: &Tx<'_>) -> Result<Option<i64>> {
+        tx.query_value(&NEXT_DUE_SQL, params![":queue" => self.name])
+    }
+
     /// Reads a row's current state (a session checks on a message waiting for its agent;
     /// tests and tools).
     pub fn state_of(&self, id: i64) -> Result<Option<RowState>> {

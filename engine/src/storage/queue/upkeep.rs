@@ -133,20 +133,18 @@ impl Queue {
     /// policy's `replay_kinds` does not name end as expired, reason `superseded`. Returns how
     /// many. Only rows from before every live node's start: on a shared database the others'
     /// progress is theirs to send (a node joining beside them superseded it, silently).
-    pub fn supersede_stale(&self, started: i64) -> Result<usize> {
+    pub fn supersede_stale_in(&self, tx: &Tx<'_>, started: i64) -> Result<usize> {
         let Some(kinds) = self.policy().replay_kinds.clone() else {
             return Ok(0);
         };
         let kinds = serde_json::to_string(&kinds).expect("a list of strings serialises");
-        self.write(|tx| {
-            let now = tx.now();
-            let live = crate::storage::nodes::earliest_live_start(tx, now)?;
-            let started = live.map_or(started, |live| live.min(started));
-            let params = params![
-                ":queue" => self.name, ":now" => now, ":started" => started, ":kinds" => kinds,
-            ];
-            tx.exec(&SUPERSEDE_SQL, params)
-        })
+        let now = tx.now();
+        let live = crate::storage::nodes::earliest_live_start(tx, now)?;
+        let started = live.map_or(started, |live| live.min(started));
+        let params = params![
+            ":queue" => self.name, ":now" => now, ":started" => started, ":kinds" => kinds,
+        ];
+        tx.exec(&SUPERSEDE_SQL, params)
     }
 
     /// Expires every pending or leased row of `key` (the session ended). Returns how many.
@@ -183,17 +181,23 @@ impl Queue {
         )
     }
 
+    #[cfg(any(test, feature = "test-helpers"))]
     /// Expires pending rows older than the policy's `max_age`, if it has one and its
     /// `expire_action` is `expire`.
     pub fn expire_overdue(&self) -> Result<usize> {
-        let Some(max_age) = self.policy().expires_after() else {
-            return Ok(0);
-        };
-        self.write(|tx| self.expire_overdue_in(tx, max_age))
+        self.write(|tx| self.expire_overdue_in(tx))
     }
 
     /// `expire_overdue` inside a caller's transaction.
-    pub(crate) fn expire_overdue_in(&self, tx: &Tx<'_>, max_age: Duration) -> Result<usize> {
+    pub fn expire_overdue_in(&self, tx: &Tx<'_>) -> Result<usize> {
+        match self.policy().expires_after() {
+            Some(max_age) => self.expire_older_in(tx, max_age),
+            None => Ok(0),
+        }
+    }
+
+    /// Expires pending rows older than `max_age`.
+    pub(crate) fn expire_older_in(&self, tx: &Tx<'_>, max_age: Duration) -> Result<usize> {
         let now = tx.now();
         let cutoff = now.saturating_sub(ms(max_age));
         let params = params![":queue" => self.name, ":now" => now, ":cutoff" => cutoff];
