@@ -23,7 +23,7 @@ pub struct Status {
     /// Agent sessions no chat hears (see `sessions::unmatched`).
     pub(crate) unmatched: Vec<relayq_engine::SessionRecord>,
     /// The daemons serving the database, and what each holds.
-    pub(crate) nodes: Vec<relayq_engine::storage::nodes::NodeView>,
+    pub(crate) nodes: Vec<relayq_engine::nodes::NodeView>,
     pub(crate) now: i64,
 }
 

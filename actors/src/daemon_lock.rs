@@ -67,6 +67,12 @@ fn held_elsewhere(db: &Path, shared: bool) -> ActorError {
     }
 }
 
+/// Takes the daemon lock of `database`: its file on SQLite, where one daemon serves it
+/// ([`DaemonLock::sole`]); on a database several daemons share, the node's files' on this host.
+pub fn take_for(database: &relayq_engine::Database) -> Result<FileLock> {
+    take(database.path(), database.is_shared())
+}
+
 /// Takes the daemon lock on database `db` (which must exist; on a `shared` database it is
 /// made, empty, if it does not), or says another daemon has it.
 pub fn take(db: &Path, shared: bool) -> Result<FileLock> {

@@ -1,4 +1,4 @@
-//! This daemon as a node of its database (see `relayq_engine::storage::nodes`): it joins at
+//! This daemon as a node of its database (see `relayq_engine::nodes`): it joins at
 //! start, says it is alive every [`HEARTBEAT`] on a thread of its own (so a busy actor system
 //! cannot make it look lost), and leaves when dropped at a clean stop.
 
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use relayq_engine::storage::nodes::HEARTBEAT;
+use relayq_engine::nodes::HEARTBEAT;
 use relayq_engine::Engine;
 
 use crate::error::Result;

@@ -195,7 +195,7 @@ pub fn budgets(pace: &Pace, channel: &str, shared: Option<&Engine>) -> Option<Ar
     }
 }
 
-/// [`Budgets`] kept in the database the nodes share (`relayq_engine::storage::budgets`): N
+/// [`Budgets`] kept in the database the nodes share (`relayq_engine::budgets`): N
 /// daemons sending through one bot keep to the bot's budget and each chat's together.
 pub struct SharedBudgets {
     engine: Engine,

@@ -91,7 +91,20 @@ pub struct SharedPauses {
 }
 
 impl SharedPauses {
-    pub fn start(
+    /// Follows the pauses other nodes set into `pauses`, on a database several daemons share;
+    /// `None` on one a daemon serves alone (its own API is the only one that sets them).
+    pub fn follow(
+        engine: relayq_engine::Engine,
+        pauses: Arc<dyn OperatorPauses>,
+        resumed: impl Fn(Paused) + Send + 'static,
+    ) -> Option<Self> {
+        engine
+            .database()
+            .is_shared()
+            .then(|| Self::start(engine, pauses, resumed))
+    }
+
+    fn start(
         engine: relayq_engine::Engine,
         pauses: Arc<dyn OperatorPauses>,
         resumed: impl Fn(Paused) + Send + 'static,

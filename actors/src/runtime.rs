@@ -30,7 +30,6 @@ use crate::recovery::RecoveryActor;
 use crate::sources::{PushSource, SourceSpec};
 use crate::store::Store;
 use crate::wake::{self, Wakers};
-use relayq_engine::storage::postgresql::notify::Listener;
 
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone)]
@@ -65,7 +64,7 @@ impl RelayqConfig {
     pub fn new(db: impl Into<PathBuf>, default_channel: &str) -> Self {
         RelayqConfig {
             db: DbConfig::new(db),
-            node: relayq_engine::storage::nodes::host_name(),
+            node: relayq_engine::nodes::host_name(),
             clock_offset_ms: 0,
             queues: QueuePolicies::default(),
             session_channels: SessionChannels::all_to(default_channel),
@@ -138,13 +137,9 @@ impl RelayqBuilder {
         })
         .await
         .map_err(|e| ActorError::Blocking(e.to_string()))??;
-        let shared = engine.database().is_shared();
-        let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take(&config.db.path, shared)?);
-        // Several daemons on one database keep one budget and one pause per channel there.
-        let channels = match shared {
-            true => channels.shared_through(&engine),
-            false => channels,
-        };
+        let lock: Box<dyn DaemonLock> = Box::new(daemon_lock::take_for(engine.database())?);
+        // Several daemons on one database keep one budget and one penalty per channel there.
+        let channels = channels.for_database(&engine);
         let store = Store::new(
             engine.clone(),
             config.queues.clone(),
@@ -233,23 +228,21 @@ impl RelayqBuilder {
         } else {
             None
         };
-        // Rows other nodes (and their commands and hooks) write are announced by the database.
-        let nodes_listener = match (&config.db.url, config.listen_for_wakes) {
-            (Some(url), true) => {
+        // Rows other nodes (and their commands and hooks) write are announced by the database,
+        // where it can.
+        let nodes_listener = match config.listen_for_wakes {
+            true => {
                 let wakers = wakers.clone();
                 let on_rows = move |queue, key: &str| wakers.wake(queue, key);
-                match Listener::start(url.clone(), on_rows) {
-                    Ok(listener) => Some(listener),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot listen for other nodes' rows; they wait for the next sweep");
-                        None
-                    }
-                }
+                engine.database().listen(on_rows).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot listen for other nodes' rows; they wait for the next sweep");
+                    None
+                })
             }
-            _ => None,
+            false => None,
         };
         // A pause another node set (or ended) holds here too.
-        let shared_pauses = shared.then(|| {
+        let shared_pauses = {
             let (wakers, store_now) = (wakers.clone(), store.clone());
             let resumed = move |(queue, key): crate::pauses::Paused| match (queue, key) {
                 (QueueName::Inbound, None) => match store_now.inbound.active_keys() {
@@ -260,8 +253,8 @@ impl RelayqBuilder {
                 },
                 (queue, key) => wakers.wake(queue, key.as_deref().unwrap_or("")),
             };
-            SharedPauses::start(engine.clone(), store.pauses.clone(), resumed)
-        });
+            SharedPauses::follow(engine.clone(), store.pauses.clone(), resumed)
+        };
         let ingress = Ingress::default();
         let running_sources =
             start_sources(&sources, &store, &supervisor, &known_channels, &ingress);
@@ -298,9 +291,9 @@ pub struct Relayq {
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
-    /// Wakes this node's workers for rows other nodes wrote (PostgreSQL).
-    _nodes_listener: Option<Listener>,
-    /// Reads the pauses other nodes set (PostgreSQL).
+    /// Wakes this node's workers for rows other nodes wrote, where the database announces them.
+    _nodes_listener: Option<relayq_engine::db::Listener>,
+    /// Reads the pauses other nodes set, on a database several daemons share.
     _shared_pauses: Option<SharedPauses>,
     /// Left (dropped) before the lock.
     _membership: Membership,

@@ -9,9 +9,8 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
-    counts, dead_page, dead_rows, delivered_after, oldest_pending, purge_dead_in,
-    reclaim_expired_in, reclaim_foreign_in, revive_dead_in, row_detail, stuck_heads, DeadQuery,
-    OldestPending, Queue, QueueName, RowDetail, StateCount,
+    counts, dead_page, dead_rows, delivered_after, oldest_pending, purge_dead_in, revive_dead_in,
+    row_detail, stuck_heads, DeadQuery, OldestPending, Queue, QueueName, RowDetail, StateCount,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -181,14 +180,14 @@ impl Engine {
     #[cfg(any(test, feature = "test-helpers"))]
     /// Returns rows whose lease has expired, in every queue, to pending.
     pub fn reclaim_expired(&self) -> Result<usize> {
-        self.write(reclaim_expired_in)
+        self.write(crate::queue::reclaim_expired_in)
     }
 
     #[cfg(any(test, feature = "test-helpers"))]
     /// Returns every lease held by another owner to pending. Only for a daemon that knows it is
     /// the only one on this database: the leases it did not take are a previous process's.
     pub fn reclaim_foreign_leases(&self) -> Result<usize> {
-        self.write(|tx| reclaim_foreign_in(tx, &self.owner))
+        self.write(|tx| crate::queue::reclaim_foreign_in(tx, &self.owner))
     }
 
     /// Joins the database's nodes as this engine's node, served by its owner (refused while

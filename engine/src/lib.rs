@@ -35,7 +35,9 @@ pub mod trouble;
 pub mod words;
 pub mod writes;
 
-pub use storage::{clock, commit, db, pauses, penalties, policy, queue, tx};
+pub use storage::{
+    budgets, clock, commit, db, migrate, nodes, pauses, penalties, policy, queue, source_leases, tx,
+};
 
 pub use agent_state::AgentState;
 pub use chunking::{Markup, TextLimit};

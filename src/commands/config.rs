@@ -120,7 +120,7 @@ fn problems(ctx: &Invocation, built: &Built) -> Vec<String> {
     match ctx.config.db_config(ctx.db.as_deref()) {
         Ok(db) => {
             if let Some(url) = &db.url {
-                if let Err(e) = relayq_engine::storage::postgresql::db::reach(url, ASK_TIMEOUT) {
+                if let Err(e) = relayq_engine::Database::reach(url, ASK_TIMEOUT) {
                     problems.push(e.to_string());
                 }
             }

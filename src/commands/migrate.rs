@@ -1,9 +1,9 @@
 //! `relayq migrate --to postgresql://…`: moves a single-node SQLite deployment to a PostgreSQL
-//! database several daemons share (see `relayq_engine::storage::migrate`). The file is locked
+//! database several daemons share (see `relayq_engine::migrate`). The file is locked
 //! as a daemon locks it for the whole copy, so no daemon serves it meanwhile.
 
 use relayq_engine::db::{DbConfig, SqliteDatabase};
-use relayq_engine::storage::migrate;
+use relayq_engine::migrate;
 use relayq_engine::Database;
 
 use crate::invocation::{CliError, Invocation};

@@ -90,7 +90,7 @@ impl NodeConfig {
     pub fn name(&self) -> String {
         self.name
             .clone()
-            .unwrap_or_else(relayq_engine::storage::nodes::host_name)
+            .unwrap_or_else(relayq_engine::nodes::host_name)
     }
 
     /// What the file alone can tell; keys within `[node]`.

@@ -160,10 +160,14 @@ impl ChannelDirectory {
         self.slots.lock().unwrap().insert(name.to_string(), slot);
     }
 
-    /// This directory for a database several daemons share: the channels' budgets and pauses
-    /// are kept in it, one for all the nodes (see `pacing::SharedBudgets`,
-    /// `penalties::SharedPenalties`). Before any send.
-    pub fn shared_through(self, engine: &Engine) -> Self {
+    /// This directory for `engine`'s database, before any send: on one several daemons share,
+    /// the channels' budgets and penalties are kept in it, one for all the nodes (see
+    /// `pacing::SharedBudgets`, `penalties::SharedPenalties`); on one a daemon serves alone,
+    /// in its memory.
+    pub fn for_database(self, engine: &Engine) -> Self {
+        if !engine.database().is_shared() {
+            return self;
+        }
         let mut slots = self.slots.lock().unwrap();
         for (name, slot) in slots.iter_mut() {
             slot.budgets = crate::pacing::budgets(&slot.spec.pace, name, Some(engine));

@@ -2,7 +2,7 @@
 //! SupervisorActor, which writes the rows and the new offset in one transaction, then fetch again.
 //!
 //! A source has one reader among the nodes sharing a database: the actor reads only while its
-//! node holds the source's lease (`relayq_engine::storage::source_leases`), renewed on a timer;
+//! node holds the source's lease (`relayq_engine::source_leases`), renewed on a timer;
 //! another node's actor waits, and takes over once the lease is let go or runs out.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use relayq_engine::storage::source_leases::SOURCE_RENEW;
+use relayq_engine::source_leases::SOURCE_RENEW;
 use relayq_engine::writes::{ReleaseSourceLease, TakeSourceLease};
 
 use super::contract::{Batch, Source};

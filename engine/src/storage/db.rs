@@ -17,6 +17,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::commit::{Atomicity, Committer, WriteLane, WriterGate, HELD_LANES};
 use crate::error::Result;
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
+pub use crate::storage::postgresql::notify::Listener;
 use crate::storage::sql::{Executor, Target};
 use crate::tx::Tx;
 
@@ -92,6 +93,8 @@ pub struct Database {
 #[derive(Clone)]
 enum Backend {
     Sqlite(SqliteDatabase),
+    /// The server, and its URL (with its password, for the listener's connection: shown only
+    /// through `Database::describe`, which leaves it out).
     Postgres(PgDatabase, String),
 }
 
@@ -123,7 +126,7 @@ impl Database {
         let backend = match &config.url {
             Some(url) => Backend::Postgres(
                 PgDatabase::open(url, config.readers + 3, config.busy_timeout)?,
-                redacted(url),
+                url.clone(),
             ),
             None => Backend::Sqlite(SqliteDatabase::open(config)?),
         };
@@ -155,8 +158,28 @@ impl Database {
     pub fn describe(&self) -> String {
         match &self.backend {
             Backend::Sqlite(_) => self.path.display().to_string(),
-            Backend::Postgres(_, url) => url.clone(),
+            Backend::Postgres(_, url) => redacted(url),
         }
+    }
+
+    /// Listens for the rows other processes and nodes write pending, and calls
+    /// `on_rows(queue, key)` for each: on PostgreSQL, the announcements of the rows' trigger
+    /// (`LISTEN`, see [`Listener`]); on SQLite, `None`: its daemon's rows come only from this
+    /// host, whose writers wake it through the socket beside the file. Stops when dropped.
+    pub fn listen(
+        &self,
+        on_rows: impl Fn(crate::queue::QueueName, &str) + Send + 'static,
+    ) -> std::io::Result<Option<Listener>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(_, url) => Listener::start(url.clone(), on_rows).map(Some),
+        }
+    }
+
+    /// Whether the server at `url` answers within `wait`, as `relayq config check` asks; why
+    /// not when it does not.
+    pub fn reach(url: &str, wait: std::time::Duration) -> Result<()> {
+        crate::storage::postgresql::db::reach(url, wait)
     }
 
     /// Whether several daemons may share this database (PostgreSQL).
