@@ -17,12 +17,12 @@ pub fn operator(name: &str, via: &str) -> Answerer {
 /// Records the operator's answer from the CLI: once, as the chat's buttons do (the API
 /// submits the same write to the daemon's group commit).
 pub fn answer_as(
-    flows: &relayq_engine::HookProcessor,
+    door: &relayq_engine::WriteDoor,
     id: &str,
     decision: Decision,
     who: &Answerer,
 ) -> Result<AnswerResult, relayq_engine::EngineError> {
-    flows.apply_now(AnswerApproval {
+    door.apply_now(AnswerApproval {
         id: id.to_string(),
         decision,
         who: who.clone(),

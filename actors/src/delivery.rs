@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use relayq_engine::writes::runs::{Answered, ChannelPause, ExtendLease, RecordAnswer};
+use relayq_engine::writes::runs::{Answered, ChannelPenalty, ExtendLease, RecordAnswer};
 use relayq_engine::{EngineError, Lease, Queue};
 
 pub use relayq_engine::writes::runs::{RowRecorded, Taken, Then};
@@ -78,7 +78,7 @@ pub struct AnswerToRecord {
     pub lease: Lease,
     pub tried: Tried,
     part: Option<relayq_engine::outbound::Part>,
-    pause: Option<ChannelPause>,
+    penalty: Option<ChannelPenalty>,
     origin: Option<relayq_engine::sessions::Origin>,
 }
 
@@ -94,13 +94,13 @@ impl AnswerToRecord {
             lease,
             tried,
             part: None,
-            pause: None,
+            penalty: None,
             origin,
         }
     }
 
     /// Takes in what the answer says of the whole channel (its breaker, a global limit): a
-    /// pause starts at once in memory, so no send starts in the channel while it is written.
+    /// penalty starts at once in memory, so no send starts in the channel while it is written.
     pub fn new(
         channels: &ChannelDirectory,
         lease: Lease,
@@ -108,26 +108,26 @@ impl AnswerToRecord {
         part: Option<relayq_engine::outbound::Part>,
     ) -> Self {
         let outcome = &tried.outcome;
-        let pause = match outcome {
+        let penalty = match outcome {
             Outcome::Throttled {
                 wait,
                 channel_wide: true,
                 reason,
-            } => Some(ChannelPause {
+            } => Some(ChannelPenalty {
                 channel: tried.channel.clone(),
                 wait: *wait,
                 reason: format!("rate limit: {reason}"),
             }),
             _ => channels.observe(&tried.channel, outcome).map(|open| {
                 let why = outcome.text().unwrap_or_default();
-                ChannelPause {
+                ChannelPenalty {
                     channel: tried.channel.clone(),
                     wait: open,
                     reason: format!("breaker open after failed sends in a row: {why}"),
                 }
             }),
         };
-        if let Some(p) = &pause {
+        if let Some(p) = &penalty {
             tracing::warn!(channel = p.channel, wait = ?p.wait, reason = p.reason, "channel paused");
             channels.penalize(&p.channel, p.wait);
         }
@@ -135,7 +135,7 @@ impl AnswerToRecord {
             lease,
             tried,
             part,
-            pause,
+            penalty,
             origin: None,
         }
     }
@@ -146,7 +146,7 @@ impl AnswerToRecord {
             lease: self.lease,
             outcome: self.tried.outcome,
             part: self.part,
-            pause: self.pause,
+            penalty: self.penalty,
             origin: self.origin,
         }
     }
@@ -157,7 +157,7 @@ impl AnswerToRecord {
             lease: self.lease.clone(),
             outcome: self.tried.outcome.clone(),
             part: self.part,
-            pause: self.pause.clone(),
+            penalty: self.penalty.clone(),
             origin: self.origin.clone(),
         }
     }

@@ -1,22 +1,22 @@
-//! Channels the far end paused altogether (a channel-wide 429), or whose breaker opened, and
-//! until when, as senders ask on every send. Also written to the `channel_penalties` table
-//! (see `relayq_engine::penalties`) so a pause holds across a restart.
+//! Channels' penalties: the far end asked for quiet (a channel-wide 429), or the breaker
+//! opened, and until when, as senders ask on every send. Also written to the `channel_penalties` table
+//! (see `relayq_engine::penalties`) so a penalty holds across a restart.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What senders ask of the channels' pauses: [`LocalPenalties`] keeps them in this process's
+/// What senders ask of the channels' penalties: [`LocalPenalties`] keeps them in this process's
 /// memory, read from the table at start; when several daemons share the database,
 /// [`SharedPenalties`] also reads the table as it goes, so a 429 one node got holds for all.
 pub trait ChannelPenalties: Send + Sync + std::fmt::Debug + 'static {
-    /// Channel `name` is paused for `wait` (a longer pause already set stays).
+    /// Channel `name` gets a penalty of `wait` (a longer one already set stays).
     fn penalize(&self, name: &str, wait: Duration);
-    /// How long channel `name` is still paused, if it is.
+    /// How long channel `name`'s penalty still runs, if it has one.
     fn penalty(&self, name: &str) -> Option<Duration>;
 }
 
-/// Today's [`ChannelPenalties`]: until when each channel is paused, in this process's memory.
+/// Today's [`ChannelPenalties`]: until when each channel's penalty runs, in this process's memory.
 #[derive(Debug, Clone, Default)]
 pub struct LocalPenalties(Arc<Mutex<HashMap<String, Instant>>>);
 
@@ -65,7 +65,7 @@ impl SharedPenalties {
     }
 }
 
-/// The pauses every node wrote, into `local`.
+/// The penalties every node wrote, into `local`.
 fn read_into(engine: &relayq_engine::Engine, local: &LocalPenalties) {
     match engine.channel_penalties_left() {
         Ok(left) => {

@@ -96,7 +96,7 @@ impl RecoveryActor {
                 let sessions = store
                     .run(move |s| {
                         let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
-                        let spooled = relayq_engine::hook_spool::drain(&s.processor, &spool)?;
+                        let spooled = relayq_engine::hook_spool::drain(&s.door, &spool)?;
                         tell_why_spooled(&spooled, &spool);
                         let mut sessions = s.inbound.active_keys()?;
                         if shared {

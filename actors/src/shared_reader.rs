@@ -1,5 +1,5 @@
-//! A thread of its own that reads what the nodes sharing a database wrote (channel pauses,
-//! operator pauses) every so often: actors ask on every send or claim, on their own threads,
+//! A thread of its own that reads what the nodes sharing a database wrote (channels'
+//! penalties, the operator's pauses) every so often: actors ask on every send or claim, on their own threads,
 //! and must not wait for the database there. Stops when dropped.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayq_engine::{Engine, HookProcessor, NoticeRoutes, QueuePolicies, Queues};
+use relayq_engine::{Engine, NoticeRoutes, QueuePolicies, Queues, WriteDoor};
 use tokio::sync::Notify;
 
 use crate::error::{ActorError, Result};
@@ -29,7 +29,7 @@ pub struct Handles {
     /// The engine and its queues (`store.inbound`, ... through `Deref`).
     pub queues: Queues,
     /// Runs hook rows through their handlers.
-    pub processor: Arc<HookProcessor>,
+    pub door: Arc<WriteDoor>,
     /// The operator's pauses, read on every claim.
     pub pauses: Arc<dyn OperatorPauses>,
     /// What this process counts, for `/metrics`.
@@ -77,14 +77,14 @@ impl Drop for Running {
 impl Store {
     pub fn new(engine: Engine, policies: QueuePolicies, routes: NoticeRoutes) -> Self {
         let queues = engine.queues(&policies);
-        let processor = HookProcessor {
+        let door = WriteDoor {
             queues: queues.clone(),
             routes: routes.shared(),
         };
         let waking = Arc::new(SocketWaking::beside(engine.database().path()));
         Store(Arc::new(Handles {
             queues,
-            processor: Arc::new(processor),
+            door: Arc::new(door),
             pauses: Arc::new(Pauses::default()),
             metrics: Metrics::default(),
             waking,
@@ -99,7 +99,7 @@ impl Store {
         self.inbound.set_policy(policies.inbound);
         self.hooks.set_policy(policies.hooks);
         self.outbound.set_policy(policies.outbound);
-        *self.processor.routes.write().expect("routes lock") = Arc::new(routes);
+        *self.door.routes.write().expect("routes lock") = Arc::new(routes);
     }
 
     /// Waits until no call is running, or `limit` has passed. True when none is left.
@@ -126,9 +126,7 @@ impl Store {
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         // The guard is held until the answer is sent, so `settle` waits for the commit, not
         // the call.
-        let answer = self
-            .processor
-            .submit(write, Running(self.in_flight.clone()));
+        let answer = self.door.submit(write, Running(self.in_flight.clone()));
         async move {
             let value = answer
                 .await
@@ -143,7 +141,7 @@ impl Store {
         &self,
         write: W,
     ) -> impl std::future::Future<Output = Result<W::Output>> + 'static {
-        self.run(move |s| s.processor.apply_now(write))
+        self.run(move |s| s.door.apply_now(write))
     }
 
     /// Runs `f` on tokio's blocking pool; the future answers when it is done. The future owns

@@ -736,7 +736,7 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let commit = relayq_engine::Atomicity::Savepoint;
     // The writer of chat-1's answers: a thread of its own on PostgreSQL, the one writer on
     // SQLite.
-    let lane = relayq_engine::commit::WriteLane::held(&outbound("chat-1").destination_key());
+    let lane = relayq_engine::commit::CommitLine::held(&outbound("chat-1").destination_key());
     let hold = rt
         .store()
         .engine
@@ -758,7 +758,7 @@ async fn an_outbound_run_keeps_sending_while_the_write_of_its_answers_waits() {
     let during = sends.count() - before;
     release.send(()).unwrap();
     hold.await.unwrap().unwrap().unwrap();
-    // The lane sends on for at least one whole LANE_RECORD_WITHIN (20 ms, ~7 sends of 2-3 ms);
+    // The lane sends on for at least one whole DESTINATION_RECORD_WITHIN (20 ms, ~7 sends of 2-3 ms);
     // a lane that waits for each write sends at most what is left of its 5 ms window (≤ 3).
     assert!(
         during >= 5,

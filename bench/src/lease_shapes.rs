@@ -2,7 +2,7 @@
 //! the run updated to `leased`, then each updated again to `delivered`) against a lease held
 //! once per key (one row of a lease table per key; the rows updated once, when recorded). One
 //! client on a durable server, no relayq process: the statements alone, each lease and each
-//! record its own transaction, as a lane's writes are. Printed, not written to the report: the
+//! record its own transaction, as a destination sender's writes are. Printed, not written to the report: the
 //! measure behind choosing (or not) a lease per key for outbound runs (BENCHMARKS.md, 11).
 
 use anyhow::Result;

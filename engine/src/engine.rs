@@ -205,11 +205,11 @@ impl Engine {
     /// Notes how busy the other nodes are: the least busy one's load (see
     /// [`Engine::busier_than_others`]), and how many write, by which this node's held-row
     /// writers take turns (see [`WriterGate`](crate::commit::WriterGate)): all of them while no
-    /// other node is writing, their share of [`HELD_LANES`](crate::commit::HELD_LANES) when
+    /// other node is writing, their share of [`HELD_LINES`](crate::commit::HELD_LINES) when
     /// others are, at least one.
     fn note_others(&self, others: crate::storage::nodes::Others) {
         self.load.note_others(others.least_backlog);
-        let share = crate::commit::HELD_LANES / (1 + others.writing as usize);
+        let share = crate::commit::HELD_LINES / (1 + others.writing as usize);
         self.db.held_writers().allow(share.max(1));
     }
 
@@ -392,7 +392,7 @@ impl Engine {
         crate::pauses::all(&self.db.read()?)
     }
 
-    /// How long each channel's pause still runs (ms), by the database's clock on PostgreSQL,
+    /// How long each channel's penalty still runs (ms), by the database's clock on PostgreSQL,
     /// so hosts whose clocks differ agree.
     pub fn channel_penalties_left(&self) -> Result<Vec<(String, i64)>> {
         self.write(|tx| {
@@ -405,7 +405,7 @@ impl Engine {
         })
     }
 
-    /// The channels' pauses still running (see [`crate::penalties`]).
+    /// The channels' penalties still running (see [`crate::penalties`]).
     pub fn channel_penalties(&self) -> Result<Vec<crate::penalties::Penalty>> {
         crate::penalties::running(&self.db.read()?, self.now())
     }
@@ -443,7 +443,7 @@ impl Engine {
 }
 
 /// An engine and its three queues (see [`Engine::queues`]): the one bundle of queue handles,
-/// for one-shot commands, the hook processor and the actors' `Store` alike.
+/// for one-shot commands, the write door and the actors' `Store` alike.
 #[derive(Debug, Clone)]
 pub struct Queues {
     pub engine: Engine,
@@ -478,13 +478,13 @@ mod tests {
     /// shared), and all write at once again when the others go idle.
     #[test]
     fn held_row_writers_take_turns_while_another_node_writes() {
-        use crate::commit::HELD_LANES;
+        use crate::commit::HELD_LINES;
         use crate::storage::nodes::{beat_in, join_in};
         let pg = crate::storage::test_db::TestDb::postgres();
         let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock)).with_node("a");
         engine.join_nodes().unwrap();
         let allowed = || engine.database().held_writers().allowed();
-        assert_eq!(allowed(), HELD_LANES, "alone");
+        assert_eq!(allowed(), HELD_LINES, "alone");
         let other_beats = |backlog: u64| {
             engine
                 .write(|tx| {
@@ -498,7 +498,7 @@ mod tests {
         assert_eq!(allowed(), 1, "b writes");
         other_beats(0);
         engine.look_at_others().unwrap();
-        assert_eq!(allowed(), HELD_LANES, "b is idle");
+        assert_eq!(allowed(), HELD_LINES, "b is idle");
     }
 
     /// A node leaves sessions to the others only when it is busy and another is idle: never

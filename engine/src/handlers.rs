@@ -9,7 +9,7 @@ use crate::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Retried};
 use crate::tx::Tx;
-use crate::writes::{Write, Writer};
+use crate::writes::{Write, WriteDoor, Writer};
 use crate::{agent_state, approvals, sessions};
 
 pub use crate::routes::{
@@ -58,23 +58,8 @@ pub enum Processed {
     Stale,
 }
 
-/// Applies hook rows: the engine, the three queues a handler touches, and the routes.
-#[derive(Debug, Clone)]
-pub struct HookProcessor {
-    /// The engine and its queues (`processor.inbound`, ... through `Deref`).
-    pub queues: crate::engine::Queues,
-    /// Shared with the runtime, which replaces them on a config reload.
-    pub routes: SharedNoticeRoutes,
-}
-
-impl std::ops::Deref for HookProcessor {
-    type Target = crate::engine::Queues;
-    fn deref(&self) -> &crate::engine::Queues {
-        &self.queues
-    }
-}
-
-impl HookProcessor {
+/// The hook rows' processing, through the write door.
+impl WriteDoor {
     /// Processes one leased hook row to its end: its event applied with the row's completion
     /// ([`ApplyHookRow`]), or, when that fails, the row ended with the error or retried later
     /// ([`EndHookRow`], [`RetryHookRow`]), each a typed write in a transaction of its own.
@@ -366,14 +351,14 @@ impl Write for ApplyHookRow {
     fn apply(&self, w: &Writer<'_>) -> Result<Option<Effects>> {
         let lease = &self.lease;
         if !w
-            .flows
+            .door
             .hooks
             .complete_in(w.tx(), lease.id, lease.token, None)?
         {
             return Ok(None);
         }
         let answer = self.answer.as_deref();
-        w.flows
+        w.door
             .apply(w.tx(), lease.id, &self.event, answer)
             .map(Some)
     }
@@ -393,7 +378,7 @@ impl Write for EndHookRow {
 
     fn apply(&self, w: &Writer<'_>) -> Result<bool> {
         let (lease, error) = (&self.lease, Some(self.error.as_str()));
-        let hooks = &w.flows.hooks;
+        let hooks = &w.door.hooks;
         hooks.complete_with_error_in(w.tx(), lease.id, lease.token, self.reason, error)
     }
 }
@@ -409,7 +394,7 @@ impl Write for RetryHookRow {
     type Output = Retried;
 
     fn apply(&self, w: &Writer<'_>) -> Result<Retried> {
-        w.flows
+        w.door
             .hooks
             .retry_later_in(w.tx(), &self.lease, &self.error, None)
     }

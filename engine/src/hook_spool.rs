@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::hooks::HookEvent;
 use crate::writes::RecordHook;
-use crate::HookProcessor;
+use crate::WriteDoor;
 
 /// Where events wait that the database at `db` could not take.
 pub fn dir(db: &Path) -> PathBuf {
@@ -80,7 +80,7 @@ pub fn keep(spool: &Path, mut event: HookEvent, why: &str) -> std::io::Result<Pa
 /// in the spool), or two would both record an event before either removed it. Returns the
 /// events recorded, in order: their sessions and why they were spooled. Each is a typed write
 /// ([`RecordHook`]) in a transaction of its own.
-pub fn drain(flows: &HookProcessor, spool: &Path) -> Result<Vec<Drained>> {
+pub fn drain(door: &WriteDoor, spool: &Path) -> Result<Vec<Drained>> {
     let Ok(entries) = std::fs::read_dir(spool) else {
         return Ok(Vec::new());
     };
@@ -109,7 +109,7 @@ pub fn drain(flows: &HookProcessor, spool: &Path) -> Result<Vec<Drained>> {
             Some(SpoolFile::Bare(event)) => (event, None),
             None => continue, // recorded by another drainer meanwhile, or not an event: left
         };
-        flows.apply_now(RecordHook(event.to_row()))?;
+        door.apply_now(RecordHook(event.to_row()))?;
         let _ = std::fs::remove_file(&file);
         recorded.push(Drained {
             session: event.session,

@@ -46,7 +46,7 @@ pub use commit::{Atomicity, Committer};
 pub use db::{Database, DbConfig, Reader, Synchronous};
 pub use engine::{Engine, Queues};
 pub use error::{EngineError, Result};
-pub use handlers::{HookProcessor, NoticeRoute, NoticeRoutes, Processed};
+pub use handlers::{NoticeRoute, NoticeRoutes, Processed};
 pub use hooks::{Agent, EventType, HookEvent};
 pub use inbound::{InboundMessage, MessageType};
 pub use notice::Notice;
@@ -61,3 +61,4 @@ pub use queue::{
 pub use rusqlite;
 pub use sessions::SessionRecord;
 pub use tx::Tx;
+pub use writes::WriteDoor;

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use relayq_engine::commit::{KeyLane, WriteLane};
+use relayq_engine::commit::{CommitLine, KeyLine};
 use relayq_engine::params;
 use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::storage::test_db::TestDb;
@@ -61,7 +61,7 @@ fn hold_the_committer(db: &Database) -> (mpsc::Sender<()>, Answer) {
 }
 
 /// Holds the commit thread of `lane`, as [`hold_the_committer`] does the main one's.
-fn hold_the_lane(db: &Database, lane: WriteLane) -> (mpsc::Sender<()>, Answer) {
+fn hold_the_lane(db: &Database, lane: CommitLine) -> (mpsc::Sender<()>, Answer) {
     let (release, held) = mpsc::channel::<()>();
     let (running, is_running) = mpsc::channel();
     let answer = db.submit_ahead(lane, Atomicity::Savepoint, None, move |_, _| {
@@ -306,7 +306,7 @@ fn a_postgresql_batch_writes_its_rows_ahead_together_and_each_alone_when_one_fai
                     session_ended: "",
                 };
                 db.submit_ahead(
-                    WriteLane::Main,
+                    CommitLine::Main,
                     Atomicity::OneStatement,
                     Some(ahead),
                     move |tx, written| {
@@ -353,7 +353,7 @@ fn keys_on_two_lanes() -> (String, String) {
     let first = "key-0".to_string();
     let other = (1..1_000)
         .map(|i| format!("key-{i}"))
-        .find(|k| KeyLane::of(k) != KeyLane::of(&first))
+        .find(|k| KeyLine::of(k) != KeyLine::of(&first))
         .expect("held rows' writes go through more than one lane");
     (first, other)
 }
@@ -363,11 +363,11 @@ fn on_postgresql_a_keys_held_row_writes_commit_beside_another_keys_and_in_order_
     let backend = prepared(TestDb::postgres());
     let db = &backend.db;
     let (a, b) = keys_on_two_lanes();
-    let (release, mut held) = hold_the_lane(db, WriteLane::held(&a));
+    let (release, mut held) = hold_the_lane(db, CommitLine::held(&a));
     let write = |key: &str| {
         let name = key.to_string();
         db.submit_ahead(
-            WriteLane::held(key),
+            CommitLine::held(key),
             Atomicity::Savepoint,
             None,
             move |tx, _| insert(tx, &name),
@@ -395,10 +395,10 @@ fn on_sqlite_every_write_lane_is_the_one_writer() {
     let backend = prepared(TestDb::sqlite());
     let db = &backend.db;
     let (a, b) = keys_on_two_lanes();
-    let (release, _held) = hold_the_lane(db, WriteLane::held(&a));
+    let (release, _held) = hold_the_lane(db, CommitLine::held(&a));
     let name = b.clone();
     let mut other = db.submit_ahead(
-        WriteLane::held(&b),
+        CommitLine::held(&b),
         Atomicity::Savepoint,
         None,
         move |tx, _| insert(tx, &name),

@@ -9,9 +9,8 @@ use relayq_engine::params;
 use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::storage::test_db::TestDb;
 use relayq_engine::{
-    hooks, inbound, Agent, Engine, EventType, HookEvent, HookProcessor, InboundMessage,
-    ManualClock, NewRow, NoticeRoute, NoticeRoutes, OutboundMessage, Processed, QueuePolicy,
-    Retried,
+    hooks, inbound, Agent, Engine, EventType, HookEvent, InboundMessage, ManualClock, NewRow,
+    NoticeRoute, NoticeRoutes, OutboundMessage, Processed, QueuePolicy, Retried, WriteDoor,
 };
 use serde_json::{json, Value};
 
@@ -20,7 +19,7 @@ const T0: i64 = 1_700_000_000_000;
 struct Fixture {
     _db: TestDb,
     engine: Engine,
-    processor: HookProcessor,
+    door: WriteDoor,
 }
 
 fn fixture(max_attempts: u32) -> Fixture {
@@ -52,14 +51,14 @@ fn fixture(max_attempts: u32) -> Fixture {
         },
         ..Default::default()
     };
-    let processor = HookProcessor {
+    let door = WriteDoor {
         queues: engine.queues(&policies),
         routes: routes.shared(),
     };
     Fixture {
         _db: db,
         engine,
-        processor,
+        door,
     }
 }
 
@@ -75,9 +74,9 @@ impl Fixture {
     /// Enqueues the event and processes it.
     fn run(&self, e: HookEvent) -> Processed {
         let key = e.session.clone();
-        self.processor.hooks.enqueue(&e.to_row()).unwrap();
-        let lease = self.processor.hooks.lease_next(&key).unwrap().unwrap();
-        self.processor.process(&lease).unwrap()
+        self.door.hooks.enqueue(&e.to_row()).unwrap();
+        let lease = self.door.hooks.lease_next(&key).unwrap().unwrap();
+        self.door.process(&lease).unwrap()
     }
 
     fn outbound(&self) -> Vec<OutboundMessage> {
@@ -208,7 +207,7 @@ fn a_session_route_replaces_the_default_and_filters_events() {
 #[test]
 fn session_end_ends_the_session_and_expires_its_pending_inbound_rows() {
     let f = fixture(20);
-    let inbound = &f.processor.inbound;
+    let inbound = &f.door.inbound;
     let pending = inbound
         .enqueue(&InboundMessage::text("s1", "t", "hi").to_row())
         .unwrap()
@@ -247,14 +246,14 @@ fn session_end_ends_the_session_and_expires_its_pending_inbound_rows() {
 #[test]
 fn a_stale_lease_applies_nothing() {
     let f = fixture(20);
-    let hooks = &f.processor.hooks;
+    let hooks = &f.door.hooks;
     hooks
         .enqueue(&event("s1", EventType::AgentStop, json!({})).to_row())
         .unwrap();
     let lease = hooks.lease_next("s1").unwrap().unwrap();
     // The lease is lost: the session expires the row under the holder.
     hooks.expire_key("s1", "test").unwrap();
-    assert_eq!(f.processor.process(&lease).unwrap(), Processed::Stale);
+    assert_eq!(f.door.process(&lease).unwrap(), Processed::Stale);
     assert!(f.engine.session("s1").unwrap().is_none());
     assert!(f.outbound().is_empty());
 }
@@ -262,7 +261,7 @@ fn a_stale_lease_applies_nothing() {
 #[test]
 fn an_undecodable_row_and_a_refused_event_are_done_at_once_with_the_error() {
     let f = fixture(20);
-    let hooks = &f.processor.hooks;
+    let hooks = &f.door.hooks;
     let id = hooks
         .enqueue(&NewRow {
             key: "s1".into(),
@@ -272,7 +271,7 @@ fn an_undecodable_row_and_a_refused_event_are_done_at_once_with_the_error() {
         .unwrap()
         .id;
     let lease = hooks.lease_next("s1").unwrap().unwrap();
-    let p = f.processor.process(&lease).unwrap();
+    let p = f.door.process(&lease).unwrap();
     assert!(
         matches!(
             p,
@@ -334,7 +333,7 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
         }
     };
     f.engine.database().write(|tx| tx.batch(refuse)).unwrap();
-    let hooks = &f.processor.hooks;
+    let hooks = &f.door.hooks;
     let id = hooks
         .enqueue(
             &event(
@@ -355,7 +354,7 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
             .write(|tx| tx.exec(&due, params![":id" => id]))
             .unwrap();
         let lease = hooks.lease_next("s1").unwrap().unwrap();
-        match f.processor.process(&lease).unwrap() {
+        match f.door.process(&lease).unwrap() {
             Processed::Failed { error, retried } => {
                 assert!(error.contains("disk says no"), "{error}");
                 outcomes.push(retried);
@@ -398,7 +397,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         to: relayq_engine::handlers::ORIGIN.into(),
         events: relayq_engine::handlers::relayed_events(),
     };
-    *f.processor.routes.write().unwrap() = Arc::new(NoticeRoutes {
+    *f.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
         default: vec![origin_route],
         sessions: Default::default(),
         replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
@@ -412,7 +411,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         ..InboundMessage::text("s1", "telegram:bot", "hi")
     };
     let write = |m: &InboundMessage| {
-        let q = &f.processor.inbound;
+        let q = &f.door.inbound;
         q.write(|tx| inbound::enqueue_in(q, tx, m)).unwrap()
     };
 
@@ -529,7 +528,7 @@ fn the_agents_own_events_move_its_state_in_the_registry() {
 #[test]
 fn a_pasted_message_is_delivered_when_the_agent_submits_it_not_before() {
     let f = fixture(20);
-    let inbound = &f.processor.inbound;
+    let inbound = &f.door.inbound;
     let message = InboundMessage::text("s1", "terminal", "please  reply\tt116b69c\n");
     let id = inbound.enqueue(&message.to_row()).unwrap().id;
     let lease = inbound.lease_next("s1").unwrap().unwrap();
@@ -626,9 +625,9 @@ fn claude_idle_reminder_is_not_a_second_needs_you_unless_asked() {
     applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
     let events: Vec<_> = f.outbound().iter().map(|m| m.event.clone()).collect();
     assert_eq!(events, vec![Some("agent_stop".to_string())]);
-    let mut routes = (**f.processor.routes.read().unwrap()).clone();
+    let mut routes = (**f.door.routes.read().unwrap()).clone();
     routes.idle_reminders = true;
-    *f.processor.routes.write().unwrap() = Arc::new(routes);
+    *f.door.routes.write().unwrap() = Arc::new(routes);
     applied(f.run(captured(Agent::Claude, "Notification.json", "s1", |_| {})));
     assert_eq!(f.outbound().len(), 2, "idle_reminders = true relays it");
 }
@@ -697,21 +696,21 @@ fn a_dialog_announced_twice_is_one_needs_you() {
 #[test]
 fn the_chat_of_a_message_dropped_at_session_end_is_told() {
     let f = fixture(20);
-    let mut routes = (**f.processor.routes.read().unwrap()).clone();
+    let mut routes = (**f.door.routes.read().unwrap()).clone();
     routes.replies = [("telegram:bot".to_string(), "tg".to_string())].into();
-    *f.processor.routes.write().unwrap() = Arc::new(routes);
+    *f.door.routes.write().unwrap() = Arc::new(routes);
     let waiting = InboundMessage {
         source_channel_id: Some("7".into()),
         source_message_id: Some("1".into()),
         ..InboundMessage::text("s1", "telegram:bot", "still there?")
     };
-    let id = f.processor.inbound.enqueue(&waiting.to_row()).unwrap().id;
+    let id = f.door.inbound.enqueue(&waiting.to_row()).unwrap().id;
     applied(f.run(captured(Agent::Claude, "SessionStart.json", "s1", |_| {})));
     applied(f.run(captured(Agent::Claude, "Stop.json", "s1", |j| {
         j["hook_event_name"] = json!("SessionEnd");
     })));
     assert_eq!(
-        f.processor.inbound.state_of(id).unwrap().unwrap().state,
+        f.door.inbound.state_of(id).unwrap().unwrap().state,
         "expired"
     );
     let told: Vec<_> = f

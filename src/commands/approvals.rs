@@ -86,9 +86,9 @@ fn list(ctx: &Invocation, all: bool, json: bool) -> Result<(), CliError> {
 }
 
 fn answer(ctx: &Invocation, id: &str, decision: Decision, json: bool) -> Result<(), CliError> {
-    let flows = open_for_writes(ctx)?;
+    let door = open_for_writes(ctx)?;
     let who = operator(CLI_ANSWERER, "cli");
-    match answer_as(&flows, id, decision, &who)? {
+    match answer_as(&door, id, decision, &who)? {
         AnswerResult::Recorded(a) => {
             match json {
                 true => println!("{}", approval_json(&a)),

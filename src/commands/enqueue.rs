@@ -130,11 +130,11 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         )));
     }
 
-    let flows = open_for_writes(ctx)?;
+    let door = open_for_writes(ctx)?;
     let row = message.to_row();
     // A message that names its chat: that chat hears it was dropped, as from the daemon.
-    let (enqueued, told) = flows.apply_now(EnqueueInbound(message))?;
-    let store = &flows.queues;
+    let (enqueued, told) = door.apply_now(EnqueueInbound(message))?;
+    let store = &door.queues;
     let waking = relayq_actors::wake::SocketWaking::beside(store.engine.database().path());
     waking.outbound_written(told.into_iter().collect());
     if let Some(reason) = enqueued.expired {
@@ -175,9 +175,9 @@ pub fn outbound(ctx: &Invocation, args: OutboundArgs) -> Result<(), CliError> {
     if let Some(why) = channel.refuses_address(&message.to) {
         return Err(CliError::Usage(format!("--to: {why}")));
     }
-    let flows = open_for_writes(ctx)?;
-    let written = flows.apply_now(EnqueueOutbound(message.parts(limit)))?;
-    let store = &flows.queues;
+    let door = open_for_writes(ctx)?;
+    let written = door.apply_now(EnqueueOutbound(message.parts(limit)))?;
+    let store = &door.queues;
     if written.parts > 1 {
         eprintln!(
             "relayq: the text is over channel '{}''s limit of {} characters: written as {} \

@@ -15,7 +15,7 @@ use relayq_engine::approvals::{self, Approval};
 use relayq_engine::hook_spool;
 use relayq_engine::hooks::{self, Received};
 use relayq_engine::writes::approvals::{AgentReached, AskWithEvent, ExpireApproval};
-use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, HookProcessor};
+use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, WriteDoor};
 
 use crate::invocation::{CliError, Invocation};
 
@@ -122,7 +122,7 @@ fn store(ctx: &Invocation, mut event: HookEvent) -> Result<(), CliError> {
     db.busy_timeout = wait();
     let spool = hook_spool::dir(&db.path);
     match record(&db, &node, &spool, event.clone(), &ctx.config.approvals) {
-        Ok(Some((flows, approval))) => answer_when_decided(&flows, approval),
+        Ok(Some((door, approval))) => answer_when_decided(&door, approval),
         Ok(None) => Ok(()),
         // PostgreSQL cannot be reached: waiting here would not help the agent, which waits on
         // its hook. The daemon records the spool once the database is back (or fixed).
@@ -183,16 +183,16 @@ fn record(
     spool: &Path,
     event: HookEvent,
     settings: &approvals::Settings,
-) -> Result<Option<(HookProcessor, Approval)>, EngineError> {
+) -> Result<Option<(WriteDoor, Approval)>, EngineError> {
     let engine = Engine::open(db)?.with_node(node);
     // The hooks queue's own policy; the hook tells no chat itself (the daemon does).
-    let flows = HookProcessor::new(engine.queues(&Default::default()), Default::default());
-    for drained in hook_spool::drain(&flows, spool)? {
+    let door = WriteDoor::new(engine.queues(&Default::default()), Default::default());
+    for drained in hook_spool::drain(&door, spool)? {
         let path = engine.database().path();
         relayq_actors::wake::rows_written_beside(path, hooks::QUEUE, &drained.session);
     }
     let session = event.session.clone();
-    let asked = flows.apply_now(AskWithEvent {
+    let asked = door.apply_now(AskWithEvent {
         event,
         settings: settings.clone(),
         waiter_pid: std::process::id(),
@@ -201,7 +201,7 @@ fn record(
     // Gemini CLI's questions are answered by the dialog's keys, which the daemon presses: no
     // hook waits on them (see docs/agent-approvals.md).
     let waited_on = asked.filter(|approval| approval.means == approvals::Means::Hook);
-    Ok(waited_on.map(|approval| (flows, approval)))
+    Ok(waited_on.map(|approval| (door, approval)))
 }
 
 /// How often a waiting hook reads its approval.
@@ -211,8 +211,8 @@ const ANSWER_POLL: Duration = Duration::from_millis(200);
 /// agent's decision output, once. At its expiry the hook expires it and prints a deny: the
 /// agent never waits on silence, and never past its own hook timeout. A database that stays
 /// busy at expiry still gets the deny printed (the daemon's sweep records the expiry later).
-fn answer_when_decided(flows: &HookProcessor, approval: Approval) -> Result<(), CliError> {
-    let engine = &flows.engine;
+fn answer_when_decided(door: &WriteDoor, approval: Approval) -> Result<(), CliError> {
+    let engine = &door.engine;
     let id = approval.id.clone();
     let db = engine.database();
     loop {
@@ -233,12 +233,12 @@ fn answer_when_decided(flows: &HookProcessor, approval: Approval) -> Result<(), 
                 std::thread::sleep(ANSWER_POLL);
                 continue;
             }
-            match flows.apply_now(ExpireApproval(id.clone())) {
+            match door.apply_now(ExpireApproval(id.clone())) {
                 Ok(_) => continue, // read again: expired now, or answered just before
                 Err(e) => return deny_unrecorded(&current, &e),
             }
         }
-        let first = flows.apply_now(AgentReached {
+        let first = door.apply_now(AgentReached {
             id: id.clone(),
             session: current.session.clone(),
         });

@@ -15,7 +15,7 @@ pub mod show;
 pub mod status;
 pub mod stop;
 
-use relayq_engine::{Engine, HookProcessor, Queues};
+use relayq_engine::{Engine, Queues, WriteDoor};
 
 use crate::invocation::{CliError, Invocation};
 
@@ -27,8 +27,8 @@ pub(crate) fn open(ctx: &Invocation) -> Result<Queues, CliError> {
 
 /// `open` with the configured notice routes: the door of the commands that write (typed
 /// writes, as the daemon applies them; see `relayq_engine::writes`).
-pub(crate) fn open_for_writes(ctx: &Invocation) -> Result<HookProcessor, CliError> {
-    Ok(HookProcessor::new(open(ctx)?, ctx.config.notice_routes()))
+pub(crate) fn open_for_writes(ctx: &Invocation) -> Result<WriteDoor, CliError> {
+    Ok(WriteDoor::new(open(ctx)?, ctx.config.notice_routes()))
 }
 
 /// `open` for commands that only read: a missing database is an error, not created.

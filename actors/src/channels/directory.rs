@@ -121,7 +121,7 @@ struct Slot {
 #[derive(Clone)]
 pub struct ChannelDirectory {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
-    /// Channels paused altogether (the far end said so, or the breaker opened).
+    /// Channels under a penalty (the far end asked for quiet, or the breaker opened).
     penalties: Arc<dyn ChannelPenalties>,
     breakers: Arc<Mutex<HashMap<String, Breaker>>>,
     /// The engine of a database several daemons share: budgets kept there.
@@ -144,8 +144,8 @@ impl Default for ChannelDirectory {
 pub const BREAKER_MAX_OPEN: Duration = Duration::from_secs(300);
 
 /// A channel's circuit breaker: failed sends (`Retry`: refused, timed out, 5xx) in a row across
-/// all its destinations. At `BreakerSettings::after` it opens: the channel is paused, its rows
-/// wait uncharged instead of failing one by one. When the pause ends, one send at a time goes
+/// all its destinations. At `BreakerSettings::after` it opens: the channel gets a penalty, its rows
+/// wait uncharged instead of failing one by one. When the penalty ends, one send at a time goes
 /// as a probe: a success closes it, a failure opens it again, for longer.
 #[derive(Debug, Default)]
 struct Breaker {
@@ -293,20 +293,20 @@ impl ChannelDirectory {
         names
     }
 
-    /// The far end paused channel `name` for `wait` (a channel-wide 429).
+    /// The far end asked channel `name` for quiet for `wait` (a channel-wide 429): a penalty.
     pub fn penalize(&self, name: &str, wait: Duration) {
         if let Some(breaker) = self.breakers.lock().unwrap().get_mut(name) {
-            breaker.probing = false; // a probe answered with a pause is over
+            breaker.probing = false; // a probe answered with a penalty is over
         }
         self.penalties.penalize(name, wait);
     }
 
-    /// How long channel `name` is still paused, if it is.
+    /// How long channel `name`'s penalty still runs, if it has one.
     pub fn penalty(&self, name: &str) -> Option<Duration> {
         self.penalties.penalty(name)
     }
 
-    /// Whether a row may go through channel `name` now: `Err(wait)` while the channel is paused,
+    /// Whether a row may go through channel `name` now: `Err(wait)` while the channel has a penalty,
     /// or while its breaker's probe is out.
     pub fn admit(&self, name: &str) -> Result<(), Duration> {
         if let Some(left) = self.penalty(name) {
@@ -328,7 +328,7 @@ impl ChannelDirectory {
     }
 
     /// Counts a send's outcome in channel `name`'s breaker; returns how long the channel is to
-    /// be paused when the breaker opens with it.
+    /// get a penalty when the breaker opens with it.
     pub fn observe(&self, name: &str, outcome: &super::Outcome) -> Option<Duration> {
         let settings = self.breaker_settings(name);
         let mut breakers = self.breakers.lock().unwrap();
@@ -365,7 +365,7 @@ impl ChannelDirectory {
     }
 
     /// Whether channel `name` may send now as far as checks that take nothing can tell: ready,
-    /// not paused, breaker closed. (Budgets and the breaker's probe slot are taken by
+    /// no penalty, breaker closed. (Budgets and the breaker's probe slot are taken by
     /// [`admit`](Self::admit) and the pacer.)
     pub fn clear_to_send(&self, name: &str) -> bool {
         if self.unready(name).is_some() || self.penalty(name).is_some() {
@@ -483,7 +483,7 @@ mod tests {
             .observe("c", &fail)
             .expect("opens at the second failure in a row");
         assert_eq!(open, Duration::from_millis(50));
-        // The caller pauses the channel for `open`; after it, one probe at a time.
+        // The caller penalizes the channel for `open`; after it, one probe at a time.
         channels.admit("c").expect("the probe");
         assert!(
             channels.admit("c").is_err(),
@@ -499,7 +499,7 @@ mod tests {
         channels.admit("c").expect("closed: no probe slot any more");
     }
 
-    /// Review: a probe answered with a pause (a channel-wide 429) kept the probe slot taken,
+    /// Review: a probe answered with a penalty (a channel-wide 429) kept the probe slot taken,
     /// and the channel never sent again.
     #[test]
     fn a_pause_releases_the_probe_slot() {

@@ -102,7 +102,7 @@ impl HookWorker {
         self.busy = true;
         self.report();
         let lease = next.lease.clone();
-        let work = self.store.run(move |s| s.processor.process(&lease));
+        let work = self.store.run(move |s| s.door.process(&lease));
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             act.busy = false;
             act.after(next, result, ctx);

@@ -4,9 +4,9 @@
 //! ```text
 //!   OutboundSender (actix thread) ── claim, lease ──▶ a run of one destination's rows
 //!        │ spawn on the thread with the fewest runs under way
-//!        ├──▶ thread 0 (its own): lane ─▶ channel actor ─▶ connections of thread 0
-//!        └──▶ thread 1 (arbiter): lane ─▶ channel actor ─▶ connections of thread 1
-//!   each lane's answers ──▶ commit thread; its end (LaneDone) ──▶ OutboundSender
+//!        ├──▶ thread 0 (its own): destination sender ─▶ channel actor ─▶ connections of thread 0
+//!        └──▶ thread 1 (arbiter): destination sender ─▶ channel actor ─▶ connections of thread 1
+//!   each sender's answers ──▶ commit thread; its end (DestinationDone) ──▶ OutboundSender
 //! ```
 //!
 //! A run's sends never cross threads: each thread has its own channel actors

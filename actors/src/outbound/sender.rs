@@ -316,7 +316,7 @@ impl OutboundSender {
 
     /// Sends a run of one destination's rows, leased and marked started together (see
     /// [`Then::LeaseRun`]), one after the other without a write between them. Their answers are
-    /// recorded together (at the latest [`LANE_RECORD_WITHIN`] after the first, when one fails, or
+    /// recorded together (at the latest [`DESTINATION_RECORD_WITHIN`] after the first, when one fails, or
     /// when the channel is held), in the write that leases the key's next run, up to
     /// [`CHAIN`] runs. A crash repeats at most the answers not recorded yet, in order, each a
     /// `possible_repeat` (at-least-once, as any unrecorded delivery).
@@ -326,7 +326,7 @@ impl OutboundSender {
         let backlog = run
             .first()
             .is_some_and(|first| self.count_backlog(first, 0));
-        let lane = DestinationSender {
+        let sender = DestinationSender {
             store: self.store.clone(),
             channels: self.channels.clone(),
             stopping: self.stopping.clone(),
@@ -336,8 +336,8 @@ impl OutboundSender {
         let thread = self.threads.pick();
         let started = self.threads.run_on(thread, move || {
             actix_rt::spawn(async move {
-                let tally = lane.run(run, chain).await;
-                me.do_send(LaneDone(thread, backlog, tally));
+                let tally = sender.run(run, chain).await;
+                me.do_send(DestinationDone(thread, backlog, tally));
             });
         });
         if !started {
@@ -406,7 +406,7 @@ const CHAIN: u32 = 8;
 
 /// Most rows of one destination leased as one run (see [`Then::LeaseRun`]).
 ///
-/// A destination's lane stops at each run's end until the write that leases the next run
+/// A destination's sender stops at each run's end until the write that leases the next run
 /// commits, and each run costs its statements: on PostgreSQL a drain of 30 000 rows to 5
 /// destinations ran at 14 400 rows/s with runs of 64 and 22 200 with 256 (one node, medians of
 /// 3 interleaved runs; the drain's statements 58 → 48 µs of server time a row), no faster
@@ -414,13 +414,13 @@ const CHAIN: u32 = 8;
 /// rows of a destination are sent again as possible repeats, each with its idempotency key.
 const RUN_LIMIT: usize = 256;
 
-/// A lane's answers wait unrecorded at most this long after the first of them; the lane sends
-/// on while they are written. A crash repeats at most the sends of this window, in order, each
+/// A destination sender's answers wait unrecorded at most this long after the first of them;
+/// it sends on while they are written. A crash repeats at most the sends of this window, in order, each
 /// a `possible_repeat` with its row's idempotency key (runs are only for `resend` channels
 /// without budgets). Longer than a session's window (`RECORD_WITHIN`, 5 ms): an HTTP send
 /// takes ~0.75 ms on loopback under load, so 5 ms recorded ~6 rows per write; 20 ms takes
 /// ~2.5 µs of writer CPU off each row in the outbound benchmark (18.5 → 16 µs).
-const LANE_RECORD_WITHIN: Duration = Duration::from_millis(20);
+const DESTINATION_RECORD_WITHIN: Duration = Duration::from_millis(20);
 
 /// Writes down that the row's send starts now, before the platform call (see
 /// [`Queue::mark_send_started_in`](relayq_engine::Queue::mark_send_started_in)): after a crash
@@ -528,12 +528,12 @@ impl DestinationSender {
     }
 
     /// Sends the run's rows one after the other while they are delivered, until
-    /// [`LANE_RECORD_WITHIN`] has passed since the first answer. Returns the answers, and whether it
+    /// [`DESTINATION_RECORD_WITHIN`] has passed since the first answer. Returns the answers, and whether it
     /// stopped because the channel is held (paused, not ready, breaker open) or the sender
     /// stops: the row it stopped at is left in `rest`, unsent.
     async fn send_while_fast(&self, rest: &mut VecDeque<Lease>) -> (Vec<AnswerToRecord>, bool) {
         let queue = &self.store.outbound;
-        let mut answers = RunAnswers::new(LANE_RECORD_WITHIN);
+        let mut answers = RunAnswers::new(DESTINATION_RECORD_WITHIN);
         while let Some(lease) = rest.pop_front() {
             let message = OutboundMessage::from_payload(&lease.payload);
             let held = self.stopping.load(Ordering::Relaxed)
@@ -600,7 +600,7 @@ impl DestinationSender {
     }
 }
 
-/// What became of a lane's rows, once recorded: sent and delivered, tried and not delivered,
+/// What became of a destination sender's rows, once recorded: sent and delivered, tried and not delivered,
 /// given back unsent.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
@@ -629,11 +629,11 @@ impl Tally {
     }
 }
 
-/// A lane's write of answers still committing while the lane sends on.
+/// A destination sender's write of answers still committing while it sends on.
 type Recording =
     std::pin::Pin<Box<dyn std::future::Future<Output = crate::error::Result<Vec<Lease>>>>>;
 
-/// A lane's write failed: nothing of it committed, so its rows are tried again when their
+/// A destination sender's write failed: nothing of it committed, so its rows are tried again when their
 /// leases expire, the ones answered as possible repeats.
 fn lost(key: &str, e: crate::error::ActorError) {
     tracing::error!(key, error = %e, "cannot record outbound answers");
@@ -711,15 +711,19 @@ impl Handler<SendDone> for OutboundSender {
     }
 }
 
-/// A lane of runs ended (see [`OutboundSender::send_run`]); whether it was the backlog's, and
+/// A destination sender's runs ended (see [`OutboundSender::send_run`]); whether it was the backlog's, and
 /// what became of its rows.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-struct LaneDone(SendThread, bool, Tally);
+struct DestinationDone(SendThread, bool, Tally);
 
-impl Handler<LaneDone> for OutboundSender {
+impl Handler<DestinationDone> for OutboundSender {
     type Result = ();
-    fn handle(&mut self, LaneDone(thread, backlog, tally): LaneDone, ctx: &mut Context<Self>) {
+    fn handle(
+        &mut self,
+        DestinationDone(thread, backlog, tally): DestinationDone,
+        ctx: &mut Context<Self>,
+    ) {
         self.sending -= 1;
         if let (true, Some(d)) = (backlog, self.drain.as_mut()) {
             d.sending -= 1;

@@ -3,7 +3,7 @@
 //! in its queue, runs each inside its own savepoint (so one failing operation rolls back
 //! only itself), commits, and only then answers each caller. Operations run in the order
 //! they were submitted, so a caller that submits A before B sees A committed no later than B
-//! (on one [`WriteLane`]: PostgreSQL runs a committer per lane).
+//! (on one [`CommitLine`]: PostgreSQL runs a committer per line).
 //! An operation that writes with a single statement may skip its savepoint (see [`Atomicity`]).
 //! An operation that begins by writing a queue row may hand the row over ([`RowAhead`]): on
 //! PostgreSQL the rows of operations next to each other are then written by one statement.
@@ -37,30 +37,30 @@ pub enum Atomicity {
     OneStatement,
 }
 
-/// Which commit thread a write goes through. SQLite has one writer, and every lane is its
+/// Which commit thread a write goes through. SQLite has one writer, and every line is its
 /// one thread. On PostgreSQL the writes about rows this node holds (a run's answers, its
-/// leases' marks and give-backs) go through [`HELD_LANES`] threads and connections of their
+/// leases' marks and give-backs) go through [`HELD_LINES`] threads and connections of their
 /// own beside the rest (new rows, hook events, approvals, pauses), each key's always through
 /// the same one: one thread kept every write in one serial chain of round trips, which used
 /// one of the server's cores, and one thread for held rows left a drain to 5 destinations at
-/// a third of SQLite's. Writes of one lane commit in the order submitted, so a key's do;
-/// writes of two lanes are two writers' transactions, as two nodes' are.
+/// a third of SQLite's. Writes of one line commit in the order submitted, so a key's do;
+/// writes of two lines are two writers' transactions, as two nodes' are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteLane {
+pub enum CommitLine {
     Main,
     /// The writes about rows of this key held by this node.
-    HeldRows(KeyLane),
+    HeldRows(KeyLine),
 }
 
 /// Threads (and connections) for the writes about held rows, on PostgreSQL.
-pub const HELD_LANES: usize = 2;
+pub const HELD_LINES: usize = 2;
 
-/// How many of a node's [`HELD_LANES`] may run a transaction at once: all of them while no
+/// How many of a node's [`HELD_LINES`] may run a transaction at once: all of them while no
 /// other node is writing, fewer when others are (see `Engine::look_at_others`). Every node's
 /// writers share the database server's cores, and past about as many writers as cores each
 /// transaction slows more than another writer adds: on a 2-core server, a drain to 100
 /// destinations by three nodes with 2 writers each ran at 0.85× one node's, with 1 each at
-/// 1.1–1.6×. A key keeps its lane (its writes stay in order); only how many lanes write at
+/// 1.1–1.6×. A key keeps its line (its writes stay in order); only how many lines write at
 /// once changes.
 #[derive(Debug)]
 pub struct WriterGate {
@@ -72,17 +72,17 @@ pub struct WriterGate {
 impl Default for WriterGate {
     fn default() -> Self {
         WriterGate {
-            running: Mutex::new((0, HELD_LANES)),
+            running: Mutex::new((0, HELD_LINES)),
             freed: Condvar::new(),
         }
     }
 }
 
 impl WriterGate {
-    /// Lets `n` (1 to [`HELD_LANES`]) transactions run at once from now on.
+    /// Lets `n` (1 to [`HELD_LINES`]) transactions run at once from now on.
     pub fn allow(&self, n: usize) {
         let mut running = self.running.lock().expect("writer gate lock");
-        running.1 = n.clamp(1, HELD_LANES);
+        running.1 = n.clamp(1, HELD_LINES);
         self.freed.notify_all();
     }
 
@@ -112,29 +112,29 @@ impl Drop for GatePass<'_> {
     }
 }
 
-/// Which of the [`HELD_LANES`] a key's writes go through: always the same for a key.
+/// Which of the [`HELD_LINES`] a key's writes go through: always the same for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyLane(usize);
+pub struct KeyLine(usize);
 
-impl KeyLane {
+impl KeyLine {
     pub fn of(key: &str) -> Self {
         use std::hash::{BuildHasher, BuildHasherDefault};
         let hash = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(key);
-        KeyLane(hash as usize % HELD_LANES)
+        KeyLine(hash as usize % HELD_LINES)
     }
 }
 
-impl WriteLane {
-    /// The lane of the writes about `key`'s held rows.
+impl CommitLine {
+    /// The line of the writes about `key`'s held rows.
     pub fn held(key: &str) -> Self {
-        WriteLane::HeldRows(KeyLane::of(key))
+        CommitLine::HeldRows(KeyLine::of(key))
     }
 
-    /// Its commit thread among `1 + HELD_LANES`.
+    /// Its commit thread among `1 + HELD_LINES`.
     pub(crate) fn index(self) -> usize {
         match self {
-            WriteLane::Main => 0,
-            WriteLane::HeldRows(KeyLane(at)) => 1 + at,
+            CommitLine::Main => 0,
+            CommitLine::HeldRows(KeyLine(at)) => 1 + at,
         }
     }
 }
@@ -440,18 +440,18 @@ mod tests {
     }
 
     /// Held-row writers take turns as allowed: one at a time while another node writes, every
-    /// lane at once while none does; out-of-range allowances are brought into 1..=HELD_LANES.
+    /// line at once while none does; out-of-range allowances are brought into 1..=HELD_LINES.
     #[test]
     fn a_writer_gate_lets_in_as_many_writers_at_once_as_it_allows() {
         let gate = Arc::new(WriterGate::default());
-        assert_eq!(gate.allowed(), HELD_LANES);
-        assert!(all_inside_at_once(&gate, HELD_LANES));
+        assert_eq!(gate.allowed(), HELD_LINES);
+        assert!(all_inside_at_once(&gate, HELD_LINES));
         gate.allow(1);
         assert!(!all_inside_at_once(&gate, 2), "two writers at once");
         gate.allow(0);
         assert_eq!(gate.allowed(), 1);
-        gate.allow(HELD_LANES + 5);
-        assert_eq!(gate.allowed(), HELD_LANES);
-        assert!(all_inside_at_once(&gate, HELD_LANES));
+        gate.allow(HELD_LINES + 5);
+        assert_eq!(gate.allowed(), HELD_LINES);
+        assert!(all_inside_at_once(&gate, HELD_LINES));
     }
 }

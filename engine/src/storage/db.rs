@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::commit::{Atomicity, Committer, WriteLane, WriterGate, HELD_LANES};
+use crate::commit::{Atomicity, CommitLine, Committer, WriterGate, HELD_LINES};
 use crate::error::Result;
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
 pub use crate::storage::postgresql::notify::Listener;
@@ -84,9 +84,9 @@ pub struct Database {
     /// The time writes are made at on SQLite (and on PostgreSQL when it is a test's).
     clock: Arc<dyn Clock>,
     /// Started on first `submit`, so one-shot commands never start a thread: one per
-    /// [`WriteLane`] on PostgreSQL (the main one and each held-row lane), one for all on SQLite.
-    committers: Arc<[OnceLock<Committer>; 1 + HELD_LANES]>,
-    /// How many held-row lanes write at once (PostgreSQL).
+    /// [`CommitLine`] on PostgreSQL (the main one and each held-row line), one for all on SQLite.
+    committers: Arc<[OnceLock<Committer>; 1 + HELD_LINES]>,
+    /// How many held-row lines write at once (PostgreSQL).
     held_writers: Arc<WriterGate>,
 }
 
@@ -256,14 +256,14 @@ impl Database {
         T: Send + 'static,
         F: Fn(&Tx<'_>) -> Result<T> + Send + 'static,
     {
-        self.committer(WriteLane::Main).submit(atomicity, f)
+        self.committer(CommitLine::Main).submit(atomicity, f)
     }
 
-    /// [`submit`](Self::submit) on `lane`, for an operation that begins by writing `ahead`
+    /// [`submit`](Self::submit) on `line`, for an operation that begins by writing `ahead`
     /// (see [`Committer::submit_ahead`]).
     pub fn submit_ahead<T, F>(
         &self,
-        lane: WriteLane,
+        line: CommitLine,
         atomicity: Atomicity,
         ahead: Option<crate::commit::RowAhead>,
         f: F,
@@ -272,7 +272,7 @@ impl Database {
         T: Send + 'static,
         F: Fn(&Tx<'_>, Option<crate::queue::Enqueued>) -> Result<T> + Send + 'static,
     {
-        self.committer(lane).submit_ahead(atomicity, ahead, f)
+        self.committer(line).submit_ahead(atomicity, ahead, f)
     }
 
     /// Group-commit operations submitted and not answered yet: how busy this process's writers
@@ -285,15 +285,15 @@ impl Database {
             .sum()
     }
 
-    fn committer(&self, lane: WriteLane) -> &Committer {
+    fn committer(&self, line: CommitLine) -> &Committer {
         let at = match &self.backend {
             Backend::Sqlite(_) => 0,
-            Backend::Postgres(..) => lane.index(),
+            Backend::Postgres(..) => line.index(),
         };
         self.committers[at].get_or_init(|| match &self.backend {
             Backend::Sqlite(db) => Committer::start(db.batches(self.clock.clone()), None),
             Backend::Postgres(db, _) => {
-                let gate = (lane != WriteLane::Main).then(|| self.held_writers.clone());
+                let gate = (line != CommitLine::Main).then(|| self.held_writers.clone());
                 Committer::start(db.batches(self.clock.clone()), gate)
             }
         })

@@ -6,7 +6,8 @@
 //! - [`sql`]: one statement for both dialects, run on either backend's connection.
 //! - [`commit`]: the commit thread that groups concurrent writers into one transaction.
 //! - [`queue`]: the `queue_rows` table, every statement on it.
-//! - [`pauses`], [`penalties`]: operators' pauses of queues and keys, channels' pauses;
+//! - [`pauses`], [`penalties`]: the operator's pauses of queues and keys, the channels'
+//!   penalties (a far end that asked for quiet, an open breaker);
 //!   [`budgets`]: pacing shared by the nodes.
 //! - [`source_offsets`]: how far each inbound source has read; [`source_leases`]: which node
 //!   reads a source that must have one reader.

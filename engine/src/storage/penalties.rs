@@ -29,7 +29,7 @@ const RUNNING_SQL: Sql = Sql::same(
     "SELECT channel, until, reason FROM channel_penalties WHERE until > :now ORDER BY channel",
 );
 
-/// A channel's pause: until when (unix ms), and why.
+/// A channel's penalty: until when (unix ms), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Penalty {
     pub channel: String,

@@ -30,12 +30,12 @@ pub fn record_chat_answers_in(
     w: &Writer<'_>,
     answers: &[ChatAnswer],
 ) -> Result<ChatAnswersRecorded> {
-    let (tx, flows) = (w.tx(), w.flows);
+    let (tx, door) = (w.tx(), w.door);
     let mut recorded = ChatAnswersRecorded::default();
     for answer in answers {
         let Some(result) = approvals::answer_from_chat_in(tx, answer)? else {
             if let Some(message) = &answer.otherwise {
-                let row = crate::inbound::enqueue_in(&flows.inbound, tx, message)?;
+                let row = crate::inbound::enqueue_in(&door.inbound, tx, message)?;
                 if !row.duplicate && row.expired.is_none() {
                     recorded.sessions.push(message.session.clone());
                 }
@@ -55,7 +55,7 @@ pub fn record_chat_answers_in(
                 // A keys answer is told once its keys were pressed (the ApprovalsActor).
                 if approval.means == Means::Hook {
                     recorded.outbound_keys.extend(approvals::tell_in(
-                        &flows.outbound,
+                        &door.outbound,
                         tx,
                         approval,
                     )?);
@@ -69,7 +69,7 @@ pub fn record_chat_answers_in(
         if answer.callback.is_none() {
             recorded
                 .outbound_keys
-                .extend(reply_in(flows, tx, answer, &reply)?);
+                .extend(reply_in(door, tx, answer, &reply)?);
         }
         recorded.answered.push((answer.clone(), reply));
     }
@@ -78,7 +78,7 @@ pub fn record_chat_answers_in(
 
 /// A text answer's reply, in its chat, to its message.
 fn reply_in(
-    flows: &crate::HookProcessor,
+    door: &crate::WriteDoor,
     tx: &Tx<'_>,
     answer: &ChatAnswer,
     reply: &str,
@@ -86,7 +86,7 @@ fn reply_in(
     let Some((origin, chat)) = &answer.who.chat else {
         return Ok(None);
     };
-    let routes = flows.routes.read().expect("routes lock").clone();
+    let routes = door.routes.read().expect("routes lock").clone();
     let Some(channel) = routes.replies.get(origin) else {
         return Ok(None);
     };
@@ -99,7 +99,7 @@ fn reply_in(
         event: Some("approval".into()),
         ..crate::OutboundMessage::text(channel, chat, reply)
     };
-    let written = crate::outbound::enqueue_in(&flows.outbound, tx, &message, None)?;
+    let written = crate::outbound::enqueue_in(&door.outbound, tx, &message, None)?;
     Ok((!written.first.duplicate).then(|| message.destination_key()))
 }
 
@@ -154,7 +154,7 @@ impl Write for SweepApprovals {
         for ended in approvals::untold(tx)? {
             found
                 .told
-                .extend(approvals::tell_in(&w.flows.outbound, tx, &ended)?);
+                .extend(approvals::tell_in(&w.door.outbound, tx, &ended)?);
         }
         found.to_press = approvals::keys_due(tx)?;
         Ok(found)
@@ -309,7 +309,7 @@ impl Write for AskWithEvent {
             None => None,
         };
         event.approval = asked.as_ref().map(|a| a.id.clone());
-        w.flows.hooks.enqueue_in(tx, &event.to_row())?;
+        w.door.hooks.enqueue_in(tx, &event.to_row())?;
         Ok(asked)
     }
 }
@@ -389,18 +389,18 @@ mod tests {
     use crate::sessions::Origin;
     use crate::{Agent, Engine, NoticeRoutes};
 
-    fn flows() -> (tempfile::TempDir, Arc<crate::HookProcessor>) {
+    fn door() -> (tempfile::TempDir, Arc<crate::WriteDoor>) {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(&crate::DbConfig::new(dir.path().join("q.db"))).unwrap();
-        let flows = crate::HookProcessor {
+        let door = crate::WriteDoor {
             queues: engine.queues(&Default::default()),
             routes: NoticeRoutes::none().shared(),
         };
-        (dir, Arc::new(flows))
+        (dir, Arc::new(door))
     }
 
-    fn apply<W: Write>(flows: &Arc<crate::HookProcessor>, write: W) -> W::Output {
-        flows.submit(write, ()).blocking_recv().unwrap().unwrap()
+    fn apply<W: Write>(door: &Arc<crate::WriteDoor>, write: W) -> W::Output {
+        door.submit(write, ()).blocking_recv().unwrap().unwrap()
     }
 
     /// Gemini CLI in session `key` asks to run `touch x`, answered by its dialog's keys.
@@ -419,11 +419,7 @@ mod tests {
     }
 
     /// Approval `id` answered `decision` by Alice over the API: the approval as recorded.
-    fn answered(
-        flows: &Arc<crate::HookProcessor>,
-        id: &str,
-        decision: approvals::Decision,
-    ) -> Approval {
+    fn answered(door: &Arc<crate::WriteDoor>, id: &str, decision: approvals::Decision) -> Approval {
         let who = approvals::Answerer {
             name: "Alice".into(),
             id: None,
@@ -431,7 +427,7 @@ mod tests {
             chat: None,
         };
         let id = id.to_string();
-        let answered = apply(flows, AnswerApproval { id, decision, who });
+        let answered = apply(door, AnswerApproval { id, decision, who });
         let AnswerResult::Recorded(approval) = answered else {
             panic!("{answered:?}")
         };
@@ -442,7 +438,7 @@ mod tests {
     /// source line was continued.
     #[test]
     fn keys_pressed_before_a_restart_are_said_most_likely_reached_in_one_line() {
-        let (_dir, flows) = flows();
+        let (_dir, door) = door();
         let ask = Ask {
             origin: Some(Origin {
                 origin: "telegram:bot".into(),
@@ -451,24 +447,24 @@ mod tests {
             }),
             ..keys_ask("s")
         };
-        let asked = flows
+        let asked = door
             .engine
             .database()
             .write_at(0, |tx| approvals::ask_in(tx, &ask))
             .unwrap();
         let id = asked.id.clone();
-        let denied = answered(&flows, &id, approvals::Decision::Deny);
+        let denied = answered(&door, &id, approvals::Decision::Deny);
         assert_eq!(denied.state, State::Denied);
         let pressed = Pressed::NotShown("no dialog was open".into());
         apply(
-            &flows,
+            &door,
             RecordPressed {
                 approval: denied,
                 earlier: Some(1),
                 pressed,
             },
         );
-        let row = approvals::get(&flows.engine.database().read().unwrap(), &id)
+        let row = approvals::get(&door.engine.database().read().unwrap(), &id)
             .unwrap()
             .unwrap();
         let why = row.unreached.unwrap();
@@ -485,8 +481,8 @@ mod tests {
     #[test]
     fn keys_recorded_after_the_agent_reported_do_not_undo_its_newer_state() {
         use crate::storage::sessions::Activity;
-        let (_dir, flows) = flows();
-        let db = flows.engine.database();
+        let (_dir, door) = door();
+        let db = door.engine.database();
         // Session `key` asks; its agent says `state` at `since`; the keys are pressed at 1 000
         // and their result (working, not at the prompt) recorded after.
         let press = |key: &str, state: AgentState, since: i64| {
@@ -508,14 +504,14 @@ mod tests {
                 })
                 .unwrap();
             let allow = approvals::Decision::Allow(approvals::Scope::Once);
-            let approval = answered(&flows, &asked.id, allow);
+            let approval = answered(&door, &asked.id, allow);
             db.write_at(1_000, |tx| approvals::pressing_in(tx, &approval.id))
                 .unwrap();
             db.write_at(since, |tx| sessions::set_agent_state(tx, key, state))
                 .unwrap();
             let pressed = Pressed::Answered { at_prompt: false };
             apply(
-                &flows,
+                &door,
                 RecordPressed {
                     approval,
                     earlier: None,

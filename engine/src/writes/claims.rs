@@ -29,7 +29,7 @@ impl Write for LeaseRuns {
     type Output = Claimed;
 
     fn apply(&self, w: &Writer<'_>) -> Result<Claimed> {
-        let queue = w.flows.named(self.queue);
+        let queue = w.door.named(self.queue);
         let leases = queue.lease_runs_in(w.tx(), self.limit, &self.skip)?;
         claimed(w, self.queue, leases, self.limit)
     }
@@ -65,7 +65,7 @@ impl Write for LeaseDue {
     type Output = DueClaimed;
 
     fn apply(&self, w: &Writer<'_>) -> Result<DueClaimed> {
-        let (queue, tx, skip) = (w.flows.named(self.queue), w.tx(), &self.skip);
+        let (queue, tx, skip) = (w.door.named(self.queue), w.tx(), &self.skip);
         let Some(backlog) = self.backlog else {
             let leases = queue.lease_due_in(tx, self.limit, skip)?;
             let claimed = claimed(w, self.queue, leases, self.limit)?;
@@ -100,13 +100,13 @@ impl Write for ExtendOwnLeases {
     type Output = usize;
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        w.flows.named(self.0).extend_own_in(w.tx())
+        w.door.named(self.0).extend_own_in(w.tx())
     }
 }
 
 fn claimed(w: &Writer<'_>, queue: QueueName, leases: Vec<Lease>, limit: usize) -> Result<Claimed> {
     let next_due = match leases.len() < limit {
-        true => w.flows.named(queue).next_due_in(w.tx())?,
+        true => w.door.named(queue).next_due_in(w.tx())?,
         false => None,
     };
     Ok(Claimed { leases, next_due })

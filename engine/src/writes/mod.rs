@@ -1,21 +1,21 @@
 //! Every write, as a typed request: each is a value the actors or the commands build (what to
 //! enqueue, which answers to record, which rows to lease) and the engine applies, inside the
-//! group commit ([`HookProcessor::submit`]) or at once in a transaction of its own
-//! ([`HookProcessor::apply_now`]: the commands, and the daemon's claims and upkeep, which must
+//! group commit ([`WriteDoor::submit`]) or at once in a transaction of its own
+//! ([`WriteDoor::apply_now`]: the commands, and the daemon's claims and upkeep, which must
 //! neither hold a batch up nor wait behind one). The callers never see a transaction, so a
 //! second backend implements these writes, not the actors. By flow: the delivery runs
 //! ([`runs`]), the claims ([`claims`]), the approvals ([`approvals`]), the upkeep ([`upkeep`]),
 //! and here the messages, hook events, sources and pauses written in. A few flows are several
 //! writes in turn, composed in the engine (a hook row: applied, or ended with its error;
-//! `HookProcessor::process`); the prune alone deletes in slices of its own transactions
+//! `WriteDoor::process`); the prune alone deletes in slices of its own transactions
 //! (`Queue::prune`), so writers are not held up by a long delete.
 //!
 //! What every write guarantees, whatever the backend:
 //! - **Atomicity**: a write is applied whole or not at all; writes submitted together share
 //!   one transaction, each in its own savepoint unless it is one statement
 //!   ([`Write::atomicity`]), so one failing write takes no other with it.
-//! - **Order**: writes submitted in order commit in that order, within a lane
-//!   ([`Write::lane`]): on PostgreSQL the writes about the rows a node holds commit beside the
+//! - **Order**: writes submitted in order commit in that order, within a line
+//!   ([`Write::line`]): on PostgreSQL the writes about the rows a node holds commit beside the
 //!   rest, as another node's would.
 //! - **Durability**: the answer comes after the commit: a caller told "done" never loses it.
 //! - **Fencing** (leases): a write about a leased row changes it only while the lease it names
@@ -29,9 +29,8 @@ pub mod runs;
 pub mod upkeep;
 
 use crate::approvals::ChatAnswer;
-use crate::commit::{RowAhead, WriteLane};
+use crate::commit::{CommitLine, RowAhead};
 use crate::error::Result;
-use crate::handlers::HookProcessor;
 use crate::inbound::{self, InboundMessage};
 use crate::outbound::{self, OutboundMessage};
 use crate::queue::{Enqueued, NewRow, QueueName};
@@ -43,7 +42,7 @@ use approvals::ChatAnswersRecorded;
 /// the engine) and the queues and notice routes.
 pub struct Writer<'a> {
     tx: &'a Tx<'a>,
-    pub flows: &'a HookProcessor,
+    pub door: &'a WriteDoor,
     /// The write's row ahead ([`Write::row_ahead`]), when the group commit wrote it.
     ahead: Option<Enqueued>,
 }
@@ -77,13 +76,13 @@ pub trait Write: Send + 'static {
     /// The queue row the write begins by writing, when that insert is its first statement: the
     /// group commit may write it ahead, with the rows of the writes beside it in one statement
     /// (PostgreSQL), and `apply` then finds it in [`Writer::written_ahead`].
-    fn row_ahead(&self, _flows: &HookProcessor) -> Option<RowAhead> {
+    fn row_ahead(&self, _flows: &WriteDoor) -> Option<RowAhead> {
         None
     }
 
-    /// The commit thread it goes through (see [`WriteLane`]).
-    fn lane(&self) -> WriteLane {
-        WriteLane::Main
+    /// The commit thread it goes through (see [`CommitLine`]).
+    fn line(&self) -> CommitLine {
+        CommitLine::Main
     }
 
     /// Applies the write. It may be applied again, from the start, when its batch is rolled
@@ -91,10 +90,28 @@ pub trait Write: Send + 'static {
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output>;
 }
 
-impl HookProcessor {
+/// The door every write goes through: the queues under their policies and the notice routes,
+/// which every write may use ([`Writer::door`]), and the two ways in ([`WriteDoor::submit`],
+/// [`WriteDoor::apply_now`]).
+#[derive(Debug, Clone)]
+pub struct WriteDoor {
+    /// The engine and its queues (`door.inbound`, ... through `Deref`).
+    pub queues: crate::engine::Queues,
+    /// Shared with the runtime, which replaces them on a config reload.
+    pub routes: crate::handlers::SharedNoticeRoutes,
+}
+
+impl std::ops::Deref for WriteDoor {
+    type Target = crate::engine::Queues;
+    fn deref(&self) -> &crate::engine::Queues {
+        &self.queues
+    }
+}
+
+impl WriteDoor {
     /// The queues under their policies and the notice routes: what every write may use.
     pub fn new(queues: crate::engine::Queues, routes: crate::NoticeRoutes) -> Self {
-        HookProcessor {
+        WriteDoor {
             queues,
             routes: routes.shared(),
         }
@@ -107,7 +124,7 @@ impl HookProcessor {
         self.engine.write(|tx| {
             write.apply(&Writer {
                 tx,
-                flows: self,
+                door: self,
                 ahead: None,
             })
         })
@@ -120,15 +137,15 @@ impl HookProcessor {
         write: W,
         keep: K,
     ) -> tokio::sync::oneshot::Receiver<Result<W::Output>> {
-        let flows = std::sync::Arc::clone(self);
+        let door = std::sync::Arc::clone(self);
         let (atomicity, ahead) = (write.atomicity(), write.row_ahead(self));
         self.engine
             .database()
-            .submit_ahead(write.lane(), atomicity, ahead, move |tx, ahead| {
+            .submit_ahead(write.line(), atomicity, ahead, move |tx, ahead| {
                 let _held = &keep;
                 write.apply(&Writer {
                     tx,
-                    flows: &flows,
+                    door: &door,
                     ahead,
                 })
             })
@@ -151,14 +168,14 @@ impl Write for EnqueueInbound {
         }
     }
 
-    fn row_ahead(&self, flows: &HookProcessor) -> Option<RowAhead> {
-        inbound::row_ahead(&flows.inbound, &self.0)
+    fn row_ahead(&self, door: &WriteDoor) -> Option<RowAhead> {
+        inbound::row_ahead(&door.inbound, &self.0)
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
         let enqueued = match w.written_ahead() {
             Some(row) => inbound::written_in(w.tx(), &self.0, row)?,
-            None => inbound::enqueue_in(&w.flows.inbound, w.tx(), &self.0)?,
+            None => inbound::enqueue_in(&w.door.inbound, w.tx(), &self.0)?,
         };
         let told = tell_on_arrival(w, &self.0, &enqueued)?;
         Ok((enqueued, told))
@@ -174,7 +191,7 @@ impl Write for RecordRefused {
     type Output = Enqueued;
 
     fn apply(&self, w: &Writer<'_>) -> Result<Enqueued> {
-        let q = &w.flows.inbound;
+        let q = &w.door.inbound;
         q.enqueue_expired_in(w.tx(), &self.0.to_row(), inbound::REFUSED_TOO_LARGE)
     }
 }
@@ -202,7 +219,7 @@ impl Write for RecordBatch {
     type Output = BatchWritten;
 
     fn apply(&self, w: &Writer<'_>) -> Result<BatchWritten> {
-        let q = &w.flows.inbound;
+        let q = &w.door.inbound;
         let rows = crate::sources::enqueue_batch_in(
             q,
             w.tx(),
@@ -235,7 +252,7 @@ impl Write for TakeSourceLease {
     type Output = bool;
 
     fn apply(&self, w: &Writer<'_>) -> Result<bool> {
-        let engine = &w.flows.engine;
+        let engine = &w.door.engine;
         crate::storage::source_leases::take_in(w.tx(), &self.0, engine.node(), engine.owner())
     }
 }
@@ -248,7 +265,7 @@ impl Write for ReleaseSourceLease {
     type Output = ();
 
     fn apply(&self, w: &Writer<'_>) -> Result<()> {
-        let owner = w.flows.engine.owner();
+        let owner = w.door.engine.owner();
         crate::storage::source_leases::release_in(w.tx(), &self.0, owner)
     }
 }
@@ -281,7 +298,7 @@ impl Write for EnqueueOutbound {
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<outbound::Written> {
-        outbound::enqueue_parts_in(&w.flows.outbound, w.tx(), &self.0)
+        outbound::enqueue_parts_in(&w.door.outbound, w.tx(), &self.0)
     }
 }
 
@@ -297,7 +314,7 @@ impl Write for RecordHook {
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<Enqueued> {
-        w.flows.hooks.enqueue_in(w.tx(), &self.0)
+        w.door.hooks.enqueue_in(w.tx(), &self.0)
     }
 }
 
@@ -335,8 +352,8 @@ impl Write for TellWaitingOnGoneNodes {
     type Output = Vec<String>;
 
     fn apply(&self, w: &Writer<'_>) -> Result<Vec<String>> {
-        let routes = w.flows.routes.read().expect("routes lock").clone();
-        trouble::tell_waiting_on_gone_nodes_in(&w.flows.outbound, w.tx(), &routes)
+        let routes = w.door.routes.read().expect("routes lock").clone();
+        trouble::tell_waiting_on_gone_nodes_in(&w.door.outbound, w.tx(), &routes)
     }
 }
 
@@ -364,6 +381,6 @@ fn tell_on_arrival(
     message: &InboundMessage,
     enqueued: &Enqueued,
 ) -> Result<Option<String>> {
-    let routes = w.flows.routes.read().expect("routes lock").clone();
-    trouble::tell_on_arrival_in(&w.flows.outbound, w.tx(), &routes, message, enqueued)
+    let routes = w.door.routes.read().expect("routes lock").clone();
+    trouble::tell_on_arrival_in(&w.door.outbound, w.tx(), &routes, message, enqueued)
 }

@@ -5,7 +5,7 @@
 //! ```text
 //!   RecordRun { answers, give_back, next }  (one write)
 //!     give back:  leased rows not tried, unsent, uncounted (outbound: marks undone)
-//!     answers:    each row's outcome, fenced by its lease (record); a channel-wide pause
+//!     answers:    each row's outcome, fenced by its lease (record); a channel's penalty
 //!                 the answer called for; a dead part's later parts; an inbound row's chat
 //!                 told when it starts to wait or is dropped
 //!     next:       the key's next run (marked started for runs sent without a write between
@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::{Write, Writer};
 use crate::agent_state::AgentState;
 use crate::clock::ms;
-use crate::commit::WriteLane;
+use crate::commit::CommitLine;
 use crate::error::Result;
 use crate::outbound::Part;
 pub use crate::queue::GiveBack;
@@ -49,10 +49,10 @@ pub enum RowRecorded {
     Stale,
 }
 
-/// A pause of a whole channel an answer called for (a global rate limit, or its breaker
+/// A penalty on a whole channel an answer called for (a global rate limit, or its breaker
 /// opened): written with the answer, so it holds across a restart.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChannelPause {
+pub struct ChannelPenalty {
     pub channel: String,
     pub wait: Duration,
     pub reason: String,
@@ -65,7 +65,7 @@ pub struct Answered {
     pub outcome: Outcome,
     /// Which part of a split text the row is (its later parts die with it).
     pub part: Option<Part>,
-    pub pause: Option<ChannelPause>,
+    pub penalty: Option<ChannelPenalty>,
     /// Inbound: the chat the message came from, told when it starts to wait or is dropped.
     pub origin: Option<Origin>,
 }
@@ -141,7 +141,7 @@ pub struct RunRecorded {
 impl Write for RecordRun {
     type Output = RunRecorded;
 
-    fn lane(&self) -> WriteLane {
+    fn line(&self) -> CommitLine {
         let next = match &self.next {
             LeaseNext::Run { key, .. }
             | LeaseNext::HeldRun { key, .. }
@@ -150,7 +150,7 @@ impl Write for RecordRun {
         };
         let answered = self.answers.iter().map(|a| &a.lease);
         let leased = answered.chain(&self.give_back).map(|l| &l.key);
-        WriteLane::held(leased.chain(next).next().map_or("", String::as_str))
+        CommitLine::held(leased.chain(next).next().map_or("", String::as_str))
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<RunRecorded> {
@@ -182,7 +182,7 @@ impl Write for RecordRun {
             | LeaseNext::HeldRun { key, .. }
             | LeaseNext::ForAgent { key, .. }
                 if self.queue == QueueName::Inbound
-                    && !w.flows.engine.serves_session(tx, key)? =>
+                    && !w.door.engine.serves_session(tx, key)? =>
             {
                 (Some(Err(Head::Empty)), ForAgent::default())
             }
@@ -247,8 +247,8 @@ pub struct RecordAnswer {
 impl Write for RecordAnswer {
     type Output = (RowRecorded, Option<Taken>);
 
-    fn lane(&self) -> WriteLane {
-        WriteLane::held(&self.answer.lease.key)
+    fn line(&self) -> CommitLine {
+        CommitLine::held(&self.answer.lease.key)
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
@@ -304,8 +304,8 @@ pub struct MarkSendStarted {
 impl Write for MarkSendStarted {
     type Output = bool;
 
-    fn lane(&self) -> WriteLane {
-        WriteLane::held(&self.lease.key)
+    fn line(&self) -> CommitLine {
+        CommitLine::held(&self.lease.key)
     }
 
     fn atomicity(&self) -> crate::Atomicity {
@@ -329,10 +329,10 @@ pub struct GiveBackUnsent {
 impl Write for GiveBackUnsent {
     type Output = usize;
 
-    /// Rows of several keys given back together go through the first one's lane: no write
+    /// Rows of several keys given back together go through the first one's line: no write
     /// about them is in flight beside it, as the sender holds them unsent.
-    fn lane(&self) -> WriteLane {
-        WriteLane::held(self.leases.first().map_or("", |l| l.key.as_str()))
+    fn line(&self) -> CommitLine {
+        CommitLine::held(self.leases.first().map_or("", |l| l.key.as_str()))
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
@@ -354,8 +354,8 @@ pub struct ExtendLease {
 impl Write for ExtendLease {
     type Output = bool;
 
-    fn lane(&self) -> WriteLane {
-        WriteLane::held(&self.key)
+    fn line(&self) -> CommitLine {
+        CommitLine::held(&self.key)
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<bool> {
@@ -367,17 +367,17 @@ impl Write for ExtendLease {
 }
 
 fn queue<'a>(w: &'a Writer<'_>, name: QueueName) -> &'a Queue {
-    w.flows.named(name)
+    w.door.named(name)
 }
 
-/// Records one answer, fenced by its lease: the channel's pause, the row's outcome, and for a
+/// Records one answer, fenced by its lease: the channel's penalty, the row's outcome, and for a
 /// part of a text that died, the parts after it.
 /// Each answer's lease and receipt when every answer is a delivery with nothing else to
-/// record (no pause), which tells no chat.
+/// record (no penalty), which tells no chat.
 fn all_delivered(answers: &[Answered]) -> Option<Vec<(&Lease, &Receipt)>> {
     answers
         .iter()
-        .map(|a| match (&a.outcome, &a.pause) {
+        .map(|a| match (&a.outcome, &a.penalty) {
             (Outcome::Delivered(receipt), None) => Some((&a.lease, receipt)),
             _ => None,
         })
@@ -387,7 +387,7 @@ fn all_delivered(answers: &[Answered]) -> Option<Vec<(&Lease, &Receipt)>> {
 fn record(w: &Writer<'_>, q: &Queue, a: &Answered) -> Result<RowRecorded> {
     let now = w.now();
     let tx = w.tx();
-    if let Some(p) = &a.pause {
+    if let Some(p) = &a.penalty {
         let until = now.saturating_add(p.wait.as_millis() as i64);
         crate::penalties::set_in(tx, &p.channel, until, &p.reason)?;
     }
@@ -476,13 +476,13 @@ fn tell_chat(w: &Writer<'_>, a: &Answered, recorded: &RowRecorded) -> Result<Opt
         RowRecorded::Dead | RowRecorded::Expired => Trouble::Dropped { why },
         _ => return Ok(None),
     };
-    let routes = w.flows.routes.read().expect("routes lock").clone();
+    let routes = w.door.routes.read().expect("routes lock").clone();
     let from = trouble::FromChat {
         row: a.lease.id,
         session: &a.lease.key,
         origin,
     };
-    trouble::tell_chat_in(&w.flows.outbound, w.tx(), &routes, from, trouble)
+    trouble::tell_chat_in(&w.door.outbound, w.tx(), &routes, from, trouble)
 }
 
 /// Leases the session's next row for its agent: one row, marked sent as it is leased (a crash

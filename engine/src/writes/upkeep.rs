@@ -22,7 +22,7 @@ impl Write for ExpireKey {
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        let queue = w.flows.named(self.queue);
+        let queue = w.door.named(self.queue);
         queue.expire_key_in(w.tx(), &self.key, &self.reason)
     }
 }
@@ -41,7 +41,7 @@ impl Write for ReleaseOwnLeases {
     type Output = usize;
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        let queue = w.flows.named(self.queue);
+        let queue = w.door.named(self.queue);
         if !self.give_back.is_empty() {
             let now = std::time::Duration::ZERO;
             queue.give_back_in(w.tx(), &self.give_back, now, GiveBack::KeepMarks)?;
@@ -63,7 +63,7 @@ impl Write for HookRowsLeave {
     type Output = ();
 
     fn apply(&self, w: &Writer<'_>) -> Result<()> {
-        let hooks = &w.flows.hooks;
+        let hooks = &w.door.hooks;
         hooks.drop_leased_in(w.tx(), &self.done)?;
         if !self.back.is_empty() {
             let now = std::time::Duration::ZERO;
@@ -96,7 +96,7 @@ impl Write for ReclaimLeases {
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
         let tx = w.tx();
         Ok(match self.0 {
-            Reclaim::Foreign => crate::queue::reclaim_foreign_in(tx, w.flows.engine.owner())?,
+            Reclaim::Foreign => crate::queue::reclaim_foreign_in(tx, w.door.engine.owner())?,
             Reclaim::Expired => crate::queue::reclaim_expired_in(tx)?,
             Reclaim::ExpiredAndLost => {
                 crate::queue::reclaim_expired_in(tx)? + crate::storage::nodes::reclaim_lost_in(tx)?
@@ -114,7 +114,7 @@ impl Write for ExpireOverdue {
     type Output = usize;
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        let q = w.flows;
+        let q = w.door;
         Ok(q.inbound.expire_overdue_in(w.tx())?
             + q.hooks.expire_overdue_in(w.tx())?
             + q.outbound.expire_overdue_in(w.tx())?)
@@ -133,7 +133,7 @@ impl Write for SupersedeStale {
     type Output = usize;
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        let (q, at) = (w.flows, self.started);
+        let (q, at) = (w.door, self.started);
         Ok(q.inbound.supersede_stale_in(w.tx(), at)?
             + q.hooks.supersede_stale_in(w.tx(), at)?
             + q.outbound.supersede_stale_in(w.tx(), at)?)
