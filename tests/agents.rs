@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::common::*;
-use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_actors::sources::telegram::fake::FakeTelegram;
 use serde_json::Value;
 
 /// A fake agent in its own tmux server, its hooks wired to `app`.

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_actors::sources::telegram::fake::FakeTelegram;
 use serde_json::{json, Value};
 
 use crate::agents::{agent_config, FakeAgent};

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_actors::sources::telegram::fake::FakeTelegram;
 use relayq_engine::storage::postgresql::test_server::{TestDatabase, TestServer};
 use serde_json::{json, Value};
 

@@ -444,7 +444,7 @@ fn slack_finds_a_send_cut_by_a_crash_by_its_metadata_instead_of_sending_it_again
 /// acknowledged, and Slack would send it again for ever.
 #[test]
 fn a_click_over_slack_socket_mode_is_recorded_answered_and_acknowledged() {
-    use relayq_actors::testing::fake_slack_socket::FakeSlackSocket;
+    use relayq_actors::sources::slack::fake_socket::FakeSlackSocket;
     const APP_TOKEN: &str = "xapp-1-A0AGENTAPP1-click";
     let slack = FakeSlackSocket::start(APP_TOKEN);
     let responses = Endpoint::start(|_| Reply::status(200));

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_actors::sources::telegram::fake::FakeTelegram;
 use serde_json::{json, Value};
 
 use crate::common::fake_model::{long_answer, FakeModel, SLOW};

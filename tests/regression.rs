@@ -1753,7 +1753,7 @@ fn secrets_a_far_end_or_a_command_echoes_never_reach_the_row() {
 /// path, a missing exec program; and `readers` took values that break the daemon.
 #[test]
 fn config_check_fails_on_what_keeps_relayq_from_working_here() {
-    use relayq_actors::testing::fake_telegram::FakeTelegram;
+    use relayq_actors::sources::telegram::fake::FakeTelegram;
     let fake = FakeTelegram::start("123:right-token");
     let check = |config: Config, args: &[&str]| {
         let app = App::new(config);
@@ -2179,7 +2179,7 @@ fn a_tests_tmux_server_leaves_no_socket_file() {
 /// and why, is in `relayq status` and its JSON (as `GET /v1/status`).
 #[test]
 fn a_refused_bot_token_is_said_by_status() {
-    let fake = relayq_actors::testing::fake_telegram::FakeTelegram::start("123:right");
+    let fake = relayq_actors::sources::telegram::fake::FakeTelegram::start("123:right");
     let app = App::new(file_config().channel(
         "tg",
         "telegram",

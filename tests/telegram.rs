@@ -1,11 +1,11 @@
 //! Telegram end to end: `relayq serve` polling a local Bot API that answers as Telegram does
-//! (`relayq_actors::testing::fake_telegram`), the five-minute bridge into a real tmux pane, and
+//! (`relayq_actors::sources::telegram::fake`), the five-minute bridge into a real tmux pane, and
 //! the source's offset across SIGKILL.
 
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use relayq_actors::testing::fake_telegram::FakeTelegram;
+use relayq_actors::sources::telegram::fake::FakeTelegram;
 use serde_json::json;
 
 use crate::common::{bin, by_session, file_config, wait_until, App, Config, Tmux, ALICE};

@@ -26,18 +26,28 @@ pub fn resolve_path(path: &mut PathBuf, base: &Path) {
 /// lower-cased>"`, and its `check`, `spec` and `resolve_paths`, which run the registry's
 /// generic `$check` and `$spec` functions on whichever kind the table is; `forward` names more
 /// of the kind trait's `&self` methods (`name(arg: Type) -> Ret`) to call on whichever kind the
-/// table is.
+/// table is. A kind marked `conformance` runs the registry's conformance suite: the registry's
+/// `suite` macro is given `[conformance] folder` for each, and makes what the suite iterates
+/// from what each such folder describes (a marked kind whose folder describes nothing does not
+/// compile).
 macro_rules! kinds {
     (
         $config:ident -> $spec:ty, trait $kind:ident, check $check:path, spec $build:path,
+        suite $suite:ident,
         $list:tt
         $(forward { $($method:ident($($arg:ident: $arg_ty:ty),*) -> $ret:ty),* $(,)? })?
     ) => {
         $crate::settings::kinds!(@registry $config -> $spec, $kind, $check, $build, $list);
+        $crate::settings::kinds!(@suite $suite, $list);
         $($($crate::settings::kinds!(@forward $config, $kind, $method($($arg: $arg_ty),*), ($($arg),*), $ret, $list);)*)?
     };
+    (@suite $suite:ident,
+        { $($variant:ident($module:ident) $($conformance:ident)?),* $(,)? }
+    ) => {
+        $suite! { $($([$conformance] $module)?)* }
+    };
     (@registry $config:ident -> $spec:ty, $kind:ident, $check:path, $build:path,
-        { $($variant:ident($module:ident)),* $(,)? }
+        { $($variant:ident($module:ident) $($conformance:ident)?),* $(,)? }
     ) => {
         $(pub mod $module;)*
 
@@ -85,7 +95,7 @@ macro_rules! kinds {
         }
     };
     (@forward $config:ident, $kind:ident, $method:ident($($arg:ident: $arg_ty:ty),*), $args:tt, $ret:ty,
-        { $($variant:ident($module:ident)),* $(,)? }
+        { $($variant:ident($module:ident) $($conformance:ident)?),* $(,)? }
     ) => {
         impl $config {
             #[doc = concat!("See [`", stringify!($kind), "::", stringify!($method), "`].")]

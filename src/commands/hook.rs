@@ -64,38 +64,14 @@ pub fn run(ctx: &Invocation, agent: Agent, argument: Option<String>) -> Result<(
 }
 
 /// The relayq session whose messages relayq types into `pane` (`$TMUX_PANE`), for a hook run
-/// without `RELAYQ_SESSION`: the pane's tmux session (or window) read back through the
-/// config's tmux channels' targets (`{session}` is the tmux session's name, `agents:{session}`
-/// a window's), kept only when that session's messages go to that channel. The agent's own
-/// session id stays with the event as its native id.
+/// without `RELAYQ_SESSION`: the pane's place read back through the config's channels'
+/// targets (`ChannelKind::session_in_pane`), kept only when that session's messages go to
+/// that channel. The agent's own session id stays with the event as its native id.
 fn session_of_pane(config: &crate::config::Config, pane: &str) -> Option<String> {
-    use relayq_actors::channels::ChannelConfig;
-    // $TMUX is "<socket path>,<server pid>,<session index>": the pane's own server.
-    let tmux_env = std::env::var("TMUX").ok()?;
-    let socket = tmux_env.split(',').next().filter(|s| !s.is_empty())?;
-    let out = std::process::Command::new("tmux")
-        .args(["-S", socket, "display-message", "-p", "-t", pane])
-        .arg("#{session_name}\t#{window_name}")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|out| out.status.success())?;
-    let shown = String::from_utf8_lossy(&out.stdout);
-    let (tmux_session, window) = shown.trim_end_matches('\n').split_once('\t')?;
+    let place = relayq_actors::channels::tmux::PanePlace::of(pane)?;
     config.channels.iter().find_map(|(name, channel)| {
-        let ChannelConfig::Tmux(tmux) = channel else {
-            return None;
-        };
-        let (first, rest) = tmux.target.split_once(':').unwrap_or((&tmux.target, ""));
-        let candidate = if first == "{session}" {
-            tmux_session
-        } else if first == tmux_session && rest.starts_with("{session}") {
-            window
-        } else {
-            return None;
-        };
-        (config.sessions.channel_for(candidate) == name).then(|| candidate.to_string())
+        let candidate = channel.session_in_pane(&place)?;
+        (config.sessions.channel_for(&candidate) == name).then_some(candidate)
     })
 }
 

@@ -34,6 +34,13 @@ pub trait ChannelKind {
         None
     }
 
+    /// The session whose messages this channel types into a tmux pane at `place`, when its
+    /// target names that pane (how `relayq hook`, run in an agent's pane without
+    /// `RELAYQ_SESSION`, finds its session). Only a channel into panes knows.
+    fn session_in_pane(&self, _place: &super::tmux::PanePlace) -> Option<String> {
+        None
+    }
+
     /// Checks what the file alone can tell (every command reads the config, not only the
     /// daemon); the error names the key.
     fn check(&self) -> Result<(), SettingError> {

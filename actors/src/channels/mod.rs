@@ -64,18 +64,36 @@ pub use contract::{
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};
 
+/// The channel conformance suite ([`conformance`]) run on each kind marked `conformance` in
+/// the list below: its folder's `tests::conformance` describes how its platform answers.
+macro_rules! every_channel_kind_passes_the_conformance_suite {
+    ($([$conformance:ident] $module:ident)*) => {
+        #[cfg(test)]
+        mod every_kind_passes_the_conformance_suite {
+            $(
+                #[actix_rt::test]
+                async fn $module() {
+                    super::$module::tests::conformance().await
+                }
+            )*
+        }
+    };
+}
+
 crate::settings::kinds! {
-    ChannelConfig -> ChannelSpec, trait ChannelKind, check kind::check, spec kind::spec, {
+    ChannelConfig -> ChannelSpec, trait ChannelKind, check kind::check, spec kind::spec,
+    suite every_channel_kind_passes_the_conformance_suite, {
         File(file),
         Exec(exec),
         Tmux(tmux),
-        Webhook(webhook),
-        Telegram(telegram),
-        Discord(discord),
-        Slack(slack),
+        Webhook(webhook) conformance,
+        Telegram(telegram) conformance,
+        Discord(discord) conformance,
+        Slack(slack) conformance,
     }
     forward {
         text_limit() -> Option<relayq_engine::TextLimit>,
         refuses_address(address: &str) -> Option<String>,
+        session_in_pane(place: &tmux::PanePlace) -> Option<String>,
     }
 }

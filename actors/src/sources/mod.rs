@@ -27,13 +27,18 @@
 //! platform's resume token as the offset, stored with the rows, and the platform's
 //! acknowledgements sent only after the commit.
 //!
-//! Every kind passes the conformance suite in `tests/source_conformance.rs`.
+//! Every kind passes the conformance suite in `tests/source_conformance.rs`, which runs the
+//! cases its folder describes ([`conformance`]).
 //!
 //! **Adding a kind**: create `sources/<kind>/mod.rs` with a `Config` implementing
-//! [`SourceKind`] and a type implementing [`Source`] (or [`PushSource`], or [`HeldSource`]), then add one line to
-//! the `kinds!` list below; `[sources.NAME] kind = "<kind>"` selects it.
+//! [`SourceKind`] and a type implementing [`Source`] (or [`PushSource`], or [`HeldSource`]),
+//! and `sources/<kind>/conformance.rs` describing its platform's side (with its fake platform
+//! beside it), then add one line to the `kinds!` list below, marked `conformance`;
+//! `[sources.NAME] kind = "<kind>"` selects it.
 
 mod actor;
+#[cfg(feature = "test-helpers")]
+pub mod conformance;
 mod contract;
 mod held;
 mod kind;
@@ -46,11 +51,26 @@ pub use contract::{
 pub use held::Held;
 pub use kind::{Replies, SourceKind, SourceSpec};
 
+/// Collects the source conformance suite's cases (see [`conformance`]) of each kind marked
+/// `conformance` in the list below, from its folder's `conformance::cases`.
+macro_rules! every_source_case {
+    ($([$conformance:ident] $module:ident)*) => {
+        /// Every case the source conformance suite runs, of every kind (see [`conformance`]).
+        #[cfg(feature = "test-helpers")]
+        pub fn conformance_cases() -> Vec<conformance::Case> {
+            let mut cases = Vec::new();
+            $(cases.extend($module::conformance::cases());)*
+            cases
+        }
+    };
+}
+
 crate::settings::kinds! {
-    SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec, {
-        Jsonl(jsonl),
-        Slack(slack),
-        Telegram(telegram),
+    SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec,
+    suite every_source_case, {
+        Jsonl(jsonl) conformance,
+        Slack(slack) conformance,
+        Telegram(telegram) conformance,
     }
     forward { replies(name: &str) -> Option<Replies>, pushed() -> bool }
 }

@@ -1,8 +1,7 @@
-//! Test helpers other crates' tests use too (feature `test-helpers`): local servers that answer
-//! as a platform documents, so the production code path runs unchanged against loopback.
-
-pub mod fake_slack_socket;
-pub mod fake_telegram;
+//! Test helpers other crates' tests use too (feature `test-helpers`). The local servers that
+//! answer as a platform documents (so the production code path runs unchanged against
+//! loopback) live in their platform's folder: `sources::telegram::fake`,
+//! `sources::slack::fake_socket`.
 
 /// Waits (without blocking the actix thread) until `done` holds, or panics after 10 s.
 pub async fn wait_for(what: &str, done: impl Fn() -> bool) {

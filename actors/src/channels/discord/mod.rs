@@ -25,7 +25,7 @@ mod buckets;
 mod config;
 mod render;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

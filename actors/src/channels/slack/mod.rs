@@ -23,7 +23,7 @@
 mod config;
 mod render;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 

@@ -124,8 +124,52 @@ fn default_confirm_within() -> Duration {
 /// Why a row whose pane never appeared is expired.
 pub const SESSION_NOT_FOUND: &str = "session not found";
 
+/// Where a tmux pane sits: its tmux session's name and its window's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanePlace {
+    pub session: String,
+    pub window: String,
+}
+
+impl PanePlace {
+    /// Where `pane` (`$TMUX_PANE`) sits, asked of the pane's own tmux server (`$TMUX` is
+    /// "<socket path>,<server pid>,<session index>"); `None` outside tmux. The pane id goes to
+    /// tmux as an argument, never through a shell.
+    pub fn of(pane: &str) -> Option<PanePlace> {
+        let tmux_env = std::env::var("TMUX").ok()?;
+        let socket = tmux_env.split(',').next().filter(|s| !s.is_empty())?;
+        let out = std::process::Command::new("tmux")
+            .args(["-S", socket, "display-message", "-p", "-t", pane])
+            .arg("#{session_name}\t#{window_name}")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|out| out.status.success())?;
+        let shown = String::from_utf8_lossy(&out.stdout);
+        let (session, window) = shown.trim_end_matches('\n').split_once('\t')?;
+        Some(PanePlace {
+            session: session.to_string(),
+            window: window.to_string(),
+        })
+    }
+}
+
 impl ChannelKind for Config {
     type Channel = TmuxChannel;
+
+    /// The target read back: `{session}` is the tmux session's name, `agents:{session}` a
+    /// window's.
+    fn session_in_pane(&self, place: &PanePlace) -> Option<String> {
+        let (first, rest) = self.target.split_once(':').unwrap_or((&self.target, ""));
+        if first == "{session}" {
+            Some(place.session.clone())
+        } else if first == place.session && rest.starts_with("{session}") {
+            Some(place.window.clone())
+        } else {
+            None
+        }
+    }
 
     fn refuses_address(&self, session: &str) -> Option<String> {
         target_for(&self.target, session).err()

@@ -18,7 +18,7 @@
 
 mod config;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 

@@ -9,6 +9,9 @@
 //! It is the frame's test source and a real spool for adapters that would rather append to a
 //! file than link relayq or run a process per message.
 
+#[cfg(feature = "test-helpers")]
+pub mod conformance;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

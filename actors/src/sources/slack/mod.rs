@@ -25,6 +25,10 @@
 //! duplicate: one row, however many retries.
 
 mod config;
+#[cfg(feature = "test-helpers")]
+pub mod conformance;
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod fake_socket;
 mod socket;
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,10 @@
 //! and network errors are failures of the fetch, retried from the same offset with backoff.
 
 mod config;
+#[cfg(feature = "test-helpers")]
+pub mod conformance;
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod fake;
 mod webhook;
 #[cfg(test)]
 mod tests;

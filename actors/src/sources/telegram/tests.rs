@@ -1,4 +1,4 @@
-//! The Telegram source against a local Bot API (`testing::fake_telegram`) fed the fixtures'
+//! The Telegram source against a local Bot API (`super::fake`) fed the fixtures'
 //! updates: what becomes a row, what is refused, and how failures read.
 
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use crate::kit::api::telegram::Telegram;
 use crate::kit::routing::ChatRouting;
 use crate::kit::secret::TokenSetting;
 use crate::sources::SourceKind;
-use crate::testing::fake_telegram::FakeTelegram;
+use crate::sources::telegram::fake::FakeTelegram;
 
 const TOKEN: &str = "123456:test-token";
 const ALICE: i64 = 123456789;
