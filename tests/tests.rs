@@ -14,6 +14,7 @@ mod docs;
 mod hook;
 mod hook_processing;
 mod http;
+mod imports;
 mod nodes;
 mod openapi;
 mod outbound;

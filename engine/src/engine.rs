@@ -284,7 +284,19 @@ impl Engine {
             true => self.write(|tx| Ok(tx.now()))?,
             false => self.now(),
         };
-        crate::storage::nodes::overview(&self.db.read()?, now)
+        let conn = self.db.read()?;
+        let leases = crate::storage::source_leases::list(&conn)?;
+        let sources_read_by = |instance: &str| -> Vec<String> {
+            let held = |l: &&crate::storage::source_leases::SourceLease| {
+                l.instance == instance && l.expires_at > now
+            };
+            leases
+                .iter()
+                .filter(held)
+                .map(|l| l.source.clone())
+                .collect()
+        };
+        crate::storage::nodes::overview(&conn, now, sources_read_by)
     }
 
     /// Whether this node delivers session `key`'s inbound rows: its agent runs here, or

@@ -6,7 +6,7 @@ use actix_web::{web, HttpResponse};
 use relayq_engine::approvals::{AnswerResult, Decision, Scope};
 use serde::Deserialize;
 
-use super::openapi::{ErrorBody, Refusals};
+use super::schema::{ErrorBody, Refusals};
 use super::{Answer, Api, ApiError};
 use crate::operator::{no_longer_open, operator};
 use crate::views::approval_json;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::body::{self, Body};
-use super::openapi::{BodyRefusals, Bulk, ErrorBody, Refusals};
+use super::schema::{BodyRefusals, Bulk, ErrorBody, Refusals};
 use super::{Answer, Api, ApiError};
 use crate::dead_letters::{self, DeadError, DeadFilter};
 use utoipa::{IntoParams, ToSchema};
@@ -32,7 +32,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(super) struct DeadListQuery {
-    #[param(value_type = Option<super::openapi::Queue>)]
+    #[param(value_type = Option<super::schema::Queue>)]
     queue: Option<QueueName>,
     /// A session, or an outbound destination as the list shows it.
     key: Option<String>,
@@ -63,7 +63,7 @@ fn default_page() -> usize {
 pub(super) struct BulkRequest {
     #[serde(default)]
     ids: Vec<i64>,
-    #[schema(value_type = Option<super::openapi::Queue>)]
+    #[schema(value_type = Option<super::schema::Queue>)]
     queue: Option<QueueName>,
     key: Option<String>,
     reason: Option<String>,

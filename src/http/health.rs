@@ -4,7 +4,7 @@
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
-use super::openapi::ErrorBody;
+use super::schema::ErrorBody;
 use super::Api;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

@@ -15,7 +15,7 @@ use relayq_engine::Agent;
 use serde::Deserialize;
 
 use super::body::{self, Raw};
-use super::openapi::{BodyRefusals, ErrorBody, Refusals};
+use super::schema::{BodyRefusals, ErrorBody, Refusals};
 use super::{Answer, Api, ApiError};
 use utoipa::IntoParams;
 
@@ -33,7 +33,7 @@ pub(super) struct HookQuery {
 
 #[utoipa::path(
     post, path = "/v1/hooks/{agent}", tag = "hooks", operation_id = "record_hook",
-    params(("agent" = super::openapi::AgentName, Path), HookQuery),
+    params(("agent" = super::schema::AgentName, Path), HookQuery),
     request_body(content = Object, description = "The agent's hook payload, as it comes"),
     responses(
         (status = 204, description = "Stored (or not an event relayq forwards)"),

@@ -12,7 +12,7 @@ use relayq_engine::EngineError;
 use serde_json::json;
 
 use super::body::PushBody;
-use super::openapi::{BodyRefusals, ErrorBody};
+use super::schema::{BodyRefusals, ErrorBody};
 use super::{Answer, Api, ApiError};
 
 /// Where pushes come in; the token does not apply under it (the source checks the platform's

@@ -9,7 +9,7 @@ use relayq_engine::QueueName;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openapi::Refusals;
+use super::schema::Refusals;
 use super::{body, Answer, Api, ApiError};
 use crate::output::with_times;
 use utoipa::IntoParams;

@@ -14,7 +14,7 @@ use prometheus_client::registry::{Registry, Unit};
 use relayq_actors::metrics::ChannelLabel;
 use relayq_engine::{Engine, EngineError, QueueName};
 
-use super::openapi::Refusals;
+use super::schema::Refusals;
 use super::{Answer, Api, ApiError};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

@@ -42,6 +42,7 @@ mod lanes;
 mod metrics;
 mod openapi;
 mod pauses;
+mod schema;
 mod sessions;
 mod v1;
 
@@ -111,7 +112,11 @@ impl Server {
                 .configure(health::routes)
                 .configure(dashboard::routes)
                 .configure(metrics::routes)
-                .service(web::scope("/v1").configure(v1::routes))
+                .service(
+                    web::scope("/v1")
+                        .configure(v1::routes)
+                        .configure(openapi::routes),
+                )
                 .default_service(web::to(not_found))
         })
         .workers(config.workers)

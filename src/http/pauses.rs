@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::body::Body;
-use super::openapi::{BodyRefusals, Refusals};
+use super::schema::{BodyRefusals, Refusals};
 use super::{Answer, Api, ApiError};
 use crate::views::pause_json;
 use utoipa::ToSchema;
@@ -24,7 +24,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PauseTarget {
-    #[schema(value_type = super::openapi::Queue)]
+    #[schema(value_type = super::schema::Queue)]
     queue: QueueName,
     /// One key of it (a session, a destination); without it, the whole queue.
     key: Option<String>,

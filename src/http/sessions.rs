@@ -4,7 +4,7 @@
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
-use super::openapi::Refusals;
+use super::schema::Refusals;
 use super::{Answer, Api, ApiError};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

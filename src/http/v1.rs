@@ -9,7 +9,7 @@ use relayq_engine::{Enqueued, InboundMessage, MessageType, OutboundMessage};
 use serde::{Deserialize, Serialize};
 
 use super::body::Body;
-use super::openapi::{BodyRefusals, ErrorBody, Refusals, Written};
+use super::schema::{BodyRefusals, ErrorBody, Refusals, Written};
 use super::{Answer, Api, ApiError};
 use utoipa::ToSchema;
 
@@ -24,7 +24,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .configure(super::pauses::routes)
         .configure(super::lanes::routes)
         .configure(super::approvals::routes)
-        .configure(super::openapi::routes)
         .configure(super::ingress::routes);
 }
 
@@ -40,7 +39,7 @@ pub(super) struct InboundRequest {
     origin: String,
     /// `text` (the default), `voice` or `file`.
     #[serde(rename = "type", default)]
-    #[schema(value_type = Option<super::openapi::MessageType>)]
+    #[schema(value_type = Option<super::schema::MessageType>)]
     message_type: MessageType,
     #[serde(default)]
     content: String,
@@ -66,7 +65,7 @@ pub(super) struct OutboundRequest {
     text: String,
     /// `final` (the default), `block` or `tool`.
     #[serde(default)]
-    #[schema(value_type = Option<super::openapi::Kind>)]
+    #[schema(value_type = Option<super::schema::Kind>)]
     kind: Kind,
     idempotency_key: Option<String>,
     thread: Option<String>,

@@ -5,6 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// What replaces a secret found in text about to be kept or logged.
+pub const REDACTED: &str = "[redacted]";
+
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -59,7 +62,7 @@ pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> Stri
         .collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.into_iter().fold(text.to_string(), |text, secret| {
-        text.replace(secret, crate::kit::http::REDACTED)
+        text.replace(secret, REDACTED)
     })
 }
 

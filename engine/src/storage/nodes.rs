@@ -232,8 +232,13 @@ pub struct NodeView {
 
 const UNREADY_SQL: Sql = Sql::same("SELECT name, unready FROM nodes WHERE unready IS NOT NULL");
 
-/// Every node with what it holds, as at `now`.
-pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
+/// Every node with what it holds, as at `now`: its sessions and leases, and the sources its
+/// instance reads (`sources_read_by`, from the source leases, which nodes hold).
+pub fn overview(
+    conn: &dyn Executor,
+    now: i64,
+    sources_read_by: impl Fn(&str) -> Vec<String>,
+) -> Result<Vec<NodeView>> {
     let count = |sql: &Sql| -> Result<std::collections::HashMap<String, i64>> {
         Ok(conn
             .query_all(sql, params![], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -244,7 +249,6 @@ pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
         count(&SESSIONS_PER_NODE_SQL)?,
         count(&LEASES_PER_OWNER_SQL)?,
     );
-    let sources = crate::storage::source_leases::list(conn)?;
     let unready: std::collections::HashMap<String, Vec<String>> = conn
         .query_all(&UNREADY_SQL, params![], |r| {
             Ok((r.get::<String, _>(0)?, r.get::<String, _>(1)?))
@@ -260,11 +264,7 @@ pub fn overview(conn: &dyn Executor, now: i64) -> Result<Vec<NodeView>> {
                 true => unready.get(&node.name).cloned().unwrap_or_default(),
                 false => Vec::new(),
             },
-            sources: sources
-                .iter()
-                .filter(|l| l.instance == node.instance && l.expires_at > now)
-                .map(|l| l.source.clone())
-                .collect(),
+            sources: sources_read_by(&node.instance),
             sessions: sessions.get(&node.name).copied().unwrap_or(0),
             leases: leases.get(&node.instance).copied().unwrap_or(0),
             node,

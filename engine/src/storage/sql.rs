@@ -8,15 +8,11 @@
 //! Rows are read through [`Row`], by position or by column name, into [`Column`] types: the
 //! same mapper reads either backend.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
 
-use postgres::GenericClient;
-
 use crate::error::{EngineError, Result};
-use crate::storage::postgresql::connection::blocking;
 
 /// A statement's text in each dialect.
 #[derive(Debug, Clone, Copy)]
@@ -308,114 +304,6 @@ fn unknown_parameter(name: &str) -> EngineError {
     EngineError::Invalid(format!("the statement has no parameter {name}"))
 }
 
-/// A PostgreSQL client or transaction (a pooled connection, `&mut Transaction`), borrowed
-/// mutably through a cell: the driver takes `&mut`, storage code holds `&`.
-pub struct Pg<C>(pub RefCell<C>);
-
-/// What a [`Pg`] holds: something that lends a client or a transaction, and the statements its
-/// connection keeps prepared (if it keeps any).
-pub trait AsClient {
-    type Client: GenericClient + Send;
-    fn client(&mut self) -> (&mut Self::Client, Option<&Statements>);
-}
-
-impl AsClient for r2d2::PooledConnection<crate::storage::postgresql::connection::Manager> {
-    type Client = postgres::Client;
-    fn client(&mut self) -> (&mut postgres::Client, Option<&Statements>) {
-        let conn: &mut crate::storage::postgresql::connection::Connection = self;
-        let (client, statements) = conn.parts();
-        (client, Some(statements))
-    }
-}
-
-/// A write transaction on a pooled connection, with the statements the connection keeps.
-pub struct InTransaction<'a, 'c> {
-    pub tx: &'a mut postgres::Transaction<'c>,
-    pub statements: Statements,
-}
-
-impl<'c> AsClient for InTransaction<'_, 'c> {
-    type Client = postgres::Transaction<'c>;
-    fn client(&mut self) -> (&mut postgres::Transaction<'c>, Option<&Statements>) {
-        (self.tx, Some(&self.statements))
-    }
-}
-
-/// The statements a connection keeps prepared, by text: a statement is parsed and planned
-/// once per connection, not at each run (which costs PostgreSQL a round trip more).
-pub type Statements = Arc<std::sync::Mutex<HashMap<String, postgres::Statement>>>;
-
-/// `text` prepared on `client`, from `statements` when it was before.
-fn prepared<C: GenericClient>(
-    client: &mut C,
-    statements: &Statements,
-    text: &str,
-) -> std::result::Result<postgres::Statement, postgres::Error> {
-    if let Some(found) = statements.lock().expect("statements").get(text) {
-        return Ok(found.clone());
-    }
-    let made = client.prepare(text)?;
-    statements
-        .lock()
-        .expect("statements")
-        .insert(text.to_string(), made.clone());
-    Ok(made)
-}
-
-impl AsClient for &mut postgres::Client {
-    type Client = postgres::Client;
-    fn client(&mut self) -> (&mut postgres::Client, Option<&Statements>) {
-        (self, None)
-    }
-}
-
-impl<C: AsClient> Pg<C> {
-    /// Runs `run` with the client and `text` prepared (kept by the connection when it keeps
-    /// statements), where the driver may block.
-    fn prepared_on<T: Send>(
-        &self,
-        text: &str,
-        run: impl FnOnce(&mut C::Client, &postgres::Statement) -> std::result::Result<T, postgres::Error>
-            + Send,
-    ) -> Result<T> {
-        let mut held = self.0.borrow_mut();
-        let (client, statements) = held.client();
-        Ok(blocking(move || {
-            let statement = match statements {
-                Some(statements) => prepared(client, statements, text)?,
-                None => client.prepare(text)?,
-            };
-            run(client, &statement)
-        })?)
-    }
-}
-
-impl<C: AsClient> PgClient for Pg<C> {
-    fn run(&self, text: &str, values: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<u64> {
-        self.prepared_on(text, |client, statement| client.execute(statement, values))
-    }
-
-    fn rows(
-        &self,
-        text: &str,
-        values: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>> {
-        self.prepared_on(text, |client, statement| client.query(statement, values))
-    }
-
-    fn batch(&self, text: &str) -> Result<()> {
-        let mut held = self.0.borrow_mut();
-        let (client, _) = held.client();
-        Ok(blocking(move || client.batch_execute(text))?)
-    }
-}
-
-impl<C: AsClient> Executor for Pg<C> {
-    fn target(&self) -> Target<'_> {
-        Target::Postgres(self)
-    }
-}
-
 /// The values in `$n` order.
 fn bind_postgres<'p>(
     statement: &Positional,
@@ -520,7 +408,9 @@ pub fn to_positional(text: &str) -> Positional {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::postgresql::client::Pg;
     use crate::storage::postgresql::test_server::TestServer;
+    use std::cell::RefCell;
 
     #[test]
     fn named_parameters_become_numbered_and_literals_and_casts_stay() {

@@ -98,7 +98,7 @@ pub struct WriteDoor {
     /// The engine and its queues (`door.inbound`, ... through `Deref`).
     pub queues: crate::engine::Queues,
     /// Shared with the runtime, which replaces them on a config reload.
-    pub routes: crate::handlers::SharedNoticeRoutes,
+    pub routes: crate::routes::SharedNoticeRoutes,
 }
 
 impl std::ops::Deref for WriteDoor {

@@ -40,8 +40,7 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// How much of an error answer's body is kept as the row's error.
 pub const KEPT_BODY: usize = 1024;
 
-/// What replaces a secret found in text about to be kept or logged.
-pub const REDACTED: &str = "[redacted]";
+pub use super::secret::REDACTED;
 
 /// The most 307/308 redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;

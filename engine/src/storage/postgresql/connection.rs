@@ -13,7 +13,11 @@ use std::ops::{Deref, DerefMut};
 use r2d2_postgres::postgres::{Client, Error, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
-use crate::storage::sql::Statements;
+/// The statements a connection keeps prepared, by text: a statement is parsed and planned
+/// once per connection, not at each run (which costs PostgreSQL a round trip more).
+pub type Statements = std::sync::Arc<
+    std::sync::Mutex<std::collections::HashMap<String, r2d2_postgres::postgres::Statement>>,
+>;
 
 /// Runs `f`, which blocks on the driver: here, or on a scoped thread when this thread
 /// drives async tasks.

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
 
+use super::client::{InTransaction, Pg};
 use crate::clock::Clock;
 use crate::commit::{run_one, run_unguarded, Batches, Operation};
 use crate::error::{EngineError, Result};
 use crate::queue::enqueue_ahead_in;
 use crate::storage::postgresql::connection::{blocking, Manager};
-use crate::storage::sql::{InTransaction, Pg, Query, Sql};
+use crate::storage::sql::{Query, Sql};
 use crate::tx::Tx;
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.

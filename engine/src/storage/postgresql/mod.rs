@@ -1,5 +1,6 @@
 //! The PostgreSQL backend: several daemons on one database.
 
+pub mod client;
 pub mod connection;
 pub mod db;
 pub mod notify;

@@ -1,0 +1,271 @@
+//! The house has no import circles: within each crate, the modules (one per file) that name
+//! each other through `crate::`, `super::` or `self::` paths form no cycle, so each can be read
+//! (and moved) after the ones it uses. A module naming its own descendants does not count
+//! (declaring them is what a parent does); a cycle fails here, naming the modules in it.
+//!
+//! How the graph is drawn: each `.rs` file is a module, its path from its place in the crate's
+//! folder (`a/b.rs` and `a/b/mod.rs` are `a::b`); every path in its code (not its comments, not
+//! a `#[cfg(test)] mod tests` at its end) that starts with `crate::`, `super::` or `self::`,
+//! `use` trees expanded, names the deepest module it walks through. Names re-exported by the
+//! crate root (`crate::Engine`) point at the root, which is not followed (it only gathers).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Module = Vec<String>;
+
+/// Every module of the crate whose root folder is `src`, by its file.
+fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
+    fn walk(dir: &Path, prefix: &Module, out: &mut BTreeMap<Module, PathBuf>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if path.is_dir() {
+                let mut inner = prefix.clone();
+                inner.push(name);
+                if path.join("mod.rs").exists() {
+                    out.insert(inner.clone(), path.join("mod.rs"));
+                }
+                walk(&path, &inner, out);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                match (prefix.is_empty(), stem) {
+                    (_, "mod") => {}
+                    (true, "lib" | "main") => {
+                        out.insert(Vec::new(), path.clone());
+                    }
+                    _ => {
+                        let mut module = prefix.clone();
+                        module.push(stem.to_string());
+                        out.insert(module, path.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(src, &Vec::new(), &mut out);
+    out
+}
+
+/// The code of a file: comments out, and a trailing `#[cfg(test)] mod tests` with them.
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("//") {
+        let (code, after) = rest.split_at(at);
+        // Not a comment inside a string ("http://..."): a quote left open on this line.
+        let line_start = code.rfind('\n').map_or(0, |n| n + 1);
+        if code[line_start..].matches('"').count() % 2 == 1 {
+            out.push_str(code);
+            out.push_str("//");
+            rest = &after[2..];
+            continue;
+        }
+        out.push_str(code);
+        rest = after.find('\n').map_or("", |n| &after[n..]);
+    }
+    out.push_str(rest);
+    match out.find("#[cfg(test)]\nmod tests") {
+        Some(at) => out[..at].to_string(),
+        None => out,
+    }
+}
+
+/// The paths a `use` tree names, expanded (`crate::{a::B, c}` is `crate::a::B`, `crate::c`).
+fn expand(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(open) = tree.find('{') else {
+        return vec![tree];
+    };
+    let close = tree.rfind('}').unwrap_or(tree.len());
+    let (head, inner) = (&tree[..open], &tree[open + 1..close]);
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| expand(&format!("{head}{p}")))
+        .collect()
+}
+
+/// Every `crate::`/`super::`/`self::` path in `code`.
+fn paths_in(code: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    for statement in code.split("use ").skip(1) {
+        let tree = statement.split(';').next().unwrap_or_default();
+        if ["crate::", "super::", "self::"]
+            .iter()
+            .any(|p| tree.starts_with(p))
+        {
+            paths.extend(expand(tree));
+        }
+    }
+    let bytes = code.as_bytes();
+    for start in ["crate::", "super::"] {
+        for (at, _) in code.match_indices(start) {
+            let word_before =
+                at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+            if word_before {
+                continue;
+            }
+            let end = code[at..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .map_or(code.len(), |n| at + n);
+            paths.push(code[at..end].to_string());
+        }
+    }
+    paths
+}
+
+/// The deepest module of `modules` that `path`, read in module `from`, walks through.
+fn target(modules: &BTreeMap<Module, PathBuf>, from: &Module, path: &str) -> Module {
+    let mut segments = path.split("::").filter(|s| !s.is_empty()).peekable();
+    let mut at = match segments.peek() {
+        Some(&"crate") => {
+            segments.next();
+            Vec::new()
+        }
+        _ => from.clone(),
+    };
+    while segments.peek() == Some(&"super") {
+        segments.next();
+        at.pop();
+    }
+    if segments.peek() == Some(&"self") {
+        segments.next();
+    }
+    for segment in segments {
+        let segment = segment.split(" as ").next().unwrap_or(segment);
+        let mut next = at.clone();
+        next.push(segment.to_string());
+        if !modules.contains_key(&next) {
+            break;
+        }
+        at = next;
+    }
+    at
+}
+
+/// Each module's edges to the modules it names (not its own descendants, not the root).
+fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let modules = modules(src);
+    let mut edges = BTreeMap::new();
+    for (module, file) in &modules {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let to: BTreeSet<Module> = paths_in(&code)
+            .iter()
+            .map(|p| target(&modules, module, p))
+            .filter(|t| !t.is_empty() && !t.starts_with(module))
+            .collect();
+        edges.insert(module.clone(), to);
+    }
+    edges
+}
+
+/// The strongly connected components of more than one module (Tarjan's).
+fn cycles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<Module, BTreeSet<Module>>,
+        index: BTreeMap<&'a Module, usize>,
+        low: BTreeMap<&'a Module, usize>,
+        stack: Vec<&'a Module>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a Module) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w]);
+                    self.low.insert(v, low);
+                } else if self.stack.contains(&w) {
+                    let low = self.low[v].min(self.index[w]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    component.push(w.join("::"));
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for src in ["engine/src", "actors/src", "src", "bench/src"] {
+        let edges = graph(&root.join(src));
+        assert!(edges.len() > 5, "{src}: the modules were found");
+        let found = cycles(&edges);
+        assert!(
+            found.is_empty(),
+            "{src} has import circles (each list names each other): {found:?}"
+        );
+    }
+}
+
+/// The checker finds a circle through `super::` paths and `use` trees, and ignores one in a
+/// comment.
+#[test]
+fn the_import_checker_finds_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    let a = "pub mod c;\npub fn y() {}\nuse crate::{b::X, a::c};\n";
+    std::fs::write(src.join("a/mod.rs"), a).unwrap();
+    std::fs::write(src.join("a/c.rs"), "// use crate::b;\nfn f() {}\n").unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub struct X;\nfn g() { super::a::y() }\n",
+    )
+    .unwrap();
+    let found = cycles(&graph(src));
+    assert_eq!(found, vec![vec!["a".to_string(), "b".to_string()]]);
+    std::fs::write(src.join("b.rs"), "pub struct X;\n// super::a::y()\n").unwrap();
+    assert!(cycles(&graph(src)).is_empty(), "a comment is not a use");
+}
