@@ -1,8 +1,8 @@
 //! What the operator does through either door, the CLI or the HTTP API: answer an agent's
 //! question, once, as the chat's buttons do.
 
+use relayq_engine::approvals::writes::AnswerApproval;
 use relayq_engine::approvals::{AnswerResult, Answerer, Approval, Decision};
-use relayq_engine::writes::approvals::AnswerApproval;
 
 /// The operator, answering through `via` (`cli`, `api`) as `name`.
 pub fn operator(name: &str, via: &str) -> Answerer {

@@ -5,9 +5,10 @@
 //!
 //! How the graph is drawn: each `.rs` file is a module, its path from its place in the crate's
 //! folder (`a/b.rs` and `a/b/mod.rs` are `a::b`); every path in its code (not its comments, not
-//! a `#[cfg(test)] mod tests` at its end) that starts with `crate::`, `super::` or `self::`,
-//! `use` trees expanded, names the deepest module it walks through. Names re-exported by the
-//! crate root (`crate::Engine`) point at the root, which is not followed (it only gathers).
+//! a `#[cfg(test)] mod` block) that starts with `crate::`, `super::` or `self::`, `use` trees
+//! expanded, names the deepest module it walks through. A name the crate root re-exports
+//! (`pub use storage::queue;`, `pub use queue::Lease;`) stands for the module it comes from,
+//! so an import through the root is followed to where it leads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
     out
 }
 
-/// The code of a file: comments out, and a trailing `#[cfg(test)] mod tests` with them.
+/// The code of a file: comments out, and every `#[cfg(test)] mod NAME { ... }` block.
 fn code_of(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -70,10 +71,55 @@ fn code_of(text: &str) -> String {
         rest = after.find('\n').map_or("", |n| &after[n..]);
     }
     out.push_str(rest);
-    match out.find("#[cfg(test)]\nmod tests") {
-        Some(at) => out[..at].to_string(),
-        None => out,
+    without_test_modules(&out)
+}
+
+/// `code` without its `#[cfg(test)] mod NAME { ... }` blocks (braces in strings skipped).
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let item = after.trim_start();
+        let item = item
+            .strip_prefix("pub(crate)")
+            .or(item.strip_prefix("pub(super)"));
+        let item = item.unwrap_or(after.trim_start()).trim_start();
+        let opens_module = item.starts_with("mod ")
+            && item
+                .find('{')
+                .is_some_and(|b| item.find(';').is_none_or(|s| b < s));
+        if !opens_module {
+            out.push_str("#[cfg(test)]");
+            rest = after;
+            continue;
+        }
+        let open = item.find('{').unwrap();
+        let body = &item[open..];
+        let (mut depth, mut in_string, mut escaped, mut end) = (0, false, false, body.len());
+        for (i, c) in body.char_indices() {
+            match (in_string, c) {
+                (true, _) if escaped => escaped = false,
+                (true, '\\') => escaped = true,
+                (true, '"') => in_string = false,
+                (true, _) => {}
+                (false, '"') => in_string = true,
+                (false, '{') if !body[..i].ends_with('\'') => depth += 1,
+                (false, '}') if !body[..i].ends_with('\'') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &body[end..];
     }
+    out.push_str(rest);
+    out
 }
 
 /// The paths a `use` tree names, expanded (`crate::{a::B, c}` is `crate::a::B`, `crate::c`).
@@ -134,13 +180,74 @@ fn paths_in(code: &str) -> Vec<String> {
     paths
 }
 
+/// The names the crate root re-exports, each standing for the module it comes from (the
+/// module itself when it is one): `pub use storage::{queue, db};`, `pub use queue::Lease;`.
+fn root_names(modules: &BTreeMap<Module, PathBuf>) -> BTreeMap<String, Module> {
+    let root = code_of(&std::fs::read_to_string(&modules[&Vec::new()]).unwrap());
+    let paths: Vec<String> = root
+        .split("pub use ")
+        .skip(1)
+        .map(|statement| statement.split(';').next().unwrap_or_default())
+        .filter(|tree| {
+            !["crate::", "super::", "self::"]
+                .iter()
+                .any(|p| tree.starts_with(p))
+        })
+        .flat_map(expand)
+        .collect();
+    let mut names: BTreeMap<String, Module> = BTreeMap::new();
+    // Twice: a re-export may go through a name re-exported before it.
+    for _ in 0..2 {
+        for path in &paths {
+            let segments: Vec<&str> = path.split("::").collect();
+            let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
+                continue;
+            };
+            let mut at: Module = match names.get(*first) {
+                Some(module) if !modules.contains_key(&vec![first.to_string()]) => module.clone(),
+                _ => vec![first.to_string()],
+            };
+            if !modules.contains_key(&at) {
+                continue;
+            }
+            for segment in &segments[1..] {
+                let mut next = at.clone();
+                next.push(segment.split(" as ").next().unwrap_or(segment).to_string());
+                if !modules.contains_key(&next) {
+                    break;
+                }
+                at = next;
+            }
+            let name = last.rsplit(" as ").next().unwrap_or(last);
+            names.insert(name.to_string(), at);
+        }
+    }
+    names
+}
+
 /// The deepest module of `modules` that `path`, read in module `from`, walks through.
-fn target(modules: &BTreeMap<Module, PathBuf>, from: &Module, path: &str) -> Module {
+fn target(
+    modules: &BTreeMap<Module, PathBuf>,
+    names: &BTreeMap<String, Module>,
+    from: &Module,
+    path: &str,
+) -> Module {
     let mut segments = path.split("::").filter(|s| !s.is_empty()).peekable();
     let mut at = match segments.peek() {
         Some(&"crate") => {
             segments.next();
-            Vec::new()
+            match segments.peek() {
+                Some(name) if !modules.contains_key(&vec![name.to_string()]) => {
+                    match names.get(*name) {
+                        Some(module) => {
+                            segments.next();
+                            module.clone()
+                        }
+                        None => Vec::new(),
+                    }
+                }
+                _ => Vec::new(),
+            }
         }
         _ => from.clone(),
     };
@@ -166,12 +273,13 @@ fn target(modules: &BTreeMap<Module, PathBuf>, from: &Module, path: &str) -> Mod
 /// Each module's edges to the modules it names (not its own descendants, not the root).
 fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     let modules = modules(src);
+    let names = root_names(&modules);
     let mut edges = BTreeMap::new();
     for (module, file) in &modules {
         let code = code_of(&std::fs::read_to_string(file).unwrap());
         let to: BTreeSet<Module> = paths_in(&code)
             .iter()
-            .map(|p| target(&modules, module, p))
+            .map(|p| target(&modules, &names, module, p))
             .filter(|t| !t.is_empty() && !t.starts_with(module))
             .collect();
         edges.insert(module.clone(), to);
@@ -248,24 +356,42 @@ fn no_crate_has_an_import_circle() {
     }
 }
 
-/// The checker finds a circle through `super::` paths and `use` trees, and ignores one in a
-/// comment.
+/// The checker finds a circle through `super::` paths, `use` trees and a name the crate root
+/// re-exports, and ignores one in a comment or a test module.
 #[test]
 fn the_import_checker_finds_a_circle() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
     std::fs::create_dir_all(src.join("a")).unwrap();
-    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    let lib = "pub mod a;\npub mod b;\npub mod d;\npub use d::Z;\n";
+    std::fs::write(src.join("lib.rs"), lib).unwrap();
     let a = "pub mod c;\npub fn y() {}\nuse crate::{b::X, a::c};\n";
     std::fs::write(src.join("a/mod.rs"), a).unwrap();
     std::fs::write(src.join("a/c.rs"), "// use crate::b;\nfn f() {}\n").unwrap();
+    std::fs::write(src.join("d.rs"), "pub struct Z;\n").unwrap();
+    let b = |body: &str| std::fs::write(src.join("b.rs"), format!("pub struct X;\n{body}\n"));
+    b("fn g() { super::a::y() }").unwrap();
+    let found = cycles(&graph(src));
+    assert_eq!(found, vec![vec!["a".to_string(), "b".to_string()]]);
+    b("// super::a::y()").unwrap();
+    assert!(cycles(&graph(src)).is_empty(), "a comment is not a use");
+    b("#[cfg(test)]\nmod tests {\n    fn t() { let _ = \"}\"; crate::a::y() }\n}").unwrap();
+    assert!(cycles(&graph(src)).is_empty(), "a test module is not a use");
+    // d names a through the root's name for it... and a names d by that name.
     std::fs::write(
-        src.join("b.rs"),
-        "pub struct X;\nfn g() { super::a::y() }\n",
+        src.join("d.rs"),
+        "pub struct Z;\nfn h() { crate::a::y() }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/mod.rs"),
+        "pub mod c;\npub fn y() {}\nuse crate::Z;\n",
     )
     .unwrap();
     let found = cycles(&graph(src));
-    assert_eq!(found, vec![vec!["a".to_string(), "b".to_string()]]);
-    std::fs::write(src.join("b.rs"), "pub struct X;\n// super::a::y()\n").unwrap();
-    assert!(cycles(&graph(src)).is_empty(), "a comment is not a use");
+    assert_eq!(
+        found,
+        vec![vec!["a".to_string(), "d".to_string()]],
+        "through the root"
+    );
 }

@@ -1,5 +1,5 @@
 //! The daemon's side of approvals (the table and its rules are in
-//! `relayq_engine::approvals`, the writes in `relayq_engine::writes::approvals`): the
+//! `relayq_engine::approvals`, the writes in `relayq_engine::approvals::writes`): the
 //! ApprovalsActor, which tells chats how their questions ended, ends the ones nobody waits on
 //! any more, and answers dialogs by their keys.
 //!
@@ -22,10 +22,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::approvals::Approval;
-use relayq_engine::writes::approvals::{
+use relayq_engine::approvals::writes::{
     ApprovalsSwept, GiveUpPressing, Pressed, RecordPressed, StartPressing, SweepApprovals, Withdraw,
 };
+use relayq_engine::approvals::Approval;
 
 use crate::channels::{DialogOutcome, DialogRequest};
 use crate::inbound::supervisor::{AnswerDialog, SupervisorActor, WakeSession};

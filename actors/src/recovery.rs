@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::writes::upkeep::TellWaitingOnGoneNodes;
 use relayq_engine::writes::upkeep::{ExpireOverdue, Reclaim, ReclaimLeases};
-use relayq_engine::writes::TellWaitingOnGoneNodes;
 use relayq_engine::QueueName;
 
 use crate::inbound::supervisor::Resume;
@@ -95,8 +95,8 @@ impl RecoveryActor {
                 // them).
                 let sessions = store
                     .run(move |s| {
-                        let spool = relayq_engine::hook_spool::dir(s.engine.database().path());
-                        let spooled = relayq_engine::hook_spool::drain(&s.door, &spool)?;
+                        let spool = relayq_engine::hooks::spool::dir(s.engine.database().path());
+                        let spooled = relayq_engine::hooks::spool::drain(&s.door, &spool)?;
                         tell_why_spooled(&spooled, &spool);
                         let mut sessions = s.inbound.active_keys()?;
                         if shared {
@@ -199,7 +199,7 @@ impl Handler<Stop> for RecoveryActor {
 
 /// Why `relayq hook` spooled the events just recorded, as the hooks said it (their stderr is
 /// seldom seen): one line per reason.
-fn tell_why_spooled(spooled: &[relayq_engine::hook_spool::Drained], spool: &std::path::Path) {
+fn tell_why_spooled(spooled: &[relayq_engine::hooks::spool::Drained], spool: &std::path::Path) {
     if spooled.is_empty() {
         return;
     }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use relayq_engine::writes;
 use relayq_engine::writes::upkeep::SupersedeStale;
 use relayq_engine::{
     inbound, outbound, DbConfig, Engine, Enqueued, HookEvent, InboundMessage, NoticeRoutes,
@@ -563,7 +562,10 @@ impl RelayqHandle {
                 }
             });
         let parts = message.parts(self.channels.text_limit(&message.channel));
-        let write = checked.map(|()| self.store.apply(writes::EnqueueOutbound(parts)));
+        let write = checked.map(|()| {
+            self.store
+                .apply(relayq_engine::outbound::writes::EnqueueOutbound(parts))
+        });
         let sender = self.sender.clone();
         let (metrics, channel) = (self.store.metrics.clone(), message.channel.clone());
         async move {
@@ -589,7 +591,9 @@ impl RelayqHandle {
     ) -> impl std::future::Future<Output = Result<Enqueued>> + 'static {
         event.received_at = self.store.hooks.now();
         let row = event.to_row();
-        let write = self.store.apply(writes::RecordHook(row));
+        let write = self
+            .store
+            .apply(relayq_engine::hooks::writes::RecordHook(row));
         let (wakers, metrics) = (self.wakers.clone(), self.store.metrics.clone());
         async move {
             let enqueued = write.await?;
@@ -605,7 +609,7 @@ impl RelayqHandle {
     pub async fn pause(&self, queue: QueueName, key: Option<String>) -> Result<()> {
         let (k, paused) = (key.clone(), true);
         self.store
-            .apply(writes::SetPause {
+            .apply(relayq_engine::writes::upkeep::SetPause {
                 queue,
                 key: k,
                 paused,
@@ -621,7 +625,7 @@ impl RelayqHandle {
         let (k, paused) = (key.clone(), false);
         let was = self
             .store
-            .apply(writes::SetPause {
+            .apply(relayq_engine::writes::upkeep::SetPause {
                 queue,
                 key: k,
                 paused,

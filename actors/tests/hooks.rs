@@ -9,7 +9,7 @@ use std::time::Duration;
 use relayq_actors::channels::file;
 use relayq_actors::hooks::buffer::Limits;
 use relayq_actors::{ChannelConfig, Relayq, RelayqConfig};
-use relayq_engine::handlers::relayed_events;
+use relayq_engine::hooks::handlers::relayed_events;
 use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::storage::test_db::TestDb;
 use relayq_engine::{

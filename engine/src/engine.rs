@@ -396,7 +396,7 @@ impl Engine {
 
     /// Where inbound source `name` stopped reading, if it ever read.
     pub fn source_offset(&self, name: &str) -> Result<Option<String>> {
-        crate::sources::offset(&self.db.read()?, name)
+        crate::inbound::sources::offset(&self.db.read()?, name)
     }
 
     /// The operator's pauses (see [`crate::pauses`]).

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use relayq_engine::handlers::Effects;
+use relayq_engine::hooks::handlers::Effects;
 use relayq_engine::params;
 use relayq_engine::storage::sql::{Query, Sql};
 use relayq_engine::storage::test_db::TestDb;
@@ -34,7 +34,7 @@ fn fixture(max_attempts: u32) -> Fixture {
         default: vec![route(
             "team",
             "ops",
-            relayq_engine::handlers::relayed_events(),
+            relayq_engine::hooks::handlers::relayed_events(),
         )],
         sessions: std::collections::BTreeMap::from([(
             "quiet".to_string(),
@@ -394,8 +394,8 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
     let f = fixture(20);
     let origin_route = NoticeRoute {
         channel: None,
-        to: relayq_engine::handlers::ORIGIN.into(),
-        events: relayq_engine::handlers::relayed_events(),
+        to: relayq_engine::hooks::handlers::ORIGIN.into(),
+        events: relayq_engine::hooks::handlers::relayed_events(),
     };
     *f.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
         default: vec![origin_route],

@@ -7,7 +7,8 @@ use relayq_engine::outbound::Kind;
 use relayq_engine::MessageType;
 use std::io::Read;
 
-use relayq_engine::writes::{EnqueueInbound, EnqueueOutbound};
+use relayq_engine::inbound::writes::EnqueueInbound;
+use relayq_engine::outbound::writes::EnqueueOutbound;
 use relayq_engine::{
     inbound, outbound, Enqueued, InboundMessage, OutboundMessage, QueueName, Queues,
 };

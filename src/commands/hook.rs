@@ -11,10 +11,10 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
+use relayq_engine::approvals::writes::{AgentReached, AskWithEvent, ExpireApproval};
 use relayq_engine::approvals::{self, Approval};
-use relayq_engine::hook_spool;
+use relayq_engine::hooks::spool as hook_spool;
 use relayq_engine::hooks::{self, Received};
-use relayq_engine::writes::approvals::{AgentReached, AskWithEvent, ExpireApproval};
 use relayq_engine::{Agent, DbConfig, Engine, EngineError, HookEvent, WriteDoor};
 
 use crate::invocation::{CliError, Invocation};

@@ -10,7 +10,7 @@ use super::schema::{ErrorBody, Refusals};
 use super::{Answer, Api, ApiError};
 use crate::operator::{no_longer_open, operator};
 use crate::views::approval_json;
-use relayq_engine::writes::approvals::AnswerApproval;
+use relayq_engine::approvals::writes::AnswerApproval;
 
 /// The name an answer through the API is recorded under.
 const API_ANSWERER: &str = "the relayq API";

@@ -210,7 +210,7 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
 
     /// The longest text one message may have on the platform, and its markup: a longer
     /// outbound text is split into parts when it is written (see
-    /// [`chunking`](relayq_engine::chunking)). None: any length.
+    /// [`chunking`](relayq_engine::outbound::chunking)). None: any length.
     fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
         None
     }

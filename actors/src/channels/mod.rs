@@ -33,7 +33,7 @@ pub mod notice;
 
 pub use crate::settings::{resolve_path, SettingError};
 pub use actor::{ChannelActor, Deliver};
-pub use relayq_engine::handlers::NOTICES_CHANNEL;
+pub use relayq_engine::hooks::handlers::NOTICES_CHANNEL;
 
 /// Why a message for `session` is refused: its channel `channel` can never deliver to it
 /// (`why`, from [`ChannelKind::refuses_address`]). Said by `relayq enqueue`, the API and an

@@ -34,7 +34,7 @@ pub fn question(n: &Notice) -> Option<String> {
 /// (a notice is one message; the whole answer stays in the agent's transcript). Markup is the
 /// renderer's to fit.
 pub fn fit(text: &str, limit: relayq_engine::TextLimit) -> String {
-    use relayq_engine::chunking::length;
+    use relayq_engine::outbound::chunking::length;
     if limit.markup != relayq_engine::Markup::Plain || length(text) <= limit.max {
         return text.to_string();
     }
@@ -79,7 +79,7 @@ pub(crate) mod tests {
         let text = plain(&stop(&"word ".repeat(40)));
         let limit = |markup| relayq_engine::TextLimit { max: 64, markup };
         let cut = fit(&text, limit(relayq_engine::Markup::Plain));
-        assert_eq!(relayq_engine::chunking::length(&cut), 64);
+        assert_eq!(relayq_engine::outbound::chunking::length(&cut), 64);
         assert!(cut.ends_with('…') && text.starts_with(cut.trim_end_matches('…')));
         assert_eq!(fit("short", limit(relayq_engine::Markup::Plain)), "short");
         assert_eq!(

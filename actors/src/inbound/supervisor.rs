@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use actix::prelude::*;
 use relayq_engine::approvals::ChatAnswer;
-use relayq_engine::writes;
 use relayq_engine::writes::upkeep::ExpireKey;
 use relayq_engine::{Enqueued, InboundMessage, QueueName};
 
@@ -106,7 +105,9 @@ impl Handler<TakeChatAnswers> for SupervisorActor {
         TakeChatAnswers(answers): TakeChatAnswers,
         _: &mut Context<Self>,
     ) -> Self::Result {
-        let write = self.store.apply(writes::RecordAnswers(answers));
+        let write = self
+            .store
+            .apply(relayq_engine::approvals::writes::RecordAnswers(answers));
         Box::pin(write.into_actor(self).map(|result, act, ctx| {
             let recorded = result?;
             Ok(act.answers_recorded(recorded, ctx))
@@ -237,7 +238,9 @@ impl Handler<Enqueue> for SupervisorActor {
         }
         let session = message.session.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
-        let write = self.store.apply(writes::EnqueueInbound(message));
+        let write = self
+            .store
+            .apply(relayq_engine::inbound::writes::EnqueueInbound(message));
         let waking = self.store.waking.clone();
         // Awaited in a task of its own, not in this actor's context, which polls every future
         // spawned into it at each wake: with many enqueues in flight, each answer cost as
@@ -270,7 +273,9 @@ impl Handler<KeepRefused> for SupervisorActor {
         let Some(copy) = self.refused_copy(&message) else {
             return Box::pin(std::future::ready(Ok(None)));
         };
-        let write = self.store.apply(writes::RecordRefused(copy));
+        let write = self
+            .store
+            .apply(relayq_engine::inbound::writes::RecordRefused(copy));
         Box::pin(async move { Ok(Some(write.await?)) })
     }
 }
@@ -315,15 +320,17 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             answers,
             ..
         } = batch;
-        let write = self.store.apply(writes::RecordBatch {
-            source,
-            messages: valid,
-            refused,
-            answers,
-            offset,
-        });
+        let write = self
+            .store
+            .apply(relayq_engine::inbound::writes::RecordBatch {
+                source,
+                messages: valid,
+                refused,
+                answers,
+                offset,
+            });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
-            let writes::BatchWritten {
+            let relayq_engine::inbound::writes::BatchWritten {
                 rows,
                 told,
                 answers: recorded,
@@ -356,7 +363,7 @@ impl SupervisorActor {
     /// After recording answers: wake what they wrote; the lines for the people who answered.
     fn answers_recorded(
         &mut self,
-        recorded: relayq_engine::writes::approvals::ChatAnswersRecorded,
+        recorded: relayq_engine::approvals::writes::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
     ) -> Vec<(ChatAnswer, String)> {
         self.store.waking.outbound_written(recorded.outbound_keys);

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use relayq_engine::inbound::writes::{ReleaseSourceLease, TakeSourceLease};
 use relayq_engine::source_leases::SOURCE_RENEW;
-use relayq_engine::writes::{ReleaseSourceLease, TakeSourceLease};
 
 use super::contract::{Batch, Source};
 use crate::inbound::supervisor::EnqueueFrom;

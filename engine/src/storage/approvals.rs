@@ -13,7 +13,7 @@ use super::sessions::{Agent, Origin};
 use crate::error::{EngineError, Result};
 use crate::params;
 use crate::storage::sql::{Executor, Query, Row, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Letters of an approval id: no `0`/`o`, `1`/`l`/`i`, so an id read off a phone types right.
 const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";

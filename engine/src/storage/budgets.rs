@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::params;
 use crate::storage::sql::{Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Takes one send from budget `:key` if its time has come: moves its `tat` one `:every` on.
 const TAKE_SQL: Sql = Sql::two(

@@ -15,9 +15,10 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::error::{EngineError, Result};
-use crate::queue::{Enqueued, NewRow, QueueName};
+use crate::storage::row::Enqueued;
+pub use crate::storage::row::RowAhead;
 use crate::storage::sql::{Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// At most this many operations share a transaction, so a flood cannot hold the write lock
 /// (and every caller's answer) for long.
@@ -137,20 +138,6 @@ impl CommitLine {
             CommitLine::HeldRows(KeyLine(at)) => 1 + at,
         }
     }
-}
-
-/// The queue row an operation writes first, as data: a backend may write it, with the rows of
-/// the operations beside it, in one statement before running the operation, and hand it the
-/// row written (see `Operation::run`). On PostgreSQL an insert of its own costs a round trip
-/// and an executor start (about 100 µs of the server's time a row, against 25 µs for a row of
-/// a statement that writes a batch's).
-#[derive(Debug, Clone)]
-pub struct RowAhead {
-    pub queue: QueueName,
-    pub row: NewRow,
-    /// A row for the agent session named by its key: written expired, for this reason, when
-    /// the session registry shows the session ended (see `Queue::enqueue_for_session_in`).
-    pub session_ended: &'static str,
 }
 
 /// One queued operation, type-erased for the committer thread.

@@ -11,70 +11,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
-use crate::clock::{Clock, SystemClock};
-use crate::commit::{Atomicity, CommitLine, Committer, WriterGate, HELD_LINES};
 use crate::error::Result;
+use crate::storage::clock::{Clock, SystemClock};
+use crate::storage::commit::{Atomicity, CommitLine, Committer, WriterGate, HELD_LINES};
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
 pub use crate::storage::postgresql::notify::Listener;
 use crate::storage::sql::{Executor, Target};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
-pub use crate::storage::sqlite::db::{SqliteConn, SqliteDatabase, Synchronous};
-
-/// How to open the database.
-#[derive(Clone)]
-pub struct DbConfig {
-    /// The SQLite file. With a PostgreSQL `url`, the node's own files (the hook spool, the
-    /// wake-up socket) still live beside it.
-    pub path: PathBuf,
-    /// A PostgreSQL URL (`postgresql://user:password@host/db`): the database is there, not
-    /// in the file.
-    pub url: Option<String>,
-    pub synchronous: Synchronous,
-    /// How long a statement waits for a lock held by another process before failing.
-    pub busy_timeout: Duration,
-    /// Reader connections in the pool.
-    pub readers: u32,
-}
-
-impl std::fmt::Debug for DbConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DbConfig")
-            .field("path", &self.path)
-            .field("url", &self.url.as_deref().map(redacted))
-            .field("synchronous", &self.synchronous)
-            .field("busy_timeout", &self.busy_timeout)
-            .field("readers", &self.readers)
-            .finish()
-    }
-}
-
-impl DbConfig {
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        DbConfig {
-            path: path.into(),
-            url: None,
-            synchronous: Synchronous::Normal,
-            busy_timeout: Duration::from_secs(5),
-            readers: 4,
-        }
-    }
-
-    /// Where the data is, for people: the SQLite file, or the PostgreSQL URL with its
-    /// password masked and the node's own files (lock, wake socket, hook spool) said as such.
-    pub fn describe(&self) -> String {
-        match &self.url {
-            None => self.path.display().to_string(),
-            Some(url) => format!(
-                "{} (this node's lock, wake socket and hook spool beside {})",
-                redacted(url),
-                self.path.display()
-            ),
-        }
-    }
-}
+pub use crate::storage::db_config::{DbConfig, Synchronous};
+pub use crate::storage::sqlite::db::{SqliteConn, SqliteDatabase};
 
 /// An open database. Cheap to clone; clones share the pools and the commit thread.
 #[derive(Clone)]
@@ -168,7 +115,7 @@ impl Database {
     /// host, whose writers wake it through the socket beside the file. Stops when dropped.
     pub fn listen(
         &self,
-        on_rows: impl Fn(crate::queue::QueueName, &str) + Send + 'static,
+        on_rows: impl Fn(crate::storage::row::QueueName, &str) + Send + 'static,
     ) -> std::io::Result<Option<Listener>> {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
@@ -265,12 +212,12 @@ impl Database {
         &self,
         line: CommitLine,
         atomicity: Atomicity,
-        ahead: Option<crate::commit::RowAhead>,
+        ahead: Option<crate::storage::commit::RowAhead>,
         f: F,
     ) -> tokio::sync::oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
-        F: Fn(&Tx<'_>, Option<crate::queue::Enqueued>) -> Result<T> + Send + 'static,
+        F: Fn(&Tx<'_>, Option<crate::storage::row::Enqueued>) -> Result<T> + Send + 'static,
     {
         self.committer(line).submit_ahead(atomicity, ahead, f)
     }

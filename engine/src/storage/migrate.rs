@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use crate::error::{EngineError, Result};
 use crate::storage::sql::{Param, Query, Sql};
 use crate::storage::sqlite::db::SqliteDatabase;
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// The tables copied, in an order that keeps references whole.
 pub const TABLES: &[&str] = &[

@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use crate::clock::ms;
 use crate::error::{EngineError, Result};
 use crate::params;
+use crate::storage::clock::ms;
 use crate::storage::sql::{Executor, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// How often a daemon says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -294,7 +294,7 @@ pub fn earliest_live_start(conn: &dyn Executor, now: i64) -> Result<Option<i64>>
 pub fn reclaim_lost_in(tx: &Tx<'_>) -> Result<usize> {
     let now = tx.now();
     let lost_before = lost_before(now);
-    crate::queue::reclaim_in(
+    crate::storage::queue::reclaim_in(
         tx,
         &RECLAIM_LOST_SQL,
         params![":now" => now, ":lost_before" => lost_before],
@@ -511,7 +511,7 @@ mod tests {
 
     #[test]
     fn the_leases_of_a_lost_or_restarted_daemon_are_taken_back_and_a_live_ones_are_kept() {
-        use crate::queue::testing::row;
+        use crate::storage::queue::testing::row;
         use crate::{Engine, ManualClock, QueueName, QueuePolicy};
         for backend in TestDb::both() {
             let db = &backend.db;

@@ -6,9 +6,9 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::params;
-use crate::queue::QueueName;
+use crate::storage::queue::QueueName;
 use crate::storage::sql::{Executor, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 const PAUSE_SQL: Sql = Sql::same(
     "INSERT INTO pauses (queue, key, paused_at) VALUES (:queue, :key, :now)

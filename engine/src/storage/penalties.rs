@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::params;
 use crate::storage::sql::{Executor, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Records that `channel` must not send before `until` (unix ms); a later penalty replaces an
 /// earlier one, an earlier one never shortens a later. (PostgreSQL names the row's own

@@ -301,7 +301,7 @@ impl QueuePolicy {
     /// to be expired rather than delivered.
     pub fn too_old(&self, created_at: i64, now: i64) -> bool {
         self.expires_after()
-            .is_some_and(|age| created_at < now.saturating_sub(crate::clock::ms(age)))
+            .is_some_and(|age| created_at < now.saturating_sub(crate::storage::clock::ms(age)))
     }
 
     /// True when a row that has been tried `attempts` times must not be tried again.

@@ -1,5 +1,5 @@
 //! The `sessions` and `session_origins` tables: the registry of agent sessions (kept current
-//! by the hook-event handlers, see [`sessions`](crate::sessions)) and the chat each session
+//! by the hook-event handlers, see [`sessions`](crate::storage::sessions)) and the chat each session
 //! talks to. Every statement on them lives here; writes take the caller's transaction, so they
 //! commit with the row that caused them.
 
@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::params;
 use crate::storage::sql::{Executor, Query, Row, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 crate::words! {
     /// The agent CLIs relayq understands.
@@ -50,7 +50,7 @@ pub struct SessionRecord {
     /// A turn is running: started by a prompt, not yet stopped.
     pub turn_running: bool,
     pub last_assistant_message: Option<String>,
-    /// What the agent is doing, from its own events (see [`agent_state`](crate::agent_state));
+    /// What the agent is doing, from its own events (see [`agent_state`](crate::sessions::agent_state));
     /// none before its first event.
     pub agent_state: Option<AgentState>,
     /// Since when (unix ms).

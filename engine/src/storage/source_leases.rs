@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use crate::clock::ms;
 use crate::error::Result;
 use crate::params;
+use crate::storage::clock::ms;
 use crate::storage::nodes::NODE_TIMEOUT;
 use crate::storage::sql::{Executor, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// How long a lease runs without renewal.
 pub const SOURCE_LEASE: Duration = Duration::from_secs(10);

@@ -1,11 +1,11 @@
 //! The `source_offsets` table: how far each inbound source has read. Written in the
-//! transaction of the rows it covers (see [`sources`](crate::sources)). Its statements run on
+//! transaction of the rows it covers (see [`sources`](crate::inbound::sources)). Its statements run on
 //! either backend ([`sql`](crate::storage::sql)).
 
 use crate::error::Result;
 use crate::params;
 use crate::storage::sql::{Executor, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 const OFFSET_SQL: Sql = Sql::same(r#"SELECT "offset" FROM source_offsets WHERE source = :source"#);
 

@@ -2,12 +2,12 @@
 //! and a fresh PostgreSQL database (on the server the test process shares), and a test runs
 //! the same steps and checks on each.
 
-use crate::db::{DbConfig, Reader};
 use crate::error::Result;
 use crate::storage::db::Database;
+use crate::storage::db::{DbConfig, Reader};
 use crate::storage::postgresql::test_server::{TestDatabase, TestServer};
 use crate::storage::sql::Executor;
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// A fresh database of one backend, with what keeps it alive (its directory, its server).
 pub struct TestDb {

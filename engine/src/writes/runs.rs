@@ -15,17 +15,17 @@
 use std::time::Duration;
 
 use super::{Write, Writer};
-use crate::agent_state::AgentState;
 use crate::clock::ms;
 use crate::commit::CommitLine;
 use crate::error::Result;
+use crate::inbound::trouble::{self, Trouble};
 use crate::outbound::Part;
 pub use crate::queue::GiveBack;
 use crate::queue::{
     Head, Lease, Queue, QueueName, Receipt, Retried, SUBMITTED, THROTTLED, UNREACHABLE,
 };
+use crate::sessions::agent_state::AgentState;
 use crate::sessions::{self, Origin};
-use crate::trouble::{self, Trouble};
 use crate::Outcome;
 
 /// How long a submitted row's lease lasts past the wait for its confirmation.

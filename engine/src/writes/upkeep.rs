@@ -4,7 +4,9 @@
 
 use super::{Write, Writer};
 use crate::error::Result;
+use crate::inbound::trouble;
 use crate::queue::{GiveBack, Lease, QueueName};
+use crate::Atomicity;
 
 /// Expires `key`'s unfinished rows in `queue`, for `reason`; answers how many.
 #[derive(Debug, Clone)]
@@ -137,5 +139,44 @@ impl Write for SupersedeStale {
         Ok(q.inbound.supersede_stale_in(w.tx(), at)?
             + q.hooks.supersede_stale_in(w.tx(), at)?
             + q.outbound.supersede_stale_in(w.tx(), at)?)
+    }
+}
+
+/// An operator's pause of `queue`'s `key` (the whole queue when `None`), or its end.
+#[derive(Debug, Clone)]
+pub struct SetPause {
+    pub queue: QueueName,
+    pub key: Option<String>,
+    pub paused: bool,
+}
+
+impl Write for SetPause {
+    /// Whether it changed: paused now, or was paused.
+    type Output = bool;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
+        let key = self.key.as_deref();
+        match self.paused {
+            true => crate::pauses::pause_in(w.tx(), self.queue, key).map(|()| true),
+            false => crate::pauses::resume_in(w.tx(), self.queue, key),
+        }
+    }
+}
+
+/// Tells each chat whose message waits for a node that is gone why, once (see
+/// [`trouble::tell_waiting_on_gone_nodes_in`]); answers the notices' ordering keys.
+#[derive(Debug, Clone, Copy)]
+pub struct TellWaitingOnGoneNodes;
+
+impl Write for TellWaitingOnGoneNodes {
+    type Output = Vec<String>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Vec<String>> {
+        let routes = w.door.routes.read().expect("routes lock").clone();
+        trouble::tell_waiting_on_gone_nodes_in(&w.door.outbound, w.tx(), &routes)
     }
 }

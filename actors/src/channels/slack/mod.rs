@@ -321,7 +321,7 @@ const SECTION_CHARS: usize = 3000;
 /// for this session" where the agent has it. A click comes back as a `block_actions` push
 /// whose action `value` is the button's data (see
 /// [`button_data`](relayq_engine::approvals::button_data)).
-fn approval_blocks(text: &str, approval: &relayq_engine::notice::ApprovalAsked) -> Value {
+fn approval_blocks(text: &str, approval: &relayq_engine::outbound::notice::ApprovalAsked) -> Value {
     use relayq_engine::approvals::{button_data, Decision, Scope};
     let button = |label: &str, decision: Decision, style: Option<&str>| {
         let mut b = json!({

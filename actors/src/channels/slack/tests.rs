@@ -247,7 +247,7 @@ fn config_needs_one_token_and_never_shows_it() {
 /// Slack cannot update any more (deleted, too old) gets a new message instead.
 #[actix_rt::test]
 async fn a_question_has_buttons_and_its_outcome_updates_it_or_is_sent_anew() {
-    use relayq_engine::notice::ApprovalAsked;
+    use relayq_engine::outbound::notice::ApprovalAsked;
     let server = MockServer::start().await;
     let update = |ts: &str, name: &str| {
         Mock::given(method("POST"))

@@ -211,7 +211,7 @@ impl TelegramChannel {
 /// The inline keyboard of an approval's question: Allow and Deny, and "Allow for this
 /// session" where the agent has it. A tap comes back as `callback_query` with the data
 /// `relayq:<id>:<allow|deny|allow-session>` (within Telegram's 64 bytes).
-fn approval_keyboard(approval: &relayq_engine::notice::ApprovalAsked) -> Value {
+fn approval_keyboard(approval: &relayq_engine::outbound::notice::ApprovalAsked) -> Value {
     use relayq_engine::approvals::{Decision, Scope};
     let button = |text: &str, decision: Decision| {
         json!({"text": text, "callback_data": relayq_engine::approvals::button_data(&approval.id, decision)})

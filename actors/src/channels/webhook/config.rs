@@ -41,7 +41,7 @@ pub struct Config {
 }
 
 /// The `max_chars` a webhook may have.
-pub const MAX_CHARS_RANGE: (usize, usize) = (relayq_engine::chunking::MIN_LIMIT, 1 << 20);
+pub const MAX_CHARS_RANGE: (usize, usize) = (relayq_engine::outbound::chunking::MIN_LIMIT, 1 << 20);
 
 impl Config {
     /// A webhook to `url` with no extra headers.

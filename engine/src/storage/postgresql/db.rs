@@ -11,13 +11,13 @@ use std::time::Duration;
 use r2d2::{Pool, PooledConnection};
 
 use super::client::{InTransaction, Pg};
-use crate::clock::Clock;
-use crate::commit::{run_one, run_unguarded, Batches, Operation};
 use crate::error::{EngineError, Result};
-use crate::queue::enqueue_ahead_in;
+use crate::storage::clock::Clock;
+use crate::storage::commit::{run_one, run_unguarded, Batches, Operation};
 use crate::storage::postgresql::connection::{blocking, Manager};
+use crate::storage::row::enqueue_ahead_in;
 use crate::storage::sql::{Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// The PostgreSQL schema, oldest first; `relayq_schema` records those applied.
 const MIGRATIONS: &[&str] = &[
@@ -215,7 +215,7 @@ impl PgDatabase {
         }
     }
 
-    /// The group commit's side of this database (see [`crate::commit`]): a batch is one
+    /// The group commit's side of this database (see [`crate::storage::commit`]): a batch is one
     /// transaction made at the database's time (`clock` when it is a test's, which the
     /// database's clock does not follow).
     pub(crate) fn batches(&self, clock: Arc<dyn Clock>) -> PgBatches {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 
-use crate::queue::QueueName;
+use crate::storage::row::QueueName;
 
 /// The channel rows are announced on.
 pub const CHANNEL: &str = "relayq_rows";
@@ -98,7 +98,7 @@ impl Drop for Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::testing::row;
+    use crate::storage::queue::testing::row;
     use crate::storage::test_db::TestDb;
     use crate::{Engine, QueuePolicy, SystemClock};
 

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::{finish_in, Lease, Queue, Receipt, Retried};
-use crate::clock::ms;
 use crate::error::Result;
 use crate::params;
+use crate::storage::clock::ms;
 use crate::storage::sql::{Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Delivered, with the receipt; fenced by the lease token.
 const DELIVERED_SQL: Sql = Sql::same(

@@ -1,11 +1,10 @@
 //! Writing rows: one, many, or already expired; a dedup key finds the row it repeats.
 
 use super::{Enqueued, NewRow, Queue};
-use crate::commit::RowAhead;
 use crate::error::{EngineError, Result};
 use crate::params;
 use crate::storage::sql::{Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Writes a row, unless one with the same dedup key exists.
 macro_rules! insert_sql {
@@ -40,35 +39,6 @@ const INSERT_FOR_SESSION_SQL: Sql = Sql::same(
      ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
      RETURNING id, state",
 );
-
-/// Many rows ahead (see [`RowAhead`]) with one statement, in order: `:rows` is a JSON list of
-/// `[queue, key, dedup_key, payload, session_ended]`; each row as [`INSERT_FOR_SESSION_SQL`]
-/// writes it (expired when `session_ended` is set and its session ended), one unless its dedup
-/// key was written before. Answers the rows written, in the order written. PostgreSQL's only:
-/// SQLite pays nothing per statement.
-const INSERT_AHEAD_SQL: Sql = Sql::two(
-    "SELECT 1",
-    "INSERT INTO queue_rows (queue, key, dedup_key, payload, created_at, next_attempt_at,
-                            state, finished_at, reason)
-     SELECT r.queue, r.key, r.dedup_key, r.payload, CAST(:now AS BIGINT), CAST(:now AS BIGINT),
-            CASE WHEN r.ended THEN 'expired' ELSE 'pending' END,
-            CASE WHEN r.ended THEN CAST(:now AS BIGINT) END,
-            CASE WHEN r.ended THEN r.reason END
-       FROM (SELECT e.value ->> 0 AS queue, e.value ->> 1 AS key, e.value ->> 2 AS dedup_key,
-                    e.value ->> 3 AS payload, e.value ->> 4 AS reason, e.n,
-                    e.value ->> 4 IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM sessions s
-                         WHERE s.key = e.value ->> 1 AND s.state = 'ended') AS ended
-               FROM jsonb_array_elements(CAST(CAST(:rows AS TEXT) AS jsonb))
-                    WITH ORDINALITY AS e(value, n)) AS r
-      ORDER BY r.n
-     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-     RETURNING id, key, dedup_key, state",
-);
-
-/// The row an insert found by its dedup key.
-const FIND_DUPLICATE_SQL: Sql =
-    Sql::same("SELECT id FROM queue_rows WHERE queue = :queue AND dedup_key = :dedup_key");
 
 impl Queue {
     /// Writes one row, or finds the row with the same dedup key and writes nothing.
@@ -111,7 +81,7 @@ impl Queue {
         let policy = self.policy();
         let limited = policy.max_depth.is_some() || policy.max_key_depth.is_some();
         if limited || !tx.pays_per_statement() || row.key.is_empty() {
-            return match crate::sessions::is_ended(tx, &row.key)? {
+            return match crate::storage::sessions::is_ended(tx, &row.key)? {
                 true => self.enqueue_expired_in(tx, row, ended),
                 false => self.enqueue_in(tx, row),
             };
@@ -188,75 +158,10 @@ impl Queue {
     /// The row with `row`'s dedup key, if one was written.
     fn find_duplicate(&self, tx: &Tx<'_>, row: &NewRow) -> Result<Option<i64>> {
         let params = params![":queue" => self.name, ":dedup_key" => row.dedup_key];
-        tx.query_opt(&FIND_DUPLICATE_SQL, params, |r| r.get(0))
-    }
-}
-
-/// Writes `rows` ahead of their operations with one statement (PostgreSQL; see
-/// [`RowAhead`]), in order: one answer a row, as [`Queue::enqueue_for_session_in`] gives it.
-/// The ids are checked to follow the rows' order, on which each key's order rests.
-pub(crate) fn enqueue_ahead_in(tx: &Tx<'_>, rows: &[&RowAhead]) -> Result<Vec<Enqueued>> {
-    if !tx.pays_per_statement() {
-        return Err(EngineError::Invalid(
-            "rows are written ahead on PostgreSQL only".into(),
-        ));
-    }
-    let json: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            let reason = (!r.session_ended.is_empty()).then_some(r.session_ended);
-            let row = &r.row;
-            serde_json::json!([
-                r.queue.as_str(),
-                row.key,
-                row.dedup_key,
-                row.payload,
-                reason
-            ])
+        tx.query_opt(&crate::storage::row::FIND_DUPLICATE_SQL, params, |r| {
+            r.get(0)
         })
-        .collect();
-    let json = serde_json::Value::from(json).to_string();
-    type Written = (i64, String, Option<String>, String);
-    let written: Vec<Written> = tx.query_all(
-        &INSERT_AHEAD_SQL,
-        params![":rows" => json, ":now" => tx.now()],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    if !written.windows(2).all(|w| w[0].0 < w[1].0) {
-        return Err(EngineError::Invalid(
-            "rows written together came back out of order".into(),
-        ));
     }
-    let mut written = written.into_iter().peekable();
-    let mut answers = Vec::with_capacity(rows.len());
-    for r in rows {
-        let row = &r.row;
-        let this = |w: &Written| w.1 == row.key && w.2 == row.dedup_key;
-        if let Some((id, _, _, state)) = written.next_if(this) {
-            let expired = (state == "expired").then_some(r.session_ended);
-            answers.push(Enqueued {
-                id,
-                duplicate: false,
-                expired,
-            });
-            continue;
-        }
-        // Not written: its dedup key was (by an earlier row, perhaps of this statement).
-        let params = params![":queue" => r.queue, ":dedup_key" => row.dedup_key];
-        let id = match &row.dedup_key {
-            Some(_) => tx.query_opt(&FIND_DUPLICATE_SQL, params, |r| r.get(0))?,
-            None => None,
-        };
-        let id = id.ok_or_else(|| {
-            EngineError::Invalid(format!("a row of key {} was not written", row.key))
-        })?;
-        answers.push(Enqueued {
-            id,
-            duplicate: true,
-            expired: None,
-        });
-    }
-    Ok(answers)
 }
 
 impl Queue {
@@ -327,8 +232,8 @@ pub(super) const STATEMENTS: &[Sql] = &[
     QUEUE_DEPTH_SQL,
     INSERT_SQL,
     INSERT_FOR_SESSION_SQL,
-    INSERT_AHEAD_SQL,
-    FIND_DUPLICATE_SQL,
+    crate::storage::row::INSERT_AHEAD_SQL,
+    crate::storage::row::FIND_DUPLICATE_SQL,
 ];
 
 #[cfg(test)]
@@ -345,7 +250,7 @@ mod tests {
 
     #[test]
     fn an_enqueue_past_max_depth_is_refused_and_writes_nothing_but_a_repeat_is_answered() {
-        let (_dir, db) = crate::db::temp_database();
+        let (_dir, db) = crate::storage::db::temp_database();
         let engine = Engine::with_clock(db, std::sync::Arc::new(SystemClock));
         let policy = QueuePolicy {
             max_depth: Some(3),
@@ -392,7 +297,7 @@ mod tests {
     #[test]
     fn enqueue_dedups_and_keeps_to_the_depth_limits_on_both_backends() {
         use crate::storage::test_db::TestDb;
-        let (_dir, sqlite) = crate::db::temp_database();
+        let (_dir, sqlite) = crate::storage::db::temp_database();
         let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
         let policy = QueuePolicy {
             max_key_depth: Some(2),
@@ -435,7 +340,6 @@ mod tests {
     /// statement, is the row it repeats; a row for an ended session is written expired.
     #[test]
     fn rows_written_ahead_together_are_answered_as_each_written_alone() {
-        use crate::commit::RowAhead;
         use crate::storage::sql::{Query, Sql};
         let db = crate::storage::test_db::TestDb::postgres();
         db.write_at(1_000, |tx| {
@@ -448,17 +352,18 @@ mod tests {
             )
         })
         .unwrap();
-        let ahead = |key: &str, dedup: Option<&str>, ended: &'static str| RowAhead {
-            queue: QueueName::Inbound,
-            row: NewRow {
-                dedup_key: dedup.map(str::to_string),
-                ..row(key, None)
-            },
-            session_ended: ended,
-        };
+        let ahead =
+            |key: &str, dedup: Option<&str>, ended: &'static str| crate::storage::row::RowAhead {
+                queue: QueueName::Inbound,
+                row: NewRow {
+                    dedup_key: dedup.map(str::to_string),
+                    ..row(key, None)
+                },
+                session_ended: ended,
+            };
         let earlier = db
             .write_at(1_000, |tx| {
-                super::enqueue_ahead_in(tx, &[&ahead("a", Some("d1"), "ended")])
+                crate::storage::row::enqueue_ahead_in(tx, &[&ahead("a", Some("d1"), "ended")])
             })
             .unwrap();
         let rows = [
@@ -469,9 +374,9 @@ mod tests {
             ahead("b", Some("d2"), "ended"),
             ahead("gone", None, ""),
         ];
-        let refs: Vec<&RowAhead> = rows.iter().collect();
+        let refs: Vec<&crate::storage::row::RowAhead> = rows.iter().collect();
         let answers = db
-            .write_at(2_000, |tx| super::enqueue_ahead_in(tx, &refs))
+            .write_at(2_000, |tx| crate::storage::row::enqueue_ahead_in(tx, &refs))
             .unwrap();
         let shape: Vec<(bool, Option<&str>)> =
             answers.iter().map(|a| (a.duplicate, a.expired)).collect();
@@ -496,7 +401,7 @@ mod tests {
         assert!(fresh.windows(2).all(|w| w[0] < w[1]), "{fresh:?}");
         assert!(fresh[0] > earlier[0].id);
         let sqlite = crate::storage::test_db::TestDb::sqlite();
-        let refused = sqlite.write_at(1_000, |tx| super::enqueue_ahead_in(tx, &refs));
+        let refused = sqlite.write_at(1_000, |tx| crate::storage::row::enqueue_ahead_in(tx, &refs));
         assert!(refused.is_err(), "SQLite writes each row itself");
     }
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 use super::{
     head_from, head_query, is_leasable, reclaim_expired_in, Head, HeldRun, Lease, Queue, QueueName,
 };
-use crate::clock::ms;
 use crate::error::{EngineError, Result};
 use crate::params;
+use crate::storage::clock::ms;
 use crate::storage::sql::{Query, Row, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Ends a row leased past its attempt limit as dead.
 const BURY_EXHAUSTED_SQL: Sql = Sql::same(
@@ -1234,7 +1234,7 @@ mod tests {
     /// head on the other daemon. A key whose row another daemon took first is left whole.
     #[test]
     fn a_run_whose_head_another_daemon_leased_first_is_left_whole_on_postgresql() {
-        use crate::queue::QueueName;
+        use crate::storage::queue::QueueName;
         use crate::{Database, Engine, QueuePolicy, SystemClock};
         let pg = crate::storage::test_db::TestDb::postgres();
         let first = Engine::with_clock(pg.db.clone(), std::sync::Arc::new(SystemClock));
@@ -1308,8 +1308,8 @@ mod tests {
         now: i64,
         leases: &[Lease],
     ) -> Vec<bool> {
-        let receipt = crate::queue::Receipt::default();
-        let rows: Vec<(&Lease, &crate::queue::Receipt)> =
+        let receipt = crate::storage::queue::Receipt::default();
+        let rows: Vec<(&Lease, &crate::storage::queue::Receipt)> =
             leases.iter().map(|l| (l, &receipt)).collect();
         db.write_at(now, |tx| q.delivered_all_in(tx, &rows))
             .unwrap()
@@ -1461,7 +1461,10 @@ mod tests {
             let run = held_run(db, q, 2_000);
             let retried = db.write_at(3_000, |tx| q.retry_later_in(tx, &run[0], "500", None));
             assert!(
-                matches!(retried.unwrap(), crate::queue::Retried::Scheduled { .. }),
+                matches!(
+                    retried.unwrap(),
+                    crate::storage::queue::Retried::Scheduled { .. }
+                ),
                 "{name}"
             );
             for &id in &ids[1..] {

@@ -16,25 +16,25 @@ mod lease;
 mod read;
 mod upkeep;
 
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::params;
 use crate::storage::sql::{Executor, Query, Sql};
 
-use crate::clock::Clock;
-use crate::db::Database;
 use crate::error::Result;
-use crate::policy::QueuePolicy;
+use crate::storage::clock::Clock;
+use crate::storage::db::Database;
+use crate::storage::policy::QueuePolicy;
 
 /// Moves a leased row to a terminal state; fenced.
 const FINISH_SQL: Sql = Sql::same("UPDATE queue_rows SET state = :state, finished_at = :now, reason = :reason,
                     last_error = COALESCE(:error, last_error), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = :id AND state = 'leased' AND lease_token = :token");
 
+pub(crate) use crate::storage::row::enqueue_ahead_in;
 pub use answer::{DELIVERED_ALL_SQL, DELIVERED_HELD_SQL};
-pub(crate) use enqueue::enqueue_ahead_in;
 pub use lease::{
     GiveBack, DUE_HEADS_SQL, DUE_HEADS_WRITTEN_SQL, DUE_RUNS_SQL, KEY_RUN_SQL, LEASE_KEY_RANGE_SQL,
 };
@@ -51,43 +51,7 @@ pub(crate) use upkeep::{
     purge_dead_in, reclaim_expired_in, reclaim_foreign_in, reclaim_in, revive_dead_in,
 };
 
-crate::words! {
-    /// The queues relayq keeps, by the name each row stores in its `queue` column.
-    #[derive(PartialOrd, Ord)]
-    pub enum QueueName("queue") {
-        /// Chat messages for agent sessions, keyed by session.
-        Inbound = "inbound",
-        /// Agent hook events, keyed by session.
-        Hooks = "hooks",
-        /// Messages for chat platforms and webhooks, keyed by channel and destination.
-        Outbound = "outbound",
-    }
-}
-
-impl PartialEq<&str> for QueueName {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-/// What a caller hands in to enqueue.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewRow {
-    pub key: String,
-    pub payload: String,
-    pub dedup_key: Option<String>,
-}
-
-/// The answer to an enqueue: the row's id, and whether it already existed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Enqueued {
-    pub id: i64,
-    pub duplicate: bool,
-    /// The row was written already expired, for this reason (e.g. `session ended`): it will
-    /// not be delivered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expired: Option<&'static str>,
-}
+pub use crate::storage::row::{Enqueued, NewRow, QueueName};
 
 /// A leased row: what the holder needs to do the work and to answer for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,7 +156,7 @@ impl Queue {
     }
 
     /// Whether its rows may be written ahead, several in one statement (see
-    /// [`RowAhead`](crate::commit::RowAhead)): not when a depth limit needs each counted first.
+    /// [`RowAhead`](crate::storage::commit::RowAhead)): not when a depth limit needs each counted first.
     pub fn writes_ahead(&self) -> bool {
         let policy = self.policy();
         policy.max_depth.is_none() && policy.max_key_depth.is_none()
@@ -291,7 +255,7 @@ pub(crate) mod testing {
     /// An outbound queue handle whose statements run on whatever transaction they are given
     /// (its own database, SQLite, is left alone).
     pub fn handle() -> (tempfile::TempDir, Queue) {
-        let (dir, sqlite) = crate::db::temp_database();
+        let (dir, sqlite) = crate::storage::db::temp_database();
         let engine = Engine::with_clock(sqlite, std::sync::Arc::new(SystemClock));
         (
             dir,

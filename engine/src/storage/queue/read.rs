@@ -5,7 +5,7 @@ use super::{Queue, QueueName};
 use crate::error::Result;
 use crate::params;
 use crate::storage::sql::{Executor, Query, Row, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Keys with pending or leased rows.
 const ACTIVE_KEYS_SQL: Sql = Sql::same(

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::lease::{settle_held_in, HeldHead};
 use super::{id_filter, Queue, QueueName};
-use crate::clock::ms;
 use crate::error::Result;
 use crate::params;
+use crate::storage::clock::ms;
 use crate::storage::sql::{Params, Query, Sql};
-use crate::tx::Tx;
+use crate::storage::tx::Tx;
 
 /// Expires a key's unfinished rows.
 const EXPIRE_KEY_SQL: Sql = Sql::same(

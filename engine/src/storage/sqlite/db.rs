@@ -13,31 +13,12 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use scheduled_thread_pool::ScheduledThreadPool;
 
-use crate::clock::Clock;
-use crate::commit::{run_one, Atomicity, Batches, Operation};
-use crate::db::DbConfig;
 use crate::error::{EngineError, Result};
+use crate::storage::clock::Clock;
+use crate::storage::commit::{run_one, Atomicity, Batches, Operation};
+use crate::storage::db_config::DbConfig;
 use crate::storage::sqlite::checkpoint::{self, Checkpointer};
-use crate::tx::Tx;
-
-/// `PRAGMA synchronous`: NORMAL (the default) may lose the last commits on power loss but
-/// never corrupts; FULL also survives power loss, at the cost of an fsync per commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Synchronous {
-    #[default]
-    Normal,
-    Full,
-}
-
-impl Synchronous {
-    fn pragma(self) -> &'static str {
-        match self {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        }
-    }
-}
+use crate::storage::tx::Tx;
 
 /// The schema, oldest first; `PRAGMA user_version` counts those applied. Never edit a released
 /// migration: add a new one.
@@ -196,7 +177,7 @@ impl SqliteDatabase {
         self.write(|tx| f(&Tx::new(tx, now)))
     }
 
-    /// The group commit's side of this database (see [`crate::commit`]): batches run in
+    /// The group commit's side of this database (see [`crate::storage::commit`]): batches run in
     /// IMMEDIATE transactions on the writer, each operation made at `clock`'s time when it
     /// runs; checkpoints are left to a thread of their own on a reader connection.
     pub(crate) fn batches(&self, clock: Arc<dyn Clock>) -> SqliteBatches {
@@ -399,7 +380,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db");
         let mut cfg = DbConfig::new(&path);
-        cfg.synchronous = Synchronous::Full;
+        cfg.synchronous = crate::storage::db_config::Synchronous::Full;
         cfg.busy_timeout = Duration::from_millis(1234);
         let db = SqliteDatabase::open(&cfg).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;

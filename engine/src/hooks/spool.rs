@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::hooks::writes::RecordHook;
 use crate::hooks::HookEvent;
-use crate::writes::RecordHook;
 use crate::WriteDoor;
 
 /// Where events wait that the database at `db` could not take.

@@ -1,6 +1,11 @@
 //! The hook-event flow's message: an agent CLI's hook payload (Claude Code, Codex, Gemini CLI)
 //! mapped to relayq's internal event types, keeping the agent's payload whole.
 
+pub mod handlers;
+pub mod spool;
+pub mod transcript;
+pub mod writes;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

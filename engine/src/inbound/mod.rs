@@ -1,6 +1,10 @@
 //! The inbound flow's message: what a chat adapter hands in for an agent session
 //! (inbound-queue spec), how it is checked, and how it maps onto a queue row.
 
+pub mod sources;
+pub mod trouble;
+pub mod writes;
+
 use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
 
@@ -73,7 +77,7 @@ pub fn confirm_pasted_in(
         Ok(message) => message.content,
         Err(_) => return Ok(None),
     };
-    if !crate::agent_state::prompt_matches(prompt, &pasted) {
+    if !crate::sessions::agent_state::prompt_matches(prompt, &pasted) {
         return Ok(None);
     }
     Ok(queue.confirm_in(tx, id, receipt)?.then_some(id))

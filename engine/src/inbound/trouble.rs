@@ -10,10 +10,10 @@ use crate::tx::Tx;
 
 use crate::error::Result;
 use crate::hooks::EventType;
-use crate::notice::Notice;
+use crate::outbound::notice::Notice;
+use crate::outbound::routes::NoticeRoutes;
 use crate::outbound::OutboundMessage;
 use crate::queue::Queue;
-use crate::routes::NoticeRoutes;
 use crate::sessions::Origin;
 
 /// What happened to a chat's message.

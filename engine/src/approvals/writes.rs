@@ -5,10 +5,10 @@
 
 use crate::tx::Tx;
 
-use super::{Write, Writer};
 use crate::approvals::{self, AnswerResult, Approval, ChatAnswer, Means};
 use crate::error::Result;
 use crate::sessions;
+use crate::writes::{Write, Writer};
 use crate::AgentState;
 
 /// What recording a batch's answers did, for the caller to act on after the commit.
@@ -526,5 +526,18 @@ mod tests {
         // Nothing said since the press: the screen's word (working) is taken.
         let asked_before = press("s2", AgentState::AwaitingApproval, 500);
         assert_eq!(asked_before, AgentState::Working);
+    }
+}
+
+/// Answers to agents' questions a platform pushed (see
+/// [`approvals::record_chat_answers_in`]).
+#[derive(Debug, Clone)]
+pub struct RecordAnswers(pub Vec<ChatAnswer>);
+
+impl Write for RecordAnswers {
+    type Output = ChatAnswersRecorded;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
+        record_chat_answers_in(w, &self.0)
     }
 }

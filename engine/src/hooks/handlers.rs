@@ -3,16 +3,17 @@
 //! hook row commit in one transaction, fenced by the row's lease token, so a crash or a lost
 //! lease never leaves half an effect and a replayed row never applies twice.
 
+use crate::approvals;
 use crate::error::{EngineError, Result};
 use crate::hooks::{EventType, HookEvent};
-use crate::notice::Notice;
+use crate::outbound::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Retried};
+use crate::sessions::{self, agent_state};
 use crate::tx::Tx;
 use crate::writes::{Write, WriteDoor, Writer};
-use crate::{agent_state, approvals, sessions};
 
-pub use crate::routes::{
+pub use crate::outbound::routes::{
     relayed_events, NoticeRoute, NoticeRoutes, SharedNoticeRoutes, NOTICES_CHANNEL, ORIGIN,
 };
 
@@ -179,8 +180,8 @@ impl WriteDoor {
                     let Ok(message) = crate::InboundMessage::from_payload(&payload) else {
                         continue;
                     };
-                    let trouble = crate::trouble::Trouble::Dropped { why };
-                    let told = crate::trouble::tell_message_in(
+                    let trouble = crate::inbound::trouble::Trouble::Dropped { why };
+                    let told = crate::inbound::trouble::tell_message_in(
                         &self.outbound,
                         tx,
                         &routes,
@@ -222,7 +223,7 @@ impl WriteDoor {
                     .as_ref()
                     .filter(|a| a.origin.as_ref().is_some_and(|o| o.chat == to));
                 let mut notice = notice.clone();
-                notice.approval = asks_here.map(|a| crate::notice::ApprovalAsked {
+                notice.approval = asks_here.map(|a| crate::outbound::notice::ApprovalAsked {
                     id: a.id.clone(),
                     for_session: a.for_session,
                     expires_at: a.expires_at,
@@ -275,7 +276,7 @@ impl WriteDoor {
         if approval.state != approvals::State::Asked {
             return Ok(None);
         }
-        notice.question = crate::notice::permission_asked(event)
+        notice.question = crate::outbound::notice::permission_asked(event)
             .map(|ask| format!("{ask}\n(relayq approval {})", approval.id));
         Ok(Some(approval))
     }
@@ -310,14 +311,14 @@ fn ignored(event: &HookEvent, known: Option<&sessions::SessionRecord>) -> Option
 }
 
 /// The agent's final answer where the event's own text is not to be trusted: Gemini CLI's
-/// `AfterAgent` is read from its transcript (see [`transcript`](crate::transcript)); the
+/// `AfterAgent` is read from its transcript (see [`transcript`](crate::hooks::transcript)); the
 /// hook's `prompt_response` is used, and the log says so, when the transcript has none.
 pub fn answer_of(event: &HookEvent) -> Option<String> {
     if event.agent != crate::Agent::Gemini || event.native_event.as_deref() != Some("AfterAgent") {
         return None;
     }
     let path = event.field(&["transcript_path"])?;
-    let answer = crate::transcript::gemini_answer(std::path::Path::new(path));
+    let answer = crate::hooks::transcript::gemini_answer(std::path::Path::new(path));
     if answer.is_none() {
         tracing::info!(
             session = %event.session.escape_debug(),

@@ -2,6 +2,8 @@
 //! turns begun and completed, the agent's state. Its tables, and every statement on them, are
 //! in [`storage::sessions`](crate::storage::sessions).
 
+pub mod agent_state;
+
 use crate::tx::Tx;
 
 use crate::error::Result;

@@ -1,6 +1,11 @@
 //! The outbound flow's message: text on its way to a chat platform or webhook, addressed to a
 //! channel and a destination on it, and how it maps onto a queue row (ordered per destination).
 
+pub mod chunking;
+pub mod notice;
+pub mod routes;
+pub mod writes;
+
 use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +46,7 @@ pub struct OutboundMessage {
     pub text: String,
     /// A hook event's notice, as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notice: Option<crate::notice::Notice>,
+    pub notice: Option<crate::outbound::notice::Notice>,
     /// Sent to the far end (e.g. the webhook's `Idempotency-Key` header); a second enqueue with
     /// the same key on the same channel is not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,7 +73,7 @@ pub struct OutboundMessage {
     pub edit: Option<String>,
 }
 
-/// One part of a text split for its channel's limit (see [`chunking`](crate::chunking)): part
+/// One part of a text split for its channel's limit (see [`chunking`](crate::outbound::chunking)): part
 /// `index` (from 1) of `of`. The parts are rows written together, one after another on the
 /// destination's queue, so they go out in order and each keeps its own receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,8 +213,8 @@ impl OutboundMessage {
     /// caller's for the first part, with `#N` for part N), so parts go on the same FIFO.
     pub fn parts(&self, limit: Option<crate::TextLimit>) -> Vec<OutboundMessage> {
         let texts = match limit {
-            Some(limit) if crate::chunking::length(&self.text) > limit.max => {
-                crate::chunking::split(&self.text, limit)
+            Some(limit) if crate::outbound::chunking::length(&self.text) > limit.max => {
+                crate::outbound::chunking::split(&self.text, limit)
             }
             _ => return vec![self.clone()],
         };

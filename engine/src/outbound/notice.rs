@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunking::{self, Markup, TextLimit};
 use crate::hooks::{head_of, EventType, HookEvent};
+use crate::outbound::chunking::{self, Markup, TextLimit};
 
 /// Longest body or question a notice keeps; the rest is left to the agent's transcript, and
 /// the notice says how much (an answer this long is 16 Telegram messages).

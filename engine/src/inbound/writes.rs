@@ -1,0 +1,140 @@
+//! The inbound flow's writes: a message taken in (its row, its session's origin, what its
+//! chat hears), a platform's message refused, a source's batch, and a source's lease.
+
+use crate::approvals::writes::{record_chat_answers_in, ChatAnswersRecorded};
+use crate::approvals::ChatAnswer;
+use crate::commit::RowAhead;
+use crate::error::Result;
+use crate::inbound::{self, trouble, InboundMessage};
+use crate::queue::Enqueued;
+use crate::writes::{Write, WriteDoor, Writer};
+use crate::Atomicity;
+
+/// An inbound message (validated): its row, the session's origin, and a "your message was
+/// dropped" notice to its chat when it is written expired. Answers the row and the notice's
+/// ordering key (to wake its sender).
+#[derive(Debug, Clone)]
+pub struct EnqueueInbound(pub InboundMessage);
+
+impl Write for EnqueueInbound {
+    type Output = (Enqueued, Option<String>);
+
+    fn atomicity(&self) -> Atomicity {
+        match self.0.writes_one_statement() {
+            true => Atomicity::OneStatement,
+            false => Atomicity::Savepoint,
+        }
+    }
+
+    fn row_ahead(&self, door: &WriteDoor) -> Option<RowAhead> {
+        inbound::row_ahead(&door.inbound, &self.0)
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
+        let enqueued = match w.written_ahead() {
+            Some(row) => inbound::written_in(w.tx(), &self.0, row)?,
+            None => inbound::enqueue_in(&w.door.inbound, w.tx(), &self.0)?,
+        };
+        let told = tell_on_arrival(w, &self.0, &enqueued)?;
+        Ok((enqueued, told))
+    }
+}
+
+/// A platform's message the queue cannot take whole, kept expired and cut (see
+/// [`InboundMessage::refused_copy`]).
+#[derive(Debug, Clone)]
+pub struct RecordRefused(pub InboundMessage);
+
+impl Write for RecordRefused {
+    type Output = Enqueued;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Enqueued> {
+        let q = &w.door.inbound;
+        q.enqueue_expired_in(w.tx(), &self.0.to_row(), inbound::REFUSED_TOO_LARGE)
+    }
+}
+
+/// A source's batch: its messages (validated), the copies of those it refused, the answers to
+/// agents' questions it read, and its new offset, all in one transaction.
+#[derive(Debug, Clone)]
+pub struct RecordBatch {
+    pub source: String,
+    pub messages: Vec<InboundMessage>,
+    pub refused: Vec<InboundMessage>,
+    pub answers: Vec<ChatAnswer>,
+    pub offset: String,
+}
+
+/// What [`RecordBatch`] wrote: a row per message, the notices' ordering keys, the answers.
+#[derive(Debug)]
+pub struct BatchWritten {
+    pub rows: Vec<Enqueued>,
+    pub told: Vec<String>,
+    pub answers: ChatAnswersRecorded,
+}
+
+impl Write for RecordBatch {
+    type Output = BatchWritten;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<BatchWritten> {
+        let q = &w.door.inbound;
+        let rows = crate::inbound::sources::enqueue_batch_in(
+            q,
+            w.tx(),
+            &self.source,
+            &self.messages,
+            &self.offset,
+        )?;
+        let mut told = Vec::new();
+        for (message, row) in self.messages.iter().zip(&rows) {
+            told.extend(tell_on_arrival(w, message, row)?);
+        }
+        for copy in &self.refused {
+            q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;
+        }
+        let answers = record_chat_answers_in(w, &self.answers)?;
+        Ok(BatchWritten {
+            rows,
+            told,
+            answers,
+        })
+    }
+}
+
+/// Takes source `name`'s lease for this node, or renews it: true while this node holds it
+/// (see [`crate::storage::source_leases`]).
+#[derive(Debug, Clone)]
+pub struct TakeSourceLease(pub String);
+
+impl Write for TakeSourceLease {
+    type Output = bool;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<bool> {
+        let engine = &w.door.engine;
+        crate::storage::source_leases::take_in(w.tx(), &self.0, engine.node(), engine.owner())
+    }
+}
+
+/// Lets source `name`'s lease go, so another node reads it at once.
+#[derive(Debug, Clone)]
+pub struct ReleaseSourceLease(pub String);
+
+impl Write for ReleaseSourceLease {
+    type Output = ();
+
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
+        let owner = w.door.engine.owner();
+        crate::storage::source_leases::release_in(w.tx(), &self.0, owner)
+    }
+}
+
+/// What a message's chat hears as it is written (dropped, or waiting behind a question), in the
+/// same transaction.
+fn tell_on_arrival(
+    w: &Writer<'_>,
+    message: &InboundMessage,
+    enqueued: &Enqueued,
+) -> Result<Option<String>> {
+    let routes = w.door.routes.read().expect("routes lock").clone();
+    trouble::tell_on_arrival_in(&w.door.outbound, w.tx(), &routes, message, enqueued)
+}
