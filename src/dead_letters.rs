@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use relayq_engine::{Engine, EngineError, QueueName, RowDetail};
+use relayq_engine::writes::upkeep::{PurgeDead, ReviveDead};
+use relayq_engine::{Engine, EngineError, QueueName, RowDetail, WriteDoor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -117,13 +118,13 @@ pub fn out_of_order(engine: &Engine, rows: &[RowDetail]) -> Result<Vec<DeadError
 /// can wake its worker. Each destination's rows come back in their original order: a slice
 /// holds only rows older than the next slice's.
 pub fn retry(
-    engine: &Engine,
+    door: &WriteDoor,
     rows: &[RowDetail],
     mut done: impl FnMut(usize),
 ) -> Result<Vec<(i64, QueueName, String)>, EngineError> {
     let mut revived = Vec::new();
     for slice in oldest_first(rows).chunks(SLICE) {
-        revived.extend(engine.retry_dead(Some(slice))?);
+        revived.extend(door.apply_now(ReviveDead(Some(slice.to_vec())))?);
         done(revived.len());
     }
     Ok(revived)
@@ -132,13 +133,13 @@ pub fn retry(
 /// Deletes `rows`, in slices; `done` hears how many are done after each. Returns the ids
 /// deleted.
 pub fn purge(
-    engine: &Engine,
+    door: &WriteDoor,
     rows: &[RowDetail],
     mut done: impl FnMut(usize),
 ) -> Result<Vec<i64>, EngineError> {
     let mut purged = Vec::new();
     for slice in oldest_first(rows).chunks(SLICE) {
-        purged.extend(engine.purge_dead(Some(slice))?);
+        purged.extend(door.apply_now(PurgeDead(Some(slice.to_vec())))?);
         done(purged.len());
     }
     Ok(purged)

@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use relayq_engine::nodes::HEARTBEAT;
-use relayq_engine::Engine;
+use relayq_engine::writes::nodes::{Heartbeat, JoinNodes, LeaveNodes};
+use relayq_engine::{Engine, WriteDoor};
 
 use crate::error::Result;
 
 /// Membership of the database's nodes, held while the daemon runs.
 #[derive(Debug)]
 pub struct Membership {
-    engine: Engine,
+    door: WriteDoor,
     stop: Arc<AtomicBool>,
     beating: Option<JoinHandle<()>>,
 }
@@ -24,7 +25,9 @@ impl Membership {
     /// heartbeat.
     /// `readiness`: what cannot work here, said with each heartbeat.
     pub fn join(engine: Engine, readiness: crate::readiness::Readiness) -> Result<Membership> {
-        engine.join_nodes()?;
+        // Membership writes only the nodes' table: the queues' policies do not matter.
+        let door = WriteDoor::new(engine.queues(&Default::default()), Default::default());
+        join(&door)?;
         tracing::info!(
             node = engine.node(),
             instance = engine.owner(),
@@ -32,23 +35,31 @@ impl Membership {
         );
         let stop = Arc::new(AtomicBool::new(false));
         let beating = {
-            let (engine, stop) = (engine.clone(), stop.clone());
+            let (door, stop) = (door.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("relayq-heartbeat".into())
-                .spawn(move || beat(&engine, &stop, &readiness))
+                .spawn(move || beat(&door, &stop, &readiness))
                 .map_err(|e| crate::ActorError::Blocking(e.to_string()))?
         };
         Ok(Membership {
-            engine,
+            door,
             stop,
             beating: Some(beating),
         })
     }
 }
 
+/// Joins the nodes as the door's engine's node, and notes how busy the others are.
+fn join(door: &WriteDoor) -> relayq_engine::Result<()> {
+    let others = door.apply_now(JoinNodes)?;
+    door.engine.note_others(others);
+    Ok(())
+}
+
 /// Says the node is alive until told to stop; joins again if its name was taken meanwhile
 /// (it was thought lost: its leases were taken back, and fencing refuses its late answers).
-fn beat(engine: &Engine, stop: &AtomicBool, readiness: &crate::readiness::Readiness) {
+fn beat(door: &WriteDoor, stop: &AtomicBool, readiness: &crate::readiness::Readiness) {
+    let engine = &door.engine;
     let tick = std::time::Duration::from_millis(100);
     let mut since = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
@@ -64,14 +75,19 @@ fn beat(engine: &Engine, stop: &AtomicBool, readiness: &crate::readiness::Readin
             continue;
         }
         since = std::time::Instant::now();
-        match engine.heartbeat(&readiness.list()) {
-            Ok(true) => {}
-            Ok(false) => {
+        let heartbeat = Heartbeat {
+            backlog: engine.own_load(),
+            unready: readiness.list(),
+        };
+        match door.apply_now(heartbeat) {
+            Ok((true, others)) => engine.note_others(others),
+            Ok((false, others)) => {
+                engine.note_others(others);
                 tracing::warn!(
                     node = engine.node(),
                     "this node was thought lost and its name taken; joining again"
                 );
-                if let Err(e) = engine.join_nodes() {
+                if let Err(e) = join(door) {
                     tracing::error!(error = %e, "cannot join the nodes again");
                 }
             }
@@ -86,7 +102,7 @@ impl Drop for Membership {
         if let Some(beating) = self.beating.take() {
             let _ = beating.join();
         }
-        if let Err(e) = self.engine.leave_nodes() {
+        if let Err(e) = self.door.apply_now(LeaveNodes) {
             tracing::warn!(error = %e, "cannot record this node's stop; the others find it lost after its timeout");
         }
     }

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
-use relayq_engine::Engine;
+use relayq_engine::writes::nodes::TakeBudgets;
+use relayq_engine::{Engine, EngineError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A channel's budgets (`None`: no limit) and breaker, as its kind declares them.
@@ -198,7 +199,8 @@ pub fn budgets(pace: &Pace, channel: &str, shared: Option<&Engine>) -> Option<Ar
 /// [`Budgets`] kept in the database the nodes share (`relayq_engine::budgets`): N
 /// daemons sending through one bot keep to the bot's budget and each chat's together.
 pub struct SharedBudgets {
-    engine: Engine,
+    /// Taking from a budget writes only the budgets' table: the queues' policies do not matter.
+    door: relayq_engine::WriteDoor,
     /// Budget keys: the channel's, and the start of each destination's.
     channel_key: String,
     destination_key: String,
@@ -212,7 +214,10 @@ impl SharedBudgets {
     pub fn new(pace: &Pace, channel: &str, engine: Engine) -> Option<SharedBudgets> {
         let every = |r: &Rate| (r.per.as_micros() as i64 / i64::from(r.count.get())).max(1);
         let shared = SharedBudgets {
-            engine,
+            door: relayq_engine::WriteDoor::new(
+                engine.queues(&Default::default()),
+                Default::default(),
+            ),
             channel_key: format!("{channel}:all"),
             destination_key: format!("{channel}:to:"),
             per_destination: pace.per_destination.as_ref().map(every),
@@ -228,17 +233,19 @@ const UNREADABLE_BUDGET_WAIT: Duration = Duration::from_millis(200);
 impl Budgets for SharedBudgets {
     fn take(&self, destination: &str) -> Result<(), Duration> {
         let to = format!("{}{destination}", self.destination_key);
-        let budgets: Vec<(&str, i64)> = [
-            self.per_destination.map(|every| (to.as_str(), every)),
+        let budgets: Vec<(String, i64)> = [
+            self.per_destination.map(|every| (to, every)),
             self.per_channel
-                .map(|every| (self.channel_key.as_str(), every)),
+                .map(|every| (self.channel_key.clone(), every)),
         ]
         .into_iter()
         .flatten()
         .collect();
-        match self.engine.take_budgets(&budgets) {
-            Ok(None) => Ok(()),
-            Ok(Some(wait_us)) => Err(Duration::from_micros(wait_us.max(1) as u64)),
+        match self.door.apply_now(TakeBudgets(budgets)) {
+            Ok(()) => Ok(()),
+            Err(EngineError::OverBudget { wait_us }) => {
+                Err(Duration::from_micros(wait_us.max(1) as u64))
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot take from the shared budget; the send waits");
                 Err(UNREADABLE_BUDGET_WAIT)

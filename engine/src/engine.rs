@@ -9,8 +9,8 @@ use crate::db::{Database, DbConfig};
 use crate::error::Result;
 use crate::policy::{QueuePolicies, QueuePolicy};
 use crate::queue::{
-    counts, dead_page, dead_rows, delivered_after, oldest_pending, purge_dead_in, revive_dead_in,
-    row_detail, stuck_heads, DeadQuery, OldestPending, Queue, QueueName, RowDetail, StateCount,
+    counts, dead_page, dead_rows, delivered_after, oldest_pending, row_detail, stuck_heads,
+    DeadQuery, OldestPending, Queue, QueueName, RowDetail, StateCount,
 };
 
 /// The storage engine. Cheap to clone; every clone shares the pools.
@@ -190,41 +190,21 @@ impl Engine {
         self.write(|tx| crate::queue::reclaim_foreign_in(tx, &self.owner))
     }
 
-    /// Joins the database's nodes as this engine's node, served by its owner (refused while
-    /// another live daemon serves the name).
-    pub fn join_nodes(&self) -> Result<()> {
-        use crate::storage::nodes::{join_in, others};
-        let others = self.write(|tx| {
-            join_in(tx, &self.node, &self.owner)?;
-            others(tx, &self.node)
-        })?;
-        self.note_others(others);
-        Ok(())
-    }
-
     /// Notes how busy the other nodes are: the least busy one's load (see
     /// [`Engine::busier_than_others`]), and how many write, by which this node's held-row
     /// writers take turns (see [`WriterGate`](crate::commit::WriterGate)): all of them while no
     /// other node is writing, their share of [`HELD_LINES`](crate::commit::HELD_LINES) when
     /// others are, at least one.
-    fn note_others(&self, others: crate::storage::nodes::Others) {
+    pub fn note_others(&self, others: crate::storage::nodes::Others) {
         self.load.note_others(others.least_backlog);
         let share = crate::commit::HELD_LINES / (1 + others.writing as usize);
         self.db.held_writers().allow(share.max(1));
     }
 
-    /// Says this node is alive, with how busy it is, and notes how busy the others are; false
-    /// when another daemon took its name meanwhile.
-    /// `unready`: what cannot work on this node now, and why (see `NodeView::unready`).
-    pub fn heartbeat(&self, unready: &[String]) -> Result<bool> {
-        use crate::storage::nodes::{beat_in, others};
-        let own = self.load.own.load(Ordering::Relaxed);
-        let (kept, others) = self.write(|tx| {
-            let kept = beat_in(tx, &self.node, &self.owner, own, unready)?;
-            Ok((kept, others(tx, &self.node)?))
-        })?;
-        self.note_others(others);
-        Ok(kept)
+    /// This node's writer backlog, averaged (see [`Engine::sample_load`]): what its heartbeat
+    /// tells the others (`writes::nodes::Heartbeat`).
+    pub fn own_load(&self) -> u64 {
+        self.load.own.load(Ordering::Relaxed)
     }
 
     /// Reads how busy the other nodes are (between heartbeats: a node's load changes faster).
@@ -272,11 +252,6 @@ impl Engine {
         self.db.is_shared() && self.load.busier_than_others()
     }
 
-    /// This node stops cleanly.
-    pub fn leave_nodes(&self) -> Result<()> {
-        self.write(|tx| crate::storage::nodes::leave_in(tx, &self.node, &self.owner))
-    }
-
     /// Every node the database has known, with what it holds (alive by the database's clock
     /// when several daemons share it).
     pub fn nodes(&self) -> Result<Vec<crate::storage::nodes::NodeView>> {
@@ -316,21 +291,6 @@ impl Engine {
     /// Which node reads each source that has one reader.
     pub fn source_leases(&self) -> Result<Vec<crate::storage::source_leases::SourceLease>> {
         crate::storage::source_leases::list(&self.db.read()?)
-    }
-
-    /// Takes one send from each shared budget (a key, and microseconds between sends; see
-    /// [`crate::storage::budgets`]), or from none: then the microseconds to wait.
-    pub fn take_budgets(&self, budgets: &[(&str, i64)]) -> Result<Option<i64>> {
-        let taken = self.write(|tx| match crate::storage::budgets::take_in(tx, budgets)? {
-            None => Ok(()),
-            // Rolled back: the budgets taken before the spent one are not spent.
-            Some(wait_us) => Err(crate::EngineError::OverBudget { wait_us }),
-        });
-        match taken {
-            Ok(()) => Ok(None),
-            Err(crate::EngineError::OverBudget { wait_us }) => Ok(Some(wait_us)),
-            Err(e) => Err(e),
-        }
     }
 
     /// The sessions whose agents run on other nodes than this one.
@@ -381,17 +341,6 @@ impl Engine {
     /// [`relayq dead retry`](crate::queue)): replaying `row` would put it out of order.
     pub fn delivered_after(&self, row: &RowDetail) -> Result<i64> {
         delivered_after(&self.db.read()?, row)
-    }
-
-    /// Revives dead rows (`None`: all of them): pending again, attempts reset, due now.
-    /// Returns (id, queue, key) of each row revived, so the caller can wake its worker.
-    pub fn retry_dead(&self, ids: Option<&[i64]>) -> Result<Vec<(i64, QueueName, String)>> {
-        self.write(|tx| revive_dead_in(tx, ids))
-    }
-
-    /// Deletes dead rows (`None`: all of them). Returns the ids deleted.
-    pub fn purge_dead(&self, ids: Option<&[i64]>) -> Result<Vec<i64>> {
-        self.write(|tx| purge_dead_in(tx, ids))
     }
 
     /// Where inbound source `name` stopped reading, if it ever read.
@@ -494,7 +443,8 @@ mod tests {
         use crate::storage::nodes::{beat_in, join_in};
         let pg = crate::storage::test_db::TestDb::postgres();
         let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock)).with_node("a");
-        engine.join_nodes().unwrap();
+        let door = crate::WriteDoor::new(engine.queues(&Default::default()), Default::default());
+        engine.note_others(door.apply_now(crate::writes::nodes::JoinNodes).unwrap());
         let allowed = || engine.database().held_writers().allowed();
         assert_eq!(allowed(), HELD_LINES, "alone");
         let other_beats = |backlog: u64| {

@@ -760,7 +760,11 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
         1
     );
 
-    let revived = f.engine.retry_dead(Some(&[dead[0], 9999])).unwrap();
+    let revived = door_of(&f.engine)
+        .apply_now(relayq_engine::writes::upkeep::ReviveDead(Some(vec![
+            dead[0], 9999,
+        ])))
+        .unwrap();
     assert_eq!(
         revived,
         vec![(
@@ -779,11 +783,20 @@ fn dead_rows_are_listed_revived_with_fresh_attempts_and_purged() {
     assert_eq!(out.lease_next("d1").unwrap().unwrap().attempts, 1);
 
     assert_eq!(
-        f.engine.purge_dead(Some(&[dead[1]])).unwrap(),
+        door_of(&f.engine)
+            .apply_now(relayq_engine::writes::upkeep::PurgeDead(Some(vec![
+                dead[1]
+            ])))
+            .unwrap(),
         vec![dead[1]]
     );
     assert!(out.state_of(dead[1]).unwrap().is_none());
-    assert_eq!(f.engine.purge_dead(None).unwrap(), vec![dead[2]]);
+    assert_eq!(
+        door_of(&f.engine)
+            .apply_now(relayq_engine::writes::upkeep::PurgeDead(None))
+            .unwrap(),
+        vec![dead[2]]
+    );
     assert!(f.engine.dead_rows(None).unwrap().is_empty());
 }
 
@@ -880,7 +893,9 @@ fn a_send_started_mark_survives_a_lost_lease_an_unknown_outcome_and_later_answer
     // A row held dead for an operator is sent afresh when revived.
     assert!(mark(&fourth));
     assert!(q.bury(fourth.id, fourth.token, "outcome unknown").unwrap());
-    f.engine.retry_dead(Some(&[id])).unwrap();
+    door_of(&f.engine)
+        .apply_now(relayq_engine::writes::upkeep::ReviveDead(Some(vec![id])))
+        .unwrap();
     assert_eq!(q.lease_next("chat").unwrap().unwrap().send_started, None);
 }
 
@@ -1377,4 +1392,9 @@ fn a_node_starting_beside_a_live_node_supersedes_only_progress_older_than_every_
         "node a's progress is a's to send"
     );
     assert_eq!(state(&q, final_answer), "pending");
+}
+
+/// The door the commands write through, on `engine`.
+fn door_of(engine: &relayq_engine::Engine) -> relayq_engine::WriteDoor {
+    relayq_engine::WriteDoor::new(engine.queues(&Default::default()), Default::default())
 }

@@ -88,6 +88,8 @@ pub struct Selection {
 pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
     let store = open_existing(ctx)?;
     let engine = &store.engine;
+    // Revived and purged through the door the daemon's writes go through.
+    let door = relayq_engine::WriteDoor::new(store.clone(), ctx.config.notice_routes());
     match command {
         DeadCommand::List {
             json,
@@ -120,7 +122,7 @@ pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
                 eprintln!("relayq: warning: {e} (--force)");
             }
             let mut progress = Progress::new("retried", Some(rows.len()));
-            let revived = dead_letters::retry(engine, &rows, |n| progress.update(n))?;
+            let revived = dead_letters::retry(&door, &rows, |n| progress.update(n))?;
             drop(progress);
             let keys: BTreeSet<(QueueName, String)> =
                 revived.iter().map(|(_, q, k)| (*q, k.clone())).collect();
@@ -147,7 +149,7 @@ pub fn run(ctx: &Invocation, command: DeadCommand) -> Result<(), CliError> {
                 true => rows.iter().map(|r| r.id).collect(),
                 false => {
                     let mut progress = Progress::new("purged", Some(rows.len()));
-                    dead_letters::purge(engine, &rows, |n| progress.update(n))?
+                    dead_letters::purge(&door, &rows, |n| progress.update(n))?
                 }
             };
             if json {

@@ -142,17 +142,18 @@ pub(super) async fn list(api: web::Data<Api>, req: HttpRequest) -> Answer {
 )]
 pub(super) async fn retry(api: web::Data<Api>, Body(r): Body<BulkRequest>) -> Answer {
     let filter = r.filter()?;
-    let engine = api.relayq.store().engine.clone();
+    let door = api.relayq.store().door.clone();
     let (dry_run, force) = (r.dry_run, r.force);
     let (rows, revived, out_of_order) = web::block(move || {
-        let rows = dead_letters::select(&engine, &filter)?;
-        let mut out_of_order = dead_letters::out_of_order(&engine, &rows)?;
+        let engine = &door.engine;
+        let rows = dead_letters::select(engine, &filter)?;
+        let mut out_of_order = dead_letters::out_of_order(engine, &rows)?;
         if !force && !dry_run && !out_of_order.is_empty() {
             return Err(out_of_order.swap_remove(0));
         }
         let revived = match dry_run {
             true => Vec::new(),
-            false => dead_letters::retry(&engine, &rows, |_| {})?,
+            false => dead_letters::retry(&door, &rows, |_| {})?,
         };
         let out_of_order: Vec<String> = out_of_order.iter().map(|e| e.to_string()).collect();
         Ok((rows, revived, out_of_order))
@@ -183,13 +184,13 @@ pub(super) async fn retry(api: web::Data<Api>, Body(r): Body<BulkRequest>) -> An
 )]
 pub(super) async fn purge(api: web::Data<Api>, Body(r): Body<BulkRequest>) -> Answer {
     let filter = r.filter()?;
-    let engine = api.relayq.store().engine.clone();
+    let door = api.relayq.store().door.clone();
     let dry_run = r.dry_run;
     let ids = web::block(move || -> Result<Vec<i64>, DeadError> {
-        let rows = dead_letters::select(&engine, &filter)?;
+        let rows = dead_letters::select(&door.engine, &filter)?;
         Ok(match dry_run {
             true => rows.iter().map(|r| r.id).collect(),
-            false => dead_letters::purge(&engine, &rows, |_| {})?,
+            false => dead_letters::purge(&door, &rows, |_| {})?,
         })
     })
     .await??;

@@ -1,13 +1,15 @@
 //! Every write, as a typed request: each is a value the actors or the commands build (what to
 //! enqueue, which answers to record, which rows to lease) and the engine applies, inside the
 //! group commit ([`WriteDoor::submit`]) or at once in a transaction of its own
-//! ([`WriteDoor::apply_now`]: the commands, and the daemon's claims and upkeep, which must
-//! neither hold a batch up nor wait behind one). The callers never see a transaction, so a
-//! second backend implements these writes, not the actors. By flow: the delivery runs
-//! ([`runs`]), the claims ([`claims`]), the approvals ([`approvals`]), the upkeep ([`upkeep`]),
-//! and here the messages, hook events, sources and pauses written in. A few flows are several
-//! writes in turn, composed in the engine (a hook row: applied, or ended with its error;
-//! `WriteDoor::process`); the prune alone deletes in slices of its own transactions
+//! ([`WriteDoor::apply_now`]: the commands, and the daemon's claims, upkeep and membership,
+//! which must neither hold a batch up nor wait behind one). The callers never see a
+//! transaction, so a second backend implements these writes, not the actors. Here: the door,
+//! and the writes every flow shares: the delivery runs ([`runs`]), the claims ([`claims`]),
+//! the upkeep ([`upkeep`]: expiry, reclaims, pauses, dead letters) and what the nodes write
+//! ([`nodes`]: membership, shared budgets); each flow's own writes are in its folder
+//! (`inbound::writes`, `hooks::writes`, `outbound::writes`, `approvals::writes`). A few flows
+//! are several writes in turn, composed in the engine (a hook row: applied, or ended with its
+//! error; `WriteDoor::process`); the prune alone deletes in slices of its own transactions
 //! (`Queue::prune`), so writers are not held up by a long delete.
 //!
 //! What every write guarantees, whatever the backend:
@@ -24,6 +26,7 @@
 //!   ([`Tx`]) was opened with; the backend that opens it chooses the clock.
 
 pub mod claims;
+pub mod nodes;
 pub mod runs;
 pub mod upkeep;
 

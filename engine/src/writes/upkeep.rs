@@ -180,3 +180,28 @@ impl Write for TellWaitingOnGoneNodes {
         trouble::tell_waiting_on_gone_nodes_in(&w.door.outbound, w.tx(), &routes)
     }
 }
+
+/// Revives dead rows (`None`: all of them): pending again, attempts reset, due now. Answers
+/// (id, queue, key) of each row revived, so the caller can wake its worker.
+#[derive(Debug, Clone)]
+pub struct ReviveDead(pub Option<Vec<i64>>);
+
+impl Write for ReviveDead {
+    type Output = Vec<(i64, crate::queue::QueueName, String)>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
+        crate::queue::revive_dead_in(w.tx(), self.0.as_deref())
+    }
+}
+
+/// Deletes dead rows (`None`: all of them); answers the ids deleted.
+#[derive(Debug, Clone)]
+pub struct PurgeDead(pub Option<Vec<i64>>);
+
+impl Write for PurgeDead {
+    type Output = Vec<i64>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Vec<i64>> {
+        crate::queue::purge_dead_in(w.tx(), self.0.as_deref())
+    }
+}
