@@ -2244,3 +2244,38 @@ fn a_clean_stop_leaves_no_outbound_row_leased() {
         }
     });
 }
+
+/// Fuzzing the API (schemathesis, on PostgreSQL) found a source channel id with a NUL
+/// answered 500 "invalid byte sequence for encoding UTF8: 0x00" by the database, where SQLite
+/// took it: an id with a control character is refused 400 on both, naming the field, and
+/// writes nothing.
+#[test]
+fn an_inbound_id_with_a_nul_is_refused_400_not_a_database_error() {
+    use crate::common::api::{answer, Api};
+    let api = Api::start(file_config());
+    for field in [
+        "origin",
+        "source_channel_id",
+        "source_message_id",
+        "source_thread_id",
+    ] {
+        let mut body = serde_json::json!({
+            "session": "s", "origin": "telegram", "content": "hi",
+            "source_message_id": "1", "source_channel_id": "42",
+        });
+        body[field] = serde_json::json!("4\u{0}2");
+        let (status, error) = answer(api.post("/v1/inbound", &body));
+        assert_eq!(status, 400, "{field}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("control character (U+0000)"),
+            "{field}: {message}"
+        );
+    }
+    assert_eq!(
+        api.app.inbound_rows(),
+        0,
+        "a refused request writes nothing"
+    );
+    api.stop();
+}

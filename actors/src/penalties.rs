@@ -93,18 +93,52 @@ mod shared_tests {
     use relayq_engine::storage::test_db::TestDb;
     use relayq_engine::{Engine, SystemClock};
 
-    /// A 429 another node wrote holds here within the read interval, without this node's
-    /// senders asking the database.
+    /// A 429 another node recorded (a channel-wide limit on one of its sends, written with
+    /// the send's answer, as its sender writes it) holds here within the read interval,
+    /// without this node's senders asking the database.
     #[test]
     fn a_pause_another_node_wrote_holds_here() {
+        use relayq_engine::writes::runs::{Answered, ChannelPenalty, RecordAnswer, Then};
+        use relayq_engine::{NewRow, Outcome, QueueName, WriteDoor};
         let pg = TestDb::postgres();
         let engine = Engine::with_clock(pg.db.clone(), Arc::new(SystemClock));
         let here = SharedPenalties::new(engine.clone());
         assert_eq!(here.penalty("tg"), None);
-        engine
-            .write(|tx| {
-                let until = tx.now() + 60_000;
-                relayq_engine::penalties::set_in(tx, "tg", until, "429 from the other node")
+        // The other node's send of an outbound row, answered 429 for the whole bot.
+        let other = WriteDoor::new(engine.queues(&Default::default()), Default::default());
+        let row = NewRow {
+            key: "tg:42".into(),
+            payload: "{}".into(),
+            dedup_key: None,
+        };
+        other.outbound.enqueue(&row).unwrap();
+        let lease = other.outbound.lease_next("tg:42").unwrap().unwrap();
+        let (reason, wait) = (
+            "429 from the other node".to_string(),
+            Duration::from_secs(60),
+        );
+        let answer = Answered {
+            lease,
+            outcome: Outcome::Throttled {
+                reason: reason.clone(),
+                wait,
+                channel_wide: true,
+            },
+            part: None,
+            penalty: Some(ChannelPenalty {
+                channel: "tg".into(),
+                wait,
+                reason,
+            }),
+            origin: None,
+        };
+        let then = Then::Stop;
+        let queue = QueueName::Outbound;
+        other
+            .apply_now(RecordAnswer {
+                queue,
+                answer,
+                then,
             })
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
