@@ -25,7 +25,7 @@ pub mod run;
 use agent_wait::Awaiting;
 pub use agent_wait::Busy;
 use placement::{handed_on_look, Placement};
-use run::{SessionRun, FAST_DELIVERY};
+use run::{ForWrite, SessionRun, FAST_DELIVERY};
 
 /// New rows may be due for this session.
 #[derive(Debug, Clone, Copy, actix::Message)]
@@ -258,10 +258,14 @@ impl SessionActor {
     fn write(&mut self, ctx: &mut Context<Self>) {
         let paused = self.paused();
         let lease_timeout = self.store.inbound.policy().lease_timeout;
-        let taken = self.run.take_for_write(paused, lease_timeout);
-        let (answers, since, give_back, failed) =
-            (taken.answers, taken.since, taken.give_back, taken.failed);
-        let lease_next = taken.lease_next && !paused && self.awaiting.is_none();
+        let ForWrite {
+            answers,
+            since,
+            give_back,
+            failed,
+            lease_next,
+        } = self.run.take_for_write(paused, lease_timeout);
+        let lease_next = lease_next && !paused && self.awaiting.is_none();
         // A busy node hands the session on between runs while another is idle; when none
         // took it within the moment, it leases the next run itself.
         let hand_on = self
