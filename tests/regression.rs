@@ -2331,3 +2331,62 @@ fn a_nul_in_a_query_filter_or_a_path_is_refused_400_not_a_database_error() {
     assert_eq!(status, 200, "{error}");
     api.stop();
 }
+
+/// Found looking at `relayq hook` after the query fix: on PostgreSQL a NUL in an agent's own
+/// text (its session id, its cwd, its answer) failed the hook ("invalid byte sequence for
+/// encoding UTF8: 0x00", exit 1, the event lost) or held the session's hook rows, retried until
+/// dead. Text is stored with U+FFFD in place of a NUL, on both backends alike.
+#[test]
+fn an_agents_text_with_a_nul_is_recorded_not_a_lost_event_or_a_stuck_hook_row() {
+    let app = App::new(file_config());
+    let daemon = app.serve();
+    let env = [("RELAYQ_SESSION", "agent-1")];
+    let nul = |s: &str, at: &str| s.replacen(at, &format!("{at}\\u0000"), 1);
+    let start = nul(
+        &nul(SESSION_START, "\"cwd\": \"/home"),
+        "\"session_id\": \"3f1c",
+    );
+    let stop = nul(include_str!("fixtures/claude-code/Stop.json"), "All 128");
+    for (what, payload, env) in [
+        ("start", &start, &env[..]),
+        ("stop", &stop, &env[..]),
+        ("start without RELAYQ_SESSION", &start, &[][..]),
+    ] {
+        let out = app.hook("claude", payload, false, env);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let sessions = || json(&app.ok(&["session", "list", "--json"]));
+    wait_until("both sessions recorded, the answer with them", WAIT, || {
+        let list = sessions();
+        list.as_array().unwrap().len() == 2
+            && list[0]["last_assistant_message"].is_string() == (list[0]["key"] == "agent-1")
+    });
+    for session in sessions().as_array().unwrap() {
+        if session["key"] == "agent-1" {
+            // The stop came later, with the fixture's own cwd and id.
+            let answer = session["last_assistant_message"].as_str().unwrap();
+            assert!(
+                answer.starts_with("All 128\u{FFFD} tests pass"),
+                "{session}"
+            );
+        } else {
+            let id = "3f1c\u{FFFD}9e52-7a4b-4d0e-9c61-2b8f5d7e0a13";
+            assert_eq!(session["key"], id, "{session}");
+            assert_eq!(session["native_session_id"], id, "{session}");
+            assert_eq!(
+                session["cwd"], "/home\u{FFFD}/alice/src/demo-app",
+                "{session}"
+            );
+        }
+    }
+    let status = app.ok(&["status"]);
+    assert!(
+        !status.contains("stuck") && !status.contains("pending"),
+        "no hook row waits: {status}"
+    );
+    daemon.stop();
+}

@@ -7,6 +7,10 @@
 //!
 //! Rows are read through [`Row`], by position or by column name, into [`Column`] types: the
 //! same mapper reads either backend.
+//!
+//! Text is bound with U+FFFD in place of a NUL, on both backends ([`NulFree`]): PostgreSQL's
+//! text cannot hold one, and what an agent reports (its cwd, its answer) is stored as it came
+//! but for that, so a row reads the same on either.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -166,7 +170,7 @@ pub trait Query: Executor {
             Target::Postgres(client) => {
                 let statement = positional(sql.postgres);
                 let values = bind_postgres(&statement, params)?;
-                Ok(client.run(&statement.text, &values)? as usize)
+                Ok(client.run(&statement.text, &by_ref(&values))? as usize)
             }
         }
     }
@@ -190,7 +194,7 @@ pub trait Query: Executor {
             Target::Postgres(client) => {
                 let statement = positional(sql.postgres);
                 let values = bind_postgres(&statement, params)?;
-                for row in &client.rows(&statement.text, &values)? {
+                for row in &client.rows(&statement.text, &by_ref(&values))? {
                     each(&Row::Postgres(row))?;
                 }
             }
@@ -287,8 +291,7 @@ fn bind_sqlite(stmt: &mut rusqlite::Statement<'_>, params: Params<'_>) -> Result
         let Some(at) = stmt.parameter_index(name)? else {
             return Err(unknown_parameter(name));
         };
-        let value: &dyn rusqlite::ToSql = *value;
-        stmt.raw_bind_parameter(at, value)?;
+        stmt.raw_bind_parameter(at, NulFree(*value))?;
     }
     if stmt.parameter_count() != params.len() {
         return Err(EngineError::Invalid(format!(
@@ -305,10 +308,7 @@ fn unknown_parameter(name: &str) -> EngineError {
 }
 
 /// The values in `$n` order.
-fn bind_postgres<'p>(
-    statement: &Positional,
-    params: Params<'p>,
-) -> Result<Vec<&'p (dyn postgres::types::ToSql + Sync)>> {
+fn bind_postgres<'p>(statement: &Positional, params: Params<'p>) -> Result<Vec<NulFree<'p>>> {
     let mut values = Vec::with_capacity(statement.names.len());
     for name in &statement.names {
         let Some((_, value)) = params.iter().find(|(n, _)| n == name) else {
@@ -316,8 +316,7 @@ fn bind_postgres<'p>(
                 "no value for parameter {name}"
             )));
         };
-        let value: &(dyn postgres::types::ToSql + Sync) = *value;
-        values.push(value);
+        values.push(NulFree(*value));
     }
     if let Some((extra, _)) = params
         .iter()
@@ -326,6 +325,84 @@ fn bind_postgres<'p>(
         return Err(unknown_parameter(extra));
     }
     Ok(values)
+}
+
+fn by_ref<'v>(values: &'v [NulFree<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
+    values.iter().map(|v| v as _).collect()
+}
+
+/// A value bound as it is, but text with U+FFFD for each NUL: PostgreSQL's text refuses a NUL
+/// ("invalid byte sequence for encoding UTF8: 0x00"), which held a session's hook rows when
+/// an agent's cwd had one. SQLite binds the same, so both backends store the same text.
+#[derive(Debug)]
+struct NulFree<'p>(&'p dyn Param);
+
+const REPLACEMENT: &str = "\u{FFFD}";
+
+impl rusqlite::ToSql for NulFree<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        let out = rusqlite::ToSql::to_sql(self.0)?;
+        let text = match &out {
+            ToSqlOutput::Borrowed(ValueRef::Text(bytes)) => *bytes,
+            ToSqlOutput::Owned(Value::Text(text)) => text.as_bytes(),
+            _ => return Ok(out),
+        };
+        if !text.contains(&0) {
+            return Ok(out);
+        }
+        let text = String::from_utf8_lossy(text).replace('\0', REPLACEMENT);
+        Ok(ToSqlOutput::Owned(Value::Text(text)))
+    }
+}
+
+impl postgres::types::ToSql for NulFree<'_> {
+    fn to_sql(
+        &self,
+        ty: &postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
+    {
+        self.to_sql_checked(ty, out)
+    }
+
+    fn accepts(_: &postgres::types::Type) -> bool {
+        true
+    }
+
+    /// The value's own encoding; a text type's bytes (UTF-8 as they are, where a 0 byte is a
+    /// NUL and nothing else) with each 0 made U+FFFD.
+    fn to_sql_checked(
+        &self,
+        ty: &postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
+    {
+        use postgres::types::{IsNull, Type};
+        let start = out.len();
+        let null = self.0.to_sql_checked(ty, out)?;
+        let text = [
+            Type::TEXT,
+            Type::VARCHAR,
+            Type::BPCHAR,
+            Type::NAME,
+            Type::UNKNOWN,
+        ];
+        if matches!(null, IsNull::No) && text.contains(ty) && out[start..].contains(&0) {
+            let tail = out.split_off(start);
+            for byte in tail {
+                match byte {
+                    0 => out.extend_from_slice(REPLACEMENT.as_bytes()),
+                    b => out.extend_from_slice(&[b]),
+                }
+            }
+        }
+        Ok(null)
+    }
+
+    fn encode_format(&self, ty: &postgres::types::Type) -> postgres::types::Format {
+        self.0.encode_format(ty)
+    }
 }
 
 /// A statement with its `:name` parameters made `$1, $2, ...`, and the name of each.
