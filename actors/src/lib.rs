@@ -34,6 +34,7 @@ pub mod error;
 pub mod hooks;
 pub mod inbound;
 pub mod kit;
+pub mod launcher;
 pub mod lifecycle;
 pub mod metrics;
 pub mod node;

@@ -528,6 +528,18 @@ impl RelayqHandle {
         async move { request.await? }
     }
 
+    /// Records session requests a platform pushed; each tap's callback with its line, once
+    /// committed.
+    pub fn record_session_requests(
+        &self,
+        requests: Vec<relayq_engine::chat_sessions::SessionRequest>,
+    ) -> impl std::future::Future<Output = Result<Vec<(String, String)>>> + 'static {
+        let request = self
+            .supervisor
+            .send(crate::inbound::supervisor::TakeSessionRequests(requests));
+        async move { request.await? }
+    }
+
     /// Tells the ApprovalsActor to look now (an answer was recorded outside a source).
     pub fn approvals_changed(&self) {
         self.approvals.do_send(crate::approvals::LookNow);

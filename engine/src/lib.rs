@@ -18,6 +18,7 @@
 //! from a [`Clock`], so tests control it.
 
 pub mod approvals;
+pub mod chat_sessions;
 pub mod engine;
 pub mod error;
 pub mod hooks;

@@ -114,6 +114,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         actor_name: args.actor_name,
         actor_avatar_url: None,
         payload,
+        route_by_chat: false,
     };
     message.validate(max)?;
     // A session its channel can never reach (a tmux session id with ':') is refused here.
@@ -134,7 +135,8 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
     let door = open_for_writes(ctx)?;
     let row = message.to_row();
     // A message that names its chat: that chat hears it was dropped, as from the daemon.
-    let (enqueued, told) = door.apply_now(EnqueueInbound(message))?;
+    let taken = door.apply_now(EnqueueInbound(message))?;
+    let (enqueued, told) = (taken.row, taken.told);
     let store = &door.queues;
     let waking = relayq_actors::wake::SocketWaking::beside(store.engine.database().path());
     waking.outbound_written(told.into_iter().collect());

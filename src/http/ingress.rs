@@ -65,6 +65,11 @@ pub(super) async fn ingress(
     let messages = match source.receive(&name, &push).await {
         Ok(Pushed::Answer(answer)) => return Ok(HttpResponse::Ok().json(answer)),
         Ok(Pushed::Messages(messages)) => messages,
+        Ok(Pushed::Requests(requests)) => {
+            let taps = api.relayq.record_session_requests(requests).await?;
+            source.tapped(taps);
+            return Ok(HttpResponse::Ok().json(json!({ "requests": "recorded" })));
+        }
         Ok(Pushed::Answers(answers)) => {
             let answered = api.relayq.record_answers(answers).await?;
             let n = answered.len();

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use actix::prelude::*;
 use relayq_engine::approvals::ChatAnswer;
+use relayq_engine::chat_sessions::SessionRequest;
 use relayq_engine::writes::upkeep::ExpireKey;
 use relayq_engine::{Enqueued, InboundMessage, QueueName};
 
@@ -80,6 +81,8 @@ pub struct EnqueueFrom {
     pub messages: Vec<InboundMessage>,
     /// Answers to agents' questions the batch carried, recorded in its transaction.
     pub answers: Vec<ChatAnswer>,
+    /// Session requests (`/new`, a tap in `/sessions`), recorded in its transaction first.
+    pub requests: Vec<SessionRequest>,
     pub offset: String,
 }
 
@@ -89,6 +92,8 @@ pub struct EnqueueFrom {
 pub struct BatchRecorded {
     pub rows: Vec<std::result::Result<Enqueued, String>>,
     pub answered: Vec<(ChatAnswer, String)>,
+    /// Session buttons tapped: each callback with the line to show where it was tapped.
+    pub taps: Vec<(String, String)>,
 }
 
 /// Answers to agents' questions a platform pushed: recorded, then each with the line for the
@@ -111,6 +116,34 @@ impl Handler<TakeChatAnswers> for SupervisorActor {
         Box::pin(write.into_actor(self).map(|result, act, ctx| {
             let recorded = result?;
             Ok(act.answers_recorded(recorded, ctx))
+        }))
+    }
+}
+
+/// Session requests a platform pushed (`/new`, a session button tapped): recorded and
+/// answered in their chats; each tap's callback with its line, once committed.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "Result<Vec<(String, String)>>")]
+pub struct TakeSessionRequests(pub Vec<SessionRequest>);
+
+impl Handler<TakeSessionRequests> for SupervisorActor {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, String)>>>;
+
+    fn handle(
+        &mut self,
+        TakeSessionRequests(requests): TakeSessionRequests,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let write = self
+            .store
+            .apply(relayq_engine::chat_sessions::RecordRequests(requests));
+        Box::pin(write.into_actor(self).map(|result, act, _| {
+            let recorded = result?;
+            act.store.waking.outbound_written(recorded.outbound_keys);
+            if recorded.ready > 0 {
+                act.commands_ready();
+            }
+            Ok(recorded.taps)
         }))
     }
 }
@@ -152,6 +185,8 @@ pub struct SupervisorActor {
     /// Each session's actor, with the wakes sent to it.
     sessions: Children<SessionActor>,
     shutting_down: bool,
+    /// This node's launcher, told when a batch made session commands ready.
+    launcher: Option<Recipient<crate::launcher::LookForCommands>>,
 }
 
 impl SupervisorActor {
@@ -168,7 +203,14 @@ impl SupervisorActor {
             max_body_bytes,
             sessions: Children::default(),
             shutting_down: false,
+            launcher: None,
         }
+    }
+
+    /// Tells `launcher` when a batch makes session commands ready.
+    pub fn with_launcher(mut self, launcher: Recipient<crate::launcher::LookForCommands>) -> Self {
+        self.launcher = Some(launcher);
+        self
     }
 
     /// What is kept of a platform's `message` over `max_body_bytes` (see [`KeepRefused`]),
@@ -231,12 +273,17 @@ impl Handler<Enqueue> for SupervisorActor {
         }
         // A session its channel can never reach (a tmux session id with ':') is refused here,
         // as `relayq enqueue` refuses it.
+        // (A chat's message is routed in its write; the sessions a chat makes have names its
+        // channel can reach.)
         let channel = self.session_channels.channel_for(&message.session);
-        if let Some(why) = self.channels.refuses_address(channel, &message.session) {
+        if let Some(why) = self
+            .channels
+            .refuses_address(channel, &message.session)
+            .filter(|_| !message.route_by_chat)
+        {
             let refused = crate::channels::session_refused(&message.session, channel, &why);
             return Box::pin(std::future::ready(Err(ActorError::Invalid(refused))));
         }
-        let session = message.session.clone();
         // Submitted now, in mailbox order: enqueues commit in the order they were sent.
         let write = self
             .store
@@ -247,21 +294,12 @@ impl Handler<Enqueue> for SupervisorActor {
         // many polls. The wake is queued before the caller hears of the commit.
         let me = ctx.address();
         Box::pin(async move {
-            let result = write.await.map(|(enqueued, told)| {
-                waking.outbound_written(told.into_iter().collect());
-                enqueued
-            });
-            if matches!(
-                result,
-                Ok(Enqueued {
-                    duplicate: false,
-                    expired: None,
-                    ..
-                })
-            ) {
-                me.do_send(Committed(session));
+            let taken = write.await?;
+            waking.outbound_written(taken.told.into_iter().collect());
+            if !taken.row.duplicate && taken.row.expired.is_none() {
+                me.do_send(Committed(taken.session));
             }
-            result
+            Ok(taken.row)
         })
     }
 }
@@ -318,6 +356,7 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             source,
             offset,
             answers,
+            requests,
             ..
         } = batch;
         let write = self
@@ -327,6 +366,7 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                 messages: valid,
                 refused,
                 answers,
+                requests,
                 offset,
             });
         Box::pin(write.into_actor(self).map(move |result, act, ctx| {
@@ -334,19 +374,23 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                 rows,
                 told,
                 answers: recorded,
+                requests,
             } = result?;
+            if requests.ready > 0 {
+                act.commands_ready();
+            }
             act.store.waking.outbound_written(told);
             let answered = act.answers_recorded(recorded, ctx);
             let mut enqueued = rows.into_iter();
             let answers = checked
                 .into_iter()
                 .map(|message| {
-                    let message = message?;
-                    let row = enqueued.next().expect("one answer per valid message");
+                    message?;
+                    let (session, row) = enqueued.next().expect("one answer per valid message");
                     if !row.duplicate && row.expired.is_none() {
-                        let channel = act.session_channels.channel_for(&message.session);
+                        let channel = act.session_channels.channel_for(&session);
                         act.store.metrics.enqueued(QueueName::Inbound, channel);
-                        act.wake(&message.session, ctx);
+                        act.wake(&session, ctx);
                     }
                     Ok(row)
                 })
@@ -354,12 +398,21 @@ impl Handler<EnqueueFrom> for SupervisorActor {
             Ok(BatchRecorded {
                 rows: answers,
                 answered,
+                taps: requests.taps,
             })
         }))
     }
 }
 
 impl SupervisorActor {
+    /// A batch made session commands ready for a node to carry out: wake this node's
+    /// launcher (other nodes find theirs when they look).
+    fn commands_ready(&self) {
+        if let Some(launcher) = &self.launcher {
+            launcher.do_send(crate::launcher::LookForCommands);
+        }
+    }
+
     /// After recording answers: wake what they wrote; the lines for the people who answered.
     fn answers_recorded(
         &mut self,

@@ -51,9 +51,19 @@ pub struct ChatRouting<P: ChatPlatform> {
     /// channel named like the source, made from its bot settings if config.toml has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_channel: Option<String>,
+    /// How many sessions started from one chat (`/new`, `/resume`) may run at once.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: u32,
     #[serde(skip)]
     pub platform: PhantomData<P>,
 }
+
+fn default_max_sessions() -> u32 {
+    10
+}
+
+/// The range `max_sessions` may take.
+pub const MAX_SESSIONS_RANGE: (u32, u32) = (1, 1000);
 
 impl<P: ChatPlatform> Default for ChatRouting<P> {
     fn default() -> Self {
@@ -62,6 +72,7 @@ impl<P: ChatPlatform> Default for ChatRouting<P> {
             chats: BTreeMap::new(),
             session_template: None,
             reply_channel: None,
+            max_sessions: default_max_sessions(),
             platform: PhantomData,
         }
     }
@@ -109,6 +120,13 @@ impl<P: ChatPlatform> ChatRouting<P> {
                      only the people you name. {}",
                     P::USERS_EXAMPLE
                 ),
+            ));
+        }
+        let (min, max) = MAX_SESSIONS_RANGE;
+        if !(min..=max).contains(&self.max_sessions) {
+            return Err(SettingError::new(
+                "max_sessions",
+                format!("is {}: it takes {min} to {max}", self.max_sessions),
             ));
         }
         for (chat, session) in &self.chats {

@@ -158,6 +158,7 @@ impl<S: Source> SourceActor<S> {
             source: self.name.clone(),
             messages: batch.messages,
             answers: batch.answers,
+            requests: batch.requests,
             offset: batch.offset,
         });
         ctx.spawn(send.into_actor(self).map(move |answer, act, ctx| {
@@ -165,6 +166,9 @@ impl<S: Source> SourceActor<S> {
                 Ok(Ok(recorded)) => {
                     if !recorded.answered.is_empty() {
                         act.source.acknowledge(recorded.answered);
+                    }
+                    if !recorded.taps.is_empty() {
+                        act.source.tapped(recorded.taps);
                     }
                     recorded.rows
                 }

@@ -5,17 +5,20 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use relayq_engine::approvals::ChatAnswer;
+use relayq_engine::chat_sessions::SessionRequest;
 use relayq_engine::InboundMessage;
 
 use crate::kit::ReadyCheck;
 use crate::pacing::Budgets;
 
 /// What one fetch read: the messages, and the offset to start the next fetch from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
     pub messages: Vec<InboundMessage>,
     /// Answers to agents' questions (a button tapped, `/allow ID`), recorded with the rows.
     pub answers: Vec<ChatAnswer>,
+    /// Session requests (`/new`, a session button tapped), recorded with the rows.
+    pub requests: Vec<SessionRequest>,
     /// Where the next fetch starts (Telegram: the last `update_id` + 1; a file: a byte
     /// position). Stored with the messages, in one transaction.
     pub offset: String,
@@ -45,6 +48,10 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
     /// Called once a batch's answers are recorded, each with the line for the person who
     /// answered, so a source may show it where they tapped (Telegram: `answerCallbackQuery`).
     fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
+
+    /// Called once a batch's session requests are recorded, with each tapped button's callback
+    /// and the line to show where it was tapped.
+    fn tapped(&mut self, _taps: Vec<(String, String)>) {}
 
     /// Called once a batch (new rows, duplicates, answers) is committed with its offset, before
     /// the next fetch: a held connection acknowledges it to its platform then.
@@ -86,6 +93,9 @@ pub enum Pushed {
     Messages(Vec<InboundMessage>),
     /// Answers to agents' questions, recorded before the platform is answered 200.
     Answers(Vec<ChatAnswer>),
+    /// Session requests, recorded (and answered in their chats) before the platform is
+    /// answered 200.
+    Requests(Vec<SessionRequest>),
     Answer(serde_json::Value),
 }
 
@@ -117,6 +127,9 @@ pub trait PushSource: Send + Sync + 'static {
 
     /// As [`Source::acknowledge`], for pushed answers once recorded.
     fn acknowledge(&self, _answered: Vec<(ChatAnswer, String)>) {}
+
+    /// As [`Source::tapped`], for pushed session requests once recorded.
+    fn tapped(&self, _taps: Vec<(String, String)>) {}
 }
 
 /// What a held connection received: messages and answers to commit, the resume token that
@@ -126,6 +139,7 @@ pub trait PushSource: Send + Sync + 'static {
 pub struct Arrived {
     pub messages: Vec<InboundMessage>,
     pub answers: Vec<ChatAnswer>,
+    pub requests: Vec<SessionRequest>,
     /// `None`: the platform keeps no position for relayq (it sends again what was not
     /// acknowledged); the stored one stays.
     pub resume: Option<String>,
@@ -167,6 +181,9 @@ pub trait HeldSource: Clone + Send + Sync + Unpin + 'static {
 
     /// As [`Source::acknowledge`].
     fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
+
+    /// As [`Source::tapped`].
+    fn tapped(&mut self, _taps: Vec<(String, String)>) {}
 
     /// As [`Source::ready_check`].
     fn ready_check(&self) -> Option<ReadyCheck> {

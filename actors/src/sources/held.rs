@@ -66,10 +66,11 @@ impl<S: HeldSource> Source for Held<S> {
             let Arrived {
                 messages,
                 answers,
+                requests,
                 resume,
                 acks,
             } = connection.next().await?;
-            if messages.is_empty() && answers.is_empty() {
+            if messages.is_empty() && answers.is_empty() && requests.is_empty() {
                 // Nothing to commit: acknowledged at once.
                 if !acks.is_empty() {
                     connection.acknowledge(acks).await?;
@@ -81,6 +82,7 @@ impl<S: HeldSource> Source for Held<S> {
             Ok(Batch {
                 messages,
                 answers,
+                requests,
                 offset: resume.or(offset).unwrap_or_default(),
             })
         })
@@ -90,6 +92,10 @@ impl<S: HeldSource> Source for Held<S> {
 
     fn acknowledge(&mut self, answered: Vec<(ChatAnswer, String)>) {
         self.source.acknowledge(answered);
+    }
+
+    fn tapped(&mut self, taps: Vec<(String, String)>) {
+        self.source.tapped(taps);
     }
 
     fn taken(&mut self) {
@@ -138,6 +144,7 @@ mod tests {
                 Ok(Arrived {
                     messages: vec![InboundMessage::text("s", "held", id)],
                     answers: Vec::new(),
+                    requests: Vec::new(),
                     resume: Some(format!("after-{id}")),
                     acks: vec![id.clone()],
                 })

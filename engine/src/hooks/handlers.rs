@@ -17,14 +17,6 @@ pub use crate::outbound::routes::{
     relayed_events, NoticeRoute, NoticeRoutes, SharedNoticeRoutes, NOTICES_CHANNEL, ORIGIN,
 };
 
-/// Ends the session's open approvals: the agent no longer asks them (`why`).
-fn withdraw_open_in(tx: &Tx<'_>, key: &str, why: &str) -> Result<()> {
-    for open in approvals::open_for_session(tx, key)? {
-        approvals::withdraw_in(tx, &open.id, why)?;
-    }
-    Ok(())
-}
-
 /// What applying an event changed, for the actors to act on after the commit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Effects {
@@ -154,7 +146,7 @@ impl WriteDoor {
                 effects.confirmed = self.confirm_pasted(tx, event)?;
             }
             EventType::AgentStop => {
-                withdraw_open_in(tx, key, "the agent's turn ended")?;
+                sessions::withdraw_open_in(tx, key, "the agent's turn ended")?;
                 let answer = answer.or(event.last_assistant_message());
                 sessions::complete_turn(tx, key, answer)?;
                 if let Some(input) = agent_state::this_turns_input(event) {
@@ -167,30 +159,11 @@ impl WriteDoor {
             EventType::Notification => {}
             EventType::Error => effects.receiver_error = Some(event.agent),
             EventType::SessionEnd => {
-                sessions::end(tx, key)?;
-                withdraw_open_in(tx, key, "the agent's session ended")?;
-                let dropped = self.inbound.active_rows_in(tx, key)?;
-                self.inbound
-                    .expire_key_in(tx, key, crate::inbound::SESSION_ENDED)?;
-                effects.session_ended = true;
-                // Never silence: each waiting message's chat hears it was dropped.
                 let why = "the agent ended the session (SessionEnd) before it took the \
                            message. Start the agent again, then send it again";
-                for (id, payload) in dropped {
-                    let Ok(message) = crate::InboundMessage::from_payload(&payload) else {
-                        continue;
-                    };
-                    let trouble = crate::inbound::trouble::Trouble::Dropped { why };
-                    let told = crate::inbound::trouble::tell_message_in(
-                        &self.outbound,
-                        tx,
-                        &routes,
-                        id,
-                        &message,
-                        trouble,
-                    )?;
-                    effects.outbound_keys.extend(told);
-                }
+                let told = sessions::end_in(self, tx, &routes, key, why)?;
+                effects.session_ended = true;
+                effects.outbound_keys.extend(told);
             }
         }
         effects.wake_session |= effects.confirmed.is_some();

@@ -40,10 +40,58 @@ pub fn enqueue_in(queue: &Queue, tx: &Tx<'_>, message: &InboundMessage) -> Resul
     written_in(tx, message, enqueued)
 }
 
+/// Why a chat's message that no session takes is written expired.
+pub const NO_SESSION: &str = "no session";
+
+/// `message` as it is written: a chat source's message (`route_by_chat`) goes to its topic's
+/// session, else to the chat's current one, else to the source's static route (see
+/// [`chat_sessions::route`](crate::chat_sessions::route)); with none of them it is written
+/// under its chat's own key, expired ([`NO_SESSION`]), so the chat is told. Other messages
+/// are written as they are. The flag says whether a session takes it.
+pub fn routed_in(tx: &Tx<'_>, message: &InboundMessage) -> Result<(InboundMessage, bool)> {
+    let mut routed = message.clone();
+    let chat = message.source_channel_id.as_deref();
+    let Some(chat) = chat.filter(|_| message.route_by_chat) else {
+        return Ok((routed, true));
+    };
+    let fallback = Some(message.session.as_str()).filter(|s| !s.trim().is_empty());
+    let thread = message.source_thread_id.as_deref();
+    let found = crate::chat_sessions::route(tx, &message.origin, chat, thread, fallback)?;
+    routed.route_by_chat = false;
+    Ok(match found {
+        Some(session) => {
+            routed.session = session;
+            (routed, true)
+        }
+        None => {
+            routed.session = format!("unrouted:{}:{chat}", message.origin);
+            (routed, false)
+        }
+    })
+}
+
+/// [`enqueue_in`] of a chat source's message, routed first ([`routed_in`]): the message as
+/// written (its session) and its row.
+pub fn enqueue_routed_in(
+    queue: &Queue,
+    tx: &Tx<'_>,
+    message: &InboundMessage,
+) -> Result<(InboundMessage, Enqueued)> {
+    let (routed, found) = routed_in(tx, message)?;
+    let enqueued = match found {
+        true => enqueue_in(queue, tx, &routed)?,
+        false => queue.enqueue_expired_in(tx, &routed.to_row(), NO_SESSION)?,
+    };
+    Ok((routed, enqueued))
+}
+
 /// The row [`enqueue_in`] writes first, for the group commit to write ahead with its
 /// neighbours' (see [`RowAhead`](crate::commit::RowAhead)); `None` when the queue's depth
 /// limits need it counted first.
 pub fn row_ahead(queue: &Queue, message: &InboundMessage) -> Option<crate::commit::RowAhead> {
+    if message.route_by_chat {
+        return None; // its session is known once routed, in the write's transaction
+    }
     let row = message.to_row();
     (queue.writes_ahead() && !row.key.is_empty()).then_some(crate::commit::RowAhead {
         queue: queue.name(),
@@ -120,6 +168,10 @@ pub struct InboundMessage {
     /// Anything else the adapter wants the sink to see (file ids, voice transcripts...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+    /// A chat source's message: the sessions its chat made decide where it goes (see
+    /// [`routed_in`]); `session` is the source's static route, empty when it has none.
+    #[serde(skip)]
+    pub route_by_chat: bool,
 }
 
 impl InboundMessage {
@@ -137,6 +189,7 @@ impl InboundMessage {
             actor_name: None,
             actor_avatar_url: None,
             payload: None,
+            route_by_chat: false,
         }
     }
 
@@ -165,7 +218,7 @@ impl InboundMessage {
     /// Checks what the spec requires; the error says what to fix.
     pub fn validate(&self, max_body_bytes: usize) -> Result<()> {
         let invalid = |m: String| Err(EngineError::Invalid(m));
-        if self.session.trim().is_empty() {
+        if self.session.trim().is_empty() && !self.route_by_chat {
             return invalid("the session id is empty: give the agent session to deliver to".into());
         }
         if let Some(c) = self.session.chars().find(|c| c.is_control()) {

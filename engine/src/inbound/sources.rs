@@ -11,15 +11,16 @@ use crate::queue::{Enqueued, Queue};
 pub use crate::storage::source_offsets::{offset, set_offset_in};
 
 /// Enqueues a source's batch (already validated) and moves its offset, in the caller's
-/// transaction: both or neither are kept. On PostgreSQL its rows are written by one statement
-/// (see [`RowAhead`](crate::commit::RowAhead)).
+/// transaction: both or neither are kept. Each message as written (routed by its chat, see
+/// [`inbound::routed_in`]) with its row. On PostgreSQL a batch none of whose messages is
+/// routed by its chat is written by one statement (see [`RowAhead`](crate::commit::RowAhead)).
 pub fn enqueue_batch_in(
     queue: &Queue,
     tx: &Tx<'_>,
     name: &str,
     messages: &[InboundMessage],
     offset: &str,
-) -> Result<Vec<Enqueued>> {
+) -> Result<Vec<(InboundMessage, Enqueued)>> {
     let ahead: Option<Vec<_>> = match tx.pays_per_statement() && messages.len() > 1 {
         true => messages
             .iter()
@@ -34,12 +35,12 @@ pub fn enqueue_batch_in(
             messages
                 .iter()
                 .zip(written)
-                .map(|(m, row)| inbound::written_in(tx, m, row))
+                .map(|(m, row)| Ok((m.clone(), inbound::written_in(tx, m, row)?)))
                 .collect::<Result<Vec<_>>>()?
         }
         None => messages
             .iter()
-            .map(|m| inbound::enqueue_in(queue, tx, m))
+            .map(|m| inbound::enqueue_routed_in(queue, tx, m))
             .collect::<Result<Vec<_>>>()?,
     };
     set_offset_in(tx, name, offset)?;
@@ -103,6 +104,7 @@ mod tests {
             let got = db
                 .write_at(0, |tx| enqueue_batch_in(&q, tx, "src", &batch, "4"))
                 .unwrap();
+            let got: Vec<Enqueued> = got.into_iter().map(|(_, e)| e).collect();
             let shape: Vec<bool> = got.iter().map(|e| e.duplicate).collect();
             assert_eq!(shape, [false, false, true, false], "{}", db.name());
             assert_eq!(got[2].id, got[0].id, "{}", db.name());

@@ -119,11 +119,18 @@ pub fn tell_on_arrival_in(
     let Some(reason) = enqueued.expired else {
         return tell_if_behind_a_question_in(outbound, tx, routes, message, enqueued.id);
     };
-    let why = format!(
-        "{reason}: the agent ended this session, so the message is not typed into whatever runs \
-         in its pane now. Start the agent again (with RELAYQ_SESSION={})",
-        message.session
-    );
+    let why = match reason {
+        crate::inbound::NO_SESSION => format!(
+            "{reason}: this chat talks to no agent session yet. Start one with /new [project] \
+             [agent] [name], or choose one with /sessions"
+        ),
+        _ => format!(
+            "{reason}: the agent ended this session, so the message is not typed into whatever \
+             runs in its pane now. Start the agent again (with RELAYQ_SESSION={}, or /new or \
+             /resume from the chat)",
+            message.session
+        ),
+    };
     let trouble = Trouble::Dropped { why: &why };
     tell_message_in(outbound, tx, routes, enqueued.id, message, trouble)
 }

@@ -3,6 +3,8 @@
 
 use crate::approvals::writes::{record_chat_answers_in, ChatAnswersRecorded};
 use crate::approvals::ChatAnswer;
+use crate::chat_sessions::writes::{record_requests_in, RequestsRecorded};
+use crate::chat_sessions::SessionRequest;
 use crate::commit::RowAhead;
 use crate::error::Result;
 use crate::inbound::{self, trouble, InboundMessage};
@@ -16,8 +18,17 @@ use crate::Atomicity;
 #[derive(Debug, Clone)]
 pub struct EnqueueInbound(pub InboundMessage);
 
+/// What [`EnqueueInbound`] wrote: the row, the session it is for (a chat source's message is
+/// routed by its chat), and the ordering key of the notice its chat was sent, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundTaken {
+    pub row: Enqueued,
+    pub session: String,
+    pub told: Option<String>,
+}
+
 impl Write for EnqueueInbound {
-    type Output = (Enqueued, Option<String>);
+    type Output = InboundTaken;
 
     fn atomicity(&self) -> Atomicity {
         match self.0.writes_one_statement() {
@@ -31,12 +42,16 @@ impl Write for EnqueueInbound {
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<Self::Output> {
-        let enqueued = match w.written_ahead() {
-            Some(row) => inbound::written_in(w.tx(), &self.0, row)?,
-            None => inbound::enqueue_in(&w.door.inbound, w.tx(), &self.0)?,
+        let (message, row) = match w.written_ahead() {
+            Some(row) => (self.0.clone(), inbound::written_in(w.tx(), &self.0, row)?),
+            None => inbound::enqueue_routed_in(&w.door.inbound, w.tx(), &self.0)?,
         };
-        let told = tell_on_arrival(w, &self.0, &enqueued)?;
-        Ok((enqueued, told))
+        let told = tell_on_arrival(w, &message, &row)?;
+        Ok(InboundTaken {
+            row,
+            session: message.session,
+            told,
+        })
     }
 }
 
@@ -55,22 +70,27 @@ impl Write for RecordRefused {
 }
 
 /// A source's batch: its messages (validated), the copies of those it refused, the answers to
-/// agents' questions it read, and its new offset, all in one transaction.
+/// agents' questions and the session requests (`/new`, a tap in `/sessions`) it read, and its
+/// new offset, all in one transaction. The requests are recorded first: a chat's messages
+/// after a `/sessions` tap in the same batch go where the tap says.
 #[derive(Debug, Clone)]
 pub struct RecordBatch {
     pub source: String,
     pub messages: Vec<InboundMessage>,
     pub refused: Vec<InboundMessage>,
     pub answers: Vec<ChatAnswer>,
+    pub requests: Vec<SessionRequest>,
     pub offset: String,
 }
 
-/// What [`RecordBatch`] wrote: a row per message, the notices' ordering keys, the answers.
+/// What [`RecordBatch`] wrote: a row per message with the session it is for, the notices'
+/// ordering keys, the answers, the session requests.
 #[derive(Debug)]
 pub struct BatchWritten {
-    pub rows: Vec<Enqueued>,
+    pub rows: Vec<(String, Enqueued)>,
     pub told: Vec<String>,
     pub answers: ChatAnswersRecorded,
+    pub requests: RequestsRecorded,
 }
 
 impl Write for RecordBatch {
@@ -78,16 +98,19 @@ impl Write for RecordBatch {
 
     fn apply(&self, w: &Writer<'_>) -> Result<BatchWritten> {
         let q = &w.door.inbound;
-        let rows = crate::inbound::sources::enqueue_batch_in(
+        let requests = record_requests_in(w, &self.requests)?;
+        let written = crate::inbound::sources::enqueue_batch_in(
             q,
             w.tx(),
             &self.source,
             &self.messages,
             &self.offset,
         )?;
-        let mut told = Vec::new();
-        for (message, row) in self.messages.iter().zip(&rows) {
-            told.extend(tell_on_arrival(w, message, row)?);
+        let mut told = requests.outbound_keys.clone();
+        let mut rows = Vec::with_capacity(written.len());
+        for (message, row) in written {
+            told.extend(tell_on_arrival(w, &message, &row)?);
+            rows.push((message.session, row));
         }
         for copy in &self.refused {
             q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;
@@ -97,6 +120,7 @@ impl Write for RecordBatch {
             rows,
             told,
             answers,
+            requests,
         })
     }
 }

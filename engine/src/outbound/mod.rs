@@ -71,6 +71,17 @@ pub struct OutboundMessage {
     /// edited to its outcome): channels that can edit do, the others send it as a new message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit: Option<String>,
+    /// Buttons under the message, in rows: a tap comes back to the source as the button's
+    /// data. Channels without buttons leave them out (the text says what to type instead).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buttons: Vec<Vec<Button>>,
+}
+
+/// A button under a message: its label, and the data a tap sends back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Button {
+    pub label: String,
+    pub data: String,
 }
 
 /// One part of a text split for its channel's limit (see [`chunking`](crate::outbound::chunking)): part
@@ -158,6 +169,7 @@ impl OutboundMessage {
             thread: None,
             reply_to: None,
             edit: None,
+            buttons: Vec::new(),
         }
     }
 
@@ -229,6 +241,11 @@ impl OutboundMessage {
                 text,
                 part: Some(Part { index, of }),
                 idempotency_key: self.idempotency_key.as_ref().map(|k| part_key(k, index)),
+                // The buttons go under the last part, after the whole text.
+                buttons: match index == of {
+                    true => self.buttons.clone(),
+                    false => Vec::new(),
+                },
                 ..self.clone()
             })
             .collect()

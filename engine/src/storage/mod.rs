@@ -30,6 +30,7 @@ macro_rules! from_columns {
 
 pub mod approvals;
 pub mod budgets;
+pub mod chat_sessions;
 pub mod clock;
 pub mod commit;
 pub mod db;

@@ -85,6 +85,20 @@ impl Channel for TelegramChannel {
         if let Some(approval) = message.notice.as_ref().and_then(|n| n.approval.as_ref()) {
             body["reply_markup"] = approval_keyboard(approval);
         }
+        // A message's own buttons (a session's list, a confirmation): taps come back to the
+        // source as their data.
+        if !message.buttons.is_empty() {
+            let rows: Vec<Vec<Value>> = message
+                .buttons
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|b| json!({"text": b.label, "callback_data": b.data}))
+                        .collect()
+                })
+                .collect();
+            body["reply_markup"] = json!({ "inline_keyboard": rows });
+        }
         let edit = message.edit.as_deref().map(number_or_text);
         let this = self.clone();
         let original = message.to.clone();

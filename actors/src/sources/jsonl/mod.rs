@@ -104,9 +104,8 @@ impl Source for JsonlSource {
 /// Up to `batch` whole lines from byte `start` of the file.
 fn read(config: &Config, start: u64) -> Result<Batch, String> {
     let empty = |at: u64| Batch {
-        answers: Vec::new(),
-        messages: Vec::new(),
         offset: at.to_string(),
+        ..Batch::default()
     };
     let path = &config.path;
     let file = match File::open(path) {
@@ -145,9 +144,9 @@ fn read(config: &Config, start: u64) -> Result<Batch, String> {
         }
     }
     Ok(Batch {
-        answers: Vec::new(),
         messages,
         offset: at.to_string(),
+        ..Batch::default()
     })
 }
 

@@ -203,6 +203,7 @@ impl SlackReader {
             actor_name: None,
             actor_avatar_url: None,
             payload: None,
+            route_by_chat: true,
         })
     }
 

@@ -148,6 +148,7 @@ impl SlackConnection {
         match pushed {
             Pushed::Messages(messages) => received.messages = messages,
             Pushed::Answers(answers) => received.answers = answers,
+            Pushed::Requests(requests) => received.requests = requests,
             Pushed::Answer(_) => {}
         }
         Ok(Some(received))

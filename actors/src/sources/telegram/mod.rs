@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relayq_engine::approvals::{self, Answerer, ChatAnswer};
+use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
 use relayq_engine::{InboundMessage, MessageType};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -132,6 +133,10 @@ impl Source for TelegramSource {
         self.inner.answer_taps(taps);
     }
 
+    fn tapped(&mut self, taps: Vec<(String, String)>) {
+        self.inner.answer_taps(taps);
+    }
+
     fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<dyn Budgets>>) {
         if !self.inner.config.typing {
             return;
@@ -211,7 +216,7 @@ impl Inner {
             other => return Err(format!("getUpdates answered a result that is not a list: {other}")),
         };
         let mut next = from;
-        let (mut messages, mut answers) = (Vec::new(), Vec::new());
+        let (mut messages, mut answers, mut requests) = (Vec::new(), Vec::new(), Vec::new());
         for update in updates {
             let Some(id) = update["update_id"].as_i64() else {
                 tracing::error!("skipping an update without an update_id");
@@ -221,12 +226,14 @@ impl Inner {
             match self.accept(id, update, origin).await {
                 Some(TakenUpdate::Message(message)) => messages.push(message),
                 Some(TakenUpdate::Answer(answer)) => answers.push(answer),
+                Some(TakenUpdate::Request(request)) => requests.push(request),
                 None => {}
             }
         }
         Ok(Batch {
             messages,
             answers,
+            requests,
             offset: next.to_string(),
         })
     }
@@ -257,7 +264,7 @@ impl Inner {
     /// question), or nothing it takes.
     async fn accept(&self, id: i64, update: Value, origin: &str) -> Option<TakenUpdate> {
         if let Some(tap) = update.get("callback_query") {
-            return self.tap(id, tap, origin).map(TakenUpdate::Answer);
+            return self.tap(id, tap, origin);
         }
         let Some(raw) = update.get("message") else {
             tracing::debug!(update = id, "skipping an update that is not a new message");
@@ -277,13 +284,32 @@ impl Inner {
                 "ignored a message from a user and chat that are not allowed (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
             return None;
         }
-        let Some(session) = self.config.routing.session_for(&chat) else {
-            tracing::warn!(update = id, chat, "ignored a message from a chat that feeds no session: add it to `chats` (or set session_template)");
-            return None;
-        };
+        // The chat's sessions (a topic's, the current one) decide in the write; this is the
+        // static route under them, empty when config.toml names none.
+        let session = self.config.routing.session_for(&chat).unwrap_or_default();
         if message.text.as_deref().map(str::trim) == Some("/start") {
             tracing::info!(chat, "the chat started the bot (/start); not passed to the agent");
             return None;
+        }
+        let thread = message
+            .is_topic_message
+            .then_some(message.message_thread_id)
+            .flatten()
+            .map(|t| t.to_string());
+        if let Some(typed) = message.text.as_deref().and_then(chat_sessions::command_of) {
+            let request = SessionRequest {
+                origin: origin.to_string(),
+                chat,
+                thread,
+                message_id: Some(message.message_id.to_string()),
+                user_id: sender.map(|s| s.to_string()),
+                user_name: message.from.as_ref().map_or_else(|| "someone".into(), User::name),
+                may: sender.is_some_and(|s| self.config.routing.allows(&s)),
+                topics: message.chat.is_forum,
+                max_sessions: self.config.routing.max_sessions,
+                asked: Asked::Typed(typed),
+            };
+            return Some(TakenUpdate::Request(request));
         }
         let (message_type, content, payload) = self.content_of(&message).await?;
         let inbound = InboundMessage {
@@ -293,15 +319,12 @@ impl Inner {
             content,
             source_message_id: Some(message.message_id.to_string()),
             source_channel_id: Some(chat),
-            source_thread_id: message
-                .is_topic_message
-                .then_some(message.message_thread_id)
-                .flatten()
-                .map(|t| t.to_string()),
+            source_thread_id: thread,
             actor_id: sender.map(|s| s.to_string()),
             actor_name: message.from.as_ref().map(User::name),
             actor_avatar_url: None,
             payload,
+            route_by_chat: true,
         };
         let reply_to = message.reply_to_message.as_ref().map(|r| r.message_id.to_string());
         let command = message
@@ -338,7 +361,7 @@ impl Inner {
     /// A button of an approval's question tapped (`callback_query`): the answer it gives, if
     /// it is relayq's. Whoever tapped, the tap is answered (after it is recorded); a tap
     /// relayq cannot read is answered at once.
-    fn tap(&self, id: i64, tap: &Value, origin: &str) -> Option<ChatAnswer> {
+    fn tap(&self, id: i64, tap: &Value, origin: &str) -> Option<TakenUpdate> {
         let tap = match CallbackQuery::deserialize(tap) {
             Ok(tap) => tap,
             Err(e) => {
@@ -346,6 +369,20 @@ impl Inner {
                 return None;
             }
         };
+        if let (Some(session_tap), Some(message)) = (tap.data.as_deref().and_then(Tap::read), &tap.message) {
+            return Some(TakenUpdate::Request(SessionRequest {
+                origin: origin.to_string(),
+                chat: message.chat.id.to_string(),
+                thread: message.message_thread_id.map(|t| t.to_string()),
+                message_id: None,
+                user_id: Some(tap.from.id.to_string()),
+                user_name: tap.from.name(),
+                may: self.config.routing.allows(&tap.from.id),
+                topics: message.chat.is_forum,
+                max_sessions: self.config.routing.max_sessions,
+                asked: Asked::Tapped { tap: session_tap, callback: Some(tap.id) },
+            }));
+        }
         let read = tap.data.as_deref().and_then(approvals::read_button_data);
         let (Some((approval, decision)), Some(message)) = (read, &tap.message) else {
             tracing::info!(update = id, user = tap.from.id, "a button tap that is not an approval's answer");
@@ -355,7 +392,7 @@ impl Inner {
         if !self.allowed(Some(tap.from.id), message.chat.id) {
             tracing::warn!(update = id, user = tap.from.id, chat = message.chat.id, "a stranger tapped an approval's button: refused");
         }
-        Some(ChatAnswer {
+        Some(TakenUpdate::Answer(ChatAnswer {
             target: approvals::Target::Id(approval),
             decision,
             who: Answerer {
@@ -368,7 +405,7 @@ impl Inner {
             callback: Some(tap.id),
             message_id: None,
             otherwise: None,
-        })
+        }))
     }
 
     /// `answerCallbackQuery` for each tap: Telegram stops the button's spinner and shows the
@@ -507,6 +544,7 @@ pub const ALLOWED_UPDATES: [&str; 2] = ["message", "callback_query"];
 enum TakenUpdate {
     Message(InboundMessage),
     Answer(ChatAnswer),
+    Request(SessionRequest),
 }
 
 /// The most characters `answerCallbackQuery` shows.
@@ -522,9 +560,8 @@ fn first_update_id(cut: &str) -> Option<i64> {
 /// No news: the same offset.
 fn empty(offset: i64) -> Batch {
     Batch {
-        answers: Vec::new(),
-        messages: Vec::new(),
         offset: offset.to_string(),
+        ..Batch::default()
     }
 }
 
@@ -656,6 +693,8 @@ struct CallbackQuery {
 #[derive(Debug, Deserialize)]
 struct TappedMessage {
     chat: Chat,
+    #[serde(default)]
+    message_thread_id: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -688,6 +727,9 @@ impl User {
 #[derive(Debug, Deserialize)]
 struct Chat {
     id: i64,
+    /// A supergroup with topics (a forum): a session started there gets a topic of its own.
+    #[serde(default)]
+    is_forum: bool,
 }
 
 /// A voice note, a photo size or a document's file.

@@ -50,6 +50,7 @@ impl PushSource for TelegramWebhook {
             Ok(match self.source.inner.accept(id, update, &super::origin(name)).await {
                 Some(super::TakenUpdate::Message(message)) => Pushed::Messages(vec![message]),
                 Some(super::TakenUpdate::Answer(answer)) => Pushed::Answers(vec![answer]),
+                Some(super::TakenUpdate::Request(request)) => Pushed::Requests(vec![request]),
                 None => Pushed::Messages(Vec::new()),
             })
         })
@@ -57,6 +58,10 @@ impl PushSource for TelegramWebhook {
 
     fn acknowledge(&self, answered: Vec<(relayq_engine::approvals::ChatAnswer, String)>) {
         crate::sources::Source::acknowledge(&mut self.source.clone(), answered);
+    }
+
+    fn tapped(&self, taps: Vec<(String, String)>) {
+        self.source.inner.answer_taps(taps);
     }
 
     fn started(&self, name: &str) {

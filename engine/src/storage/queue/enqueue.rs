@@ -214,6 +214,17 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// How many of key `key`'s rows are unfinished (pending or leased): what waits for it.
+    pub fn unfinished_of(&self, db: &dyn crate::storage::sql::Executor, key: &str) -> Result<u64> {
+        let n: i64 = db.query_value(
+            &KEY_DEPTH_SQL,
+            params![":queue" => self.name, ":key" => key],
+        )?;
+        Ok(n.max(0) as u64)
+    }
+}
+
 /// Unfinished rows of one key.
 const KEY_DEPTH_SQL: Sql = Sql::same(
     "SELECT COUNT(*) FROM queue_rows

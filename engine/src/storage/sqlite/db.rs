@@ -42,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0017_node_unready.sql"),
     include_str!("../../../migrations/0018_permission_mode.sql"),
     include_str!("../../../migrations/0019_held_runs.sql"),
+    include_str!("../../../migrations/0020_chat_sessions.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
