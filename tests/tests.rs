@@ -7,6 +7,7 @@ mod common;
 mod agents;
 mod approvals;
 mod bad_input;
+mod chat_sessions;
 mod config;
 mod dashboard;
 mod delivery;

@@ -56,6 +56,8 @@ pub struct RelayqConfig {
     /// crash is known as a possible repeat. On; off only to measure what it costs
     /// (`relayq-bench`): without it such a send is replayed as if new.
     pub mark_send_started: bool,
+    /// The projects chats may start sessions in, and how (see [`launcher`](crate::launcher)).
+    pub launch: crate::launcher::LaunchSettings,
 }
 
 impl RelayqConfig {
@@ -74,6 +76,7 @@ impl RelayqConfig {
             prune_interval: Duration::from_secs(300),
             listen_for_wakes: true,
             mark_send_started: true,
+            launch: Default::default(),
         }
     }
 }
@@ -181,12 +184,15 @@ impl RelayqBuilder {
         tracing::info!(db = %config.db.describe(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();
+        let launcher =
+            crate::launcher::LauncherActor::new(store.clone(), config.launch.clone()).start();
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
             config.session_channels.clone(),
             config.max_body_bytes,
         )
+        .with_launcher(launcher.recipient())
         .start_unbounded();
         let sender = OutboundSender::new(store.clone(), known_channels.clone(), &config.claims)
             .marking_send_started(config.mark_send_started)

@@ -26,6 +26,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     runtime_config.clock_offset_ms = clock_offset()?;
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
+    runtime_config.launch = config.launch_settings(ctx.config_file.as_deref(), &runtime_config.db);
     let described = runtime_config.db.describe();
     let file = describe(ctx.config_file.as_deref());
     let Built {

@@ -47,6 +47,8 @@ pub struct Config {
     pub http: crate::http::HttpConfig,
     /// `[approvals]`: agents' permission questions answered from the chat.
     pub approvals: relayq_engine::approvals::Settings,
+    /// `[projects.NAME]`: where chats may start agent sessions (`/new`), and how.
+    pub projects: BTreeMap<String, relayq_actors::launcher::Project>,
 }
 
 /// The built-in channels: every session's messages, and the notices, each appended to a
@@ -82,6 +84,7 @@ impl Default for Config {
             pacing: BTreeMap::new(),
             http: crate::http::HttpConfig::default(),
             approvals: Default::default(),
+            projects: BTreeMap::new(),
         }
     }
 }
@@ -286,6 +289,9 @@ impl Config {
         for source in self.sources.values_mut() {
             source.resolve_paths(base);
         }
+        for project in self.projects.values_mut() {
+            project.resolve_paths(base);
+        }
     }
 
     /// Parses and checks a configuration text; `file` names it in errors.
@@ -460,7 +466,63 @@ impl Config {
         for (name, source) in &self.sources {
             source.check().map_err(table(&format!("sources.{name}")))?;
         }
+        for (name, project) in &self.projects {
+            project.check(name).map_err(|e| match e.key.is_empty() {
+                true => SettingError::new(format!("projects.{name}"), e.message),
+                false => e.within(&format!("projects.{name}")),
+            })?;
+        }
+        if !self.projects.is_empty() && self.tmux_socket().is_none() {
+            return Err(SettingError::new(
+                "sessions.default_channel",
+                format!(
+                    "names channel '{}', which is not a tmux channel: the sessions [projects] \
+                     start are typed into tmux; set it to a [channels.NAME] of kind = \"tmux\"",
+                    self.sessions.default_channel
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// The tmux server of the sessions' default channel, when it is a tmux channel: where
+    /// sessions started from a chat run (`Some(None)`: tmux's default server).
+    pub fn tmux_socket(&self) -> Option<Option<String>> {
+        match self.channel(&self.sessions.default_channel).ok()? {
+            ChannelConfig::Tmux(tmux) => Some(tmux.socket_name.clone()),
+            _ => None,
+        }
+    }
+
+    /// What the launcher needs: the projects, the tmux server, and what an agent's hooks need
+    /// to reach this database from the agent's environment (`config_file`, the daemon's
+    /// `RELAYQ_*` settings, the database's URL variable, `PATH`).
+    pub fn launch_settings(
+        &self,
+        config_file: Option<&Path>,
+        db: &DbConfig,
+    ) -> relayq_actors::launcher::LaunchSettings {
+        let mut hook_env: Vec<(String, String)> = std::env::vars()
+            .filter(|(var, _)| var.starts_with(SETTING_ENV_PREFIX) && var.contains("__"))
+            .collect();
+        if let Some(file) = config_file {
+            hook_env.push((CONFIG_ENV.into(), file.display().to_string()));
+        }
+        if db.url.is_none() {
+            hook_env.push((DB_ENV.into(), db.path.display().to_string()));
+        }
+        let passed = [self.database.url_env.clone(), Some("PATH".to_string())];
+        for var in passed.into_iter().flatten() {
+            if let Ok(value) = std::env::var(&var) {
+                hook_env.push((var, value));
+            }
+        }
+        relayq_actors::launcher::LaunchSettings {
+            projects: self.projects.clone(),
+            socket: self.tmux_socket().flatten(),
+            hook_env,
+            ..Default::default()
+        }
     }
 
     /// Settings that work but are probably not what was meant, said for the log.
@@ -536,6 +598,7 @@ impl Config {
             prune_interval: self.daemon.prune_interval,
             listen_for_wakes: true,
             mark_send_started: true,
+            launch: Default::default(),
         }
     }
 }

@@ -19,7 +19,7 @@ Settings (environment):
   FAKE_PROMPT_HOOK    0: no prompt-submit hook (a lost or failing one)
   FAKE_DIALOG_LATE_MS Gemini: the dialog is drawn this long after its Notification hook ran
 
-Prompts: "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
+Prompts: "/exit" and "/quit" end it as the CLIs' own exit commands do; "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
 PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
 before it); "long" answers 10 000 characters; "lose"
@@ -253,19 +253,24 @@ def finish_turn(answer):
 
 
 def submit():
+    """A prompt entered; False when it was the CLI's own exit command (`/exit`, `/quit`)."""
     with lock:
         prompt = text().strip()
         state["buf"] = bytearray()
         busy = state["busy"]
+        if prompt in ("/exit", "/quit"):
+            log(exit_command=prompt)
+            return False
         if not prompt:
             draw()
-            return
+            return True
         if busy:
             log(mid_turn=prompt, busy=BUSY)
             (state["folded"] if BUSY == "fold" else state["queued"]).append(prompt)
             draw()
-            return
+            return True
     threading.Thread(target=turn, args=(prompt,), daemon=True).start()
+    return True
 
 
 def main():
@@ -316,8 +321,8 @@ def main():
                         state["buf"] += b"\n"
                         log(enter_as_newline=True)
                         draw()
-                    else:
-                        submit()
+                    elif not submit():
+                        return
                     continue
                 if byte in (b"\r", b"\n"):
                     state["buf"] += b"\n"

@@ -1,7 +1,299 @@
-//! The launcher: carries out the session commands (`/new`, `/stop`, `/resume`) that chats
-//! gave for the projects this node hosts.
+//! The launcher: carries out the session commands chats gave (`/new`, `/stop`, `/resume`)
+//! for the projects this node hosts (see `relayq_engine::chat_sessions` for how they are
+//! recorded and answered).
+//!
+//! ```text
+//!   source batch ──▶ RecordRequests (the batch's transaction): command `ready` for the
+//!                    project's node, the session's name reserved, "starting…" in the chat
+//!   LauncherActor (told by the supervisor; every 2 s for other nodes' chats):
+//!       LeaseCommands ──▶ each, in a task of its own:
+//!         new:  topic? (SetTopic) ─▶ tmux new-session (none if one runs by that name: a retry)
+//!               ─▶ the agent's hooks reach relayq within start_within ─▶ SessionReady
+//!               (bound, "ready" in the topic or chat) | CommandFailed (why, the agent ended)
+//!         stop: the agent's own exit, SIGTERM, SIGKILL ─▶ SessionStopped (ended, what waited
+//!               dropped with a notice, "stopped" in the chat)
+//!   a daemon that dies mid-command: its lease lapses; the next look carries it out again,
+//!   and tmux's session names make a second start or stop a no-op
+//! ```
+
+pub mod agent;
+pub mod projects;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use relayq_engine::chat_sessions::{
+    ChatCommand, ChatSession, CommandFailed, CommandRow, LeaseCommands, ProjectEntry,
+    PublishProjects, SessionReady, SessionStopped,
+};
+use relayq_engine::Agent;
+
+pub use projects::{EnvValue, Project};
+
+use crate::store::Store;
 
 /// Look for this node's ready session commands now (a batch just made one ready).
 #[derive(Debug, Clone, Copy, actix::Message)]
 #[rtype(result = "()")]
 pub struct LookForCommands;
+
+/// How often the launcher looks for commands other nodes wrote for it.
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a command is this daemon's once leased: longer than a start may take.
+const LEASE: Duration = Duration::from_secs(180);
+
+/// What the launcher needs of the node's config.
+#[derive(Debug, Clone)]
+pub struct LaunchSettings {
+    /// This node's projects (`[projects.NAME]`), those it hosts and those other nodes do.
+    pub projects: BTreeMap<String, Project>,
+    /// The tmux server the agents run on (the sessions' tmux channel's `socket_name`).
+    pub socket: Option<String>,
+    /// What every agent's hooks need to reach this database (`RELAYQ_CONFIG`, the database's
+    /// settings), beside `RELAYQ_SESSION`.
+    pub hook_env: Vec<(String, String)>,
+    /// How long an agent has to show its hooks reach relayq.
+    pub start_within: Duration,
+    /// How long an agent has to leave by its own exit, then after SIGTERM.
+    pub stop_grace: Duration,
+}
+
+impl Default for LaunchSettings {
+    fn default() -> Self {
+        LaunchSettings {
+            projects: BTreeMap::new(),
+            socket: None,
+            hook_env: Vec::new(),
+            start_within: Duration::from_secs(60),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LaunchSettings {
+    /// The projects node `node` hosts, as it publishes them.
+    pub fn hosted_by(&self, node: &str) -> Vec<ProjectEntry> {
+        self.projects
+            .iter()
+            .filter(|(_, p)| p.node_or(node) == node)
+            .map(|(name, p)| ProjectEntry {
+                name: name.clone(),
+                node: node.to_string(),
+                agents: p.agents.iter().map(|a| a.as_str().to_string()).collect(),
+            })
+            .collect()
+    }
+}
+
+pub struct LauncherActor {
+    store: Store,
+    settings: LaunchSettings,
+    /// A look is under way; another was asked for meanwhile.
+    looking: bool,
+    again: bool,
+}
+
+impl LauncherActor {
+    pub fn new(store: Store, settings: LaunchSettings) -> Self {
+        LauncherActor {
+            store,
+            settings,
+            looking: false,
+            again: false,
+        }
+    }
+
+    fn look(&mut self, ctx: &mut Context<Self>) {
+        if self.looking {
+            self.again = true;
+            return;
+        }
+        self.looking = true;
+        let lease_ms = LEASE.as_millis() as i64;
+        let leased = self.store.apply_alone(LeaseCommands { lease_ms });
+        ctx.spawn(leased.into_actor(self).map(|leased, act, ctx| {
+            act.looking = false;
+            match leased {
+                Ok(commands) => {
+                    for command in commands {
+                        let job = carry_out(act.store.clone(), act.settings.clone(), command);
+                        actix_rt::spawn(job);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot look for session commands; looking again shortly"),
+            }
+            if std::mem::take(&mut act.again) {
+                act.look(ctx);
+            }
+        }));
+    }
+}
+
+impl Actor for LauncherActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let node = self.store.engine.node().to_string();
+        let projects = self.settings.hosted_by(&node);
+        let publish = self.store.apply_alone(PublishProjects { node, projects });
+        ctx.spawn(publish.into_actor(self).map(|published, act, ctx| {
+            if let Err(e) = published {
+                tracing::error!(error = %e, "cannot publish this node's projects: chats cannot start sessions in them");
+            }
+            act.look(ctx);
+        }));
+        ctx.run_interval(LOOK_EVERY, |act, ctx| act.look(ctx));
+    }
+}
+
+impl Handler<LookForCommands> for LauncherActor {
+    type Result = ();
+    fn handle(&mut self, _: LookForCommands, ctx: &mut Context<Self>) {
+        self.look(ctx);
+    }
+}
+
+/// Carries out one leased command and records its outcome (the chat told).
+async fn carry_out(store: Store, settings: LaunchSettings, c: CommandRow) {
+    let command: Result<ChatCommand, _> = serde_json::from_str(&c.command);
+    let outcome = match command {
+        Ok(ChatCommand::New { .. }) => start_session(&store, &settings, &c).await,
+        Ok(ChatCommand::Stop { .. }) => stop_session(&store, &settings, &c).await,
+        Ok(other) => Err(format!("/{} is not carried out by a node", other.word())),
+        Err(e) => Err(format!("the command cannot be read ({e})")),
+    };
+    let written = match outcome {
+        Ok(Done::Ready) => store.apply(SessionReady { command: c.id }).await,
+        Ok(Done::Stopped) => store.apply(SessionStopped { command: c.id }).await,
+        Err(why) => {
+            tracing::warn!(command = c.id, session = ?c.session, why, "a session command failed");
+            store.apply(CommandFailed { command: c.id, why }).await
+        }
+    };
+    match written {
+        Ok(keys) => store.waking.outbound_written(keys),
+        Err(e) => {
+            tracing::error!(command = c.id, error = %e, "cannot record a session command's outcome; it is carried out again once its lease lapses")
+        }
+    }
+}
+
+/// How a command ended well.
+enum Done {
+    Ready,
+    Stopped,
+}
+
+/// The session the command names, as recorded.
+async fn session_of(store: &Store, c: &CommandRow) -> Result<ChatSession, String> {
+    let name = c.session.clone().ok_or("the command names no session")?;
+    let found = store
+        .run(move |s| relayq_engine::chat_sessions::session(&s.engine.database().read()?, &name))
+        .await
+        .map_err(|e| e.to_string())?;
+    found.ok_or_else(|| "its session is not recorded".to_string())
+}
+
+/// Starts the session's agent in its project (see the module's drawing).
+async fn start_session(
+    store: &Store,
+    settings: &LaunchSettings,
+    c: &CommandRow,
+) -> Result<Done, String> {
+    let s = session_of(store, c).await?;
+    let node = store.engine.node().to_string();
+    let project = settings.projects.get(&s.project).ok_or_else(|| {
+        format!(
+            "node {node} has no project {} in its config.toml",
+            s.project
+        )
+    })?;
+    let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
+    let mut env = settings.hook_env.clone();
+    env.push(("RELAYQ_SESSION".into(), s.session.clone()));
+    for (var, value) in &project.env {
+        let value = value
+            .resolve()
+            .map_err(|why| format!("projects.{}.env.{var}: {why}", s.project))?;
+        env.push((var.clone(), value));
+    }
+    let start = agent::Start {
+        socket: settings.socket.as_deref(),
+        name: &s.session,
+        dir: &project.dir,
+        argv: project.command(agent),
+        env,
+    };
+    let started = agent::start(&start)
+        .await
+        .map_err(|e| format!("{agent} could not be started: {e}"))?;
+    tracing::info!(session = s.session, %agent, project = s.project, started, "an agent started from the chat");
+    if hooks_reach_relayq(store, &s.session, settings.start_within).await {
+        return Ok(Done::Ready);
+    }
+    let how = agent::stop(start.socket, &s.session, agent, settings.stop_grace).await;
+    tracing::warn!(
+        session = s.session,
+        ?how,
+        "the agent's hooks did not reach relayq: ended it"
+    );
+    Err(format!(
+        "{agent} started in {}, but its hooks did not reach relayq within {}: {} lacks the \
+         hooks that `relayq init` prints. Add them, then /new again. (The agent was ended.)",
+        s.project,
+        humantime::format_duration(settings.start_within),
+        hook_settings_file(agent)
+    ))
+}
+
+/// Where each agent reads the hooks that `relayq init` prints.
+fn hook_settings_file(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "~/.claude/settings.json (or the project's .claude/settings.json)",
+        Agent::Codex => "~/.codex/hooks.json ($CODEX_HOME/hooks.json)",
+        Agent::Gemini => "~/.gemini/settings.json (or the project's .gemini/settings.json)",
+    }
+}
+
+/// Whether the agent of `session` reports through its own hooks within `wait` (its
+/// SessionStart, or any event of its hooks).
+async fn hooks_reach_relayq(store: &Store, session: &str, wait: Duration) -> bool {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let key = session.to_string();
+        let seen = store
+            .run(move |s| relayq_engine::sessions::get(&s.engine.database().read()?, &key))
+            .await;
+        if let Ok(Some(record)) = seen {
+            if record.agent_hooks && record.state == "active" {
+                return true;
+            }
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Ends the session's agent (see [`agent::stop`]).
+async fn stop_session(
+    store: &Store,
+    settings: &LaunchSettings,
+    c: &CommandRow,
+) -> Result<Done, String> {
+    let s = session_of(store, c).await?;
+    let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
+    let how = agent::stop(
+        settings.socket.as_deref(),
+        &s.session,
+        agent,
+        settings.stop_grace,
+    )
+    .await
+    .map_err(|e| format!("{} could not be stopped: {e}", s.session))?;
+    tracing::info!(session = s.session, how, "a session stopped from the chat");
+    Ok(Done::Stopped)
+}

@@ -124,10 +124,14 @@ pub fn tell_on_arrival_in(
             "{reason}: this chat talks to no agent session yet. Start one with /new [project] \
              [agent] [name], or choose one with /sessions"
         ),
+        _ if crate::chat_sessions::session(tx, &message.session)?.is_some() => format!(
+            "{reason}: the agent of {} has ended (stopped, or it exited). Start another with \
+             /new, or pick one with /sessions",
+            message.session
+        ),
         _ => format!(
             "{reason}: the agent ended this session, so the message is not typed into whatever \
-             runs in its pane now. Start the agent again (with RELAYQ_SESSION={}, or /new or \
-             /resume from the chat)",
+             runs in its pane now. Start the agent again (with RELAYQ_SESSION={})",
             message.session
         ),
     };

@@ -12,6 +12,7 @@ use crate::storage::tx::Tx;
 
 crate::words! {
     /// The agent CLIs relayq understands.
+    #[derive(PartialOrd, Ord)]
     pub enum Agent("agent") { Claude = "claude", Codex = "codex", Gemini = "gemini" }
 }
 

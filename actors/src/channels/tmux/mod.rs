@@ -608,30 +608,14 @@ fn pane_turn(socket: Option<&str>, pane: &str) -> Arc<tokio::sync::Mutex<()>> {
 /// The pane of session `name` (exactly that name) that `rest` (window and pane, or nothing
 /// for the current pane) names: its id (`%N`, what the paste is sent to) and the program it
 /// runs; `None` when there is no such session, window or pane. The session is looked up by
-/// name here, then addressed by its id: tmux itself would also take `name` as a session id
-/// (`$0`), a client, a prefix or a pattern.
+/// name ([`session_id`]), then addressed by its id.
 async fn find_pane(
     config: &Config,
     name: &str,
     rest: &str,
 ) -> Result<Option<(String, String)>, Outcome> {
-    let sessions = match tmux(
-        config,
-        &["list-sessions", "-F", "#{session_id}\t#{session_name}"],
-        None,
-    )
-    .await
-    {
-        Ok(out) => out,
-        Err(Outcome::Retry { error, .. }) if no_server(&error) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let Some(id) = sessions
-        .lines()
-        .filter_map(|line| line.split_once('\t'))
-        .find(|(_, n)| *n == name)
-        .map(|(id, _)| id.to_string())
-    else {
+    let socket = config.socket_name.as_deref();
+    let Some(id) = session_id(socket, name).await.map_err(Outcome::retry)? else {
         return Ok(None);
     };
     let target = format!("{id}:{rest}");
@@ -652,6 +636,23 @@ async fn find_pane(
         Err(Outcome::Retry { error, .. }) if error.contains("can't find") => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The id (`$N`) of the tmux session named exactly `name` on `socket`, `None` when there is
+/// none (or no server). tmux itself would also read a name as a session id (`$0`), a client,
+/// a prefix or a pattern: a session is found by name here, then addressed by its id.
+pub async fn session_id(socket: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    let args = ["list-sessions", "-F", "#{session_id}\t#{session_name}"];
+    let sessions = match run(socket, &args, None).await {
+        Ok(out) => out,
+        Err(error) if no_server(&error) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(sessions
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| id.to_string()))
 }
 
 /// tmux's answer when no server runs on the socket.
@@ -706,8 +707,16 @@ fn now_ms() -> i64 {
 
 /// Runs one tmux command; its stdout, or a retry carrying its stderr.
 async fn tmux(config: &Config, args: &[&str], stdin: Option<&str>) -> Result<String, Outcome> {
+    run(config.socket_name.as_deref(), args, stdin)
+        .await
+        .map_err(Outcome::retry)
+}
+
+/// Runs one tmux command on server `socket` (`tmux -L`; the default server when `None`),
+/// every value its own argument; its stdout, or what went wrong (its stderr).
+pub async fn run(socket: Option<&str>, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
     let mut cmd = Command::new("tmux");
-    if let Some(socket) = &config.socket_name {
+    if let Some(socket) = socket {
         cmd.args(["-L", socket]);
     }
     cmd.args(args)
@@ -719,26 +728,24 @@ async fn tmux(config: &Config, args: &[&str], stdin: Option<&str>) -> Result<Str
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Outcome::retry(format!("cannot run tmux: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run tmux: {e}"))?;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(text.as_bytes())
             .await
-            .map_err(|e| Outcome::retry(format!("tmux {}: {e}", args[0])))?;
+            .map_err(|e| format!("tmux {}: {e}", args[0]))?;
     }
     let out = child
         .wait_with_output()
         .await
-        .map_err(|e| Outcome::retry(format!("tmux {}: {e}", args[0])))?;
+        .map_err(|e| format!("tmux {}: {e}", args[0]))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(Outcome::retry(format!(
+        Err(format!(
             "tmux {} failed: {}",
             args[0],
             tail(&String::from_utf8_lossy(&out.stderr), 1024)
-        )))
+        ))
     }
 }
 

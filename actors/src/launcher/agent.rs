@@ -1,0 +1,163 @@
+//! An agent in a tmux session of its own, started and stopped for a chat: every value reaches
+//! tmux as its own argument (the command line is an argv, run without a shell), and the
+//! session is addressed by the id tmux gives it, never by a name tmux would parse.
+
+use std::time::{Duration, Instant};
+
+use relayq_engine::Agent;
+
+use crate::channels::tmux::{run, session_id};
+
+/// What starts an agent: its tmux session's name, where, with what, and its environment.
+#[derive(Debug, Clone)]
+pub struct Start<'a> {
+    pub socket: Option<&'a str>,
+    /// The session's name: its relayq session key (checked: `A-Z a-z 0-9 _ -`).
+    pub name: &'a str,
+    pub dir: &'a std::path::Path,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Starts the agent in a new tmux session, unless a session of that name runs already (a
+/// start cut by a crash, tried again): true when this call started it.
+pub async fn start(s: &Start<'_>) -> Result<bool, String> {
+    if session_id(s.socket, s.name).await?.is_some() {
+        return Ok(false);
+    }
+    let dir = s.dir.to_string_lossy();
+    let mut args: Vec<String> = [
+        "new-session",
+        "-d",
+        "-s",
+        s.name,
+        "-c",
+        &dir,
+        "-x",
+        "200",
+        "-y",
+        "50",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (name, value) in &s.env {
+        args.push("-e".into());
+        args.push(format!("{name}={value}"));
+    }
+    // More than one word after the options: tmux runs them as an argv, without a shell.
+    args.push("--".into());
+    args.extend(s.argv.iter().cloned());
+    if s.argv.len() == 1 {
+        // One word would be read by a shell: `exec` it as the program's own argument.
+        args.truncate(args.len() - 1);
+        args.extend(["/usr/bin/env".to_string(), s.argv[0].clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(s.socket, &args, None).await?;
+    Ok(true)
+}
+
+/// What the agent is told to leave by itself.
+fn exit_command(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "/exit",
+        Agent::Codex | Agent::Gemini => "/quit",
+    }
+}
+
+/// Ends the agent of tmux session `name`: its own exit command first, then, after `grace`,
+/// SIGTERM to every process of the pane's session (the agent and what it started), then
+/// SIGKILL to what is left, then the tmux session. Returns how it ended, for the log; an
+/// error only when tmux cannot be asked.
+pub async fn stop(
+    socket: Option<&str>,
+    name: &str,
+    agent: Agent,
+    grace: Duration,
+) -> Result<&'static str, String> {
+    let Some(id) = session_id(socket, name).await? else {
+        return Ok("no tmux session was left");
+    };
+    let pids = pane_pids(socket, &id).await?;
+    let _ = run(
+        socket,
+        &["send-keys", "-t", &id, "-l", exit_command(agent)],
+        None,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = run(socket, &["send-keys", "-t", &id, "Enter"], None).await;
+    if gone_within(&pids, grace).await {
+        let _ = run(socket, &["kill-session", "-t", &id], None).await;
+        return Ok("the agent exited by itself");
+    }
+    signal_sessions(&pids, libc::SIGTERM);
+    let how = match gone_within(&pids, grace).await {
+        true => "the agent ended on SIGTERM",
+        false => {
+            signal_sessions(&pids, libc::SIGKILL);
+            gone_within(&pids, Duration::from_secs(2)).await;
+            "the agent was killed (SIGKILL) after SIGTERM and the grace"
+        }
+    };
+    let _ = run(socket, &["kill-session", "-t", &id], None).await;
+    Ok(how)
+}
+
+/// The pids of session `id`'s panes (each leads a process session of its own).
+async fn pane_pids(socket: Option<&str>, id: &str) -> Result<Vec<i32>, String> {
+    let out = run(
+        socket,
+        &["list-panes", "-s", "-t", id, "-F", "#{pane_pid}"],
+        None,
+    )
+    .await?;
+    Ok(out.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+/// Every process whose session is one of `leaders`' (a pane's process and what it started).
+fn session_members(leaders: &[i32]) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return leaders.to_vec();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the command's `(name)`, which may hold spaces: state, ppid, pgrp, session.
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().collect())
+                .unwrap_or_default();
+            fields
+                .get(3)
+                .and_then(|s| s.parse::<i32>().ok())
+                .is_some_and(|sid| leaders.contains(&sid))
+        })
+        .collect()
+}
+
+fn signal_sessions(leaders: &[i32], signal: i32) {
+    for pid in session_members(leaders) {
+        // SAFETY: kill(2) with a pid read from /proc; a pid gone meanwhile is ESRCH.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// Whether every process of `leaders`' sessions is gone within `wait`.
+async fn gone_within(leaders: &[i32], wait: Duration) -> bool {
+    let until = Instant::now() + wait;
+    loop {
+        if session_members(leaders).is_empty() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
