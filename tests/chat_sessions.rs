@@ -146,3 +146,110 @@ fn new_starts_the_agent_in_the_project_the_chat_talks_to_it_and_stop_ends_it() {
     );
     daemon.stop();
 }
+
+/// The bot's messages in `chat` within topic `thread` (`None`: the chat itself).
+fn in_topic(fake: &FakeTelegram, chat: i64, thread: Option<i64>) -> Vec<String> {
+    fake.bot_messages()
+        .iter()
+        .filter(|m| m["chat_id"] == chat && m["message_thread_id"].as_i64() == thread)
+        .filter_map(|m| m["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The id of forum `chat`'s topic named `name`.
+fn topic_id(fake: &FakeTelegram, chat: i64, name: &str) -> i64 {
+    wait_until(&format!("topic {name}"), Duration::from_secs(30), || {
+        fake.topics(chat).iter().any(|t| t["name"] == name)
+    });
+    let topics = fake.topics(chat);
+    topics.iter().find(|t| t["name"] == name).unwrap()["message_thread_id"]
+        .as_i64()
+        .unwrap()
+}
+
+#[test]
+fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_it() {
+    const FORUM: i64 = -100_777;
+    let fake = FakeTelegram::start(TOKEN);
+    fake.make_forum(FORUM);
+    let tmux = Tmux::new("chat-topics");
+    let app = App::new(Config::default());
+    let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"));
+    app.write_config(config);
+    let daemon = app.serve();
+
+    fake.push_text(FORUM, ALICE, "/new demo claude one");
+    fake.push_text(FORUM, ALICE, "/new demo gemini two");
+    let one = topic_id(&fake, FORUM, "one");
+    let two = topic_id(&fake, FORUM, "two");
+    wait_said(&fake, FORUM, "one is ready: claude in demo");
+    wait_said(&fake, FORUM, "two is ready: gemini in demo");
+    assert!(in_topic(&fake, FORUM, Some(one))
+        .iter()
+        .any(|t| t.starts_with("one is ready")));
+    assert!(in_topic(&fake, FORUM, None)
+        .iter()
+        .any(|t| t == "one is ready in its own topic."));
+
+    // Each topic's message reaches its own session; each answer comes back to its topic.
+    fake.push_text_in_topic(FORUM, ALICE, one, "hello one");
+    fake.push_text_in_topic(FORUM, ALICE, two, "hello two");
+    wait_said(&fake, FORUM, "echo: hello one");
+    wait_said(&fake, FORUM, "echo: hello two");
+    let (in_one, in_two) = (
+        in_topic(&fake, FORUM, Some(one)),
+        in_topic(&fake, FORUM, Some(two)),
+    );
+    assert!(
+        in_one.iter().any(|t| t.contains("echo: hello one")),
+        "{in_one:#?}"
+    );
+    assert!(
+        !in_one.iter().any(|t| t.contains("hello two")),
+        "{in_one:#?}"
+    );
+    assert!(
+        in_two.iter().any(|t| t.contains("echo: hello two")),
+        "{in_two:#?}"
+    );
+    assert!(
+        !in_two.iter().any(|t| t.contains("hello one")),
+        "{in_two:#?}"
+    );
+
+    // /stop in topic one stops its own session, after the tap, and closes the topic.
+    fake.push_text_in_topic(FORUM, ALICE, one, "/stop");
+    let ask = wait_said(&fake, FORUM, "Stop one (claude in demo)?");
+    assert_eq!(ask["message_thread_id"], one, "asked in the topic");
+    let (_, stop) = FakeTelegram::buttons(&ask)
+        .into_iter()
+        .find(|(label, _)| label == "Stop one")
+        .unwrap();
+    fake.push_tap(
+        FORUM,
+        ALICE,
+        "Alice",
+        ask["message_id"].as_i64().unwrap(),
+        &stop,
+    );
+    wait_said(&fake, FORUM, "one stopped");
+    wait_until("topic one closed", Duration::from_secs(20), || {
+        fake.topics(FORUM)
+            .iter()
+            .any(|t| t["name"] == "one" && t["closed"] == true)
+    });
+    fake.push_text_in_topic(FORUM, ALICE, one, "still there?");
+    let dropped = wait_said(&fake, FORUM, "your message was dropped");
+    assert_eq!(dropped["message_thread_id"], one);
+
+    // Topic two deleted under relayq: its next answer goes to the chat itself, marked.
+    fake.delete_topic(FORUM, two);
+    fake.push_text_in_topic(FORUM, ALICE, two, "after the topic went");
+    let marked = wait_said(&fake, FORUM, "[two, its topic is gone]");
+    assert!(marked["message_thread_id"].is_null(), "{marked}");
+    assert!(marked["text"]
+        .as_str()
+        .unwrap()
+        .contains("echo: after the topic went"));
+    daemon.stop();
+}

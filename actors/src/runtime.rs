@@ -184,8 +184,12 @@ impl RelayqBuilder {
         tracing::info!(db = %config.db.describe(), instance = engine.owner(), "relayq starting");
 
         let known_channels = channels.clone();
-        let launcher =
-            crate::launcher::LauncherActor::new(store.clone(), config.launch.clone()).start();
+        let launcher = crate::launcher::LauncherActor::new(
+            store.clone(),
+            config.launch.clone(),
+            channels.clone(),
+        )
+        .start();
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,

@@ -173,6 +173,18 @@ pub enum DialogOutcome {
 /// A [`Channel::dialog`] answer, when it comes.
 pub type DialogAnswer = Pin<Box<dyn Future<Output = DialogOutcome>>>;
 
+/// A thread of a destination to open or close for a session (a Telegram forum topic).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadCall {
+    /// Open a thread named `name` in destination `to`: answers its id.
+    Open { to: String, name: String },
+    /// Close thread `thread` of `to`: answers `None`.
+    Close { to: String, thread: String },
+}
+
+/// A thread call in progress: the new thread's id, or why the platform refused.
+pub type ThreadAnswer = Pin<Box<dyn Future<Output = Result<Option<String>, String>>>>;
+
 /// A channel: the only code that talks to the outside world. relayq runs each one in a
 /// [`ChannelActor`](super::ChannelActor), which restarts it from a clone of its settings if it
 /// panics; a channel is therefore its settings plus cheap handles (an HTTP client), `Clone`.
@@ -235,6 +247,13 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// by its keys (Gemini CLI, whose hooks cannot decide): see
     /// [`approvals`](crate::approvals). `None` (the default): it cannot.
     fn dialog(&self, _request: DialogRequest) -> Option<DialogAnswer> {
+        None
+    }
+
+    /// Opens or closes a thread of a destination for a session (a Telegram forum topic), so
+    /// each session started from a chat talks in its own. `None` (the default): the channel
+    /// has no threads to open.
+    fn thread(&self, _call: ThreadCall) -> Option<ThreadAnswer> {
         None
     }
 

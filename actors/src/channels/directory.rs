@@ -21,6 +21,7 @@ pub struct ChannelSpec {
     readiness: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
     ready_check: Arc<dyn Fn() -> Option<super::ReadyCheck> + Send + Sync>,
     dialog: Arc<dyn Fn(super::DialogRequest) -> Option<super::DialogAnswer> + Send + Sync>,
+    thread: Arc<dyn Fn(super::ThreadCall) -> Option<super::ThreadAnswer> + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
     /// How fast it may send.
@@ -48,8 +49,10 @@ impl ChannelSpec {
         let probe = channel.clone();
         let asker = channel.clone();
         let presser = channel.clone();
+        let threader = channel.clone();
         ChannelSpec {
             dialog: Arc::new(move |request| presser.dialog(request)),
+            thread: Arc::new(move |call| threader.thread(call)),
             ready_check: Arc::new(move || asker.ready_check()),
             start: Arc::new(move || ChannelActor::new(channel.clone()).start().recipient()),
             readiness: Arc::new(move || probe.readiness()),
@@ -393,6 +396,12 @@ impl ChannelDirectory {
     /// The budgets of channel `name`, if it has any.
     pub fn budgets(&self, name: &str) -> Option<Arc<dyn Budgets>> {
         self.slots.lock().unwrap().get(name)?.budgets.clone()
+    }
+
+    /// See [`Channel::thread`]: `None` when channel `name` is unknown or has no threads.
+    pub fn thread(&self, name: &str, call: super::ThreadCall) -> Option<super::ThreadAnswer> {
+        let spec = self.slots.lock().unwrap().get(name)?.spec.clone();
+        (spec.thread)(call)
     }
 
     /// See [`Channel::dialog`]: `None` when channel `name` is unknown or cannot answer.

@@ -59,7 +59,7 @@ pub fn not_configured(name: &str, configured: &[&str]) -> String {
 pub const DELIVERIES_CHANNEL: &str = "deliveries";
 pub use contract::{
     AgentHints, Answer, Channel, Content, Delivery, DialogAnswer, DialogOutcome, DialogRequest,
-    Outcome, ReadyCheck, Receipt, UnknownOutcome,
+    Outcome, ReadyCheck, Receipt, ThreadAnswer, ThreadCall, UnknownOutcome,
 };
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};

@@ -25,12 +25,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::chat_sessions::{
     ChatCommand, ChatSession, CommandFailed, CommandRow, LeaseCommands, ProjectEntry,
-    PublishProjects, SessionReady, SessionStopped,
+    PublishProjects, SessionReady, SessionStopped, SetTopic,
 };
 use relayq_engine::Agent;
 
 pub use projects::{EnvValue, Project};
 
+use crate::channels::{ChannelDirectory, ThreadCall};
 use crate::store::Store;
 
 /// Look for this node's ready session commands now (a batch just made one ready).
@@ -90,16 +91,19 @@ impl LaunchSettings {
 pub struct LauncherActor {
     store: Store,
     settings: LaunchSettings,
+    /// The channels that answer chats: they open and close a session's topic.
+    channels: ChannelDirectory,
     /// A look is under way; another was asked for meanwhile.
     looking: bool,
     again: bool,
 }
 
 impl LauncherActor {
-    pub fn new(store: Store, settings: LaunchSettings) -> Self {
+    pub fn new(store: Store, settings: LaunchSettings, channels: ChannelDirectory) -> Self {
         LauncherActor {
             store,
             settings,
+            channels,
             looking: false,
             again: false,
         }
@@ -118,8 +122,12 @@ impl LauncherActor {
             match leased {
                 Ok(commands) => {
                     for command in commands {
-                        let job = carry_out(act.store.clone(), act.settings.clone(), command);
-                        actix_rt::spawn(job);
+                        let job = Job {
+                            store: act.store.clone(),
+                            settings: act.settings.clone(),
+                            channels: act.channels.clone(),
+                        };
+                        actix_rt::spawn(job.carry_out(command));
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot look for session commands; looking again shortly"),
@@ -155,35 +163,178 @@ impl Handler<LookForCommands> for LauncherActor {
     }
 }
 
-/// Carries out one leased command and records its outcome (the chat told).
-async fn carry_out(store: Store, settings: LaunchSettings, c: CommandRow) {
-    let command: Result<ChatCommand, _> = serde_json::from_str(&c.command);
-    let outcome = match command {
-        Ok(ChatCommand::New { .. }) => start_session(&store, &settings, &c).await,
-        Ok(ChatCommand::Stop { .. }) => stop_session(&store, &settings, &c).await,
-        Ok(other) => Err(format!("/{} is not carried out by a node", other.word())),
-        Err(e) => Err(format!("the command cannot be read ({e})")),
-    };
-    let written = match outcome {
-        Ok(Done::Ready) => store.apply(SessionReady { command: c.id }).await,
-        Ok(Done::Stopped) => store.apply(SessionStopped { command: c.id }).await,
-        Err(why) => {
-            tracing::warn!(command = c.id, session = ?c.session, why, "a session command failed");
-            store.apply(CommandFailed { command: c.id, why }).await
-        }
-    };
-    match written {
-        Ok(keys) => store.waking.outbound_written(keys),
-        Err(e) => {
-            tracing::error!(command = c.id, error = %e, "cannot record a session command's outcome; it is carried out again once its lease lapses")
-        }
-    }
+/// What carrying out a command needs.
+struct Job {
+    store: Store,
+    settings: LaunchSettings,
+    channels: ChannelDirectory,
 }
 
 /// How a command ended well.
 enum Done {
     Ready,
-    Stopped,
+    /// Stopped; its topic (channel, chat, thread) to close once that is recorded.
+    Stopped(Option<(String, String, String)>),
+}
+
+impl Job {
+    /// Carries out one leased command and records its outcome (the chat told).
+    async fn carry_out(self, c: CommandRow) {
+        let command: Result<ChatCommand, _> = serde_json::from_str(&c.command);
+        let outcome = match command {
+            Ok(ChatCommand::New { .. }) => self.start_session(&c).await,
+            Ok(ChatCommand::Stop { .. }) => self.stop_session(&c).await,
+            Ok(other) => Err(format!("/{} is not carried out by a node", other.word())),
+            Err(e) => Err(format!("the command cannot be read ({e})")),
+        };
+        let store = &self.store;
+        let mut topic = None;
+        let written = match outcome {
+            Ok(Done::Ready) => store.apply(SessionReady { command: c.id }).await,
+            Ok(Done::Stopped(closing)) => {
+                topic = closing;
+                store.apply(SessionStopped { command: c.id }).await
+            }
+            Err(why) => {
+                tracing::warn!(command = c.id, session = ?c.session, why, "a session command failed");
+                store.apply(CommandFailed { command: c.id, why }).await
+            }
+        };
+        match written {
+            Ok(keys) => store.waking.outbound_written(keys),
+            Err(e) => {
+                tracing::error!(command = c.id, error = %e, "cannot record a session command's outcome; it is carried out again once its lease lapses");
+                return;
+            }
+        }
+        if let Some((channel, to, thread)) = topic {
+            let close = ThreadCall::Close { to, thread };
+            if let Some(Err(why)) = self.thread(&channel, close).await {
+                tracing::warn!(
+                    command = c.id,
+                    why,
+                    "a stopped session's topic could not be closed"
+                );
+            }
+        }
+    }
+
+    /// A thread call on `channel`; `None` when it has no threads.
+    async fn thread(
+        &self,
+        channel: &str,
+        call: ThreadCall,
+    ) -> Option<Result<Option<String>, String>> {
+        Some(self.channels.thread(channel, call)?.await)
+    }
+
+    /// The channel that answers chats of `origin`.
+    fn reply_channel(&self, origin: &str) -> Option<String> {
+        let routes = self.store.door.routes.read().expect("routes lock");
+        routes.replies.get(origin).cloned()
+    }
+
+    /// Starts the session's agent in its project (see the module's drawing).
+    async fn start_session(&self, c: &CommandRow) -> Result<Done, String> {
+        let (store, settings) = (&self.store, &self.settings);
+        let s = session_of(store, c).await?;
+        let node = store.engine.node().to_string();
+        let project = settings.projects.get(&s.project).ok_or_else(|| {
+            format!(
+                "node {node} has no project {} in its config.toml",
+                s.project
+            )
+        })?;
+        let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
+        self.open_topic(c, &s).await?;
+        let mut env = settings.hook_env.clone();
+        env.push(("RELAYQ_SESSION".into(), s.session.clone()));
+        for (var, value) in &project.env {
+            let value = value
+                .resolve()
+                .map_err(|why| format!("projects.{}.env.{var}: {why}", s.project))?;
+            env.push((var.clone(), value));
+        }
+        let start = agent::Start {
+            socket: settings.socket.as_deref(),
+            name: &s.session,
+            dir: &project.dir,
+            argv: project.command(agent),
+            env,
+        };
+        let started = agent::start(&start)
+            .await
+            .map_err(|e| format!("{agent} could not be started: {e}"))?;
+        tracing::info!(session = s.session, %agent, project = s.project, started, "an agent started from the chat");
+        if hooks_reach_relayq(store, &s.session, settings.start_within).await {
+            return Ok(Done::Ready);
+        }
+        let how = agent::stop(start.socket, &s.session, agent, settings.stop_grace).await;
+        tracing::warn!(
+            session = s.session,
+            ?how,
+            "the agent's hooks did not reach relayq: ended it"
+        );
+        Err(format!(
+            "{agent} started in {}, but its hooks did not reach relayq within {}: {} lacks the \
+             hooks that `relayq init` prints. Add them, then /new again. (The agent was ended.)",
+            s.project,
+            humantime::format_duration(settings.start_within),
+            hook_settings_file(agent)
+        ))
+    }
+
+    /// In a chat with topics, the session's own topic, made before its agent starts and
+    /// recorded at once (a retry finds it). A topic the platform refuses ends the command
+    /// before anything starts.
+    async fn open_topic(&self, c: &CommandRow, s: &ChatSession) -> Result<(), String> {
+        let topics = c
+            .detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .is_some_and(|d| d["topics"] == true);
+        if !topics || s.thread.is_some() {
+            return Ok(());
+        }
+        let Some(channel) = self.reply_channel(&s.origin) else {
+            return Ok(());
+        };
+        let open = ThreadCall::Open {
+            to: s.chat.clone(),
+            name: s.session.clone(),
+        };
+        let thread = match self.thread(&channel, open).await {
+            None | Some(Ok(None)) => return Ok(()),
+            Some(Ok(Some(thread))) => thread,
+            Some(Err(why)) => {
+                return Err(format!(
+                    "{why}. Give the bot the right to manage topics, or start sessions in a \
+                     chat without topics"
+                ))
+            }
+        };
+        let write = SetTopic {
+            session: s.session.clone(),
+            thread,
+        };
+        self.store.apply(write).await.map_err(|e| e.to_string())
+    }
+
+    /// Ends the session's agent (see [`agent::stop`]).
+    async fn stop_session(&self, c: &CommandRow) -> Result<Done, String> {
+        let s = session_of(&self.store, c).await?;
+        let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
+        let socket = self.settings.socket.as_deref();
+        let how = agent::stop(socket, &s.session, agent, self.settings.stop_grace)
+            .await
+            .map_err(|e| format!("{} could not be stopped: {e}", s.session))?;
+        tracing::info!(session = s.session, how, "a session stopped from the chat");
+        let topic = match (&s.thread, self.reply_channel(&s.origin)) {
+            (Some(thread), Some(channel)) => Some((channel, s.chat.clone(), thread.clone())),
+            _ => None,
+        };
+        Ok(Done::Stopped(topic))
+    }
 }
 
 /// The session the command names, as recorded.
@@ -194,58 +345,6 @@ async fn session_of(store: &Store, c: &CommandRow) -> Result<ChatSession, String
         .await
         .map_err(|e| e.to_string())?;
     found.ok_or_else(|| "its session is not recorded".to_string())
-}
-
-/// Starts the session's agent in its project (see the module's drawing).
-async fn start_session(
-    store: &Store,
-    settings: &LaunchSettings,
-    c: &CommandRow,
-) -> Result<Done, String> {
-    let s = session_of(store, c).await?;
-    let node = store.engine.node().to_string();
-    let project = settings.projects.get(&s.project).ok_or_else(|| {
-        format!(
-            "node {node} has no project {} in its config.toml",
-            s.project
-        )
-    })?;
-    let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
-    let mut env = settings.hook_env.clone();
-    env.push(("RELAYQ_SESSION".into(), s.session.clone()));
-    for (var, value) in &project.env {
-        let value = value
-            .resolve()
-            .map_err(|why| format!("projects.{}.env.{var}: {why}", s.project))?;
-        env.push((var.clone(), value));
-    }
-    let start = agent::Start {
-        socket: settings.socket.as_deref(),
-        name: &s.session,
-        dir: &project.dir,
-        argv: project.command(agent),
-        env,
-    };
-    let started = agent::start(&start)
-        .await
-        .map_err(|e| format!("{agent} could not be started: {e}"))?;
-    tracing::info!(session = s.session, %agent, project = s.project, started, "an agent started from the chat");
-    if hooks_reach_relayq(store, &s.session, settings.start_within).await {
-        return Ok(Done::Ready);
-    }
-    let how = agent::stop(start.socket, &s.session, agent, settings.stop_grace).await;
-    tracing::warn!(
-        session = s.session,
-        ?how,
-        "the agent's hooks did not reach relayq: ended it"
-    );
-    Err(format!(
-        "{agent} started in {}, but its hooks did not reach relayq within {}: {} lacks the \
-         hooks that `relayq init` prints. Add them, then /new again. (The agent was ended.)",
-        s.project,
-        humantime::format_duration(settings.start_within),
-        hook_settings_file(agent)
-    ))
 }
 
 /// Where each agent reads the hooks that `relayq init` prints.
@@ -276,24 +375,4 @@ async fn hooks_reach_relayq(store: &Store, session: &str, wait: Duration) -> boo
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Ends the session's agent (see [`agent::stop`]).
-async fn stop_session(
-    store: &Store,
-    settings: &LaunchSettings,
-    c: &CommandRow,
-) -> Result<Done, String> {
-    let s = session_of(store, c).await?;
-    let agent = Agent::parse(&s.agent).ok_or_else(|| format!("{} is no agent", s.agent))?;
-    let how = agent::stop(
-        settings.socket.as_deref(),
-        &s.session,
-        agent,
-        settings.stop_grace,
-    )
-    .await
-    .map_err(|e| format!("{} could not be stopped: {e}", s.session))?;
-    tracing::info!(session = s.session, how, "a session stopped from the chat");
-    Ok(Done::Stopped)
 }

@@ -100,6 +100,11 @@ impl Channel for TelegramChannel {
             body["reply_markup"] = json!({ "inline_keyboard": rows });
         }
         let edit = message.edit.as_deref().map(number_or_text);
+        // What a message sent to the chat when its topic is gone is marked with.
+        let mark = message
+            .session
+            .clone()
+            .or_else(|| message.notice.as_ref().map(|n| n.session.clone()));
         let this = self.clone();
         let original = message.to.clone();
         Answer::later(async move {
@@ -108,8 +113,15 @@ impl Channel for TelegramChannel {
                     return outcome;
                 }
             }
-            this.send_message(&original, body, plain).await
+            this.send_message(&original, body, plain, mark).await
         })
+    }
+
+    /// A forum topic per session: `createForumTopic` named after it, `closeForumTopic` when
+    /// it stops.
+    fn thread(&self, call: super::ThreadCall) -> Option<super::ThreadAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.topic(call).await }))
     }
 
     bot_channel_basics!(render: render::telegram_html, pace: config::pace, ready: get_me);
@@ -167,14 +179,16 @@ impl TelegramChannel {
             // An edit answers the message, whose id stays the question's.
             Verdict::Done(Outcome::Delivered { .. }) => Some(Outcome::delivered_as(id.to_string())),
             Verdict::Done(outcome) => Some(outcome),
-            Verdict::Migrated(_) | Verdict::BadMarkup(_) => None,
+            Verdict::Migrated(_) | Verdict::BadMarkup(_) | Verdict::ThreadGone(_) => None,
         }
     }
 
-    /// Sends `body`, following one chat migration and falling back once to `plain` text.
-    async fn send_message(&self, to: &str, mut body: Value, mut plain: Option<String>) -> Outcome {
-        // At most: the send, one to the migrated chat, one as plain text.
-        for _ in 0..3 {
+    /// Sends `body`, following one chat migration, sending to the chat itself (marked with
+    /// `mark`, its session) once when its topic is gone, and falling back once to `plain` text.
+    async fn send_message(&self, to: &str, mut body: Value, mut plain: Option<String>, mark: Option<String>) -> Outcome {
+        // At most: the send, one to the migrated chat, one without its gone topic, one as
+        // plain text.
+        for _ in 0..4 {
             let reply = match self.post("sendMessage", &body).await {
                 Ok(reply) => reply,
                 Err(no_answer) => return no_answer,
@@ -189,6 +203,19 @@ impl TelegramChannel {
                         .insert(to.to_string(), chat.to_string());
                     body["chat_id"] = chat;
                 }
+                Verdict::ThreadGone(error) if body.get("message_thread_id").is_some() => {
+                    // Once, to the chat itself, marked with whom it is from.
+                    let thread = body.as_object_mut().and_then(|b| b.remove("message_thread_id"));
+                    tracing::warn!(chat = to, ?thread, error, "the message's topic is gone; sent to the chat itself, marked with its session");
+                    if let Some(mark) = &mark {
+                        let text = body["text"].as_str().unwrap_or_default();
+                        body["text"] = json!(format!("[{mark}, its topic is gone] {text}"));
+                        if let Some(p) = plain.as_mut() {
+                            *p = format!("[{mark}, its topic is gone] {p}");
+                        }
+                    }
+                }
+                Verdict::ThreadGone(error) => return Outcome::Permanent { reason: error },
                 Verdict::BadMarkup(error) => match plain.take() {
                     Some(text) => {
                         tracing::info!(error, "Telegram could not parse the notice's HTML; sending it as plain text");
@@ -202,6 +229,33 @@ impl TelegramChannel {
             }
         }
         Outcome::retry("Telegram kept asking to send elsewhere or differently; trying again later")
+    }
+
+    /// Opens or closes a forum topic; the new topic's `message_thread_id`.
+    async fn topic(&self, call: super::ThreadCall) -> Result<Option<String>, String> {
+        let (method, body) = match &call {
+            super::ThreadCall::Open { to, name } => (
+                "createForumTopic",
+                json!({"chat_id": self.chat_for(to), "name": crate::kit::cut_chars(name, 128)}),
+            ),
+            super::ThreadCall::Close { to, thread } => (
+                "closeForumTopic",
+                json!({"chat_id": self.chat_for(to), "message_thread_id": number_or_text(thread)}),
+            ),
+        };
+        let reply = match self.post(method, &body).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return Err(format!("{method} got no answer: {no_answer:?}")),
+        };
+        match reply.json::<BotApiReply>() {
+            Some(BotApiReply {
+                ok: true, result, ..
+            }) => Ok(result.and_then(|topic| match &topic["message_thread_id"] {
+                Value::Number(id) => Some(id.to_string()),
+                _ => None,
+            })),
+            _ => Err(format!("Telegram refused {method}: {}", describe(&reply))),
+        }
     }
 
     /// `getMe`: the bot's username when the token is good.
@@ -251,6 +305,8 @@ enum Verdict {
     Migrated(Value),
     /// Telegram could not parse the text's markup.
     BadMarkup(String),
+    /// The topic is gone ("message thread not found"): send to the chat itself.
+    ThreadGone(String),
 }
 
 fn classify(reply: &Reply) -> Verdict {
@@ -282,6 +338,7 @@ fn classify(reply: &Reply) -> Verdict {
     }
     Verdict::Done(match reply.status {
         400 if error.contains("can't parse entities") => return Verdict::BadMarkup(error),
+        400 if error.contains("message thread not found") => return Verdict::ThreadGone(error),
         // A bad or revoked token: nothing was sent and the row is not at fault. Uncounted;
         // the breaker stops the tries and `getMe` keeps the channel unready until it is fixed.
         401 | 404 => Outcome::Unreachable {

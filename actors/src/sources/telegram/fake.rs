@@ -3,8 +3,11 @@
 //! updates below the asked offset, as Telegram does), `sendMessage`, `sendChatAction`,
 //! `getFile` and file downloads, and for inline keyboards `callback_query` updates,
 //! `answerCallbackQuery` (once per query) and `editMessageText` (the bot's own messages; "not
-//! modified" and "not found" as Telegram words them). A wrong token is answered 401. Tests
-//! push updates in, read what was sent, and script failures.
+//! modified" and "not found" as Telegram words them), and forum topics (`createForumTopic`,
+//! `closeForumTopic`, `message_thread_id` on sends and messages, "message thread not found"
+//! for a topic that is gone, "the chat is not a forum", "not enough rights to create a
+//! topic"). A wrong token is answered 401. Tests push updates in, read what was sent, and
+//! script failures.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -66,6 +69,11 @@ struct FakeState {
     callbacks: HashMap<String, bool>,
     /// `answerCallbackQuery` bodies, in order (refused ones too, marked `"refused": true`).
     callback_answers: Vec<Value>,
+    /// Forum chats and their topics (`message_thread_id`, `name`, `closed`, `deleted`).
+    forums: HashMap<i64, Vec<Value>>,
+    /// Forums where the bot may not create topics.
+    no_topic_rights: Vec<i64>,
+    next_thread_id: i64,
 }
 
 impl FakeTelegram {
@@ -115,10 +123,51 @@ impl FakeTelegram {
     /// update id, as [`Self::push_message`].
     pub fn push_text(&self, chat: i64, user: i64, text: &str) -> i64 {
         let message_id = self.take_message_id();
+        let forum = self.shared.0.lock().unwrap().forums.contains_key(&chat);
         self.push_message(json!({
             "message_id": message_id,
             "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
-            "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }},
+            "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }, "is_forum": forum},
+            "date": 1767225600,
+            "text": text,
+        }))
+    }
+
+    /// Makes `chat` a forum supergroup (topics on): its messages say `is_forum`.
+    pub fn make_forum(&self, chat: i64) {
+        self.shared.0.lock().unwrap().forums.entry(chat).or_default();
+    }
+
+    /// Takes from the bot the right to create topics in forum `chat`.
+    pub fn refuse_topics(&self, chat: i64) {
+        self.shared.0.lock().unwrap().no_topic_rights.push(chat);
+    }
+
+    /// The topics of forum `chat`, oldest first (`message_thread_id`, `name`, `closed`).
+    pub fn topics(&self, chat: i64) -> Vec<Value> {
+        let state = self.shared.0.lock().unwrap();
+        state.forums.get(&chat).cloned().unwrap_or_default()
+    }
+
+    /// Deletes a topic: a send to it is then "message thread not found".
+    pub fn delete_topic(&self, chat: i64, thread: i64) {
+        let mut state = self.shared.0.lock().unwrap();
+        for topic in state.forums.entry(chat).or_default() {
+            if topic["message_thread_id"] == thread {
+                topic["deleted"] = json!(true);
+            }
+        }
+    }
+
+    /// Queues a text from `user` in topic `thread` of forum `chat`; the update id.
+    pub fn push_text_in_topic(&self, chat: i64, user: i64, thread: i64, text: &str) -> i64 {
+        let message_id = self.take_message_id();
+        self.push_message(json!({
+            "message_id": message_id,
+            "message_thread_id": thread,
+            "is_topic_message": true,
+            "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
+            "chat": {"id": chat, "type": "supergroup", "is_forum": true},
             "date": 1767225600,
             "text": text,
         }))
@@ -156,19 +205,21 @@ impl FakeTelegram {
         state.next_update_id += 1;
         let query = format!("{}{id}", 4_000_000_000u64 + user.unsigned_abs());
         state.callbacks.insert(query.clone(), false);
-        let text = state
+        let tapped = state
             .messages
             .iter()
-            .find(|m| m["chat_id"] == json!(chat) && m["message_id"] == json!(message_id))
-            .map(|m| m["text"].clone())
-            .unwrap_or(Value::Null);
+            .find(|m| m["chat_id"] == json!(chat) && m["message_id"] == json!(message_id));
+        let text = tapped.map(|m| m["text"].clone()).unwrap_or(Value::Null);
+        let thread = tapped.map(|m| m["message_thread_id"].clone()).unwrap_or(Value::Null);
+        let forum = state.forums.contains_key(&chat);
         state.pending.push(json!({"update_id": id, "callback_query": {
             "id": query,
             "from": {"id": user, "is_bot": false, "first_name": name,
                      "username": format!("user{user}")},
-            "message": {"message_id": message_id,
+            "message": {"message_id": message_id, "message_thread_id": thread,
                         "from": {"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME},
-                        "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" }},
+                        "chat": {"id": chat, "type": if chat == user { "private" } else { "supergroup" },
+                                 "is_forum": forum},
                         "date": 1767225600, "text": text},
             "chat_instance": format!("-{}", chat.unsigned_abs()),
             "data": data,
@@ -398,6 +449,8 @@ impl FakeTelegram {
                 ok(json!(true))
             }
             "sendMessage" => self.send_message(args),
+            "createForumTopic" => self.create_forum_topic(args),
+            "closeForumTopic" => self.close_forum_topic(args),
             "editMessageText" => self.edit_message_text(args),
             "answerCallbackQuery" => self.answer_callback_query(args),
             "sendChatAction" => {
@@ -473,6 +526,17 @@ impl FakeTelegram {
         if let Some(failure) = state.send_failures.pop_front() {
             return failure;
         }
+        if let Some(thread) = args.get("message_thread_id") {
+            let chat = args["chat_id"].as_i64().unwrap_or_default();
+            let there = state.forums.get(&chat).is_some_and(|topics| {
+                topics
+                    .iter()
+                    .any(|t| t["message_thread_id"] == *thread && t["deleted"] != true)
+            });
+            if !there {
+                return (400, error(400, "Bad Request: message thread not found"));
+            }
+        }
         state.next_message_id += 1;
         let id = state.next_message_id;
         state.sent.push(args.clone());
@@ -482,6 +546,7 @@ impl FakeTelegram {
         state
             .messages
             .push(json!({"message_id": id, "chat_id": args["chat_id"],
+            "message_thread_id": args["message_thread_id"],
             "text": args["text"], "reply_markup": args["reply_markup"]}));
         ok(json!({
             "message_id": id,
@@ -494,6 +559,48 @@ impl FakeTelegram {
 }
 
 impl FakeTelegram {
+    /// `createForumTopic`: only in a forum, where the bot has the right; the new topic.
+    fn create_forum_topic(&self, args: Value) -> (u16, Value) {
+        let mut state = self.shared.0.lock().unwrap();
+        let chat = args["chat_id"].as_i64().unwrap_or_default();
+        let name = args["name"].as_str().unwrap_or_default().to_string();
+        if !(1..=128).contains(&name.chars().count()) {
+            return (400, error(400, "Bad Request: TOPIC_TITLE_EMPTY"));
+        }
+        if !state.forums.contains_key(&chat) {
+            return (400, error(400, "Bad Request: the chat is not a forum"));
+        }
+        if state.no_topic_rights.contains(&chat) {
+            return (400, error(400, "Bad Request: not enough rights to create a topic"));
+        }
+        state.next_thread_id += 1;
+        let id = 1000 + state.next_thread_id;
+        let topic = json!({"message_thread_id": id, "name": name, "icon_color": 7322096});
+        let mut kept = topic.clone();
+        kept["closed"] = json!(false);
+        state.forums.entry(chat).or_default().push(kept);
+        ok(topic)
+    }
+
+    /// `closeForumTopic`: an open topic of the forum.
+    fn close_forum_topic(&self, args: Value) -> (u16, Value) {
+        let mut state = self.shared.0.lock().unwrap();
+        let chat = args["chat_id"].as_i64().unwrap_or_default();
+        let topic = state.forums.get_mut(&chat).and_then(|topics| {
+            topics
+                .iter_mut()
+                .find(|t| t["message_thread_id"] == args["message_thread_id"] && t["deleted"] != true)
+        });
+        match topic {
+            None => (400, error(400, "Bad Request: TOPIC_ID_INVALID")),
+            Some(t) if t["closed"] == true => (400, error(400, "Bad Request: TOPIC_NOT_MODIFIED")),
+            Some(t) => {
+                t["closed"] = json!(true);
+                ok(json!(true))
+            }
+        }
+    }
+
     /// `editMessageText`: only the bot's own messages; the same text and markup again is
     /// "not modified"; without `reply_markup` the buttons go.
     fn edit_message_text(&self, args: Value) -> (u16, Value) {
