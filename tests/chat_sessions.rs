@@ -20,6 +20,17 @@ fn project_config(
     fake: &FakeTelegram,
     hook: &[String],
 ) -> Config {
+    project_config_with(app_dir, tmux, fake, hook, &[])
+}
+
+/// [`project_config`] with more lines in `[projects.demo]`.
+fn project_config_with(
+    app_dir: &std::path::Path,
+    tmux: &Tmux,
+    fake: &FakeTelegram,
+    hook: &[String],
+    more: &[&str],
+) -> Config {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
     let hook = serde_json::to_string(hook).unwrap();
     let log = app_dir.join("agent.jsonl");
@@ -41,7 +52,10 @@ fn project_config(
                 "env.FAKE_AGENT = \"claude\"",
                 &format!("env.FAKE_HOOK = {hook:?}"),
                 &format!("env.FAKE_LOG = {:?}", log.display().to_string()),
-            ],
+            ]
+            .into_iter()
+            .chain(more.iter().copied())
+            .collect::<Vec<_>>(),
         )
 }
 
@@ -251,5 +265,88 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
         .as_str()
         .unwrap()
         .contains("echo: after the topic went"));
+    daemon.stop();
+}
+
+/// How many times the fake agent started (its log's `started` lines).
+fn agent_starts(app: &App) -> usize {
+    app.lines("agent.jsonl")
+        .iter()
+        .filter(|l| l.get("started").is_some())
+        .count()
+}
+
+/// The tmux sessions running on `tmux`'s server.
+fn tmux_sessions(tmux: &Tmux) -> Vec<String> {
+    let out = tmux.run(&["list-sessions", "-F", "#{session_name}"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_kill_9_during_new_or_stop_starts_or_stops_exactly_one_agent_and_the_chat_is_told_once() {
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("chat-kill");
+    let app = App::new(Config::default());
+    let slow = [
+        "env.FAKE_START_DELAY_MS = \"2500\"",
+        "env.FAKE_EXIT_DELAY_MS = \"2500\"",
+    ];
+    let config = project_config_with(
+        app.dir.path(),
+        &tmux,
+        &fake,
+        &app.hook_argv("claude"),
+        &slow,
+    );
+    app.write_config(config);
+
+    let mut daemon = app.serve();
+    fake.push_text(ALICE, ALICE, "/new demo");
+    wait_said(&fake, ALICE, "Starting claude in demo");
+    wait_until("the agent started", Duration::from_secs(20), || {
+        agent_starts(&app) == 1
+    });
+    daemon.signal("KILL");
+    let mut daemon = app.serve();
+    wait_said(&fake, ALICE, "demo-claude-1 is ready:");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(agent_starts(&app), 1, "one agent started");
+    assert_eq!(tmux_sessions(&tmux), ["demo-claude-1"]);
+
+    fake.push_text(ALICE, ALICE, "/stop");
+    let ask = wait_said(&fake, ALICE, "Stop demo-claude-1");
+    let (_, stop) = FakeTelegram::buttons(&ask).into_iter().next().unwrap();
+    fake.push_tap(
+        ALICE,
+        ALICE,
+        "Alice",
+        ask["message_id"].as_i64().unwrap(),
+        &stop,
+    );
+    wait_until("the agent told to exit", Duration::from_secs(20), || {
+        app.lines("agent.jsonl")
+            .iter()
+            .any(|l| l.get("exit_command").is_some())
+    });
+    daemon.signal("KILL");
+    let daemon = app.serve();
+    wait_said(&fake, ALICE, "demo-claude-1 stopped");
+    std::thread::sleep(Duration::from_secs(1));
+    let all = said(&fake, ALICE);
+    for once in ["is ready:", "Starting claude", "stopped:"] {
+        assert_eq!(
+            all.iter().filter(|t| t.contains(once)).count(),
+            1,
+            "{once}: {all:#?}"
+        );
+    }
+    assert!(
+        tmux_sessions(&tmux).is_empty(),
+        "{:?}",
+        tmux_sessions(&tmux)
+    );
     daemon.stop();
 }

@@ -18,6 +18,8 @@ Settings (environment):
   FAKE_HOOKS          0: no hooks at all (only notify)
   FAKE_PROMPT_HOOK    0: no prompt-submit hook (a lost or failing one)
   FAKE_DIALOG_LATE_MS Gemini: the dialog is drawn this long after its Notification hook ran
+  FAKE_START_DELAY_MS a slow start: this long before its SessionStart hook runs
+  FAKE_EXIT_DELAY_MS  a slow exit: this long between /exit (or /quit) and leaving
 
 Prompts: "/exit" and "/quit" end it as the CLIs' own exit commands do; "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
@@ -40,6 +42,8 @@ NOTIFY = json.loads(os.environ.get("FAKE_NOTIFY", "[]"))
 HOOKS = os.environ.get("FAKE_HOOKS", "1") == "1"
 PROMPT_HOOK = os.environ.get("FAKE_PROMPT_HOOK", "1") == "1"
 DIALOG_LATE_MS = int(os.environ.get("FAKE_DIALOG_LATE_MS", "0"))
+START_DELAY = int(os.environ.get("FAKE_START_DELAY_MS", "0")) / 1000
+EXIT_DELAY = int(os.environ.get("FAKE_EXIT_DELAY_MS", "0")) / 1000
 MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
 # The permission dialog as each CLI draws it (Gemini CLI 0.61 frames it and numbers its
 # choices: 1 and 2 allow, 3 or Escape deny; the others: Enter allows, Escape denies).
@@ -260,6 +264,7 @@ def submit():
         busy = state["busy"]
         if prompt in ("/exit", "/quit"):
             log(exit_command=prompt)
+            time.sleep(EXIT_DELAY)
             return False
         if not prompt:
             draw()
@@ -278,6 +283,8 @@ def main():
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
     out.write("\033[?2004h")
+    log(started=SESSION, argv=sys.argv[1:])
+    time.sleep(START_DELAY)
     if AGENT != "codex":
         hook("SessionStart", source="startup")
     draw("fake agent ready")

@@ -25,7 +25,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use relayq_engine::chat_sessions::{
     ChatCommand, ChatSession, CommandFailed, CommandRow, LeaseCommands, ProjectEntry,
-    PublishProjects, SessionReady, SessionStopped, SetTopic,
+    PublishProjects, ReclaimCommands, SessionReady, SessionStopped, SetTopic,
 };
 use relayq_engine::Agent;
 
@@ -145,10 +145,17 @@ impl Actor for LauncherActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let node = self.store.engine.node().to_string();
         let projects = self.settings.hosted_by(&node);
-        let publish = self.store.apply_alone(PublishProjects { node, projects });
-        ctx.spawn(publish.into_actor(self).map(|published, act, ctx| {
-            if let Err(e) = published {
-                tracing::error!(error = %e, "cannot publish this node's projects: chats cannot start sessions in them");
+        let (store, publish) = (self.store.clone(), PublishProjects { node, projects });
+        let begin = async move {
+            let reclaimed = store.apply_alone(ReclaimCommands).await?;
+            store.apply_alone(publish).await?;
+            Ok::<_, crate::error::ActorError>(reclaimed)
+        };
+        ctx.spawn(begin.into_actor(self).map(|begun, act, ctx| {
+            match begun {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(commands = n, "session commands cut by this node's last stop are carried out again"),
+                Err(e) => tracing::error!(error = %e, "cannot publish this node's projects: chats cannot start sessions in them"),
             }
             act.look(ctx);
         }));

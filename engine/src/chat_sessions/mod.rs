@@ -16,8 +16,8 @@ pub use crate::storage::chat_sessions::{
 };
 pub use commands::{command_of, ChatCommand, COMMANDS};
 pub use writes::{
-    CommandFailed, LeaseCommands, PublishProjects, RecordRequests, RequestsRecorded, SessionReady,
-    SessionStopped, SetTopic,
+    CommandFailed, LeaseCommands, PublishProjects, ReclaimCommands, RecordRequests,
+    RequestsRecorded, SessionReady, SessionStopped, SetTopic,
 };
 
 use crate::error::Result;

@@ -893,6 +893,21 @@ impl Write for PublishProjects {
     }
 }
 
+/// At a daemon's start: the commands an earlier daemon of this node was carrying out when it
+/// stopped are carried out again (a start finds its tmux session running, a stop finds it
+/// gone: neither is done twice). How many.
+#[derive(Debug, Clone, Copy)]
+pub struct ReclaimCommands;
+
+impl Write for ReclaimCommands {
+    type Output = usize;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        let engine = &w.door.engine;
+        store::reclaim_commands_in(w.tx(), engine.node(), engine.owner())
+    }
+}
+
 /// The node's due session commands, leased to this daemon for `lease_ms`.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseCommands {

@@ -146,6 +146,13 @@ const LEASE_COMMAND_SQL: Sql = Sql::same(
      WHERE id = :id AND (state = 'ready' OR (state = 'running' AND lease_until < :now))",
 );
 
+/// A node's commands that an earlier daemon of it was carrying out when it stopped (killed):
+/// ready again, so this one carries them out.
+const RECLAIM_COMMANDS_SQL: Sql = Sql::same(
+    "UPDATE session_commands SET state = 'ready', lease_owner = NULL, lease_until = NULL
+     WHERE node = :node AND state = 'running' AND lease_owner <> :owner",
+);
+
 const INSERT_SESSION_SQL: Sql = Sql::same(
     "INSERT INTO chat_sessions (session, origin, chat, thread, project, agent, node, command,
                                 state, resumed, created_at)
@@ -322,6 +329,15 @@ pub fn lease_commands_in(
         }
     }
     Ok(leased)
+}
+
+/// Makes node `node`'s commands that another daemon (an earlier one of this node) was
+/// carrying out ready again: how many.
+pub fn reclaim_commands_in(tx: &Tx<'_>, node: &str, owner: &str) -> Result<usize> {
+    tx.exec(
+        &RECLAIM_COMMANDS_SQL,
+        params![":node" => node, ":owner" => owner],
+    )
 }
 
 /// Writes a session started from a chat (`starting`); false when its name is taken.
