@@ -350,3 +350,83 @@ fn a_kill_9_during_new_or_stop_starts_or_stops_exactly_one_agent_and_the_chat_is
     );
     daemon.stop();
 }
+
+#[test]
+fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
+    const FORUM: i64 = -100_888;
+    const STRANGER: i64 = 555;
+    let fake = FakeTelegram::start(TOKEN);
+    fake.make_forum(FORUM);
+    fake.refuse_topics(FORUM);
+    let tmux = Tmux::new("chat-bad");
+    let app = App::new(Config::default());
+    let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"))
+        .set("sources.bot", "max_sessions = 1");
+    app.write_config(config);
+    // A session started by hand holds its name.
+    let env = [("RELAYQ_SESSION", "taken")];
+    let start = include_str!("fixtures/claude-code/SessionStart.json");
+    assert!(app.hook("claude", start, false, &env).status.success());
+    let daemon = app.serve();
+
+    let cases = [
+        (
+            "/new nope",
+            "there is no project \"nope\": the projects are demo",
+        ),
+        (
+            "/new demo codex",
+            "codex may not run in demo: its agents are claude, gemini",
+        ),
+        ("/new demo claude taken", "a session is named taken already"),
+        (
+            "/new demo claude ../x",
+            "the session name \"../x\" has the character '.'",
+        ),
+        (
+            "/new demo claude a:b",
+            "the session name \"a:b\" has the character ':'",
+        ),
+        ("/new demo claude a\u{1b}[2Jb", "has the character U+001B"),
+        (
+            &format!("/new demo claude {}", "n".repeat(200)),
+            "has 200 characters",
+        ),
+    ];
+    for (text, why) in &cases {
+        fake.push_text(ALICE, ALICE, text);
+        let said = wait_said(&fake, ALICE, why);
+        let said = said["text"].as_str().unwrap();
+        assert!(said.starts_with("Not done: "), "{said}");
+        assert!(
+            !said.contains('\u{1b}'),
+            "no escape reaches the chat: {said:?}"
+        );
+    }
+    // A stranger is refused once, in words that name nothing here.
+    fake.push_text(STRANGER, STRANGER, "/new demo");
+    fake.push_text(STRANGER, STRANGER, "/sessions");
+    wait_said(
+        &fake,
+        STRANGER,
+        "you may not use this bot's session commands",
+    );
+    // max_sessions = 1: the second is refused.
+    fake.push_text(ALICE, ALICE, "/new demo claude first");
+    wait_said(&fake, ALICE, "first is ready:");
+    fake.push_text(ALICE, ALICE, "/new demo claude second");
+    wait_said(&fake, ALICE, "(max_sessions = 1)");
+    // A topic the platform refuses: said, and nothing starts.
+    fake.push_text(FORUM, ALICE, "/new demo claude third");
+    wait_said(&fake, FORUM, "not enough rights to create a topic");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        fake.texts_to(STRANGER).len(),
+        1,
+        "{:?}",
+        fake.texts_to(STRANGER)
+    );
+    assert_eq!(agent_starts(&app), 1, "only the first started");
+    assert_eq!(tmux_sessions(&tmux), ["first"]);
+    daemon.stop();
+}

@@ -36,6 +36,9 @@ pub struct SessionRequest {
     pub user_name: String,
     /// The source's allowlist names this person: only they may start, stop or resume.
     pub may: bool,
+    /// The person may write here at all (named, or in a chat the source allows as a whole);
+    /// a stranger's command is refused (at most once an hour), naming nothing.
+    pub known: bool,
     /// The chat can hold a topic per session (a Telegram forum).
     pub topics: bool,
     /// How many sessions the chat may hold at once (`max_sessions`).

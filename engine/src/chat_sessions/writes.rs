@@ -16,6 +16,12 @@ use crate::storage::chat_sessions::{
 use crate::writes::{Write, Writer};
 use crate::{Agent, OutboundMessage};
 
+/// What a stranger's command is answered.
+pub const STRANGER_REFUSAL: &str = "Not done: you may not use this bot's session commands.";
+
+/// How often a stranger is told at most, per chat.
+const STRANGER_REFUSAL_EVERY_MS: i64 = 3_600_000;
+
 /// Sessions a `/sessions` page shows.
 pub const PAGE: i64 = 10;
 
@@ -84,6 +90,7 @@ impl Request<'_> {
                     }
                 }
                 match typed {
+                    _ if !r.known => (self.refuse_stranger()?, false),
                     Err(why) => (self.refuse(&format!("{why}."), None)?, false),
                     Ok(c) if c.changes_sessions() && !r.may => {
                         let why = "only the people in this chat source's allowed_users may \
@@ -106,6 +113,18 @@ impl Request<'_> {
             recorded.outbound_keys.extend(self.reply_in(reply)?);
         }
         Ok(())
+    }
+
+    /// A stranger's command: recorded, refused in words that name nothing here, at most once
+    /// an hour per person and chat (a refusal is no invitation to keep trying).
+    fn refuse_stranger(&self) -> Result<Option<Reply>> {
+        let (tx, r) = (self.w.tx(), self.r);
+        let since = self.w.now() - STRANGER_REFUSAL_EVERY_MS;
+        let user = r.user_id.as_deref().unwrap_or_default();
+        let told = store::told_since(tx, &r.origin, &r.chat, user, STRANGER_REFUSAL, since)?;
+        let outcome = (!told).then_some(STRANGER_REFUSAL);
+        self.insert("null".into(), CommandState::Failed, None, None, outcome)?;
+        Ok(outcome.map(Reply::text))
     }
 
     /// Whether a command from message `id` was recorded already.
@@ -519,6 +538,9 @@ impl Request<'_> {
     /// command to carry out.
     fn tapped(&self, tap: Tap) -> Result<(String, Option<Reply>, bool)> {
         let (tx, r) = (self.w.tx(), self.r);
+        if !r.known {
+            return Ok(("You may not use this bot's buttons".into(), None, false));
+        }
         if let Tap::Page(page) = tap {
             return Ok((String::new(), Some(self.sessions_page(page)?), false));
         }
@@ -952,6 +974,7 @@ mod tests {
             user_id: Some(user.into()),
             user_name: user.into(),
             may: user == "ann",
+            known: user != "mallory",
             topics: false,
             max_sessions: 2,
             asked: Asked::Typed(command_of(text).expect("a command")),
@@ -1088,10 +1111,20 @@ mod tests {
                 );
                 assert!(!last.contains('\u{1b}'), "{last:?}");
             }
-            // A stranger's /new starts nothing; their /status is answered.
+            // A writer who is not in allowed_users starts nothing.
             let got = record(&door, vec![typed(20, "eve", "/new demo")]);
             assert_eq!(got.ready, 0);
             assert!(replies(&db).last().unwrap().0.contains("allowed_users"));
+            // A stranger is told once an hour, in words that name nothing; even /sessions.
+            let before = replies(&db).len();
+            record(&door, vec![typed(30, "mallory", "/sessions")]);
+            record(&door, vec![typed(31, "mallory", "/new demo")]);
+            let said = replies(&db);
+            assert_eq!(said.len(), before + 1, "{said:?}");
+            assert_eq!(said.last().unwrap().0, STRANGER_REFUSAL);
+            let tap = record(&door, vec![tapped(Tap::Page(1), "mallory")]);
+            assert_eq!(replies(&db).len(), before + 1);
+            assert!(tap.taps[0].1.contains("may not"));
             // The name taken, then the chat's limit (2).
             record(&door, vec![typed(21, "ann", "/new demo claude a1")]);
             record(&door, vec![typed(22, "ann", "/new demo claude a1")]);

@@ -279,7 +279,12 @@ impl Inner {
         };
         let chat = message.chat.id.to_string();
         let sender = message.from.as_ref().map(|u| u.id);
-        if !self.allowed(sender, message.chat.id) {
+        let stranger = !self.allowed(sender, message.chat.id);
+        let command = message.text.as_deref().and_then(chat_sessions::command_of);
+        if stranger && command.is_some() {
+            // Refused in the chat (at most once an hour per person), starting nothing.
+            tracing::warn!(update = id, chat, user = ?sender, "a session command from a user who is not allowed: refused");
+        } else if stranger {
             tracing::warn!(update = id, chat, user = ?sender, username = ?message.from.as_ref().and_then(|u| u.username.as_deref()),
                 "ignored a message from a user and chat that are not allowed (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
             return None;
@@ -296,7 +301,7 @@ impl Inner {
             .then_some(message.message_thread_id)
             .flatten()
             .map(|t| t.to_string());
-        if let Some(typed) = message.text.as_deref().and_then(chat_sessions::command_of) {
+        if let Some(typed) = command {
             let request = SessionRequest {
                 origin: origin.to_string(),
                 chat,
@@ -305,6 +310,7 @@ impl Inner {
                 user_id: sender.map(|s| s.to_string()),
                 user_name: message.from.as_ref().map_or_else(|| "someone".into(), User::name),
                 may: sender.is_some_and(|s| self.config.routing.allows(&s)),
+                known: !stranger,
                 topics: message.chat.is_forum,
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Typed(typed),
@@ -378,6 +384,7 @@ impl Inner {
                 user_id: Some(tap.from.id.to_string()),
                 user_name: tap.from.name(),
                 may: self.config.routing.allows(&tap.from.id),
+                known: self.allowed(Some(tap.from.id), message.chat.id),
                 topics: message.chat.is_forum,
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped { tap: session_tap, callback: Some(tap.id) },
