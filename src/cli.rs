@@ -235,6 +235,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Session(commands::session::SessionCommand::List { json }) => {
             commands::session::list(&ctx, json)
         }
+        Command::Session(commands::session::SessionCommand::New {
+            project,
+            agent,
+            name,
+            json,
+        }) => commands::session::new(&ctx, &project, agent, name.as_deref(), json),
+        Command::Session(commands::session::SessionCommand::Stop { session, json }) => {
+            commands::session::stop(&ctx, &session, json)
+        }
         Command::Status { json } => commands::status::run(&ctx, json),
         Command::Show { id, json } => commands::show::run(&ctx, id, json),
         Command::Session(commands::session::SessionCommand::Expire { session, json }) => {

@@ -172,7 +172,7 @@ fn in_topic(fake: &FakeTelegram, chat: i64, thread: Option<i64>) -> Vec<String> 
 
 /// The id of forum `chat`'s topic named `name`.
 fn topic_id(fake: &FakeTelegram, chat: i64, name: &str) -> i64 {
-    wait_until(&format!("topic {name}"), Duration::from_secs(30), || {
+    wait_until(&format!("topic {name}"), Duration::from_secs(40), || {
         fake.topics(chat).iter().any(|t| t["name"] == name)
     });
     let topics = fake.topics(chat);
@@ -201,9 +201,11 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
     assert!(in_topic(&fake, FORUM, Some(one))
         .iter()
         .any(|t| t.starts_with("one is ready")));
-    assert!(in_topic(&fake, FORUM, None)
-        .iter()
-        .any(|t| t == "one is ready in its own topic."));
+    let here = wait_said(&fake, FORUM, "one is ready in its own topic.");
+    assert!(
+        here["message_thread_id"].is_null(),
+        "said where /new was typed: {here}"
+    );
 
     // Each topic's message reaches its own session; each answer comes back to its topic.
     fake.push_text_in_topic(FORUM, ALICE, one, "hello one");
@@ -429,4 +431,97 @@ fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
     assert_eq!(agent_starts(&app), 1, "only the first started");
     assert_eq!(tmux_sessions(&tmux), ["first"]);
     daemon.stop();
+}
+
+/// The operator's side: `relayq session new | stop` and the HTTP API start and end sessions
+/// through the same write as the chat, and the agents' hooks reach relayq through what the
+/// launcher puts in their environment (`RELAYQ_CONFIG`, the database's settings).
+#[test]
+fn the_operator_starts_and_stops_sessions_from_the_cli_and_the_api() {
+    use crate::common::api::{answer, Api};
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("chat-operator");
+    let project = tempfile::tempdir().unwrap();
+    // The hook command as an agent's settings name it: the daemon's config and database come
+    // from the agent's environment.
+    let hook = vec![bin(), "hook".into(), "--agent".into(), "claude".into()];
+    let api = Api::start(project_config(project.path(), &tmux, &fake, &hook));
+    let app = &api.app;
+
+    let out = app.run(&[
+        "session", "new", "demo", "--agent", "claude", "--name", "op1",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("op1 is ready: claude in demo"),
+        "{stdout}"
+    );
+    let list = app.ok(&["session", "list", "--json"]);
+    let list: Value = serde_json::from_str(&list).unwrap();
+    let op1 = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "op1")
+        .unwrap();
+    assert_eq!(
+        (op1["project"].as_str(), op1["agent"].as_str()),
+        (Some("demo"), Some("claude"))
+    );
+    assert!(app
+        .ok(&["session", "list"])
+        .lines()
+        .any(|l| l.starts_with("op1") && l.contains("demo")));
+
+    // The API: 202 with the command, followed until done.
+    let (status, row) = answer(api.post(
+        "/v1/sessions",
+        &serde_json::json!({"project": "demo", "name": "op2"}),
+    ));
+    assert_eq!(status, 202, "{row}");
+    let follow = |id: i64, state: &str| {
+        wait_until(
+            &format!("command {id} {state}"),
+            Duration::from_secs(40),
+            || answer(api.get(&format!("/v1/sessions/commands/{id}"))).1["state"] == state,
+        );
+    };
+    follow(row["id"].as_i64().unwrap(), "done");
+    let (status, row) = answer(api.post("/v1/sessions/op2/stop", &serde_json::json!({})));
+    assert_eq!(status, 202, "{row}");
+    follow(row["id"].as_i64().unwrap(), "done");
+    // Refused, and said why: nothing starts.
+    let (status, error) = answer(api.post("/v1/sessions", &serde_json::json!({"project": "nope"})));
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("there is no project \"nope\""));
+    let (status, _) = answer(api.post("/v1/sessions/by-hand/stop", &serde_json::json!({})));
+    assert_eq!(status, 400);
+    let out = app.run(&["session", "new", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("there is no project"));
+    let out = app.run(&["session", "new", "demo", "--name", "../x"]);
+    assert_eq!(out.status.code(), Some(2), "a bad name is a usage error");
+
+    let out = app.ok(&["session", "stop", "op1"]);
+    assert!(out.starts_with("op1 stopped"), "{out}");
+    assert!(
+        tmux_sessions(&tmux).is_empty(),
+        "{:?}",
+        tmux_sessions(&tmux)
+    );
+    assert_eq!(
+        fake.sent().len(),
+        0,
+        "no chat hears the operator's sessions: {:?}",
+        fake.sent()
+    );
+    drop(api);
 }

@@ -387,7 +387,7 @@ fn the_agents_table_shows_each_sessions_agent_state() {
     ));
     let since = rt.block_on(text_of(
         browser,
-        "#agents tr[data-session=s1] td:nth-child(4)",
+        "#agents tr[data-session=s1] td:nth-child(5)",
     ));
     assert!(since.ends_with(" ago"), "{since}");
     rt.block_on(browser.clone().close()).unwrap();

@@ -23,7 +23,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     paths(
         v1::enqueue_inbound, v1::enqueue_outbound, v1::message, v1::status,
         dead::list, dead::retry, dead::purge,
-        sessions::list, sessions::expire,
+        sessions::list, sessions::expire, sessions::new, sessions::stop, sessions::command,
         approvals::list, approvals::allow, approvals::deny,
         hooks::record, ingress::ingress,
         pauses::list, pauses::pause, pauses::resume,

@@ -11,8 +11,8 @@ pub mod names;
 pub mod writes;
 
 pub use crate::storage::chat_sessions::{
-    by_topic, command, counts_in_chat, current, of_chat, project, projects, session, ChatSession,
-    ChatSessionState, CommandRow, CommandState, ProjectEntry,
+    by_topic, command, command_of_message, counts_in_chat, current, of_chat, project, projects,
+    session, ChatSession, ChatSessionState, CommandRow, CommandState, ProjectEntry,
 };
 pub use commands::{command_of, ChatCommand, COMMANDS};
 pub use writes::{
@@ -44,6 +44,35 @@ pub struct SessionRequest {
     /// How many sessions the chat may hold at once (`max_sessions`).
     pub max_sessions: u32,
     pub asked: Asked,
+}
+
+/// The origin and chat of the operator's requests (`relayq session new`, the HTTP API): no
+/// chat hears them; the caller reads the outcome from the command's row.
+pub const OPERATOR: &str = "operator";
+
+impl SessionRequest {
+    /// The operator's `command`, told apart by `token` (one request, however often written):
+    /// allowed everything a chat's allowed user is, on any session, without a confirmation.
+    pub fn operator(command: ChatCommand, token: &str, who: &str) -> SessionRequest {
+        SessionRequest {
+            origin: OPERATOR.into(),
+            chat: OPERATOR.into(),
+            thread: None,
+            message_id: Some(token.to_string()),
+            user_id: Some(who.to_string()),
+            user_name: who.to_string(),
+            may: true,
+            known: true,
+            topics: false,
+            max_sessions: u32::MAX,
+            asked: Asked::Typed(Ok(command)),
+        }
+    }
+
+    /// Whether the operator asked (the CLI, the HTTP API), not a chat.
+    pub fn is_operator(&self) -> bool {
+        self.origin == OPERATOR
+    }
 }
 
 /// What the person did.

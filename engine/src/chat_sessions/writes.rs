@@ -350,8 +350,14 @@ impl Request<'_> {
             },
         };
         Ok(match found {
-            Some(s) if s.origin == r.origin && s.chat == r.chat => Ok(s),
+            Some(s) if r.is_operator() || (s.origin == r.origin && s.chat == r.chat) => Ok(s),
             _ => Err(match named {
+                Some(name) if r.is_operator() => format!(
+                    "no session named {:?} was started from a chat or by `relayq session new` \
+                     (a session started by hand ends in its terminal; `relayq session expire` \
+                     drops what waits for it)",
+                    shown(name)
+                ),
                 Some(name) => format!(
                     "this chat started no session named {:?} (/sessions lists them)",
                     shown(name)
@@ -371,16 +377,24 @@ impl Request<'_> {
             return Ok((self.refuse(&why, Some(c))?, false));
         }
         let name = session.session.as_str();
-        let Some(id) = self.insert(
+        // The operator asked in so many words: no button to confirm.
+        let state = match self.r.is_operator() {
+            true => CommandState::Ready,
+            false => CommandState::Confirming,
+        };
+        let written = self.insert(
             json!(c).to_string(),
-            CommandState::Confirming,
+            state,
             Some(&session.node),
             Some(name),
             None,
-        )?
-        else {
+        )?;
+        let Some(id) = written else {
             return Ok((None, false));
         };
+        if state == CommandState::Ready {
+            return Ok((None, true));
+        }
         let reply = Reply {
             text: format!(
                 "Stop {name} ({} in {})? Its agent is ended and what still waits for it is \
@@ -641,6 +655,9 @@ impl Request<'_> {
     /// The reply in the request's chat and topic, on the channel that answers its origin.
     fn reply_in(&self, reply: Reply) -> Result<Option<String>> {
         let (w, r) = (self.w, self.r);
+        if r.is_operator() {
+            return Ok(None); // the operator reads the command's row
+        }
         let routes = w.door.routes.read().expect("routes lock").clone();
         let Some(channel) = routes.replies.get(&r.origin) else {
             tracing::warn!(
@@ -683,6 +700,9 @@ fn reply_to_command_in(
     text: &str,
     what: &str,
 ) -> Result<Option<String>> {
+    if c.origin == super::OPERATOR {
+        return Ok(None); // the operator reads the command's row
+    }
     let routes = w.door.routes.read().expect("routes lock").clone();
     let Some(channel) = routes.replies.get(&c.origin) else {
         tracing::warn!(

@@ -184,7 +184,7 @@ const BY_TOPIC_SQL: Sql = Sql::same(select_chat_sessions!(
 ));
 const OF_CHAT_SQL: Sql = Sql::same(select_chat_sessions!(
     "WHERE origin = :origin AND chat = :chat
-     ORDER BY created_at DESC, session LIMIT :limit OFFSET :skip"
+     ORDER BY created_at DESC, command DESC LIMIT :limit OFFSET :skip"
 ));
 const LIVE_IN_CHAT_SQL: Sql = Sql::same(
     "SELECT COUNT(*) FROM chat_sessions

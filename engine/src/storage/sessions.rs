@@ -69,6 +69,10 @@ pub struct SessionRecord {
     /// go by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// The project it was started in, when a chat (or `relayq session new`) started it.
+    pub project: Option<String>,
+    /// Its own topic in its chat (a forum topic's id), when it has one.
+    pub topic: Option<String>,
 }
 
 /// The chat a session's conversation is in: where its last inbound message that named its chat
@@ -88,11 +92,14 @@ pub struct Origin {
 macro_rules! select_sessions {
     ($where_:literal) => {
         concat!(
-            "SELECT key, agent, native_session_id, cwd, transcript_path, state, started_at,
-                    ended_at, last_activity_at, last_user_input, current_turn, turn_running,
+            "SELECT key, sessions.agent, native_session_id, cwd, transcript_path, sessions.state,
+                    started_at,
+                    sessions.ended_at, last_activity_at, last_user_input, current_turn, turn_running,
                     last_assistant_message, o.origin, o.chat, o.thread, agent_state,
-                    agent_state_since, agent_hooks, pane, node, permission_mode
-             FROM sessions LEFT JOIN session_origins o ON o.session = sessions.key ",
+                    agent_state_since, agent_hooks, pane, sessions.node, permission_mode,
+                    c.project, c.thread AS topic
+             FROM sessions LEFT JOIN session_origins o ON o.session = sessions.key
+                  LEFT JOIN chat_sessions c ON c.session = sessions.key ",
             $where_
         )
     };
@@ -100,7 +107,7 @@ macro_rules! select_sessions {
 
 const GET_SQL: Sql = Sql::same(select_sessions!("WHERE key = :key"));
 const UNMATCHED_SQL: Sql = Sql::same(select_sessions!(
-    "WHERE key = native_session_id AND o.session IS NULL AND state = 'active'
+    "WHERE key = native_session_id AND o.session IS NULL AND sessions.state = 'active'
      ORDER BY last_activity_at DESC, key"
 ));
 const LIST_SQL: Sql = Sql::same(select_sessions!("ORDER BY last_activity_at DESC, key"));
@@ -114,7 +121,7 @@ fn from_row(r: &Row<'_>) -> Result<SessionRecord> {
     Ok(from_columns! { r => SessionRecord {
         key, agent, native_session_id, cwd, transcript_path, state, started_at, ended_at,
         last_activity_at, last_user_input, current_turn, turn_running, last_assistant_message,
-        agent_state_since, agent_hooks, pane, node, permission_mode;
+        agent_state_since, agent_hooks, pane, node, permission_mode, project, topic;
         agent_state: agent_state.as_deref().and_then(AgentState::parse),
         origin,
     } })

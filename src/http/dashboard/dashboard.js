@@ -148,8 +148,10 @@ function drawAgents(sessions) {
     state.className = "state agent-" + (s.agent_state || "unknown");
     const stateCell = document.createElement("td");
     stateCell.append(state);
-    const chat = s.origin ? s.origin.origin + " " + s.origin.chat + (s.origin.thread ? " / " + s.origin.thread : "") : "—";
-    tr.append(cell(s.key, "key"), cell(s.agent), stateCell,
+    // A session started from a chat talks in its topic, when it has one.
+    const thread = s.topic || (s.origin && s.origin.thread);
+    const chat = s.origin ? s.origin.origin + " " + s.origin.chat + (thread ? " / " + thread : "") : "—";
+    tr.append(cell(s.key, "key"), cell(s.agent), cell(s.project || "—", "key"), stateCell,
       cell(s.agent_state_since_ms ? age(now - s.agent_state_since_ms) + " ago" : "—"),
       cell(s.current_turn, "num"), cell(s.node || "—", "key"), cell(chat, "key"),
       cell(s.last_user_input || "", "error"));
