@@ -525,3 +525,96 @@ fn the_operator_starts_and_stops_sessions_from_the_cli_and_the_api() {
     );
     drop(api);
 }
+
+#[test]
+fn resume_lists_the_agents_conversations_in_the_project_and_a_tap_resumes_one() {
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("chat-resume");
+    let app = App::new(Config::default());
+    let home = app.path("agent-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home_line = format!("env.HOME = {:?}", home.display().to_string());
+    let more = ["env.FAKE_CONVERSATIONS = \"1\"", home_line.as_str()];
+    let config = project_config_with(
+        app.dir.path(),
+        &tmux,
+        &fake,
+        &app.hook_argv("claude"),
+        &more,
+    );
+    app.write_config(config);
+    let daemon = app.serve();
+
+    fake.push_text(ALICE, ALICE, "/resume demo");
+    wait_said(
+        &fake,
+        ALICE,
+        "No conversation of claude or gemini in demo to resume",
+    );
+
+    fake.push_text(ALICE, ALICE, "/new demo claude first");
+    wait_said(&fake, ALICE, "first is ready:");
+    fake.push_text(ALICE, ALICE, "remember the word kiwi");
+    wait_said(&fake, ALICE, "echo: remember the word kiwi");
+    fake.push_text(ALICE, ALICE, "/stop first");
+    let ask = wait_said(&fake, ALICE, "Stop first");
+    let (_, stop) = FakeTelegram::buttons(&ask).into_iter().next().unwrap();
+    fake.push_tap(
+        ALICE,
+        ALICE,
+        "Alice",
+        ask["message_id"].as_i64().unwrap(),
+        &stop,
+    );
+    wait_said(&fake, ALICE, "first stopped");
+
+    fake.push_text(ALICE, ALICE, "/resume");
+    let list = wait_said(&fake, ALICE, "Conversations in demo, newest first:");
+    let text = list["text"].as_str().unwrap();
+    assert!(
+        text.contains("1. claude · ") && text.contains("remember the word kiwi"),
+        "{text}"
+    );
+    let buttons = FakeTelegram::buttons(&list);
+    assert_eq!(buttons.len(), 1, "{buttons:?}");
+    fake.push_tap(
+        ALICE,
+        ALICE,
+        "Alice",
+        list["message_id"].as_i64().unwrap(),
+        &buttons[0].1,
+    );
+    wait_said(&fake, ALICE, "Resuming claude in demo as demo-claude-1");
+    wait_said(&fake, ALICE, "demo-claude-1 is ready:");
+    // The agent was started with its own resume flag and goes on with the conversation.
+    let started: Vec<Value> = app
+        .lines("agent.jsonl")
+        .into_iter()
+        .filter(|l| l.get("started").is_some())
+        .collect();
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[1]["argv"][0], "--resume", "{started:?}");
+    assert_eq!(
+        started[1]["resumed"], started[0]["started"],
+        "the same conversation"
+    );
+    fake.push_text(ALICE, ALICE, "what was the word?");
+    wait_said(
+        &fake,
+        ALICE,
+        "echo: what was the word? (earlier: remember the word kiwi)",
+    );
+    // A second tap on the list is answered, and starts nothing.
+    fake.push_tap(
+        ALICE,
+        ALICE,
+        "Alice",
+        list["message_id"].as_i64().unwrap(),
+        &buttons[0].1,
+    );
+    wait_until("the second tap answered", Duration::from_secs(20), || {
+        fake.tap_answers().iter().any(|a| a == "Already answered")
+    });
+    assert_eq!(tmux_sessions(&tmux), ["demo-claude-1"]);
+    daemon.stop();
+}

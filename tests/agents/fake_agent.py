@@ -21,6 +21,11 @@ Settings (environment):
   FAKE_START_DELAY_MS a slow start: this long before its SessionStart hook runs
   FAKE_EXIT_DELAY_MS  a slow exit: this long between /exit (or /quit) and leaving
 
+Conversations: with FAKE_CONVERSATIONS=1, each turn is kept as Claude Code keeps it,
+in $HOME/.claude/projects/<cwd, each character but A-Z a-z 0-9 made ->/<session id>.jsonl;
+`--resume ID` (Claude, Gemini) or `resume ID` (Codex) goes on with that conversation, and an
+answer then names the conversation's first prompt ("earlier: ...").
+
 Prompts: "/exit" and "/quit" end it as the CLIs' own exit commands do; "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
 PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
@@ -58,6 +63,44 @@ DIALOG = {
 }.get(AGENT, " Do you want to proceed?\n ❯ 1. Yes\n   2. No")
 SESSION = str(uuid.uuid4())
 CWD = os.getcwd()
+ARGS = sys.argv[1:]
+RESUMED = None
+for flag in ("--resume", "resume"):
+    if flag in ARGS and ARGS.index(flag) + 1 < len(ARGS):
+        RESUMED = ARGS[ARGS.index(flag) + 1]
+        SESSION = RESUMED
+
+
+def transcript():
+    home = os.environ.get("HOME")
+    if os.environ.get("FAKE_CONVERSATIONS") != "1" or not home:
+        return None
+    munged = "".join(c if c.isalnum() and c.isascii() else "-" for c in CWD)
+    return os.path.join(home, ".claude", "projects", munged, SESSION + ".jsonl")
+
+
+def earlier_prompts():
+    path = transcript()
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l)["message"]["content"] for l in f
+                if l.strip() and json.loads(l).get("type") == "user"]
+
+
+EARLIER = earlier_prompts() if RESUMED else []
+
+
+def keep_turn(prompt, answer):
+    path = transcript()
+    if not path:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps({"type": "user", "sessionId": SESSION,
+                            "message": {"role": "user", "content": prompt}}) + "\n")
+        f.write(json.dumps({"type": "assistant", "sessionId": SESSION,
+                            "message": {"role": "assistant", "content": answer}}) + "\n")
 
 lock = threading.RLock()
 out = sys.stdout
@@ -140,6 +183,8 @@ def answer_to(prompt):
     if "long" in prompt:
         para = ("word " * 99 + "end.\n\n")
         return (para * 21)[:10000]
+    if EARLIER:
+        return f"echo: {prompt} (earlier: {EARLIER[0]})"
     return f"echo: {prompt}"
 
 
@@ -226,6 +271,7 @@ def turn(prompt):
         prompt = prompt + "\n" + "\n".join(folded)
         time.sleep(TURN_MS / 1000)
     answer = answer_to(prompt)
+    keep_turn(prompt, answer)
     draw(f"● {answer}")
     if SIDE_THREAD and first:
         notify(str(uuid.uuid4()), ["Generate a concise, single-line task title of at most "
@@ -283,7 +329,7 @@ def main():
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
     out.write("\033[?2004h")
-    log(started=SESSION, argv=sys.argv[1:])
+    log(started=SESSION, argv=ARGS, resumed=RESUMED)
     time.sleep(START_DELAY)
     if AGENT != "codex":
         hook("SessionStart", source="startup")

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod agent;
+pub mod conversations;
 pub mod projects;
 
 use std::collections::BTreeMap;
@@ -24,8 +25,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use relayq_engine::chat_sessions::{
-    ChatCommand, ChatSession, CommandFailed, CommandRow, LeaseCommands, ProjectEntry,
-    PublishProjects, ReclaimCommands, SessionReady, SessionStopped, SetTopic,
+    ChatCommand, ChatSession, CommandFailed, CommandRow, ConversationsListed, LeaseCommands,
+    ProjectEntry, PublishProjects, ReclaimCommands, SessionReady, SessionStopped, SetTopic,
 };
 use relayq_engine::Agent;
 
@@ -180,6 +181,8 @@ struct Job {
 /// How a command ended well.
 enum Done {
     Ready,
+    /// The project's conversations, to offer (and which agents' were looked for).
+    Listed(Vec<conversations::Conversation>, Vec<String>),
     /// Stopped; its topic (channel, chat, thread) to close once that is recorded.
     Stopped(Option<(String, String, String)>),
 }
@@ -191,6 +194,7 @@ impl Job {
         let outcome = match command {
             Ok(ChatCommand::New { .. }) => self.start_session(&c).await,
             Ok(ChatCommand::Stop { .. }) => self.stop_session(&c).await,
+            Ok(ChatCommand::Resume { project }) => self.list_conversations(project).await,
             Ok(other) => Err(format!("/{} is not carried out by a node", other.word())),
             Err(e) => Err(format!("the command cannot be read ({e})")),
         };
@@ -198,6 +202,14 @@ impl Job {
         let mut topic = None;
         let written = match outcome {
             Ok(Done::Ready) => store.apply(SessionReady { command: c.id }).await,
+            Ok(Done::Listed(conversations, agents)) => {
+                let listed = ConversationsListed {
+                    command: c.id,
+                    conversations,
+                    agents,
+                };
+                store.apply(listed).await
+            }
             Ok(Done::Stopped(closing)) => {
                 topic = closing;
                 store.apply(SessionStopped { command: c.id }).await
@@ -262,11 +274,15 @@ impl Job {
                 .map_err(|why| format!("projects.{}.env.{var}: {why}", s.project))?;
             env.push((var.clone(), value));
         }
+        let mut argv = project.command(agent);
+        if let Some(id) = &s.resumed {
+            argv.extend(conversations::resume_args(agent, id));
+        }
         let start = agent::Start {
             socket: settings.socket.as_deref(),
             name: &s.session,
             dir: &project.dir,
-            argv: project.command(agent),
+            argv,
             env,
         };
         let started = agent::start(&start)
@@ -325,6 +341,44 @@ impl Job {
             thread,
         };
         self.store.apply(write).await.map_err(|e| e.to_string())
+    }
+
+    /// The project's agents' own conversations, newest first (see [`conversations`]).
+    async fn list_conversations(&self, project: Option<String>) -> Result<Done, String> {
+        let name = project.ok_or("the command names no project")?;
+        let node = self.store.engine.node().to_string();
+        let project = self
+            .settings
+            .projects
+            .get(&name)
+            .ok_or_else(|| format!("node {node} has no project {name} in its config.toml"))?
+            .clone();
+        let listed = actix_rt::task::spawn_blocking(move || {
+            let var = |v: &str| match project.env.get(v) {
+                Some(value) => value.resolve().ok().map(std::path::PathBuf::from),
+                None => std::env::var_os(v).map(std::path::PathBuf::from),
+            };
+            let homes = conversations::Homes {
+                home: var("HOME"),
+                codex_home: var("CODEX_HOME"),
+            };
+            let mut all: Vec<conversations::Conversation> = project
+                .agents
+                .iter()
+                .flat_map(|agent| conversations::list(*agent, &project.dir, &homes))
+                .collect();
+            all.sort_by(|a, b| b.at.cmp(&a.at));
+            all.truncate(conversations::PER_AGENT);
+            let agents = project
+                .agents
+                .iter()
+                .map(|a| a.as_str().to_string())
+                .collect();
+            (all, agents)
+        })
+        .await
+        .map_err(|e| format!("the conversations could not be read: {e}"))?;
+        Ok(Done::Listed(listed.0, listed.1))
     }
 
     /// Ends the session's agent (see [`agent::stop`]).

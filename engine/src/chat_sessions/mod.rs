@@ -16,8 +16,8 @@ pub use crate::storage::chat_sessions::{
 };
 pub use commands::{command_of, ChatCommand, COMMANDS};
 pub use writes::{
-    CommandFailed, LeaseCommands, PublishProjects, ReclaimCommands, RecordRequests,
-    RequestsRecorded, SessionReady, SessionStopped, SetTopic,
+    CommandFailed, ConversationsListed, LeaseCommands, PublishProjects, ReclaimCommands,
+    RecordRequests, RequestsRecorded, SessionReady, SessionStopped, SetTopic,
 };
 
 use crate::error::Result;
@@ -44,6 +44,18 @@ pub struct SessionRequest {
     /// How many sessions the chat may hold at once (`max_sessions`).
     pub max_sessions: u32,
     pub asked: Asked,
+}
+
+/// One of an agent's own resumable conversations in a project, as `/resume` lists it (read
+/// by the node that hosts the project).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Conversation {
+    pub agent: crate::Agent,
+    pub id: String,
+    /// Its first prompt (cut), or "(no prompt)".
+    pub title: String,
+    /// When it last changed (unix ms).
+    pub at: i64,
 }
 
 /// The origin and chat of the operator's requests (`relayq session new`, the HTTP API): no

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::commands::{shown, ChatCommand};
-use super::{Asked, SessionRequest, Tap};
+use super::{Asked, Conversation, SessionRequest, Tap};
 use crate::error::Result;
 use crate::outbound::Button;
 use crate::storage::chat_sessions::{
@@ -242,7 +242,13 @@ impl Request<'_> {
             }
             None => project.agents[0].clone(),
         };
-        self.start(c, &project, &agent, name, None)
+        // Written resolved: the node reads what to start from the row.
+        let resolved = ChatCommand::New {
+            project: Some(project.name.clone()),
+            agent: Agent::parse(&agent),
+            name: name.map(str::to_string),
+        };
+        self.start(&resolved, &project, &agent, name, None)
     }
 
     /// Reserves the session's name and writes the command for the project's node: the reply
@@ -421,6 +427,10 @@ impl Request<'_> {
             Err(why) => return Ok((self.refuse(&format!("{why}."), Some(c))?, false)),
         };
         let node = project.node.as_str();
+        // Written resolved: the node reads which project from the row.
+        let c = &ChatCommand::Resume {
+            project: Some(project.name.clone()),
+        };
         if self
             .insert(
                 json!(c).to_string(),
@@ -643,13 +653,60 @@ impl Request<'_> {
         Ok((line, Some(Reply::text(text)), stop))
     }
 
+    /// Conversation `n` of those `/resume` command `command` listed: started like `/new`,
+    /// resuming it (the id is the listing's, never the tap's). The first tap wins.
     fn resume_chosen(
         &self,
         command: &CommandRow,
         n: usize,
     ) -> Result<(String, Option<Reply>, bool)> {
-        let _ = (command, n);
-        Ok(("Resuming is not ready yet".into(), None, false))
+        let tx = self.w.tx();
+        let listed: Option<Conversation> = command
+            .detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .and_then(|d| {
+                serde_json::from_value::<Vec<Conversation>>(d["conversations"].clone()).ok()
+            })
+            .and_then(|all| all.into_iter().nth(n));
+        let project = match serde_json::from_str::<ChatCommand>(&command.command) {
+            Ok(ChatCommand::Resume { project: Some(p) }) => store::project(tx, &p)?,
+            _ => None,
+        };
+        let (Some(conversation), Some(project)) = (listed, project) else {
+            return Ok(("This button is too old to answer".into(), None, false));
+        };
+        let title = conversation.title.clone();
+        let moved = store::move_command_in(
+            tx,
+            command.id,
+            CommandState::Listed,
+            CommandState::Done,
+            &CommandMove {
+                outcome: Some(&format!("resumed: {title}")),
+                ..CommandMove::default()
+            },
+        )?;
+        if !moved {
+            return Ok(("Already answered".into(), None, false));
+        }
+        let agent = conversation.agent;
+        if !project.agents.iter().any(|a| a == agent.as_str()) {
+            let why = format!("{agent} may not run in {} any more.", project.name);
+            return Ok((
+                why.clone(),
+                Some(Reply::text(format!("Not done: {why}"))),
+                false,
+            ));
+        }
+        let new = ChatCommand::New {
+            project: Some(project.name.clone()),
+            agent: Some(agent),
+            name: None,
+        };
+        let (reply, ready) =
+            self.start(&new, &project, agent.as_str(), None, Some(&conversation.id))?;
+        Ok((format!("Resuming “{title}”"), reply, ready))
     }
 
     /// The reply in the request's chat and topic, on the channel that answers its origin.
@@ -917,6 +974,96 @@ impl Write for SessionStopped {
             )?);
         }
         Ok(told)
+    }
+}
+
+/// The conversations a `/resume` command's node found: kept with the command (a tap names one
+/// by its place in this list), offered in the chat with a button each.
+#[derive(Debug, Clone)]
+pub struct ConversationsListed {
+    pub command: i64,
+    pub conversations: Vec<Conversation>,
+    /// The agents whose conversations were looked for.
+    pub agents: Vec<String>,
+}
+
+impl Write for ConversationsListed {
+    type Output = Vec<String>;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Vec<String>> {
+        let tx = w.tx();
+        let (c, _) = command_and_session(w, self.command)?;
+        let project = match serde_json::from_str::<ChatCommand>(&c.command) {
+            Ok(ChatCommand::Resume { project: Some(p) }) => p,
+            _ => String::new(),
+        };
+        let mut detail: serde_json::Value = c
+            .detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or_else(|| json!({}));
+        detail["conversations"] = json!(self.conversations);
+        let detail = detail.to_string();
+        let (to, text, buttons) = match self.conversations.is_empty() {
+            true => (
+                CommandState::Done,
+                format!(
+                    "No conversation of {} in {project} to resume: /new starts one.",
+                    self.agents.join(" or ")
+                ),
+                Vec::new(),
+            ),
+            false => {
+                let mut lines = vec![format!("Conversations in {project}, newest first:")];
+                let mut buttons = Vec::new();
+                for (i, conv) in self.conversations.iter().enumerate() {
+                    lines.push(format!(
+                        "{}. {} · {} · {}",
+                        i + 1,
+                        conv.agent,
+                        clock_time(conv.at),
+                        conv.title
+                    ));
+                    let short: String = conv.title.chars().take(40).collect();
+                    buttons.push(vec![Button {
+                        label: format!("{}. {} {short}", i + 1, conv.agent),
+                        data: Tap::Resume(c.id, i).data(),
+                    }]);
+                }
+                lines.push("Tap one to resume it.".into());
+                (CommandState::Listed, lines.join("\n"), buttons)
+            }
+        };
+        let moved = store::move_command_in(
+            tx,
+            c.id,
+            CommandState::Running,
+            to,
+            &CommandMove {
+                detail: Some(&detail),
+                outcome: (to == CommandState::Done).then_some(text.as_str()),
+                ..CommandMove::default()
+            },
+        )?;
+        if !moved || c.origin == super::OPERATOR {
+            return Ok(Vec::new());
+        }
+        let routes = w.door.routes.read().expect("routes lock").clone();
+        let Some(channel) = routes.replies.get(&c.origin) else {
+            return Ok(Vec::new());
+        };
+        let message = OutboundMessage {
+            thread: c.thread.clone(),
+            idempotency_key: Some(format!("relayq-session-command-{}-listed", c.id)),
+            event: Some("session".into()),
+            buttons,
+            ..OutboundMessage::text(channel, &c.chat, &text)
+        };
+        let written = crate::outbound::enqueue_in(&w.door.outbound, tx, &message, None)?;
+        Ok((!written.first.duplicate)
+            .then(|| message.destination_key())
+            .into_iter()
+            .collect())
     }
 }
 
