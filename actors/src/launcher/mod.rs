@@ -367,7 +367,7 @@ impl Job {
                 .iter()
                 .flat_map(|agent| conversations::list(*agent, &project.dir, &homes))
                 .collect();
-            all.sort_by(|a, b| b.at.cmp(&a.at));
+            all.sort_by_key(|c| std::cmp::Reverse(c.at));
             all.truncate(conversations::PER_AGENT);
             let agents = project
                 .agents
