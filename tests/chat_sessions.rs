@@ -94,6 +94,19 @@ fn new_starts_the_agent_in_the_project_the_chat_talks_to_it_and_stop_ends_it() {
     fake.push_text(ALICE, ALICE, "/new demo");
     wait_said(&fake, ALICE, "Starting claude in demo as demo-claude-1");
     wait_said(&fake, ALICE, "demo-claude-1 is ready: claude in demo");
+    let registered: Vec<String> = fake
+        .commands()
+        .iter()
+        .filter_map(|c| c["command"].as_str().map(String::from))
+        .collect();
+    for command in [
+        "new", "sessions", "stop", "resume", "status", "allow", "deny",
+    ] {
+        assert!(
+            registered.iter().any(|c| c == command),
+            "setMyCommands: {registered:?}"
+        );
+    }
     let panes = tmux.run(&[
         "list-panes",
         "-a",
@@ -616,5 +629,66 @@ fn resume_lists_the_agents_conversations_in_the_project_and_a_tap_resumes_one() 
         fake.tap_answers().iter().any(|a| a == "Already answered")
     });
     assert_eq!(tmux_sessions(&tmux), ["demo-claude-1"]);
+    daemon.stop();
+}
+
+/// ccgram#111: after `/clear` in the agent's terminal (a new conversation, a new agent session
+/// id: SessionEnd with reason `clear`, then SessionStart with source `clear`), messages went
+/// to the old id. The topic's session is relayq's, so they follow the agent.
+#[test]
+fn clear_typed_in_the_agents_terminal_keeps_the_topic_talking_to_the_same_pane() {
+    const FORUM: i64 = -100_999;
+    let fake = FakeTelegram::start(TOKEN);
+    fake.make_forum(FORUM);
+    let tmux = Tmux::new("chat-clear");
+    let app = App::new(Config::default());
+    let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"));
+    app.write_config(config);
+    let daemon = app.serve();
+    fake.push_text(FORUM, ALICE, "/new demo claude cleared");
+    let topic = topic_id(&fake, FORUM, "cleared");
+    wait_said(&fake, FORUM, "cleared is ready:");
+    let id = || {
+        let list: Value = serde_json::from_str(&app.ok(&["session", "list", "--json"])).unwrap();
+        list[0]["native_session_id"].as_str().unwrap().to_string()
+    };
+    // A slow turn runs; a second message waits for it; /clear is typed meanwhile.
+    fake.push_text_in_topic(FORUM, ALICE, topic, "slow one");
+    wait_until("the slow turn", Duration::from_secs(20), || {
+        app.lines("agent.jsonl")
+            .iter()
+            .any(|l| l["turn_start"] == "slow one")
+    });
+    fake.push_text_in_topic(FORUM, ALICE, topic, "waiting through the clear");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = id();
+    tmux.run(&["send-keys", "-t", "cleared", "-l", "/clear"]);
+    tmux.run(&["send-keys", "-t", "cleared", "Enter"]);
+    wait_until(
+        "the agent's new conversation",
+        Duration::from_secs(20),
+        || id() != before,
+    );
+
+    let answer = wait_said(&fake, FORUM, "echo: waiting through the clear");
+    assert_eq!(
+        answer["message_thread_id"], topic,
+        "answered in the same topic"
+    );
+    fake.push_text_in_topic(FORUM, ALICE, topic, "after the clear");
+    let answer = wait_said(&fake, FORUM, "echo: after the clear");
+    assert_eq!(
+        answer["message_thread_id"], topic,
+        "answered in the same topic"
+    );
+    let list: Value = serde_json::from_str(&app.ok(&["session", "list", "--json"])).unwrap();
+    assert_eq!(list[0]["key"], "cleared");
+    assert_eq!(list[0]["state"], "active", "{list}");
+    assert!(
+        !said(&fake, FORUM).iter().any(|t| t.contains("dropped")),
+        "{:#?}",
+        said(&fake, FORUM)
+    );
+    assert_eq!(tmux_sessions(&tmux), ["cleared"]);
     daemon.stop();
 }

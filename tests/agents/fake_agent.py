@@ -26,7 +26,9 @@ in $HOME/.claude/projects/<cwd, each character but A-Z a-z 0-9 made ->/<session 
 `--resume ID` (Claude, Gemini) or `resume ID` (Codex) goes on with that conversation, and an
 answer then names the conversation's first prompt ("earlier: ...").
 
-Prompts: "/exit" and "/quit" end it as the CLIs' own exit commands do; "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
+Prompts: "/exit" and "/quit" end it as the CLIs' own exit commands do; "/clear" starts a new
+conversation in the same process (SessionEnd with reason "clear", then SessionStart with
+source "clear", under a new session id); "tool" asks for a permission in a dialog whose highlighted default is Yes (Enter
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
 PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
 before it); "long" answers 10 000 characters; "lose"
@@ -312,6 +314,16 @@ def submit():
             log(exit_command=prompt)
             time.sleep(EXIT_DELAY)
             return False
+        if prompt == "/clear" and AGENT != "codex":
+            # As Claude Code and Gemini CLI do: the conversation ends and a new one starts in
+            # the same process, under a new session id.
+            global SESSION
+            hook("SessionEnd", reason="clear")
+            SESSION = str(uuid.uuid4())
+            hook("SessionStart", source="clear")
+            log(cleared=SESSION)
+            draw()
+            return True
         if not prompt:
             draw()
             return True

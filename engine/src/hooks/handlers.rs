@@ -158,6 +158,8 @@ impl WriteDoor {
             }
             EventType::Notification => {}
             EventType::Error => effects.receiver_error = Some(event.agent),
+            // `/clear`: a new conversation in the same agent; nothing ends, nothing is dropped.
+            EventType::SessionEnd if agent_state::conversation_cleared(event) => {}
             EventType::SessionEnd => {
                 let why = "the agent ended the session (SessionEnd) before it took the \
                            message. Start the agent again, then send it again";

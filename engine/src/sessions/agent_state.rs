@@ -17,7 +17,11 @@
 //! | ready | SessionStart, Stop, StopFailure, Notification `idle_prompt` | SessionStart, Stop; `notify` only without hooks | SessionStart, AfterAgent |
 //! | working | UserPromptSubmit, PreToolUse, PostToolUse | UserPromptSubmit, PreToolUse, PostToolUse | BeforeAgent, BeforeTool, AfterTool |
 //! | awaiting_approval | PermissionRequest, Notification `permission_prompt`, `elicitation_dialog` | PermissionRequest | Notification `ToolPermission` |
-//! | gone | SessionEnd | — | SessionEnd |
+//! | gone | SessionEnd (but `reason` `clear`) | — | SessionEnd (but `reason` `clear`) |
+//!
+//! `/clear` in Claude Code or Gemini CLI ends the conversation, not the agent: a SessionEnd
+//! with `reason` `clear`, then a SessionStart with `source` `clear` under a new agent session
+//! id, in the same process and pane ([`conversation_cleared`]). The relayq session goes on.
 //!
 //! `starting` is what relayq says of an agent seen running in its pane that has not reported
 //! yet (Codex says nothing before its first prompt).
@@ -28,6 +32,11 @@ use crate::hooks::{Agent, HookEvent};
 
 pub use crate::storage::sessions::AgentState;
 
+/// A SessionEnd that only ends the agent's conversation (`/clear`): the agent runs on.
+pub fn conversation_cleared(event: &HookEvent) -> bool {
+    event.native_event.as_deref() == Some("SessionEnd") && event.field(&["reason"]) == Some("clear")
+}
+
 /// The state `event` moves its session's agent to; `None`: the event says nothing of it.
 pub fn after(event: &HookEvent) -> Option<AgentState> {
     use AgentState::*;
@@ -35,6 +44,7 @@ pub fn after(event: &HookEvent) -> Option<AgentState> {
     let notification = || event.field(&["notification_type"]).unwrap_or_default();
     match (event.agent, native) {
         (_, "SessionStart") => Some(Ready),
+        (_, "SessionEnd") if conversation_cleared(event) => None,
         (_, "SessionEnd") => Some(Gone),
         (Agent::Claude | Agent::Codex, name) => match name {
             "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {

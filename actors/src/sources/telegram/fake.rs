@@ -74,6 +74,8 @@ struct FakeState {
     /// Forums where the bot may not create topics.
     no_topic_rights: Vec<i64>,
     next_thread_id: i64,
+    /// The last `setMyCommands` list.
+    commands: Vec<Value>,
 }
 
 impl FakeTelegram {
@@ -131,6 +133,11 @@ impl FakeTelegram {
             "date": 1767225600,
             "text": text,
         }))
+    }
+
+    /// The bot's commands as last registered (`setMyCommands`).
+    pub fn commands(&self) -> Vec<Value> {
+        self.shared.0.lock().unwrap().commands.clone()
     }
 
     /// Makes `chat` a forum supergroup (topics on): its messages say `is_forum`.
@@ -450,6 +457,11 @@ impl FakeTelegram {
             }
             "sendMessage" => self.send_message(args),
             "createForumTopic" => self.create_forum_topic(args),
+            "setMyCommands" => {
+                let list = args["commands"].as_array().cloned().unwrap_or_default();
+                self.shared.0.lock().unwrap().commands = list;
+                ok(json!(true))
+            }
             "closeForumTopic" => self.close_forum_topic(args),
             "editMessageText" => self.edit_message_text(args),
             "answerCallbackQuery" => self.answer_callback_query(args),

@@ -72,6 +72,8 @@ struct Inner {
     /// How many updates the next `getUpdates` asks for: [`MAX_UPDATES`], halved while an
     /// answer does not fit in `limit` × [`UPDATE_BYTES`], grown back after answers that do.
     limit: AtomicUsize,
+    /// The bot's commands were registered (`setMyCommands`), once per start.
+    commands_registered: std::sync::atomic::AtomicBool,
 }
 
 /// The most updates one `getUpdates` returns (Telegram's own maximum for `limit`).
@@ -101,6 +103,7 @@ impl TelegramSource {
                 files,
                 http,
                 limit: AtomicUsize::new(MAX_UPDATES),
+                commands_registered: Default::default(),
             }),
             origin: origin("telegram").into(),
         })
@@ -113,6 +116,10 @@ impl Source for TelegramSource {
     }
 
     fn fetch(&mut self, offset: Option<String>) -> Fetch {
+        if !self.inner.commands_registered.swap(true, Ordering::Relaxed) {
+            let inner = self.inner.clone();
+            actix_rt::spawn(async move { inner.register_commands().await });
+        }
         let (inner, origin) = (self.inner.clone(), self.origin.clone());
         Box::pin(async move { inner.fetch(offset, &origin).await })
     }
@@ -177,6 +184,24 @@ impl Inner {
             .send(request)
             .await
             .map_err(|no_answer| format!("cannot reach Telegram: {}", no_answer.text().unwrap_or("no answer")))
+    }
+
+    /// `setMyCommands`: the session commands and the approvals' answers, so Telegram offers
+    /// them as the user types `/`. Cosmetic: a refusal is logged.
+    async fn register_commands(&self) {
+        let mut commands: Vec<Value> = chat_sessions::COMMANDS
+            .iter()
+            .map(|(command, description)| json!({"command": command, "description": description}))
+            .collect();
+        commands.push(json!({"command": "allow", "description": "Allow what an agent asks: /allow ID"}));
+        commands.push(json!({"command": "deny", "description": "Deny what an agent asks: /deny ID"}));
+        match self.call(&self.short, "setMyCommands", &json!({ "commands": commands })).await {
+            Ok(reply) => match answered(&reply) {
+                Ok(_) => tracing::debug!("the bot's commands are registered with Telegram"),
+                Err(e) => tracing::warn!(error = %e, "setMyCommands refused: Telegram will not offer /new, /sessions... as the user types (they work all the same)"),
+            },
+            Err(e) => tracing::warn!(error = %e, "cannot register the bot's commands with Telegram"),
+        }
     }
 
     async fn fetch(&self, offset: Option<String>, origin: &str) -> Result<Batch, String> {
