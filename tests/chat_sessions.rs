@@ -692,3 +692,52 @@ fn clear_typed_in_the_agents_terminal_keeps_the_topic_talking_to_the_same_pane()
     assert_eq!(tmux_sessions(&tmux), ["cleared"]);
     daemon.stop();
 }
+
+/// On PostgreSQL, `/new` read by the node that polls Telegram starts the agent on the
+/// project's node (`[projects.NAME] node`), which its hooks report from.
+#[test]
+fn new_read_by_the_polling_node_starts_the_agent_on_the_projects_node() {
+    use relayq_engine::storage::postgresql::test_server::TestDatabase;
+    let database = TestDatabase::create();
+    let url = database.url();
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("chat-nodes");
+    let project = tempfile::tempdir().unwrap();
+    let hook = vec![bin(), "hook".into(), "--agent".into(), "claude".into()];
+    let node = |name: &str| {
+        project_config_with(project.path(), &tmux, &fake, &hook, &["node = \"b\""])
+            .set("node", &format!("name = {name:?}"))
+    };
+    let a = App::joining(node("a"), &url);
+    let on_a = a.serve();
+    wait_until("node a polls Telegram", Duration::from_secs(20), || {
+        !fake.polls().is_empty()
+    });
+    let b = App::joining(node("b"), &url);
+    let on_b = b.serve();
+    std::thread::sleep(Duration::from_secs(1));
+
+    fake.push_text(ALICE, ALICE, "/new demo");
+    wait_said(
+        &fake,
+        ALICE,
+        "Starting claude in demo as demo-claude-1 (on b)",
+    );
+    wait_said(&fake, ALICE, "demo-claude-1 is ready: claude in demo, on b");
+    assert!(
+        on_b.log().contains("an agent started from the chat"),
+        "{}",
+        on_b.log()
+    );
+    assert!(
+        !on_a.log().contains("an agent started from the chat"),
+        "{}",
+        on_a.log()
+    );
+    let list: Value = serde_json::from_str(&a.ok(&["session", "list", "--json"])).unwrap();
+    assert_eq!(list[0]["node"], "b", "its hooks ran on node b: {list}");
+    fake.push_text(ALICE, ALICE, "hello from node a's poll");
+    wait_said(&fake, ALICE, "echo: hello from node a's poll");
+    on_a.stop();
+    on_b.stop();
+}
