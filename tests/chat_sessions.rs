@@ -183,6 +183,27 @@ fn in_topic(fake: &FakeTelegram, chat: i64, thread: Option<i64>) -> Vec<String> 
         .collect()
 }
 
+/// Forum `chat`'s topics and the keyboard of the bot's message `list`, as the README draws
+/// them.
+fn draw_topics_and_keyboard(fake: &FakeTelegram, chat: i64, list: &Value) -> String {
+    let mut lines = vec!["Topics".to_string(), "  # General".to_string()];
+    let mut names: Vec<String> = fake
+        .topics(chat)
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    // In the order the app lists them, by name (they were made at the same time).
+    names.sort();
+    for name in names {
+        lines.push(format!("  # {name}"));
+    }
+    lines.push("/sessions".into());
+    for (label, _) in FakeTelegram::buttons(list) {
+        lines.push(format!("  [ {label} ]"));
+    }
+    lines.join("\n")
+}
+
 /// The id of forum `chat`'s topic named `name`.
 fn topic_id(fake: &FakeTelegram, chat: i64, name: &str) -> i64 {
     wait_until(&format!("topic {name}"), Duration::from_secs(40), || {
@@ -207,6 +228,22 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
 
     fake.push_text(FORUM, ALICE, "/new demo claude one");
     fake.push_text(FORUM, ALICE, "/new demo gemini two");
+    let made = || {
+        ["one", "two"]
+            .iter()
+            .all(|n| fake.topics(FORUM).iter().any(|t| t["name"] == *n))
+    };
+    let began = std::time::Instant::now();
+    while !made() && began.elapsed() < Duration::from_secs(40) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        made(),
+        "topics {:?}\n{:#?}\n{}",
+        fake.topics(FORUM),
+        fake.bot_messages(),
+        daemon.log()
+    );
     let one = topic_id(&fake, FORUM, "one");
     let two = topic_id(&fake, FORUM, "two");
     wait_said(&fake, FORUM, "one is ready: claude in demo");
@@ -218,6 +255,17 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
     assert!(
         here["message_thread_id"].is_null(),
         "said where /new was typed: {here}"
+    );
+
+    // The README's picture of the topic list and the /sessions keyboard is this record's.
+    fake.push_text(FORUM, ALICE, "/sessions");
+    let list = wait_said(&fake, FORUM, "Sessions of this chat");
+    let picture = draw_topics_and_keyboard(&fake, FORUM, &list);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains(&picture),
+        "README.md's picture is not what the fake recorded:\n{picture}"
     );
 
     // Each topic's message reaches its own session; each answer comes back to its topic.
