@@ -665,7 +665,16 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
     conn.execute_batch(
         "INSERT INTO pauses (queue, key, paused_at) VALUES ('inbound', 'held', 1);
          INSERT INTO source_offsets (source, \"offset\", updated_at) VALUES ('bot', '42', 1);
-         INSERT INTO channel_penalties (channel, until, reason) VALUES ('out', 1, 'long ago');",
+         INSERT INTO channel_penalties (channel, until, reason) VALUES ('out', 1, 'long ago');
+         INSERT INTO session_commands (id, origin, chat, message_id, user_name, command, state,
+                                       node, session, asked_at, updated_at)
+              VALUES (7, 'telegram:bot', '42', '9', 'Alice', '{}', 'done', 'n1', 'demo-1', 1, 1);
+         INSERT INTO chat_sessions (session, origin, chat, thread, project, agent, node, command,
+                                    state, created_at)
+              VALUES ('demo-1', 'telegram:bot', '42', '1001', 'demo', 'claude', 'n1', 7,
+                      'running', 1);
+         INSERT INTO chat_current (origin, chat, session, set_at)
+              VALUES ('telegram:bot', '43', 'demo-1', 1);",
     )
     .unwrap();
     drop(conn);
@@ -685,6 +694,14 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
         table_counts(|sql| node.query_value(sql)),
         sqlite_counts,
         "nothing twice"
+    );
+    let topic: Option<String> = node.query_value(
+        "SELECT session FROM chat_sessions WHERE origin = 'telegram:bot' AND chat = '42' AND thread = '1001'",
+    );
+    assert_eq!(
+        topic.as_deref(),
+        Some("demo-1"),
+        "a topic's binding moves with it"
     );
     let attempts: Option<i64> = node.query_value(&format!(
         "SELECT attempts FROM queue_rows WHERE id = {delivered}"

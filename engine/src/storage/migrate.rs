@@ -1,8 +1,10 @@
 //! Moving a single-node SQLite deployment to PostgreSQL (`relayq migrate --to`): every table
 //! that holds what the daemon must not forget — the rows with their states, attempts, leases
 //! and ids, the sessions and their origins, the sources' offsets, the operator's pauses, the
-//! channels' penalties, the approvals — copied in one PostgreSQL transaction. The nodes' own
-//! tables (nodes, source leases, budgets) are not copied: the daemons write them afresh.
+//! channels' penalties, the approvals, the sessions started from chats with their commands and
+//! the chats' current sessions — copied in one PostgreSQL transaction. The nodes' own tables
+//! (nodes, source leases, budgets, the projects each publishes) are not copied: the daemons
+//! write them afresh.
 //!
 //! A row already there (its key) is left as it is, so a second run copies only what the first
 //! did not, and never takes back what a PostgreSQL daemon has done since. A row already there
@@ -25,6 +27,9 @@ pub const TABLES: &[&str] = &[
     "pauses",
     "channel_penalties",
     "approvals",
+    "session_commands",
+    "chat_sessions",
+    "chat_current",
 ];
 
 /// What one table's copy did.
@@ -41,10 +46,12 @@ const COLUMN_TYPES_SQL: Sql = Sql::same(
     "SELECT column_name::TEXT, data_type::TEXT FROM information_schema.columns
      WHERE table_schema = current_schema() AND table_name = :table",
 );
-/// The identity goes on after the highest id copied.
+/// The identities go on after the highest ids copied.
 const IDENTITY_SQL: Sql = Sql::same(
     "SELECT setval(pg_get_serial_sequence('queue_rows', 'id'),
-                   GREATEST((SELECT COALESCE(MAX(id), 0) FROM queue_rows), 1))",
+                   GREATEST((SELECT COALESCE(MAX(id), 0) FROM queue_rows), 1)),
+            setval(pg_get_serial_sequence('session_commands', 'id'),
+                   GREATEST((SELECT COALESCE(MAX(id), 0) FROM session_commands), 1))",
 );
 const ROW_IDS_SQL: Sql = Sql::same("SELECT id, queue, key, created_at FROM queue_rows");
 
