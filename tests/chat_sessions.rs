@@ -133,18 +133,7 @@ fn new_starts_the_agent_in_the_project_the_chat_talks_to_it_and_stop_ends_it() {
 
     fake.push_text(ALICE, ALICE, "/stop");
     let ask = wait_said(&fake, ALICE, "Stop demo-claude-1");
-    let buttons = FakeTelegram::buttons(&ask);
-    let (_, stop) = buttons
-        .iter()
-        .find(|(label, _)| label.starts_with("Stop"))
-        .unwrap();
-    fake.push_tap(
-        ALICE,
-        ALICE,
-        "Alice",
-        ask["message_id"].as_i64().unwrap(),
-        stop,
-    );
+    tap(&fake, ALICE, &ask, "Stop");
     wait_said(&fake, ALICE, "demo-claude-1 stopped");
     let sessions = tmux.run(&["list-sessions", "-F", "#{session_name}"]);
     assert!(
@@ -202,6 +191,17 @@ fn draw_topics_and_keyboard(fake: &FakeTelegram, chat: i64, list: &Value) -> Str
         lines.push(format!("  [ {label} ]"));
     }
     lines.join("\n")
+}
+
+/// Alice taps the button of the bot's message `message` in `chat` whose label starts with
+/// `label`.
+fn tap(fake: &FakeTelegram, chat: i64, message: &Value, label: &str) {
+    let (_, data) = FakeTelegram::buttons(message)
+        .into_iter()
+        .find(|(l, _)| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no button {label:?} under {message}"));
+    let id = message["message_id"].as_i64().unwrap();
+    fake.push_tap(chat, ALICE, "Alice", id, &data);
 }
 
 /// The id of forum `chat`'s topic named `name`.
@@ -298,17 +298,7 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
     fake.push_text_in_topic(FORUM, ALICE, one, "/stop");
     let ask = wait_said(&fake, FORUM, "Stop one (claude in demo)?");
     assert_eq!(ask["message_thread_id"], one, "asked in the topic");
-    let (_, stop) = FakeTelegram::buttons(&ask)
-        .into_iter()
-        .find(|(label, _)| label == "Stop one")
-        .unwrap();
-    fake.push_tap(
-        FORUM,
-        ALICE,
-        "Alice",
-        ask["message_id"].as_i64().unwrap(),
-        &stop,
-    );
+    tap(&fake, FORUM, &ask, "Stop one");
     wait_said(&fake, FORUM, "one stopped");
     wait_until("topic one closed", Duration::from_secs(20), || {
         fake.topics(FORUM)
@@ -381,14 +371,7 @@ fn a_kill_9_during_new_or_stop_starts_or_stops_exactly_one_agent_and_the_chat_is
 
     fake.push_text(ALICE, ALICE, "/stop");
     let ask = wait_said(&fake, ALICE, "Stop demo-claude-1");
-    let (_, stop) = FakeTelegram::buttons(&ask).into_iter().next().unwrap();
-    fake.push_tap(
-        ALICE,
-        ALICE,
-        "Alice",
-        ask["message_id"].as_i64().unwrap(),
-        &stop,
-    );
+    tap(&fake, ALICE, &ask, "Stop");
     wait_until("the agent told to exit", Duration::from_secs(20), || {
         app.lines("agent.jsonl")
             .iter()
@@ -619,14 +602,7 @@ fn resume_lists_the_agents_conversations_in_the_project_and_a_tap_resumes_one() 
     wait_said(&fake, ALICE, "echo: remember the word kiwi");
     fake.push_text(ALICE, ALICE, "/stop first");
     let ask = wait_said(&fake, ALICE, "Stop first");
-    let (_, stop) = FakeTelegram::buttons(&ask).into_iter().next().unwrap();
-    fake.push_tap(
-        ALICE,
-        ALICE,
-        "Alice",
-        ask["message_id"].as_i64().unwrap(),
-        &stop,
-    );
+    tap(&fake, ALICE, &ask, "Stop");
     wait_said(&fake, ALICE, "first stopped");
 
     fake.push_text(ALICE, ALICE, "/resume");
@@ -638,13 +614,7 @@ fn resume_lists_the_agents_conversations_in_the_project_and_a_tap_resumes_one() 
     );
     let buttons = FakeTelegram::buttons(&list);
     assert_eq!(buttons.len(), 1, "{buttons:?}");
-    fake.push_tap(
-        ALICE,
-        ALICE,
-        "Alice",
-        list["message_id"].as_i64().unwrap(),
-        &buttons[0].1,
-    );
+    tap(&fake, ALICE, &list, "1. claude");
     wait_said(&fake, ALICE, "Resuming claude in demo as demo-claude-1");
     wait_said(&fake, ALICE, "demo-claude-1 is ready:");
     // The agent was started with its own resume flag and goes on with the conversation.
@@ -666,13 +636,7 @@ fn resume_lists_the_agents_conversations_in_the_project_and_a_tap_resumes_one() 
         "echo: what was the word? (earlier: remember the word kiwi)",
     );
     // A second tap on the list is answered, and starts nothing.
-    fake.push_tap(
-        ALICE,
-        ALICE,
-        "Alice",
-        list["message_id"].as_i64().unwrap(),
-        &buttons[0].1,
-    );
+    tap(&fake, ALICE, &list, "1. claude");
     wait_until("the second tap answered", Duration::from_secs(20), || {
         fake.tap_answers().iter().any(|a| a == "Already answered")
     });

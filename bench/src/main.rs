@@ -2,6 +2,7 @@
 //! against the references (raw SQLite, effectum) in one process tree and writes BENCHMARKS.md
 //! with plots under bench/report/. Benchmarks are never tests: `cargo test` does not run this.
 
+mod chat_sessions;
 mod cpu;
 mod effectum;
 mod flow;
@@ -89,6 +90,9 @@ enum Scenario {
     /// Not in `all`: a run's lease as relayq writes it (each row) against one lease per key,
     /// the statements alone on a durable PostgreSQL server, printed
     TuneLeaseShapes,
+    /// Not in `all`: `/sessions` answered with 1 000 sessions in the registry, on SQLite and a
+    /// durable PostgreSQL server, p50 / p99 / max, printed
+    ChatSessions,
 }
 
 /// Problem sizes.
@@ -180,6 +184,9 @@ fn main() -> Result<()> {
 
     if args.scenarios.contains(&Scenario::Tune) {
         return tune(&sizes, runs);
+    }
+    if args.scenarios.contains(&Scenario::ChatSessions) {
+        return chat_sessions::run(200 * runs);
     }
     if args.scenarios.contains(&Scenario::TuneOutbound) {
         return tune_outbound(&sizes, runs);

@@ -123,8 +123,14 @@ pub(super) async fn stop(api: web::Data<Api>, session: web::Path<String>) -> Ans
     ),
     security((), ("bearer" = []))
 )]
-pub(super) async fn command(api: web::Data<Api>, id: web::Path<i64>) -> Answer {
-    let id = id.into_inner();
+pub(super) async fn command(api: web::Data<Api>, id: web::Path<String>) -> Answer {
+    // Read here, not by the path extractor, whose refusal is plain text.
+    let Ok(id) = id.parse::<i64>() else {
+        return Err(ApiError::not_found(format!(
+            "no session command {:?}: ids are numbers",
+            id.as_str()
+        )));
+    };
     let row = api
         .read(move |e| chat_sessions::command(&e.database().read()?, id))
         .await?;

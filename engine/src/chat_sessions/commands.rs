@@ -6,7 +6,7 @@
 
 use crate::Agent;
 
-use super::names::{check_project_name, check_session_name};
+use super::names::{check_project_name, check_session_name, shown};
 
 /// A session command, its words read and checked (names are never passed on unchecked).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,16 +140,6 @@ fn new(args: &[&str]) -> Result<ChatCommand, String> {
         agent,
         name,
     })
-}
-
-/// A word as the chat may be shown it: control characters escaped, at most 64 characters.
-pub fn shown(word: &str) -> String {
-    let cut: String = word.chars().take(64).collect();
-    let cut = cut.escape_debug().to_string();
-    match word.chars().count() > 64 {
-        true => format!("{cut}…"),
-        false => cut,
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! by typing commands ([`commands`]) or tapping buttons in a chat. Each request is recorded
 //! with the batch that read it ([`writes::record_requests_in`]), before anything starts; the
 //! node that hosts the project carries it out and records the outcome. Where a chat's
-//! messages go follows the sessions it made ([`route_in`]): a topic's own session, else the
+//! messages go follows the sessions it made ([`route`]): a topic's own session, else the
 //! chat's current one, else the source's static routing. Tables and statements:
 //! [`storage::chat_sessions`](crate::storage::chat_sessions).
 
@@ -12,16 +12,13 @@ pub mod writes;
 
 pub use crate::storage::chat_sessions::{
     by_topic, command, command_of_message, counts_in_chat, current, of_chat, project, projects,
-    session, ChatSession, ChatSessionState, CommandRow, CommandState, ProjectEntry,
+    route, session, ChatSession, ChatSessionState, CommandRow, CommandState, ProjectEntry,
 };
 pub use commands::{command_of, ChatCommand, COMMANDS};
 pub use writes::{
     CommandFailed, ConversationsListed, LeaseCommands, PublishProjects, ReclaimCommands,
     RecordRequests, RequestsRecorded, SessionReady, SessionStopped, SetTopic,
 };
-
-use crate::error::Result;
-use crate::storage::sql::Executor;
 
 /// A person's request about sessions, as a source read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,26 +139,6 @@ impl Tap {
         };
         parts.next().is_none().then_some(tap)
     }
-}
-
-/// The session a chat's message goes to: its topic's session; else, outside topics, the
-/// chat's current one; else `fallback` (the source's static routing). `None`: no session.
-pub fn route(
-    db: &dyn Executor,
-    origin: &str,
-    chat: &str,
-    thread: Option<&str>,
-    fallback: Option<&str>,
-) -> Result<Option<String>> {
-    if let Some(thread) = thread {
-        if let Some(s) = by_topic(db, origin, chat, thread)? {
-            return Ok(Some(s.session));
-        }
-    }
-    if let Some(current) = current(db, origin, chat)? {
-        return Ok(Some(current));
-    }
-    Ok(fallback.map(str::to_string))
 }
 
 #[cfg(test)]

@@ -43,10 +43,17 @@ fn check(name: &str, what: &str, dots: bool) -> Result<String, String> {
     };
     match fault {
         None => Ok(name.to_string()),
-        Some(fault) => Err(format!(
-            "the {what} {:?} {fault}: use {rule}",
-            super::commands::shown(name)
-        )),
+        Some(fault) => Err(format!("the {what} {:?} {fault}: use {rule}", shown(name))),
+    }
+}
+
+/// A word as the chat may be shown it: control characters escaped, at most 64 characters.
+pub fn shown(word: &str) -> String {
+    let cut: String = word.chars().take(64).collect();
+    let cut = cut.escape_debug().to_string();
+    match word.chars().count() > 64 {
+        true => format!("{cut}…"),
+        false => cut,
     }
 }
 

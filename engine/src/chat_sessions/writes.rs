@@ -5,7 +5,8 @@
 
 use serde_json::json;
 
-use super::commands::{shown, ChatCommand};
+use super::commands::ChatCommand;
+use super::names::shown;
 use super::{Asked, Conversation, SessionRequest, Tap};
 use crate::error::Result;
 use crate::outbound::Button;
@@ -779,6 +780,16 @@ fn reply_to_command_in(
     Ok((!written.first.duplicate).then(|| message.destination_key()))
 }
 
+/// Moves leased command `c` from `running` to `to`, its outcome `text`; false when its lease
+/// lapsed and another daemon took it over (that one records the outcome).
+fn finish_in(tx: &crate::tx::Tx<'_>, c: &CommandRow, to: CommandState, text: &str) -> Result<bool> {
+    let outcome = CommandMove {
+        outcome: Some(text),
+        ..CommandMove::default()
+    };
+    store::move_command_in(tx, c.id, CommandState::Running, to, &outcome)
+}
+
 /// The command and the session it names, as written (the caller leased the command).
 fn command_and_session(w: &Writer<'_>, id: i64) -> Result<(CommandRow, Option<ChatSession>)> {
     let c = store::command(w.tx(), id)?.ok_or_else(|| {
@@ -835,17 +846,7 @@ impl Write for SessionReady {
             },
             s.session
         );
-        let moved = store::move_command_in(
-            tx,
-            c.id,
-            CommandState::Running,
-            CommandState::Done,
-            &CommandMove {
-                outcome: Some(&text),
-                ..CommandMove::default()
-            },
-        )?;
-        if !moved {
+        if !finish_in(tx, &c, CommandState::Done, &text)? {
             return Ok(Vec::new()); // its lease lapsed and another daemon took it over
         }
         store::set_session_state_in(tx, &s.session, ChatSessionState::Running)?;
@@ -895,17 +896,7 @@ impl Write for CommandFailed {
         let tx = w.tx();
         let (c, s) = command_and_session(w, self.command)?;
         let text = format!("Not done: {}", self.why);
-        let moved = store::move_command_in(
-            tx,
-            c.id,
-            CommandState::Running,
-            CommandState::Failed,
-            &CommandMove {
-                outcome: Some(&text),
-                ..CommandMove::default()
-            },
-        )?;
-        if !moved {
+        if !finish_in(tx, &c, CommandState::Failed, &text)? {
             return Ok(Vec::new());
         }
         if let Some(s) = s.filter(|s| s.state == ChatSessionState::Starting) {
@@ -937,17 +928,7 @@ impl Write for SessionStopped {
             return Ok(Vec::new());
         };
         let text = format!("{} stopped: its agent has ended.", s.session);
-        let moved = store::move_command_in(
-            tx,
-            c.id,
-            CommandState::Running,
-            CommandState::Done,
-            &CommandMove {
-                outcome: Some(&text),
-                ..CommandMove::default()
-            },
-        )?;
-        if !moved {
+        if !finish_in(tx, &c, CommandState::Done, &text)? {
             return Ok(Vec::new());
         }
         store::set_session_state_in(tx, &s.session, ChatSessionState::Ended)?;
@@ -956,7 +937,15 @@ impl Write for SessionStopped {
             "{} was stopped from the chat before its agent took the message",
             s.session
         );
-        let mut told = crate::sessions::end_in(&w.door.queues, tx, &routes, &s.session, &why)?;
+        let queues = &w.door.queues;
+        let mut told = crate::sessions::ending::end_in(
+            &queues.inbound,
+            &queues.outbound,
+            tx,
+            &routes,
+            &s.session,
+            &why,
+        )?;
         told.extend(reply_to_command_in(
             w,
             &c,

@@ -9,7 +9,7 @@ use crate::hooks::{EventType, HookEvent};
 use crate::outbound::notice::Notice;
 use crate::outbound::OutboundMessage;
 use crate::queue::{Lease, Retried};
-use crate::sessions::{self, agent_state};
+use crate::sessions::{self, agent_state, ending};
 use crate::tx::Tx;
 use crate::writes::{Write, WriteDoor, Writer};
 
@@ -146,7 +146,7 @@ impl WriteDoor {
                 effects.confirmed = self.confirm_pasted(tx, event)?;
             }
             EventType::AgentStop => {
-                sessions::withdraw_open_in(tx, key, "the agent's turn ended")?;
+                ending::withdraw_open_in(tx, key, "the agent's turn ended")?;
                 let answer = answer.or(event.last_assistant_message());
                 sessions::complete_turn(tx, key, answer)?;
                 if let Some(input) = agent_state::this_turns_input(event) {
@@ -163,7 +163,7 @@ impl WriteDoor {
             EventType::SessionEnd => {
                 let why = "the agent ended the session (SessionEnd) before it took the \
                            message. Start the agent again, then send it again";
-                let told = sessions::end_in(self, tx, &routes, key, why)?;
+                let told = ending::end_in(&self.inbound, &self.outbound, tx, &routes, key, why)?;
                 effects.session_ended = true;
                 effects.outbound_keys.extend(told);
             }

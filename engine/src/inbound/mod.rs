@@ -45,7 +45,7 @@ pub const NO_SESSION: &str = "no session";
 
 /// `message` as it is written: a chat source's message (`route_by_chat`) goes to its topic's
 /// session, else to the chat's current one, else to the source's static route (see
-/// [`chat_sessions::route`](crate::chat_sessions::route)); with none of them it is written
+/// [`chat_sessions::route`](crate::storage::chat_sessions::route)); with none of them it is written
 /// under its chat's own key, expired ([`NO_SESSION`]), so the chat is told. Other messages
 /// are written as they are. The flag says whether a session takes it.
 pub fn routed_in(tx: &Tx<'_>, message: &InboundMessage) -> Result<(InboundMessage, bool)> {
@@ -56,7 +56,7 @@ pub fn routed_in(tx: &Tx<'_>, message: &InboundMessage) -> Result<(InboundMessag
     };
     let fallback = Some(message.session.as_str()).filter(|s| !s.trim().is_empty());
     let thread = message.source_thread_id.as_deref();
-    let found = crate::chat_sessions::route(tx, &message.origin, chat, thread, fallback)?;
+    let found = crate::storage::chat_sessions::route(tx, &message.origin, chat, thread, fallback)?;
     routed.route_by_chat = false;
     Ok(match found {
         Some(session) => {

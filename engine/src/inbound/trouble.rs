@@ -124,7 +124,7 @@ pub fn tell_on_arrival_in(
             "{reason}: this chat talks to no agent session yet. Start one with /new [project] \
              [agent] [name], or choose one with /sessions"
         ),
-        _ if crate::chat_sessions::session(tx, &message.session)?.is_some() => format!(
+        _ if crate::storage::chat_sessions::session(tx, &message.session)?.is_some() => format!(
             "{reason}: the agent of {} has ended (stopped, or it exited). Start another with \
              /new, or pick one with /sessions",
             message.session

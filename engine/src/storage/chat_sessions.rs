@@ -493,3 +493,23 @@ pub fn project(db: &dyn Executor, name: &str) -> Result<Option<ProjectEntry>> {
 pub fn projects(db: &dyn Executor) -> Result<Vec<ProjectEntry>> {
     db.query_all(&PROJECTS_SQL, params![], project_from_row)
 }
+
+/// The session a chat's message goes to: its topic's session; else, outside topics, the
+/// chat's current one; else `fallback` (the source's static routing). `None`: no session.
+pub fn route(
+    db: &dyn Executor,
+    origin: &str,
+    chat: &str,
+    thread: Option<&str>,
+    fallback: Option<&str>,
+) -> Result<Option<String>> {
+    if let Some(thread) = thread {
+        if let Some(s) = by_topic(db, origin, chat, thread)? {
+            return Ok(Some(s.session));
+        }
+    }
+    if let Some(current) = current(db, origin, chat)? {
+        return Ok(Some(current));
+    }
+    Ok(fallback.map(str::to_string))
+}

@@ -73,6 +73,13 @@ impl TestDb {
         TestDb::on_postgres(server.url(), Some(server), None)
     }
 
+    /// A fresh durable PostgreSQL server of its own (fsync on, as in production) and its
+    /// database: for a benchmark.
+    pub fn postgres_durable() -> TestDb {
+        let server = TestServer::start_durable();
+        TestDb::on_postgres(server.url(), Some(server), None)
+    }
+
     fn on_postgres(
         url: String,
         server: Option<TestServer>,

@@ -35,6 +35,7 @@ mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use relayq_engine::chat_sessions::{self, Asked, SessionRequest};
 use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
@@ -187,10 +188,9 @@ impl SlackReader {
             tracing::warn!(user, channel, "ignored a message from a Slack user who is not allowed (add the id to allowed_users to accept them)");
             return None;
         }
-        let Some(session) = self.config.routing.session_for(channel) else {
-            tracing::warn!(channel, "ignored a message from a conversation that feeds no session: add it to `chats` (or set session_template)");
-            return None;
-        };
+        // The conversation's sessions (started with /new) decide in the write; this is the
+        // static route under them, empty when config.toml names none.
+        let session = self.config.routing.session_for(channel).unwrap_or_default();
         Some(InboundMessage {
             session,
             origin: origin.to_string(),
@@ -211,6 +211,26 @@ impl SlackReader {
     pub fn event_callback(&self, body: &Value, origin: &str) -> Pushed {
         let event = body.get("event").unwrap_or(&Value::Null);
         let message = self.accept(event, origin);
+        // Slack keeps a leading `/` for its own commands: ` /new demo` (after a space) is
+        // relayq's.
+        let typed = message
+            .as_ref()
+            .and_then(|m| chat_sessions::command_of(m.content.trim()).map(|c| (c, m)));
+        if let Some((typed, m)) = typed {
+            return Pushed::Requests(vec![SessionRequest {
+                origin: origin.to_string(),
+                chat: m.source_channel_id.clone().unwrap_or_default(),
+                thread: m.source_thread_id.clone(),
+                message_id: m.source_message_id.clone(),
+                user_id: m.actor_id.clone(),
+                user_name: m.actor_id.clone().unwrap_or_else(|| "someone".into()),
+                may: true,
+                known: true,
+                topics: false,
+                max_sessions: self.config.routing.max_sessions,
+                asked: Asked::Typed(typed),
+            }]);
+        }
         match message.map(|m| (answer_in_text(&m), m)) {
             Some((Some(answer), _)) => Pushed::Answers(vec![answer]),
             Some((None, message)) => Pushed::Messages(vec![message]),

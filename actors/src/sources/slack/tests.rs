@@ -61,9 +61,39 @@ fn only_an_allowed_users_own_message_in_a_mapped_conversation_is_taken() {
     let mut edit = message.clone();
     edit["subtype"] = json!("message_changed");
     assert!(e.reader.accept(&edit, "slack:s").is_none());
+    // A conversation config.toml maps to no session: its own sessions (/new) decide in the
+    // write, and with none the message is kept expired and the conversation told.
     let mut elsewhere = message;
     elsewhere["channel"] = json!("C9");
-    assert!(e.reader.accept(&elsewhere, "slack:s").is_none(), "no session for it");
+    let taken = e.reader.accept(&elsewhere, "slack:s").unwrap();
+    assert!(taken.session.is_empty() && taken.route_by_chat, "{taken:?}");
+}
+
+#[test]
+fn a_session_command_typed_after_a_space_is_a_session_request() {
+    let e = events();
+    let event = |text: &str| {
+        json!({"type": "event_callback", "event": {"type": "message", "user": "U1",
+               "channel": "C1", "ts": "1.5", "thread_ts": "1.0", "text": text}})
+    };
+    let Pushed::Requests(requests) = e.reader.event_callback(&event(" /new demo codex"), "slack:s")
+    else {
+        panic!("not a request");
+    };
+    let r = &requests[0];
+    assert_eq!((r.chat.as_str(), r.thread.as_deref()), ("C1", Some("1.0")));
+    assert_eq!(r.message_id.as_deref(), Some("1.5"));
+    let expected = relayq_engine::chat_sessions::ChatCommand::New {
+        project: Some("demo".into()),
+        agent: Some(relayq_engine::Agent::Codex),
+        name: None,
+    };
+    assert_eq!(r.asked, Asked::Typed(Ok(expected)));
+    // Other text is a message for the agent, as before.
+    assert!(matches!(
+        e.reader.event_callback(&event("new demo"), "slack:s"),
+        Pushed::Messages(m) if m.len() == 1
+    ));
 }
 
 /// A `block_actions` click as Slack posts it (docs.slack.dev, block_actions payload).

@@ -112,13 +112,16 @@ async fn a_message_from_someone_not_allowed_is_skipped_but_its_update_is_passed(
     assert_eq!(batch.messages[0].session, format!("tg{GROUP}"));
 }
 
+/// A chat config.toml routes nowhere is no longer skipped: the sessions it started (`/new`)
+/// decide in the write; with none, the message is kept expired and the chat told.
 #[actix_rt::test]
-async fn a_chat_that_feeds_no_session_is_skipped() {
+async fn a_chat_that_feeds_no_static_session_is_routed_by_its_own_sessions_in_the_write() {
     let fake = FakeTelegram::start(TOKEN);
     fake.push_text(GROUP, ALICE, "which session?");
     let mut source = started(routed(config(&fake), |r| r.session_template = None));
     let batch = fetch(&mut source, None).await.unwrap();
-    assert!(batch.messages.is_empty());
+    let m = &batch.messages[0];
+    assert!(m.session.is_empty() && m.route_by_chat, "{m:?}");
     assert_eq!(batch.offset, "700000001");
 }
 
