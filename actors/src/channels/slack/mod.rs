@@ -88,6 +88,11 @@ impl Channel for SlackChannel {
         if let Some(approval) = message.notice.as_ref().and_then(|n| n.approval.as_ref()) {
             body["blocks"] = approval_blocks(&message.text, approval);
         }
+        // A message's own buttons (a session's list, a confirmation): a click comes back to
+        // the source as the button's data.
+        if !message.buttons.is_empty() {
+            body["blocks"] = button_blocks(&message.text, &message.buttons);
+        }
         let this = self.clone();
         let (channel, thread) = (message.to.trim().to_string(), thread.cloned());
         let check_first = delivery.possible_repeat;
@@ -350,6 +355,28 @@ fn approval_blocks(text: &str, approval: &relayq_engine::outbound::notice::Appro
         {"type": "section", "text": {"type": "mrkdwn", "text": crate::kit::cut_chars(text, SECTION_CHARS)}},
         {"type": "actions", "block_id": format!("relayq-approval-{}", approval.id), "elements": buttons},
     ])
+}
+
+/// The blocks of a message with buttons: its text, and an actions block per row (Slack takes
+/// at most 25 elements in one; a row holds a few).
+fn button_blocks(text: &str, rows: &[Vec<relayq_engine::outbound::Button>]) -> Value {
+    let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": crate::kit::cut_chars(text, SECTION_CHARS)}})];
+    for (r, row) in rows.iter().enumerate() {
+        let elements: Vec<Value> = row
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                json!({
+                    "type": "button",
+                    "text": {"type": "plain_text", "text": crate::kit::cut_chars(&b.label, 75)},
+                    "action_id": format!("relayq-button-{r}-{i}"),
+                    "value": b.data,
+                })
+            })
+            .collect();
+        blocks.push(json!({"type": "actions", "elements": elements}));
+    }
+    Value::Array(blocks)
 }
 
 /// Slack's errors that a later try may get past; every other `ok: false` is permanent.

@@ -35,7 +35,7 @@ mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use relayq_engine::chat_sessions::{self, Asked, SessionRequest};
+use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
 use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
@@ -168,6 +168,35 @@ impl SlackReader {
             .collect()
     }
 
+    /// A click on one of relayq's session buttons (`relayq-s:...`), as a session request.
+    fn session_tap(&self, interaction: &Value, origin: &str) -> Option<SessionRequest> {
+        let user = interaction["user"]["id"].as_str()?;
+        let channel = interaction["channel"]["id"]
+            .as_str()
+            .or(interaction["container"]["channel_id"].as_str())?;
+        let tap = interaction["actions"]
+            .as_array()?
+            .iter()
+            .find_map(|a| Tap::read(a["value"].as_str()?))?;
+        let allowed = self.config.routing.allows(&user.to_string());
+        Some(SessionRequest {
+            origin: origin.to_string(),
+            chat: channel.to_string(),
+            thread: interaction["container"]["thread_ts"].as_str().map(str::to_string),
+            message_id: None,
+            user_id: Some(user.to_string()),
+            user_name: interaction["user"]["name"].as_str().unwrap_or(user).to_string(),
+            may: allowed,
+            known: allowed,
+            topics: false,
+            max_sessions: self.config.routing.max_sessions,
+            asked: Asked::Tapped {
+                tap,
+                callback: interaction["response_url"].as_str().map(str::to_string),
+            },
+        })
+    }
+
     /// The inbound message an event makes, if it is a message relayq takes.
     fn accept(&self, event: &Value, origin: &str) -> Option<InboundMessage> {
         let field = |name: &str| event.get(name).and_then(Value::as_str);
@@ -238,8 +267,11 @@ impl SlackReader {
         }
     }
 
-    /// What an interaction carries: the answers its clicks give.
+    /// What an interaction carries: the answers its clicks give, or a session button's tap.
     pub fn interaction(&self, interaction: &Value, origin: &str) -> Pushed {
+        if let Some(request) = self.session_tap(interaction, origin) {
+            return Pushed::Requests(vec![request]);
+        }
         match self.clicked(interaction, origin) {
             answers if answers.is_empty() => Pushed::Messages(Vec::new()),
             answers => Pushed::Answers(answers),
@@ -250,9 +282,24 @@ impl SlackReader {
     /// message through its `response_url`). Cosmetic (the question itself is edited to its
     /// outcome): failures are logged.
     pub fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
-        let replies: Vec<(url::Url, String)> = answered
+        let replies = answered
             .into_iter()
-            .filter_map(|(answer, reply)| Some((url::Url::parse(&answer.callback?).ok()?, reply)))
+            .filter_map(|(answer, reply)| Some((answer.callback?, reply)))
+            .collect();
+        self.answer_clicks(replies);
+    }
+
+    /// Each session button's click answered as an approval's is (see [`Self::acknowledge`]).
+    pub fn tapped(&self, taps: Vec<(String, String)>) {
+        self.answer_clicks(taps);
+    }
+
+    /// Ephemeral replies through each click's `response_url`.
+    fn answer_clicks(&self, clicks: Vec<(String, String)>) {
+        let replies: Vec<(url::Url, String)> = clicks
+            .into_iter()
+            .filter(|(_, reply)| !reply.is_empty())
+            .filter_map(|(url, reply)| Some((url::Url::parse(&url).ok()?, reply)))
             .collect();
         if replies.is_empty() {
             return;
@@ -275,6 +322,10 @@ impl SlackReader {
 impl PushSource for SlackEvents {
     fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
         self.reader.acknowledge(answered);
+    }
+
+    fn tapped(&self, taps: Vec<(String, String)>) {
+        self.reader.tapped(taps);
     }
 
     fn receive<'a>(&'a self, name: &'a str, push: &'a Push) -> Receive<'a> {

@@ -106,6 +106,10 @@ impl HeldSource for SlackSocket {
         self.reader.acknowledge(answered);
     }
 
+    fn tapped(&mut self, taps: Vec<(String, String)>) {
+        self.reader.tapped(taps);
+    }
+
     fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
         let socket = self.clone();
         Some(Box::pin(async move { socket.ticket().await.map(|_| ()) }))

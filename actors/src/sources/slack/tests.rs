@@ -177,3 +177,26 @@ fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_me
     assert!(bare.otherwise.is_some(), "a message when no one question is open");
     assert!(said("please deny it", None).is_none());
 }
+
+#[test]
+fn a_click_on_a_session_button_is_a_session_request_and_a_strangers_is_known_as_such() {
+    let e = events();
+    let data = relayq_engine::chat_sessions::Tap::Page(2).data();
+    let Pushed::Requests(requests) = e.reader.interaction(&click("U1", &data), "slack:s") else {
+        panic!("not a request");
+    };
+    let r = &requests[0];
+    assert_eq!(r.chat, "C1");
+    assert!(r.may && r.known);
+    assert_eq!(
+        r.asked,
+        Asked::Tapped {
+            tap: relayq_engine::chat_sessions::Tap::Page(2),
+            callback: Some("https://hooks.slack.com/actions/T1/1/x".into())
+        }
+    );
+    let Pushed::Requests(strangers) = e.reader.interaction(&click("U9", &data), "slack:s") else {
+        panic!("not a request");
+    };
+    assert!(!strangers[0].known, "refused in the write, naming nothing");
+}
