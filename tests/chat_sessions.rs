@@ -89,9 +89,10 @@ fn new_starts_the_agent_in_the_project_the_chat_talks_to_it_and_stop_ends_it() {
     let app = App::new(Config::default());
     let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"));
     app.write_config(config);
-    let daemon = app.serve();
-
+    // Waiting for the daemon's first poll: the node's projects are published before any
+    // source reads (a /new read at once found none, a flaky "there is no project").
     fake.push_text(ALICE, ALICE, "/new demo");
+    let daemon = app.serve();
     wait_said(&fake, ALICE, "Starting claude in demo as demo-claude-1");
     wait_said(&fake, ALICE, "demo-claude-1 is ready: claude in demo");
     let registered: Vec<String> = fake
@@ -407,7 +408,15 @@ fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
     let tmux = Tmux::new("chat-bad");
     let app = App::new(Config::default());
     let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"))
-        .set("sources.bot", "max_sessions = 1");
+        .set("sources.bot", "max_sessions = 1")
+        .table(
+            "projects.broken",
+            &[
+                &format!("dir = {:?}", app.dir.path().display().to_string()),
+                "agents = [\"claude\"]",
+                "commands.claude = [\"sh\", \"-c\", \"exit 3\"]",
+            ],
+        );
     app.write_config(config);
     // A session started by hand holds its name.
     let env = [("RELAYQ_SESSION", "taken")];
@@ -418,7 +427,7 @@ fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
     let cases = [
         (
             "/new nope",
-            "there is no project \"nope\": the projects are demo",
+            "there is no project \"nope\": the projects are broken, demo",
         ),
         (
             "/new demo codex",
@@ -457,6 +466,9 @@ fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
         STRANGER,
         "you may not use this bot's session commands",
     );
+    // An agent that exits as it starts: said at once, not after the hooks' wait.
+    fake.push_text(ALICE, ALICE, "/new broken");
+    wait_said(&fake, ALICE, "claude ended as it started in broken");
     // max_sessions = 1: the second is refused.
     fake.push_text(ALICE, ALICE, "/new demo claude first");
     wait_said(&fake, ALICE, "first is ready:");

@@ -183,6 +183,7 @@ impl RelayqBuilder {
         }
         tracing::info!(db = %config.db.describe(), instance = engine.owner(), "relayq starting");
 
+        crate::launcher::prepare(&store, &config.launch).await?;
         let known_channels = channels.clone();
         let launcher = crate::launcher::LauncherActor::new(
             store.clone(),

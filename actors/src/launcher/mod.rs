@@ -144,24 +144,28 @@ impl Actor for LauncherActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let node = self.store.engine.node().to_string();
-        let projects = self.settings.hosted_by(&node);
-        let (store, publish) = (self.store.clone(), PublishProjects { node, projects });
-        let begin = async move {
-            let reclaimed = store.apply_alone(ReclaimCommands).await?;
-            store.apply_alone(publish).await?;
-            Ok::<_, crate::error::ActorError>(reclaimed)
-        };
-        ctx.spawn(begin.into_actor(self).map(|begun, act, ctx| {
-            match begun {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(commands = n, "session commands cut by this node's last stop are carried out again"),
-                Err(e) => tracing::error!(error = %e, "cannot publish this node's projects: chats cannot start sessions in them"),
-            }
-            act.look(ctx);
-        }));
+        self.look(ctx);
         ctx.run_interval(LOOK_EVERY, |act, ctx| act.look(ctx));
     }
+}
+
+/// Before any source reads a chat (so a `/new` read at once finds this node's projects): the
+/// commands an earlier daemon of this node was carrying out when it stopped are ready again,
+/// and the projects this node hosts are published.
+pub async fn prepare(store: &Store, settings: &LaunchSettings) -> crate::error::Result<()> {
+    let reclaimed = store.apply_alone(ReclaimCommands).await?;
+    if reclaimed > 0 {
+        tracing::info!(
+            commands = reclaimed,
+            "session commands cut by this node's last stop are carried out again"
+        );
+    }
+    let node = store.engine.node().to_string();
+    let projects = settings.hosted_by(&node);
+    store
+        .apply_alone(PublishProjects { node, projects })
+        .await?;
+    Ok(())
 }
 
 impl Handler<LookForCommands> for LauncherActor {
@@ -289,8 +293,28 @@ impl Job {
             .await
             .map_err(|e| format!("{agent} could not be started: {e}"))?;
         tracing::info!(session = s.session, %agent, project = s.project, started, "an agent started from the chat");
-        if hooks_reach_relayq(store, &s.session, settings.start_within).await {
-            return Ok(Done::Ready);
+        // Codex runs its hooks from its first prompt on (its SessionStart comes with it):
+        // before that, only its pane says it runs; its first message confirms the hooks.
+        if agent == Agent::Codex {
+            return match still_running(start.socket, &s.session).await {
+                true => Ok(Done::Ready),
+                false => Err(format!(
+                    "{agent} ended as it started in {} (stopped, or it exited): run its command \
+                     line in the project's directory to see why",
+                    s.project
+                )),
+            };
+        }
+        match wait_for_hooks(store, start.socket, &s.session, settings.start_within).await {
+            Started::Hooks => return Ok(Done::Ready),
+            Started::Exited => {
+                return Err(format!(
+                    "{agent} ended as it started in {} (stopped, or it exited): run its command \
+                     line in the project's directory to see why",
+                    s.project
+                ))
+            }
+            Started::Silent => {}
         }
         let how = agent::stop(start.socket, &s.session, agent, settings.stop_grace).await;
         tracing::warn!(
@@ -408,6 +432,18 @@ async fn session_of(store: &Store, c: &CommandRow) -> Result<ChatSession, String
     found.ok_or_else(|| "its session is not recorded".to_string())
 }
 
+/// Whether the agent of tmux session `name` still runs a moment after its start.
+async fn still_running(socket: Option<&str>, name: &str) -> bool {
+    tokio::time::sleep(CODEX_SETTLE).await;
+    matches!(
+        crate::channels::tmux::session_id(socket, name).await,
+        Ok(Some(_))
+    )
+}
+
+/// How long Codex must keep running after its start to count as started.
+const CODEX_SETTLE: Duration = Duration::from_secs(2);
+
 /// Where each agent reads the hooks that `relayq init` prints.
 fn hook_settings_file(agent: Agent) -> &'static str {
     match agent {
@@ -417,23 +453,48 @@ fn hook_settings_file(agent: Agent) -> &'static str {
     }
 }
 
-/// Whether the agent of `session` reports through its own hooks within `wait` (its
-/// SessionStart, or any event of its hooks).
-async fn hooks_reach_relayq(store: &Store, session: &str, wait: Duration) -> bool {
+/// What came of an agent's start, as its hooks and its pane tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Started {
+    /// Its own hooks reported (its SessionStart, or any event of its hooks).
+    Hooks,
+    /// Its tmux session is gone: it exited (or was stopped) before its hooks reported.
+    Exited,
+    /// It runs, but no hook reported within the wait.
+    Silent,
+}
+
+/// Waits up to `wait` for the agent of `session` to report through its own hooks, looking at
+/// its pane each second.
+async fn wait_for_hooks(
+    store: &Store,
+    socket: Option<&str>,
+    session: &str,
+    wait: Duration,
+) -> Started {
     let until = std::time::Instant::now() + wait;
-    loop {
+    for look in 0u32.. {
         let key = session.to_string();
         let seen = store
             .run(move |s| relayq_engine::sessions::get(&s.engine.database().read()?, &key))
             .await;
         if let Ok(Some(record)) = seen {
             if record.agent_hooks && record.state == "active" {
-                return true;
+                return Started::Hooks;
             }
         }
+        if look % 5 == 4
+            && matches!(
+                crate::channels::tmux::session_id(socket, session).await,
+                Ok(None)
+            )
+        {
+            return Started::Exited;
+        }
         if std::time::Instant::now() >= until {
-            return false;
+            return Started::Silent;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Started::Silent
 }

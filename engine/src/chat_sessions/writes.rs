@@ -834,6 +834,12 @@ impl Write for SessionReady {
         let Some(s) = s else {
             return Ok(Vec::new());
         };
+        if s.state == ChatSessionState::Ended {
+            // Stopped while it started (/stop won the race): nothing is bound to it.
+            let text = format!("{} was stopped before it was ready.", s.session);
+            finish_in(tx, &c, CommandState::Done, &text)?;
+            return Ok(Vec::new());
+        }
         let text = format!(
             "{} is ready: {} in {}, on {}. Write {} to talk to it; /stop {} ends it.",
             s.session,
@@ -1115,7 +1121,7 @@ mod tests {
     const ORIGIN: &str = "telegram:bot";
 
     fn door(db: &TestDb) -> WriteDoor {
-        let engine = Engine::with_clock(db.db.clone(), Arc::new(SystemClock));
+        let engine = Engine::with_clock(db.db.clone(), Arc::new(SystemClock)).with_node("n1");
         let mut routes = NoticeRoutes::none();
         routes.replies.insert(ORIGIN.into(), "bot".into());
         WriteDoor::new(engine.queues(&Default::default()), routes)
@@ -1377,6 +1383,39 @@ mod tests {
                 text.starts_with("Sessions of this chat, page 2 of 2:") && text.contains("s0"),
                 "{text}"
             );
+        }
+    }
+
+    /// A `/stop` that ends a session while its agent is still starting wins: the start's
+    /// outcome, recorded after, binds nothing and says so.
+    #[test]
+    fn a_session_stopped_while_it_starts_is_not_bound_when_its_start_ends() {
+        for db in TestDb::both() {
+            let door = door(&db);
+            publish(&door);
+            record(&door, vec![typed(1, "ann", "/new demo claude s1")]);
+            let new = door.apply_now(LeaseCommands { lease_ms: 60_000 }).unwrap();
+            assert_eq!(new.len(), 1, "{}", db.name());
+            record(&door, vec![typed(2, "ann", "/stop s1")]);
+            let (_, data) = replies(&db).pop().unwrap();
+            let tap = Tap::read(&data[0]).unwrap();
+            record(&door, vec![tapped(tap, "ann")]);
+            let stop = door.apply_now(LeaseCommands { lease_ms: 60_000 }).unwrap();
+            door.apply_now(SessionStopped {
+                command: stop[0].id,
+            })
+            .unwrap();
+            door.apply_now(SessionReady { command: new[0].id }).unwrap();
+            let tx = db.db.read().unwrap();
+            let s = store::session(&tx, "s1").unwrap().unwrap();
+            assert_eq!(s.state, ChatSessionState::Ended, "{}", db.name());
+            assert_eq!(store::current(&tx, ORIGIN, "42").unwrap(), None);
+            let c = store::command(&tx, new[0].id).unwrap().unwrap();
+            assert_eq!(
+                c.outcome.as_deref(),
+                Some("s1 was stopped before it was ready.")
+            );
+            assert!(!replies(&db).iter().any(|(t, _)| t.contains("is ready:")));
         }
     }
 }
