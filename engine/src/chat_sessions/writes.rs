@@ -315,10 +315,27 @@ impl Request<'_> {
             None => "Starting",
         };
         let text = format!(
-            "{what} {agent} in {} as {name} (on {node})… I will say when it is ready.",
-            project.name
+            "{what} {agent} in {} as {name} (on {node})… I will say when it is ready.{}",
+            project.name,
+            self.away(node)?
         );
         Ok((Some(Reply::text(text)), true))
+    }
+
+    /// What the chat is told when the node that carries the command out is away (stopped, or
+    /// not heard from): it waits for that node. Empty when the node is alive (or unknown).
+    fn away(&self, node: &str) -> Result<String> {
+        let tx = self.w.tx();
+        let known = crate::storage::nodes::list(tx)?
+            .into_iter()
+            .find(|n| n.name == node);
+        Ok(match known {
+            Some(n) if !crate::storage::nodes::is_alive(&n, self.w.now()) => format!(
+                " Node {node} is away (last seen {} UTC): this waits until it is back.",
+                clock_time(n.seen_at)
+            ),
+            _ => String::new(),
+        })
     }
 
     /// `<project>-<agent>-<n>`, the first `n` from 1 that no session has.
@@ -445,9 +462,10 @@ impl Request<'_> {
             return Ok((None, false));
         }
         let text = format!(
-            "Looking for the conversations of {} in {}…",
+            "Looking for the conversations of {} in {}…{}",
             project.agents.join(", "),
-            project.name
+            project.name,
+            self.away(node)?
         );
         Ok((Some(Reply::text(text)), true))
     }
@@ -1416,6 +1434,29 @@ mod tests {
                 Some("s1 was stopped before it was ready.")
             );
             assert!(!replies(&db).iter().any(|(t, _)| t.contains("is ready:")));
+        }
+    }
+
+    /// Never silent: a command for a node that is away says so, and waits for it.
+    #[test]
+    fn a_command_for_a_node_that_is_away_says_it_waits_for_it() {
+        for db in TestDb::both() {
+            let door = door(&db);
+            publish(&door);
+            db.db
+                .write(|tx| {
+                    crate::storage::nodes::join_in(tx, "n2", "n2/1")?;
+                    crate::storage::nodes::leave_in(tx, "n2", "n2/1")
+                })
+                .unwrap();
+            record(&door, vec![typed(1, "ann", "/new web.app")]);
+            let (said, _) = replies(&db).pop().unwrap();
+            assert!(said.contains("Node n2 is away (last seen "), "{said}");
+            assert!(said.contains("this waits until it is back"), "{said}");
+            // A node never heard of (or alive) adds nothing.
+            record(&door, vec![typed(2, "ann", "/new demo")]);
+            let (said, _) = replies(&db).pop().unwrap();
+            assert!(!said.contains("away"), "{said}");
         }
     }
 }
