@@ -152,7 +152,12 @@ fn signal_sessions(leaders: &[i32], signal: i32) {
 async fn gone_within(leaders: &[i32], wait: Duration) -> bool {
     let until = Instant::now() + wait;
     loop {
-        if session_members(leaders).is_empty() {
+        // A walk of /proc: on the blocking pool, not the actors' thread.
+        let leaders_now = leaders.to_vec();
+        let members = actix_rt::task::spawn_blocking(move || session_members(&leaders_now))
+            .await
+            .unwrap_or_default();
+        if members.is_empty() {
             return true;
         }
         if Instant::now() >= until {
