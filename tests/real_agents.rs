@@ -12,6 +12,7 @@
 //! Missing CLIs fail the suite, with the command that installs them: it never skips.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use relayq_actors::sources::telegram::fake::FakeTelegram;
@@ -55,16 +56,18 @@ fn unset_ci() -> String {
         .collect()
 }
 
-/// One agent CLI, set up in its own HOME, running in a tmux pane as relayq session `session`.
-struct RealAgent {
-    tmux: Tmux,
-    session: String,
+/// One agent CLI set up in a HOME of its own, as `relayq init` says: its settings (hooks wired
+/// to `app`'s relayq, the fake model as its API), its project's directory, the environment
+/// and the command line that start it there.
+struct AgentSetup {
+    home: PathBuf,
     project: PathBuf,
+    env: Vec<(&'static str, String)>,
+    argv: Vec<String>,
 }
 
-impl RealAgent {
-    fn start(kind: &'static str, app: &App, model: &FakeModel, tmux: Tmux) -> RealAgent {
-        let session = format!("{kind}-agent");
+impl AgentSetup {
+    fn write(kind: &'static str, app: &App, model: &FakeModel) -> AgentSetup {
         let home = app.path(&format!("home-{kind}"));
         let project = app.path(&format!("project-{kind}"));
         std::fs::create_dir_all(&project).unwrap();
@@ -83,11 +86,8 @@ impl RealAgent {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
         };
-        let mut env: Vec<(&str, String)> = vec![
-            ("HOME", home.display().to_string()),
-            ("RELAYQ_SESSION", session.clone()),
-        ];
-        let command = match kind {
+        let mut env: Vec<(&str, String)> = vec![("HOME", home.display().to_string())];
+        let argv = match kind {
             "claude" => {
                 write(
                     home.join(".claude.json"),
@@ -116,7 +116,7 @@ impl RealAgent {
                     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
                     ("DISABLE_AUTOUPDATER", "1".into()),
                 ]);
-                shell_word(&cli("claude").display().to_string())
+                vec![cli("claude").display().to_string()]
             }
             "codex" => {
                 let codex_home = home.join(".codex");
@@ -150,10 +150,10 @@ impl RealAgent {
                     ("CODEX_HOME", codex_home.display().to_string()),
                     ("FAKE_MODEL_KEY", "test-key".into()),
                 ]);
-                format!(
-                    "{} --dangerously-bypass-hook-trust",
-                    shell_word(&cli("codex").display().to_string())
-                )
+                vec![
+                    cli("codex").display().to_string(),
+                    "--dangerously-bypass-hook-trust".into(),
+                ]
             }
             "gemini" => {
                 let events = [
@@ -179,10 +179,39 @@ impl RealAgent {
                     ("GOOGLE_GEMINI_BASE_URL", model.url()),
                     ("GEMINI_API_KEY", "test-key".into()),
                 ]);
-                shell_word(&cli("gemini").display().to_string())
+                vec![cli("gemini").display().to_string()]
             }
             other => panic!("no agent {other}"),
         };
+        AgentSetup {
+            home,
+            project,
+            env,
+            argv,
+        }
+    }
+}
+
+/// One agent CLI, set up in its own HOME, running in a tmux pane as relayq session `session`.
+struct RealAgent {
+    tmux: Tmux,
+    session: String,
+    project: PathBuf,
+}
+
+impl RealAgent {
+    fn start(kind: &'static str, app: &App, model: &FakeModel, tmux: Tmux) -> RealAgent {
+        let session = format!("{kind}-agent");
+        let AgentSetup {
+            project,
+            mut env,
+            argv,
+            ..
+        } = AgentSetup::write(kind, app, model);
+        env.push(("RELAYQ_SESSION", session.clone()));
+        let command: Vec<String> = argv.iter().map(|a| shell_word(a)).collect();
+        let command = command.join(" ");
+        let project_s = project.display().to_string();
         let exports: Vec<String> = env
             .iter()
             .map(|(k, v)| format!("export {k}={};", shell_word(v)))
@@ -207,27 +236,8 @@ impl RealAgent {
         agent
     }
 
-    /// Claude Code 2.1.3xx, told `defaultMode = "default"`, asks once in the terminal "Make
-    /// auto mode your default permission mode?" (no hook reports it): Down, Enter keeps manual
-    /// mode, as a user who wants the chat asked answers. Older versions never ask.
     fn keep_manual_mode(&self) {
-        let started = std::time::Instant::now();
-        while started.elapsed() < Duration::from_secs(30) {
-            let screen = self.screen();
-            if screen.contains("auto mode your default") {
-                self.keys(&["Down"]);
-                std::thread::sleep(Duration::from_millis(300));
-                self.keys(&["Enter"]);
-                return;
-            }
-            if screen.contains("for shortcuts") || screen.contains("❯") {
-                // At its prompt with no dialog: give the dialog a moment more to come.
-                if started.elapsed() > Duration::from_secs(5) {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        keep_manual_mode(&self.tmux, &self.session);
     }
 
     fn screen(&self) -> String {
@@ -235,10 +245,38 @@ impl RealAgent {
     }
 
     fn keys(&self, keys: &[&str]) {
-        let target = format!("={}:", self.session);
-        let mut args = vec!["send-keys", "-t", &target];
-        args.extend_from_slice(keys);
-        self.tmux.run(&args);
+        keys_to(&self.tmux, &self.session, keys);
+    }
+}
+
+/// Keys pressed in tmux session `session`'s pane.
+fn keys_to(tmux: &Tmux, session: &str, keys: &[&str]) {
+    let target = format!("={session}:");
+    let mut args = vec!["send-keys", "-t", &target];
+    args.extend_from_slice(keys);
+    tmux.run(&args);
+}
+
+/// Claude Code 2.1.3xx, told `defaultMode = "default"`, asks once in the terminal "Make auto
+/// mode your default permission mode?" (no hook reports it): Down, Enter keeps manual mode,
+/// as a user who wants the chat asked answers. Older versions never ask.
+fn keep_manual_mode(tmux: &Tmux, session: &str) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        let screen = tmux.screen(session);
+        if screen.contains("auto mode your default") {
+            keys_to(tmux, session, &["Down"]);
+            std::thread::sleep(Duration::from_millis(300));
+            keys_to(tmux, session, &["Enter"]);
+            return;
+        }
+        if screen.contains("for shortcuts") || screen.contains("❯") {
+            // At its prompt with no dialog: give the dialog a moment more to come.
+            if started.elapsed() > Duration::from_secs(5) {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -685,4 +723,170 @@ fn codex_in_tmux_through_relayq() {
 #[test]
 fn gemini_cli_in_tmux_through_relayq() {
     run_agent("gemini");
+}
+
+/// `argv` run with the variables that tell a program it runs in CI taken out (see
+/// [`unset_ci`]), through `env -u`, as Gemini CLI's troubleshooting page says.
+fn without_ci(argv: Vec<String>) -> Vec<String> {
+    let mut words = vec!["env".to_string()];
+    for name in std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()) {
+        if name == "CI" || name == "CONTINUOUS_INTEGRATION" || name.starts_with("CI_") {
+            words.extend(["-u".to_string(), name]);
+        }
+    }
+    words.extend(argv);
+    words
+}
+
+/// Sessions from the chat with the real CLI, started by relayq in project `work`: `/new`
+/// starts it (its own SessionStart says ready; Codex, which has none at start, once it
+/// runs); a message goes there and its answer comes back; `/stop` and its button end it with
+/// its own exit command (nothing killed) and its tmux session; `/resume` lists the
+/// conversation the CLI saved and a tap starts the CLI resuming it: the model is sent the
+/// earlier turn with the new one.
+fn sessions_from_the_chat(kind: &'static str) {
+    let model = FakeModel::start();
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new(&format!("chat-{kind}"));
+    let app = App::new(Config::default());
+    let setup = AgentSetup::write(kind, &app, &model);
+    let mut project = vec![
+        format!("dir = {:?}", setup.project.display().to_string()),
+        format!("agents = [{kind:?}]"),
+        format!(
+            "commands.{kind} = {}",
+            serde_json::to_string(&without_ci(setup.argv.clone())).unwrap()
+        ),
+    ];
+    project.extend(setup.env.iter().map(|(k, v)| format!("env.{k} = {v:?}")));
+    let project: Vec<&str> = project.iter().map(String::as_str).collect();
+    let config = tmux
+        .agent_config(&[
+            "programs = [\"claude\", \"node\"]",
+            "submit_delay = \"100ms\"",
+        ])
+        .set("database", "busy_timeout = \"30s\"")
+        .telegram_source(
+            &fake.url,
+            &format!("token = {TOKEN:?}"),
+            &[ALICE],
+            &[],
+            &["session_template = \"tg{chat}\""],
+        )
+        .table("projects.work", &project);
+    app.write_config(config);
+    let daemon = app.serve();
+    let context = || {
+        let panes = tmux.run(&["list-panes", "-a", "-F", "#{session_name}"]);
+        let screens: Vec<String> = String::from_utf8_lossy(&panes.stdout)
+            .lines()
+            .map(|s| format!("--- {s}:\n{}", tmux.screen(s)))
+            .collect();
+        // Where the CLIs keep conversations (conversations.rs): each file's start.
+        let saved = Command::new("sh")
+            .args([
+                "-c",
+                "find \"$0\" -type f \\( -path '*/sessions/*' -o -path '*/chats/*' \
+                   -o -path '*/.claude/projects/*' -o -name projects.json \\) \
+                   -exec sh -c 'echo \"== $0\"; head -c 1200 \"$0\"; echo' {} \\;",
+            ])
+            .arg(&setup.home)
+            .output();
+        format!(
+            "the chat has {:#?}\nthe agent's files:\n{}\npanes:\n{}\nsessions: {}\nlog:\n{}",
+            chat(&fake, ALICE),
+            saved
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                .unwrap_or_default(),
+            screens.join("\n"),
+            String::from_utf8_lossy(&app.run(&["session", "list", "--json"]).stdout),
+            daemon.log()
+        )
+    };
+    let said = |part: &str| -> Value {
+        waited(&format!("the bot says {part:?}"), &context, || {
+            chat(&fake, ALICE).iter().any(|t| t.contains(part))
+        });
+        fake.bot_messages()
+            .into_iter()
+            .rev()
+            .find(|m| m["chat_id"] == ALICE && m["text"].as_str().is_some_and(|t| t.contains(part)))
+            .unwrap()
+    };
+    let tap = |message: &Value, label: &str| {
+        let (_, data) = FakeTelegram::buttons(message)
+            .into_iter()
+            .find(|(l, _)| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no button {label:?} under {message}"));
+        let id = message["message_id"].as_i64().unwrap();
+        fake.push_tap(ALICE, ALICE, "Alice", id, &data);
+    };
+    let sessions = || {
+        let out = tmux.run(&["list-sessions", "-F", "#{session_name}"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+
+    fake.push_text(ALICE, ALICE, &format!("/new work {kind} first"));
+    said(&format!("first is ready: {kind} in work"));
+    if kind == "claude" {
+        keep_manual_mode(&tmux, "first");
+    }
+    fake.push_text(ALICE, ALICE, "remember the word kiwi");
+    said("echo: remember the word kiwi");
+
+    fake.push_text(ALICE, ALICE, "/stop first");
+    let ask = said("Stop first");
+    tap(&ask, "Stop");
+    said("first stopped");
+    assert!(
+        daemon
+            .log()
+            .contains("session=\"first\" how=\"the agent exited by itself\""),
+        "{kind} ends on its own exit command: {}",
+        context()
+    );
+    assert!(
+        !sessions().contains(&"first".to_string()),
+        "{:?}",
+        sessions()
+    );
+
+    fake.push_text(ALICE, ALICE, "/resume work");
+    let list = said("Conversations in work, newest first:");
+    let text = list["text"].as_str().unwrap().to_string();
+    assert!(
+        text.contains(&format!("1. {kind} · ")) && text.contains("remember the word kiwi"),
+        "the conversation {kind} saved is listed with its first prompt: {text}"
+    );
+    tap(&list, &format!("1. {kind}"));
+    said(&format!("Resuming {kind} in work as work-{kind}-1"));
+    said(&format!("work-{kind}-1 is ready: {kind} in work"));
+    if kind == "claude" {
+        keep_manual_mode(&tmux, &format!("work-{kind}-1"));
+    }
+    fake.push_text(ALICE, ALICE, "what was the word?");
+    said("echo: what was the word?");
+    assert!(
+        model.asked_with_all(&["remember the word kiwi", "what was the word?"]),
+        "the resumed {kind} sent the earlier turn with the new one"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn claude_code_sessions_from_the_chat() {
+    sessions_from_the_chat("claude");
+}
+
+#[test]
+fn codex_sessions_from_the_chat() {
+    sessions_from_the_chat("codex");
+}
+
+#[test]
+fn gemini_cli_sessions_from_the_chat() {
+    sessions_from_the_chat("gemini");
 }

@@ -11,9 +11,10 @@
 //! - `slow` in it: the answer after [`SLOW`];
 //! - anything else: `echo: <the message>`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use relayq_actors::testing::loopback::{Answer, Loopback};
 use serde_json::{json, Value};
 
 /// The command a `tool` prompt asks to run: `echo ran >> probe-<word>.txt`, `<word>` the
@@ -102,39 +103,39 @@ pub fn answer_to(text: &str) -> String {
 /// A running fake model API; stopped when dropped.
 pub struct FakeModel {
     pub port: u16,
-    server: Arc<tiny_http::Server>,
+    /// The JSON body of every request, in order.
+    requests: Arc<Mutex<Vec<Value>>>,
+    _server: Loopback,
 }
 
 impl FakeModel {
     pub fn start() -> FakeModel {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
-        let srv = server.clone();
-        std::thread::spawn(move || {
-            for mut request in srv.incoming_requests() {
-                std::thread::spawn(move || {
-                    let mut body = String::new();
-                    let _ = request.as_reader().read_to_string(&mut body);
-                    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    let (content_type, answer) = answer(request.url(), &body);
-                    let response = tiny_http::Response::from_string(answer).with_header(
-                        tiny_http::Header::from_bytes("content-type", content_type).unwrap(),
-                    );
-                    let _ = request.respond(response);
-                });
-            }
+        let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let log = requests.clone();
+        let server = Loopback::start(0, move |asked| {
+            let body: Value = serde_json::from_slice(&asked.body).unwrap_or(Value::Null);
+            let (content_type, answer) = answer(&asked.url, &body);
+            log.lock().unwrap().push(body);
+            Answer::new(200, answer).header("content-type", content_type)
         });
-        FakeModel { port, server }
+        FakeModel {
+            port: server.addr.port(),
+            requests,
+            _server: server,
+        }
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
-}
 
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        self.server.unblock();
+    /// Whether some request's body holds every one of `parts` (a conversation sent whole).
+    pub fn asked_with_all(&self, parts: &[&str]) -> bool {
+        let requests = self.requests.lock().unwrap();
+        requests.iter().any(|body| {
+            let body = body.to_string();
+            parts.iter().all(|p| body.contains(p))
+        })
     }
 }
 

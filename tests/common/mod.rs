@@ -732,7 +732,8 @@ impl Reply {
 pub struct Endpoint {
     pub url: String,
     calls: std::sync::Arc<std::sync::Mutex<Vec<Call>>>,
-    server: std::sync::Arc<tiny_http::Server>,
+    /// Stops serving when the endpoint is dropped.
+    _server: relayq_actors::testing::loopback::Loopback,
 }
 
 impl Endpoint {
@@ -754,50 +755,34 @@ impl Endpoint {
         port: u16,
         script: impl Fn(&[Call]) -> Reply + Send + Sync + 'static,
     ) -> Endpoint {
+        use relayq_actors::testing::loopback::{Answer, Loopback};
         use std::sync::{Arc, Mutex};
-        let server = Arc::new(tiny_http::Server::http(("127.0.0.1", port)).unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
         let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
-        let (srv, log, script) = (server.clone(), calls.clone(), Arc::new(script));
-        std::thread::spawn(move || {
-            for mut request in srv.incoming_requests() {
-                let mut body = String::new();
-                request.as_reader().read_to_string(&mut body).unwrap();
-                let key = request
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("Idempotency-Key"))
-                    .map(|h| h.value.to_string());
-                let reply = {
-                    let mut calls = log.lock().unwrap();
-                    calls.push(Call {
-                        at: Instant::now(),
-                        method: request.method().to_string(),
-                        url: request.url().to_string(),
-                        idempotency_key: key,
-                        body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
-                    });
-                    script(&calls)
-                };
-                // Only the answer waits on its own thread: a slow answer holds up no call.
-                std::thread::spawn(move || {
-                    std::thread::sleep(reply.delay);
-                    let mut response =
-                        tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
-                    for (name, value) in reply.headers {
-                        response.add_header(
-                            tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
-                                .unwrap(),
-                        );
-                    }
-                    let _ = request.respond(response);
+        let log = calls.clone();
+        let server = Loopback::start(port, move |asked| {
+            let reply = {
+                let mut calls = log.lock().unwrap();
+                calls.push(Call {
+                    at: Instant::now(),
+                    method: asked.method.clone(),
+                    url: asked.url.clone(),
+                    idempotency_key: asked.header("Idempotency-Key").map(str::to_string),
+                    body: serde_json::from_slice(&asked.body).unwrap_or(serde_json::Value::Null),
                 });
+                script(&calls)
+            };
+            // Each call is answered on a thread of its own: a slow answer holds up no call.
+            std::thread::sleep(reply.delay);
+            let mut answer = Answer::new(reply.status, reply.body);
+            for (name, value) in reply.headers {
+                answer = answer.header(name, &value);
             }
+            answer
         });
         Endpoint {
-            url: format!("http://127.0.0.1:{port}/hook"),
+            url: format!("{}/hook", server.url()),
             calls,
-            server,
+            _server: server,
         }
     }
 
@@ -864,12 +849,6 @@ impl Gate {
         let late = send("late");
         app.wait_state(relayq_engine::QueueName::Outbound, late, "delivered");
         early
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        self.server.unblock();
     }
 }
 

@@ -180,10 +180,7 @@ fn codex(codex_home: &Path, dir: &Path) -> Vec<Conversation> {
             if Path::new(payload["cwd"].as_str()?) != dir {
                 return None;
             }
-            let prompt = lines
-                .iter()
-                .filter(|l| l["type"] == "event_msg" && l["payload"]["type"] == "user_message")
-                .find_map(|l| l["payload"]["message"].as_str().map(str::to_string));
+            let prompt = lines.iter().find_map(codex_prompt);
             prompt.as_ref()?;
             Some(Conversation {
                 agent: Agent::Codex,
@@ -193,6 +190,23 @@ fn codex(codex_home: &Path, dir: &Path) -> Vec<Conversation> {
             })
         })
         .collect()
+}
+
+/// The person's prompt in a line of a Codex rollout: `event_msg` `user_message` (up to 0.1xx)
+/// or `item_completed` of a `UserMessage` item (0.171). Its `response_item` messages of role
+/// `user` are not used: they also carry the instructions Codex itself adds.
+fn codex_prompt(line: &Value) -> Option<String> {
+    let payload = &line["payload"];
+    if line["type"] != "event_msg" {
+        return None;
+    }
+    match payload["type"].as_str()? {
+        "user_message" => payload["message"].as_str().map(str::to_string),
+        "item_completed" if payload["item"]["type"] == "UserMessage" => {
+            text_of(&payload["item"]["content"])
+        }
+        _ => None,
+    }
 }
 
 fn gemini(home: &Path, dir: &Path) -> Vec<Conversation> {
@@ -270,6 +284,11 @@ mod tests {
             &codex.join("rollout-1.jsonl"),
             "{\"type\":\"session_meta\",\"payload\":{\"id\":\"c0de-1\",\"cwd\":\"/work/demo.app\"}}\n{\"type\":\"event_msg\",\"payload\":{\"type\":\"user_message\",\"message\":\"add tests\"}}\n",
         );
+        // As Codex 0.171 writes it (tests/real_agents.rs runs it): the prompt an item.
+        write(
+            &codex.join("rollout-3.jsonl"),
+            "{\"type\":\"session_meta\",\"payload\":{\"id\":\"01a22dbd-ade6\",\"cwd\":\"/work/demo.app\"}}\n{\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"<environment_context>\"}]}}\n{\"type\":\"event_msg\",\"payload\":{\"type\":\"item_completed\",\"item\":{\"type\":\"UserMessage\",\"content\":[{\"type\":\"text\",\"text\":\"remember kiwi\"}]}}}\n",
+        );
         write(
             &codex.join("rollout-2.jsonl"),
             "{\"type\":\"session_meta\",\"payload\":{\"id\":\"elsewhere\",\"cwd\":\"/other\"}}\n{\"type\":\"event_msg\",\"payload\":{\"type\":\"user_message\",\"message\":\"x\"}}\n",
@@ -292,11 +311,17 @@ mod tests {
             (claude[0].id.as_str(), claude[0].title.as_str()),
             ("11111111-aaaa", "fix the build please")
         );
-        let codex = list(Agent::Codex, dir, &homes);
-        assert_eq!(codex.len(), 1);
+        let mut codex: Vec<(String, String)> = list(Agent::Codex, dir, &homes)
+            .into_iter()
+            .map(|c| (c.id, c.title))
+            .collect();
+        codex.sort();
         assert_eq!(
-            (codex[0].id.as_str(), codex[0].title.as_str()),
-            ("c0de-1", "add tests")
+            codex,
+            [
+                ("01a22dbd-ade6".to_string(), "remember kiwi".to_string()),
+                ("c0de-1".to_string(), "add tests".to_string())
+            ]
         );
         let gemini = list(Agent::Gemini, dir, &homes);
         assert_eq!(gemini.len(), 1);

@@ -1,7 +1,9 @@
 //! Test helpers other crates' tests use too (feature `test-helpers`). The local servers that
 //! answer as a platform documents (so the production code path runs unchanged against
 //! loopback) live in their platform's folder: `sources::telegram::fake`,
-//! `sources::slack::fake_socket`.
+//! `sources::slack::fake_socket`, on [`loopback`]'s server.
+
+pub mod loopback;
 
 /// Waits (without blocking the actix thread) until `done` holds, or panics after 10 s.
 pub async fn wait_for(what: &str, done: impl Fn() -> bool) {

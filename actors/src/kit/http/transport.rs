@@ -299,16 +299,13 @@ mod tests {
     /// that opened it, waking that thread each time: each thread sends on its own connections.
     #[actix::test]
     async fn each_thread_sends_on_connections_of_its_own_and_reuses_them() {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/", server.server_addr().to_ip().unwrap());
         let peers: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
         let noted = peers.clone();
-        std::thread::spawn(move || {
-            for request in server.incoming_requests() {
-                noted.lock().unwrap().push(*request.remote_addr().unwrap());
-                let _ = request.respond(tiny_http::Response::empty(200));
-            }
+        let server = crate::testing::loopback::Loopback::start(0, move |asked| {
+            noted.lock().unwrap().push(asked.peer);
+            crate::testing::loopback::Answer::new(200, "")
         });
+        let url = format!("{}/", server.url());
         let transport = Transport::new(Duration::from_secs(5));
         get(transport.clone(), url.clone()).await;
         get(transport.clone(), url.clone()).await;

@@ -14,6 +14,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::testing::loopback::{Answer, Asked, Loopback};
+
 #[derive(Clone)]
 pub struct FakeSlackSocket {
     /// The Web API's base URL, to give as `api_url`.
@@ -40,21 +42,19 @@ struct SocketState {
 impl FakeSlackSocket {
     /// Serves the Web API and the WebSocket on free loopback ports, for `app_token`.
     pub fn start(app_token: &str) -> FakeSlackSocket {
-        let api = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
         let ws = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         ws.set_nonblocking(true).unwrap();
-        let fake = FakeSlackSocket {
-            api_url: format!("http://{}/api", api.server_addr().to_ip().unwrap()),
+        let mut fake = FakeSlackSocket {
+            api_url: String::new(),
             app_token: app_token.to_string(),
             ws_port: ws.local_addr().unwrap().port(),
             shared: Arc::default(),
         };
         let serving = fake.clone();
-        std::thread::spawn(move || {
-            for request in api.incoming_requests() {
-                serving.answer_open(request);
-            }
-        });
+        let api = Loopback::start(0, move |asked| serving.answer_open(&asked));
+        fake.api_url = format!("{}/api", api.url());
+        // It serves for the rest of the process, as the platform would.
+        std::mem::forget(api);
         let serving = fake.clone();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -114,12 +114,10 @@ impl FakeSlackSocket {
         self.shared.lock().unwrap().generation += 1;
     }
 
-    fn answer_open(&self, request: tiny_http::Request) {
-        let authorized = request.headers().iter().any(|h| {
-            h.field.equiv("Authorization")
-                && h.value.as_str() == format!("Bearer {}", self.app_token)
-        });
-        let (status, body, retry_after) = if !request.url().ends_with("/apps.connections.open") {
+    fn answer_open(&self, asked: &Asked) -> Answer {
+        let authorized =
+            asked.header("Authorization") == Some(format!("Bearer {}", self.app_token).as_str());
+        let (status, body, retry_after) = if !asked.url.ends_with("/apps.connections.open") {
             (404, json!({"ok": false, "error": "unknown_method"}), None)
         } else if !authorized {
             (200, json!({"ok": false, "error": "invalid_auth"}), None)
@@ -140,21 +138,12 @@ impl FakeSlackSocket {
                 }
             }
         };
-        let mut response = tiny_http::Response::from_string(body.to_string())
-            .with_status_code(status)
-            .with_header(
-                "Content-Type: application/json; charset=utf-8"
-                    .parse::<tiny_http::Header>()
-                    .unwrap(),
-            );
-        if let Some(seconds) = retry_after {
-            response = response.with_header(
-                format!("Retry-After: {seconds}")
-                    .parse::<tiny_http::Header>()
-                    .unwrap(),
-            );
+        let response = Answer::new(status, body.to_string())
+            .header("Content-Type", "application/json; charset=utf-8");
+        match retry_after {
+            Some(seconds) => response.header("Retry-After", seconds),
+            None => response,
         }
-        let _ = request.respond(response);
     }
 
     /// One connection: hello, then every unacknowledged envelope once, reading acknowledgements.

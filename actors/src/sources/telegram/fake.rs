@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::testing::loopback::{Answer, Asked, Loopback};
+
 /// The fake bot's username (`getMe`).
 pub const BOT_USERNAME: &str = "relayq_test_bot";
 
@@ -81,30 +83,24 @@ struct FakeState {
 impl FakeTelegram {
     /// Serves on a free loopback port, for bot `token`.
     pub fn start(token: &str) -> FakeTelegram {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
-        let url = format!(
-            "http://{}",
-            server.server_addr().to_ip().expect("an IP address")
-        );
-        let fake = FakeTelegram {
-            url,
+        let shared = Arc::new((
+            Mutex::new(FakeState {
+                next_update_id: 700_000_000,
+                next_message_id: 1,
+                ..FakeState::default()
+            }),
+            Condvar::new(),
+        ));
+        let mut fake = FakeTelegram {
+            url: String::new(),
             token: token.to_string(),
-            shared: Arc::new((
-                Mutex::new(FakeState {
-                    next_update_id: 700_000_000,
-                    next_message_id: 1,
-                    ..FakeState::default()
-                }),
-                Condvar::new(),
-            )),
+            shared,
         };
         let serving = fake.clone();
-        std::thread::spawn(move || {
-            for request in server.incoming_requests() {
-                let fake = serving.clone();
-                std::thread::spawn(move || fake.answer(request));
-            }
-        });
+        let server = Loopback::start(0, move |asked| serving.answer(asked));
+        fake.url = server.url();
+        // It serves for the rest of the process, as the platform would.
+        std::mem::forget(server);
         fake
     }
 
@@ -412,20 +408,13 @@ impl FakeTelegram {
         }
     }
 
-    fn answer(&self, mut request: tiny_http::Request) {
-        let mut body = String::new();
-        let _ = request.as_reader().read_to_string(&mut body);
-        let path = request.url().to_string();
-        let (status, reply) = self.route(&path, &body);
-        let response = match reply {
-            Scripted::Json(v) => tiny_http::Response::from_string(wire(&v)).with_header(
-                "Content-Type: application/json"
-                    .parse::<tiny_http::Header>()
-                    .unwrap(),
-            ),
-            Scripted::Bytes(b) => tiny_http::Response::from_data(b),
-        };
-        let _ = request.respond(response.with_status_code(status));
+    fn answer(&self, asked: Asked) -> Answer {
+        match self.route(&asked.url, &asked.text()) {
+            (status, Scripted::Json(v)) => {
+                Answer::new(status, wire(&v)).header("Content-Type", "application/json")
+            }
+            (status, Scripted::Bytes(b)) => Answer::new(status, b),
+        }
     }
 
     fn route(&self, path: &str, body: &str) -> (u16, Scripted) {
