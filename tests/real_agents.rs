@@ -7,7 +7,9 @@
 //! an answer given in the terminal, "allow for this session"), a message sent meanwhile never
 //! typed into the dialog, a bare "no" answering the question; `kill -9` of the daemon during and between turns; a
 //! 10 000-character answer arriving whole. The paste → confirmed
-//! times are written to `$CARGO_TARGET_TMPDIR/real-agents-<agent>.txt`.
+//! times are written to `$CARGO_TARGET_TMPDIR/real-agents-<agent>.txt`. And sessions from the
+//! chat with each CLI as a project's agent: `/new` starts it, `/stop` ends it with its own exit
+//! command, `/resume` lists what it saved and goes on with it.
 //!
 //! Missing CLIs fail the suite, with the command that installs them: it never skips.
 
