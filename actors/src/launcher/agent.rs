@@ -74,9 +74,9 @@ pub async fn stop(
     name: &str,
     agent: Agent,
     grace: Duration,
-) -> Result<&'static str, String> {
+) -> Result<String, String> {
     let Some(id) = session_id(socket, name).await? else {
-        return Ok("no tmux session was left");
+        return Ok("no tmux session was left".into());
     };
     let pids = pane_pids(socket, &id).await?;
     let _ = run(
@@ -87,17 +87,20 @@ pub async fn stop(
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = run(socket, &["send-keys", "-t", &id, "Enter"], None).await;
-    if gone_within(&pids, grace).await {
+    let left = left_after(&pids, grace).await;
+    if left.is_empty() {
         let _ = run(socket, &["kill-session", "-t", &id], None).await;
-        return Ok("the agent exited by itself");
+        return Ok("the agent exited by itself".into());
     }
     signal_sessions(&pids, libc::SIGTERM);
-    let how = match gone_within(&pids, grace).await {
-        true => "the agent ended on SIGTERM",
-        false => {
+    let how = match left_after(&pids, grace).await {
+        still if still.is_empty() => {
+            format!("the agent ended on SIGTERM ({left} outlived its exit command)")
+        }
+        still => {
             signal_sessions(&pids, libc::SIGKILL);
-            gone_within(&pids, Duration::from_secs(2)).await;
-            "the agent was killed (SIGKILL) after SIGTERM and the grace"
+            left_after(&pids, Duration::from_secs(2)).await;
+            format!("the agent was killed (SIGKILL): {still} outlived SIGTERM and the grace")
         }
     };
     let _ = run(socket, &["kill-session", "-t", &id], None).await;
@@ -115,32 +118,43 @@ async fn pane_pids(socket: Option<&str>, id: &str) -> Result<Vec<i32>, String> {
     Ok(out.lines().filter_map(|l| l.trim().parse().ok()).collect())
 }
 
-/// Every process whose session is one of `leaders`' (a pane's process and what it started).
-fn session_members(leaders: &[i32]) -> Vec<i32> {
+/// A process of a pane's session: its pid and its command's name.
+#[derive(Debug, Clone)]
+struct Member {
+    pid: i32,
+    name: String,
+}
+
+/// Every process whose session is one of `leaders`' (a pane's process and what it started),
+/// but zombies: they have ended, and only wait for a parent (one that never reaps, as some
+/// containers' first process, would hold a stop forever).
+fn session_members(leaders: &[i32]) -> Vec<Member> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return leaders.to_vec();
+        return leaders
+            .iter()
+            .map(|&pid| Member {
+                pid,
+                name: "?".into(),
+            })
+            .collect();
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // After the command's `(name)`, which may hold spaces: state, ppid, pgrp, session.
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .map(|(_, rest)| rest.split_whitespace().collect())
-                .unwrap_or_default();
-            fields
-                .get(3)
-                .and_then(|s| s.parse::<i32>().ok())
-                .is_some_and(|sid| leaders.contains(&sid))
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (name) state ppid pgrp session …`; the name may hold spaces and parentheses.
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(').map_or("?", |(_, n)| n).to_string();
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let session = fields.get(3)?.parse::<i32>().ok()?;
+            (leaders.contains(&session) && fields.first() != Some(&"Z"))
+                .then_some(Member { pid, name })
         })
         .collect()
 }
 
 fn signal_sessions(leaders: &[i32], signal: i32) {
-    for pid in session_members(leaders) {
+    for Member { pid, .. } in session_members(leaders) {
         // SAFETY: kill(2) with a pid read from /proc; a pid gone meanwhile is ESRCH.
         unsafe {
             libc::kill(pid, signal);
@@ -148,8 +162,9 @@ fn signal_sessions(leaders: &[i32], signal: i32) {
     }
 }
 
-/// Whether every process of `leaders`' sessions is gone within `wait`.
-async fn gone_within(leaders: &[i32], wait: Duration) -> bool {
+/// What still runs in `leaders`' sessions after waiting up to `wait` for it to end ("" when
+/// nothing does): `name pid`, comma-separated.
+async fn left_after(leaders: &[i32], wait: Duration) -> String {
     let until = Instant::now() + wait;
     loop {
         // A walk of /proc: on the blocking pool, not the actors' thread.
@@ -157,12 +172,44 @@ async fn gone_within(leaders: &[i32], wait: Duration) -> bool {
         let members = actix_rt::task::spawn_blocking(move || session_members(&leaders_now))
             .await
             .unwrap_or_default();
-        if members.is_empty() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
+        if members.is_empty() || Instant::now() >= until {
+            let named: Vec<String> = members
+                .iter()
+                .map(|m| format!("{} {}", m.name, m.pid))
+                .collect();
+            return named.join(", ");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zombie (ended, not yet reaped) in the pane's session held every /stop for its
+    /// SIGTERM and SIGKILL grace ("killed (SIGKILL)" of an agent that had exited by itself):
+    /// it is not counted as running; a live process is.
+    #[test]
+    fn a_zombie_in_the_panes_session_is_not_counted_as_running() {
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        let mut live = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // `true` has exited and is not reaped: a zombie until `wait` below.
+        std::thread::sleep(Duration::from_millis(300));
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", ended.id())).unwrap();
+        assert!(stat.contains(") Z "), "a zombie: {stat}");
+        // SAFETY: getsid(0) reads this process's session id; no memory is touched.
+        let session = unsafe { libc::getsid(0) };
+        let members = session_members(&[session]);
+        let pids: Vec<u32> = members.iter().map(|m| m.pid as u32).collect();
+        assert!(!pids.contains(&ended.id()), "{members:?}");
+        assert!(pids.contains(&live.id()), "{members:?}");
+        assert!(members.iter().any(|m| m.name == "sleep"), "{members:?}");
+        let _ = live.kill();
+        let _ = live.wait();
+        let _ = ended.wait();
     }
 }
