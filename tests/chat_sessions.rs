@@ -164,15 +164,6 @@ fn new_starts_the_agent_in_the_project_the_chat_talks_to_it_and_stop_ends_it() {
     daemon.stop();
 }
 
-/// The bot's messages in `chat` within topic `thread` (`None`: the chat itself).
-fn in_topic(fake: &FakeTelegram, chat: i64, thread: Option<i64>) -> Vec<String> {
-    fake.bot_messages()
-        .iter()
-        .filter(|m| m["chat_id"] == chat && m["message_thread_id"].as_i64() == thread)
-        .filter_map(|m| m["text"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// Forum `chat`'s topics and the keyboard of the bot's message `list`, as the README draws
 /// them.
 fn draw_topics_and_keyboard(fake: &FakeTelegram, chat: i64, list: &Value) -> String {
@@ -205,15 +196,12 @@ fn tap(fake: &FakeTelegram, chat: i64, message: &Value, label: &str) {
     fake.push_tap(chat, ALICE, "Alice", id, &data);
 }
 
-/// The id of forum `chat`'s topic named `name`.
+/// The id of forum `chat`'s topic named `name`, waiting for it.
 fn topic_id(fake: &FakeTelegram, chat: i64, name: &str) -> i64 {
     wait_until(&format!("topic {name}"), Duration::from_secs(40), || {
-        fake.topics(chat).iter().any(|t| t["name"] == name)
+        fake.topic_named(chat, name).is_some()
     });
-    let topics = fake.topics(chat);
-    topics.iter().find(|t| t["name"] == name).unwrap()["message_thread_id"]
-        .as_i64()
-        .unwrap()
+    fake.topic_named(chat, name).unwrap()
 }
 
 #[test]
@@ -249,7 +237,8 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
     let two = topic_id(&fake, FORUM, "two");
     wait_said(&fake, FORUM, "one is ready: claude in demo");
     wait_said(&fake, FORUM, "two is ready: gemini in demo");
-    assert!(in_topic(&fake, FORUM, Some(one))
+    assert!(fake
+        .texts_in_topic(FORUM, Some(one))
         .iter()
         .any(|t| t.starts_with("one is ready")));
     let here = wait_said(&fake, FORUM, "one is ready in its own topic.");
@@ -275,8 +264,8 @@ fn in_a_forum_each_session_gets_a_topic_its_answers_stay_there_and_stop_closes_i
     wait_said(&fake, FORUM, "echo: hello one");
     wait_said(&fake, FORUM, "echo: hello two");
     let (in_one, in_two) = (
-        in_topic(&fake, FORUM, Some(one)),
-        in_topic(&fake, FORUM, Some(two)),
+        fake.texts_in_topic(FORUM, Some(one)),
+        fake.texts_in_topic(FORUM, Some(two)),
     );
     assert!(
         in_one.iter().any(|t| t.contains("echo: hello one")),

@@ -740,15 +740,19 @@ fn without_ci(argv: Vec<String>) -> Vec<String> {
     words
 }
 
-/// Sessions from the chat with the real CLI, started by relayq in project `work`: `/new`
-/// starts it (its own SessionStart says ready; Codex, which has none at start, once it
-/// runs); a message goes there and its answer comes back; `/stop` and its button end it with
-/// its own exit command (nothing killed) and its tmux session; `/resume` lists the
-/// conversation the CLI saved and a tap starts the CLI resuming it: the model is sent the
+/// Sessions from the chat with the real CLI as project `work`'s agent, in a Telegram forum:
+/// `/new` twice starts two at once, each in a topic of its own (ready when its own
+/// SessionStart comes; Codex, which has none at start, once it runs); each topic's message
+/// is answered in that topic only; `/sessions` lists both; `/clear` typed in a pane keeps its
+/// topic talking to it; `/stop` ends one with its own exit command (nothing killed), closes
+/// its topic, and a message sent there is told it was dropped; `/resume` lists the
+/// conversation the CLI saved and a tap resumes it in a new topic: the model is sent the
 /// earlier turn with the new one.
 fn sessions_from_the_chat(kind: &'static str) {
+    const FORUM: i64 = -100_555;
     let model = FakeModel::start();
     let fake = FakeTelegram::start(TOKEN);
+    fake.make_forum(FORUM);
     let tmux = Tmux::new(&format!("chat-{kind}"));
     let app = App::new(Config::default());
     let setup = AgentSetup::write(kind, &app, &model);
@@ -795,8 +799,12 @@ fn sessions_from_the_chat(kind: &'static str) {
             .arg(&setup.home)
             .output();
         format!(
-            "the chat has {:#?}\nthe agent's files:\n{}\npanes:\n{}\nsessions: {}\nlog:\n{}",
-            chat(&fake, ALICE),
+            "the forum has {:#?}\ntopics {:?}\nthe agent's files:\n{}\npanes:\n{}\nsessions: {}\nlog:\n{}",
+            fake.bot_messages()
+                .iter()
+                .map(|m| format!("[{}] {}", m["message_thread_id"], m["text"]))
+                .collect::<Vec<_>>(),
+            fake.topics(FORUM),
             saved
                 .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
                 .unwrap_or_default(),
@@ -805,23 +813,29 @@ fn sessions_from_the_chat(kind: &'static str) {
             daemon.log()
         )
     };
-    let said = |part: &str| -> Value {
-        waited(&format!("the bot says {part:?}"), &context, || {
-            chat(&fake, ALICE).iter().any(|t| t.contains(part))
-        });
-        fake.bot_messages()
-            .into_iter()
-            .rev()
-            .find(|m| m["chat_id"] == ALICE && m["text"].as_str().is_some_and(|t| t.contains(part)))
-            .unwrap()
+    // The bot's last message in `thread` (`None`: outside the topics) holding `part`.
+    let said_in = |thread: Option<i64>, part: &str| -> Value {
+        let found = || {
+            fake.bot_messages().into_iter().rev().find(|m| {
+                m["chat_id"] == FORUM
+                    && m["message_thread_id"].as_i64() == thread
+                    && m["text"].as_str().is_some_and(|t| t.contains(part))
+            })
+        };
+        waited(
+            &format!("the bot says {part:?} in {thread:?}"),
+            &context,
+            || found().is_some(),
+        );
+        found().unwrap()
     };
     let tap = |message: &Value, label: &str| {
         let (_, data) = FakeTelegram::buttons(message)
             .into_iter()
-            .find(|(l, _)| l.starts_with(label))
+            .find(|(l, _)| l.contains(label))
             .unwrap_or_else(|| panic!("no button {label:?} under {message}"));
         let id = message["message_id"].as_i64().unwrap();
-        fake.push_tap(ALICE, ALICE, "Alice", id, &data);
+        fake.push_tap(FORUM, ALICE, "Alice", id, &data);
     };
     let sessions = || {
         let out = tmux.run(&["list-sessions", "-F", "#{session_name}"]);
@@ -830,19 +844,74 @@ fn sessions_from_the_chat(kind: &'static str) {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
+    let topic = |name: &str| {
+        waited(&format!("topic {name}"), &context, || {
+            fake.topic_named(FORUM, name).is_some()
+        });
+        fake.topic_named(FORUM, name)
+    };
 
-    fake.push_text(ALICE, ALICE, &format!("/new work {kind} first"));
-    said(&format!("first is ready: {kind} in work"));
-    if kind == "claude" {
-        keep_manual_mode(&tmux, "first");
+    // Two at once, each in its own topic.
+    fake.push_text(FORUM, ALICE, &format!("/new work {kind} first"));
+    fake.push_text(FORUM, ALICE, &format!("/new work {kind} second"));
+    let (first, second) = (topic("first"), topic("second"));
+    for (name, thread) in [("first", first), ("second", second)] {
+        said_in(thread, &format!("{name} is ready: {kind} in work"));
+        if kind == "claude" {
+            keep_manual_mode(&tmux, name);
+        }
     }
-    fake.push_text(ALICE, ALICE, "remember the word kiwi");
-    said("echo: remember the word kiwi");
+    fake.push_text_in_topic(FORUM, ALICE, first.unwrap(), "remember the word kiwi");
+    fake.push_text_in_topic(FORUM, ALICE, second.unwrap(), "please reply two");
+    said_in(first, "echo: remember the word kiwi");
+    said_in(second, "echo: please reply two");
+    let (in_first, in_second) = (
+        fake.texts_in_topic(FORUM, first).join("\n"),
+        fake.texts_in_topic(FORUM, second).join("\n"),
+    );
+    assert!(!in_first.contains("reply two"), "{in_first}");
+    assert!(!in_second.contains("kiwi"), "{in_second}");
 
-    fake.push_text(ALICE, ALICE, "/stop first");
-    let ask = said("Stop first");
+    fake.push_text(FORUM, ALICE, "/sessions");
+    let list = said_in(None, "Sessions of this chat");
+    let labels: Vec<String> = FakeTelegram::buttons(&list)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    for name in ["first", "second"] {
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.starts_with(name) && l.contains("ready")),
+            "{labels:?}"
+        );
+    }
+
+    // /clear typed in the terminal: a new conversation (a new id of the agent's own) in the
+    // same pane, the same topic.
+    let native = || {
+        let out = app.run(&["session", "list", "--json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let second = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == "second");
+        second.map(|s| s["native_session_id"].clone())
+    };
+    let before = native();
+    keys_to(&tmux, "second", &["-l", "/clear"]);
+    std::thread::sleep(Duration::from_millis(300));
+    keys_to(&tmux, "second", &["Enter"]);
+    std::thread::sleep(Duration::from_secs(2));
+    fake.push_text_in_topic(FORUM, ALICE, second.unwrap(), "please reply after clear");
+    said_in(second, "echo: please reply after clear");
+    assert_ne!(native(), before, "{kind}'s /clear made a new conversation");
+
+    fake.push_text_in_topic(FORUM, ALICE, first.unwrap(), "/stop");
+    let ask = said_in(first, "Stop first");
     tap(&ask, "Stop");
-    said("first stopped");
+    said_in(first, "first stopped");
     assert!(
         daemon
             .log()
@@ -855,22 +924,29 @@ fn sessions_from_the_chat(kind: &'static str) {
         "{:?}",
         sessions()
     );
+    waited("topic first closed", &context, || {
+        fake.topics(FORUM)
+            .iter()
+            .any(|t| t["name"] == "first" && t["closed"] == true)
+    });
+    fake.push_text_in_topic(FORUM, ALICE, first.unwrap(), "still there?");
+    said_in(first, "your message was dropped");
 
-    fake.push_text(ALICE, ALICE, "/resume work");
-    let list = said("Conversations in work, newest first:");
+    fake.push_text(FORUM, ALICE, "/resume work");
+    let list = said_in(None, "Conversations in work, newest first:");
     let text = list["text"].as_str().unwrap().to_string();
     assert!(
-        text.contains(&format!("1. {kind} · ")) && text.contains("remember the word kiwi"),
+        text.contains(&format!(". {kind} · ")) && text.contains("remember the word kiwi"),
         "the conversation {kind} saved is listed with its first prompt: {text}"
     );
-    tap(&list, &format!("1. {kind}"));
-    said(&format!("Resuming {kind} in work as work-{kind}-1"));
-    said(&format!("work-{kind}-1 is ready: {kind} in work"));
+    tap(&list, "kiwi");
+    let resumed = topic(&format!("work-{kind}-1"));
+    said_in(resumed, &format!("work-{kind}-1 is ready: {kind} in work"));
     if kind == "claude" {
         keep_manual_mode(&tmux, &format!("work-{kind}-1"));
     }
-    fake.push_text(ALICE, ALICE, "what was the word?");
-    said("echo: what was the word?");
+    fake.push_text_in_topic(FORUM, ALICE, resumed.unwrap(), "what was the word?");
+    said_in(resumed, "echo: what was the word?");
     assert!(
         model.asked_with_all(&["remember the word kiwi", "what was the word?"]),
         "the resumed {kind} sent the earlier turn with the new one"

@@ -152,6 +152,23 @@ impl FakeTelegram {
         state.forums.get(&chat).cloned().unwrap_or_default()
     }
 
+    /// The id of forum `chat`'s topic named `name`, once there is one.
+    pub fn topic_named(&self, chat: i64, name: &str) -> Option<i64> {
+        let topics = self.topics(chat);
+        let topic = topics.iter().find(|t| t["name"] == name)?;
+        topic["message_thread_id"].as_i64()
+    }
+
+    /// The texts of the bot's messages in `chat` within topic `thread` (`None`: the chat
+    /// itself, outside every topic), in order.
+    pub fn texts_in_topic(&self, chat: i64, thread: Option<i64>) -> Vec<String> {
+        self.bot_messages()
+            .iter()
+            .filter(|m| m["chat_id"] == chat && m["message_thread_id"].as_i64() == thread)
+            .filter_map(|m| m["text"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Deletes a topic: a send to it is then "message thread not found".
     pub fn delete_topic(&self, chat: i64, thread: i64) {
         let mut state = self.shared.0.lock().unwrap();
