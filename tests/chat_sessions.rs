@@ -31,9 +31,6 @@ fn project_config_with(
     hook: &[String],
     more: &[&str],
 ) -> Config {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
-    let hook = serde_json::to_string(hook).unwrap();
-    let log = app_dir.join("agent.jsonl");
     tmux.agent_config(&["programs = [\"python3\"]", "missing_grace = \"5s\""])
         .telegram_source(
             &fake.url,
@@ -42,21 +39,27 @@ fn project_config_with(
             &[],
             &["session_template = \"tg{chat}\""],
         )
-        .table(
-            "projects.demo",
-            &[
-                &format!("dir = {:?}", app_dir.display().to_string()),
-                "agents = [\"claude\", \"gemini\"]",
-                &format!("commands.claude = [\"python3\", {script:?}]"),
-                &format!("commands.gemini = [\"python3\", {script:?}]"),
-                "env.FAKE_AGENT = \"claude\"",
-                &format!("env.FAKE_HOOK = {hook:?}"),
-                &format!("env.FAKE_LOG = {:?}", log.display().to_string()),
-            ]
-            .into_iter()
-            .chain(more.iter().copied())
-            .collect::<Vec<_>>(),
-        )
+        .table("projects.demo", &demo_project(app_dir, hook, more))
+}
+
+/// `[projects.demo]`: `dir` the app's directory, running the fake agent as `claude` (and
+/// `gemini`), its hooks wired to `hook`, its log in `agent.jsonl`; `more` lines after.
+fn demo_project(app_dir: &std::path::Path, hook: &[String], more: &[&str]) -> Vec<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
+    let hook = serde_json::to_string(hook).unwrap();
+    let log = app_dir.join("agent.jsonl");
+    [
+        format!("dir = {:?}", app_dir.display().to_string()),
+        "agents = [\"claude\", \"gemini\"]".to_string(),
+        format!("commands.claude = [\"python3\", {script:?}]"),
+        format!("commands.gemini = [\"python3\", {script:?}]"),
+        "env.FAKE_AGENT = \"claude\"".to_string(),
+        format!("env.FAKE_HOOK = {hook:?}"),
+        format!("env.FAKE_LOG = {:?}", log.display().to_string()),
+    ]
+    .into_iter()
+    .chain(more.iter().map(|l| l.to_string()))
+    .collect()
 }
 
 /// The texts the bot sent to chat `chat`, oldest first.
@@ -753,4 +756,186 @@ fn new_read_by_the_polling_node_starts_the_agent_on_the_projects_node() {
     wait_said(&fake, ALICE, "echo: hello from node a's poll");
     on_a.stop();
     on_b.stop();
+}
+
+/// Slack, as Telegram's forums: ` /new` typed in a channel (after a space: Slack keeps a
+/// leading `/`) opens a thread for the session (a message naming it, whose `ts` is the
+/// thread); the ready message goes in it; a message written in the thread reaches the
+/// session and its answer comes back there; ` /stop` in the thread asks with Block Kit
+/// buttons, and the click stops the session, said in the thread.
+#[test]
+fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
+    use relayq_actors::sources::slack::sign;
+    const SECRET: &str = "slack-sessions-secret";
+    // Slack's Web API: each message gets a ts of its own.
+    let slack = Endpoint::start_with(0, |calls| {
+        let call = calls.last().unwrap();
+        let n = calls.len();
+        let body = match call.url.rsplit('/').next().unwrap_or_default() {
+            "auth.test" => serde_json::json!({"ok": true, "user": "relayq", "team": "Demo"}),
+            "chat.postMessage" | "chat.update" => {
+                let ts = call.body["ts"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or(format!("1767226000.{n:06}"));
+                serde_json::json!({"ok": true, "channel": call.body["channel"], "ts": ts})
+            }
+            _ => serde_json::json!({"ok": true}),
+        };
+        Reply {
+            headers: vec![("Content-Type", "application/json; charset=utf-8".into())],
+            body: body.to_string(),
+            ..Reply::status(200)
+        }
+    });
+    let port = crate::common::api::free_port();
+    let tmux = Tmux::new("chat-slack");
+    let app = App::new(Config::default());
+    let config = tmux
+        .agent_config(&["programs = [\"python3\"]", "missing_grace = \"5s\""])
+        .http_on(port)
+        .table(
+            "sources.team",
+            &[
+                "kind = \"slack\"",
+                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+                "token = \"xoxb-test-token\"",
+                &format!("api_url = \"{}/\"", slack.url),
+                "allowed_users = [\"U0ALICE\"]",
+                "session_template = \"slack-{channel}\"",
+            ],
+        )
+        .table(
+            "projects.demo",
+            &demo_project(app.dir.path(), &app.hook_argv("claude"), &[]),
+        );
+    app.write_config(config);
+    let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
+    let client = reqwest::blocking::Client::new();
+    let post = |body: String, content_type: &str| {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let sent = client
+            .post(&url)
+            .header("Content-Type", content_type)
+            .header("X-Slack-Request-Timestamp", ts.to_string())
+            .header("X-Slack-Signature", sign(SECRET, ts, body.as_bytes()))
+            .body(body)
+            .send()
+            .unwrap();
+        assert_eq!(sent.status(), 200);
+    };
+    let say = |text: &str, ts: &str, thread: Option<&str>| {
+        let mut event = serde_json::json!({"type": "message", "channel": "C0DEV",
+            "user": "U0ALICE", "text": text, "ts": ts, "channel_type": "channel"});
+        if let Some(thread) = thread {
+            event["thread_ts"] = thread.into();
+        }
+        let callback = serde_json::json!({"type": "event_callback", "team_id": "T0TEAM",
+            "event_id": format!("Ev{ts}"), "event": event});
+        post(callback.to_string(), "application/json");
+    };
+    // The messages relayq posted: (thread_ts, text, blocks).
+    let posted = || -> Vec<(Option<String>, String, Value)> {
+        slack
+            .calls()
+            .into_iter()
+            .filter(|c| c.url.ends_with("chat.postMessage"))
+            .map(|c| {
+                (
+                    c.body["thread_ts"].as_str().map(str::to_string),
+                    c.body["text"].as_str().unwrap_or_default().to_string(),
+                    c.body["blocks"].clone(),
+                )
+            })
+            .collect()
+    };
+    let wait_posted = |part: &str| -> (Option<String>, String, Value) {
+        wait_until(
+            &format!("Slack gets {part:?}"),
+            Duration::from_secs(40),
+            || posted().iter().any(|(_, t, _)| t.contains(part)),
+        );
+        posted()
+            .into_iter()
+            .rev()
+            .find(|(_, t, _)| t.contains(part))
+            .unwrap()
+    };
+
+    say(" /new demo claude one", "1767226100.000100", None);
+    let opened = wait_posted("Session *one*");
+    assert_eq!(opened.0, None, "the thread starts in the channel");
+    let thread = slack
+        .calls()
+        .iter()
+        .position(|c| c.body["text"] == opened.1.as_str())
+        .map(|n| format!("1767226000.{:06}", n + 1))
+        .unwrap();
+    let ready = wait_posted("one is ready: claude in demo");
+    assert_eq!(
+        ready.0.as_deref(),
+        Some(thread.as_str()),
+        "ready in the thread"
+    );
+
+    say("hello one", "1767226100.000200", Some(&thread));
+    let answer = wait_posted("echo: hello one");
+    assert_eq!(
+        answer.0.as_deref(),
+        Some(thread.as_str()),
+        "answered in the thread"
+    );
+
+    say(" /stop", "1767226100.000300", Some(&thread));
+    let ask = wait_posted("Stop one (claude in demo)?");
+    assert_eq!(ask.0.as_deref(), Some(thread.as_str()));
+    let value = ask.2.as_array().unwrap().iter().find_map(|block| {
+        block["elements"].as_array()?.iter().find_map(|b| {
+            b["text"]["text"]
+                .as_str()?
+                .starts_with("Stop")
+                .then(|| b["value"].as_str().unwrap().to_string())
+        })
+    });
+    let click = serde_json::json!({
+        "type": "block_actions",
+        "user": {"id": "U0ALICE", "username": "alice", "name": "alice", "team_id": "T0TEAM"},
+        "api_app_id": "A0APP", "token": "x", "trigger_id": "1.2.3",
+        "container": {"type": "message", "message_ts": "1767226000.000009", "channel_id": "C0DEV",
+                      "thread_ts": thread, "is_ephemeral": false},
+        "team": {"id": "T0TEAM", "domain": "demo"},
+        "channel": {"id": "C0DEV", "name": "dev"},
+        "response_url": format!("{}/actions/T0TEAM/1", slack.url),
+        "actions": [{"action_id": "relayq-button-0-0", "block_id": "b", "value": value.unwrap(),
+                     "type": "button", "action_ts": "1767226101.000001",
+                     "text": {"type": "plain_text", "text": "Stop one"}}],
+    });
+    let encoded: String = click
+        .to_string()
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect();
+    post(
+        format!("payload={encoded}"),
+        "application/x-www-form-urlencoded",
+    );
+    let stopped = wait_posted("one stopped");
+    assert_eq!(
+        stopped.0.as_deref(),
+        Some(thread.as_str()),
+        "said in the thread"
+    );
+    wait_until("its tmux session gone", Duration::from_secs(20), || {
+        !tmux_sessions(&tmux).contains(&"one".to_string())
+    });
+    daemon.stop();
 }

@@ -5,11 +5,15 @@
 //! defaults) and on a durable PostgreSQL server (fsync on). This is the whole of what the
 //! daemon does for `/sessions` between reading it and handing the answer to the sender; the
 //! chat's send is paced by Telegram's budget, not by this.
+//!
+//! And `/new` → "ready" in the chat with relayq serving (see [`new_to_ready`]).
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Context as _, Result};
 use relayq_engine::chat_sessions::{
     command_of, Asked, ProjectEntry, PublishProjects, RecordRequests, SessionRequest,
 };
@@ -95,4 +99,137 @@ pub fn run(runs: usize) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How long the fake agent takes to start: about what a real CLI takes before its first
+/// hook, so the chat's per-chat pace (1 message a second) never holds the "ready" message.
+const START_UP_MS: u64 = 1_500;
+
+/// `/new` → "NAME is ready" in the chat, less the agent's own start-up, `runs` times on each
+/// backend: `relayq serve` as a process, the fake Telegram (`FakeTelegram`), a private tmux
+/// server, and the fake agent (`tests/agents/fake_agent.py`) as the project's agent, taking
+/// [`START_UP_MS`] before its SessionStart hook. Each run is a new private chat, so no run's
+/// messages share a chat's budget with another's. What is left after the agent's start-up
+/// (from its first line of Python to its hook) is relayq's: reading the command, recording
+/// it, starting tmux and the interpreter, the hook, and sending the answer.
+pub fn new_to_ready(root: &Path, relayq: &Path, runs: usize) -> Result<()> {
+    let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+    for (name, url) in [("SQLite", None), ("PostgreSQL", Some(server.url()))] {
+        let over = new_to_ready_on(root, relayq, url.as_deref(), runs)?;
+        eprintln!(
+            "/new → ready less the agent's start-up, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({runs} sessions, agent start-up {START_UP_MS} ms)",
+            percentile(&over, 50.0),
+            percentile(&over, 99.0),
+            percentile(&over, 100.0),
+        );
+    }
+    Ok(())
+}
+
+fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -> Result<Vec<f64>> {
+    use relayq_actors::sources::telegram::fake::FakeTelegram;
+    const TOKEN: &str = "123456:bench-token";
+    let dir = tempfile::tempdir()?;
+    let (config, db, log) = (
+        dir.path().join("config.toml"),
+        dir.path().join("relayq.db"),
+        dir.path().join("agent.jsonl"),
+    );
+    let fake = FakeTelegram::start(TOKEN);
+    let socket = format!("relayq-bench-new-{}", std::process::id());
+    let script = root.join("tests/agents/fake_agent.py");
+    let mut hook: Vec<String> = Vec::new();
+    if let Some(url) = url {
+        hook.extend(["env".into(), format!("RELAYQ_DATABASE__URL={url}")]);
+    }
+    hook.extend([
+        relayq.display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--db".into(),
+        db.display().to_string(),
+        "hook".into(),
+        "--agent".into(),
+        "claude".into(),
+    ]);
+    let users: Vec<String> = (1..=runs).map(|u| u.to_string()).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "[sessions]\ndefault_channel = \"pane\"\n\n\
+             [channels.pane]\nkind = \"tmux\"\nsocket_name = {socket:?}\nprograms = [\"python3\"]\n\n\
+             [sources.bot]\nkind = \"telegram\"\ntoken = {TOKEN:?}\napi_url = {:?}\n\
+             allowed_users = [{}]\npoll_timeout = \"1s\"\nsession_template = \"tg{{chat}}\"\n\n\
+             [projects.demo]\ndir = {:?}\nagents = [\"claude\"]\n\
+             commands.claude = [\"python3\", {:?}]\nenv.FAKE_AGENT = \"claude\"\n\
+             env.FAKE_HOOK = {:?}\nenv.FAKE_LOG = {:?}\nenv.FAKE_START_DELAY_MS = \"{START_UP_MS}\"\n",
+            fake.url,
+            users.join(", "),
+            dir.path().display().to_string(),
+            script.display().to_string(),
+            serde_json::to_string(&hook)?,
+            log.display().to_string(),
+        ),
+    )?;
+    let mut serve = Command::new(relayq);
+    serve
+        .args(["--config", &config.display().to_string()])
+        .args(["--db", &db.display().to_string(), "serve"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("serve.log"))?);
+    if let Some(url) = url {
+        serve.env("RELAYQ_DATABASE__URL", url);
+    }
+    let mut daemon = serve.spawn().context("starting relayq serve")?;
+    let measured = (|| -> Result<Vec<f64>> {
+        let mut over = Vec::with_capacity(runs);
+        for run in 1..=runs {
+            let chat = run as i64;
+            let name = format!("n{run}");
+            let began = Instant::now();
+            fake.push_text(chat, chat, &format!("/new demo claude {name}"));
+            let ready = format!("{name} is ready");
+            let deadline = began + Duration::from_secs(60);
+            while !fake.texts_to(chat).iter().any(|t| t.starts_with(&ready)) {
+                if Instant::now() > deadline {
+                    let serve_log = std::fs::read_to_string(dir.path().join("serve.log"))?;
+                    bail!(
+                        "{name} was not ready within 60 s: {:?}\n{serve_log}",
+                        fake.texts_to(chat)
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let took = began.elapsed().as_secs_f64() * 1000.0;
+            over.push(took - agent_start_up_ms(&log, run)?);
+        }
+        Ok(over)
+    })();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let _ = Command::new("tmux")
+        .args(["-L", &socket, "kill-server"])
+        .status();
+    measured
+}
+
+/// The `run`th fake agent's own start-up: from its `started` line to its `start_up_done`.
+fn agent_start_up_ms(log: &Path, run: usize) -> Result<f64> {
+    let text = std::fs::read_to_string(log)?;
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let at = |field: &str| {
+        lines
+            .iter()
+            .filter(|l| l.get(field).is_some())
+            .nth(run - 1)
+            .and_then(|l| l["at"].as_f64().or_else(|| l[field].as_f64()))
+    };
+    match (at("started"), at("start_up_done")) {
+        (Some(from), Some(to)) => Ok((to - from) * 1000.0),
+        _ => bail!("the fake agent's log lacks run {run}'s start-up: {text}"),
+    }
 }

@@ -186,7 +186,8 @@ fn main() -> Result<()> {
         return tune(&sizes, runs);
     }
     if args.scenarios.contains(&Scenario::ChatSessions) {
-        return chat_sessions::run(200 * runs);
+        chat_sessions::run(200 * runs)?;
+        return chat_sessions::new_to_ready(&root, &build_relayq(&root)?, 20 * runs);
     }
     if args.scenarios.contains(&Scenario::TuneOutbound) {
         return tune_outbound(&sizes, runs);

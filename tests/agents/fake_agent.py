@@ -341,8 +341,9 @@ def main():
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
     out.write("\033[?2004h")
-    log(started=SESSION, argv=ARGS, resumed=RESUMED)
+    log(started=SESSION, argv=ARGS, resumed=RESUMED, at=time.time())
     time.sleep(START_DELAY)
+    log(start_up_done=time.time())
     if AGENT != "codex":
         hook("SessionStart", source="startup")
     draw("fake agent ready")

@@ -610,9 +610,9 @@ impl Config {
     }
 
     /// `lines` in `table`.
-    pub fn table(mut self, table: &str, lines: &[&str]) -> Self {
+    pub fn table(mut self, table: &str, lines: &[impl AsRef<str>]) -> Self {
         for line in lines {
-            self = self.set(table, line);
+            self = self.set(table, line.as_ref());
         }
         self
     }

@@ -118,6 +118,14 @@ impl Channel for SlackChannel {
         })
     }
 
+    /// A thread per session: a message naming the session starts it, and its `ts` is the
+    /// thread's id. Slack threads cannot be closed: the session's "stopped" notice in it is
+    /// the last word.
+    fn thread(&self, call: super::ThreadCall) -> Option<super::ThreadAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.session_thread(call).await }))
+    }
+
     bot_channel_basics!(render: render::slack_mrkdwn, pace: config::pace, ready: auth_test);
 }
 
@@ -158,6 +166,37 @@ impl SlackChannel {
         match self.http.send(request).await {
             Ok(reply) => classify(&reply),
             Err(no_answer) => no_answer,
+        }
+    }
+
+    /// Opens a session's thread (see [`Channel::thread`]): the new thread's `ts`.
+    async fn session_thread(&self, call: super::ThreadCall) -> Result<Option<String>, String> {
+        let super::ThreadCall::Open { to, name } = call else {
+            return Ok(None);
+        };
+        let body = json!({
+            "channel": to.trim(),
+            "text": format!("Session *{name}*: write in this thread to talk to it."),
+            "mrkdwn": true,
+        });
+        let request = self
+            .http
+            .post(self.method("chat.postMessage"))
+            .body(body.to_string(), "application/json; charset=utf-8");
+        let reply = match self.http.send(request).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return Err(format!("chat.postMessage got no answer: {no_answer:?}")),
+        };
+        match reply.json::<WebApiReply>() {
+            Some(WebApiReply {
+                ok: true,
+                ts: Some(ts),
+                ..
+            }) => Ok(Some(ts)),
+            _ => Err(format!(
+                "Slack refused the session's thread: {}",
+                describe(&reply)
+            )),
         }
     }
 

@@ -188,7 +188,7 @@ impl SlackReader {
             user_name: interaction["user"]["name"].as_str().unwrap_or(user).to_string(),
             may: allowed,
             known: allowed,
-            topics: false,
+            topics: true,
             max_sessions: self.config.routing.max_sessions,
             asked: Asked::Tapped {
                 tap,
@@ -255,7 +255,8 @@ impl SlackReader {
                 user_name: m.actor_id.clone().unwrap_or_else(|| "someone".into()),
                 may: true,
                 known: true,
-                topics: false,
+                // A session started here gets a thread of its own.
+                topics: true,
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Typed(typed),
             }]);
