@@ -939,3 +939,38 @@ fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
     });
     daemon.stop();
 }
+
+/// Bot API 9.3: a bot whose `getMe` says `has_topics_enabled` has topics in private chats, and
+/// a session started there gets one, as in a forum: the ready message and the answers go in
+/// it. A private chat without them talks to its current session (the other tests).
+#[test]
+fn in_a_private_chat_with_topics_a_session_gets_a_topic() {
+    let fake = FakeTelegram::start(TOKEN);
+    fake.enable_private_topics();
+    let tmux = Tmux::new("chat-private-topics");
+    let app = App::new(Config::default());
+    let config = project_config(app.dir.path(), &tmux, &fake, &app.hook_argv("claude"));
+    app.write_config(config);
+    let daemon = app.serve();
+    // The source asks getMe before it first reads: it knows the bot has topics.
+    fake.push_text(ALICE, ALICE, "/new demo claude mine");
+    let topic = topic_id(&fake, ALICE, "mine");
+    wait_said(&fake, ALICE, "mine is ready: claude in demo");
+    assert!(
+        fake.texts_in_topic(ALICE, Some(topic))
+            .iter()
+            .any(|t| t.starts_with("mine is ready")),
+        "{:#?}",
+        fake.bot_messages()
+    );
+    fake.push_text_in_topic(ALICE, ALICE, topic, "hello mine");
+    wait_said(&fake, ALICE, "echo: hello mine");
+    assert!(
+        fake.texts_in_topic(ALICE, Some(topic))
+            .iter()
+            .any(|t| t.contains("echo: hello mine")),
+        "{:#?}",
+        fake.bot_messages()
+    );
+    daemon.stop();
+}

@@ -78,6 +78,8 @@ struct FakeState {
     next_thread_id: i64,
     /// The last `setMyCommands` list.
     commands: Vec<Value>,
+    /// The bot has topics in private chats.
+    private_topics: bool,
 }
 
 impl FakeTelegram {
@@ -141,6 +143,12 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().forums.entry(chat).or_default();
     }
 
+    /// Turns on the bot's topics in private chats (Bot API 9.3: `getMe` says
+    /// `has_topics_enabled`, and `createForumTopic` works in a private chat).
+    pub fn enable_private_topics(&self) {
+        self.shared.0.lock().unwrap().private_topics = true;
+    }
+
     /// Takes from the bot the right to create topics in forum `chat`.
     pub fn refuse_topics(&self, chat: i64) {
         self.shared.0.lock().unwrap().no_topic_rights.push(chat);
@@ -179,7 +187,8 @@ impl FakeTelegram {
         }
     }
 
-    /// Queues a text from `user` in topic `thread` of forum `chat`; the update id.
+    /// Queues a text from `user` in topic `thread` of forum `chat` (of their private chat, when
+    /// `chat` is `user`); the update id.
     pub fn push_text_in_topic(&self, chat: i64, user: i64, thread: i64, text: &str) -> i64 {
         let message_id = self.take_message_id();
         self.push_message(json!({
@@ -187,7 +196,11 @@ impl FakeTelegram {
             "message_thread_id": thread,
             "is_topic_message": true,
             "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
-            "chat": {"id": chat, "type": "supergroup", "is_forum": true},
+            "chat": if chat == user {
+                json!({"id": chat, "type": "private"})
+            } else {
+                json!({"id": chat, "type": "supergroup", "is_forum": true})
+            },
             "date": 1767225600,
             "text": text,
         }))
@@ -449,9 +462,13 @@ impl FakeTelegram {
         };
         let args: Value = serde_json::from_str(body).unwrap_or(json!({}));
         let (status, value) = match method {
-            "getMe" => ok(
-                json!({"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME}),
-            ),
+            "getMe" => {
+                let topics = self.shared.0.lock().unwrap().private_topics;
+                ok(
+                    json!({"id": 42, "is_bot": true, "first_name": "relayq test", "username": BOT_USERNAME,
+                           "has_topics_enabled": topics}),
+                )
+            }
             "getUpdates" if self.webhook_set() => (
                 409,
                 error(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"),
@@ -585,7 +602,9 @@ impl FakeTelegram {
         if !(1..=128).contains(&name.chars().count()) {
             return (400, error(400, "Bad Request: TOPIC_TITLE_EMPTY"));
         }
-        if !state.forums.contains_key(&chat) {
+        // A private chat's id is the user's, a positive number.
+        let private = chat > 0 && state.private_topics;
+        if !state.forums.contains_key(&chat) && !private {
             return (400, error(400, "Bad Request: the chat is not a forum"));
         }
         if state.no_topic_rights.contains(&chat) {

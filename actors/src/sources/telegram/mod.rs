@@ -74,6 +74,11 @@ struct Inner {
     limit: AtomicUsize,
     /// The bot's commands were registered (`setMyCommands`), once per start.
     commands_registered: std::sync::atomic::AtomicBool,
+    /// The bot has topics in private chats (`getMe`'s `has_topics_enabled`, Bot API 9.3): a
+    /// session started in a private chat then gets a topic, as in a forum.
+    private_topics: std::sync::atomic::AtomicBool,
+    /// `getMe` answered (asked before each fetch until it does).
+    me_known: std::sync::atomic::AtomicBool,
 }
 
 /// The most updates one `getUpdates` returns (Telegram's own maximum for `limit`).
@@ -104,6 +109,8 @@ impl TelegramSource {
                 http,
                 limit: AtomicUsize::new(MAX_UPDATES),
                 commands_registered: Default::default(),
+                private_topics: Default::default(),
+                me_known: Default::default(),
             }),
             origin: origin("telegram").into(),
         })
@@ -121,7 +128,12 @@ impl Source for TelegramSource {
             actix_rt::spawn(async move { inner.register_commands().await });
         }
         let (inner, origin) = (self.inner.clone(), self.origin.clone());
-        Box::pin(async move { inner.fetch(offset, &origin).await })
+        Box::pin(async move {
+            if !inner.me_known.load(Ordering::Relaxed) {
+                inner.learn_me().await;
+            }
+            inner.fetch(offset, &origin).await
+        })
     }
 
     fn ready_check(&self) -> Option<crate::kit::ReadyCheck> {
@@ -165,6 +177,12 @@ impl Source for TelegramSource {
 }
 
 impl Inner {
+    /// Whether a session started in `chat` gets a topic of its own: a forum, or a private
+    /// chat when the bot has topics there.
+    fn has_topics(&self, chat: &Chat) -> bool {
+        chat.is_forum || (chat.kind == "private" && self.private_topics.load(Ordering::Relaxed))
+    }
+
     fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
     }
@@ -201,6 +219,23 @@ impl Inner {
                 Err(e) => tracing::warn!(error = %e, "setMyCommands refused: Telegram will not offer /new, /sessions... as the user types (they work all the same)"),
             },
             Err(e) => tracing::warn!(error = %e, "cannot register the bot's commands with Telegram"),
+        }
+    }
+
+    /// What `getMe` says of the bot that reading needs: whether it has topics in private
+    /// chats. Without an answer, none (said in the log), and asked again at the next fetch.
+    async fn learn_me(&self) {
+        let me = match self.call(&self.short, "getMe", &json!({})).await {
+            Ok(reply) => answered(&reply).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match me {
+            Ok(me) => {
+                let topics = me["has_topics_enabled"] == true;
+                self.private_topics.store(topics, Ordering::Relaxed);
+                self.me_known.store(true, Ordering::Relaxed);
+            }
+            Err(error) => tracing::warn!(error, "getMe got no answer: private chats get no topics until it does"),
         }
     }
 
@@ -336,7 +371,7 @@ impl Inner {
                 user_name: message.from.as_ref().map_or_else(|| "someone".into(), User::name),
                 may: sender.is_some_and(|s| self.config.routing.allows(&s)),
                 known: !stranger,
-                topics: message.chat.is_forum,
+                topics: self.has_topics(&message.chat),
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Typed(typed),
             };
@@ -410,7 +445,7 @@ impl Inner {
                 user_name: tap.from.name(),
                 may: self.config.routing.allows(&tap.from.id),
                 known: self.allowed(Some(tap.from.id), message.chat.id),
-                topics: message.chat.is_forum,
+                topics: self.has_topics(&message.chat),
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped { tap: session_tap, callback: Some(tap.id) },
             }));
@@ -759,6 +794,9 @@ impl User {
 #[derive(Debug, Deserialize)]
 struct Chat {
     id: i64,
+    /// `private`, `group`, `supergroup` or `channel`.
+    #[serde(rename = "type", default)]
+    kind: String,
     /// A supergroup with topics (a forum): a session started there gets a topic of its own.
     #[serde(default)]
     is_forum: bool,
