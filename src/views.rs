@@ -12,6 +12,9 @@ use crate::output::with_times;
 /// Stuck rows listed at most.
 const STUCK_SHOWN: usize = 20;
 
+/// Waiting session commands listed at most.
+const COMMANDS_SHOWN: i64 = 20;
+
 /// What status reports, read once, then printed as text or JSON.
 pub struct Status {
     pub(crate) counts: Vec<StateCount>,
@@ -24,6 +27,8 @@ pub struct Status {
     pub(crate) unmatched: Vec<relayq_engine::SessionRecord>,
     /// The daemons serving the database, and what each holds.
     pub(crate) nodes: Vec<relayq_engine::nodes::NodeView>,
+    /// Session commands from the chats that wait for their node or run on it.
+    pub(crate) commands: Vec<relayq_engine::storage::chat_sessions::CommandRow>,
     pub(crate) now: i64,
 }
 
@@ -38,6 +43,7 @@ impl Status {
             held: engine.pauses()?,
             unmatched: engine.unmatched_sessions()?,
             nodes: engine.nodes()?,
+            commands: engine.waiting_session_commands(COMMANDS_SHOWN)?,
             now,
         })
     }
@@ -81,9 +87,18 @@ impl Status {
                 with_times(node, &["started_at", "seen_at", "stopped_at"])
             })
             .collect();
+        let commands: Vec<_> = self
+            .commands
+            .iter()
+            .map(|c| {
+                let mut command = serde_json::to_value(c).expect("serialises");
+                command["command"] = serde_json::from_str(&c.command).unwrap_or(Value::Null);
+                with_times(command, &["asked_at", "updated_at"])
+            })
+            .collect();
         json!({"counts": self.counts, "oldest_pending": oldest, "paused_channels": paused,
                "paused": held, "stuck": stuck, "unmatched_sessions": unmatched,
-               "nodes": nodes})
+               "nodes": nodes, "session_commands": commands})
     }
 }
 

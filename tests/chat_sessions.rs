@@ -754,6 +754,27 @@ fn new_read_by_the_polling_node_starts_the_agent_on_the_projects_node() {
     assert_eq!(list[0]["node"], "b", "its hooks ran on node b: {list}");
     fake.push_text(ALICE, ALICE, "hello from node a's poll");
     wait_said(&fake, ALICE, "echo: hello from node a's poll");
+
+    // Node b stops: a /new for its project waits, the chat and the operator told why, and
+    // is carried out once b is back.
+    on_b.stop();
+    fake.push_text(ALICE, ALICE, "/new demo claude later");
+    wait_said(&fake, ALICE, "later");
+    let status = a.ok(&["status"]);
+    assert!(
+        status.contains("(/new later)")
+            && status.contains("waiting on node b, which is not running"),
+        "{status}"
+    );
+    let json: Value = serde_json::from_str(&a.ok(&["status", "--json"])).unwrap();
+    assert_eq!(
+        json["session_commands"][0]["command"]["command"], "new",
+        "{json}"
+    );
+    assert_eq!(json["session_commands"][0]["node"], "b", "{json}");
+    let on_b = b.serve();
+    wait_said(&fake, ALICE, "later is ready: claude in demo, on b");
+    assert!(!a.ok(&["status"]).contains("(/new later)"));
     on_a.stop();
     on_b.stop();
 }

@@ -397,6 +397,14 @@ impl Engine {
         crate::approvals::list(&self.db.read()?, open_only, limit)
     }
 
+    /// Session commands from the chats that wait for their node or run on it, oldest first.
+    pub fn waiting_session_commands(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<crate::storage::chat_sessions::CommandRow>> {
+        crate::storage::chat_sessions::waiting_commands(&self.db.read()?, limit)
+    }
+
     /// Agent sessions no chat hears (see [`sessions::unmatched`](crate::sessions::unmatched)).
     pub fn unmatched_sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::unmatched(&self.db.read()?)

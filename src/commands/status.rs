@@ -2,6 +2,9 @@
 //! channels a far end paused, and the stuck rows (failed, holding up their key) with their
 //! last error.
 
+use relayq_engine::chat_sessions::ChatCommand;
+use relayq_engine::storage::chat_sessions::CommandState;
+
 use crate::commands::open_existing;
 use crate::invocation::{CliError, Invocation};
 use crate::output::{excerpt, relative, shown};
@@ -22,6 +25,7 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
         held,
         unmatched,
         nodes,
+        commands,
         now,
     } = status;
     let age_secs = |created: i64| (now - created).max(0) as f64 / 1000.0;
@@ -71,6 +75,33 @@ pub fn run(ctx: &Invocation, as_json: bool) -> Result<(), CliError> {
                 false => println!("{}", excerpt(why, 300)),
             }
         }
+    }
+    // Session commands from the chats not yet carried out, and why they wait.
+    for c in &commands {
+        let command = serde_json::from_str::<ChatCommand>(&c.command)
+            .map_or("a command", |typed| typed.word());
+        let node = c.node.as_deref().unwrap_or("?");
+        let away = !nodes.iter().any(|n| n.alive && n.node.name == node);
+        println!(
+            "session command {} (/{command}{}) from {} chat {}, asked {}: {} on node {}{}",
+            c.id,
+            c.session
+                .as_deref()
+                .map(|s| format!(" {}", shown(s)))
+                .unwrap_or_default(),
+            c.origin,
+            shown(&c.chat),
+            relative(c.asked_at, now),
+            match c.state {
+                CommandState::Running => "being carried out",
+                _ => "waiting",
+            },
+            shown(node),
+            match away {
+                true => ", which is not running: it is carried out when that node is back",
+                false => "",
+            }
+        );
     }
     if counts.is_empty() {
         println!("no rows in {}", engine.database().describe());

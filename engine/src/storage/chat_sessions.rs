@@ -122,6 +122,12 @@ const COMMAND_SQL: Sql = Sql::same(
             session, detail, outcome, asked_at, updated_at
      FROM session_commands WHERE id = :id",
 );
+/// Commands a node is to carry out or carries out now, oldest first (`relayq status`).
+const WAITING_COMMANDS_SQL: Sql = Sql::same(
+    "SELECT id, origin, chat, thread, message_id, user_id, user_name, command, state, node,
+            session, detail, outcome, asked_at, updated_at
+     FROM session_commands WHERE state IN ('ready', 'running') ORDER BY id LIMIT :limit",
+);
 const COMMAND_OF_MESSAGE_SQL: Sql = Sql::same(
     "SELECT id FROM session_commands
      WHERE origin = :origin AND chat = :chat AND message_id = :message",
@@ -267,6 +273,15 @@ pub fn insert_command_in(tx: &Tx<'_>, c: &NewCommand<'_>) -> Result<Option<i64>>
 /// One command, if written.
 pub fn command(db: &dyn Executor, id: i64) -> Result<Option<CommandRow>> {
     db.query_opt(&COMMAND_SQL, params![":id" => id], command_from_row)
+}
+
+/// The oldest `limit` commands that wait for their node or run on it now.
+pub fn waiting_commands(db: &dyn Executor, limit: i64) -> Result<Vec<CommandRow>> {
+    db.query_all(
+        &WAITING_COMMANDS_SQL,
+        params![":limit" => limit],
+        command_from_row,
+    )
 }
 
 /// The command a chat message was read as, if it was one.
