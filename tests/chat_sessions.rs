@@ -995,3 +995,33 @@ fn in_a_private_chat_with_topics_a_session_gets_a_topic() {
     );
     daemon.stop();
 }
+
+/// SIGHUP reloads the projects: one added to config.toml is published for this node and can
+/// be started from the chat, without a restart.
+#[test]
+fn a_project_added_to_the_config_can_be_started_after_sighup() {
+    let fake = FakeTelegram::start(TOKEN);
+    let tmux = Tmux::new("chat-sighup");
+    let app = App::new(Config::default());
+    let hook = app.hook_argv("claude");
+    app.write_config(project_config(app.dir.path(), &tmux, &fake, &hook));
+    let daemon = app.serve();
+    fake.push_text(ALICE, ALICE, "/new extra");
+    wait_said(&fake, ALICE, "there is no project \"extra\"");
+
+    let extra = app.path("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let lines = demo_project(&extra, &hook, &[]);
+    app.write_config(
+        project_config(app.dir.path(), &tmux, &fake, &hook).table("projects.extra", &lines),
+    );
+    daemon.send("HUP");
+    wait_until("the projects published", Duration::from_secs(20), || {
+        daemon
+            .log()
+            .contains("SIGHUP: this node's projects published")
+    });
+    fake.push_text(ALICE, ALICE, "/new extra");
+    wait_said(&fake, ALICE, "extra-claude-1 is ready: claude in extra");
+    daemon.stop();
+}

@@ -197,7 +197,7 @@ impl RelayqBuilder {
             config.session_channels.clone(),
             config.max_body_bytes,
         )
-        .with_launcher(launcher.recipient())
+        .with_launcher(launcher.clone().recipient())
         .start_unbounded();
         let sender = OutboundSender::new(store.clone(), known_channels.clone(), &config.claims)
             .marking_send_started(config.mark_send_started)
@@ -283,6 +283,7 @@ impl RelayqBuilder {
             sources: std::sync::Mutex::new(running_sources),
             claimer,
             recovery,
+            launcher,
             listener,
             _nodes_listener: nodes_listener,
             _shared_pauses: shared_pauses,
@@ -298,6 +299,7 @@ pub struct Relayq {
     handle: RelayqHandle,
     claimer: Addr<HookClaimer>,
     recovery: Addr<RecoveryActor>,
+    launcher: Addr<crate::launcher::LauncherActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
@@ -349,7 +351,7 @@ impl Relayq {
     }
 
     /// Applies a reloaded configuration: queue policies, routes, which channel each session
-    /// uses, and the channels themselves. Everything is checked first; on an error nothing
+    /// uses, the channels themselves, and the projects. Everything is checked first; on an error nothing
     /// changes. The database, claimer and daemon settings take effect at the next start.
     pub fn reload(&self, reload: Reload) -> Result<()> {
         let names: Vec<String> = reload.channels.iter().map(|(n, _)| n.clone()).collect();
@@ -374,6 +376,9 @@ impl Relayq {
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
+        // The projects: published again for this node, used by the commands from now on.
+        self.launcher
+            .do_send(crate::launcher::SetLaunchSettings(reload.launch));
         // Rows whose retry the new policies may have moved earlier.
         self.handle.wakers.claim_all();
         Ok(())
@@ -420,6 +425,8 @@ pub struct Reload {
     pub session_channels: SessionChannels,
     pub channels: Vec<(String, ChannelSpec)>,
     pub sources: Vec<(String, SourceSpec)>,
+    /// The projects chats may start sessions in.
+    pub launch: crate::launcher::LaunchSettings,
 }
 
 /// Starts each source, handing what it reads to the SupervisorActor; its cosmetic calls share

@@ -27,6 +27,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
     let db = std::path::absolute(&runtime_config.db.path).unwrap_or(runtime_config.db.path.clone());
     runtime_config.db.path = db.clone();
     runtime_config.launch = config.launch_settings(ctx.config_file.as_deref(), &runtime_config.db);
+    let serving_db = runtime_config.db.clone();
     let described = runtime_config.db.describe();
     let file = describe(ctx.config_file.as_deref());
     let Built {
@@ -102,7 +103,7 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
                 _ = int.recv() => break "SIGINT",
                 _ = hup.recv() => {
                     service_manager::notify(&[sd_notify::NotifyState::Reloading]);
-                    if let Some(new) = reload(ctx, &config, &runtime) {
+                    if let Some(new) = reload(ctx, &config, &serving_db, &runtime) {
                         if new.http != config.http {
                             http = restart_http(http, &config.http, &new.http, &runtime).await;
                         }
@@ -126,7 +127,12 @@ pub fn run(ctx: &Invocation) -> Result<(), CliError> {
 
 /// SIGHUP: reads the config again (the same file, or the same search when there was none) and
 /// applies it. Returns the new config, or `None` (logged) when the running one stays.
-fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config> {
+fn reload(
+    ctx: &Invocation,
+    running: &Config,
+    db: &relayq_engine::DbConfig,
+    runtime: &Relayq,
+) -> Option<Config> {
     let (new, file) = match Config::load(ctx.config_file.as_deref()) {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -148,12 +154,14 @@ fn reload(ctx: &Invocation, running: &Config, runtime: &Relayq) -> Option<Config
         }
     };
     let runtime_config = new.runtime_config(relayq_engine::DbConfig::new(""));
+    let launch = new.launch_settings(ctx.config_file.as_deref(), db);
     let reloaded = runtime.reload(Reload {
         queues: runtime_config.queues,
         notice_routes: runtime_config.notice_routes,
         session_channels: runtime_config.session_channels,
         channels,
         sources,
+        launch,
     });
     if let Err(e) = reloaded {
         tracing::error!(error = %e, "SIGHUP: keeping the running configuration");

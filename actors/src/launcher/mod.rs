@@ -168,6 +168,32 @@ pub async fn prepare(store: &Store, settings: &LaunchSettings) -> crate::error::
     Ok(())
 }
 
+/// A reloaded config's projects (SIGHUP): published for this node at once, and used by the
+/// commands carried out from now on (those under way finish with the settings they began with).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetLaunchSettings(pub LaunchSettings);
+
+impl Handler<SetLaunchSettings> for LauncherActor {
+    type Result = ();
+    fn handle(&mut self, SetLaunchSettings(settings): SetLaunchSettings, ctx: &mut Context<Self>) {
+        let node = self.store.engine.node().to_string();
+        let projects = settings.hosted_by(&node);
+        self.settings = settings;
+        let store = self.store.clone();
+        ctx.spawn(
+            async move {
+                let names: Vec<String> = projects.iter().map(|p| p.name.clone()).collect();
+                match store.apply_alone(PublishProjects { node, projects }).await {
+                    Ok(_) => tracing::info!(?names, "SIGHUP: this node's projects published"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: this node's projects could not be published; chats see the ones before"),
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
 impl Handler<LookForCommands> for LauncherActor {
     type Result = ();
     fn handle(&mut self, _: LookForCommands, ctx: &mut Context<Self>) {
