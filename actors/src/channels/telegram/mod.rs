@@ -243,9 +243,26 @@ impl TelegramChannel {
                 json!({"chat_id": self.chat_for(to), "message_thread_id": number_or_text(thread)}),
             ),
         };
-        let reply = match self.post(method, &body).await {
-            Ok(reply) => reply,
-            Err(no_answer) => return Err(format!("{method} got no answer: {no_answer:?}")),
+        // Not paced with the chat's messages (a session start waits on it): a 429 is waited
+        // out, a few times, as Telegram asks.
+        let mut tries = 0;
+        let reply = loop {
+            let reply = match self.post(method, &body).await {
+                Ok(reply) => reply,
+                Err(no_answer) => return Err(format!("{method} got no answer: {no_answer:?}")),
+            };
+            let wait = reply
+                .json::<BotApiReply>()
+                .and_then(|r| r.parameters?.retry_after)
+                .filter(|secs| *secs <= TOPIC_WAIT_MAX_SECS);
+            match wait {
+                Some(secs) if reply.status == 429 && tries < TOPIC_TRIES => {
+                    tries += 1;
+                    tracing::info!(method, secs, "Telegram asked to wait before the topic call");
+                    tokio::time::sleep(Duration::from_secs(secs)).await;
+                }
+                _ => break reply,
+            }
         };
         match reply.json::<BotApiReply>() {
             Some(BotApiReply {
@@ -296,6 +313,10 @@ fn approval_keyboard(approval: &relayq_engine::outbound::notice::ApprovalAsked) 
     }
     json!({"inline_keyboard": rows})
 }
+
+/// How often a topic call waits out a 429, and the longest wait it takes.
+const TOPIC_TRIES: u32 = 3;
+const TOPIC_WAIT_MAX_SECS: u64 = 30;
 
 /// What one `sendMessage` answer means.
 #[derive(Debug, PartialEq)]

@@ -316,3 +316,51 @@ async fn an_edit_replaces_the_question_and_only_an_uneditable_one_is_sent_anew()
     assert_eq!(unchanged, Outcome::delivered_as("13"), "already says it");
     assert_eq!(bodies(&server).await.len(), 5, "no message sent anew");
 }
+
+/// A topic call is not paced with the chat's messages: a 429 on `createForumTopic` is waited
+/// out as Telegram asks (a session start would otherwise fail on a busy chat), and a wait
+/// longer than relayq takes is a refusal that says so.
+#[actix_rt::test]
+async fn a_topic_call_told_to_wait_waits_then_opens_the_topic() {
+    let server = MockServer::start().await;
+    let throttled = |secs: u64| {
+        ResponseTemplate::new(429).set_body_json(json!({
+            "ok": false, "error_code": 429,
+            "description": format!("Too Many Requests: retry after {secs}"),
+            "parameters": {"retry_after": secs}
+        }))
+    };
+    Mock::given(path(format!("/bot{TOKEN}/createForumTopic")))
+        .and(body_partial_json(json!({"name": "busy"})))
+        .respond_with(throttled(1))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(path(format!("/bot{TOKEN}/createForumTopic")))
+        .and(body_partial_json(json!({"name": "busy"})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "ok": true,
+            "result": {"message_thread_id": 77, "name": "busy", "icon_color": 7322096}
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(path(format!("/bot{TOKEN}/createForumTopic")))
+        .and(body_partial_json(json!({"name": "flooded"})))
+        .respond_with(throttled(600))
+        .mount(&server)
+        .await;
+    let tg = channel(&server.uri(), Duration::from_secs(5));
+    let open = |name: &str| crate::channels::ThreadCall::Open {
+        to: "-100777".into(),
+        name: name.into(),
+    };
+    let began = std::time::Instant::now();
+    let opened = tg.thread(open("busy")).unwrap().await;
+    assert_eq!(opened, Ok(Some("77".to_string())));
+    assert!(began.elapsed() >= Duration::from_secs(1), "waited as asked");
+    let refused = tg.thread(open("flooded")).unwrap().await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("retry after 600")),
+        "{refused:?}"
+    );
+}
