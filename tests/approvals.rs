@@ -534,7 +534,6 @@ fn approvals_over_http_are_listed_and_answered_once() {
 /// told it was already answered. A bare `deny WORD` naming no approval is a message.
 #[test]
 fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
-    use relayq_actors::sources::slack::sign;
     const SECRET: &str = "slack-approvals-secret";
     const QUESTION_TS: &str = "1767225780.000100";
     // Slack's Web API (chat.postMessage, chat.update, auth.test) and the clicks' response_url.
@@ -581,21 +580,7 @@ fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
     let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
     let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
     let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
-    let client = reqwest::blocking::Client::new();
-    let post = |body: String, content_type: &str| {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64;
-        client
-            .post(&url)
-            .header("Content-Type", content_type)
-            .header("X-Slack-Request-Timestamp", ts.to_string())
-            .header("X-Slack-Signature", sign(SECRET, ts, body.as_bytes()))
-            .body(body)
-            .send()
-            .unwrap()
-    };
+    let post = |body: String, content_type: &str| slack_post(&url, SECRET, body, content_type);
     let say = |text: &str, ts: &str| {
         let event = json!({"type": "event_callback", "team_id": "T0TEAM", "event_id": format!("Ev{ts}"),
             "event": {"type": "message", "channel": "C0DEV", "user": "U0ALICE", "text": text,
@@ -617,17 +602,7 @@ fn slack_buttons_answer_once_and_a_strangers_click_changes_nothing() {
                          "type": "button", "action_ts": "1767225790.000001",
                          "text": {"type": "plain_text", "text": "Allow"}}],
         });
-        let encoded: String = payload
-            .to_string()
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                b => format!("%{b:02X}"),
-            })
-            .collect();
-        let body = format!("payload={encoded}");
+        let body = slack_form(&payload);
         assert_eq!(
             post(body, "application/x-www-form-urlencoded").status(),
             200

@@ -786,7 +786,6 @@ fn new_read_by_the_polling_node_starts_the_agent_on_the_projects_node() {
 /// buttons, and the click stops the session, said in the thread.
 #[test]
 fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
-    use relayq_actors::sources::slack::sign;
     const SECRET: &str = "slack-sessions-secret";
     // Slack's Web API: each message gets a ts of its own.
     let slack = Endpoint::start_with(0, |calls| {
@@ -833,21 +832,8 @@ fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
     app.write_config(config);
     let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
     let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
-    let client = reqwest::blocking::Client::new();
     let post = |body: String, content_type: &str| {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64;
-        let sent = client
-            .post(&url)
-            .header("Content-Type", content_type)
-            .header("X-Slack-Request-Timestamp", ts.to_string())
-            .header("X-Slack-Signature", sign(SECRET, ts, body.as_bytes()))
-            .body(body)
-            .send()
-            .unwrap();
-        assert_eq!(sent.status(), 200);
+        assert_eq!(slack_post(&url, SECRET, body, content_type).status(), 200);
     };
     let say = |text: &str, ts: &str, thread: Option<&str>| {
         let mut event = serde_json::json!({"type": "message", "channel": "C0DEV",
@@ -935,20 +921,7 @@ fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
                      "type": "button", "action_ts": "1767226101.000001",
                      "text": {"type": "plain_text", "text": "Stop one"}}],
     });
-    let encoded: String = click
-        .to_string()
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b => format!("%{b:02X}"),
-        })
-        .collect();
-    post(
-        format!("payload={encoded}"),
-        "application/x-www-form-urlencoded",
-    );
+    post(slack_form(&click), "application/x-www-form-urlencoded");
     let stopped = wait_posted("one stopped");
     assert_eq!(
         stopped.0.as_deref(),

@@ -974,3 +974,43 @@ pub fn cat_pane(name: &str, session: &str, lines: &[&str]) -> (Tmux, App) {
 
 /// The built-in notices file of an [`App`], in its state directory (whatever config is read).
 pub const NOTICES: &str = "xdg-state/relayq/relayq-notices.jsonl";
+
+/// Posts `body` to a Slack source's URL as Slack does: signed with `secret` for now
+/// (`X-Slack-Request-Timestamp`, `X-Slack-Signature`); the answer.
+pub fn slack_post(
+    url: &str,
+    secret: &str,
+    body: String,
+    content_type: &str,
+) -> reqwest::blocking::Response {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    reqwest::blocking::Client::new()
+        .post(url)
+        .header("Content-Type", content_type)
+        .header("X-Slack-Request-Timestamp", ts.to_string())
+        .header(
+            "X-Slack-Signature",
+            relayq_actors::sources::slack::sign(secret, ts, body.as_bytes()),
+        )
+        .body(body)
+        .send()
+        .unwrap()
+}
+
+/// An interaction as Slack posts it: `payload=<the JSON, form-encoded>`.
+pub fn slack_form(payload: &serde_json::Value) -> String {
+    let encoded: String = payload
+        .to_string()
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("payload={encoded}")
+}
