@@ -115,18 +115,25 @@ const START_UP_MS: u64 = 1_500;
 pub fn new_to_ready(root: &Path, relayq: &Path, runs: usize) -> Result<()> {
     let server = relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
     for (name, url) in [("SQLite", None), ("PostgreSQL", Some(server.url()))] {
-        let over = new_to_ready_on(root, relayq, url.as_deref(), runs)?;
+        let (over, hook) = new_to_ready_on(root, relayq, url.as_deref(), runs)?;
         eprintln!(
-            "/new → ready less the agent's start-up, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({runs} sessions, agent start-up {START_UP_MS} ms)",
+            "/new → ready less the agent's start-up, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({runs} sessions, agent start-up {START_UP_MS} ms); of it the SessionStart hook's `relayq hook` run: p50 {:.0} ms",
             percentile(&over, 50.0),
             percentile(&over, 99.0),
             percentile(&over, 100.0),
+            percentile(&hook, 50.0),
         );
     }
     Ok(())
 }
 
-fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -> Result<Vec<f64>> {
+/// Each run's time past the agent's start-up, and how long its SessionStart hook ran (ms).
+fn new_to_ready_on(
+    root: &Path,
+    relayq: &Path,
+    url: Option<&str>,
+    runs: usize,
+) -> Result<(Vec<f64>, Vec<f64>)> {
     use relayq_actors::sources::telegram::fake::FakeTelegram;
     const TOKEN: &str = "123456:bench-token";
     let dir = tempfile::tempdir()?;
@@ -136,7 +143,12 @@ fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -
         dir.path().join("agent.jsonl"),
     );
     let fake = FakeTelegram::start(TOKEN);
-    let socket = format!("relayq-bench-new-{}", std::process::id());
+    // A server of its own per backend: a server just killed may still be exiting.
+    let socket = format!(
+        "relayq-bench-new-{}-{}",
+        std::process::id(),
+        url.map_or("sqlite", |_| "pg")
+    );
     let script = root.join("tests/agents/fake_agent.py");
     let mut hook: Vec<String> = Vec::new();
     if let Some(url) = url {
@@ -182,8 +194,8 @@ fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -
         serve.env("RELAYQ_DATABASE__URL", url);
     }
     let mut daemon = serve.spawn().context("starting relayq serve")?;
-    let measured = (|| -> Result<Vec<f64>> {
-        let mut over = Vec::with_capacity(runs);
+    let measured = (|| -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut over, mut hooks) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
         for run in 1..=runs {
             let chat = run as i64;
             let name = format!("n{run}");
@@ -202,9 +214,11 @@ fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -
                 std::thread::sleep(Duration::from_millis(2));
             }
             let took = began.elapsed().as_secs_f64() * 1000.0;
-            over.push(took - agent_start_up_ms(&log, run)?);
+            let (start_up, hook) = agent_times_ms(&log, run)?;
+            over.push(took - start_up);
+            hooks.push(hook);
         }
-        Ok(over)
+        Ok((over, hooks))
     })();
     let _ = daemon.kill();
     let _ = daemon.wait();
@@ -214,22 +228,29 @@ fn new_to_ready_on(root: &Path, relayq: &Path, url: Option<&str>, runs: usize) -
     measured
 }
 
-/// The `run`th fake agent's own start-up: from its `started` line to its `start_up_done`.
-fn agent_start_up_ms(log: &Path, run: usize) -> Result<f64> {
+/// The `run`th fake agent's own start-up (from its `started` line to its `start_up_done`)
+/// and its SessionStart hook's run (from `start_up_done` to the hook's line), in ms.
+fn agent_times_ms(log: &Path, run: usize) -> Result<(f64, f64)> {
     let text = std::fs::read_to_string(log)?;
     let lines: Vec<serde_json::Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let at = |field: &str| {
+    let at = |field: &str, value: Option<&str>| {
         lines
             .iter()
-            .filter(|l| l.get(field).is_some())
+            .filter(|l| l.get(field).is_some() && value.is_none_or(|v| l[field] == v))
             .nth(run - 1)
             .and_then(|l| l["at"].as_f64().or_else(|| l[field].as_f64()))
     };
-    match (at("started"), at("start_up_done")) {
-        (Some(from), Some(to)) => Ok((to - from) * 1000.0),
+    match (
+        at("started", None),
+        at("start_up_done", None),
+        at("hook", Some("SessionStart")),
+    ) {
+        (Some(from), Some(done), Some(hooked)) => {
+            Ok(((done - from) * 1000.0, (hooked - done) * 1000.0))
+        }
         _ => bail!("the fake agent's log lacks run {run}'s start-up: {text}"),
     }
 }

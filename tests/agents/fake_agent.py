@@ -123,7 +123,7 @@ def hook(name, **fields):
                "hook_event_name": name, **fields}
     subprocess.run(HOOK, input=json.dumps(payload).encode(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    log(hook=name)
+    log(hook=name, at=time.time())
 
 
 def ask_hook(**fields):
