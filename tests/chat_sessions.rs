@@ -888,6 +888,12 @@ fn in_slack_each_session_gets_a_thread_and_its_answers_stay_there() {
         Some(thread.as_str()),
         "ready in the thread"
     );
+    // In Slack's words: its thread, and the command typed after a space.
+    assert!(
+        ready.1.contains("Write in this thread") && ready.1.contains("` /stop one` ends it"),
+        "{}",
+        ready.1
+    );
 
     say("hello one", "1767226100.000200", Some(&thread));
     let answer = wait_posted("echo: hello one");

@@ -231,3 +231,32 @@ mod tests {
         }
     }
 }
+
+/// How a platform's chat speaks of what relayq's answers name: a session's own thread (a
+/// Telegram topic, a Slack thread) and a command as it is typed there (Slack keeps a leading
+/// `/` for its own commands: relayq's are typed after a space).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatWords {
+    /// "topic" or "thread".
+    pub thread: &'static str,
+    slack: bool,
+}
+
+impl ChatWords {
+    /// The words of the chats of `origin` (`slack:NAME`, `telegram:NAME`, …).
+    pub fn of(origin: &str) -> ChatWords {
+        let slack = origin.split(':').next() == Some("slack");
+        ChatWords {
+            thread: if slack { "thread" } else { "topic" },
+            slack,
+        }
+    }
+
+    /// `words` (a command without its `/`) as a person types it there.
+    pub fn command(&self, words: &str) -> String {
+        match self.slack {
+            true => format!("` /{words}`"),
+            false => format!("/{words}"),
+        }
+    }
+}

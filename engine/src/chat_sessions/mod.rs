@@ -14,7 +14,7 @@ pub use crate::storage::chat_sessions::{
     by_topic, command, command_of_message, counts_in_chat, current, of_chat, project, projects,
     route, session, ChatSession, ChatSessionState, CommandRow, CommandState, ProjectEntry,
 };
-pub use commands::{command_of, ChatCommand, COMMANDS};
+pub use commands::{command_of, ChatCommand, ChatWords, COMMANDS};
 pub use writes::{
     CommandFailed, ConversationsListed, LeaseCommands, PublishProjects, ReclaimCommands,
     RecordRequests, RequestsRecorded, SessionReady, SessionStopped, SetTopic,

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::commands::ChatCommand;
+use super::commands::{ChatCommand, ChatWords};
 use super::names::shown;
 use super::{Asked, Conversation, SessionRequest, Tap};
 use crate::error::Result;
@@ -373,6 +373,7 @@ impl Request<'_> {
                 None => None,
             },
         };
+        let words = ChatWords::of(&r.origin);
         Ok(match found {
             Some(s) if r.is_operator() || (s.origin == r.origin && s.chat == r.chat) => Ok(s),
             _ => Err(match named {
@@ -383,10 +384,15 @@ impl Request<'_> {
                     shown(name)
                 ),
                 Some(name) => format!(
-                    "this chat started no session named {:?} (/sessions lists them)",
-                    shown(name)
+                    "this chat started no session named {:?} ({} lists them)",
+                    shown(name),
+                    words.command("sessions")
                 ),
-                None => "say which session: /stop NAME (/sessions lists them)".into(),
+                None => format!(
+                    "say which session: {} ({} lists them)",
+                    words.command("stop NAME"),
+                    words.command("sessions")
+                ),
             }),
         })
     }
@@ -553,9 +559,10 @@ impl Request<'_> {
             .filter(|s| s.state != ChatSessionState::Ended)
             .collect();
         if live.is_empty() {
-            return Ok(Reply::text(
-                "No session of this chat runs: /new [project] [agent] [name] starts one.",
-            ));
+            return Ok(Reply::text(format!(
+                "No session of this chat runs: {} starts one.",
+                ChatWords::of(&r.origin).command("new [project] [agent] [name]")
+            )));
         }
         let current = store::current(tx, &r.origin, &r.chat)?;
         let mut lines = vec![format!("{} session(s) running from this chat:", live.len())];
@@ -619,10 +626,11 @@ impl Request<'_> {
             return Ok(("That session is not known any more".into(), None, false));
         };
         if let Some(thread) = &s.thread {
-            let line = format!("{} talks in its own topic", s.session);
+            let words = ChatWords::of(&s.origin);
+            let line = format!("{} talks in its own {}", s.session, words.thread);
             let text = format!(
-                "{} talks in its own topic (#{thread}): write there.",
-                s.session
+                "{} talks in its own {} (#{thread}): write there.",
+                s.session, words.thread
             );
             return Ok((line, Some(Reply::text(text)), false));
         }
@@ -858,17 +866,18 @@ impl Write for SessionReady {
             finish_in(tx, &c, CommandState::Done, &text)?;
             return Ok(Vec::new());
         }
+        let words = ChatWords::of(&s.origin);
         let text = format!(
-            "{} is ready: {} in {}, on {}. Write {} to talk to it; /stop {} ends it.",
+            "{} is ready: {} in {}, on {}. Write {} to talk to it; {} ends it.",
             s.session,
             s.agent,
             s.project,
             s.node,
             match s.thread {
-                Some(_) => "in this topic",
-                None => "here",
+                Some(_) => format!("in this {}", words.thread),
+                None => "here".into(),
             },
-            s.session
+            words.command(&format!("stop {}", s.session))
         );
         if !finish_in(tx, &c, CommandState::Done, &text)? {
             return Ok(Vec::new()); // its lease lapsed and another daemon took it over
@@ -892,7 +901,7 @@ impl Write for SessionReady {
             "ready",
         )?);
         if s.thread.is_some() && s.thread != c.thread {
-            let there = format!("{} is ready in its own topic.", s.session);
+            let there = format!("{} is ready in its own {}.", s.session, words.thread);
             told.extend(reply_to_command_in(
                 w,
                 &c,
@@ -1021,8 +1030,9 @@ impl Write for ConversationsListed {
             true => (
                 CommandState::Done,
                 format!(
-                    "No conversation of {} in {project} to resume: /new starts one.",
-                    self.agents.join(" or ")
+                    "No conversation of {} in {project} to resume: {} starts one.",
+                    self.agents.join(" or "),
+                    ChatWords::of(&c.origin).command("new")
                 ),
                 Vec::new(),
             ),
