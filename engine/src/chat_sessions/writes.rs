@@ -1467,6 +1467,17 @@ mod tests {
             record(&door, vec![typed(2, "ann", "/new demo")]);
             let (said, _) = replies(&db).pop().unwrap();
             assert!(!said.contains("away"), "{said}");
+            // Both wait for their node, oldest first, as `relayq status` lists them.
+            let waiting =
+                crate::storage::chat_sessions::waiting_commands(&db.db.read().unwrap(), 20)
+                    .unwrap();
+            let nodes: Vec<Option<&str>> = waiting.iter().map(|c| c.node.as_deref()).collect();
+            assert_eq!(waiting.len(), 2, "{waiting:?}");
+            assert_eq!(nodes[0], Some("n2"), "{waiting:?}");
+            assert!(waiting[0].id < waiting[1].id);
+            let one =
+                crate::storage::chat_sessions::waiting_commands(&db.db.read().unwrap(), 1).unwrap();
+            assert_eq!(one.len(), 1, "the limit holds");
         }
     }
 }
