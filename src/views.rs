@@ -28,7 +28,7 @@ pub struct Status {
     /// The daemons serving the database, and what each holds.
     pub(crate) nodes: Vec<relayq_engine::nodes::NodeView>,
     /// Session commands from the chats that wait for their node or run on it.
-    pub(crate) commands: Vec<relayq_engine::storage::chat_sessions::CommandRow>,
+    pub(crate) commands: Vec<relayq_engine::chat_sessions::CommandRow>,
     pub(crate) now: i64,
 }
 

@@ -395,3 +395,24 @@ fn the_import_checker_finds_a_circle() {
         "through the root"
     );
 }
+
+/// The actors and the binary reach the database only through the engine's flows and its
+/// door: no module of theirs (test modules aside) names `relayq_engine::storage`, where the
+/// tables' SQL lives. A table's types a command shows are re-exported by its flow.
+#[test]
+fn the_actors_and_the_binary_do_not_reach_into_storage() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for src in ["actors/src", "src"] {
+        for (module, file) in modules(&root.join(src)) {
+            let code = code_of(&std::fs::read_to_string(&file).unwrap());
+            if code.contains("relayq_engine::storage") {
+                found.push(format!("{src}: {}", module.join("::")));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these name relayq_engine::storage; use the flow's re-export instead: {found:?}"
+    );
+}

@@ -3,7 +3,7 @@
 //! last error.
 
 use relayq_engine::chat_sessions::ChatCommand;
-use relayq_engine::storage::chat_sessions::CommandState;
+use relayq_engine::chat_sessions::CommandState;
 
 use crate::commands::open_existing;
 use crate::invocation::{CliError, Invocation};
