@@ -19,6 +19,8 @@
 //!   connection; one folder per kind.
 //! - [`kit`]: what channels and sources share: HTTP, secrets, chat routing, each platform's
 //!   API vocabulary.
+//! - [`progress::ProgressActor`] shows chats what their agents do (reactions, a progress
+//!   message per turn): cosmetic calls, after the durable messages, on the same budgets.
 //! - [`approvals::ApprovalsActor`] tells chats how agents' questions ended and ends the ones
 //!   nobody waits on; answers from chats are recorded with their source's batch.
 //!
@@ -42,6 +44,7 @@ pub mod outbound;
 pub mod pacing;
 pub mod pauses;
 pub mod penalties;
+pub mod progress;
 pub mod readiness;
 pub mod recovery;
 pub mod runs;

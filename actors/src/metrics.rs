@@ -27,6 +27,12 @@ pub struct ChannelLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CosmeticLabel {
+    pub channel: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AgentLabel {
     pub agent: &'static str,
 }
@@ -53,6 +59,7 @@ pub struct Metrics {
     delivery_duration: Family<ChannelLabel, Histogram, DurationBuckets>,
     leases_reclaimed: Counter,
     hook_errors: Family<AgentLabel, Counter>,
+    progress: Family<CosmeticLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -67,6 +74,7 @@ impl Default for Metrics {
             delivery_duration: Family::new_with_constructor(DurationBuckets),
             leases_reclaimed: Counter::default(),
             hook_errors: Family::default(),
+            progress: Family::default(),
         }
     }
 }
@@ -109,6 +117,17 @@ impl Metrics {
     /// An agent's hook input could not be kept as it came (an `error` event stands for it).
     pub fn hook_error(&self, agent: &'static str) {
         self.hook_errors.get_or_create(&AgentLabel { agent }).inc();
+    }
+
+    /// A cosmetic call (a reaction, a progress message) through `channel`: `sent`, `coalesced`
+    /// (its text replaced by a later one before it went), `dropped` (given up), `shed`
+    /// (held back: the platform asked to wait, or the chat's budget went to answers).
+    pub fn progress(&self, channel: &str, outcome: &'static str) {
+        let label = CosmeticLabel {
+            channel: channel.to_string(),
+            outcome,
+        };
+        self.progress.get_or_create(&label).inc();
     }
 
     /// Registers the counters in `registry` (prefixed `relayq_` by it).
@@ -154,6 +173,11 @@ impl Metrics {
             "leases_reclaimed",
             "Leases found expired or left by a previous process, made pending again",
             self.leases_reclaimed.clone(),
+        );
+        registry.register(
+            "progress_calls",
+            "Cosmetic calls (reactions, progress messages) by outcome: sent, coalesced, dropped, shed",
+            self.progress.clone(),
         );
         registry.register(
             "hook_receiver_errors",

@@ -24,6 +24,10 @@ pub struct Pace {
     pub per_destination: Option<Rate>,
     /// Most messages through the channel per period.
     pub per_channel: Option<Rate>,
+    /// Most messages to one group chat per period, besides `per_destination` (Telegram's 20
+    /// a minute); a destination is a group when it starts with `group_prefix`.
+    pub per_group: Option<Rate>,
+    pub group_prefix: Option<&'static str>,
     /// The circuit breaker (see `channels::directory`).
     pub breaker: BreakerSettings,
 }
@@ -46,6 +50,12 @@ impl Default for BreakerSettings {
 }
 
 impl Pace {
+    /// Whether `destination` is a group chat, paced by `per_group` too.
+    pub fn is_group(&self, destination: &str) -> bool {
+        self.group_prefix
+            .is_some_and(|prefix| destination.trim().starts_with(prefix))
+    }
+
     /// `self` with what `over` sets (a `[pacing.NAME]` table over a channel's own budgets).
     pub fn overridden_by(&self, over: &PaceSettings) -> Pace {
         let pick = |own: &Option<Rate>, set: &Option<Setting>| match set {
@@ -56,6 +66,8 @@ impl Pace {
         Pace {
             per_destination: pick(&self.per_destination, &over.per_destination),
             per_channel: pick(&self.per_channel, &over.per_channel),
+            per_group: pick(&self.per_group, &over.per_group),
+            group_prefix: self.group_prefix,
             breaker: BreakerSettings {
                 after: over.breaker_after.unwrap_or(self.breaker.after),
                 open: over.breaker_open.unwrap_or(self.breaker.open),
@@ -71,6 +83,8 @@ impl Pace {
 pub struct PaceSettings {
     pub per_destination: Option<Setting>,
     pub per_channel: Option<Setting>,
+    /// Group chats' own budget, where the platform has one (Telegram).
+    pub per_group: Option<Setting>,
     /// Failed sends in a row that open the breaker (0: no breaker).
     pub breaker_after: Option<u32>,
     /// How long the breaker stays open the first time.
@@ -207,6 +221,9 @@ pub struct SharedBudgets {
     /// Microseconds between sends.
     per_destination: Option<i64>,
     per_channel: Option<i64>,
+    per_group: Option<i64>,
+    group_key: String,
+    group_prefix: Option<&'static str>,
 }
 
 impl SharedBudgets {
@@ -222,8 +239,12 @@ impl SharedBudgets {
             destination_key: format!("{channel}:to:"),
             per_destination: pace.per_destination.as_ref().map(every),
             per_channel: pace.per_channel.as_ref().map(every),
+            per_group: pace.per_group.as_ref().map(every),
+            group_key: format!("{channel}:group:"),
+            group_prefix: pace.group_prefix,
         };
-        (shared.per_destination.is_some() || shared.per_channel.is_some()).then_some(shared)
+        let any = [shared.per_destination, shared.per_channel, shared.per_group];
+        any.iter().any(Option::is_some).then_some(shared)
     }
 }
 
@@ -233,8 +254,14 @@ const UNREADABLE_BUDGET_WAIT: Duration = Duration::from_millis(200);
 impl Budgets for SharedBudgets {
     fn take(&self, destination: &str) -> Result<(), Duration> {
         let to = format!("{}{destination}", self.destination_key);
+        let group = self
+            .group_prefix
+            .is_some_and(|p| destination.trim().starts_with(p));
         let budgets: Vec<(String, i64)> = [
             self.per_destination.map(|every| (to, every)),
+            self.per_group
+                .filter(|_| group)
+                .map(|every| (format!("{}{destination}", self.group_key), every)),
             self.per_channel
                 .map(|every| (self.channel_key.clone(), every)),
         ]
@@ -258,12 +285,15 @@ impl Budgets for SharedBudgets {
 pub struct Pacer {
     per_destination: Option<DefaultKeyedRateLimiter<String>>,
     per_channel: Option<DefaultDirectRateLimiter>,
+    per_group: Option<DefaultKeyedRateLimiter<String>>,
+    group_prefix: Option<&'static str>,
 }
 
 impl Pacer {
     /// `None` when the pace sets no budget.
     pub fn new(pace: &Pace) -> Option<Pacer> {
-        if pace.per_destination.is_none() && pace.per_channel.is_none() {
+        if pace.per_destination.is_none() && pace.per_channel.is_none() && pace.per_group.is_none()
+        {
             return None;
         }
         Some(Pacer {
@@ -275,6 +305,11 @@ impl Pacer {
                 .per_channel
                 .as_ref()
                 .map(|r| RateLimiter::direct(r.quota())),
+            per_group: pace
+                .per_group
+                .as_ref()
+                .map(|r| RateLimiter::keyed(r.quota())),
+            group_prefix: pace.group_prefix,
         })
     }
 }
@@ -283,6 +318,14 @@ impl Budgets for Pacer {
     fn take(&self, destination: &str) -> Result<(), Duration> {
         let now = DefaultClock::default().now();
         if let Some(limiter) = &self.per_destination {
+            limiter
+                .check_key(&destination.to_string())
+                .map_err(|until| until.wait_time_from(now))?;
+        }
+        let group = self
+            .group_prefix
+            .is_some_and(|p| destination.trim().starts_with(p));
+        if let Some(limiter) = self.per_group.as_ref().filter(|_| group) {
             limiter
                 .check_key(&destination.to_string())
                 .map_err(|until| until.wait_time_from(now))?;
@@ -336,5 +379,29 @@ mod tests {
         );
         pacer.take("chat-2").unwrap();
         assert!(Pacer::new(&Pace::default()).is_none());
+    }
+
+    #[test]
+    fn a_group_chat_is_paced_by_its_group_budget_too() {
+        let pace = Pace {
+            per_destination: Some("1/s".parse().unwrap()),
+            per_group: Some("20/min".parse().unwrap()),
+            group_prefix: Some("-"),
+            ..Pace::default()
+        };
+        assert!(pace.is_group("-100123") && !pace.is_group("42"));
+        let pacer = Pacer::new(&pace).unwrap();
+        pacer.take("-100123").unwrap();
+        let wait = pacer.take("-100123").unwrap_err();
+        assert!(
+            wait > Duration::from_millis(2900),
+            "one every 3 s in a group: {wait:?}"
+        );
+        pacer.take("42").unwrap();
+        let wait = pacer.take("42").unwrap_err();
+        assert!(
+            wait <= Duration::from_secs(1),
+            "a private chat: one a second: {wait:?}"
+        );
     }
 }

@@ -58,6 +58,9 @@ pub struct RelayqConfig {
     pub mark_send_started: bool,
     /// The projects chats may start sessions in, and how (see [`launcher`](crate::launcher)).
     pub launch: crate::launcher::LaunchSettings,
+    /// What each chat source shows while its agents work, by origin (see
+    /// [`progress`](crate::progress)).
+    pub progress: crate::progress::ProgressSettingsByOrigin,
 }
 
 impl RelayqConfig {
@@ -77,6 +80,7 @@ impl RelayqConfig {
             listen_for_wakes: true,
             mark_send_started: true,
             launch: Default::default(),
+            progress: Default::default(),
         }
     }
 }
@@ -204,12 +208,19 @@ impl RelayqBuilder {
             .start();
         // Before the sender's first claim: channels without a ready check are ready now.
         known_channels.check_readiness(sender.clone().recipient(), store.readiness.clone());
+        let progress = crate::progress::ProgressActor::new(
+            store.clone(),
+            known_channels.clone(),
+            config.progress.clone(),
+        )
+        .start();
         let claimer = HookClaimer::start(
             store.clone(),
             config.claims.hook_batch,
             config.claims.hook_limits(),
             sender.clone().recipient(),
             supervisor.clone(),
+            progress.clone(),
         );
         let wakers = Wakers {
             session: supervisor.clone().recipient(),
@@ -284,6 +295,7 @@ impl RelayqBuilder {
             claimer,
             recovery,
             launcher,
+            progress,
             listener,
             _nodes_listener: nodes_listener,
             _shared_pauses: shared_pauses,
@@ -300,6 +312,7 @@ pub struct Relayq {
     claimer: Addr<HookClaimer>,
     recovery: Addr<RecoveryActor>,
     launcher: Addr<crate::launcher::LauncherActor>,
+    progress: Addr<crate::progress::ProgressActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
@@ -379,6 +392,10 @@ impl Relayq {
         // The projects: published again for this node, used by the commands from now on.
         self.launcher
             .do_send(crate::launcher::SetLaunchSettings(reload.launch));
+        self.progress
+            .do_send(crate::progress::SetProgressSettings(std::sync::Arc::new(
+                reload.progress,
+            )));
         // Rows whose retry the new policies may have moved earlier.
         self.handle.wakers.claim_all();
         Ok(())
@@ -427,6 +444,8 @@ pub struct Reload {
     pub sources: Vec<(String, SourceSpec)>,
     /// The projects chats may start sessions in.
     pub launch: crate::launcher::LaunchSettings,
+    /// What each chat source shows while its agents work.
+    pub progress: crate::progress::ProgressSettingsByOrigin,
 }
 
 /// Starts each source, handing what it reads to the SupervisorActor; its cosmetic calls share

@@ -33,6 +33,7 @@ fn config(dir: &TestDb, limits: Limits) -> RelayqConfig {
         sessions: Default::default(),
         replies: Default::default(),
         limits: Default::default(),
+        progress: Default::default(),
         idle_reminders: false,
     };
     c.claims.hook_buffer = limits.capacity;

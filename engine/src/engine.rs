@@ -405,6 +405,16 @@ impl Engine {
         crate::storage::chat_sessions::waiting_commands(&self.db.read()?, limit)
     }
 
+    /// Reactions not yet sent as they are now, unchanged since `before` (unix ms), oldest
+    /// first (see [`progress`](crate::progress)).
+    pub fn untried_reactions(
+        &self,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::progress::Reaction>> {
+        crate::progress::untried(&self.db.read()?, before, limit)
+    }
+
     /// Agent sessions no chat hears (see [`sessions::unmatched`](crate::sessions::unmatched)).
     pub fn unmatched_sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::unmatched(&self.db.read()?)

@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod inbound;
 pub mod outbound;
 pub mod outcome;
+pub mod progress;
 pub mod sessions;
 pub mod settings;
 pub mod storage;

@@ -42,6 +42,7 @@ fn fixture(max_attempts: u32) -> Fixture {
         )]),
         replies: Default::default(),
         limits: Default::default(),
+        progress: Default::default(),
         idle_reminders: false,
     };
     let policies = relayq_engine::QueuePolicies {
@@ -402,6 +403,7 @@ fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() 
         sessions: Default::default(),
         replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
         limits: Default::default(),
+        progress: Default::default(),
         idle_reminders: false,
     });
     let from = |chat: &str, thread: Option<&str>, id: &str| InboundMessage {

@@ -162,6 +162,7 @@ fn reload(
         channels,
         sources,
         launch,
+        progress: runtime_config.progress,
     });
     if let Err(e) = reloaded {
         tracing::error!(error = %e, "SIGHUP: keeping the running configuration");

@@ -575,6 +575,11 @@ impl Config {
             .filter_map(|(name, source)| source.replies(name))
             .map(|r| (r.origin, r.channel))
             .collect();
+        routes.progress = self
+            .progress_settings()
+            .into_iter()
+            .map(|(origin, settings)| (origin, settings.mode))
+            .collect();
         routes.limits = self
             .channels
             .iter()
@@ -599,7 +604,17 @@ impl Config {
             listen_for_wakes: true,
             mark_send_started: true,
             launch: Default::default(),
+            progress: self.progress_settings(),
         }
+    }
+
+    /// What each chat source shows while its agents work, by origin.
+    pub fn progress_settings(&self) -> relayq_actors::progress::ProgressSettingsByOrigin {
+        self.sources
+            .iter()
+            .filter_map(|(name, source)| source.replies(name))
+            .filter_map(|r| Some((r.origin, r.progress?)))
+            .collect()
     }
 }
 

@@ -185,6 +185,46 @@ pub enum ThreadCall {
 /// A thread call in progress: the new thread's id, or why the platform refused.
 pub type ThreadAnswer = Pin<Box<dyn Future<Output = Result<Option<String>, String>>>>;
 
+/// A call that shows progress in a chat (see [`progress`](crate::progress)): cosmetic, never a
+/// row; it may be coalesced or dropped, and is never replayed after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CosmeticCall {
+    /// Show `emoji` as the bot's reaction on message `message` of `to`, in place of
+    /// `previous` (the one it showed, for platforms that add and remove reactions one by one).
+    React {
+        to: String,
+        message: String,
+        emoji: String,
+        previous: Option<String>,
+    },
+    /// Post a progress message in `to` (and `thread`): answers its id.
+    Post {
+        to: String,
+        thread: Option<String>,
+        text: String,
+    },
+    /// Replace the text of progress message `message` of `to`.
+    Edit {
+        to: String,
+        message: String,
+        text: String,
+    },
+}
+
+/// What became of a [`CosmeticCall`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CosmeticOutcome {
+    /// Done; a posted message's id.
+    Done(Option<String>),
+    /// The platform asked to wait this long (a 429): nothing was done.
+    Wait(Duration),
+    /// It failed, for this reason (it may or may not have been done).
+    Failed(String),
+}
+
+/// A cosmetic call in progress.
+pub type CosmeticAnswer = Pin<Box<dyn Future<Output = CosmeticOutcome>>>;
+
 /// A channel: the only code that talks to the outside world. relayq runs each one in a
 /// [`ChannelActor`](super::ChannelActor), which restarts it from a clone of its settings if it
 /// panics; a channel is therefore its settings plus cheap handles (an HTTP client), `Clone`.
@@ -254,6 +294,12 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// each session started from a chat talks in its own. `None` (the default): the channel
     /// has no threads to open.
     fn thread(&self, _call: ThreadCall) -> Option<ThreadAnswer> {
+        None
+    }
+
+    /// Makes a cosmetic call (a reaction, a progress message) on the platform. `None` (the
+    /// default): the channel shows no progress.
+    fn cosmetic(&self, _call: CosmeticCall) -> Option<CosmeticAnswer> {
         None
     }
 

@@ -22,6 +22,7 @@ pub struct ChannelSpec {
     ready_check: Arc<dyn Fn() -> Option<super::ReadyCheck> + Send + Sync>,
     dialog: Arc<dyn Fn(super::DialogRequest) -> Option<super::DialogAnswer> + Send + Sync>,
     thread: Arc<dyn Fn(super::ThreadCall) -> Option<super::ThreadAnswer> + Send + Sync>,
+    cosmetic: Arc<dyn Fn(super::CosmeticCall) -> Option<super::CosmeticAnswer> + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
     /// How fast it may send.
@@ -50,7 +51,9 @@ impl ChannelSpec {
         let asker = channel.clone();
         let presser = channel.clone();
         let threader = channel.clone();
+        let shower = channel.clone();
         ChannelSpec {
+            cosmetic: Arc::new(move |call| shower.cosmetic(call)),
             dialog: Arc::new(move |request| presser.dialog(request)),
             thread: Arc::new(move |call| threader.thread(call)),
             ready_check: Arc::new(move || asker.ready_check()),
@@ -402,6 +405,12 @@ impl ChannelDirectory {
     pub fn thread(&self, name: &str, call: super::ThreadCall) -> Option<super::ThreadAnswer> {
         let spec = self.slots.lock().unwrap().get(name)?.spec.clone();
         (spec.thread)(call)
+    }
+
+    /// See [`Channel::cosmetic`]: `None` when channel `name` is unknown or shows no progress.
+    pub fn cosmetic(&self, name: &str, call: super::CosmeticCall) -> Option<super::CosmeticAnswer> {
+        let spec = self.slots.lock().unwrap().get(name)?.spec.clone();
+        (spec.cosmetic)(call)
     }
 
     /// See [`Channel::dialog`]: `None` when channel `name` is unknown or cannot answer.

@@ -58,8 +58,9 @@ pub fn not_configured(name: &str, configured: &[&str]) -> String {
 /// built-in `deliveries` file.
 pub const DELIVERIES_CHANNEL: &str = "deliveries";
 pub use contract::{
-    AgentHints, Answer, Channel, Content, Delivery, DialogAnswer, DialogOutcome, DialogRequest,
-    Outcome, ReadyCheck, Receipt, ThreadAnswer, ThreadCall, UnknownOutcome,
+    AgentHints, Answer, Channel, Content, CosmeticAnswer, CosmeticCall, CosmeticOutcome, Delivery,
+    DialogAnswer, DialogOutcome, DialogRequest, Outcome, ReadyCheck, Receipt, ThreadAnswer,
+    ThreadCall, UnknownOutcome,
 };
 pub use directory::{ChannelDirectory, ChannelHandle, ChannelSpec};
 pub use kind::{ChannelKind, TIMEOUT_RANGE};

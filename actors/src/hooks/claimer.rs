@@ -45,6 +45,7 @@ impl HookClaimer {
         limits: Limits,
         outbound: Recipient<crate::claiming::ClaimOutbound>,
         supervisor: Addr<crate::inbound::supervisor::SupervisorActor>,
+        progress: Addr<crate::progress::ProgressActor>,
     ) -> Addr<HookClaimer> {
         HookClaimer::create(|ctx| HookClaimer {
             store,
@@ -56,6 +57,7 @@ impl HookClaimer {
                 outbound,
                 session_ended: supervisor.clone().recipient(),
                 wake_session: supervisor.recipient(),
+                progress,
             },
             workers: Children::default(),
             paused: HashSet::new(),

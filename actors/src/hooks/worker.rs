@@ -42,6 +42,8 @@ pub struct Reports {
     pub outbound: Recipient<ClaimOutbound>,
     pub session_ended: Recipient<SessionEnded>,
     pub wake_session: Recipient<WakeSession>,
+    /// The ProgressActor: the turn's steps and the reactions changed.
+    pub progress: Addr<crate::progress::ProgressActor>,
 }
 
 pub struct HookWorker {
@@ -135,6 +137,16 @@ impl HookWorker {
                 }
                 if let Some(why) = effects.ignored {
                     tracing::debug!(session, row = lease.id, why, "hook event ignored");
+                }
+                if let Some(note) = effects.progress {
+                    self.reports
+                        .progress
+                        .do_send(crate::progress::ShowStep(note));
+                }
+                if effects.reactions {
+                    self.reports
+                        .progress
+                        .do_send(crate::progress::ShowReactions);
                 }
                 if effects.wake_session && !effects.session_ended {
                     self.reports

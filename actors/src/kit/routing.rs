@@ -9,7 +9,10 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::progress::settings::{ProgressSettings, Reactions};
 use crate::settings::SettingError;
+use relayq_engine::progress::ProgressMode;
+use std::time::Duration;
 
 /// A chat platform, as its routing needs it: its people's ids and how its chats are named.
 pub trait ChatPlatform {
@@ -27,6 +30,19 @@ pub trait ChatPlatform {
     /// Whether `id` is a chat id as the platform writes them; why not, when it is not.
     fn check_chat(_id: &str) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The reactions a person's message gets by default: taken, done, failed.
+    const REACTIONS: [&'static str; 3];
+
+    /// Whether the platform takes `emoji` as a bot's reaction; why not, when it does not.
+    fn check_reaction(_emoji: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Whether chat `id` is a group, where progress is edited more slowly.
+    fn is_group(_id: &str) -> bool {
+        false
     }
 }
 
@@ -54,12 +70,34 @@ pub struct ChatRouting<P: ChatPlatform> {
     /// How many sessions started from one chat (`/new`, `/resume`) may run at once.
     #[serde(default = "default_max_sessions")]
     pub max_sessions: u32,
+    /// What the chats see while their agent works: `off`, `receipts` (a reaction on each
+    /// message), `steps` (the default: and one message per turn with the agent's steps) or
+    /// `stream`. A chat changes it for itself with `/progress`.
+    #[serde(default)]
+    pub progress: ProgressMode,
+    /// The reactions that say a message was taken, done, or failed; the platform's when left
+    /// out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reactions: Option<Reactions>,
+    /// At most one progress edit per this in a chat, and in a group chat.
+    #[serde(default = "default_every", with = "humantime_serde")]
+    pub progress_every: Duration,
+    #[serde(default = "default_every_in_groups", with = "humantime_serde")]
+    pub progress_every_in_groups: Duration,
     #[serde(skip)]
     pub platform: PhantomData<P>,
 }
 
 fn default_max_sessions() -> u32 {
     10
+}
+
+fn default_every() -> Duration {
+    crate::progress::settings::EVERY
+}
+
+fn default_every_in_groups() -> Duration {
+    crate::progress::settings::EVERY_IN_GROUPS
 }
 
 /// The range `max_sessions` may take.
@@ -73,6 +111,10 @@ impl<P: ChatPlatform> Default for ChatRouting<P> {
             session_template: None,
             reply_channel: None,
             max_sessions: default_max_sessions(),
+            progress: ProgressMode::default(),
+            reactions: None,
+            progress_every: default_every(),
+            progress_every_in_groups: default_every_in_groups(),
             platform: PhantomData,
         }
     }
@@ -109,6 +151,20 @@ impl<P: ChatPlatform> ChatRouting<P> {
             .unwrap_or_else(|| source.to_string())
     }
 
+    /// The source's progress settings, its platform's defaults filled in.
+    pub fn progress_settings(&self) -> ProgressSettings {
+        ProgressSettings {
+            mode: self.progress,
+            reactions: self
+                .reactions
+                .clone()
+                .unwrap_or_else(|| Reactions::of(P::REACTIONS)),
+            every: self.progress_every,
+            every_in_groups: self.progress_every_in_groups,
+            is_group: P::is_group,
+        }
+    }
+
     /// What the file alone can tell. `others_allowed`: the source lets people in another way
     /// (Telegram's `allowed_chats`), so `allowed_users` may be empty.
     pub fn check(&self, others_allowed: bool) -> Result<(), SettingError> {
@@ -128,6 +184,28 @@ impl<P: ChatPlatform> ChatRouting<P> {
                 "max_sessions",
                 format!("is {}: it takes {min} to {max}", self.max_sessions),
             ));
+        }
+        let (min, max) = crate::progress::settings::EVERY_RANGE;
+        for (key, every) in [
+            ("progress_every", self.progress_every),
+            ("progress_every_in_groups", self.progress_every_in_groups),
+        ] {
+            if !(min..=max).contains(&every) {
+                return Err(SettingError::new(
+                    key,
+                    format!("is {every:?}: it takes {min:?} to {max:?}"),
+                ));
+            }
+        }
+        if let Some(r) = &self.reactions {
+            for (which, emoji) in [
+                ("taken", &r.taken),
+                ("done", &r.done),
+                ("failed", &r.failed),
+            ] {
+                P::check_reaction(emoji)
+                    .map_err(|why| SettingError::new(format!("reactions.{which}"), why))?;
+            }
         }
         for (chat, session) in &self.chats {
             P::check_chat(chat.trim())
@@ -173,6 +251,7 @@ mod tests {
         const TEMPLATE_EXAMPLE: &'static str = "n{chat}";
         const CHATS_EXAMPLE: &'static str = "{ \"1\" = \"agent\" }";
         const USERS_EXAMPLE: &'static str = "List ids.";
+        const REACTIONS: [&'static str; 3] = ["a", "b", "c"];
 
         fn check_chat(id: &str) -> Result<(), String> {
             id.parse::<i64>()

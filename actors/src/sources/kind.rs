@@ -53,6 +53,8 @@ pub struct Replies {
     /// That channel's settings, made from the source's, for when config.toml has no
     /// `[channels.<channel>]` (a bot that reads also writes, with the same token).
     pub default_config: ChannelConfig,
+    /// What its chats see while their agents work (see [`progress`](crate::progress)).
+    pub progress: Option<crate::progress::settings::ProgressSettings>,
 }
 
 /// Checks, then builds the source a kind's settings describe.

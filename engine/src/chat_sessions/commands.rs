@@ -26,6 +26,10 @@ pub enum ChatCommand {
     Resume { project: Option<String> },
     /// The chat's sessions, their states, what waits.
     Status,
+    /// What the chat sees while its agent works; `None`: say what it is now.
+    Progress {
+        mode: Option<crate::progress::ProgressMode>,
+    },
 }
 
 impl ChatCommand {
@@ -37,6 +41,7 @@ impl ChatCommand {
             ChatCommand::Stop { .. } => "stop",
             ChatCommand::Resume { .. } => "resume",
             ChatCommand::Status => "status",
+            ChatCommand::Progress { .. } => "progress",
         }
     }
 
@@ -50,7 +55,7 @@ impl ChatCommand {
 }
 
 /// The commands, with what each does: Telegram's `setMyCommands` list, and the help line.
-pub const COMMANDS: [(&str, &str); 5] = [
+pub const COMMANDS: [(&str, &str); 6] = [
     ("new", "Start an agent: /new [project] [agent] [name]"),
     ("sessions", "This chat's sessions; tap one to switch"),
     ("stop", "End a session: /stop [session]"),
@@ -59,6 +64,10 @@ pub const COMMANDS: [(&str, &str); 5] = [
         "Resume an agent's conversation: /resume [project]",
     ),
     ("status", "This chat's sessions and what waits"),
+    (
+        "progress",
+        "What you see while the agent works: /progress off|receipts|steps|stream",
+    ),
 ];
 
 /// `text` as a session command: `None` when it is not one (it goes to the agent),
@@ -112,6 +121,23 @@ pub fn command_of(text: &str) -> Option<Result<ChatCommand, String>> {
             Some(e) => Err(e),
             None => Ok(ChatCommand::Status),
         },
+        "progress" => {
+            if let Some(e) = too_many(1, "/progress [off|receipts|steps|stream]") {
+                return Some(Err(e));
+            }
+            match args.first() {
+                None => Ok(ChatCommand::Progress { mode: None }),
+                Some(word) => {
+                    match crate::progress::ProgressMode::parse(&word.to_ascii_lowercase()) {
+                        Some(mode) => Ok(ChatCommand::Progress { mode: Some(mode) }),
+                        None => Err(format!(
+                            "{:?} is not a progress setting: write off, receipts, steps or stream",
+                            shown(word)
+                        )),
+                    }
+                }
+            }
+        }
         _ => return None,
     };
     Some(parsed)
@@ -197,6 +223,13 @@ mod tests {
             }
         );
         assert_eq!(ok("/status"), ChatCommand::Status);
+        assert_eq!(ok("/progress"), ChatCommand::Progress { mode: None });
+        assert_eq!(
+            ok("/progress Receipts"),
+            ChatCommand::Progress {
+                mode: Some(crate::progress::ProgressMode::Receipts)
+            }
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::names::shown;
 use super::{Asked, Conversation, SessionRequest, Tap};
 use crate::error::Result;
 use crate::outbound::Button;
+use crate::progress::ProgressMode;
 use crate::storage::chat_sessions::{
     self as store, ChatSession, ChatSessionState, CommandMove, CommandRow, CommandState,
     NewCommand, ProjectEntry,
@@ -193,6 +194,10 @@ impl Request<'_> {
             ChatCommand::Status => {
                 self.insert(json!(c).to_string(), CommandState::Done, None, None, None)?;
                 Ok((Some(self.status()?), false))
+            }
+            ChatCommand::Progress { mode } => {
+                self.insert(json!(c).to_string(), CommandState::Done, None, None, None)?;
+                Ok((Some(self.progress(*mode)?), false))
             }
             ChatCommand::Stop { session } => self.stop(c, session.as_deref()),
             ChatCommand::Resume { project } => self.resume(c, project.as_deref()),
@@ -582,6 +587,32 @@ impl Request<'_> {
             ));
         }
         Ok(Reply::text(lines.join("\n")))
+    }
+
+    /// `/progress`: what the chat sees while its agent works, set to `mode` when given.
+    fn progress(&self, mode: Option<ProgressMode>) -> Result<Reply> {
+        let (tx, r) = (self.w.tx(), self.r);
+        let routes = self.w.door.routes.read().expect("routes lock").clone();
+        let Some(own) = routes.progress.get(&r.origin).copied() else {
+            return Ok(Reply::text(
+                "Progress is not shown for this chat's source (its `progress` setting is \
+                 missing).",
+            ));
+        };
+        let words = ChatWords::of(&r.origin);
+        let usage = words.command("progress off|receipts|steps|stream");
+        let Some(mode) = mode else {
+            let now = crate::progress::mode_of(tx, &routes, &r.origin, &r.chat)?;
+            return Ok(Reply::text(format!(
+                "Progress in this chat: {now} ({}). {usage} changes it; the source's setting is {own}.",
+                crate::progress::shows(now)
+            )));
+        };
+        crate::storage::progress::set_chat_progress_in(tx, &r.origin, &r.chat, mode)?;
+        Ok(Reply::text(format!(
+            "Progress in this chat is now {mode}: {}.",
+            crate::progress::shows(mode)
+        )))
     }
 
     /// A tap: the line shown where it was tapped, the reply in the chat, whether a node has a

@@ -8,6 +8,7 @@ use crate::error::{EngineError, Result};
 use crate::hooks::{EventType, HookEvent};
 use crate::outbound::notice::Notice;
 use crate::outbound::OutboundMessage;
+use crate::progress::{self, ReactionState};
 use crate::queue::{Lease, Retried};
 use crate::sessions::{self, agent_state, ending};
 use crate::tx::Tx;
@@ -36,6 +37,10 @@ pub struct Effects {
     /// A new session known only by the agent's own id (no `RELAYQ_SESSION`, and not in a pane
     /// relayq types into): no chat hears its notices.
     pub unmatched: bool,
+    /// A chat message's reaction changed (see [`progress`](crate::progress)): show it.
+    pub reactions: bool,
+    /// The step the event is, for its chat's progress message (when the chat shows steps).
+    pub progress: Option<crate::progress::ProgressNote>,
 }
 
 /// How a hook row ended.
@@ -143,7 +148,11 @@ impl WriteDoor {
             EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
             EventType::UserPromptSubmit => {
                 sessions::begin_turn(tx, key, event.field(&["prompt"]))?;
-                effects.confirmed = self.confirm_pasted(tx, event)?;
+                if let Some((row, message)) = self.confirm_pasted(tx, event)? {
+                    effects.confirmed = Some(row);
+                    effects.reactions |=
+                        progress::reaction_in(tx, &routes, row, &message, ReactionState::Taken)?;
+                }
             }
             EventType::AgentStop => {
                 ending::withdraw_open_in(tx, key, "the agent's turn ended")?;
@@ -154,13 +163,22 @@ impl WriteDoor {
                 }
                 // Without prompt-submit hooks (Codex `notify` alone), the turn's end is the
                 // first word that the agent took the message.
-                effects.confirmed = self.confirm_pasted(tx, event)?;
+                if let Some((row, message)) = self.confirm_pasted(tx, event)? {
+                    effects.confirmed = Some(row);
+                    effects.reactions |=
+                        progress::reaction_in(tx, &routes, row, &message, ReactionState::Done)?;
+                }
+                effects.reactions |= progress::turn_ended_in(tx, key, ReactionState::Done)?;
             }
             EventType::Notification => {}
-            EventType::Error => effects.receiver_error = Some(event.agent),
+            EventType::Error => {
+                effects.receiver_error = Some(event.agent);
+                effects.reactions |= progress::turn_ended_in(tx, key, ReactionState::Failed)?;
+            }
             // `/clear`: a new conversation in the same agent; nothing ends, nothing is dropped.
             EventType::SessionEnd if agent_state::conversation_cleared(event) => {}
             EventType::SessionEnd => {
+                effects.reactions |= progress::turn_ended_in(tx, key, ReactionState::Failed)?;
                 let why = "the agent ended the session (SessionEnd) before it took the \
                            message. Start the agent again, then send it again";
                 let told = ending::end_in(&self.inbound, &self.outbound, tx, &routes, key, why)?;
@@ -169,6 +187,7 @@ impl WriteDoor {
             }
         }
         effects.wake_session |= effects.confirmed.is_some();
+        effects.progress = progress::note_in(tx, &routes, event, answer)?;
         if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
             return Ok(effects);
         }
@@ -258,7 +277,11 @@ impl WriteDoor {
 
     /// The message being delivered to the session, when it was pasted and `event` says the
     /// agent took it: delivered now. Its id.
-    fn confirm_pasted(&self, tx: &Tx<'_>, event: &HookEvent) -> Result<Option<i64>> {
+    fn confirm_pasted(
+        &self,
+        tx: &Tx<'_>,
+        event: &HookEvent,
+    ) -> Result<Option<(i64, crate::InboundMessage)>> {
         let Some(prompt) = agent_state::this_turns_input(event) else {
             return Ok(None);
         };

@@ -110,25 +110,24 @@ pub fn written_in(tx: &Tx<'_>, message: &InboundMessage, enqueued: Enqueued) -> 
 
 /// The agent says it took `prompt` (its prompt-submit event, or the input its turn's end
 /// reports): when the session's message now being delivered was pasted and is that text, it is
-/// delivered, with `receipt` (the agent's event) as its receipt. Returns its row id.
+/// delivered, with `receipt` (the agent's event) as its receipt. Returns its row id and the message.
 pub fn confirm_pasted_in(
     queue: &Queue,
     tx: &Tx<'_>,
     session: &str,
     prompt: &str,
     receipt: &str,
-) -> Result<Option<i64>> {
+) -> Result<Option<(i64, InboundMessage)>> {
     let Some((id, payload, _)) = queue.oldest_started_in(tx, session)? else {
         return Ok(None);
     };
-    let pasted = match InboundMessage::from_payload(&payload) {
-        Ok(message) => message.content,
-        Err(_) => return Ok(None),
+    let Ok(pasted) = InboundMessage::from_payload(&payload) else {
+        return Ok(None);
     };
-    if !crate::sessions::agent_state::prompt_matches(prompt, &pasted) {
+    if !crate::sessions::agent_state::prompt_matches(prompt, &pasted.content) {
         return Ok(None);
     }
-    Ok(queue.confirm_in(tx, id, receipt)?.then_some(id))
+    Ok(queue.confirm_in(tx, id, receipt)?.then_some((id, pasted)))
 }
 
 crate::words! {

@@ -13,6 +13,7 @@ use crate::hooks::EventType;
 use crate::outbound::notice::Notice;
 use crate::outbound::routes::NoticeRoutes;
 use crate::outbound::OutboundMessage;
+use crate::progress::ReactionState;
 use crate::queue::Queue;
 use crate::sessions::Origin;
 
@@ -83,7 +84,7 @@ pub fn tell_chat_in(
 }
 
 /// Tells the chat `message` (row `row`) came from of `trouble`, if it named its chat; see
-/// [`tell_chat_in`].
+/// [`tell_chat_in`]. A dropped message's reaction says it failed.
 pub fn tell_message_in(
     outbound: &Queue,
     tx: &Tx<'_>,
@@ -92,6 +93,9 @@ pub fn tell_message_in(
     message: &crate::InboundMessage,
     trouble: Trouble<'_>,
 ) -> Result<Option<String>> {
+    if let Trouble::Dropped { .. } = trouble {
+        crate::progress::reaction_in(tx, routes, row, message, ReactionState::Failed)?;
+    }
     let Some(origin) = message.reply_origin() else {
         return Ok(None);
     };

@@ -59,6 +59,11 @@ pub struct NoticeRoutes {
     /// parts (see [`Notice::parts`]); not written in `[routes]`.
     #[serde(skip)]
     pub limits: BTreeMap<String, crate::TextLimit>,
+    /// What each source's chats see while their agent works (`progress` in its settings), by
+    /// origin; a chat's `/progress` overrides it. A source not here shows nothing; not written
+    /// in `[routes]`.
+    #[serde(skip)]
+    pub progress: BTreeMap<String, crate::progress::ProgressMode>,
     /// Relay an agent's idle reminder (Claude Code's `idle_prompt`, a minute after every
     /// answer) as a "needs you"; off by default: the chat already has the answer.
     pub idle_reminders: bool,
@@ -84,6 +89,7 @@ impl Default for NoticeRoutes {
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
             limits: BTreeMap::new(),
+            progress: BTreeMap::new(),
             idle_reminders: false,
         }
     }
@@ -132,6 +138,7 @@ impl NoticeRoutes {
             sessions: BTreeMap::new(),
             replies: BTreeMap::new(),
             limits: BTreeMap::new(),
+            progress: BTreeMap::new(),
             idle_reminders: false,
         }
     }

@@ -41,6 +41,7 @@ pub mod pauses;
 pub mod penalties;
 pub mod policy;
 pub mod postgresql;
+pub mod progress;
 pub mod queue;
 pub mod row;
 pub mod sessions;

@@ -477,6 +477,12 @@ fn tell_chat(w: &Writer<'_>, a: &Answered, recorded: &RowRecorded) -> Result<Opt
         _ => return Ok(None),
     };
     let routes = w.door.routes.read().expect("routes lock").clone();
+    if let Trouble::Dropped { .. } = trouble {
+        if let Ok(message) = crate::InboundMessage::from_payload(&a.lease.payload) {
+            let failed = crate::progress::ReactionState::Failed;
+            crate::progress::reaction_in(w.tx(), &routes, a.lease.id, &message, failed)?;
+        }
+    }
     let from = trouble::FromChat {
         row: a.lease.id,
         session: &a.lease.key,

@@ -126,6 +126,13 @@ impl Channel for SlackChannel {
         Some(Box::pin(async move { this.session_thread(call).await }))
     }
 
+    /// Reactions (`reactions.remove` of the one shown, then `reactions.add`) and progress
+    /// messages (`chat.postMessage`, then `chat.update`).
+    fn cosmetic(&self, call: super::CosmeticCall) -> Option<super::CosmeticAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.show(call).await }))
+    }
+
     bot_channel_basics!(render: render::slack_mrkdwn, pace: config::pace, ready: auth_test);
 }
 
@@ -167,6 +174,63 @@ impl SlackChannel {
             Ok(reply) => classify(&reply),
             Err(no_answer) => no_answer,
         }
+    }
+
+    /// Makes a cosmetic call (see [`Channel::cosmetic`]).
+    async fn show(&self, call: super::CosmeticCall) -> super::CosmeticOutcome {
+        use super::{CosmeticCall, CosmeticOutcome};
+        let calls: Vec<(&str, Value)> = match &call {
+            CosmeticCall::React {
+                to,
+                message,
+                emoji,
+                previous,
+            } => {
+                let on = |name: &str| json!({"channel": to.trim(), "timestamp": message, "name": name});
+                let mut calls: Vec<(&str, Value)> = previous
+                    .iter()
+                    .filter(|p| *p != emoji)
+                    .map(|p| ("reactions.remove", on(p)))
+                    .collect();
+                calls.push(("reactions.add", on(emoji)));
+                calls
+            }
+            CosmeticCall::Post { to, thread, text } => {
+                let mut body = json!({"channel": to.trim(), "text": crate::kit::cut_chars(text, MAX_CHARS)});
+                if let Some(thread) = thread {
+                    body["thread_ts"] = json!(thread);
+                }
+                vec![("chat.postMessage", body)]
+            }
+            CosmeticCall::Edit { to, message, text } => vec![(
+                "chat.update",
+                json!({"channel": to.trim(), "ts": message, "text": crate::kit::cut_chars(text, MAX_CHARS)}),
+            )],
+        };
+        // Slack's answers that mean it is done already.
+        const ALREADY: [&str; 2] = ["already_reacted", "no_reaction"];
+        let mut posted = None;
+        for (method, body) in calls {
+            let request = self
+                .http
+                .post(self.method(method))
+                .body(body.to_string(), "application/json; charset=utf-8");
+            let reply = match self.http.send(request).await {
+                Ok(reply) => reply,
+                Err(no_answer) => {
+                    let why = no_answer.text().unwrap_or("no answer").to_string();
+                    return CosmeticOutcome::Failed(format!("{method}: {why}"));
+                }
+            };
+            let answered = reply.json::<WebApiReply>();
+            match (&answered, classify(&reply)) {
+                (_, Outcome::Throttled { wait, .. }) => return CosmeticOutcome::Wait(wait),
+                (Some(WebApiReply { ok: true, ts, .. }), _) => posted = ts.clone(),
+                (Some(WebApiReply { error: Some(e), .. }), _) if ALREADY.contains(&e.as_str()) => {}
+                _ => return CosmeticOutcome::Failed(format!("{method}: {}", describe(&reply))),
+            }
+        }
+        CosmeticOutcome::Done(posted)
     }
 
     /// Opens a session's thread (see [`Channel::thread`]): the new thread's `ts`.

@@ -49,12 +49,18 @@ impl Platform for Telegram {
 /// `unknown_outcome = "resend"` the chat may see a message twice.
 pub type Config = BotConfig<Telegram>;
 
-/// Telegram's published budgets: about one message per second to a chat, about 30 per second
-/// in all for a bot. (`[pacing.NAME]` overrides; a group's 20 per minute is one to set there.)
+/// Telegram's published budgets: about one message per second to a chat, 20 a minute to a
+/// group (a chat whose id is negative), about 30 per second in all for a bot.
+/// (`[pacing.NAME]` overrides.)
 pub fn pace() -> Pace {
     Pace {
         per_destination: Some(Rate::per_second(1)),
         per_channel: Some(Rate::per_second(30)),
+        per_group: Some(Rate {
+            count: std::num::NonZeroU32::new(20).expect("not zero"),
+            per: std::time::Duration::from_secs(60),
+        }),
+        group_prefix: Some("-"),
         ..Pace::default()
     }
 }

@@ -124,6 +124,13 @@ impl Channel for TelegramChannel {
         Some(Box::pin(async move { this.topic(call).await }))
     }
 
+    /// Reactions (`setMessageReaction`, one emoji of the Bot API's list) and progress
+    /// messages (`sendMessage` without a notification, then `editMessageText`).
+    fn cosmetic(&self, call: super::CosmeticCall) -> Option<super::CosmeticAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.show(call).await }))
+    }
+
     bot_channel_basics!(render: render::telegram_html, pace: config::pace, ready: get_me);
 }
 
@@ -229,6 +236,55 @@ impl TelegramChannel {
             }
         }
         Outcome::retry("Telegram kept asking to send elsewhere or differently; trying again later")
+    }
+
+    /// Makes a cosmetic call (see [`Channel::cosmetic`]).
+    async fn show(&self, call: super::CosmeticCall) -> super::CosmeticOutcome {
+        use super::{CosmeticCall, CosmeticOutcome};
+        let quiet = json!({"is_disabled": true});
+        let (method, body) = match &call {
+            CosmeticCall::React { to, message, emoji, .. } => (
+                "setMessageReaction",
+                json!({"chat_id": self.chat_for(to), "message_id": number_or_text(message),
+                       "reaction": [{"type": "emoji", "emoji": emoji}]}),
+            ),
+            CosmeticCall::Post { to, thread, text } => {
+                let mut body = json!({"chat_id": self.chat_for(to), "text": crate::kit::cut_chars(text, MAX_CHARS),
+                                      "disable_notification": true, "link_preview_options": quiet});
+                if let Some(thread) = thread {
+                    body["message_thread_id"] = number_or_text(thread);
+                }
+                ("sendMessage", body)
+            }
+            CosmeticCall::Edit { to, message, text } => (
+                "editMessageText",
+                json!({"chat_id": self.chat_for(to), "message_id": number_or_text(message),
+                       "text": crate::kit::cut_chars(text, MAX_CHARS), "link_preview_options": quiet}),
+            ),
+        };
+        let reply = match self.post(method, &body).await {
+            Ok(reply) => reply,
+            Err(no_answer) => {
+                let why = no_answer.text().unwrap_or("no answer").to_string();
+                return CosmeticOutcome::Failed(format!("{method}: {why}"));
+            }
+        };
+        let answered = reply.json::<BotApiReply>();
+        let error = describe(&reply);
+        match answered {
+            Some(BotApiReply { ok: true, result, .. }) => CosmeticOutcome::Done(
+                result
+                    .and_then(|m| m.get("message_id").cloned())
+                    .map(|id| id.to_string()),
+            ),
+            _ if reply.status == 400 && error.contains("message is not modified") => {
+                CosmeticOutcome::Done(None)
+            }
+            Some(BotApiReply { parameters: Some(p), .. }) if reply.status == 429 => {
+                CosmeticOutcome::Wait(Duration::from_secs(p.retry_after.unwrap_or(1)))
+            }
+            _ => CosmeticOutcome::Failed(format!("{method}: {error}")),
+        }
     }
 
     /// Opens or closes a forum topic; the new topic's `message_thread_id`.

@@ -31,6 +31,28 @@ impl ChatPlatform for Slack {
     const CHATS_EXAMPLE: &'static str = "{ \"C0123ABCD\" = \"my-agent\" }";
     const USERS_EXAMPLE: &'static str = "List Slack user ids (allowed_users = [\"U0123ABCD\"]; \
         a profile's ⋮ menu → Copy member ID)";
+
+    /// Slack's reactions are emoji names.
+    const REACTIONS: [&'static str; 3] = ["eyes", "white_check_mark", "x"];
+
+    fn check_reaction(name: &str) -> Result<(), String> {
+        let named = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-+'".contains(c));
+        match named {
+            true => Ok(()),
+            false => Err(format!(
+                "{name:?} is not an emoji name: write it as Slack names it, without colons \
+                 (e.g. \"eyes\", \"white_check_mark\")"
+            )),
+        }
+    }
+
+    /// Channels (public `C…`, private `G…`) are groups; direct messages (`D…`) are not.
+    fn is_group(id: &str) -> bool {
+        !id.trim().starts_with('D')
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -147,6 +169,7 @@ impl SourceKind for Config {
             origin: super::origin(name),
             channel: self.routing.reply_channel_or(name),
             default_config: ChannelConfig::Slack(bot.unwrap_or_else(|| BotConfig::new(""))),
+            progress: Some(self.routing.progress_settings()),
         })
     }
 }

@@ -98,6 +98,25 @@ impl ChatPlatform for Telegram {
             .map(|_| ())
             .map_err(|_| "is not a chat id: chat ids are numbers (-100... for groups)".to_string())
     }
+
+    /// Telegram has no ✅ or ❌ among a bot's reactions.
+    const REACTIONS: [&'static str; 3] = ["👀", "👌", "👎"];
+
+    fn check_reaction(emoji: &str) -> Result<(), String> {
+        use crate::kit::api::telegram::REACTION_EMOJI;
+        match REACTION_EMOJI.contains(&emoji) {
+            true => Ok(()),
+            false => Err(format!(
+                "{emoji:?} is not one Telegram lets a bot react with; it takes {}",
+                REACTION_EMOJI.join(" ")
+            )),
+        }
+    }
+
+    /// Groups' ids are negative.
+    fn is_group(id: &str) -> bool {
+        id.trim().starts_with('-')
+    }
 }
 
 impl Config {
@@ -207,6 +226,7 @@ impl SourceKind for Config {
             origin: super::origin(name),
             channel: self.routing.reply_channel_or(name),
             default_config: ChannelConfig::Telegram(self.bot()),
+            progress: Some(self.routing.progress_settings()),
         })
     }
 }

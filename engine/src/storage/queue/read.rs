@@ -34,7 +34,22 @@ const HAS_KEY_SQL: Sql = Sql::same(
     "SELECT COUNT(*) FROM (SELECT 1 FROM queue_rows WHERE queue = :queue AND key = :key LIMIT 1) k",
 );
 
+const HAS_UNFINISHED_SQL: Sql = Sql::same(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM queue_rows
+                           WHERE queue = :queue AND key = :key AND state IN ('pending', 'leased')
+                           LIMIT 1) k",
+);
+
 impl Queue {
+    /// Whether `key` has a row not yet delivered (pending or leased): an outbound chat's
+    /// messages that must arrive before anything cosmetic is sent there.
+    pub fn has_unfinished(&self, key: &str) -> Result<bool> {
+        let conn = self.db.read()?;
+        let params = params![":queue" => self.name, ":key" => key];
+        let n: i64 = conn.query_value(&HAS_UNFINISHED_SQL, params)?;
+        Ok(n > 0)
+    }
+
     /// Whether `key` has any row, finished ones included (as long as they are kept): a key
     /// the operator names that has none is probably mistyped. Not on the delivery path (it may
     /// read the whole table).

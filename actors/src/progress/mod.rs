@@ -1,0 +1,642 @@
+//! Progress on the phone, sent: the ProgressActor makes the cosmetic calls that show a chat
+//! what its agent does — a reaction on each person's message (taken, done, failed) and one
+//! progress message per turn, edited as the agent's steps come (see
+//! [`relayq_engine::progress`] for what is recorded and why).
+//!
+//! Cosmetic calls go on a lane per chat, after the chat's durable messages:
+//!
+//! ```text
+//!   step (hook worker) ─┐                         ┌─ chat has unsent durable rows → wait, look again
+//!   reaction changed  ──┼─▶ lane (channel, chat) ─┼─ chat's or bot's budget short → wait for it
+//!   poll every 2 s  ────┘   one call at a time,   ├─ channel penalized → wait it out
+//!                           ≥ `progress_every`    └─ call: React | Post | Edit
+//!                           apart (groups: slower)       429 → wait, tried once more, then dropped
+//! ```
+//!
+//! A board (a turn's progress message) whose steps come faster than its lane may send is
+//! coalesced: the latest text wins. Nothing here is written down but a reaction's outcome, so
+//! a restart never replays a stale edit; the reactions a message should show are in the
+//! database, and the poll sets them after a restart.
+
+pub mod board;
+pub mod settings;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use relayq_engine::progress::writes::ReactionTried;
+use relayq_engine::progress::{ProgressNote, Reaction, ReactionState, Step};
+use relayq_engine::OutboundMessage;
+
+use crate::channels::{ChannelDirectory, CosmeticCall, CosmeticOutcome};
+use crate::store::Store;
+use board::Board;
+use settings::ProgressSettings;
+
+/// How often the reactions recorded elsewhere (a message dropped by the session actor, or
+/// left from before a restart) are looked for; the hook worker's changes come at once.
+const REACTION_LOOK: Duration = Duration::from_secs(2);
+/// A lane whose chat has durable messages unsent looks again after this.
+const DURABLE_LOOK: Duration = Duration::from_millis(250);
+/// A running turn's message is edited at least this often (its clock), with no new step.
+const REFRESH: Duration = Duration::from_secs(10);
+/// How long a chat's progress counts as shed after a call was dropped or refused.
+const SHED_FOR: Duration = Duration::from_secs(60);
+/// A reaction older than this is not set any more (the message scrolled away long ago).
+const REACTION_MAX_AGE_MS: i64 = 3600 * 1000;
+
+/// Each chat source's progress settings, by origin.
+pub type ProgressSettingsByOrigin = BTreeMap<String, ProgressSettings>;
+
+/// A step of a turn, for its chat's progress message (from the hook worker).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ShowStep(pub ProgressNote);
+
+/// Reactions changed: look for them now.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ShowReactions;
+
+/// New settings (a config reload).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct SetProgressSettings(pub Arc<ProgressSettingsByOrigin>);
+
+/// A chat: its channel and destination.
+type ChatKey = (String, String);
+
+/// One chat's cosmetic calls: one at a time, paced.
+#[derive(Default)]
+struct Lane {
+    /// Its source (for its settings).
+    origin: String,
+    /// Not before this.
+    next_at: Option<Instant>,
+    /// A call (or its checks) is under way.
+    busy: bool,
+    /// A look is scheduled.
+    timer: Option<SpawnHandle>,
+    /// Reactions to set, by message row: what each should show, and tries so far.
+    reactions: BTreeMap<i64, (Reaction, u32)>,
+}
+
+/// A turn's progress message in a chat.
+struct Shown {
+    board: Board,
+    thread: Option<String>,
+    /// The message, once posted.
+    message: Option<String>,
+    /// The board's version last sent, and when.
+    sent_version: u64,
+    sent_at: Option<Instant>,
+    /// Failed calls in a row (one more try, then the board is dropped).
+    tries: u32,
+    /// Given up: nothing more is sent for this turn.
+    dropped: bool,
+}
+
+impl Shown {
+    fn wants_call(&self, now: Instant) -> bool {
+        if self.dropped {
+            return false;
+        }
+        let changed = self.board.version > self.sent_version;
+        let stale_clock = self.board.ended.is_none()
+            && self
+                .sent_at
+                .is_some_and(|at| now.duration_since(at) >= REFRESH);
+        changed || stale_clock
+    }
+}
+
+/// What a lane does next.
+#[derive(Debug, Clone)]
+enum Job {
+    /// A message's reaction (its row), as the state it shows.
+    React(i64, ReactionState),
+    Board(String),
+}
+
+/// How a lane's job went.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct JobDone {
+    chat: ChatKey,
+    job: Job,
+    /// The version of the board sent (boards only).
+    version: u64,
+    went: Went,
+}
+
+enum Went {
+    /// The call was made: its outcome.
+    Called(CosmeticOutcome),
+    /// Not made: durable messages wait, the budget is short, the channel is held. Look again
+    /// after this; `shed`: why, when it is pressure to tell the operator of.
+    NotNow(Duration, Option<String>),
+    /// Not made, never to be: the channel shows no progress.
+    Cannot,
+}
+
+/// Sends the cosmetic calls of this node's chats.
+pub struct ProgressActor {
+    store: Store,
+    channels: ChannelDirectory,
+    settings: Arc<ProgressSettingsByOrigin>,
+    lanes: HashMap<ChatKey, Lane>,
+    boards: HashMap<(ChatKey, String), Shown>,
+    /// Channels whose progress was shed lately: until when it counts as shed.
+    shed: HashMap<String, Instant>,
+    /// Reactions set lately, until their record is surely read back (a poll between the call
+    /// and its record does not set them twice).
+    set_lately: HashMap<i64, (ReactionState, Instant)>,
+    /// A read of the reactions is under way; another was asked for meanwhile.
+    looking: bool,
+    look_again: bool,
+}
+
+impl ProgressActor {
+    pub fn new(
+        store: Store,
+        channels: ChannelDirectory,
+        settings: ProgressSettingsByOrigin,
+    ) -> Self {
+        ProgressActor {
+            store,
+            channels,
+            settings: Arc::new(settings),
+            lanes: HashMap::new(),
+            boards: HashMap::new(),
+            shed: HashMap::new(),
+            set_lately: HashMap::new(),
+            looking: false,
+            look_again: false,
+        }
+    }
+
+    /// Reads the reactions to set and queues each on its chat's lane.
+    fn look_for_reactions(&mut self, ctx: &mut Context<Self>) {
+        if self.settings.is_empty() {
+            return;
+        }
+        if self.looking {
+            self.look_again = true;
+            return;
+        }
+        self.looking = true;
+        let before = self.store.engine.now();
+        let read = self
+            .store
+            .run(move |s| s.engine.untried_reactions(before, 256));
+        ctx.spawn(read.into_actor(self).map(|read, me, ctx| {
+            me.looking = false;
+            match read {
+                Ok(reactions) => {
+                    for r in reactions {
+                        me.queue_reaction(r, ctx);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the reactions to set"),
+            }
+            if std::mem::take(&mut me.look_again) {
+                me.look_for_reactions(ctx);
+            }
+        }));
+    }
+
+    fn queue_reaction(&mut self, r: Reaction, ctx: &mut Context<Self>) {
+        if self
+            .set_lately
+            .get(&r.row_id)
+            .is_some_and(|(state, _)| *state == r.wanted)
+        {
+            return;
+        }
+        let now = self.store.engine.now();
+        let routes = self.store.door.routes.read().expect("routes lock").clone();
+        let channel = routes.replies.get(&r.origin).cloned();
+        let channel = channel.filter(|_| self.settings.contains_key(&r.origin));
+        let Some(channel) = channel.filter(|_| now - r.updated_at <= REACTION_MAX_AGE_MS) else {
+            // Too old to matter, or its source is gone from the config: given up, so it is
+            // not read again.
+            self.record_reaction(&r, false, ctx);
+            return;
+        };
+        let chat = (channel, r.chat.clone());
+        let lane = self.lanes.entry(chat.clone()).or_default();
+        lane.origin = r.origin.clone();
+        let tries = match lane.reactions.get(&r.row_id) {
+            Some((queued, tries)) if queued.wanted == r.wanted => *tries,
+            _ => 0,
+        };
+        lane.reactions.insert(r.row_id, (r, tries));
+        self.kick(chat, ctx);
+    }
+
+    fn step(&mut self, note: ProgressNote, ctx: &mut Context<Self>) {
+        let chat = (note.channel.clone(), note.to.clone());
+        let key = (chat.clone(), note.session.clone());
+        let lane = self.lanes.entry(chat.clone()).or_default();
+        lane.origin = note.origin.clone();
+        let fresh = |note: &ProgressNote| Shown {
+            board: Board::new(&note.session, note.at),
+            thread: note.thread.clone(),
+            message: None,
+            sent_version: 0,
+            sent_at: None,
+            tries: 0,
+            dropped: false,
+        };
+        match (&note.step, self.boards.get(&key)) {
+            // A new turn: a new message, unless the last one's end is not shown yet.
+            (Step::TurnStarted, Some(s))
+                if s.board.ended.is_some() && !s.wants_call(Instant::now()) =>
+            {
+                self.boards.insert(key.clone(), fresh(&note));
+            }
+            (Step::TurnStarted, None) => {
+                self.boards.insert(key.clone(), fresh(&note));
+            }
+            // A turn's end with no message shown: nothing to end.
+            (Step::TurnEnded { .. }, None) => return,
+            (_, None) => {
+                self.boards.insert(key.clone(), fresh(&note));
+            }
+            _ => {}
+        }
+        let shown = self.boards.get_mut(&key).expect("the board was made");
+        let unsent = shown.board.version > shown.sent_version && shown.sent_version > 0;
+        if shown.board.fold(&note.step) && unsent {
+            self.store.metrics.progress(&note.channel, "coalesced");
+        }
+        self.kick(chat, ctx);
+    }
+
+    /// Runs the lane's next job when it may.
+    fn kick(&mut self, chat: ChatKey, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let Some(lane) = self.lanes.get_mut(&chat) else {
+            return;
+        };
+        if lane.busy || lane.timer.is_some() {
+            return;
+        }
+        if let Some(at) = lane.next_at.filter(|at| *at > now) {
+            let again = chat.clone();
+            lane.timer = Some(ctx.run_later(at - now, move |me, ctx| {
+                if let Some(lane) = me.lanes.get_mut(&again) {
+                    lane.timer = None;
+                }
+                me.kick(again, ctx);
+            }));
+            return;
+        }
+        let job = match lane.reactions.iter().next() {
+            Some((row, (r, _))) => Job::React(*row, r.wanted),
+            None => {
+                let board = self
+                    .boards
+                    .iter()
+                    .filter(|((c, _), s)| *c == chat && s.wants_call(now))
+                    .map(|((_, session), s)| (s.sent_at, session.clone()))
+                    .min();
+                match board {
+                    Some((_, session)) => Job::Board(session),
+                    None => {
+                        self.forget_if_idle(&chat, ctx);
+                        return;
+                    }
+                }
+            }
+        };
+        let Some(call) = self.call_for(&chat, &job) else {
+            return;
+        };
+        let version = match &job {
+            Job::Board(session) => self.boards[&(chat.clone(), session.clone())].board.version,
+            Job::React(..) => 0,
+        };
+        let lane = self.lanes.get_mut(&chat).expect("the lane is there");
+        lane.busy = true;
+        let (store, channels, me) = (self.store.clone(), self.channels.clone(), ctx.address());
+        actix_rt::spawn(async move {
+            let went = cosmetic_call(&store, &channels, &chat, call).await;
+            me.do_send(JobDone {
+                chat,
+                job,
+                version,
+                went,
+            });
+        });
+    }
+
+    /// The call `job` makes now.
+    fn call_for(&self, chat: &ChatKey, job: &Job) -> Option<CosmeticCall> {
+        let lane = &self.lanes[chat];
+        let to = chat.1.clone();
+        Some(match job {
+            Job::React(row, _) => {
+                let (r, _) = &lane.reactions[row];
+                let reactions = &self.settings.get(&r.origin)?.reactions;
+                CosmeticCall::React {
+                    to,
+                    message: r.message.clone(),
+                    emoji: reactions.of_state(r.wanted).to_string(),
+                    previous: r.shown.map(|s| reactions.of_state(s).to_string()),
+                }
+            }
+            Job::Board(session) => {
+                let shown = &self.boards[&(chat.clone(), session.clone())];
+                let text = shown.board.text(self.store.engine.now());
+                match &shown.message {
+                    None => CosmeticCall::Post {
+                        to,
+                        thread: shown.thread.clone(),
+                        text,
+                    },
+                    Some(message) => CosmeticCall::Edit {
+                        to,
+                        message: message.clone(),
+                        text,
+                    },
+                }
+            }
+        })
+    }
+
+    fn done(&mut self, done: JobDone, ctx: &mut Context<Self>) {
+        let JobDone {
+            chat,
+            job,
+            version,
+            went,
+        } = done;
+        let channel = chat.0.clone();
+        let pace = self.pace_for(&chat);
+        let Some(lane) = self.lanes.get_mut(&chat) else {
+            return;
+        };
+        lane.busy = false;
+        let now = Instant::now();
+        let metrics = self.store.metrics.clone();
+        match went {
+            Went::NotNow(wait, shed) => {
+                lane.next_at = Some(now + wait);
+                if let Some(why) = shed {
+                    self.shed(&channel, &why);
+                }
+            }
+            Went::Cannot => {
+                // The channel shows no progress: forget what waits for it.
+                lane.reactions.clear();
+                self.boards.retain(|(c, _), _| *c != chat);
+            }
+            Went::Called(outcome) => {
+                if let CosmeticOutcome::Wait(wait) = &outcome {
+                    self.shed(&channel, &format!("the platform asked to wait {wait:?}"));
+                }
+                let lane = self.lanes.get_mut(&chat).expect("the lane is there");
+                lane.next_at = Some(now + pace);
+                let retry_after = match &outcome {
+                    CosmeticOutcome::Done(_) => None,
+                    CosmeticOutcome::Wait(wait) => Some(*wait),
+                    CosmeticOutcome::Failed(_) => Some(Duration::ZERO),
+                };
+                if let Some(wait) = retry_after {
+                    lane.next_at = Some(now + pace.max(wait));
+                }
+                match job {
+                    Job::React(row, state) => {
+                        // It wants another state since: that one is sent next.
+                        let moved_on = lane
+                            .reactions
+                            .get(&row)
+                            .is_some_and(|(r, _)| r.wanted != state);
+                        let Some((r, tries)) = lane.reactions.remove(&row) else {
+                            return self.kick(chat, ctx);
+                        };
+                        match (&outcome, tries) {
+                            _ if moved_on => {
+                                lane.reactions.insert(row, (r, 0));
+                            }
+                            (CosmeticOutcome::Done(_), _) => {
+                                metrics.progress(&channel, "sent");
+                                self.set_lately.insert(row, (state, now + SHED_FOR));
+                                self.record_reaction(&r, true, ctx);
+                            }
+                            // Tried once more, then given up.
+                            (_, 0) => {
+                                lane.reactions.insert(row, (r, 1));
+                            }
+                            (outcome, _) => {
+                                metrics.progress(&channel, "dropped");
+                                tracing::info!(
+                                    chat = chat.1,
+                                    row,
+                                    ?outcome,
+                                    "a reaction was not set; given up"
+                                );
+                                self.record_reaction(&r, false, ctx);
+                            }
+                        }
+                    }
+                    Job::Board(session) => {
+                        let key = (chat.clone(), session);
+                        let Some(shown) = self.boards.get_mut(&key) else {
+                            return;
+                        };
+                        match outcome {
+                            CosmeticOutcome::Done(id) => {
+                                metrics.progress(&channel, "sent");
+                                shown.message = shown.message.take().or(id);
+                                shown.sent_version = version;
+                                shown.sent_at = Some(now);
+                                shown.tries = 0;
+                            }
+                            _ if shown.tries == 0 => shown.tries = 1,
+                            ref outcome => {
+                                metrics.progress(&channel, "dropped");
+                                tracing::info!(chat = chat.1, ?outcome, "a progress message was not sent; this turn's progress is given up");
+                                shown.dropped = true;
+                            }
+                        }
+                        let gone = shown.board.ended.is_some() && !shown.wants_call(now);
+                        if gone || shown.dropped {
+                            self.boards.remove(&key);
+                        }
+                    }
+                }
+            }
+        }
+        self.kick(chat, ctx);
+    }
+
+    fn record_reaction(&self, r: &Reaction, shown: bool, ctx: &mut Context<Self>) {
+        let tried = ReactionTried {
+            row_id: r.row_id,
+            state: r.wanted,
+            shown,
+        };
+        ctx.spawn(self.store.apply(tried).into_actor(self).map(|done, _, _| {
+            if let Err(e) = done {
+                tracing::warn!(error = %e, "cannot record a reaction sent");
+            }
+        }));
+    }
+
+    /// How far apart the calls to `chat` go.
+    fn pace_for(&self, chat: &ChatKey) -> Duration {
+        let origin = self
+            .lanes
+            .get(chat)
+            .map(|l| l.origin.as_str())
+            .unwrap_or_default();
+        match self.settings.get(origin) {
+            Some(s) => s.pace_for(&chat.1),
+            None => settings::EVERY,
+        }
+    }
+
+    /// A lane with nothing to do and no pace to keep is forgotten.
+    fn forget_if_idle(&mut self, chat: &ChatKey, _ctx: &mut Context<Self>) {
+        let idle = self.lanes.get(chat).is_some_and(|l| {
+            !l.busy
+                && l.timer.is_none()
+                && l.reactions.is_empty()
+                && l.next_at.is_none_or(|at| at <= Instant::now())
+        });
+        let boards = self.boards.keys().any(|(c, _)| c == chat);
+        if idle && !boards {
+            self.lanes.remove(chat);
+        }
+    }
+
+    /// Progress on `channel` was shed: the operator sees it in `status` for a while.
+    fn shed(&mut self, channel: &str, why: &str) {
+        self.store.metrics.progress(channel, "shed");
+        self.store.readiness.not_ready(
+            &format!("progress on channel {channel}"),
+            &format!("progress is being shed ({why}); answers go first"),
+        );
+        self.shed
+            .insert(channel.to_string(), Instant::now() + SHED_FOR);
+    }
+
+    /// Ends the shed notices whose time is over; refreshes running turns' clocks.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let over: Vec<String> = self
+            .shed
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(c, _)| c.clone())
+            .collect();
+        for channel in over {
+            self.shed.remove(&channel);
+            self.store
+                .readiness
+                .ready(&format!("progress on channel {channel}"));
+        }
+        self.set_lately.retain(|_, (_, until)| *until > now);
+        let stale: Vec<ChatKey> = self
+            .boards
+            .iter()
+            .filter(|(_, s)| s.wants_call(now))
+            .map(|((c, _), _)| c.clone())
+            .collect();
+        for chat in stale {
+            self.kick(chat, ctx);
+        }
+    }
+}
+
+/// Makes one cosmetic call to `chat`, after its durable messages, within its budgets.
+async fn cosmetic_call(
+    store: &Store,
+    channels: &ChannelDirectory,
+    chat: &ChatKey,
+    call: CosmeticCall,
+) -> Went {
+    let (channel, to) = chat;
+    let key = OutboundMessage::text(channel, to, "").destination_key();
+    match store.run(move |s| s.outbound.has_unfinished(&key)).await {
+        Ok(false) => {}
+        Ok(true) => return Went::NotNow(DURABLE_LOOK, None),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether the chat has messages to send first");
+            return Went::NotNow(DURABLE_LOOK, None);
+        }
+    }
+    if let Some(wait) = channels
+        .unready(channel)
+        .or_else(|| channels.penalty(channel))
+    {
+        return Went::NotNow(wait, Some("the channel is held".into()));
+    }
+    if let Some(budgets) = channels.budgets(channel) {
+        let to = to.clone();
+        let taken = actix_rt::task::spawn_blocking(move || budgets.take(&to)).await;
+        match taken {
+            Ok(Ok(())) => {}
+            Ok(Err(wait)) => {
+                return Went::NotNow(wait, Some("the chat's budget is spent on answers".into()))
+            }
+            Err(e) => return Went::NotNow(DURABLE_LOOK, Some(e.to_string())),
+        }
+    }
+    match channels.cosmetic(channel, call) {
+        Some(answer) => Went::Called(answer.await),
+        None => Went::Cannot,
+    }
+}
+
+impl Actor for ProgressActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.look_for_reactions(ctx);
+        ctx.run_interval(REACTION_LOOK, |me, ctx| {
+            me.look_for_reactions(ctx);
+            me.tick(ctx);
+        });
+    }
+}
+
+impl Handler<ShowStep> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, ShowStep(note): ShowStep, ctx: &mut Context<Self>) {
+        self.step(note, ctx);
+    }
+}
+
+impl Handler<ShowReactions> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, _: ShowReactions, ctx: &mut Context<Self>) {
+        self.look_for_reactions(ctx);
+    }
+}
+
+impl Handler<JobDone> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, done: JobDone, ctx: &mut Context<Self>) {
+        self.done(done, ctx);
+    }
+}
+
+impl Handler<SetProgressSettings> for ProgressActor {
+    type Result = ();
+
+    fn handle(
+        &mut self,
+        SetProgressSettings(settings): SetProgressSettings,
+        _: &mut Context<Self>,
+    ) {
+        self.settings = settings;
+    }
+}

@@ -1,0 +1,49 @@
+//! The writes of progress on the phone: what became of a reaction the actors sent, and a
+//! chat's own setting.
+
+use crate::error::Result;
+use crate::storage::progress::{self as store, ProgressMode, ReactionState};
+use crate::writes::{Write, Writer};
+use crate::Atomicity;
+
+/// A reaction was sent as `state` for the message of inbound row `row_id`: `shown` when the
+/// platform confirmed it, else it was given up on (a reaction is tried at most twice). Nothing
+/// changes when the message wants another state since (it is sent in turn).
+#[derive(Debug, Clone, Copy)]
+pub struct ReactionTried {
+    pub row_id: i64,
+    pub state: ReactionState,
+    pub shown: bool,
+}
+
+impl Write for ReactionTried {
+    type Output = ();
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
+        store::tried_in(w.tx(), self.row_id, self.state, self.shown)
+    }
+}
+
+/// What chat `chat` of `origin` sees while its agent works, over its source's setting.
+#[derive(Debug, Clone)]
+pub struct SetChatProgress {
+    pub origin: String,
+    pub chat: String,
+    pub mode: ProgressMode,
+}
+
+impl Write for SetChatProgress {
+    type Output = ();
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<()> {
+        store::set_chat_progress_in(w.tx(), &self.origin, &self.chat, self.mode)
+    }
+}
