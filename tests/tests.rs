@@ -20,6 +20,7 @@ mod nodes;
 mod openapi;
 mod outbound;
 mod platforms;
+mod progress;
 mod real_agents;
 mod recovery;
 mod regression;

@@ -20,6 +20,7 @@ Settings (environment):
   FAKE_DIALOG_LATE_MS Gemini: the dialog is drawn this long after its Notification hook ran
   FAKE_START_DELAY_MS a slow start: this long before its SessionStart hook runs
   FAKE_EXIT_DELAY_MS  a slow exit: this long between /exit (or /quit) and leaving
+  FAKE_STEP_MS        how long each tool step of a "steps N" prompt takes (default 400)
 
 Conversations: with FAKE_CONVERSATIONS=1, each turn is kept as Claude Code keeps it,
 in $HOME/.claude/projects/<cwd, each character but A-Z a-z 0-9 made ->/<session id>.jsonl;
@@ -32,7 +33,8 @@ source "clear", under a new session id); "tool" asks for a permission in a dialo
 approves, typed text is ignored, Escape denies); Claude and Codex also run their
 PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
 before it); "long" answers 10 000 characters; "lose"
-ends its turn without the turn-end hook (a crash, a failed hook). While a turn runs, the
+ends its turn without the turn-end hook (a crash, a failed hook); "steps N" runs N tool steps
+(a shell command each, with its pre- and post-tool hooks) before it answers. While a turn runs, the
 bottom line says "esc to interrupt", as the real CLIs do.
 """
 import json, os, select, subprocess, sys, termios, threading, time, tty, uuid
@@ -51,6 +53,7 @@ PROMPT_HOOK = os.environ.get("FAKE_PROMPT_HOOK", "1") == "1"
 DIALOG_LATE_MS = int(os.environ.get("FAKE_DIALOG_LATE_MS", "0"))
 START_DELAY = int(os.environ.get("FAKE_START_DELAY_MS", "0")) / 1000
 EXIT_DELAY = int(os.environ.get("FAKE_EXIT_DELAY_MS", "0")) / 1000
+STEP_MS = int(os.environ.get("FAKE_STEP_MS", "400"))
 MARKER = {"claude": "❯", "codex": "›", "gemini": ">"}[AGENT]
 # The permission dialog as each CLI draws it (Gemini CLI 0.61 frames it and numbers its
 # choices: 1 and 2 allow, 3 or Escape deny; the others: Enter allows, Escape denies).
@@ -217,6 +220,7 @@ def turn(prompt):
             hook("UserPromptSubmit", prompt=prompt)
     draw(f"{MARKER} {prompt}")
     time.sleep((3000 if "slow" in prompt else TURN_MS) / 1000)
+    run_steps(prompt)
     if "tool" in prompt:
         decided = threading.Event()
         ask = dict(tool_name="Bash",
@@ -287,6 +291,26 @@ def turn(prompt):
     notify(SESSION, list(state["thread_inputs"]), answer)
     log(turn_end=prompt, answer_chars=len(answer))
     finish_turn(answer)
+
+
+def run_steps(prompt):
+    """ "steps N": N tool calls, each announced and finished by the agent's tool hooks."""
+    words = prompt.split()
+    if "steps" not in words or words.index("steps") + 1 >= len(words):
+        return
+    try:
+        n = int(words[words.index("steps") + 1])
+    except ValueError:
+        return
+    before, after, tool = (("BeforeTool", "AfterTool", "run_shell_command") if AGENT == "gemini"
+                           else ("PreToolUse", "PostToolUse", "Bash"))
+    for k in range(1, n + 1):
+        command = {"command": f"echo step {k} of {n}"}
+        hook(before, tool_name=tool, tool_input=command)
+        draw(f"● {tool}({command['command']})")
+        time.sleep(STEP_MS / 1000)
+        hook(after, tool_name=tool, tool_input=command, tool_response={"success": True})
+    log(steps=n)
 
 
 def finish_turn(answer):

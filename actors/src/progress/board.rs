@@ -50,6 +50,11 @@ impl Board {
         }
     }
 
+    /// Whether the turn has shown a step yet.
+    pub fn has_steps(&self) -> bool {
+        !self.steps.is_empty() || self.earlier > 0
+    }
+
     /// Folds `step` in; whether the text changed.
     pub fn fold(&mut self, step: &Step) -> bool {
         match step {

@@ -42,6 +42,11 @@ const REACTION_LOOK: Duration = Duration::from_secs(2);
 const DURABLE_LOOK: Duration = Duration::from_millis(250);
 /// A running turn's message is edited at least this often (its clock), with no new step.
 const REFRESH: Duration = Duration::from_secs(10);
+/// A turn's message is posted at its first step, or once it has run this long without one:
+/// a quick answer needs no message of its own (its reactions say it was taken and done).
+const POST_AFTER: Duration = Duration::from_secs(3);
+/// A turn with no event for this long is not shown any more (its agent went away).
+const QUIET_MAX: Duration = Duration::from_secs(1800);
 /// How long a chat's progress counts as shed after a call was dropped or refused.
 const SHED_FOR: Duration = Duration::from_secs(60);
 /// A reaction older than this is not set any more (the message scrolled away long ago).
@@ -96,6 +101,11 @@ struct Shown {
     tries: u32,
     /// Given up: nothing more is sent for this turn.
     dropped: bool,
+    /// When this node began to show the turn, and saw its last step.
+    seen_at: Instant,
+    stepped_at: Instant,
+    /// A call about it is under way.
+    in_flight: bool,
 }
 
 impl Shown {
@@ -103,8 +113,13 @@ impl Shown {
         if self.dropped {
             return false;
         }
+        if self.message.is_none() {
+            let quiet = !self.board.has_steps() && now.duration_since(self.seen_at) < POST_AFTER;
+            return self.board.ended.is_none() && !quiet;
+        }
         let changed = self.board.version > self.sent_version;
         let stale_clock = self.board.ended.is_none()
+            && now.duration_since(self.stepped_at) < QUIET_MAX
             && self
                 .sent_at
                 .is_some_and(|at| now.duration_since(at) >= REFRESH);
@@ -249,6 +264,9 @@ impl ProgressActor {
             sent_at: None,
             tries: 0,
             dropped: false,
+            seen_at: Instant::now(),
+            stepped_at: Instant::now(),
+            in_flight: false,
         };
         match (&note.step, self.boards.get(&key)) {
             // A new turn: a new message, unless the last one's end is not shown yet.
@@ -269,8 +287,13 @@ impl ProgressActor {
         }
         let shown = self.boards.get_mut(&key).expect("the board was made");
         let unsent = shown.board.version > shown.sent_version && shown.sent_version > 0;
+        shown.stepped_at = Instant::now();
         if shown.board.fold(&note.step) && unsent {
             self.store.metrics.progress(&note.channel, "coalesced");
+        }
+        // A turn that ended before its message was posted needs none.
+        if shown.board.ended.is_some() && shown.message.is_none() && !shown.in_flight {
+            self.boards.remove(&key);
         }
         self.kick(chat, ctx);
     }
@@ -316,7 +339,12 @@ impl ProgressActor {
             return;
         };
         let version = match &job {
-            Job::Board(session) => self.boards[&(chat.clone(), session.clone())].board.version,
+            Job::Board(session) => {
+                let shown = self.boards.get_mut(&(chat.clone(), session.clone()));
+                let shown = shown.expect("the board is there");
+                shown.in_flight = true;
+                shown.board.version
+            }
             Job::React(..) => 0,
         };
         let lane = self.lanes.get_mut(&chat).expect("the lane is there");
@@ -376,6 +404,11 @@ impl ProgressActor {
         } = done;
         let channel = chat.0.clone();
         let pace = self.pace_for(&chat);
+        if let Job::Board(session) = &job {
+            if let Some(shown) = self.boards.get_mut(&(chat.clone(), session.clone())) {
+                shown.in_flight = false;
+            }
+        }
         let Some(lane) = self.lanes.get_mut(&chat) else {
             return;
         };
@@ -446,7 +479,7 @@ impl ProgressActor {
                     Job::Board(session) => {
                         let key = (chat.clone(), session);
                         let Some(shown) = self.boards.get_mut(&key) else {
-                            return;
+                            return self.kick(chat, ctx);
                         };
                         match outcome {
                             CosmeticOutcome::Done(id) => {
@@ -541,6 +574,8 @@ impl ProgressActor {
                 .ready(&format!("progress on channel {channel}"));
         }
         self.set_lately.retain(|_, (_, until)| *until > now);
+        self.boards
+            .retain(|_, s| now.duration_since(s.stepped_at) < QUIET_MAX * 2);
         let stale: Vec<ChatKey> = self
             .boards
             .iter()
@@ -581,9 +616,8 @@ async fn cosmetic_call(
         let taken = actix_rt::task::spawn_blocking(move || budgets.take(&to)).await;
         match taken {
             Ok(Ok(())) => {}
-            Ok(Err(wait)) => {
-                return Went::NotNow(wait, Some("the chat's budget is spent on answers".into()))
-            }
+            // The chat's pace: waited out, not shed.
+            Ok(Err(wait)) => return Went::NotNow(wait, None),
             Err(e) => return Went::NotNow(DURABLE_LOOK, Some(e.to_string())),
         }
     }

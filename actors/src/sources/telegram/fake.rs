@@ -80,7 +80,35 @@ struct FakeState {
     commands: Vec<Value>,
     /// The bot has topics in private chats.
     private_topics: bool,
+    /// Every call to a chat that Telegram's limits count (`sendMessage`, `editMessageText`,
+    /// `setMessageReaction`), refused ones too, in order.
+    calls: Vec<ChatCall>,
+    /// Refuse calls past Telegram's documented limits with 429 (see [`FakeTelegram::enforce_limits`]).
+    limits_enforced: bool,
+    /// The bot's reaction on each message now: (chat, message id) → emoji.
+    reactions: HashMap<(i64, i64), String>,
 }
+
+/// A call to a chat, as the fake's limits count it.
+#[derive(Debug, Clone)]
+pub struct ChatCall {
+    pub method: String,
+    pub chat: i64,
+    pub at: Instant,
+    /// When, as a wall clock (unix ms): to compare with another process's times.
+    pub unix_ms: i64,
+    /// What was asked.
+    pub body: Value,
+    /// Refused with 429: past a limit.
+    pub refused: bool,
+}
+
+/// The limits [`FakeTelegram::enforce_limits`] enforces, as the Bot FAQ states them: about one
+/// message a second to a chat (edits and reactions counted; 10 % slack for the network's
+/// jitter), 20 a minute to a group, 30 a second in all.
+pub const CHAT_GAP: Duration = Duration::from_millis(900);
+pub const GROUP_PER_MINUTE: usize = 20;
+pub const BOT_PER_SECOND: usize = 30;
 
 impl FakeTelegram {
     /// Serves on a free loopback port, for bot `token`.
@@ -478,7 +506,21 @@ impl FakeTelegram {
                 self.shared.0.lock().unwrap().webhooks.push(args);
                 ok(json!(true))
             }
-            "sendMessage" => self.send_message(args),
+            "sendMessage" | "editMessageText" | "setMessageReaction" if self.over_limit(method, &args).is_some() => {
+                let wait = self.over_limit(method, &args).unwrap_or(1);
+                self.count_call(method, &args, true);
+                (429, json!({"ok": false, "error_code": 429,
+                             "description": format!("Too Many Requests: retry after {wait}"),
+                             "parameters": {"retry_after": wait}}))
+            }
+            "sendMessage" => {
+                self.count_call(method, &args, false);
+                self.send_message(args)
+            }
+            "setMessageReaction" => {
+                self.count_call(method, &args, false);
+                self.set_message_reaction(args)
+            }
             "createForumTopic" => self.create_forum_topic(args),
             "setMyCommands" => {
                 let list = args["commands"].as_array().cloned().unwrap_or_default();
@@ -486,7 +528,10 @@ impl FakeTelegram {
                 ok(json!(true))
             }
             "closeForumTopic" => self.close_forum_topic(args),
-            "editMessageText" => self.edit_message_text(args),
+            "editMessageText" => {
+                self.count_call(method, &args, false);
+                self.edit_message_text(args)
+            }
             "answerCallbackQuery" => self.answer_callback_query(args),
             "sendChatAction" => {
                 self.shared.0.lock().unwrap().actions.push(args);
@@ -594,6 +639,99 @@ impl FakeTelegram {
 }
 
 impl FakeTelegram {
+    /// From now on, calls past Telegram's limits are refused with 429 and `retry_after`, as
+    /// Telegram does: see [`CHAT_GAP`], [`GROUP_PER_MINUTE`], [`BOT_PER_SECOND`].
+    pub fn enforce_limits(&self) {
+        self.shared.0.lock().unwrap().limits_enforced = true;
+    }
+
+    /// Every counted call to a chat so far, refused ones too.
+    pub fn chat_calls(&self) -> Vec<ChatCall> {
+        self.shared.0.lock().unwrap().calls.clone()
+    }
+
+    /// The bot's reaction on message `message` of `chat` now, if it has one.
+    pub fn reaction_on(&self, chat: i64, message: i64) -> Option<String> {
+        let state = self.shared.0.lock().unwrap();
+        state.reactions.get(&(chat, message)).cloned()
+    }
+
+    /// Queues a text from `user` in chat `chat`, as [`Self::push_text`]; its message id.
+    pub fn user_says(&self, chat: i64, user: i64, text: &str) -> i64 {
+        self.push_text(chat, user, text);
+        let state = self.shared.0.lock().unwrap();
+        let last = state.pending.last().expect("just pushed");
+        last["message"]["message_id"].as_i64().unwrap_or_default()
+    }
+
+    /// How long to wait (s) when a call of `method` to its chat now would be past a limit.
+    fn over_limit(&self, _method: &str, args: &Value) -> Option<u64> {
+        let state = self.shared.0.lock().unwrap();
+        if !state.limits_enforced {
+            return None;
+        }
+        let chat = args["chat_id"].as_i64().unwrap_or_default();
+        let now = Instant::now();
+        let counted = state.calls.iter().filter(|c| !c.refused);
+        let last = counted.clone().filter(|c| c.chat == chat).map(|c| c.at).max();
+        if last.is_some_and(|at| now.duration_since(at) < CHAT_GAP) {
+            return Some(1);
+        }
+        if chat < 0 {
+            let minute: Vec<Instant> = counted
+                .clone()
+                .filter(|c| c.chat == chat && now.duration_since(c.at) < Duration::from_secs(60))
+                .map(|c| c.at)
+                .collect();
+            if minute.len() >= GROUP_PER_MINUTE {
+                let oldest = minute.iter().min().copied().unwrap_or(now);
+                let left = Duration::from_secs(60).saturating_sub(now.duration_since(oldest));
+                return Some(left.as_secs().max(1));
+            }
+        }
+        let second = counted
+            .filter(|c| now.duration_since(c.at) < Duration::from_secs(1))
+            .count();
+        (second >= BOT_PER_SECOND).then_some(1)
+    }
+
+    fn count_call(&self, method: &str, args: &Value, refused: bool) {
+        let mut state = self.shared.0.lock().unwrap();
+        state.calls.push(ChatCall {
+            method: method.to_string(),
+            chat: args["chat_id"].as_i64().unwrap_or_default(),
+            at: Instant::now(),
+            unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            body: args.clone(),
+            refused,
+        });
+    }
+
+    /// `setMessageReaction`: one emoji of the Bot API's list (`REACTION_INVALID` otherwise)
+    /// replaces the bot's reaction; an empty list takes it away.
+    fn set_message_reaction(&self, args: Value) -> (u16, Value) {
+        let chat = args["chat_id"].as_i64().unwrap_or_default();
+        let message = args["message_id"].as_i64().unwrap_or_default();
+        let emoji: Vec<String> = args["reaction"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["emoji"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let allowed = crate::kit::api::telegram::REACTION_EMOJI;
+        if emoji.len() > 1 || emoji.iter().any(|e| !allowed.contains(&e.as_str())) {
+            return (400, error(400, "Bad Request: REACTION_INVALID"));
+        }
+        let mut state = self.shared.0.lock().unwrap();
+        match emoji.into_iter().next() {
+            Some(e) => state.reactions.insert((chat, message), e),
+            None => state.reactions.remove(&(chat, message)),
+        };
+        ok(json!(true))
+    }
+
     /// `createForumTopic`: only in a forum, where the bot has the right; the new topic.
     fn create_forum_topic(&self, args: Value) -> (u16, Value) {
         let mut state = self.shared.0.lock().unwrap();

@@ -1,0 +1,332 @@
+//! Progress on the phone, from the outside: a fake agent in a real tmux pane behind the
+//! Telegram source, on a local Bot API that enforces Telegram's documented limits
+//! (`FakeTelegram::enforce_limits`). The person's message gets 👀 when the agent takes it and
+//! 👌 when its turn ends; a progress message names the tools it runs and ends pointing at the
+//! answer, which arrives whole, once, before the progress message's last edit. A chat set to
+//! `off` gets exactly the messages it got before progress existed.
+
+use std::time::Duration;
+
+use relayq_actors::sources::telegram::fake::{ChatCall, FakeTelegram};
+use serde_json::{json, Value};
+
+use crate::agents::{agent_config, FakeAgent};
+use crate::common::*;
+
+const TOKEN: &str = "123456:progress-token";
+const ALICE: i64 = 778001;
+
+/// The bridge: a fake Claude Code as session `agent`, fed by Alice's private chat through the
+/// Telegram source `bot`; `more` lines for the source.
+struct Bridge {
+    daemon: Daemon,
+    fake: FakeTelegram,
+    /// Kept: its directory holds the database while the test runs.
+    _app: App,
+    agent: FakeAgent,
+}
+
+impl Bridge {
+    fn start(name: &str, more: &[&str], env: &[(&str, &str)]) -> Bridge {
+        let fake = FakeTelegram::start(TOKEN);
+        fake.enforce_limits();
+        let tmux = Tmux::new(name);
+        let config = agent_config(&tmux, &[]).telegram_source(
+            &fake.url,
+            &format!("token = {TOKEN:?}"),
+            &[ALICE],
+            &[(ALICE, "agent")],
+            more,
+        );
+        let app = App::new(config);
+        let agent = FakeAgent::start(&app, tmux, "claude", "agent", env);
+        Bridge {
+            daemon: app.serve(),
+            fake,
+            _app: app,
+            agent,
+        }
+    }
+
+    /// `relayq serve` again, on the same database.
+    fn app_serve(&self) -> Daemon {
+        self._app.serve()
+    }
+
+    /// The calls to Alice's chat of `method`.
+    fn calls(&self, method: &str) -> Vec<ChatCall> {
+        self.fake
+            .chat_calls()
+            .into_iter()
+            .filter(|c| c.method == method && c.chat == ALICE)
+            .collect()
+    }
+
+    /// The reactions set on message `id`, in order.
+    fn reactions_on(&self, id: i64) -> Vec<String> {
+        self.calls("setMessageReaction")
+            .iter()
+            .filter(|c| !c.refused && c.body["message_id"] == json!(id))
+            .map(|c| {
+                c.body["reaction"][0]["emoji"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// The texts sent to Alice's chat that contain `part`.
+    fn sent_with(&self, part: &str) -> Vec<Value> {
+        self.fake
+            .sent()
+            .into_iter()
+            .filter(|m| m["chat_id"] == json!(ALICE))
+            .filter(|m| m["text"].as_str().is_some_and(|t| t.contains(part)))
+            .collect()
+    }
+
+    fn wait_answer(&self, prompt: &str) {
+        let answer = format!("echo: {prompt}");
+        wait_until(
+            &format!("the answer {answer:?}"),
+            Duration::from_secs(40),
+            || !self.sent_with(&answer).is_empty(),
+        );
+    }
+
+    /// When the agent's hook `name` ran (unix ms), the `n`th time.
+    fn hook_at(&self, name: &str, n: usize) -> i64 {
+        let at = self
+            .agent
+            .log()
+            .into_iter()
+            .filter(|e| e["hook"] == json!(name))
+            .nth(n)
+            .and_then(|e| e["at"].as_f64())
+            .unwrap_or_else(|| panic!("the agent ran {name} {} time(s)", n + 1));
+        (at * 1000.0) as i64
+    }
+
+    /// No call to the chat was refused: relayq kept within Telegram's limits.
+    fn assert_within_limits(&self) {
+        let refused: Vec<ChatCall> = self
+            .fake
+            .chat_calls()
+            .into_iter()
+            .filter(|c| c.refused)
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "calls past Telegram's limits: {refused:#?}"
+        );
+    }
+}
+
+/// The progress message as posted: the one `sendMessage` sent silently (without a
+/// notification).
+fn progress_message(b: &Bridge) -> Option<Value> {
+    b.calls("sendMessage")
+        .into_iter()
+        .find(|c| !c.refused && c.body["disable_notification"] == json!(true))
+        .map(|c| c.body)
+}
+
+/// The progress message's id: the bot's message in Alice's chat that reads as one.
+fn progress_id(b: &Bridge) -> Option<Value> {
+    b.fake
+        .bot_messages()
+        .into_iter()
+        .filter(|m| m["chat_id"] == json!(ALICE))
+        .find(|m| {
+            m["text"].as_str().is_some_and(|t| {
+                ["⏳ agent", "✔ agent", "✖ agent"]
+                    .iter()
+                    .any(|p| t.starts_with(p))
+            })
+        })
+        .map(|m| m["message_id"].clone())
+}
+
+#[test]
+fn a_turn_with_tool_steps_shows_eyes_then_its_steps_then_done_and_the_answer_once() {
+    let b = Bridge::start("progress-steps", &[], &[("FAKE_STEP_MS", "900")]);
+    let prompt = "please run steps 4";
+    let message = b.fake.user_says(ALICE, ALICE, prompt);
+    b.wait_answer(prompt);
+    wait_until("the done reaction", Duration::from_secs(20), || {
+        b.fake.reaction_on(ALICE, message).as_deref() == Some("👌")
+    });
+    assert_eq!(
+        b.reactions_on(message),
+        ["👀", "👌"],
+        "taken, then done, once each"
+    );
+
+    // 👀 within 1.5 s of the agent's own prompt-submit event.
+    let taken_at = b.calls("setMessageReaction")[0].unix_ms;
+    let submitted_at = b.hook_at("UserPromptSubmit", 0);
+    assert!(
+        taken_at - submitted_at <= 1500,
+        "👀 {} ms after the agent took the message",
+        taken_at - submitted_at
+    );
+
+    // One progress message, edited with the steps, ending where the answer is.
+    let posted = progress_message(&b).expect("a progress message");
+    let id = progress_id(&b).expect("the progress message is the bot's");
+    wait_until(
+        "the progress message's last edit",
+        Duration::from_secs(20),
+        || {
+            b.fake.bot_message(id.as_i64().unwrap()).is_some_and(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✔ agent answered after"))
+            })
+        },
+    );
+    let edits: Vec<String> = b
+        .calls("editMessageText")
+        .iter()
+        .filter(|c| !c.refused && c.body["message_id"] == id)
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let mut shown = vec![posted["text"].as_str().unwrap().to_string()];
+    shown.extend(edits);
+    assert!(
+        shown.iter().any(|t| t.contains("Bash echo step 2 of 4")),
+        "a step names the tool and its command: {shown:#?}"
+    );
+    let last = b.fake.bot_message(id.as_i64().unwrap()).unwrap();
+    let last = last["text"].as_str().unwrap();
+    assert!(
+        last.contains("• Bash echo step 4 of 4") && !last.contains('▸'),
+        "{last}"
+    );
+
+    // The answer once, before the progress message's last edit.
+    let answers = b.sent_with(&format!("echo: {prompt}"));
+    assert_eq!(answers.len(), 1, "the answer, once: {answers:#?}");
+    let calls = b.fake.chat_calls();
+    let answer_at = calls
+        .iter()
+        .position(|c| {
+            c.body["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("echo: please"))
+        })
+        .unwrap();
+    let last_edit_at = calls
+        .iter()
+        .rposition(|c| c.method == "editMessageText" && c.body["message_id"] == id)
+        .unwrap();
+    assert!(
+        answer_at < last_edit_at,
+        "the answer went before the progress message's end"
+    );
+
+    // Paced: at most one call a second to the chat, and none refused.
+    b.assert_within_limits();
+    let ats: Vec<_> = b
+        .fake
+        .chat_calls()
+        .iter()
+        .filter(|c| c.chat == ALICE)
+        .map(|c| c.at)
+        .collect();
+    for pair in ats.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(900),
+            "two calls within 0.9 s"
+        );
+    }
+}
+
+#[test]
+fn a_chat_set_to_off_gets_exactly_the_messages_it_got_before_progress() {
+    let b = Bridge::start("progress-off", &[], &[("FAKE_STEP_MS", "300")]);
+    b.fake.push_text(ALICE, ALICE, "/progress off");
+    wait_until("the /progress reply", Duration::from_secs(20), || {
+        !b.sent_with("Progress in this chat is now off").is_empty()
+    });
+    let prompt = "quietly run steps 3";
+    let message = b.fake.user_says(ALICE, ALICE, prompt);
+    b.wait_answer(prompt);
+    std::thread::sleep(Duration::from_secs(4));
+    let methods: Vec<String> = b
+        .fake
+        .chat_calls()
+        .iter()
+        .filter(|c| c.chat == ALICE)
+        .map(|c| c.method.clone())
+        .collect();
+    assert_eq!(
+        methods,
+        ["sendMessage", "sendMessage"],
+        "the reply and the answer, nothing else"
+    );
+    assert_eq!(b.fake.reaction_on(ALICE, message), None);
+    let texts = b.fake.texts_to(ALICE);
+    assert_eq!(texts.len(), 2, "{texts:#?}");
+}
+
+#[test]
+fn a_quick_answer_ends_done_and_gets_no_progress_message() {
+    let b = Bridge::start("progress-quick", &[], &[]);
+    let message = b.fake.user_says(ALICE, ALICE, "hello");
+    b.wait_answer("hello");
+    wait_until("the done reaction", Duration::from_secs(20), || {
+        b.fake.reaction_on(ALICE, message).as_deref() == Some("👌")
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        progress_message(&b).is_none(),
+        "a quick turn needs no progress message"
+    );
+    // Taken and done within a moment: the latest wins, 👀 may not have had its turn.
+    let reactions = b.reactions_on(message);
+    assert!(
+        reactions == ["👀", "👌"] || reactions == ["👌"],
+        "{reactions:?}"
+    );
+    b.assert_within_limits();
+}
+
+/// `kill -9` while a turn's progress is shown: the new daemon sends no edit of the old
+/// progress message (a stale edit is worse than none), the answer arrives once, and the
+/// message's reaction ends as done.
+#[test]
+fn after_kill_9_mid_turn_no_old_edit_is_sent_the_answer_arrives_once_and_the_reaction_ends_done() {
+    let mut b = Bridge::start("progress-kill", &[], &[("FAKE_STEP_MS", "1200")]);
+    let prompt = "please run steps 6";
+    let message = b.fake.user_says(ALICE, ALICE, prompt);
+    let mut old = None;
+    wait_until("the progress message", Duration::from_secs(30), || {
+        old = progress_id(&b);
+        old.is_some()
+    });
+    let old = old.unwrap();
+    b.daemon.signal("KILL");
+    let killed_at = std::time::Instant::now();
+    b.daemon = b.app_serve();
+    b.wait_answer(prompt);
+    wait_until("the done reaction", Duration::from_secs(30), || {
+        b.fake.reaction_on(ALICE, message).as_deref() == Some("👌")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        b.sent_with(&format!("echo: {prompt}")).len(),
+        1,
+        "the answer, once"
+    );
+    let late: Vec<ChatCall> = b
+        .calls("editMessageText")
+        .into_iter()
+        .filter(|c| c.body["message_id"] == old && c.at > killed_at)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the old progress message was edited after the kill: {late:#?}"
+    );
+}
