@@ -330,3 +330,105 @@ fn after_kill_9_mid_turn_no_old_edit_is_sent_the_answer_arrives_once_and_the_rea
         "the old progress message was edited after the kill: {late:#?}"
     );
 }
+
+/// On Slack (Events API in, the Web API out, a local Web API that enforces Slack's limits):
+/// the person's message gets :eyes:, then :white_check_mark: in its place; the turn's
+/// progress message is posted in the thread and updated with the steps; nothing is refused.
+#[test]
+fn on_slack_the_message_gets_eyes_then_a_check_and_the_steps_are_one_updated_message() {
+    use relayq_actors::sources::slack::fake_web::FakeSlackWeb;
+    const SECRET: &str = "slack-progress-secret";
+    const DM: &str = "D0ALICE";
+    let slack = FakeSlackWeb::start();
+    slack.enforce_limits();
+    let port = crate::common::api::free_port();
+    let tmux = Tmux::new("progress-slack");
+    let config = agent_config(&tmux, &[]).http_on(port).table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+            "token = \"xoxb-test-token\"",
+            &format!("api_url = {:?}", slack.url),
+            "allowed_users = [\"U0ALICE\"]",
+            "session_template = \"slack-{channel}\"",
+        ],
+    );
+    let app = App::new(config);
+    let session = format!("slack-{DM}");
+    let _agent = FakeAgent::start(&app, tmux, "claude", &session, &[("FAKE_STEP_MS", "800")]);
+    let _daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
+    let ts = "1767225000.000100";
+    let event = json!({"type": "message", "channel": DM, "user": "U0ALICE",
+        "text": "please run steps 5", "ts": ts, "channel_type": "im"});
+    let callback = json!({"type": "event_callback", "team_id": "T0TEAM",
+        "event_id": "Ev0001", "event": event});
+    let posted = slack_post(&url, SECRET, callback.to_string(), "application/json");
+    assert_eq!(posted.status(), 200);
+
+    wait_until("the answer in Slack", Duration::from_secs(40), || {
+        slack
+            .messages_in(DM)
+            .iter()
+            .any(|(_, _, text)| text.contains("echo: please run steps 5"))
+    });
+    wait_until(
+        "the check in place of the eyes",
+        Duration::from_secs(20),
+        || slack.reactions_on(DM, ts) == ["white_check_mark"],
+    );
+    let reacted: Vec<(String, String)> = slack
+        .calls()
+        .into_iter()
+        .filter(|c| c.method.starts_with("reactions.") && !c.refused)
+        .map(|c| {
+            (
+                c.method,
+                c.body["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reacted,
+        [
+            ("reactions.add".to_string(), "eyes".to_string()),
+            ("reactions.remove".into(), "eyes".into()),
+            ("reactions.add".into(), "white_check_mark".into()),
+        ]
+    );
+    wait_until(
+        "the progress message's end",
+        Duration::from_secs(20),
+        || {
+            slack
+                .messages_in(DM)
+                .iter()
+                .any(|(_, _, t)| t.starts_with(&format!("✔ {session} answered after")))
+        },
+    );
+    let progress = slack
+        .messages_in(DM)
+        .into_iter()
+        .find(|(_, _, t)| t.starts_with("✔ "))
+        .unwrap();
+    assert!(
+        progress.2.contains("• Bash echo step 5 of 5"),
+        "{}",
+        progress.2
+    );
+    let updates = slack
+        .calls()
+        .iter()
+        .filter(|c| c.method == "chat.update" && c.body["ts"] == json!(progress.0))
+        .count();
+    assert!(
+        updates >= 2,
+        "the steps came as updates of one message: {updates}"
+    );
+    let refused: Vec<_> = slack.calls().into_iter().filter(|c| c.refused).collect();
+    assert!(
+        refused.is_empty(),
+        "calls past Slack's limits: {refused:#?}"
+    );
+}

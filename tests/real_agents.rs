@@ -103,6 +103,9 @@ impl AgentSetup {
                     "Stop",
                     "PermissionRequest",
                     "PermissionDenied",
+                    "PreToolUse",
+                    "PostToolUse",
+                    "PostToolUseFailure",
                     "SessionEnd",
                 ];
                 let mut hooks = hooks(&events);
@@ -142,6 +145,8 @@ impl AgentSetup {
                     "SessionStart",
                     "UserPromptSubmit",
                     "PermissionRequest",
+                    "PreToolUse",
+                    "PostToolUse",
                     "Stop",
                 ];
                 write(
@@ -163,6 +168,8 @@ impl AgentSetup {
                     "BeforeAgent",
                     "AfterAgent",
                     "Notification",
+                    "BeforeTool",
+                    "AfterTool",
                     "SessionEnd",
                 ];
                 write(
@@ -550,7 +557,7 @@ fn approvals_from_the_chat(
     };
 
     // Allow, tapped twice: the tool runs once.
-    say("use the tool a1");
+    let m1 = fake.user_says(ALICE, ALICE, "use the tool a1");
     let (q1, buttons) = question(fake, "probe-a1.txt", context);
     let allow = button(&buttons, "Allow").to_string();
     fake.push_tap(ALICE, ALICE, "Alice", q1, &allow);
@@ -564,6 +571,7 @@ fn approvals_from_the_chat(
     );
     wait_edited(fake, q1, "Allowed by Alice", context);
     assert_eq!(runs(agent, "probe-a1.txt"), 1, "the tool ran once");
+    progress_of_a_turn_with_a_tool(fake, m1, "probe-a1.txt", context);
 
     // A message sent while the question is open waits (its chat is told so) and is never
     // typed into the dialog; a bare "no", replying to nothing, answers the one question open
@@ -688,6 +696,43 @@ fn approvals_from_the_chat(
     }
     eprintln!("{kind}: allow for this session offered: {for_session}");
     daemon
+}
+
+/// Progress on the phone (issue 45), from the real CLI's own events: the message `message` got
+/// 👀 when the agent took it and 👌 when its turn ended, and the turn's progress message named
+/// the tool the agent ran on `target` and ended pointing at the answer.
+fn progress_of_a_turn_with_a_tool(
+    fake: &FakeTelegram,
+    message: i64,
+    target: &str,
+    context: &dyn Fn() -> String,
+) {
+    waited("the done reaction", context, || {
+        fake.reaction_on(ALICE, message).as_deref() == Some("👌")
+    });
+    let reactions: Vec<String> = fake
+        .chat_calls()
+        .into_iter()
+        .filter(|c| c.method == "setMessageReaction" && c.body["message_id"] == message)
+        .map(|c| {
+            c.body["reaction"][0]["emoji"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(reactions, ["👀", "👌"], "taken, then done");
+    let progress = |m: &serde_json::Value| {
+        let text = m["text"].as_str().unwrap_or_default();
+        (text.starts_with("⏳ ") || text.starts_with("✔ ")) && text.contains(target)
+    };
+    waited("the progress message's end", context, || {
+        fake.bot_messages()
+            .iter()
+            .any(|m| progress(m) && m["text"].as_str().unwrap_or_default().starts_with("✔ "))
+    });
+    let shown = fake.bot_messages().into_iter().find(progress).unwrap();
+    eprintln!("progress message: {}", shown["text"]);
 }
 
 /// Paste → confirmed, for every message the agent confirmed: written for the closing note.

@@ -764,3 +764,143 @@ fn a_call_claude_codes_auto_mode_blocked_is_told_to_the_chat_with_the_mode() {
     let session = f.engine.session("s1").unwrap().unwrap();
     assert_eq!(session.permission_mode.as_deref(), Some("auto"));
 }
+
+/// Progress on the phone: the reaction a chat message should show follows what became of it,
+/// in the transaction that records it (taken with the agent's prompt-submit event, done with
+/// its turn's end), a late "taken" never undoes "done", each step of the turn is a note for the
+/// session's chat, and a chat set to `off` records nothing.
+#[test]
+fn a_chat_messages_reaction_follows_its_turn_and_each_step_is_a_note_for_its_chat() {
+    use relayq_engine::progress::{self, ProgressMode, ReactionState, Step};
+    use relayq_engine::writes::Write;
+    let f = fixture(20);
+    let origin_route = NoticeRoute {
+        channel: None,
+        to: relayq_engine::hooks::handlers::ORIGIN.into(),
+        events: relayq_engine::hooks::handlers::relayed_events(),
+    };
+    *f.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
+        default: vec![origin_route],
+        sessions: Default::default(),
+        replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
+        limits: Default::default(),
+        progress: [("telegram:bot".to_string(), ProgressMode::Steps)].into(),
+        idle_reminders: false,
+    });
+    let inbound = &f.door.inbound;
+    let message = |chat: &str, id: &str, text: &str| InboundMessage {
+        source_channel_id: Some(chat.into()),
+        source_message_id: Some(id.into()),
+        ..InboundMessage::text("s1", "telegram:bot", text)
+    };
+    // Pasted, and taken by the agent.
+    let paste = |m: &InboundMessage| -> i64 {
+        let id = inbound
+            .write(|tx| inbound::enqueue_in(inbound, tx, m))
+            .unwrap()
+            .id;
+        let lease = inbound.lease_next("s1").unwrap().unwrap();
+        f.engine
+            .database()
+            .write_at(T0, |tx| {
+                assert!(inbound.mark_send_started_in(tx, &lease)?);
+                inbound.submitted_in(tx, &lease, "submitted", T0 + 60_000)
+            })
+            .unwrap();
+        id
+    };
+    let row = paste(&message("111", "41", "run the tests"));
+    let taken = f.run(event(
+        "s1",
+        EventType::UserPromptSubmit,
+        json!({"prompt": "run the tests"}),
+    ));
+    let effects = applied(taken);
+    assert!(effects.reactions, "the reaction changed: shown at once");
+    let note = effects.progress.expect("a step for the chat");
+    assert_eq!(
+        (note.channel.as_str(), note.to.as_str(), &note.step),
+        ("tg", "111", &Step::TurnStarted)
+    );
+    let reaction = |row: i64| {
+        progress::reaction(&f.engine.database().read().unwrap(), row)
+            .unwrap()
+            .map(|r| r.wanted)
+    };
+    assert_eq!(reaction(row), Some(ReactionState::Taken));
+
+    let tool = f.run(event(
+        "s1",
+        EventType::ToolUse,
+        json!({"tool_name": "Bash", "tool_input": {"command": "cargo test"}}),
+    ));
+    assert_eq!(
+        applied(tool).progress.map(|n| n.step),
+        Some(Step::Tool {
+            name: "Bash".into(),
+            on: Some("cargo test".into())
+        })
+    );
+    let stop = f.run(event(
+        "s1",
+        EventType::AgentStop,
+        json!({"last_assistant_message": "all pass"}),
+    ));
+    let effects = applied(stop);
+    assert!(effects.reactions);
+    assert_eq!(
+        effects.progress.map(|n| n.step),
+        Some(Step::TurnEnded { answered: true })
+    );
+    assert_eq!(reaction(row), Some(ReactionState::Done));
+    // A "taken" that comes late does not undo "done".
+    let db = f.engine.database();
+    let place = progress::ReactionPlace {
+        row_id: row,
+        session: "s1",
+        origin: "telegram:bot",
+        chat: "111",
+        message: "41",
+    };
+    let late = db
+        .write_at(T0, |tx| {
+            relayq_engine::storage::progress::want_in(tx, &place, ReactionState::Taken)
+        })
+        .unwrap();
+    assert!(!late);
+    assert_eq!(reaction(row), Some(ReactionState::Done));
+
+    // Untried until the actors say it was shown.
+    let untried = f.engine.untried_reactions(T0 + 1, 10).unwrap();
+    assert_eq!(untried.len(), 1);
+    assert_eq!(untried[0].message, "41");
+    let tried = progress::writes::ReactionTried {
+        row_id: row,
+        state: ReactionState::Done,
+        shown: true,
+    };
+    f.door.apply_now(tried).unwrap();
+    assert!(f.engine.untried_reactions(T0 + 1, 10).unwrap().is_empty());
+    let shown = progress::reaction(&db.read().unwrap(), row)
+        .unwrap()
+        .unwrap();
+    assert_eq!(shown.shown, Some(ReactionState::Done));
+
+    // `/progress off` in chat 222: nothing recorded there, no note for it.
+    let off = progress::writes::SetChatProgress {
+        origin: "telegram:bot".into(),
+        chat: "222".into(),
+        mode: ProgressMode::Off,
+    };
+    assert!(off.atomicity() == relayq_engine::Atomicity::OneStatement);
+    f.door.apply_now(off).unwrap();
+    let quiet = paste(&message("222", "42", "quietly"));
+    let effects = applied(f.run(event(
+        "s1",
+        EventType::UserPromptSubmit,
+        json!({"prompt": "quietly"}),
+    )));
+    assert_eq!(effects.confirmed, Some(quiet));
+    assert!(!effects.reactions && effects.progress.is_none());
+    assert_eq!(reaction(quiet), None);
+}

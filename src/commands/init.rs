@@ -185,6 +185,9 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
             ("SessionStart", None),
             ("UserPromptSubmit", None),
             ("PermissionRequest", None),
+            // The tools it runs: the chat's progress message names them.
+            ("PreToolUse", None),
+            ("PostToolUse", None),
             ("Stop", None),
         ],
         Agent::Claude => &[
@@ -195,6 +198,9 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
             // Auto mode blocked a call by itself: the chat is told (no question is asked).
             ("PermissionDenied", None),
             ("Notification", Some("idle_prompt")),
+            ("PreToolUse", None),
+            ("PostToolUse", None),
+            ("PostToolUseFailure", None),
             ("SessionEnd", None),
         ],
         Agent::Gemini => &[
@@ -202,6 +208,8 @@ pub fn hook_snippet(agent: Agent, config_flag: &str) -> String {
             ("BeforeAgent", None),
             ("AfterAgent", None),
             ("Notification", None),
+            ("BeforeTool", None),
+            ("AfterTool", None),
             ("SessionEnd", None),
         ],
     };

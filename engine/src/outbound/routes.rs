@@ -63,7 +63,7 @@ pub struct NoticeRoutes {
     /// origin; a chat's `/progress` overrides it. A source not here shows nothing; not written
     /// in `[routes]`.
     #[serde(skip)]
-    pub progress: BTreeMap<String, crate::progress::ProgressMode>,
+    pub progress: BTreeMap<String, crate::storage::progress::ProgressMode>,
     /// Relay an agent's idle reminder (Claude Code's `idle_prompt`, a minute after every
     /// answer) as a "needs you"; off by default: the chat already has the answer.
     pub idle_reminders: bool,

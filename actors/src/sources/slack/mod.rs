@@ -29,6 +29,8 @@ mod config;
 pub mod conformance;
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod fake_socket;
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod fake_web;
 mod socket;
 #[cfg(test)]
 mod tests;
