@@ -42,7 +42,7 @@ const CLAUDE: &[(&str, Option<&str>)] = &[
     ("UserPromptExpansion", None),
     ("PermissionDenied", Some("notification")),
     ("PostToolBatch", None),
-    ("MessageDisplay", None),
+    ("MessageDisplay", Some("answer_text")),
     ("SubagentStart", None),
     ("SubagentStop", None),
     ("TaskCreated", None),
@@ -82,7 +82,7 @@ const GEMINI: &[(&str, Option<&str>)] = &[
     ("Notification", Some("notification")),
     ("SessionEnd", Some("session_end")),
     ("BeforeModel", None),
-    ("AfterModel", None),
+    ("AfterModel", Some("answer_text")),
     ("BeforeToolSelection", None),
     ("PreCompress", None),
 ];

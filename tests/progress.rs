@@ -432,3 +432,50 @@ fn on_slack_the_message_gets_eyes_then_a_check_and_the_steps_are_one_updated_mes
         "calls past Slack's limits: {refused:#?}"
     );
 }
+
+/// A private chat set to `stream`: the answer shows as it is written, as a draft
+/// (`sendMessageDraft`, Bot API 9.5) that grows line by line, and then arrives as its own
+/// message, whole and once; no progress message is posted.
+#[test]
+fn a_private_chat_set_to_stream_sees_the_answer_grow_as_a_draft_then_gets_it_once() {
+    let b = Bridge::start("progress-stream", &[], &[("FAKE_STEP_MS", "1000")]);
+    b.fake.push_text(ALICE, ALICE, "/progress stream");
+    wait_until("the /progress reply", Duration::from_secs(20), || {
+        !b.sent_with("Progress in this chat is now stream")
+            .is_empty()
+    });
+    let prompt = "please stream it";
+    let message = b.fake.user_says(ALICE, ALICE, prompt);
+    wait_until("the answer", Duration::from_secs(40), || {
+        !b.sent_with("line 4 of the answer").is_empty()
+    });
+    wait_until("the done reaction", Duration::from_secs(20), || {
+        b.fake.reaction_on(ALICE, message).as_deref() == Some("👌")
+    });
+    let drafts = b.fake.drafts(ALICE);
+    let grew: Vec<usize> = (1..=3)
+        .map(|k| {
+            drafts
+                .iter()
+                .position(|(_, t)| t.contains(&format!("line {k} of the answer")))
+                .unwrap_or_else(|| panic!("no draft showed line {k}: {drafts:#?}"))
+        })
+        .collect();
+    assert!(
+        grew.windows(2).all(|w| w[0] <= w[1]),
+        "the draft grew in order: {grew:?}"
+    );
+    let ids: std::collections::BTreeSet<i64> = drafts.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 1, "one draft for the turn: {ids:?}");
+    let answers = b.sent_with("line 4 of the answer");
+    assert_eq!(answers.len(), 1, "the answer once: {answers:#?}");
+    assert!(answers[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("line 1 of the answer"));
+    assert!(
+        progress_message(&b).is_none(),
+        "drafts instead of a progress message"
+    );
+    b.assert_within_limits();
+}

@@ -34,7 +34,8 @@ approves, typed text is ignored, Escape denies); Claude and Codex also run their
 PermissionRequest hook and take its decision output (Claude while the dialog is drawn, Codex
 before it); "long" answers 10 000 characters; "lose"
 ends its turn without the turn-end hook (a crash, a failed hook); "steps N" runs N tool steps
-(a shell command each, with its pre- and post-tool hooks) before it answers. While a turn runs, the
+(a shell command each, with its pre- and post-tool hooks) before it answers; "stream" writes
+its answer a line at a time first (Claude's MessageDisplay, Gemini's AfterModel hooks). While a turn runs, the
 bottom line says "esc to interrupt", as the real CLIs do.
 """
 import json, os, select, subprocess, sys, termios, threading, time, tty, uuid
@@ -277,6 +278,9 @@ def turn(prompt):
         prompt = prompt + "\n" + "\n".join(folded)
         time.sleep(TURN_MS / 1000)
     answer = answer_to(prompt)
+    if "stream" in prompt:
+        answer = "\n".join(f"line {k} of the answer to: {prompt}" for k in range(1, 5))
+        stream(answer)
     keep_turn(prompt, answer)
     draw(f"● {answer}")
     if SIDE_THREAD and first:
@@ -311,6 +315,19 @@ def run_steps(prompt):
         time.sleep(STEP_MS / 1000)
         hook(after, tool_name=tool, tool_input=command, tool_response={"success": True})
     log(steps=n)
+
+
+def stream(answer):
+    """The answer written a line at a time, as the CLIs display it while it streams."""
+    for k, line in enumerate(answer.split("\n")):
+        if AGENT == "gemini":
+            hook("AfterModel", llm_response={"candidates": [
+                {"content": {"role": "model", "parts": [{"text": line + "\n"}]}}]})
+        elif AGENT == "claude":
+            hook("MessageDisplay", turn_id="t", message_id="m", index=k, final=False,
+                 delta=line + "\n")
+        draw(f"  {line}")
+        time.sleep(STEP_MS / 1000)
 
 
 def finish_turn(answer):

@@ -209,6 +209,14 @@ pub enum CosmeticCall {
         message: String,
         text: String,
     },
+    /// Show `text` as draft `draft` of a message being written in `to` (Telegram's
+    /// `sendMessageDraft`: a preview that the answer's own message replaces).
+    Draft {
+        to: String,
+        thread: Option<String>,
+        draft: i64,
+        text: String,
+    },
 }
 
 /// What became of a [`CosmeticCall`].
@@ -301,6 +309,12 @@ pub trait Channel: Clone + Send + Sync + Unpin + 'static {
     /// default): the channel shows no progress.
     fn cosmetic(&self, _call: CosmeticCall) -> Option<CosmeticAnswer> {
         None
+    }
+
+    /// Whether chat `to` can show a draft of a message being written
+    /// ([`CosmeticCall::Draft`]); the default: it cannot, progress goes as an edited message.
+    fn drafts_in(&self, _to: &str) -> bool {
+        false
     }
 
     /// Whether the channel can deliver now, as far as it can tell without sending anything (a

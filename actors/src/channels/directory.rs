@@ -23,6 +23,7 @@ pub struct ChannelSpec {
     dialog: Arc<dyn Fn(super::DialogRequest) -> Option<super::DialogAnswer> + Send + Sync>,
     thread: Arc<dyn Fn(super::ThreadCall) -> Option<super::ThreadAnswer> + Send + Sync>,
     cosmetic: Arc<dyn Fn(super::CosmeticCall) -> Option<super::CosmeticAnswer> + Send + Sync>,
+    drafts_in: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     /// A delivery taking longer than this is abandoned and retried.
     pub timeout: Duration,
     /// How fast it may send.
@@ -52,8 +53,10 @@ impl ChannelSpec {
         let presser = channel.clone();
         let threader = channel.clone();
         let shower = channel.clone();
+        let drafter = channel.clone();
         ChannelSpec {
             cosmetic: Arc::new(move |call| shower.cosmetic(call)),
+            drafts_in: Arc::new(move |to| drafter.drafts_in(to)),
             dialog: Arc::new(move |request| presser.dialog(request)),
             thread: Arc::new(move |call| threader.thread(call)),
             ready_check: Arc::new(move || asker.ready_check()),
@@ -411,6 +414,12 @@ impl ChannelDirectory {
     pub fn cosmetic(&self, name: &str, call: super::CosmeticCall) -> Option<super::CosmeticAnswer> {
         let spec = self.slots.lock().unwrap().get(name)?.spec.clone();
         (spec.cosmetic)(call)
+    }
+
+    /// See [`Channel::drafts_in`]: false when channel `name` is unknown.
+    pub fn drafts_in(&self, name: &str, to: &str) -> bool {
+        let spec = self.slots.lock().unwrap().get(name).map(|s| s.spec.clone());
+        spec.is_some_and(|spec| (spec.drafts_in)(to))
     }
 
     /// See [`Channel::dialog`]: `None` when channel `name` is unknown or cannot answer.

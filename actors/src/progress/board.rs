@@ -7,6 +7,9 @@ use relayq_engine::progress::Step;
 
 /// The most steps a progress message lists (the earlier ones are counted).
 const SHOWN_STEPS: usize = 8;
+/// The most of the answer so far a progress message shows (its end), and keeps.
+const SHOWN_ANSWER: usize = 1500;
+const KEPT_ANSWER: usize = 4000;
 
 /// One turn's progress, as its message should read.
 #[derive(Debug, Clone)]
@@ -18,6 +21,8 @@ pub struct Board {
     steps: Vec<Line>,
     /// Steps left out of `steps` (the oldest).
     earlier: usize,
+    /// The answer so far, where the chat streams it (its end only).
+    answer: String,
     /// The turn ended: with an answer, or not.
     pub ended: Option<bool>,
     /// Changed since the text last sent.
@@ -45,14 +50,15 @@ impl Board {
             started_at,
             steps: Vec::new(),
             earlier: 0,
+            answer: String::new(),
             ended: None,
             version: 1,
         }
     }
 
-    /// Whether the turn has shown a step yet.
-    pub fn has_steps(&self) -> bool {
-        !self.steps.is_empty() || self.earlier > 0
+    /// Whether the turn has a step or some of its answer to show yet.
+    pub fn has_content(&self) -> bool {
+        !self.steps.is_empty() || self.earlier > 0 || !self.answer.trim().is_empty()
     }
 
     /// Folds `step` in; whether the text changed.
@@ -85,6 +91,12 @@ impl Board {
                 };
             }
             Step::TurnEnded { answered } => self.ended = Some(*answered),
+            Step::Text { more } => {
+                self.answer.push_str(more);
+                if self.answer.chars().count() > KEPT_ANSWER {
+                    self.answer = tail(&self.answer, KEPT_ANSWER);
+                }
+            }
         }
         self.version += 1;
         true
@@ -117,8 +129,24 @@ impl Board {
                 None => lines.push(format!("{mark} {}", l.tool)),
             }
         }
+        // The answer as it grows, while the turn runs (then it is the answer's own message).
+        if self.ended.is_none() && !self.answer.trim().is_empty() {
+            let shown = tail(self.answer.trim_end(), SHOWN_ANSWER);
+            let cut = match shown.len() < self.answer.trim_end().len() {
+                true => "…",
+                false => "",
+            };
+            lines.push(String::new());
+            lines.push(format!("{cut}{shown}"));
+        }
         lines.join("\n")
     }
+}
+
+/// The last `max` characters of `text`.
+fn tail(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    text.chars().skip(n.saturating_sub(max)).collect()
 }
 
 /// `m:ss`, or `h:mm:ss` past an hour.

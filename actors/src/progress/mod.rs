@@ -94,6 +94,8 @@ struct Shown {
     thread: Option<String>,
     /// The message, once posted.
     message: Option<String>,
+    /// Streamed as a draft instead (a private Telegram chat set to `stream`): its id.
+    draft: Option<i64>,
     /// The board's version last sent, and when.
     sent_version: u64,
     sent_at: Option<Instant>,
@@ -114,8 +116,12 @@ impl Shown {
             return false;
         }
         if self.message.is_none() {
-            let quiet = !self.board.has_steps() && now.duration_since(self.seen_at) < POST_AFTER;
-            return self.board.ended.is_none() && !quiet;
+            let quiet = !self.board.has_content() && now.duration_since(self.seen_at) < POST_AFTER;
+            let unsent = self.draft.is_none() || self.board.version > self.sent_version;
+            let stale = self
+                .sent_at
+                .is_none_or(|at| now.duration_since(at) >= REFRESH);
+            return self.board.ended.is_none() && !quiet && (unsent || stale);
         }
         let changed = self.board.version > self.sent_version;
         let stale_clock = self.board.ended.is_none()
@@ -256,10 +262,14 @@ impl ProgressActor {
         let key = (chat.clone(), note.session.clone());
         let lane = self.lanes.entry(chat.clone()).or_default();
         lane.origin = note.origin.clone();
+        let drafts = note.mode == relayq_engine::progress::ProgressMode::Stream
+            && self.channels.drafts_in(&note.channel, &note.to);
         let fresh = |note: &ProgressNote| Shown {
             board: Board::new(&note.session, note.at),
             thread: note.thread.clone(),
             message: None,
+            // Non-zero, one per turn.
+            draft: drafts.then_some(note.at.rem_euclid(2_000_000_000).max(1)),
             sent_version: 0,
             sent_at: None,
             tries: 0,
@@ -380,6 +390,12 @@ impl ProgressActor {
                 let shown = &self.boards[&(chat.clone(), session.clone())];
                 let text = shown.board.text(self.store.engine.now());
                 match &shown.message {
+                    None if shown.draft.is_some() => CosmeticCall::Draft {
+                        to,
+                        thread: shown.thread.clone(),
+                        draft: shown.draft.unwrap_or(1),
+                        text,
+                    },
                     None => CosmeticCall::Post {
                         to,
                         thread: shown.thread.clone(),

@@ -145,7 +145,10 @@ impl WriteDoor {
         effects.wake_session |= changed;
         let routes = self.routes.read().expect("routes lock").clone();
         match event.event {
-            EventType::SessionStart | EventType::ToolUse | EventType::ToolDone => {}
+            EventType::SessionStart
+            | EventType::ToolUse
+            | EventType::ToolDone
+            | EventType::AnswerText => {}
             EventType::UserPromptSubmit => {
                 sessions::begin_turn(tx, key, event.field(&["prompt"]))?;
                 if let Some((row, message)) = self.confirm_pasted(tx, event)? {

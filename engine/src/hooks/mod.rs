@@ -28,6 +28,9 @@ pub enum EventType {
     UserPromptSubmit,
     ToolUse,
     ToolDone,
+    /// The answer as it is written (Claude Code's `MessageDisplay`, Gemini CLI's
+    /// `AfterModel`): shown in chats that stream it.
+    AnswerText,
     AgentStop,
     Notification,
     Error,
@@ -37,7 +40,10 @@ pub enum EventType {
 impl EventType {
     /// Critical events are never dropped or coalesced; the others are bursty.
     pub fn is_critical(self) -> bool {
-        !matches!(self, EventType::ToolUse | EventType::ToolDone)
+        !matches!(
+            self,
+            EventType::ToolUse | EventType::ToolDone | EventType::AnswerText
+        )
     }
 }
 
@@ -57,6 +63,7 @@ pub fn map_event(agent: Agent, native: &str) -> Option<EventType> {
         "UserPromptSubmit" => Some(UserPromptSubmit),
         "PreToolUse" => Some(ToolUse),
         "PostToolUse" | "PostToolUseFailure" => Some(ToolDone),
+        "MessageDisplay" => Some(AnswerText),
         "Stop" => Some(AgentStop),
         // PermissionDenied: Claude Code's auto mode blocked a call by itself, asking no one.
         "Notification" | "PermissionRequest" | "PermissionDenied" => Some(Notification),
@@ -73,6 +80,7 @@ pub fn map_event(agent: Agent, native: &str) -> Option<EventType> {
             "BeforeAgent" => Some(UserPromptSubmit),
             "BeforeTool" => Some(ToolUse),
             "AfterTool" => Some(ToolDone),
+            "AfterModel" => Some(AnswerText),
             "AfterAgent" => Some(AgentStop),
             "Notification" => Some(Notification),
             "SessionEnd" => Some(SessionEnd),

@@ -93,6 +93,8 @@ pub enum Step {
     Tool { name: String, on: Option<String> },
     /// The tool finished (`failed`: it said it failed).
     ToolDone { name: String, failed: bool },
+    /// More of the answer, as the agent writes it (shown where the chat streams).
+    Text { more: String },
     /// The turn ended (`answered`: with an answer, which goes as a durable message).
     TurnEnded { answered: bool },
 }
@@ -110,6 +112,8 @@ pub struct ProgressNote {
     /// When `relayq hook` received the event (unix ms).
     pub at: i64,
     pub step: Step,
+    /// What the chat shows (steps, or stream: the answer as it grows too).
+    pub mode: ProgressMode,
 }
 
 /// The longest "on what" a step shows.
@@ -140,8 +144,25 @@ pub fn step_of(event: &HookEvent, answer: Option<&str>) -> Option<Step> {
                 .is_some_and(|a| !a.trim().is_empty()),
         },
         EventType::Error => Step::TurnEnded { answered: false },
+        EventType::AnswerText => Step::Text {
+            more: written_so_far(event)?,
+        },
         _ => return None,
     })
+}
+
+/// The text an answer-text event adds: Claude Code's `MessageDisplay` `delta` (the lines just
+/// completed), Gemini CLI's `AfterModel` response parts (strings, or `{"text": ...}`).
+fn written_so_far(event: &HookEvent) -> Option<String> {
+    if let Some(delta) = event.data["delta"].as_str() {
+        return Some(delta.to_string());
+    }
+    let parts = event.data["llm_response"]["candidates"][0]["content"]["parts"].as_array()?;
+    let text: String = parts
+        .iter()
+        .filter_map(|p| p.as_str().or_else(|| p["text"].as_str()))
+        .collect();
+    (!text.is_empty()).then_some(text)
 }
 
 /// What a tool works on, from its input: the first of the fields agents name it by.
@@ -198,7 +219,12 @@ pub fn note_in(
     let Some(channel) = routes.replies.get(&origin.origin) else {
         return Ok(None);
     };
-    if mode_of(db, routes, &origin.origin, &origin.chat)? < ProgressMode::Steps {
+    let mode = mode_of(db, routes, &origin.origin, &origin.chat)?;
+    let least = match step {
+        Step::Text { .. } => ProgressMode::Stream,
+        _ => ProgressMode::Steps,
+    };
+    if mode < least {
         return Ok(None);
     }
     Ok(Some(ProgressNote {
@@ -209,6 +235,7 @@ pub fn note_in(
         thread: origin.thread,
         at: event.received_at,
         step,
+        mode,
     }))
 }
 

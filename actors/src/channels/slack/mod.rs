@@ -202,6 +202,8 @@ impl SlackChannel {
                 }
                 vec![("chat.postMessage", body)]
             }
+            // Slack has no drafts (`drafts_in` is false): nothing to show.
+            CosmeticCall::Draft { .. } => vec![],
             CosmeticCall::Edit { to, message, text } => vec![(
                 "chat.update",
                 json!({"channel": to.trim(), "ts": message, "text": crate::kit::cut_chars(text, MAX_CHARS)}),

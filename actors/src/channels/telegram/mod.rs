@@ -131,6 +131,11 @@ impl Channel for TelegramChannel {
         Some(Box::pin(async move { this.show(call).await }))
     }
 
+    /// Private chats (a user's id, positive): Bot API 9.5 lets every bot stream drafts there.
+    fn drafts_in(&self, to: &str) -> bool {
+        to.trim().parse::<i64>().is_ok_and(|id| id > 0)
+    }
+
     bot_channel_basics!(render: render::telegram_html, pace: config::pace, ready: get_me);
 }
 
@@ -255,6 +260,19 @@ impl TelegramChannel {
                     body["message_thread_id"] = number_or_text(thread);
                 }
                 ("sendMessage", body)
+            }
+            CosmeticCall::Draft {
+                to,
+                thread,
+                draft,
+                text,
+            } => {
+                let mut body = json!({"chat_id": self.chat_for(to), "draft_id": draft,
+                                      "text": crate::kit::cut_chars(text, MAX_CHARS)});
+                if let Some(thread) = thread {
+                    body["message_thread_id"] = number_or_text(thread);
+                }
+                ("sendMessageDraft", body)
             }
             CosmeticCall::Edit { to, message, text } => (
                 "editMessageText",

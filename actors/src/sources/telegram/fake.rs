@@ -87,6 +87,8 @@ struct FakeState {
     limits_enforced: bool,
     /// The bot's reaction on each message now: (chat, message id) → emoji.
     reactions: HashMap<(i64, i64), String>,
+    /// `sendMessageDraft` calls answered ok: (chat, draft id, text), in order.
+    drafts: Vec<(i64, i64, String)>,
 }
 
 /// A call to a chat, as the fake's limits count it.
@@ -506,7 +508,9 @@ impl FakeTelegram {
                 self.shared.0.lock().unwrap().webhooks.push(args);
                 ok(json!(true))
             }
-            "sendMessage" | "editMessageText" | "setMessageReaction" if self.over_limit(method, &args).is_some() => {
+            "sendMessage" | "editMessageText" | "setMessageReaction" | "sendMessageDraft"
+                if self.over_limit(method, &args).is_some() =>
+            {
                 let wait = self.over_limit(method, &args).unwrap_or(1);
                 self.count_call(method, &args, true);
                 (429, json!({"ok": false, "error_code": 429,
@@ -520,6 +524,10 @@ impl FakeTelegram {
             "setMessageReaction" => {
                 self.count_call(method, &args, false);
                 self.set_message_reaction(args)
+            }
+            "sendMessageDraft" => {
+                self.count_call(method, &args, false);
+                self.send_message_draft(args)
             }
             "createForumTopic" => self.create_forum_topic(args),
             "setMyCommands" => {
@@ -654,6 +662,32 @@ impl FakeTelegram {
     pub fn reaction_on(&self, chat: i64, message: i64) -> Option<String> {
         let state = self.shared.0.lock().unwrap();
         state.reactions.get(&(chat, message)).cloned()
+    }
+
+    /// The drafts shown in `chat` (`sendMessageDraft`): (draft id, text), in order.
+    pub fn drafts(&self, chat: i64) -> Vec<(i64, String)> {
+        let state = self.shared.0.lock().unwrap();
+        state
+            .drafts
+            .iter()
+            .filter(|(c, _, _)| *c == chat)
+            .map(|(_, id, text)| (*id, text.clone()))
+            .collect()
+    }
+
+    /// `sendMessageDraft`: private chats only (Bot API 9.5), a non-zero draft id.
+    fn send_message_draft(&self, args: Value) -> (u16, Value) {
+        let chat = args["chat_id"].as_i64().unwrap_or_default();
+        let draft = args["draft_id"].as_i64().unwrap_or_default();
+        if chat <= 0 {
+            return (400, error(400, "Bad Request: TEXTDRAFT_PEER_INVALID"));
+        }
+        if draft == 0 {
+            return (400, error(400, "Bad Request: draft_id must be non-zero"));
+        }
+        let text = args["text"].as_str().unwrap_or_default().to_string();
+        self.shared.0.lock().unwrap().drafts.push((chat, draft, text));
+        ok(json!(true))
     }
 
     /// Queues a text from `user` in chat `chat`, as [`Self::push_text`]; its message id.
