@@ -674,7 +674,12 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
               VALUES ('demo-1', 'telegram:bot', '42', '1001', 'demo', 'claude', 'n1', 7,
                       'running', 1);
          INSERT INTO chat_current (origin, chat, session, set_at)
-              VALUES ('telegram:bot', '43', 'demo-1', 1);",
+              VALUES ('telegram:bot', '43', 'demo-1', 1);
+         INSERT INTO chat_settings (origin, chat, progress, set_at)
+              VALUES ('telegram:bot', '43', 'off', 1);
+         INSERT INTO reactions (row_id, session, origin, chat, message, wanted, tried, shown,
+                                updated_at)
+              VALUES (1, 'demo-1', 'telegram:bot', '42', '9', 'done', 'taken', 'taken', 1);",
     )
     .unwrap();
     drop(conn);

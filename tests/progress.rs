@@ -226,6 +226,13 @@ fn a_turn_with_tool_steps_shows_eyes_then_its_steps_then_done_and_the_answer_onc
         "the answer went before the progress message's end"
     );
 
+    let working = shown
+        .iter()
+        .rev()
+        .find(|t| t.contains('▸'))
+        .expect("an edit while a tool ran");
+    screenshot_of_progress(prompt, working, last, &answers[0]["text"]);
+
     // Paced: at most one call a second to the chat, and none refused.
     b.assert_within_limits();
     let ats: Vec<_> = b
@@ -478,4 +485,82 @@ fn a_private_chat_set_to_stream_sees_the_answer_grow_as_a_draft_then_gets_it_onc
         "drafts instead of a progress message"
     );
     b.assert_within_limits();
+}
+
+/// The README's picture of progress, drawn from what the fake Bot API recorded: the person's
+/// message with the bot's reaction, the progress message while a tool ran and at the end, and
+/// the answer. `RELAYQ_SCREENSHOT=docs/progress.png cargo test --test integration
+/// progress::a_turn_with` rewrites the PNG (Chromium, headless); otherwise only the page is
+/// checked.
+fn screenshot_of_progress(prompt: &str, working: &str, last: &str, answer: &Value) {
+    let escape = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let column = |title: &str, reaction: &str, progress: &str, answer: Option<&str>| {
+        // The answer is the bot's own Telegram HTML (<b>, entities escaped).
+        let answer = answer.map_or(String::new(), |a| format!("<div class=bubble>{a}</div>"));
+        format!(
+            "<div class=col><h3>{title}</h3><div class=me>{}<span class=reaction>{reaction}</span></div>\
+             <div class=bubble>{}</div>{answer}</div>",
+            escape(prompt),
+            escape(progress)
+        )
+    };
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><style>\
+         body{{font:15px/1.35 sans-serif;background:#7ea06b;margin:0;padding:16px;width:760px}}\
+         .col{{display:inline-block;vertical-align:top;width:360px;margin-right:16px}}\
+         h3{{color:#fff;font-weight:normal;margin:0 0 8px}}\
+         .me{{background:#e1fec6;border-radius:10px;padding:8px 10px;margin:0 0 8px 80px;position:relative}}\
+         .reaction{{position:absolute;right:6px;bottom:-12px;background:#fff;border-radius:10px;padding:0 4px}}\
+         .bubble{{background:#fff;border-radius:10px;padding:8px 10px;margin-bottom:8px;white-space:pre-wrap}}\
+         </style>{}{}",
+        column("while the agent works", "👀", working, None),
+        column("when its turn ends", "👌", last, answer.as_str()),
+    );
+    assert!(
+        page.contains("▸ Bash") && page.contains("✔ agent answered"),
+        "{page}"
+    );
+    let Ok(png) = std::env::var("RELAYQ_SCREENSHOT") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("progress.html");
+    std::fs::write(&html, page).unwrap();
+    let made = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--hide-scrollbars",
+            "--window-size=800,360",
+        ])
+        .arg(format!("--screenshot={png}"))
+        .arg(format!("file://{}", html.display()))
+        .status()
+        .unwrap();
+    assert!(made.success(), "chromium made no screenshot");
+}
+
+/// Telegram asks to wait (429) for the reactions and edits: progress is shed, the operator
+/// hears it (`relayq status`, the metrics), and the answer still arrives, whole and once.
+#[test]
+fn when_telegram_throttles_progress_it_is_shed_and_status_says_so_and_the_answer_arrives() {
+    let b = Bridge::start("progress-shed", &[], &[("FAKE_STEP_MS", "700")]);
+    b.fake.refuse_cosmetic_calls(1000);
+    let prompt = "please run steps 4";
+    b.fake.user_says(ALICE, ALICE, prompt);
+    wait_until(
+        "status to say progress is shed",
+        Duration::from_secs(30),
+        || {
+            b._app
+                .ok(&["status"])
+                .contains("progress on channel bot is being shed: the platform asked to wait")
+        },
+    );
+    b.wait_answer(prompt);
+    assert_eq!(b.sent_with(&format!("echo: {prompt}")).len(), 1);
 }

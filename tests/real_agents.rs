@@ -557,7 +557,7 @@ fn approvals_from_the_chat(
     };
 
     // Allow, tapped twice: the tool runs once.
-    let m1 = fake.user_says(ALICE, ALICE, "use the tool a1");
+    say("use the tool a1");
     let (q1, buttons) = question(fake, "probe-a1.txt", context);
     let allow = button(&buttons, "Allow").to_string();
     fake.push_tap(ALICE, ALICE, "Alice", q1, &allow);
@@ -571,7 +571,19 @@ fn approvals_from_the_chat(
     );
     wait_edited(fake, q1, "Allowed by Alice", context);
     assert_eq!(runs(agent, "probe-a1.txt"), 1, "the tool ran once");
-    progress_of_a_turn_with_a_tool(fake, m1, "probe-a1.txt", context);
+
+    // Progress (issue 45): a slow turn with a tool, asked in a quiet chat (while answers keep
+    // coming, reactions and progress wait behind them, and one replaced before its turn is
+    // never sent).
+    waited("a quiet chat", context, || {
+        let last = fake.chat_calls().iter().map(|c| c.at).max();
+        last.is_some_and(|at| at.elapsed() > Duration::from_secs(3))
+    });
+    let p1 = fake.user_says(ALICE, ALICE, "use the tool p1 slowly");
+    let (q, buttons) = question(fake, "probe-p1.txt", context);
+    fake.push_tap(ALICE, ALICE, "Alice", q, button(&buttons, "Allow"));
+    tool_done(2);
+    progress_of_a_turn_with_a_tool(fake, p1, "probe-p1.txt", context);
 
     // A message sent while the question is open waits (its chat is told so) and is never
     // typed into the dialog; a bare "no", replying to nothing, answers the one question open
@@ -596,7 +608,7 @@ fn approvals_from_the_chat(
     );
     say("no");
     wait_edited(fake, q2, "Denied by Alice", context);
-    let mut done = 1;
+    let mut done = 2;
     if kind != "gemini" {
         // Claude Code and Codex tell the model no, and it answers; Gemini CLI's Escape ends
         // the turn ("Request cancelled").
@@ -611,9 +623,9 @@ fn approvals_from_the_chat(
     say("use the tool a3");
     let (q3, buttons) = question(fake, "probe-a3.txt", context);
     fake.push_tap(ALICE, 4242, "Mallory", q3, button(&buttons, "Allow"));
-    let answered = taps(3);
+    let answered = taps(4);
     assert!(
-        answered[2].starts_with("You may not answer"),
+        answered[3].starts_with("You may not answer"),
         "{answered:?}"
     );
     let mut daemon = daemon;
@@ -721,7 +733,29 @@ fn progress_of_a_turn_with_a_tool(
                 .to_string()
         })
         .collect();
-    assert_eq!(reactions, ["👀", "👌"], "taken, then done");
+    let calls: Vec<String> = fake
+        .chat_calls()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}",
+                c.unix_ms,
+                c.method,
+                c.body["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        reactions,
+        ["👀", "👌"],
+        "taken, then done; the chat's calls: {calls:#?}\n{}",
+        context()
+    );
     let progress = |m: &serde_json::Value| {
         let text = m["text"].as_str().unwrap_or_default();
         (text.starts_with("⏳ ") || text.starts_with("✔ ")) && text.contains(target)

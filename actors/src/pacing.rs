@@ -317,15 +317,16 @@ impl Pacer {
 impl Budgets for Pacer {
     fn take(&self, destination: &str) -> Result<(), Duration> {
         let now = DefaultClock::default().now();
-        if let Some(limiter) = &self.per_destination {
-            limiter
-                .check_key(&destination.to_string())
-                .map_err(|until| until.wait_time_from(now))?;
-        }
+        // The scarcest budget first: a check that passes spends its budget.
         let group = self
             .group_prefix
             .is_some_and(|p| destination.trim().starts_with(p));
         if let Some(limiter) = self.per_group.as_ref().filter(|_| group) {
+            limiter
+                .check_key(&destination.to_string())
+                .map_err(|until| until.wait_time_from(now))?;
+        }
+        if let Some(limiter) = &self.per_destination {
             limiter
                 .check_key(&destination.to_string())
                 .map_err(|until| until.wait_time_from(now))?;

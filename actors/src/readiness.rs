@@ -13,8 +13,13 @@ pub struct Readiness(Arc<Mutex<BTreeMap<String, String>>>);
 impl Readiness {
     /// `what` cannot work now, because `why`.
     pub fn not_ready(&self, what: &str, why: &str) {
+        self.says(what, &format!("{what} is not ready: {why}"));
+    }
+
+    /// `what` works less than it should: `line` says how, in a person's words.
+    pub fn says(&self, what: &str, line: &str) {
         let mut map = self.0.lock().expect("readiness lock");
-        map.insert(what.to_string(), why.to_string());
+        map.insert(what.to_string(), line.to_string());
     }
 
     /// `what` works again.
@@ -22,12 +27,10 @@ impl Readiness {
         self.0.lock().expect("readiness lock").remove(what);
     }
 
-    /// Each thing not ready, said as "WHAT is not ready: WHY".
+    /// Each thing not ready ("WHAT is not ready: WHY"), or working less than it should.
     pub fn list(&self) -> Vec<String> {
         let map = self.0.lock().expect("readiness lock");
-        map.iter()
-            .map(|(what, why)| format!("{what} is not ready: {why}"))
-            .collect()
+        map.values().cloned().collect()
     }
 }
 

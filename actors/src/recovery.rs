@@ -171,6 +171,16 @@ impl RecoveryActor {
                 Ok(n) => tracing::info!(pruned = n, "pruned finished rows past retention"),
                 Err(e) => tracing::error!(error = %e, "prune failed"),
             }
+            let forgotten = store
+                .apply_alone(relayq_engine::progress::writes::PruneReactions)
+                .await;
+            match forgotten {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(forgotten = n, "forgot the reactions of messages a day old")
+                }
+                Err(e) => tracing::error!(error = %e, "prune of reactions failed"),
+            }
         };
         ctx.spawn(work.into_actor(self));
     }

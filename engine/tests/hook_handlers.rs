@@ -20,11 +20,13 @@ struct Fixture {
     _db: TestDb,
     engine: Engine,
     door: WriteDoor,
+    clock: Arc<ManualClock>,
 }
 
 fn fixture(max_attempts: u32) -> Fixture {
     let db = TestDb::from_env();
-    let engine = Engine::with_clock(db.db.clone(), Arc::new(ManualClock::new(T0)));
+    let clock = Arc::new(ManualClock::new(T0));
+    let engine = Engine::with_clock(db.db.clone(), clock.clone());
     let route = |channel: &str, to: &str, events: Vec<EventType>| NoticeRoute {
         channel: Some(channel.into()),
         to: to.into(),
@@ -60,6 +62,7 @@ fn fixture(max_attempts: u32) -> Fixture {
         _db: db,
         engine,
         door,
+        clock,
     }
 }
 
@@ -903,4 +906,11 @@ fn a_chat_messages_reaction_follows_its_turn_and_each_step_is_a_note_for_its_cha
     assert_eq!(effects.confirmed, Some(quiet));
     assert!(!effects.reactions && effects.progress.is_none());
     assert_eq!(reaction(quiet), None);
+
+    // Forgotten a day after their last change.
+    let prune = progress::writes::PruneReactions;
+    assert_eq!(f.door.apply_now(prune).unwrap(), 0, "kept for a day");
+    f.clock.set(T0 + progress::writes::REACTIONS_KEPT_MS + 1);
+    assert_eq!(f.door.apply_now(prune).unwrap(), 1);
+    assert_eq!(reaction(row), None);
 }

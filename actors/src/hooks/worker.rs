@@ -141,7 +141,7 @@ impl HookWorker {
                 if let Some(note) = effects.progress {
                     self.reports
                         .progress
-                        .do_send(crate::progress::ShowStep(note));
+                        .do_send(crate::progress::ShowStep(*note));
                 }
                 if effects.reactions {
                     self.reports

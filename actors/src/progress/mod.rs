@@ -84,7 +84,8 @@ struct Lane {
     busy: bool,
     /// A look is scheduled.
     timer: Option<SpawnHandle>,
-    /// Reactions to set, by message row: what each should show, and tries so far.
+    /// Reactions to set, by message row (the newest goes first): what each should show, and
+    /// tries so far.
     reactions: BTreeMap<i64, (Reaction, u32)>,
 }
 
@@ -327,7 +328,8 @@ impl ProgressActor {
             }));
             return;
         }
-        let job = match lane.reactions.iter().next() {
+        // The newest message's reaction first: it is the one the person looks at now.
+        let job = match lane.reactions.iter().next_back() {
             Some((row, (r, _))) => Job::React(*row, r.wanted),
             None => {
                 let board = self
@@ -566,9 +568,10 @@ impl ProgressActor {
     /// Progress on `channel` was shed: the operator sees it in `status` for a while.
     fn shed(&mut self, channel: &str, why: &str) {
         self.store.metrics.progress(channel, "shed");
-        self.store.readiness.not_ready(
-            &format!("progress on channel {channel}"),
-            &format!("progress is being shed ({why}); answers go first"),
+        let what = format!("progress on channel {channel}");
+        self.store.readiness.says(
+            &what,
+            &format!("{what} is being shed: {why}; the answers go first, reactions and progress messages wait or are dropped"),
         );
         self.shed
             .insert(channel.to_string(), Instant::now() + SHED_FOR);

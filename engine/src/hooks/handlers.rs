@@ -40,7 +40,7 @@ pub struct Effects {
     /// A chat message's reaction changed (see [`progress`](crate::progress)): show it.
     pub reactions: bool,
     /// The step the event is, for its chat's progress message (when the chat shows steps).
-    pub progress: Option<crate::progress::ProgressNote>,
+    pub progress: Option<Box<crate::progress::ProgressNote>>,
 }
 
 /// How a hook row ended.
@@ -190,7 +190,7 @@ impl WriteDoor {
             }
         }
         effects.wake_session |= effects.confirmed.is_some();
-        effects.progress = progress::note_in(tx, &routes, event, answer)?;
+        effects.progress = progress::note_in(tx, &routes, event, answer)?.map(Box::new);
         if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
             return Ok(effects);
         }

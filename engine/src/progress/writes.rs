@@ -28,6 +28,26 @@ impl Write for ReactionTried {
     }
 }
 
+/// Reactions unchanged for a day are forgotten (their messages scrolled away long ago; the
+/// actors stop setting them after an hour). How many.
+#[derive(Debug, Clone, Copy)]
+pub struct PruneReactions;
+
+/// How long a reaction's row is kept after its last change.
+pub const REACTIONS_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+impl Write for PruneReactions {
+    type Output = usize;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        store::prune_in(w.tx(), w.now() - REACTIONS_KEPT_MS)
+    }
+}
+
 /// What chat `chat` of `origin` sees while its agent works, over its source's setting.
 #[derive(Debug, Clone)]
 pub struct SetChatProgress {

@@ -2,7 +2,8 @@
 //! that holds what the daemon must not forget — the rows with their states, attempts, leases
 //! and ids, the sessions and their origins, the sources' offsets, the operator's pauses, the
 //! channels' penalties, the approvals, the sessions started from chats with their commands and
-//! the chats' current sessions — copied in one PostgreSQL transaction. The nodes' own tables
+//! the chats' current sessions, the chats' progress settings and the reactions their messages
+//! should show — copied in one PostgreSQL transaction. The nodes' own tables
 //! (nodes, source leases, budgets, the projects each publishes) are not copied: the daemons
 //! write them afresh.
 //!
@@ -30,6 +31,8 @@ pub const TABLES: &[&str] = &[
     "session_commands",
     "chat_sessions",
     "chat_current",
+    "chat_settings",
+    "reactions",
 ];
 
 /// What one table's copy did.

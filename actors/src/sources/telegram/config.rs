@@ -41,7 +41,9 @@ pub struct Config {
     /// Larger files are not downloaded (the Bot API serves at most 20 MB).
     #[serde(default = "default_max_download_bytes")]
     pub max_download_bytes: u64,
-    /// Show "typing…" in the chat once its message is queued.
+    /// Show "typing…" in the chat once its message is queued, where the source shows no
+    /// progress (`progress = "off"`); otherwise 👀 says the agent took it, and the typing
+    /// call would take the chat's budget from that reaction.
     #[serde(default = "default_typing")]
     pub typing: bool,
     /// `poll` (the default): relayq asks with `getUpdates`. `webhook`: Telegram posts each

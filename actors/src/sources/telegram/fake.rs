@@ -89,6 +89,8 @@ struct FakeState {
     reactions: HashMap<(i64, i64), String>,
     /// `sendMessageDraft` calls answered ok: (chat, draft id, text), in order.
     drafts: Vec<(i64, i64, String)>,
+    /// The next this many reactions and edits are answered 429 (retry after 2 s).
+    cosmetic_refusals: usize,
 }
 
 /// A call to a chat, as the fake's limits count it.
@@ -491,6 +493,11 @@ impl FakeTelegram {
             return (401, Scripted::Json(error(401, "Unauthorized")));
         };
         let args: Value = serde_json::from_str(body).unwrap_or(json!({}));
+        let counted = ["sendMessage", "editMessageText", "setMessageReaction", "sendMessageDraft"];
+        let wait = counted
+            .contains(&method)
+            .then(|| self.over_limit(method, &args))
+            .flatten();
         let (status, value) = match method {
             "getMe" => {
                 let topics = self.shared.0.lock().unwrap().private_topics;
@@ -509,9 +516,9 @@ impl FakeTelegram {
                 ok(json!(true))
             }
             "sendMessage" | "editMessageText" | "setMessageReaction" | "sendMessageDraft"
-                if self.over_limit(method, &args).is_some() =>
+                if wait.is_some() =>
             {
-                let wait = self.over_limit(method, &args).unwrap_or(1);
+                let wait = wait.unwrap_or(1);
                 self.count_call(method, &args, true);
                 (429, json!({"ok": false, "error_code": 429,
                              "description": format!("Too Many Requests: retry after {wait}"),
@@ -698,9 +705,20 @@ impl FakeTelegram {
         last["message"]["message_id"].as_i64().unwrap_or_default()
     }
 
+    /// The next `times` reactions and edits are answered 429 (retry after 2 s), as Telegram
+    /// answers a bot it throttles.
+    pub fn refuse_cosmetic_calls(&self, times: usize) {
+        self.shared.0.lock().unwrap().cosmetic_refusals = times;
+    }
+
     /// How long to wait (s) when a call of `method` to its chat now would be past a limit.
-    fn over_limit(&self, _method: &str, args: &Value) -> Option<u64> {
-        let state = self.shared.0.lock().unwrap();
+    fn over_limit(&self, method: &str, args: &Value) -> Option<u64> {
+        let mut state = self.shared.0.lock().unwrap();
+        let cosmetic = matches!(method, "setMessageReaction" | "editMessageText");
+        if cosmetic && state.cosmetic_refusals > 0 {
+            state.cosmetic_refusals -= 1;
+            return Some(2);
+        }
         if !state.limits_enforced {
             return None;
         }

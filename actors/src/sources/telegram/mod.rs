@@ -157,7 +157,8 @@ impl Source for TelegramSource {
     }
 
     fn committed(&mut self, new: Vec<InboundMessage>, budget: Option<Arc<dyn Budgets>>) {
-        if !self.inner.config.typing {
+        let progress = self.inner.config.routing.progress;
+        if !self.inner.config.typing || progress != relayq_engine::progress::ProgressMode::Off {
             return;
         }
         let chats: BTreeSet<(String, Option<String>)> = new

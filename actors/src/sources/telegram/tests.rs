@@ -173,9 +173,18 @@ async fn conflict_and_a_bad_token_fail_the_fetch_with_what_to_do() {
 }
 
 #[actix_rt::test]
-async fn typing_is_shown_within_the_reply_channels_budget_and_dropped_when_it_is_short() {
+async fn typing_is_shown_where_progress_is_off_within_the_reply_channels_budget_and_dropped_when_it_is_short() {
     let fake = FakeTelegram::start(TOKEN);
-    let mut source = started(config(&fake));
+    let mut with_progress = config(&fake);
+    let mut source = started(with_progress.clone());
+    source.committed(vec![InboundMessage {
+        source_channel_id: Some("1".into()),
+        ..InboundMessage::text("s", "telegram:bot", "hi")
+    }], None);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(fake.actions().is_empty(), "where progress shows, 👀 says it: no typing");
+    with_progress.routing.progress = relayq_engine::progress::ProgressMode::Off;
+    let mut source = started(with_progress);
     let budget = Arc::new(Pacer::new(&Pace {
         per_destination: Some("1/s".parse().unwrap()),
         ..Pace::default()
