@@ -564,3 +564,406 @@ fn when_telegram_throttles_progress_it_is_shed_and_status_says_so_and_the_answer
     b.wait_answer(prompt);
     assert_eq!(b.sent_with(&format!("echo: {prompt}")).len(), 1);
 }
+
+/// One chat of the soak: where it is, how a message is said there, and its agent.
+struct SoakChat {
+    name: &'static str,
+    session: String,
+    /// Telegram's chat id, or Slack's channel.
+    chat: String,
+    slack: bool,
+    group: bool,
+}
+
+/// A turn the soak drove: its prompt, and the person's message id (Telegram's, Slack's ts).
+struct SoakTurn {
+    chat: usize,
+    prompt: String,
+    message: String,
+}
+
+/// When each of an agent's hooks `name` ran for each prompt (unix ms), from its log.
+fn hook_times(agent: &FakeAgent, name: &str) -> std::collections::HashMap<String, i64> {
+    let mut current = None;
+    let mut times = std::collections::HashMap::new();
+    for e in agent.log() {
+        if let Some(prompt) = e["turn_start"].as_str() {
+            current = Some(prompt.to_string());
+        }
+        if let (Some(prompt), true) = (&current, e["hook"] == json!(name)) {
+            let at = (e["at"].as_f64().unwrap_or_default() * 1000.0) as i64;
+            times.entry(prompt.clone()).or_insert(at);
+        }
+    }
+    times
+}
+
+/// p50, p99 and max of `values`.
+fn spread(mut values: Vec<i64>) -> (i64, i64, i64) {
+    values.sort();
+    let at = |q: f64| values[((values.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99), *values.last().unwrap())
+}
+
+/// Five sessions, three on Telegram (two private chats and a group) and two on Slack (a direct
+/// message and a channel), each a person taking turns with a fake agent that runs tool steps and
+/// writes 9 000-character answers, for `RELAYQ_PROGRESS_SOAK_SECS` (180 by default, on each
+/// backend: the test harness runs two tests at once on this machine, and ten minutes twice
+/// would take `.ci/run` past 30; the 10- and 30-minute runs are `RELAYQ_PROGRESS_SOAK_SECS=600`
+/// and the benchmark), against fakes that refuse what Telegram's and Slack's documented
+/// limits refuse. Then: no call was refused (0 429s of relayq's making), every answer arrived
+/// whole and once, no cosmetic call went to a chat while its answer was waiting to be sent,
+/// cosmetic calls were at least `progress_every` apart (3 s in groups), and the first visible
+/// progress (👀) came within 1.5 s of the agent's prompt-submit event in a private chat (within
+/// one group slot, 3 s more, in a group, whose 20 a minute is paced as one every 3 s).
+#[test]
+fn five_sessions_taking_turns_keep_answers_first_and_within_the_platforms_limits() {
+    use relayq_actors::sources::slack::fake_web::FakeSlackWeb;
+    const SECRET: &str = "slack-soak-secret";
+    const BOB: i64 = 778002;
+    const GROUP: i64 = -1001778003;
+    let secs: u64 = std::env::var("RELAYQ_PROGRESS_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(180);
+    let fake = FakeTelegram::start(TOKEN);
+    fake.enforce_limits();
+    let slack = FakeSlackWeb::start();
+    slack.enforce_limits();
+    let port = crate::common::api::free_port();
+    let tmux = std::rc::Rc::new(Tmux::new("progress-soak"));
+    let config = agent_config(&tmux, &[])
+        .http_on(port)
+        .telegram_source(
+            &fake.url,
+            &format!("token = {TOKEN:?}"),
+            &[ALICE, BOB],
+            &[(ALICE, "tg-a"), (BOB, "tg-b"), (GROUP, "tg-g")],
+            &[&format!("allowed_chats = [{GROUP}]")],
+        )
+        .table(
+            "sources.team",
+            &[
+                "kind = \"slack\"",
+                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
+                "token = \"xoxb-test-token\"",
+                &format!("api_url = {:?}", slack.url),
+                "allowed_users = [\"U0ALICE\"]",
+                "session_template = \"slack-{channel}\"",
+            ],
+        );
+    let app = App::new(config);
+    let chats = [
+        ("tg-a", ALICE.to_string(), false, false),
+        ("tg-b", BOB.to_string(), false, false),
+        ("tg-g", GROUP.to_string(), false, true),
+        ("slack-D0SOAK", "D0SOAK".to_string(), true, false),
+        ("slack-C0SOAK", "C0SOAK".to_string(), true, true),
+    ]
+    .map(|(session, chat, slack, group)| SoakChat {
+        name: session,
+        session: session.to_string(),
+        chat,
+        slack,
+        group,
+    });
+    let agents: Vec<FakeAgent> = chats
+        .iter()
+        .map(|c| {
+            FakeAgent::start(
+                &app,
+                tmux.clone(),
+                "claude",
+                &c.session,
+                &[("FAKE_STEP_MS", "500")],
+            )
+        })
+        .collect();
+    let _daemon = app.serve_with_env(&[
+        ("SLACK_SIGNING_SECRET", SECRET),
+        ("RUST_LOG", "info,relayq_actors::progress=debug"),
+    ]);
+    let url = format!("http://127.0.0.1:{port}/v1/ingress/team");
+
+    // Each chat's person: a message, its answer whole, a pause to read it, the next.
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    let turns: Vec<SoakTurn> = std::thread::scope(|scope| {
+        let drivers: Vec<_> = chats
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (fake, slack, url) = (&fake, &slack, &url);
+                scope.spawn(move || {
+                    let mut turns = Vec::new();
+                    let mut n = 0;
+                    while std::time::Instant::now() < deadline {
+                        n += 1;
+                        let prompt = format!(
+                            "turn {n} of {}: please run steps {} lengthy",
+                            c.name,
+                            1 + n % 5
+                        );
+                        let message = match c.slack {
+                            false => {
+                                let chat: i64 = c.chat.parse().unwrap();
+                                let user = if chat > 0 { chat } else { ALICE };
+                                fake.user_says(chat, user, &prompt).to_string()
+                            }
+                            true => {
+                                let ts = format!("1767225{n:03}.{i:06}");
+                                let event = json!({"type": "message", "channel": c.chat,
+                                    "user": "U0ALICE", "text": prompt, "ts": ts,
+                                    "channel_type": if c.group { "channel" } else { "im" }});
+                                let callback = json!({"type": "event_callback", "team_id": "T0TEAM",
+                                    "event_id": format!("Ev{i}x{n}"), "event": event});
+                                let posted = slack_post(
+                                    url,
+                                    SECRET,
+                                    callback.to_string(),
+                                    "application/json",
+                                );
+                                assert_eq!(posted.status(), 200);
+                                ts
+                            }
+                        };
+                        // The whole answer: its first part names the prompt, its last is n of n.
+                        let texts = || -> Vec<String> {
+                            match c.slack {
+                                false => fake.texts_to(c.chat.parse().unwrap()),
+                                true => slack
+                                    .messages_in(&c.chat)
+                                    .into_iter()
+                                    .map(|m| m.2)
+                                    .collect(),
+                            }
+                        };
+                        wait_until(
+                            &format!("the answer to {prompt:?}"),
+                            Duration::from_secs(120),
+                            || {
+                                let texts = texts();
+                                let Some(first) = texts.iter().find(|t| t.contains(&prompt)) else {
+                                    return false;
+                                };
+                                let parts = first
+                                    .split_once("(1/")
+                                    .and_then(|(_, r)| r.split_once(')'))
+                                    .map(|(n, _)| n.to_string());
+                                match parts {
+                                    None => true,
+                                    Some(of) => {
+                                        texts
+                                            .iter()
+                                            .filter(|t| t.contains(&format!("({of}/{of})")))
+                                            .count()
+                                            >= n
+                                    }
+                                }
+                            },
+                        );
+                        turns.push(SoakTurn {
+                            chat: i,
+                            prompt,
+                            message,
+                        });
+                        std::thread::sleep(Duration::from_secs(if c.group { 8 } else { 4 }));
+                    }
+                    turns
+                })
+            })
+            .collect();
+        drivers
+            .into_iter()
+            .flat_map(|d| d.join().unwrap())
+            .collect()
+    });
+    std::thread::sleep(Duration::from_secs(10));
+
+    // Nothing refused: relayq kept within the limits the fakes enforce.
+    let refused_tg: Vec<ChatCall> = fake
+        .chat_calls()
+        .into_iter()
+        .filter(|c| c.refused)
+        .collect();
+    assert!(refused_tg.is_empty(), "Telegram refused: {refused_tg:#?}");
+    let refused_slack: Vec<_> = slack.calls().into_iter().filter(|c| c.refused).collect();
+    assert!(
+        refused_slack.is_empty(),
+        "Slack refused: {refused_slack:#?}"
+    );
+
+    // Every answer whole and once.
+    for t in &turns {
+        let c = &chats[t.chat];
+        let firsts = match c.slack {
+            false => fake.texts_to(c.chat.parse().unwrap()),
+            true => slack
+                .messages_in(&c.chat)
+                .into_iter()
+                .map(|m| m.2)
+                .collect(),
+        }
+        .into_iter()
+        .filter(|x| x.contains(&t.prompt))
+        .count();
+        assert_eq!(firsts, 1, "the answer to {:?}, once", t.prompt);
+    }
+
+    // Each chat's calls: (unix ms, cosmetic?, what), in order.
+    let calls_of = |c: &SoakChat| -> Vec<(i64, bool, String)> {
+        match c.slack {
+            false => fake
+                .chat_calls()
+                .into_iter()
+                .filter(|x| x.chat.to_string() == c.chat && !x.refused)
+                .map(|x| {
+                    let cosmetic =
+                        x.method != "sendMessage" || x.body["disable_notification"] == json!(true);
+                    (
+                        x.unix_ms,
+                        cosmetic,
+                        format!(
+                            "{} {}",
+                            x.method,
+                            x.body["text"].as_str().unwrap_or_default()
+                        ),
+                    )
+                })
+                .collect(),
+            true => slack
+                .calls()
+                .into_iter()
+                .filter(|x| x.channel == c.chat && !x.refused)
+                .map(|x| {
+                    let text = x.body["text"].as_str().unwrap_or_default().to_string();
+                    let cosmetic = x.method != "chat.postMessage"
+                        || ["⏳", "✔", "✖"].iter().any(|p| text.starts_with(p));
+                    (unix_ms_of(x.at), cosmetic, format!("{} {text}", x.method))
+                })
+                .collect(),
+        }
+    };
+    let mut first_progress_private = Vec::new();
+    let mut first_progress_group = Vec::new();
+    for (i, c) in chats.iter().enumerate() {
+        let calls = calls_of(c);
+        // Cosmetic calls paced.
+        let gap = if c.group { 2900 } else { 1400 };
+        // A Slack reaction's swap is one call of relayq's: the remove goes with its add.
+        let cosmetic: Vec<&(i64, bool, String)> = calls
+            .iter()
+            .filter(|x| x.1 && !x.2.starts_with("reactions.remove"))
+            .collect();
+        for pair in cosmetic.windows(2) {
+            assert!(
+                pair[1].0 - pair[0].0 >= gap,
+                "{}: cosmetic calls {} ms apart: {pair:?}",
+                c.name,
+                pair[1].0 - pair[0].0
+            );
+        }
+        let submitted = hook_times(&agents[i], "UserPromptSubmit");
+        let stopped = hook_times(&agents[i], "Stop");
+        for t in turns.iter().filter(|t| t.chat == i) {
+            // No cosmetic call while the answer waited to be sent.
+            let stop = stopped[&t.prompt];
+            let (answered, first) = calls
+                .iter()
+                .find(|x| !x.1 && x.2.contains(&t.prompt))
+                .map(|x| (x.0, x.2.clone()))
+                .unwrap();
+            // Its last part: "(N/N)" after the first, "(1/N)".
+            let of = first
+                .split_once("(1/")
+                .and_then(|(_, r)| r.split_once(')'))
+                .map(|(n, _)| n.to_string());
+            let done = match of {
+                None => answered,
+                Some(of) => calls
+                    .iter()
+                    .find(|x| !x.1 && x.0 >= answered && x.2.contains(&format!("({of}/{of})")))
+                    .map_or(answered, |x| x.0),
+            };
+            let behind: Vec<_> = calls
+                .iter()
+                .filter(|x| x.1 && x.0 > stop + 200 && x.0 < done)
+                .collect();
+            assert!(
+                behind.is_empty(),
+                "{}: cosmetic calls while the answer to {:?} waited: {behind:#?}",
+                c.name,
+                t.prompt
+            );
+            // The first visible progress: the message's first reaction.
+            let reacted = match c.slack {
+                false => fake
+                    .chat_calls()
+                    .into_iter()
+                    .find(|x| {
+                        x.method == "setMessageReaction"
+                            && x.body["message_id"].as_i64().map(|id| id.to_string())
+                                == Some(t.message.clone())
+                    })
+                    .map(|x| x.unix_ms),
+                true => slack
+                    .calls()
+                    .into_iter()
+                    .find(|x| {
+                        x.method == "reactions.add" && x.body["timestamp"] == json!(t.message)
+                    })
+                    .map(|x| unix_ms_of(x.at)),
+            };
+            let after = reacted.expect("the message got a reaction") - submitted[&t.prompt];
+            if after > 1500 {
+                let from = submitted[&t.prompt] - 5000;
+                let around: Vec<_> = calls
+                    .iter()
+                    .filter(|x| x.0 >= from && x.0 <= from + 15_000)
+                    .map(|x| {
+                        (
+                            x.0 - submitted[&t.prompt],
+                            x.1,
+                            x.2.chars().take(60).collect::<String>(),
+                        )
+                    })
+                    .collect();
+                eprintln!(
+                    "{}: 👀 for {:?} after {after} ms; calls around: {around:#?}",
+                    c.name, t.prompt
+                );
+                let log = std::fs::read_to_string(app.path("serve.log")).unwrap_or_default();
+                let lines: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains(&c.chat) || l.contains(&c.session))
+                    .take(40)
+                    .collect();
+                eprintln!("{}", lines.join("\n"));
+            }
+            match c.group {
+                false => first_progress_private.push(after),
+                true => first_progress_group.push(after),
+            }
+        }
+    }
+    let (p50, p99, max) = spread(first_progress_private.clone());
+    let (g50, g99, gmax) = spread(first_progress_group.clone());
+    eprintln!(
+        "soak {secs} s, {} turns: first visible progress after the agent took the message: \
+         private chats p50 {p50} ms p99 {p99} ms max {max} ms; groups p50 {g50} ms p99 {g99} ms \
+         max {gmax} ms; Telegram calls {}, Slack calls {}",
+        turns.len(),
+        fake.chat_calls().len(),
+        slack.calls().len()
+    );
+    assert!(max <= 1500, "private chats: {first_progress_private:?}");
+    assert!(gmax <= 4500, "groups: {first_progress_group:?}");
+}
+
+/// An `Instant` as unix ms (the fakes keep `Instant`s; the agents' logs, wall clocks).
+fn unix_ms_of(at: std::time::Instant) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    now - at.elapsed().as_millis() as i64
+}

@@ -1,7 +1,8 @@
 //! Pacing: how fast a channel may send, to one destination (a chat) and through the whole
 //! channel (a bot). A channel declares its platform's budgets ([`Channel::pace`]);
-//! `[pacing.NAME]` in config.toml overrides them. The budgets are kept by `governor` (GCRA, no
-//! burst: the platforms punish bursts). The OutboundSender asks the channel's [`Pacer`] as it
+//! `[pacing.NAME]` in config.toml overrides them. The budgets are GCRA without a burst (the
+//! platforms punish bursts), one message every `per / count`, each send taking all the budgets
+//! it needs or none. The OutboundSender asks the channel's [`Pacer`] as it
 //! takes a row: a row that would go over budget is given back, its attempt not counted, due when
 //! the budget allows.
 //!
@@ -9,10 +10,8 @@
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use relayq_engine::writes::nodes::TakeBudgets;
 use relayq_engine::{Engine, EngineError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -148,10 +147,9 @@ impl Rate {
         }
     }
 
-    /// One message every `per / count`, no burst.
-    fn quota(&self) -> Quota {
-        let every = (self.per / self.count.get()).max(Duration::from_micros(1));
-        Quota::with_period(every).expect("a positive period")
+    /// One message every this long (`per / count`), no burst.
+    fn every(&self) -> Duration {
+        (self.per / self.count.get()).max(Duration::from_micros(1))
     }
 }
 
@@ -281,13 +279,21 @@ impl Budgets for SharedBudgets {
     }
 }
 
-/// Today's [`Budgets`]: governor's rate limiters (GCRA) in this process's memory.
+/// [`Budgets`] in this process's memory: when each budget may next be spent (GCRA without a
+/// burst: one message every `per / count`). A send takes every budget it needs, or none: a
+/// budget that passes is not spent when another refuses (with one limiter per budget, a chat's
+/// slot was spent by a send the bot's budget then refused, and the next send waited for it).
 pub struct Pacer {
-    per_destination: Option<DefaultKeyedRateLimiter<String>>,
-    per_channel: Option<DefaultDirectRateLimiter>,
-    per_group: Option<DefaultKeyedRateLimiter<String>>,
+    per_destination: Option<Duration>,
+    per_channel: Option<Duration>,
+    per_group: Option<Duration>,
     group_prefix: Option<&'static str>,
+    /// Budget (`to:DEST`, `group:DEST`, `all`) → when it may next be spent.
+    next: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
 }
+
+/// Past this many budgets kept, the ones that may be spent already are forgotten.
+const PACER_KEPT: usize = 10_000;
 
 impl Pacer {
     /// `None` when the pace sets no budget.
@@ -297,42 +303,47 @@ impl Pacer {
             return None;
         }
         Some(Pacer {
-            per_destination: pace
-                .per_destination
-                .as_ref()
-                .map(|r| RateLimiter::keyed(r.quota())),
-            per_channel: pace
-                .per_channel
-                .as_ref()
-                .map(|r| RateLimiter::direct(r.quota())),
-            per_group: pace
-                .per_group
-                .as_ref()
-                .map(|r| RateLimiter::keyed(r.quota())),
+            per_destination: pace.per_destination.as_ref().map(Rate::every),
+            per_channel: pace.per_channel.as_ref().map(Rate::every),
+            per_group: pace.per_group.as_ref().map(Rate::every),
             group_prefix: pace.group_prefix,
+            next: Default::default(),
         })
     }
 }
 
 impl Budgets for Pacer {
     fn take(&self, destination: &str) -> Result<(), Duration> {
-        let now = DefaultClock::default().now();
-        // The scarcest budget first: a check that passes spends its budget.
+        let now = Instant::now();
         let group = self
             .group_prefix
             .is_some_and(|p| destination.trim().starts_with(p));
-        if let Some(limiter) = self.per_group.as_ref().filter(|_| group) {
-            limiter
-                .check_key(&destination.to_string())
-                .map_err(|until| until.wait_time_from(now))?;
+        let budgets: Vec<(String, Duration)> = [
+            self.per_destination
+                .map(|e| (format!("to:{destination}"), e)),
+            self.per_group
+                .filter(|_| group)
+                .map(|e| (format!("group:{destination}"), e)),
+            self.per_channel.map(|e| ("all".to_string(), e)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut next = self.next.lock().expect("pacer lock");
+        let wait = budgets
+            .iter()
+            .filter_map(|(key, _)| next.get(key))
+            .map(|at| at.saturating_duration_since(now))
+            .max()
+            .unwrap_or_default();
+        if !wait.is_zero() {
+            return Err(wait);
         }
-        if let Some(limiter) = &self.per_destination {
-            limiter
-                .check_key(&destination.to_string())
-                .map_err(|until| until.wait_time_from(now))?;
+        if next.len() > PACER_KEPT {
+            next.retain(|_, at| *at > now);
         }
-        if let Some(limiter) = &self.per_channel {
-            limiter.check().map_err(|until| until.wait_time_from(now))?;
+        for (key, every) in budgets {
+            next.insert(key, now + every);
         }
         Ok(())
     }
@@ -380,6 +391,28 @@ mod tests {
         );
         pacer.take("chat-2").unwrap();
         assert!(Pacer::new(&Pace::default()).is_none());
+    }
+
+    /// Regression (issue 45's soak): with one limiter per budget, a chat's slot was spent by a
+    /// send that the next budget refused, and the send tried again waited a second slot.
+    #[test]
+    fn a_send_refused_by_one_budget_spends_no_other() {
+        let pacer = Pacer::new(&Pace {
+            per_destination: Some("1/s".parse().unwrap()),
+            per_channel: Some("2/s".parse().unwrap()),
+            ..Pace::default()
+        })
+        .unwrap();
+        pacer.take("a").unwrap();
+        let wait = pacer.take("b").unwrap_err();
+        assert!(
+            wait <= Duration::from_millis(500),
+            "the bot's budget: {wait:?}"
+        );
+        std::thread::sleep(wait + Duration::from_millis(10));
+        pacer
+            .take("b")
+            .expect("b's own budget was not spent by the refused send");
     }
 
     #[test]

@@ -35,7 +35,8 @@ PermissionRequest hook and take its decision output (Claude while the dialog is 
 before it); "long" answers 10 000 characters; "lose"
 ends its turn without the turn-end hook (a crash, a failed hook); "steps N" runs N tool steps
 (a shell command each, with its pre- and post-tool hooks) before it answers; "stream" writes
-its answer a line at a time first (Claude's MessageDisplay, Gemini's AfterModel hooks). While a turn runs, the
+its answer a line at a time first (Claude's MessageDisplay, Gemini's AfterModel hooks);
+"lengthy" answers 9 000 characters that begin with the prompt. While a turn runs, the
 bottom line says "esc to interrupt", as the real CLIs do.
 """
 import json, os, select, subprocess, sys, termios, threading, time, tty, uuid
@@ -186,6 +187,9 @@ def text():
 
 
 def answer_to(prompt):
+    if "lengthy" in prompt:
+        para = ("word " * 99 + "end.\n\n")
+        return (prompt + "\n\n" + para * 21)[:9000]
     if "long" in prompt:
         para = ("word " * 99 + "end.\n\n")
         return (para * 21)[:10000]

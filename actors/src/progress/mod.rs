@@ -153,6 +153,7 @@ struct JobDone {
     went: Went,
 }
 
+#[derive(Debug)]
 enum Went {
     /// The call was made: its outcome.
     Called(CosmeticOutcome),
@@ -359,6 +360,7 @@ impl ProgressActor {
             }
             Job::React(..) => 0,
         };
+        tracing::debug!(channel = chat.0, chat = chat.1, ?job, "cosmetic call");
         let lane = self.lanes.get_mut(&chat).expect("the lane is there");
         lane.busy = true;
         let (store, channels, me) = (self.store.clone(), self.channels.clone(), ctx.address());
@@ -432,6 +434,7 @@ impl ProgressActor {
         };
         lane.busy = false;
         let now = Instant::now();
+        tracing::debug!(channel = chat.0, chat = chat.1, ?job, went = ?went, "cosmetic call ended");
         let metrics = self.store.metrics.clone();
         match went {
             Went::NotNow(wait, shed) => {
@@ -624,10 +627,11 @@ async fn cosmetic_call(
             return Went::NotNow(DURABLE_LOOK, None);
         }
     }
-    if let Some(wait) = channels
-        .unready(channel)
-        .or_else(|| channels.penalty(channel))
-    {
+    // Not ready yet (its ready check has not answered): waited for, not shed.
+    if let Some(wait) = channels.unready(channel) {
+        return Went::NotNow(wait, None);
+    }
+    if let Some(wait) = channels.penalty(channel) {
         return Went::NotNow(wait, Some("the channel is held".into()));
     }
     if let Some(budgets) = channels.budgets(channel) {
