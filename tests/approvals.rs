@@ -195,24 +195,7 @@ fn screenshot_of_the_chat(asked: &Value, answered: &Value) {
         0,
         "the buttons go once answered"
     );
-    let Ok(png) = std::env::var("RELAYQ_SCREENSHOT") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("question.html");
-    std::fs::write(&html, page).unwrap();
-    let made = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--hide-scrollbars",
-            "--window-size=800,330",
-        ])
-        .arg(format!("--screenshot={png}"))
-        .arg(format!("file://{}", html.display()))
-        .status()
-        .unwrap();
-    assert!(made.success(), "chromium made no screenshot");
+    crate::common::screenshot(&page, 800, 330);
 }
 
 /// Allow → the tool ran once; the second tap of a double tap is told it was already answered

@@ -123,6 +123,19 @@ impl Bridge {
     }
 }
 
+/// A Slack source reading Alice's events (Events API, signed), one session per channel
+/// (`slack-{channel}`), answering through `slack`.
+fn slack_source(slack: &relayq_actors::sources::slack::fake_web::FakeSlackWeb) -> Vec<String> {
+    vec![
+        "kind = \"slack\"".into(),
+        "signing_secret_env = \"SLACK_SIGNING_SECRET\"".into(),
+        "token = \"xoxb-test-token\"".into(),
+        format!("api_url = {:?}", slack.url),
+        "allowed_users = [\"U0ALICE\"]".into(),
+        "session_template = \"slack-{channel}\"".into(),
+    ]
+}
+
 /// The progress message as posted: the one `sendMessage` sent silently (without a
 /// notification).
 fn progress_message(b: &Bridge) -> Option<Value> {
@@ -350,17 +363,9 @@ fn on_slack_the_message_gets_eyes_then_a_check_and_the_steps_are_one_updated_mes
     slack.enforce_limits();
     let port = crate::common::api::free_port();
     let tmux = Tmux::new("progress-slack");
-    let config = agent_config(&tmux, &[]).http_on(port).table(
-        "sources.team",
-        &[
-            "kind = \"slack\"",
-            "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
-            "token = \"xoxb-test-token\"",
-            &format!("api_url = {:?}", slack.url),
-            "allowed_users = [\"U0ALICE\"]",
-            "session_template = \"slack-{channel}\"",
-        ],
-    );
+    let config = agent_config(&tmux, &[])
+        .http_on(port)
+        .table("sources.team", &slack_source(&slack));
     let app = App::new(config);
     let session = format!("slack-{DM}");
     let _agent = FakeAgent::start(&app, tmux, "claude", &session, &[("FAKE_STEP_MS", "800")]);
@@ -524,24 +529,7 @@ fn screenshot_of_progress(prompt: &str, working: &str, last: &str, answer: &Valu
         page.contains("▸ Bash") && page.contains("✔ agent answered"),
         "{page}"
     );
-    let Ok(png) = std::env::var("RELAYQ_SCREENSHOT") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("progress.html");
-    std::fs::write(&html, page).unwrap();
-    let made = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--hide-scrollbars",
-            "--window-size=800,360",
-        ])
-        .arg(format!("--screenshot={png}"))
-        .arg(format!("file://{}", html.display()))
-        .status()
-        .unwrap();
-    assert!(made.success(), "chromium made no screenshot");
+    crate::common::screenshot(&page, 800, 360);
 }
 
 /// Telegram asks to wait (429) for the reactions and edits: progress is shed, the operator
@@ -641,17 +629,7 @@ fn five_sessions_taking_turns_keep_answers_first_and_within_the_platforms_limits
             &[(ALICE, "tg-a"), (BOB, "tg-b"), (GROUP, "tg-g")],
             &[&format!("allowed_chats = [{GROUP}]")],
         )
-        .table(
-            "sources.team",
-            &[
-                "kind = \"slack\"",
-                "signing_secret_env = \"SLACK_SIGNING_SECRET\"",
-                "token = \"xoxb-test-token\"",
-                &format!("api_url = {:?}", slack.url),
-                "allowed_users = [\"U0ALICE\"]",
-                "session_template = \"slack-{channel}\"",
-            ],
-        );
+        .table("sources.team", &slack_source(&slack));
     let app = App::new(config);
     let chats = [
         ("tg-a", ALICE.to_string(), false, false),

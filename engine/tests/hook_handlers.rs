@@ -75,6 +75,27 @@ fn event(session: &str, kind: EventType, data: Value) -> HookEvent {
 }
 
 impl Fixture {
+    /// Notices go back to the chat each session's messages came from: `telegram:bot`'s chats
+    /// through channel `tg`, which show `progress`.
+    fn answer_at_origin(
+        &self,
+        progress: std::collections::BTreeMap<String, relayq_engine::progress::ProgressMode>,
+    ) {
+        let origin_route = NoticeRoute {
+            channel: None,
+            to: relayq_engine::hooks::handlers::ORIGIN.into(),
+            events: relayq_engine::hooks::handlers::relayed_events(),
+        };
+        *self.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
+            default: vec![origin_route],
+            sessions: Default::default(),
+            replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
+            limits: Default::default(),
+            progress,
+            idle_reminders: false,
+        });
+    }
+
     /// Enqueues the event and processes it.
     fn run(&self, e: HookEvent) -> Processed {
         let key = e.session.clone();
@@ -396,19 +417,7 @@ fn a_failing_handler_rolls_back_every_effect_retries_and_dies_at_the_limit() {
 #[test]
 fn notices_go_back_to_the_chat_and_thread_the_sessions_last_message_came_from() {
     let f = fixture(20);
-    let origin_route = NoticeRoute {
-        channel: None,
-        to: relayq_engine::hooks::handlers::ORIGIN.into(),
-        events: relayq_engine::hooks::handlers::relayed_events(),
-    };
-    *f.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
-        default: vec![origin_route],
-        sessions: Default::default(),
-        replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
-        limits: Default::default(),
-        progress: Default::default(),
-        idle_reminders: false,
-    });
+    f.answer_at_origin(Default::default());
     let from = |chat: &str, thread: Option<&str>, id: &str| InboundMessage {
         source_channel_id: Some(chat.into()),
         source_thread_id: thread.map(str::to_string),
@@ -777,19 +786,7 @@ fn a_chat_messages_reaction_follows_its_turn_and_each_step_is_a_note_for_its_cha
     use relayq_engine::progress::{self, ProgressMode, ReactionState, Step};
     use relayq_engine::writes::Write;
     let f = fixture(20);
-    let origin_route = NoticeRoute {
-        channel: None,
-        to: relayq_engine::hooks::handlers::ORIGIN.into(),
-        events: relayq_engine::hooks::handlers::relayed_events(),
-    };
-    *f.door.routes.write().unwrap() = Arc::new(NoticeRoutes {
-        default: vec![origin_route],
-        sessions: Default::default(),
-        replies: [("telegram:bot".to_string(), "tg".to_string())].into(),
-        limits: Default::default(),
-        progress: [("telegram:bot".to_string(), ProgressMode::Steps)].into(),
-        idle_reminders: false,
-    });
+    f.answer_at_origin([("telegram:bot".to_string(), ProgressMode::Steps)].into());
     let inbound = &f.door.inbound;
     let message = |chat: &str, id: &str, text: &str| InboundMessage {
         source_channel_id: Some(chat.into()),

@@ -1014,3 +1014,23 @@ pub fn slack_form(payload: &serde_json::Value) -> String {
         .collect();
     format!("payload={encoded}")
 }
+
+/// Writes `page` (HTML) as a PNG of `width` × `height` to the path `RELAYQ_SCREENSHOT` names,
+/// with headless Chromium: the README's pictures, drawn from what a fake platform recorded.
+/// Without `RELAYQ_SCREENSHOT` nothing is drawn (the caller checked the page).
+pub fn screenshot(page: &str, width: u32, height: u32) {
+    let Ok(png) = std::env::var("RELAYQ_SCREENSHOT") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("page.html");
+    std::fs::write(&html, page).unwrap();
+    let made = std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--hide-scrollbars"])
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--screenshot={png}"))
+        .arg(format!("file://{}", html.display()))
+        .status()
+        .unwrap();
+    assert!(made.success(), "chromium made no screenshot");
+}
