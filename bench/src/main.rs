@@ -13,6 +13,7 @@ mod lease_shapes;
 mod outbound;
 mod postgres;
 mod process;
+mod progress;
 mod raw;
 mod reference;
 mod report;
@@ -93,6 +94,10 @@ enum Scenario {
     /// Not in `all`: `/sessions` answered with 1 000 sessions in the registry, on SQLite and a
     /// durable PostgreSQL server, p50 / p99 / max, printed
     ChatSessions,
+    /// Not in `all`: progress on the phone, five chats taking turns with fake agents for
+    /// `BENCH_PROGRESS_SECS` (1 800) against a Bot API enforcing Telegram's limits, on SQLite
+    /// (and on a durable PostgreSQL server with `BENCH_PROGRESS_PG=1`), printed
+    Progress,
 }
 
 /// Problem sizes.
@@ -188,6 +193,20 @@ fn main() -> Result<()> {
     if args.scenarios.contains(&Scenario::ChatSessions) {
         chat_sessions::run(200 * runs)?;
         return chat_sessions::new_to_ready(&root, &build_relayq(&root)?, 20 * runs);
+    }
+    if args.scenarios.contains(&Scenario::Progress) {
+        let secs = std::env::var("BENCH_PROGRESS_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1800);
+        let relayq = build_relayq(&root)?;
+        progress::run(&root, &relayq, None, secs)?;
+        if std::env::var_os("BENCH_PROGRESS_PG").is_some() {
+            let server =
+                relayq_engine::storage::postgresql::test_server::TestServer::start_durable();
+            progress::run(&root, &relayq, Some(&server.url()), secs)?;
+        }
+        return Ok(());
     }
     if args.scenarios.contains(&Scenario::TuneOutbound) {
         return tune_outbound(&sizes, runs);

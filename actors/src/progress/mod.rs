@@ -281,10 +281,15 @@ impl ProgressActor {
             in_flight: false,
         };
         match (&note.step, self.boards.get(&key)) {
-            // A new turn: a new message, unless the last one's end is not shown yet.
-            (Step::TurnStarted, Some(s))
-                if s.board.ended.is_some() && !s.wants_call(Instant::now()) =>
-            {
+            // A new turn: a new message. The last turn's, when its end is not shown yet, is
+            // kept apart until it is (its last edit waits for its answer).
+            (Step::TurnStarted, Some(s)) if s.board.ended.is_some() => {
+                let last = self.boards.remove(&key).expect("the board is there");
+                if last.wants_call(Instant::now()) || last.in_flight {
+                    let apart =
+                        format!("{} (ended turn of {})", note.session, last.board.started_at);
+                    self.boards.insert((chat.clone(), apart), last);
+                }
                 self.boards.insert(key.clone(), fresh(&note));
             }
             (Step::TurnStarted, None) => {
