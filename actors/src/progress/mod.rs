@@ -449,9 +449,16 @@ impl ProgressActor {
                 }
             }
             Went::Cannot => {
-                // The channel shows no progress: forget what waits for it.
-                lane.reactions.clear();
+                // The channel shows no progress: what waits for it is given up (recorded, so
+                // the reactions are not read again).
+                let given_up: Vec<Reaction> = std::mem::take(&mut lane.reactions)
+                    .into_values()
+                    .map(|(r, _)| r)
+                    .collect();
                 self.boards.retain(|(c, _), _| *c != chat);
+                for r in given_up {
+                    self.record_reaction(&r, false, ctx);
+                }
             }
             Went::Called(outcome) => {
                 if let CosmeticOutcome::Wait(wait) = &outcome {
