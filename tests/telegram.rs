@@ -290,7 +290,14 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
         sent[0]["text"].as_str().unwrap().contains(session),
         "the notice names the session"
     );
-    assert!(!fake.actions().is_empty(), "the chat saw typing");
+    // With progress on (the default), reactions say what became of the messages (👀 taken, or
+    // at once 👌 for a turn this quick), in place of typing.
+    let reacted = fake
+        .chat_calls()
+        .iter()
+        .any(|c| c.method == "setMessageReaction");
+    assert!(reacted, "the chat saw its messages' receipts");
+    assert!(fake.actions().is_empty(), "no typing where progress shows");
     daemon.stop();
 
     // `relayq session list` shows where the session's answers go.
