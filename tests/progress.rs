@@ -595,10 +595,10 @@ fn spread(mut values: Vec<i64>) -> (i64, i64, i64) {
 
 /// Five sessions, three on Telegram (two private chats and a group) and two on Slack (a direct
 /// message and a channel), each a person taking turns with a fake agent that runs tool steps and
-/// writes 9 000-character answers, for `RELAYQ_PROGRESS_SOAK_SECS` (180 by default, on each
+/// writes 9 000-character answers, for `RELAYQ_PROGRESS_SOAK_SECS` (60 by default, on each
 /// backend: the test harness runs two tests at once on this machine, and ten minutes twice
-/// would take `.ci/run` past 30; the 10- and 30-minute runs are `RELAYQ_PROGRESS_SOAK_SECS=600`
-/// and the benchmark), against fakes that refuse what Telegram's and Slack's documented
+/// would take `.ci/run` past 30; at 180 s it took 1 804 s; the 10- and 30-minute runs are
+/// `RELAYQ_PROGRESS_SOAK_SECS=600` and `relayq-bench progress`), against fakes that refuse what Telegram's and Slack's documented
 /// limits refuse. Then: no call was refused (0 429s of relayq's making), every answer arrived
 /// whole and once, no cosmetic call went to a chat while its answer was waiting to be sent,
 /// cosmetic calls were at least `progress_every` apart (3 s in groups), and the first visible
@@ -613,7 +613,7 @@ fn five_sessions_taking_turns_keep_answers_first_and_within_the_platforms_limits
     let secs: u64 = std::env::var("RELAYQ_PROGRESS_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(180);
+        .unwrap_or(60);
     let fake = FakeTelegram::start(TOKEN);
     fake.enforce_limits();
     let slack = FakeSlackWeb::start();
