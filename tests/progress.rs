@@ -53,6 +53,16 @@ impl Bridge {
         self._app.serve()
     }
 
+    /// Alice sets her chat's progress to `mode` (`/progress MODE`), and is told it is set.
+    fn set_progress(&self, mode: &str) {
+        self.fake
+            .push_text(ALICE, ALICE, &format!("/progress {mode}"));
+        let told = format!("Progress in this chat is now {mode}");
+        wait_until("the /progress reply", Duration::from_secs(20), || {
+            !self.sent_with(&told).is_empty()
+        });
+    }
+
     /// The calls to Alice's chat of `method`.
     fn calls(&self, method: &str) -> Vec<ChatCall> {
         self.fake
@@ -266,10 +276,7 @@ fn a_turn_with_tool_steps_shows_eyes_then_its_steps_then_done_and_the_answer_onc
 #[test]
 fn a_chat_set_to_off_gets_exactly_the_messages_it_got_before_progress() {
     let b = Bridge::start("progress-off", &[], &[("FAKE_STEP_MS", "300")]);
-    b.fake.push_text(ALICE, ALICE, "/progress off");
-    wait_until("the /progress reply", Duration::from_secs(20), || {
-        !b.sent_with("Progress in this chat is now off").is_empty()
-    });
+    b.set_progress("off");
     let prompt = "quietly run steps 3";
     let message = b.fake.user_says(ALICE, ALICE, prompt);
     b.wait_answer(prompt);
@@ -451,11 +458,7 @@ fn on_slack_the_message_gets_eyes_then_a_check_and_the_steps_are_one_updated_mes
 #[test]
 fn a_private_chat_set_to_stream_sees_the_answer_grow_as_a_draft_then_gets_it_once() {
     let b = Bridge::start("progress-stream", &[], &[("FAKE_STEP_MS", "1000")]);
-    b.fake.push_text(ALICE, ALICE, "/progress stream");
-    wait_until("the /progress reply", Duration::from_secs(20), || {
-        !b.sent_with("Progress in this chat is now stream")
-            .is_empty()
-    });
+    b.set_progress("stream");
     let prompt = "please stream it";
     let message = b.fake.user_says(ALICE, ALICE, prompt);
     wait_until("the answer", Duration::from_secs(40), || {

@@ -150,20 +150,7 @@ fn new_to_ready_on(
         url.map_or("sqlite", |_| "pg")
     );
     let script = root.join("tests/agents/fake_agent.py");
-    let mut hook: Vec<String> = Vec::new();
-    if let Some(url) = url {
-        hook.extend(["env".into(), format!("RELAYQ_DATABASE__URL={url}")]);
-    }
-    hook.extend([
-        relayq.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--db".into(),
-        db.display().to_string(),
-        "hook".into(),
-        "--agent".into(),
-        "claude".into(),
-    ]);
+    let hook = crate::serve::hook_argv(relayq, &config, &db, url);
     let users: Vec<String> = (1..=runs).map(|u| u.to_string()).collect();
     std::fs::write(
         &config,

@@ -42,20 +42,7 @@ pub fn run(root: &Path, relayq: &Path, url: Option<&str>, secs: u64) -> Result<(
     fake.enforce_limits();
     let socket = format!("relayq-bench-progress-{}", std::process::id());
     let script = root.join("tests/agents/fake_agent.py");
-    let mut hook: Vec<String> = Vec::new();
-    if let Some(url) = url {
-        hook.extend(["env".into(), format!("RELAYQ_DATABASE__URL={url}")]);
-    }
-    hook.extend([
-        relayq.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--db".into(),
-        db.display().to_string(),
-        "hook".into(),
-        "--agent".into(),
-        "claude".into(),
-    ]);
+    let hook = crate::serve::hook_argv(relayq, &config, &db, url);
     let chats: Vec<String> = CHATS
         .iter()
         .map(|c| format!("\"{c}\" = \"s{c}\""))

@@ -155,3 +155,28 @@ fn answer_connection(stream: TcpStream, seen: &mpsc::Sender<Delivered>) -> Resul
         writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")?;
     }
 }
+
+/// The command an agent's hooks run to reach relayq at `config` and `db` (and the PostgreSQL
+/// server at `url`, when the daemon uses one), as argv.
+pub fn hook_argv(
+    relayq: &std::path::Path,
+    config: &std::path::Path,
+    db: &std::path::Path,
+    url: Option<&str>,
+) -> Vec<String> {
+    let mut hook: Vec<String> = Vec::new();
+    if let Some(url) = url {
+        hook.extend(["env".into(), format!("RELAYQ_DATABASE__URL={url}")]);
+    }
+    hook.extend([
+        relayq.display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--db".into(),
+        db.display().to_string(),
+        "hook".into(),
+        "--agent".into(),
+        "claude".into(),
+    ]);
+    hook
+}
