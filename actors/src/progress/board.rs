@@ -195,4 +195,30 @@ mod tests {
         );
         assert!(!end.contains('▸'), "nothing runs after the turn: {end}");
     }
+
+    #[test]
+    fn a_streamed_answer_shows_its_end_while_the_turn_runs_and_goes_when_it_ends() {
+        let mut board = Board::new("demo", 0);
+        assert!(!board.has_content());
+        board.fold(&Step::Text {
+            more: "first line\n".into(),
+        });
+        assert!(board.has_content());
+        assert!(
+            board.text(0).ends_with("\n\nfirst line"),
+            "{}",
+            board.text(0)
+        );
+        board.fold(&Step::Text {
+            more: "x".repeat(2 * SHOWN_ANSWER),
+        });
+        let shown = board.text(0);
+        assert!(shown.contains("\n\n…x"), "cut at its start: {shown}");
+        assert!(!shown.contains("first line"));
+        board.fold(&Step::TurnEnded { answered: true });
+        assert!(
+            !board.text(0).contains('x'),
+            "the answer is its own message now"
+        );
+    }
 }
