@@ -273,6 +273,98 @@ fn a_turn_with_tool_steps_shows_eyes_then_its_steps_then_done_and_the_answer_onc
     }
 }
 
+/// Two daemons on one PostgreSQL database, either of which applies a turn's hook events: each
+/// hears the other's steps, and the chat's lane holder alone calls Telegram, so every turn has
+/// one progress message and every reaction is set once, whichever node applied what.
+#[test]
+fn two_nodes_sharing_a_database_show_one_progress_message_per_turn_and_each_reaction_once() {
+    use relayq_engine::storage::postgresql::test_server::TestDatabase;
+    let database = TestDatabase::create();
+    let fake = FakeTelegram::start(TOKEN);
+    fake.enforce_limits();
+    let tmux = std::rc::Rc::new(Tmux::new("progress-nodes"));
+    let config = |node: &str| {
+        agent_config(&tmux, &[])
+            .telegram_source(
+                &fake.url,
+                &format!("token = {TOKEN:?}"),
+                &[ALICE],
+                &[(ALICE, "agent")],
+                &[],
+            )
+            .set("node", &format!("name = {node:?}"))
+    };
+    let apps = [
+        App::joining(config("one"), &database.url()),
+        App::joining(config("two"), &database.url()),
+    ];
+    let _agent = FakeAgent::start(
+        &apps[0],
+        tmux.clone(),
+        "claude",
+        "agent",
+        &[("FAKE_STEP_MS", "1500")],
+    );
+    // Each node says which hook events it applied (debug).
+    let env = [(
+        "RELAYQ_LOG",
+        "info,relayq_actors::hooks=debug,relayq_actors::progress=debug",
+    )];
+    let daemons = [apps[0].serve_with_env(&env), apps[1].serve_with_env(&env)];
+
+    let mut messages = Vec::new();
+    // Turns long enough for their calls at one per 1.5 s: 👀, the message, edits, 👌.
+    for turn in 1..=3 {
+        let prompt = format!("turn {turn}: please run steps 3");
+        messages.push(fake.user_says(ALICE, ALICE, &prompt));
+        let answer = format!("echo: {prompt}");
+        wait_until(&answer, Duration::from_secs(60), || {
+            fake.sent()
+                .iter()
+                .any(|m| m["text"].as_str().is_some_and(|t| t.contains(&answer)))
+        });
+    }
+    let last = *messages.last().unwrap();
+    wait_until("the last done reaction", Duration::from_secs(30), || {
+        fake.reaction_on(ALICE, last).as_deref() == Some("👌")
+    });
+    std::thread::sleep(Duration::from_secs(3)); // any late call of the other node
+    let applied = |d: &Daemon| d.log().matches("hook event applied").count();
+    let (one, two) = (applied(&daemons[0]), applied(&daemons[1]));
+    assert!(
+        one > 0 && two > 0,
+        "both nodes applied hook events (one {one}, two {two}): run again if not"
+    );
+
+    let calls = fake.chat_calls();
+    let posted: Vec<&ChatCall> = calls
+        .iter()
+        .filter(|c| c.method == "sendMessage" && c.body["disable_notification"] == json!(true))
+        .collect();
+    assert_eq!(
+        posted.len(),
+        3,
+        "one progress message per turn: {:#?}\nnode one:\n{}\nnode two:\n{}",
+        posted.iter().map(|c| &c.body["text"]).collect::<Vec<_>>(),
+        daemons[0].log(),
+        daemons[1].log()
+    );
+    for message in messages {
+        let set: Vec<&str> = calls
+            .iter()
+            .filter(|c| c.method == "setMessageReaction" && !c.refused)
+            .filter(|c| c.body["message_id"] == json!(message))
+            .map(|c| c.body["reaction"][0]["emoji"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(set, ["👀", "👌"], "message {message}: each reaction once");
+    }
+    let refused: Vec<&ChatCall> = calls.iter().filter(|c| c.refused).collect();
+    assert!(
+        refused.is_empty(),
+        "calls past Telegram's limits: {refused:#?}"
+    );
+}
+
 #[test]
 fn a_chat_set_to_off_gets_exactly_the_messages_it_got_before_progress() {
     let b = Bridge::start("progress-off", &[], &[("FAKE_STEP_MS", "300")]);

@@ -1016,7 +1016,8 @@ fn sessions_from_the_chat(kind: &'static str) {
     let text = list["text"].as_str().unwrap().to_string();
     assert!(
         text.contains(&format!(". {kind} · ")) && text.contains("remember the word kiwi"),
-        "the conversation {kind} saved is listed with its first prompt: {text}"
+        "the conversation {kind} saved is listed with its first prompt: {text}\n{}",
+        context()
     );
     tap(&list, "kiwi");
     let resumed = topic(&format!("work-{kind}-1"));

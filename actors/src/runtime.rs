@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use relayq_engine::db::Heard;
 use relayq_engine::writes::upkeep::SupersedeStale;
 use relayq_engine::{
     inbound, outbound, DbConfig, Engine, Enqueued, HookEvent, InboundMessage, NoticeRoutes,
@@ -253,12 +254,22 @@ impl RelayqBuilder {
         // where it can.
         let nodes_listener = match config.listen_for_wakes {
             true => {
-                let wakers = wakers.clone();
-                let on_rows = move |queue, key: &str| wakers.wake(queue, key);
-                engine.database().listen(on_rows).unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "cannot listen for other nodes' rows; they wait for the next sweep");
+                let (wakers, hears) = (wakers.clone(), progress.clone());
+                let on_heard = move |heard: Heard<'_>| match heard {
+                    Heard::Rows(queue, key) => wakers.wake(queue, key),
+                    Heard::Progress(note) => {
+                        hears.do_send(crate::progress::HeardProgress(note.to_string()))
+                    }
+                };
+                let listener = engine.database().listen(on_heard).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot listen for other nodes' rows; they wait for the next sweep, and this node shows the progress of the steps it applies itself");
                     None
-                })
+                });
+                // Every node hears every step: the chat's lane holder shows it.
+                if listener.is_some() {
+                    progress.do_send(crate::progress::ShareProgress);
+                }
+                listener
             }
             false => None,
         };

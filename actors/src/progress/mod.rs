@@ -17,6 +17,13 @@
 //! coalesced: the latest text wins. Nothing here is written down but a reaction's outcome, so
 //! a restart never replays a stale edit; the reactions a message should show are in the
 //! database, and the poll sets them after a restart.
+//!
+//! Where several daemons share a database, any of them may apply a turn's hook events. Each
+//! announces its steps to all with the event (`progress::announce_in`, heard back as
+//! [`HeardProgress`], in the order the events were applied), and a
+//! chat's calls are made by the daemon holding its lane (`HoldProgressLane`, renewed while it
+//! is used, taken over when it runs out or its holder is lost): one progress message per turn,
+//! one call per reaction, whichever node applied the events.
 
 pub mod board;
 pub mod settings;
@@ -26,8 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use relayq_engine::progress::writes::ReactionTried;
-use relayq_engine::progress::{ProgressNote, Reaction, ReactionState, Step};
+use relayq_engine::progress::writes::{HoldProgressLane, ReactionTried};
+use relayq_engine::progress::{ProgressNote, Reaction, ReactionState, Step, REACTIONS_CHANGED};
 use relayq_engine::OutboundMessage;
 
 use crate::channels::{ChannelDirectory, CosmeticCall, CosmeticOutcome};
@@ -51,6 +58,10 @@ const QUIET_MAX: Duration = Duration::from_secs(1800);
 const SHED_FOR: Duration = Duration::from_secs(60);
 /// A reaction older than this is not set any more (the message scrolled away long ago).
 const REACTION_MAX_AGE_MS: i64 = 3600 * 1000;
+/// How long a daemon holds a chat's lane (where several share a database) without renewing
+/// it; it renews it when less than half is left. A holder lost is replaced sooner (when the
+/// nodes' heartbeats say it is gone).
+const LANE_HOLD: Duration = Duration::from_secs(20);
 
 /// Each chat source's progress settings, by origin.
 pub type ProgressSettingsByOrigin = BTreeMap<String, ProgressSettings>;
@@ -64,6 +75,18 @@ pub struct ShowStep(pub ProgressNote);
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct ShowReactions;
+
+/// A step, or [`REACTIONS_CHANGED`], announced by a daemon sharing the database (this one
+/// too), as the database's listener heard it.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct HeardProgress(pub String);
+
+/// This daemon shares its database with others, and hears what they announce: its steps are
+/// announced, and a chat's calls wait for its lane.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ShareProgress;
 
 /// New settings (a config reload).
 #[derive(Debug, Clone, Message)]
@@ -87,6 +110,32 @@ struct Lane {
     /// Reactions to set, by message row (the newest goes first): what each should show, and
     /// tries so far.
     reactions: BTreeMap<i64, (Reaction, u32)>,
+    /// Who makes the chat's calls, where several daemons share the database.
+    holder: Holder,
+    /// A renewal of the lane is under way.
+    renewing: bool,
+}
+
+/// Who holds a chat's lane (only asked where several daemons share the database).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Holder {
+    #[default]
+    Unknown,
+    Asking,
+    /// This daemon, until then (unless renewed).
+    Mine(Instant),
+    /// Another daemon, at least until then: this one leaves the chat alone.
+    Theirs(Instant),
+}
+
+impl Holder {
+    fn mine(self, now: Instant) -> bool {
+        matches!(self, Holder::Mine(until) if until > now)
+    }
+
+    fn theirs(self, now: Instant) -> bool {
+        matches!(self, Holder::Theirs(until) if until > now)
+    }
 }
 
 /// A turn's progress message in a chat.
@@ -142,6 +191,16 @@ enum Job {
     Board(String),
 }
 
+/// Who holds a lane, as the database answered.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LaneHeld {
+    chat: ChatKey,
+    /// When it was asked.
+    asked: Instant,
+    held: crate::error::Result<relayq_engine::progress::LaneHolder>,
+}
+
 /// How a lane's job went.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -179,6 +238,8 @@ pub struct ProgressActor {
     /// A read of the reactions is under way; another was asked for meanwhile.
     looking: bool,
     look_again: bool,
+    /// Several daemons share the database (see [`ShareProgress`]).
+    shared: bool,
 }
 
 impl ProgressActor {
@@ -197,7 +258,77 @@ impl ProgressActor {
             set_lately: HashMap::new(),
             looking: false,
             look_again: false,
+            shared: false,
         }
+    }
+
+    /// Whether another daemon makes `chat`'s calls now.
+    fn held_elsewhere(&self, chat: &ChatKey) -> bool {
+        self.lanes
+            .get(chat)
+            .is_some_and(|l| l.holder.theirs(Instant::now()))
+    }
+
+    /// What a daemon announced.
+    fn heard(&mut self, payload: &str, ctx: &mut Context<Self>) {
+        if payload == REACTIONS_CHANGED {
+            return self.look_for_reactions(ctx);
+        }
+        match serde_json::from_str::<ProgressNote>(payload) {
+            Ok(note) => {
+                tracing::debug!(session = note.session, step = ?note.step, "heard a step");
+                self.step(note, ctx)
+            }
+            Err(e) => tracing::debug!(error = %e, "ignoring an announcement of progress"),
+        }
+    }
+
+    /// Asks the database who holds `chat`'s lane, taking it when it is free.
+    fn hold_lane(&mut self, chat: &ChatKey, ctx: &mut Context<Self>) {
+        let hold = HoldProgressLane {
+            channel: chat.0.clone(),
+            chat: chat.1.clone(),
+            for_ms: LANE_HOLD.as_millis() as i64,
+        };
+        let (chat, asked) = (chat.clone(), Instant::now());
+        let me = ctx.address();
+        let held = self.store.apply(hold);
+        actix_rt::spawn(async move {
+            let held = held.await;
+            me.do_send(LaneHeld { chat, asked, held });
+        });
+    }
+
+    fn lane_held(&mut self, held: LaneHeld, ctx: &mut Context<Self>) {
+        let LaneHeld { chat, asked, held } = held;
+        let now_ms = self.store.engine.now();
+        let Some(lane) = self.lanes.get_mut(&chat) else {
+            return;
+        };
+        lane.renewing = false;
+        lane.holder = match held {
+            Ok(h) if h.instance == self.store.engine.owner() => Holder::Mine(asked + LANE_HOLD),
+            Ok(h) => {
+                let left = Duration::from_millis((h.expires_at - now_ms).max(0) as u64);
+                tracing::debug!(
+                    channel = chat.0,
+                    chat = chat.1,
+                    holder = h.instance,
+                    "another node shows this chat's progress"
+                );
+                Holder::Theirs(Instant::now() + left.min(LANE_HOLD))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, channel = chat.0, chat = chat.1, "cannot tell which node shows this chat's progress; asking again");
+                lane.next_at = Some(Instant::now() + DURABLE_LOOK);
+                Holder::Unknown
+            }
+        };
+        if lane.holder.theirs(Instant::now()) {
+            lane.reactions.clear();
+            self.boards.retain(|(c, _), _| *c != chat);
+        }
+        self.kick(chat, ctx);
     }
 
     /// Reads the reactions to set and queues each on its chat's lane.
@@ -249,6 +380,9 @@ impl ProgressActor {
             return;
         };
         let chat = (channel, r.chat.clone());
+        if self.held_elsewhere(&chat) {
+            return;
+        }
         let lane = self.lanes.entry(chat.clone()).or_default();
         lane.origin = r.origin.clone();
         let tries = match lane.reactions.get(&r.row_id) {
@@ -261,6 +395,9 @@ impl ProgressActor {
 
     fn step(&mut self, note: ProgressNote, ctx: &mut Context<Self>) {
         let chat = (note.channel.clone(), note.to.clone());
+        if self.held_elsewhere(&chat) {
+            return;
+        }
         let key = (chat.clone(), note.session.clone());
         let lane = self.lanes.entry(chat.clone()).or_default();
         lane.origin = note.origin.clone();
@@ -324,6 +461,24 @@ impl ProgressActor {
         if lane.busy || lane.timer.is_some() {
             return;
         }
+        if self.shared {
+            match lane.holder {
+                Holder::Asking => return,
+                h if h.theirs(now) => return,
+                h if !h.mine(now) => {
+                    lane.holder = Holder::Asking;
+                    return self.hold_lane(&chat, ctx);
+                }
+                Holder::Mine(until) if until - now < LANE_HOLD / 2 && !lane.renewing => {
+                    lane.renewing = true;
+                    self.hold_lane(&chat, ctx);
+                }
+                _ => {}
+            }
+        }
+        let Some(lane) = self.lanes.get_mut(&chat) else {
+            return;
+        };
         if let Some(at) = lane.next_at.filter(|at| *at > now) {
             let again = chat.clone();
             lane.timer = Some(ctx.run_later(at - now, move |me, ctx| {
@@ -566,13 +721,20 @@ impl ProgressActor {
         }
     }
 
-    /// A lane with nothing to do and no pace to keep is forgotten.
+    /// A lane with nothing to do, no pace to keep and no holder to remember is forgotten.
     fn forget_if_idle(&mut self, chat: &ChatKey, _ctx: &mut Context<Self>) {
+        let now = Instant::now();
         let idle = self.lanes.get(chat).is_some_and(|l| {
             !l.busy
                 && l.timer.is_none()
                 && l.reactions.is_empty()
-                && l.next_at.is_none_or(|at| at <= Instant::now())
+                && l.next_at.is_none_or(|at| at <= now)
+                && !l.renewing
+                && match l.holder {
+                    Holder::Unknown => true,
+                    Holder::Asking => false,
+                    Holder::Mine(until) | Holder::Theirs(until) => until <= now,
+                }
         });
         let boards = self.boards.keys().any(|(c, _)| c == chat);
         if idle && !boards {
@@ -618,6 +780,10 @@ impl ProgressActor {
             .collect();
         for chat in stale {
             self.kick(chat, ctx);
+        }
+        let lanes: Vec<ChatKey> = self.lanes.keys().cloned().collect();
+        for chat in lanes {
+            self.forget_if_idle(&chat, ctx);
         }
     }
 }
@@ -678,7 +844,10 @@ impl Handler<ShowStep> for ProgressActor {
     type Result = ();
 
     fn handle(&mut self, ShowStep(note): ShowStep, ctx: &mut Context<Self>) {
-        self.step(note, ctx);
+        // Where the database is shared, the step was announced with its event and is heard.
+        if !self.shared {
+            self.step(note, ctx);
+        }
     }
 }
 
@@ -686,7 +855,33 @@ impl Handler<ShowReactions> for ProgressActor {
     type Result = ();
 
     fn handle(&mut self, _: ShowReactions, ctx: &mut Context<Self>) {
-        self.look_for_reactions(ctx);
+        if !self.shared {
+            self.look_for_reactions(ctx);
+        }
+    }
+}
+
+impl Handler<HeardProgress> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, HeardProgress(payload): HeardProgress, ctx: &mut Context<Self>) {
+        self.heard(&payload, ctx);
+    }
+}
+
+impl Handler<ShareProgress> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, _: ShareProgress, _: &mut Context<Self>) {
+        self.shared = true;
+    }
+}
+
+impl Handler<LaneHeld> for ProgressActor {
+    type Result = ();
+
+    fn handle(&mut self, held: LaneHeld, ctx: &mut Context<Self>) {
+        self.lane_held(held, ctx);
     }
 }
 

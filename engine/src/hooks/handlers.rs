@@ -191,6 +191,7 @@ impl WriteDoor {
         }
         effects.wake_session |= effects.confirmed.is_some();
         effects.progress = progress::note_in(tx, &routes, event, answer)?.map(Box::new);
+        progress::announce_in(tx, effects.progress.as_deref(), effects.reactions)?;
         if agent_state::is_idle_reminder(event) && !routes.idle_reminders {
             return Ok(effects);
         }

@@ -24,7 +24,8 @@ use crate::tx::Tx;
 use crate::InboundMessage;
 
 pub use crate::storage::progress::{
-    chat_progress, reaction, untried, ProgressMode, Reaction, ReactionPlace, ReactionState,
+    chat_progress, reaction, untried, LaneHolder, ProgressMode, Reaction, ReactionPlace,
+    ReactionState,
 };
 
 /// What `mode` shows, in a person's words.
@@ -85,7 +86,7 @@ pub fn turn_ended_in(tx: &Tx<'_>, session: &str, state: ReactionState) -> Result
 }
 
 /// One step of an agent's turn, as a progress message shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Step {
     /// The agent took a message: a turn began.
     TurnStarted,
@@ -99,8 +100,9 @@ pub enum Step {
     TurnEnded { answered: bool },
 }
 
-/// A step for a chat's progress message: where, and what.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A step for a chat's progress message: where, and what. Serialized, it is what a daemon
+/// announces to the others where several share a database (see `Database::announce`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProgressNote {
     pub session: String,
     /// The source the chat is on (its settings say how fast to edit).
@@ -198,6 +200,37 @@ pub fn one_line(text: &str, max: usize) -> String {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
     }
+}
+
+/// What a daemon announces when reactions changed (a step is announced as its JSON object).
+pub const REACTIONS_CHANGED: &str = "reactions";
+/// The most of a step's text announced (its end: a progress message shows no more), so an
+/// announcement holds in a notification (under 8 000 bytes).
+const ANNOUNCED_TEXT: usize = 1500;
+
+/// Where several daemons share the database, tells them all (on commit, in commit order) of
+/// the step `note` and that reactions changed: each daemon's progress actor hears it, and the
+/// chat's lane holder shows it, whichever daemon applied the event.
+pub fn announce_in(tx: &Tx<'_>, note: Option<&ProgressNote>, reactions: bool) -> Result<()> {
+    if !tx.is_shared() {
+        return Ok(());
+    }
+    if let Some(note) = note {
+        let mut note = note.clone();
+        if let Step::Text { more } = &mut note.step {
+            let chars = more.chars().count();
+            if chars > ANNOUNCED_TEXT {
+                *more = more.chars().skip(chars - ANNOUNCED_TEXT).collect();
+            }
+        }
+        let payload = serde_json::to_string(&note)
+            .map_err(|e| crate::EngineError::Invalid(format!("a step to announce: {e}")))?;
+        crate::storage::progress::announce_in(tx, &payload)?;
+    }
+    if reactions {
+        crate::storage::progress::announce_in(tx, REACTIONS_CHANGED)?;
+    }
+    Ok(())
 }
 
 /// The note `event` makes for its session's chat, when that chat shows steps.

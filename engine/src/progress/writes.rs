@@ -29,12 +29,16 @@ impl Write for ReactionTried {
 }
 
 /// Reactions unchanged for a day are forgotten (their messages scrolled away long ago; the
-/// actors stop setting them after an hour). How many.
+/// actors stop setting them after an hour), and progress lanes an hour after they ran out.
+/// How many.
 #[derive(Debug, Clone, Copy)]
 pub struct PruneReactions;
 
 /// How long a reaction's row is kept after its last change.
 pub const REACTIONS_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+/// How long a progress lane is kept after it ran out (a holder's record, for `status`).
+const LANES_KEPT_MS: i64 = 3600 * 1000;
 
 impl Write for PruneReactions {
     type Output = usize;
@@ -44,7 +48,8 @@ impl Write for PruneReactions {
     }
 
     fn apply(&self, w: &Writer<'_>) -> Result<usize> {
-        store::prune_in(w.tx(), w.now() - REACTIONS_KEPT_MS)
+        let lanes = store::prune_lanes_in(w.tx(), w.now() - LANES_KEPT_MS)?;
+        Ok(store::prune_in(w.tx(), w.now() - REACTIONS_KEPT_MS)? + lanes)
     }
 }
 
@@ -65,5 +70,24 @@ impl Write for SetChatProgress {
 
     fn apply(&self, w: &Writer<'_>) -> Result<()> {
         store::set_chat_progress_in(w.tx(), &self.origin, &self.chat, self.mode)
+    }
+}
+
+/// Takes or renews chat `chat` of `channel`'s progress lane for this daemon, for `for_ms`:
+/// where several daemons share a database, the holder alone sends the chat's progress.
+/// Who holds it after.
+#[derive(Debug, Clone)]
+pub struct HoldProgressLane {
+    pub channel: String,
+    pub chat: String,
+    pub for_ms: i64,
+}
+
+impl Write for HoldProgressLane {
+    type Output = store::LaneHolder;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<store::LaneHolder> {
+        let owner = w.door.engine.owner();
+        store::hold_lane_in(w.tx(), &self.channel, &self.chat, owner, self.for_ms)
     }
 }

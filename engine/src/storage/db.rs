@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::storage::clock::{Clock, SystemClock};
 use crate::storage::commit::{Atomicity, CommitLine, Committer, WriterGate, HELD_LINES};
 use crate::storage::postgresql::db::{redacted, PgDatabase, PgRead};
-pub use crate::storage::postgresql::notify::Listener;
+pub use crate::storage::postgresql::notify::{Heard, Listener};
 use crate::storage::sql::{Executor, Target};
 use crate::storage::tx::Tx;
 
@@ -109,17 +109,19 @@ impl Database {
         }
     }
 
-    /// Listens for the rows other processes and nodes write pending, and calls
-    /// `on_rows(queue, key)` for each: on PostgreSQL, the announcements of the rows' trigger
-    /// (`LISTEN`, see [`Listener`]); on SQLite, `None`: its daemon's rows come only from this
-    /// host, whose writers wake it through the socket beside the file. Stops when dropped.
+    /// Listens for the rows other processes and nodes write pending, and the steps of
+    /// progress every daemon announces, and calls `on_heard` for each: on PostgreSQL, the
+    /// announcements of the rows' trigger and of `AnnounceProgress` (`LISTEN`, see
+    /// [`Listener`]); on SQLite, `None`: its daemon's rows come only from this host, whose
+    /// writers wake it through the socket beside the file, and it hears its own steps. Stops
+    /// when dropped.
     pub fn listen(
         &self,
-        on_rows: impl Fn(crate::storage::row::QueueName, &str) + Send + 'static,
+        on_heard: impl Fn(Heard<'_>) + Send + 'static,
     ) -> std::io::Result<Option<Listener>> {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
-            Backend::Postgres(_, url) => Listener::start(url.clone(), on_rows).map(Some),
+            Backend::Postgres(_, url) => Listener::start(url.clone(), on_heard).map(Some),
         }
     }
 

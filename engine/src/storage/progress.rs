@@ -111,6 +111,58 @@ const SET_CHAT_SQL: Sql = Sql::two(
 const CHAT_SQL: Sql =
     Sql::same("SELECT progress FROM chat_settings WHERE origin = :origin AND chat = :chat");
 
+/// Takes or renews a chat's progress lane: free, run out, held by this daemon, or held by a
+/// daemon that is no live node's (as `source_leases`).
+const HOLD_LANE_SQL: Sql = Sql::same(
+    "INSERT INTO progress_lanes (channel, chat, instance, expires_at)
+     VALUES (:channel, :chat, :instance, :expires)
+     ON CONFLICT (channel, chat) DO UPDATE SET instance = excluded.instance,
+            expires_at = excluded.expires_at
+     WHERE progress_lanes.instance = excluded.instance OR progress_lanes.expires_at <= :now
+        OR progress_lanes.instance NOT IN (
+            SELECT instance FROM nodes WHERE stopped_at IS NULL AND seen_at >= :lost_before)",
+);
+const LANE_SQL: Sql = Sql::same(
+    "SELECT instance, expires_at FROM progress_lanes WHERE channel = :channel AND chat = :chat",
+);
+const PRUNE_LANES_SQL: Sql = Sql::same("DELETE FROM progress_lanes WHERE expires_at < :before");
+
+/// The channel every daemon listens on for the steps of progress the daemons apply
+/// (PostgreSQL `LISTEN`, see `storage::postgresql::notify`).
+pub const ANNOUNCE_CHANNEL: &str = "relayq_progress";
+/// Announces a step to every daemon when the transaction commits (notifications arrive in
+/// commit order, so in the order the events were applied). SQLite has one daemon, which
+/// shows its own steps: this is never run there (it would do nothing).
+const ANNOUNCE_SQL: Sql = Sql::two(
+    "SELECT :payload WHERE 0",
+    "SELECT pg_notify('relayq_progress', :payload)",
+);
+
+/// Every statement, for the test that prepares them all on both backends.
+#[cfg(test)]
+pub(crate) const STATEMENTS: &[Sql] = &[
+    WANT_SQL,
+    TURN_ENDED_SQL,
+    UNTRIED_SQL,
+    REACTION_SQL,
+    TRIED_SQL,
+    SHOWN_SQL,
+    PRUNE_SQL,
+    SET_CHAT_SQL,
+    CHAT_SQL,
+    HOLD_LANE_SQL,
+    LANE_SQL,
+    PRUNE_LANES_SQL,
+    ANNOUNCE_SQL,
+];
+
+/// Who sends a chat's progress, and until when (unix ms) unless renewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneHolder {
+    pub instance: String,
+    pub expires_at: i64,
+}
+
 fn reaction_from_row(r: &Row<'_>) -> Result<Reaction> {
     Ok(from_columns! { r => Reaction {
         row_id, session, origin, chat, message, wanted, tried, shown, updated_at
@@ -169,6 +221,45 @@ pub fn prune_in(tx: &Tx<'_>, before: i64) -> Result<usize> {
     tx.exec(&PRUNE_SQL, params![":before" => before])
 }
 
+/// Takes or renews the progress lane of `channel`'s chat `chat` for daemon `instance`, to run
+/// `for_ms` from now; who holds it after.
+pub fn hold_lane_in(
+    tx: &Tx<'_>,
+    channel: &str,
+    chat: &str,
+    instance: &str,
+    for_ms: i64,
+) -> Result<LaneHolder> {
+    let now = tx.now();
+    let lost_before = now - crate::storage::clock::ms(crate::storage::nodes::NODE_TIMEOUT);
+    let lane = params![":channel" => channel, ":chat" => chat];
+    tx.exec(
+        &HOLD_LANE_SQL,
+        params![
+            ":channel" => channel, ":chat" => chat, ":instance" => instance,
+            ":expires" => now + for_ms, ":now" => now, ":lost_before" => lost_before,
+        ],
+    )?;
+    let holder = tx.query_opt(&LANE_SQL, lane, |r| {
+        Ok(from_columns! { r => LaneHolder { instance, expires_at } })
+    })?;
+    holder.ok_or_else(|| crate::EngineError::Invalid("a progress lane just written is gone".into()))
+}
+
+/// Announces `payload` (a step, see [`ANNOUNCE_CHANNEL`]) to every daemon on commit; nothing
+/// where no other daemon can share the database.
+pub fn announce_in(tx: &Tx<'_>, payload: &str) -> Result<()> {
+    if tx.is_shared() {
+        tx.exec(&ANNOUNCE_SQL, params![":payload" => payload])?;
+    }
+    Ok(())
+}
+
+/// Forgets the lanes run out before `before`. How many.
+pub fn prune_lanes_in(tx: &Tx<'_>, before: i64) -> Result<usize> {
+    tx.exec(&PRUNE_LANES_SQL, params![":before" => before])
+}
+
 /// Sets what chat `chat` of `origin` sees while its agent works.
 pub fn set_chat_progress_in(
     tx: &Tx<'_>,
@@ -191,4 +282,73 @@ pub fn chat_progress(db: &dyn Executor, origin: &str, chat: &str) -> Result<Opti
         params![":origin" => origin, ":chat" => chat],
         |r| r.get(0),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::nodes::{join_in, NODE_TIMEOUT};
+    use crate::storage::test_db::TestDb;
+
+    const T: i64 = 1_700_000_000_000;
+    const HOLD: i64 = 20_000;
+
+    /// One daemon at a time sends a chat's progress: the holder renews its lane, another
+    /// daemon takes it once it ran out, or at once when its holder is no live node's.
+    #[test]
+    fn one_daemon_holds_a_chats_lane_until_it_runs_out_or_its_holder_is_lost() {
+        for backend in TestDb::both() {
+            let db = &backend.db;
+            let hold = |t: i64, instance: &str| {
+                db.write_at(t, |tx| hold_lane_in(tx, "bot", "42", instance, HOLD))
+                    .unwrap()
+                    .instance
+            };
+            db.write_at(T, |tx| join_in(tx, "a", "ha/1")).unwrap();
+            db.write_at(T, |tx| join_in(tx, "b", "hb/1")).unwrap();
+            assert_eq!(hold(T, "ha/1"), "ha/1");
+            assert_eq!(
+                hold(T + 1, "hb/1"),
+                "ha/1",
+                "{}: a holds it",
+                backend.name()
+            );
+            assert_eq!(hold(T + 5_000, "ha/1"), "ha/1", "renewed");
+            // Another chat is another lane.
+            let other = db
+                .write_at(T + 5_000, |tx| hold_lane_in(tx, "bot", "43", "hb/1", HOLD))
+                .unwrap();
+            assert_eq!(other.instance, "hb/1");
+            // Run out (a is still thought alive: it beats).
+            let out = T + 5_000 + HOLD;
+            db.write_at(out, |tx| {
+                crate::storage::nodes::beat_in(tx, "a", "ha/1", 0, &[])
+            })
+            .unwrap();
+            db.write_at(out, |tx| {
+                crate::storage::nodes::beat_in(tx, "b", "hb/1", 0, &[])
+            })
+            .unwrap();
+            assert_eq!(hold(out, "hb/1"), "hb/1", "{}: run out", backend.name());
+            // b is lost (no heartbeat for longer than the nodes' timeout): taken at once.
+            let lost = out + crate::storage::clock::ms(NODE_TIMEOUT) + 1;
+            db.write_at(lost, |tx| {
+                crate::storage::nodes::beat_in(tx, "a", "ha/1", 0, &[])
+            })
+            .unwrap();
+            db.write_at(lost, |tx| hold_lane_in(tx, "bot", "42", "hb/1", HOLD * 100))
+                .unwrap();
+            assert_eq!(
+                hold(lost + 1, "ha/1"),
+                "ha/1",
+                "{}: holder lost",
+                backend.name()
+            );
+            // Forgotten an hour after it ran out.
+            let pruned = db
+                .write_at(lost + HOLD + 1, |tx| prune_lanes_in(tx, lost))
+                .unwrap();
+            assert_eq!(pruned, 1, "{}: chat 43's lane", backend.name());
+        }
+    }
 }

@@ -48,6 +48,12 @@ impl<'a> Tx<'a> {
     pub fn pays_per_statement(&self) -> bool {
         matches!(self.conn, Conn::Postgres(_))
     }
+
+    /// Whether several daemons may share the database (PostgreSQL): what one does, the
+    /// others may need to hear.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.conn, Conn::Postgres(_))
+    }
 }
 
 impl Executor for Tx<'_> {

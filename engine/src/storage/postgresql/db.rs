@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0007_no_finished_index.sql"),
     include_str!("../../../migrations/postgresql/0008_chat_sessions.sql"),
     include_str!("../../../migrations/postgresql/0009_progress.sql"),
+    include_str!("../../../migrations/postgresql/0010_progress_lanes.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the

@@ -3,6 +3,9 @@
 //! node, command or hook wrote it; each daemon listens on a connection of its own and wakes
 //! the key's worker. Best effort, as the local wake socket: a notification missed while the
 //! connection was down delays its rows until the next sweep, never loses them.
+//!
+//! The same connection hears the steps of progress every daemon announces (on
+//! [`PROGRESS_CHANNEL`]): cosmetic, so one missed is simply not shown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +20,18 @@ use crate::storage::row::QueueName;
 /// The channel rows are announced on.
 pub const CHANNEL: &str = "relayq_rows";
 
+/// The channel steps of progress are announced on.
+pub use crate::storage::progress::ANNOUNCE_CHANNEL as PROGRESS_CHANNEL;
+
+/// What a listener hears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard<'a> {
+    /// Rows of `queue`'s key were written pending.
+    Rows(QueueName, &'a str),
+    /// A step of progress (its payload, as announced).
+    Progress(&'a str),
+}
+
 /// How long the listener waits for a notification before it looks at its stop flag (it also
 /// looks after each notification: while other nodes write, they never stop coming).
 const POLL: Duration = Duration::from_millis(200);
@@ -29,11 +44,11 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Listens on `url` and calls `on_rows(queue, key)` for each announcement, connecting
-    /// again (every second) whenever the connection is lost.
+    /// Listens on `url` and calls `on_heard` for each announcement, connecting again (every
+    /// second) whenever the connection is lost.
     pub fn start(
         url: String,
-        on_rows: impl Fn(QueueName, &str) + Send + 'static,
+        on_heard: impl Fn(Heard<'_>) + Send + 'static,
     ) -> std::io::Result<Listener> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
@@ -41,7 +56,7 @@ impl Listener {
             .name("relayq-listen".into())
             .spawn(move || {
                 while !stopped.load(Ordering::SeqCst) {
-                    if let Err(e) = listen(&url, &stopped, &on_rows) {
+                    if let Err(e) = listen(&url, &stopped, &on_heard) {
                         tracing::warn!(error = %crate::EngineError::from(e), "listening for rows written by other nodes; connecting again");
                         for _ in 0..5 {
                             if stopped.load(Ordering::SeqCst) {
@@ -62,10 +77,10 @@ impl Listener {
 fn listen(
     url: &str,
     stop: &AtomicBool,
-    on_rows: &impl Fn(QueueName, &str),
+    on_heard: &impl Fn(Heard<'_>),
 ) -> Result<(), postgres::Error> {
     let mut client = Client::connect(url, NoTls)?;
-    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {PROGRESS_CHANNEL}"))?;
     // A lost connection ends the wait with an error: the caller connects again.
     while !stop.load(Ordering::SeqCst) {
         let mut notes = client.notifications();
@@ -74,9 +89,13 @@ fn listen(
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
+            if note.channel() == PROGRESS_CHANNEL {
+                on_heard(Heard::Progress(note.payload()));
+                continue;
+            }
             let announced = note.payload().split_once(' ');
             match announced.and_then(|(queue, key)| Some((queue.parse().ok()?, key))) {
-                Some((queue, key)) => on_rows(queue, key),
+                Some((queue, key)) => on_heard(Heard::Rows(queue, key)),
                 None => {
                     tracing::debug!(payload = note.payload(), "ignoring an unknown announcement")
                 }
@@ -106,8 +125,10 @@ mod tests {
     fn listening(pg: &TestDb) -> (Listener, std::sync::mpsc::Receiver<(QueueName, String)>) {
         let url = pg.config.url.clone().unwrap();
         let (heard, hear) = std::sync::mpsc::channel();
-        let listener = Listener::start(url, move |queue, key: &str| {
-            let _ = heard.send((queue, key.to_string()));
+        let listener = Listener::start(url, move |h: Heard<'_>| {
+            if let Heard::Rows(queue, key) = h {
+                let _ = heard.send((queue, key.to_string()));
+            }
         })
         .unwrap();
         std::thread::sleep(Duration::from_millis(300)); // it is listening

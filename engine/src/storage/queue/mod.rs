@@ -317,6 +317,7 @@ mod tests {
             crate::storage::nodes::STATEMENTS,
             crate::storage::source_leases::STATEMENTS,
             crate::storage::budgets::STATEMENTS,
+            crate::storage::progress::STATEMENTS,
         ]
         .concat()
     }
