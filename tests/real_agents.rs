@@ -930,20 +930,26 @@ fn sessions_from_the_chat(kind: &'static str) {
         fake.topic_named(FORUM, name)
     };
 
-    // Two at once, each in its own topic.
-    fake.push_text(FORUM, ALICE, &format!("/new work {kind} first"));
-    fake.push_text(FORUM, ALICE, &format!("/new work {kind} second"));
-    let (first, second) = (topic("first"), topic("second"));
-    for (name, thread) in [("first", first), ("second", second)] {
+    // Two at once, each in its own topic. The second starts once the first has a prompt:
+    // Gemini CLI, starting, deletes the project's conversations that have none yet (its
+    // `sessionRetention` cleanup), another instance's too, which then writes on into a file
+    // without its header — a conversation it cannot resume (Gemini CLI 0.61; README).
+    let mut threads = Vec::new();
+    for (name, prompt) in [
+        ("first", "remember the word kiwi"),
+        ("second", "please reply two"),
+    ] {
+        fake.push_text(FORUM, ALICE, &format!("/new work {kind} {name}"));
+        let thread = topic(name);
         said_in(thread, &format!("{name} is ready: {kind} in work"));
         if kind == "claude" {
             keep_manual_mode(&tmux, name);
         }
+        fake.push_text_in_topic(FORUM, ALICE, thread.unwrap(), prompt);
+        said_in(thread, &format!("echo: {prompt}"));
+        threads.push(thread);
     }
-    fake.push_text_in_topic(FORUM, ALICE, first.unwrap(), "remember the word kiwi");
-    fake.push_text_in_topic(FORUM, ALICE, second.unwrap(), "please reply two");
-    said_in(first, "echo: remember the word kiwi");
-    said_in(second, "echo: please reply two");
+    let (first, second) = (threads[0], threads[1]);
     let (in_first, in_second) = (
         fake.texts_in_topic(FORUM, first).join("\n"),
         fake.texts_in_topic(FORUM, second).join("\n"),
