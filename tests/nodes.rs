@@ -13,7 +13,9 @@ use relayq_actors::sources::telegram::fake::FakeTelegram;
 use relayq_engine::storage::postgresql::test_server::{TestDatabase, TestServer};
 use serde_json::{json, Value};
 
-use crate::common::{file_config, inbound_args, wait_until, App, Config, Daemon, ALICE};
+use crate::common::{
+    file_config, inbound_args, own_database_runs_here, wait_until, App, Config, Daemon, ALICE,
+};
 
 const TOKEN: &str = "123456:nodes-test-token";
 const NODES: usize = 3;
@@ -220,6 +222,11 @@ static CHAOS: Mutex<()> = Mutex::new(());
 
 #[test]
 fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_nothing() {
+    if !own_database_runs_here(
+        "three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_nothing",
+    ) {
+        return;
+    }
     let _one_at_a_time = CHAOS.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let server = TestServer::start();
@@ -569,6 +576,9 @@ fn three_nodes_under_load_with_kill_9_and_a_database_crash_lose_and_reorder_noth
 /// message is delivered once, by whichever node leased it.
 #[test]
 fn a_node_whose_clock_runs_an_hour_ahead_steals_no_lease() {
+    if !own_database_runs_here("a_node_whose_clock_runs_an_hour_ahead_steals_no_lease") {
+        return;
+    }
     let database = TestDatabase::create();
     let url = database.url();
     // Slow deliveries: a lease is held for a while, for the skewed node to covet.
@@ -641,6 +651,11 @@ fn table_counts(query: impl Fn(&str) -> Option<i64>) -> Vec<(&'static str, i64)>
 /// delivers the rows that were waiting, in order, and pauses still hold.
 #[test]
 fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is_there() {
+    if !own_database_runs_here(
+        "a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is_there",
+    ) {
+        return;
+    }
     use relayq_engine::QueueName::Inbound;
     let database = TestDatabase::create();
     let url = database.url();
@@ -739,6 +754,9 @@ fn a_sqlite_deployment_moves_to_postgresql_whole_and_a_second_move_keeps_what_is
 /// memory: `GET /v1/pauses` on another node listed it, and that node went on delivering.
 #[test]
 fn a_pause_set_on_one_node_holds_on_every_node_until_resumed_there() {
+    if !own_database_runs_here("a_pause_set_on_one_node_holds_on_every_node_until_resumed_there") {
+        return;
+    }
     let database = TestDatabase::create();
     let url = database.url();
     let port = crate::common::api::free_port();
@@ -782,6 +800,9 @@ fn a_pause_set_on_one_node_holds_on_every_node_until_resumed_there() {
 /// host name, which no daemon has, and the session's messages were never attempted.
 #[test]
 fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
+    if !own_database_runs_here("a_hook_under_a_broken_config_records_the_node_the_file_names") {
+        return;
+    }
     let database = TestDatabase::create();
     let config = format!(
         "[database]\nurl = {:?}\n\n[node]\nname = \"agent-host\"\n\n[sessions]\ndefualt_channel = \"out\"\n",
@@ -815,6 +836,11 @@ fn a_hook_under_a_broken_config_records_the_node_the_file_names() {
 /// marked as a possible repeat. Checked at the sink: the deliveries, not only the rows.
 #[test]
 fn a_node_held_up_past_its_lease_does_not_deliver_beside_the_node_that_took_over() {
+    if !own_database_runs_here(
+        "a_node_held_up_past_its_lease_does_not_deliver_beside_the_node_that_took_over",
+    ) {
+        return;
+    }
     let database = TestDatabase::create();
     let url = database.url();
     let shared = tempfile::tempdir().unwrap();
@@ -887,6 +913,9 @@ if [ "$(wc -l < {seen:?})" = 1 ]; then sleep 1; fi"#
 /// waited for it.
 #[test]
 fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
+    if !own_database_runs_here("a_node_stops_at_sigterm_while_another_node_keeps_writing") {
+        return;
+    }
     let database = TestDatabase::create();
     let url = database.url();
     let node = |name: &str| file_config().set("node", &format!("name = {name:?}"));
@@ -931,6 +960,9 @@ fn a_node_stops_at_sigterm_while_another_node_keeps_writing() {
 /// does not show. The spool keeps why, and the daemon logs it.
 #[test]
 fn the_daemon_says_why_hook_events_were_spooled() {
+    if !own_database_runs_here("the_daemon_says_why_hook_events_were_spooled") {
+        return;
+    }
     let database = TestDatabase::create();
     let config = file_config()
         .set("database", "url_env = \"RELAYQ_PG\"")
@@ -969,6 +1001,10 @@ fn the_daemon_says_why_hook_events_were_spooled() {
 /// (once) to the chat.
 #[test]
 fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
+    if !own_database_runs_here("a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits")
+    {
+        return;
+    }
     let database = TestDatabase::create();
     let url = database.url();
     let fake = FakeTelegram::start(TOKEN);
@@ -1032,6 +1068,9 @@ fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
 /// It waits for the database (up to a minute), as callers of the other commands retry them.
 #[test]
 fn serve_waits_for_a_database_that_is_restarting_at_its_start() {
+    if !own_database_runs_here("serve_waits_for_a_database_that_is_restarting_at_its_start") {
+        return;
+    }
     let server = TestServer::start();
     let app = App::joining(
         file_config().set("node", "name = \"patient\""),
@@ -1067,6 +1106,9 @@ fn serve_waits_for_a_database_that_is_restarting_at_its_start() {
 /// `Idempotency-Key`; in the database, no key leased by two nodes at once.
 #[test]
 fn three_nodes_sending_held_runs_under_kill_9_send_each_destination_in_order_one_node_at_a_time() {
+    if !own_database_runs_here("three_nodes_sending_held_runs_under_kill_9_send_each_destination_in_order_one_node_at_a_time") {
+        return;
+    }
     use crate::common::{Endpoint, Reply};
     const DESTINATIONS: usize = 3;
     const BACKLOG: usize = 1_000;

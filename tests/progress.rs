@@ -278,6 +278,9 @@ fn a_turn_with_tool_steps_shows_eyes_then_its_steps_then_done_and_the_answer_onc
 /// one progress message and every reaction is set once, whichever node applied what.
 #[test]
 fn two_nodes_sharing_a_database_show_one_progress_message_per_turn_and_each_reaction_once() {
+    if !own_database_runs_here("two_nodes_sharing_a_database") {
+        return;
+    }
     use relayq_engine::storage::postgresql::test_server::TestDatabase;
     let database = TestDatabase::create();
     let fake = FakeTelegram::start(TOKEN);

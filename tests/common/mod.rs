@@ -20,6 +20,17 @@ pub fn bin() -> String {
     std::env::var("RELAYQ_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_relayq").into())
 }
 
+/// Whether a test that brings its own PostgreSQL database (several nodes on one server), and so
+/// does not change with the suite's backend, runs in this pass: in the SQLite pass only, as
+/// `.ci/run` runs the suite once per backend; the PostgreSQL pass says it left it there.
+pub fn own_database_runs_here(test: &str) -> bool {
+    let here = !test_db::postgres_chosen();
+    if !here {
+        eprintln!("{test}: runs in the SQLite pass (it brings its own PostgreSQL database)");
+    }
+    here
+}
+
 /// The Telegram user the tests' bots take messages from.
 pub const ALICE: i64 = 123456789;
 
