@@ -9,7 +9,8 @@
 //! Printed: turns, calls by kind, calls refused (relayq past a limit), cosmetic calls made while
 //! a chat's answer waited to be sent, the closest two cosmetic calls to one chat, the first
 //! visible progress (the message's first reaction) after the agent's prompt-submit event, and
-//! the answer's delivery (the agent's turn end to the answer's last part), p50 / p99 / max.
+//! the answer's delivery (the agent's turn end to the answer's first part, and to its last
+//! part in private chats and in groups), p50 / p99 / max.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -182,7 +183,10 @@ fn drive(fake: &FakeTelegram, logs: &[std::path::PathBuf], secs: u64) -> Result<
         c.method != "sendMessage" || c.body["disable_notification"] == Value::Bool(true)
     };
     let (mut behind, mut closest_private, mut closest_group) = (0, i64::MAX, i64::MAX);
-    let (mut first_private, mut first_group, mut delivery) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut first_private, mut first_group) = (Vec::new(), Vec::new());
+    // The turn's end to the answer's first and last parts, private chats and groups.
+    let (mut first_part, mut delivery_private, mut delivery_group) =
+        (Vec::new(), Vec::new(), Vec::new());
     for (i, &chat) in CHATS.iter().enumerate() {
         let mine: Vec<_> = calls
             .iter()
@@ -225,7 +229,11 @@ fn drive(fake: &FakeTelegram, logs: &[std::path::PathBuf], secs: u64) -> Result<
                     .iter()
                     .filter(|c| cosmetic(c) && c.unix_ms > stop + 200 && c.unix_ms < last)
                     .count();
-                delivery.push((last - stop) as f64);
+                first_part.push((first.unix_ms - stop) as f64);
+                match chat < 0 {
+                    true => delivery_group.push((last - stop) as f64),
+                    false => delivery_private.push((last - stop) as f64),
+                }
             }
             let reacted = mine.iter().find(|c| {
                 c.method == "setMessageReaction" && c.body["message_id"].as_i64() == Some(*message)
@@ -262,8 +270,13 @@ fn drive(fake: &FakeTelegram, logs: &[std::path::PathBuf], secs: u64) -> Result<
         spread(&first_group)
     );
     eprintln!(
-        "  the answer's delivery, the turn's end to its last part: {}",
-        spread(&delivery)
+        "  the turn's end to the answer's first part: {}",
+        spread(&first_part)
+    );
+    eprintln!(
+        "  the turn's end to the answer's last part: private chats {}; groups {}",
+        spread(&delivery_private),
+        spread(&delivery_group)
     );
     if refused > 0 || behind > 0 {
         bail!("relayq went past a limit ({refused} refused) or ahead of an answer ({behind})");

@@ -127,9 +127,6 @@ const LANE_SQL: Sql = Sql::same(
 );
 const PRUNE_LANES_SQL: Sql = Sql::same("DELETE FROM progress_lanes WHERE expires_at < :before");
 
-/// The channel every daemon listens on for the steps of progress the daemons apply
-/// (PostgreSQL `LISTEN`, see `storage::postgresql::notify`).
-pub const ANNOUNCE_CHANNEL: &str = "relayq_progress";
 /// Announces a step to every daemon when the transaction commits (notifications arrive in
 /// commit order, so in the order the events were applied). SQLite has one daemon, which
 /// shows its own steps: this is never run there (it would do nothing).
@@ -246,7 +243,8 @@ pub fn hold_lane_in(
     holder.ok_or_else(|| crate::EngineError::Invalid("a progress lane just written is gone".into()))
 }
 
-/// Announces `payload` (a step, see [`ANNOUNCE_CHANNEL`]) to every daemon on commit; nothing
+/// Announces `payload` (a step) to every daemon on commit, on the channel they listen on
+/// (`relayq_progress`, `storage::postgresql::notify::PROGRESS_CHANNEL`); nothing
 /// where no other daemon can share the database.
 pub fn announce_in(tx: &Tx<'_>, payload: &str) -> Result<()> {
     if tx.is_shared() {

@@ -20,8 +20,8 @@ use crate::storage::row::QueueName;
 /// The channel rows are announced on.
 pub const CHANNEL: &str = "relayq_rows";
 
-/// The channel steps of progress are announced on.
-pub use crate::storage::progress::ANNOUNCE_CHANNEL as PROGRESS_CHANNEL;
+/// The channel steps of progress are announced on (`storage::progress::announce_in`).
+pub const PROGRESS_CHANNEL: &str = "relayq_progress";
 
 /// What a listener hears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +161,34 @@ mod tests {
                 "nothing heard after the restart"
             );
         }
+    }
+
+    /// A step announced in a transaction is heard by every listener on commit, as its payload
+    /// (`storage::progress::announce_in` and the listener agree on the channel); nothing is
+    /// heard of a transaction rolled back.
+    #[test]
+    fn a_step_of_progress_announced_is_heard_on_commit_and_not_after_a_rollback() {
+        let pg = TestDb::postgres();
+        let url = pg.config.url.clone().unwrap();
+        let (heard, hear) = std::sync::mpsc::channel();
+        let _listener = Listener::start(url, move |h: Heard<'_>| {
+            if let Heard::Progress(payload) = h {
+                let _ = heard.send(payload.to_string());
+            }
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // it is listening
+        let failed: crate::Result<()> = pg.db.write(|tx| {
+            crate::storage::progress::announce_in(tx, "rolled back")?;
+            Err(crate::EngineError::Invalid("roll back".into()))
+        });
+        assert!(failed.is_err());
+        pg.db
+            .write(|tx| crate::storage::progress::announce_in(tx, "{\"step\":1}"))
+            .unwrap();
+        let got = hear.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got, "{\"step\":1}");
+        assert!(hear.recv_timeout(Duration::from_millis(300)).is_err());
     }
 
     /// Issue 41, item 4: a message waiting for a busy agent was pasted 12 to 15 s late when
