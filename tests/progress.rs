@@ -368,6 +368,44 @@ fn two_nodes_sharing_a_database_show_one_progress_message_per_turn_and_each_reac
     );
 }
 
+/// A turn that starts while the last one's final edit still waits behind its long answer (three
+/// parts, sent first) gets a progress message of its own, and the last one's message still
+/// ends pointing at its answer: the ended board is kept apart until its edit goes.
+#[test]
+fn a_turn_starting_while_the_last_ones_end_waits_gets_its_own_message_and_both_end() {
+    let b = Bridge::start("progress-apart", &[], &[("FAKE_STEP_MS", "2000")]);
+    let first = "please run steps 1 and give a lengthy answer";
+    let second = "then please run steps 4";
+    b.fake.user_says(ALICE, ALICE, first);
+    b.fake.user_says(ALICE, ALICE, second);
+    b.wait_answer(second);
+    let ended = || {
+        b.fake
+            .bot_messages()
+            .into_iter()
+            .filter(|m| m["chat_id"] == json!(ALICE))
+            .filter(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✔ agent answered after"))
+            })
+            .count()
+    };
+    wait_until(
+        "both progress messages ended",
+        Duration::from_secs(30),
+        || ended() == 2,
+    );
+    let posted = b
+        .calls("sendMessage")
+        .into_iter()
+        .filter(|c| !c.refused && c.body["disable_notification"] == json!(true))
+        .count();
+    assert_eq!(posted, 2, "one progress message per turn");
+    assert_eq!(b.sent_with(&format!("echo: {second}")).len(), 1);
+    b.assert_within_limits();
+}
+
 #[test]
 fn a_chat_set_to_off_gets_exactly_the_messages_it_got_before_progress() {
     let b = Bridge::start("progress-off", &[], &[("FAKE_STEP_MS", "300")]);
