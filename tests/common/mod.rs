@@ -235,13 +235,26 @@ impl App {
             log: self.path("serve.log"),
         };
         let socket = relayq_actors::wake::socket_path(db);
+        // The wake socket comes before the HTTP API: a test that posts at once waits for both.
+        let api = self.http_listen();
         wait_until("serve to start", Duration::from_secs(20), || {
             if let Ok(Some(status)) = daemon.child.try_wait() {
                 panic!("serve exited early with {status}: {}", daemon.log());
             }
-            socket.exists()
+            socket.exists() && api.is_none_or(|at| std::net::TcpStream::connect(at).is_ok())
         });
         daemon
+    }
+
+    /// Where config.toml has the HTTP API listen, when it is on.
+    fn http_listen(&self) -> Option<std::net::SocketAddr> {
+        let config = std::fs::read_to_string(self.path("config.toml")).ok()?;
+        let config: toml::Table = toml::from_str(&config).ok()?;
+        let http = config.get("http")?.as_table()?;
+        match http.get("enabled")?.as_bool()? {
+            true => http.get("listen")?.as_str()?.parse().ok(),
+            false => None,
+        }
     }
 
     /// Runs `relayq hook --agent AGENT`, the payload on stdin or, when `as_arg`, as the last argument.
