@@ -12,6 +12,7 @@ mod config;
 mod dashboard;
 mod delivery;
 mod docs;
+mod files;
 mod hook;
 mod hook_processing;
 mod http;

@@ -307,27 +307,39 @@ pub async fn attempt(
     let send = channel
         .recipient
         .send(Deliver(delivery, tracing::Span::current()));
-    let deadline = tokio::time::sleep(channel.timeout + BACKSTOP_MARGIN);
-    tokio::pin!(send, deadline);
+    let deadline = channel.timeout + BACKSTOP_MARGIN;
+    let answer = keep_lease_while(store, queue, lease, tokio::time::timeout(deadline, send)).await;
+    tracing::debug!(took = ?started.elapsed(), delivered = matches!(answer, Ok(Ok(Outcome::Delivered(_)))), "answered");
+    match answer {
+        Ok(Ok(Outcome::Delivered(mut receipt))) => {
+            receipt.took.get_or_insert(started.elapsed());
+            Outcome::Delivered(receipt)
+        }
+        Ok(Ok(outcome)) => outcome,
+        // It may have died mid-send.
+        Ok(Err(e)) => Outcome::unknown(format!("channel {} failed: {e}", channel.name)),
+        Err(_) => Outcome::unknown(format!(
+            "channel {} did not answer within {deadline:?}",
+            channel.name
+        )),
+    }
+}
+
+/// Runs `work` for leased row `lease`, extending the lease every third of the lease timeout
+/// meanwhile (with the other leases this process holds on the row's key), so a row being
+/// worked on is never taken over by another node and done twice.
+pub async fn keep_lease_while<T>(
+    store: &Store,
+    queue: &Queue,
+    lease: &Lease,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
     let every = (queue.policy().lease_timeout / 3).max(Duration::from_millis(10));
     let mut extend = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
-            answer = &mut send => {
-                tracing::debug!(took = ?started.elapsed(), delivered = matches!(answer, Ok(Outcome::Delivered(_))), "answered");
-                return match answer {
-                    Ok(Outcome::Delivered(mut receipt)) => {
-                        receipt.took.get_or_insert(started.elapsed());
-                        Outcome::Delivered(receipt)
-                    }
-                    Ok(outcome) => outcome,
-                    // It may have died mid-send.
-                    Err(e) => Outcome::unknown(format!("channel {} failed: {e}", channel.name)),
-                };
-            }
-            _ = &mut deadline => {
-                return Outcome::unknown(format!("channel {} did not answer within {:?}", channel.name, channel.timeout + BACKSTOP_MARGIN));
-            }
+            done = &mut work => return done,
             _ = extend.tick() => {
                 let extend = ExtendLease {
                     queue: queue.name(),

@@ -33,6 +33,7 @@ pub mod claiming;
 pub mod daemon_lock;
 pub mod delivery;
 pub mod error;
+pub mod files;
 pub mod hooks;
 pub mod inbound;
 pub mod kit;

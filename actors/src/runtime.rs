@@ -2,7 +2,7 @@
 //! channels, the SupervisorActor, the RecoveryActor and the wake listener. The binary's `serve` and
 //! Rust programs that embed relayq (see `examples/`) both start relayq through this.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +62,10 @@ pub struct RelayqConfig {
     /// What each chat source shows while its agents work, by origin (see
     /// [`progress`](crate::progress)).
     pub progress: crate::progress::ProgressSettingsByOrigin,
+    /// Where a message's files go and how they are fetched (see [`files`](crate::files)).
+    pub files: crate::files::FileSettings,
+    /// Each source's fetcher for its files.
+    pub file_sources: Vec<crate::files::FileSource>,
 }
 
 impl RelayqConfig {
@@ -82,7 +86,18 @@ impl RelayqConfig {
             mark_send_started: true,
             launch: Default::default(),
             progress: Default::default(),
+            files: Default::default(),
+            file_sources: Vec::new(),
         }
+    }
+
+    /// Where a session's files go when its directory is not known: beside the database.
+    pub fn files_fallback(&self) -> PathBuf {
+        self.db
+            .path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("inbox")
     }
 }
 
@@ -196,6 +211,11 @@ impl RelayqBuilder {
             channels.clone(),
         )
         .start();
+        let files = crate::files::Files::new(
+            config.files.clone(),
+            config.files_fallback(),
+            config.file_sources.clone(),
+        );
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
@@ -203,6 +223,7 @@ impl RelayqBuilder {
             config.max_body_bytes,
         )
         .with_launcher(launcher.clone().recipient())
+        .with_files(files.clone())
         .start_unbounded();
         let sender = OutboundSender::new(store.clone(), known_channels.clone(), &config.claims)
             .marking_send_started(config.mark_send_started)
@@ -307,6 +328,7 @@ impl RelayqBuilder {
             recovery,
             launcher,
             progress,
+            files,
             listener,
             _nodes_listener: nodes_listener,
             _shared_pauses: shared_pauses,
@@ -324,6 +346,8 @@ pub struct Relayq {
     recovery: Addr<RecoveryActor>,
     launcher: Addr<crate::launcher::LauncherActor>,
     progress: Addr<crate::progress::ProgressActor>,
+    /// What the sessions fetch messages' files with; replaced at a reload.
+    files: crate::files::Files,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,
@@ -400,6 +424,11 @@ impl Relayq {
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
+        self.files.replace(
+            reload.files,
+            self.config.files_fallback(),
+            reload.file_sources,
+        );
         // The projects: published again for this node, used by the commands from now on.
         self.launcher
             .do_send(crate::launcher::SetLaunchSettings(reload.launch));
@@ -457,6 +486,9 @@ pub struct Reload {
     pub launch: crate::launcher::LaunchSettings,
     /// What each chat source shows while its agents work.
     pub progress: crate::progress::ProgressSettingsByOrigin,
+    /// `[files]`, and each source's fetcher.
+    pub files: crate::files::FileSettings,
+    pub file_sources: Vec<crate::files::FileSource>,
 }
 
 /// Starts each source, handing what it reads to the SupervisorActor; its cosmetic calls share

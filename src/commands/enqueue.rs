@@ -114,6 +114,10 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         actor_name: args.actor_name,
         actor_avatar_url: None,
         payload,
+        // Files come from chat sources, which describe them; a caller gives text.
+        attachments: Vec::new(),
+        album: None,
+        prompt: None,
         route_by_chat: false,
     };
     message.validate(max)?;

@@ -49,6 +49,8 @@ pub struct Config {
     pub approvals: relayq_engine::approvals::Settings,
     /// `[projects.NAME]`: where chats may start agent sessions (`/new`), and how.
     pub projects: BTreeMap<String, relayq_actors::launcher::Project>,
+    /// `[files]`: where a chat message's files go, and how they are fetched.
+    pub files: relayq_actors::files::FileSettings,
 }
 
 /// The built-in channels: every session's messages, and the notices, each appended to a
@@ -85,6 +87,7 @@ impl Default for Config {
             http: crate::http::HttpConfig::default(),
             approvals: Default::default(),
             projects: BTreeMap::new(),
+            files: Default::default(),
         }
     }
 }
@@ -441,6 +444,7 @@ impl Config {
         self.database.check().map_err(table("database"))?;
         self.node.check().map_err(table("node"))?;
         self.approvals.check().map_err(table("approvals"))?;
+        self.files.check().map_err(table("files"))?;
         self.claimer.check().map_err(table("claimer"))?;
         // Every reference to a channel, checked the one way: it names a [channels.NAME] table.
         let named = |key: &str, channel: &str| match self.channel(channel) {
@@ -605,6 +609,12 @@ impl Config {
             mark_send_started: true,
             launch: Default::default(),
             progress: self.progress_settings(),
+            files: self.files.clone(),
+            file_sources: self
+                .sources
+                .iter()
+                .filter_map(|(name, source)| source.files(name))
+                .collect(),
         }
     }
 

@@ -95,6 +95,10 @@ pub(super) async fn enqueue_inbound(api: web::Data<Api>, Body(r): Body<InboundRe
         actor_name: r.actor_name,
         actor_avatar_url: r.actor_avatar_url,
         payload: r.payload,
+        // Files come from chat sources, which describe them; a caller gives text.
+        attachments: Vec::new(),
+        album: None,
+        prompt: None,
         route_by_chat: false,
     };
     let enqueued = api.relayq.enqueue(message).await?;

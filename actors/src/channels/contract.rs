@@ -97,7 +97,7 @@ impl Delivery {
     /// The text to type or send.
     pub fn text(&self) -> &str {
         match &self.content {
-            Content::Inbound(m) => &m.content,
+            Content::Inbound(m) => m.for_agent(),
             Content::Outbound(m) => &m.text,
         }
     }

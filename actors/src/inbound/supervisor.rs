@@ -187,6 +187,8 @@ pub struct SupervisorActor {
     shutting_down: bool,
     /// This node's launcher, told when a batch made session commands ready.
     launcher: Option<Recipient<crate::launcher::LookForCommands>>,
+    /// What the sessions fetch their messages' files with.
+    files: crate::files::Files,
 }
 
 impl SupervisorActor {
@@ -204,7 +206,14 @@ impl SupervisorActor {
             sessions: Children::default(),
             shutting_down: false,
             launcher: None,
+            files: Default::default(),
         }
+    }
+
+    /// Messages' files are fetched with `files`.
+    pub fn with_files(mut self, files: crate::files::Files) -> Self {
+        self.files = files;
+        self
     }
 
     /// Tells `launcher` when a batch makes session commands ready.
@@ -227,10 +236,11 @@ impl SupervisorActor {
         if self.shutting_down {
             return;
         }
-        let (store, channels, idle) = (
+        let (store, channels, idle, files) = (
             self.store.clone(),
             self.channels.clone(),
             ctx.address().recipient(),
+            self.files.clone(),
         );
         let route = session::Route {
             channel: self.session_channels.channel_for(session).to_string(),
@@ -238,7 +248,16 @@ impl SupervisorActor {
         };
         // A replaced actor died holding leases: the new one frees them first.
         let running = self.sessions.get_or_start(session, |died| {
-            SessionActor::new(session.to_string(), route, store, channels, idle, died).start()
+            SessionActor::new(
+                session.to_string(),
+                route,
+                store,
+                channels,
+                idle,
+                died,
+                files,
+            )
+            .start()
         });
         running.sent += 1;
         running.addr.do_send(session::Wake);

@@ -35,6 +35,12 @@ pub trait SourceKind {
         false
     }
 
+    /// How the node that delivers this source's messages fetches their files, if they can
+    /// have any (`name` is the source's).
+    fn files(&self, _name: &str) -> Option<crate::files::FileSource> {
+        None
+    }
+
     /// How the sessions this source feeds answer its chats, if they can (`name` is the
     /// source's, from `[sources.NAME]`).
     fn replies(&self, _name: &str) -> Option<Replies> {

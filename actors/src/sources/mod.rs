@@ -72,5 +72,9 @@ crate::settings::kinds! {
         Slack(slack) conformance,
         Telegram(telegram) conformance,
     }
-    forward { replies(name: &str) -> Option<Replies>, pushed() -> bool }
+    forward {
+        replies(name: &str) -> Option<Replies>,
+        pushed() -> bool,
+        files(name: &str) -> Option<crate::files::FileSource>,
+    }
 }

@@ -1,12 +1,15 @@
 //! The inbound flow's message: what a chat adapter hands in for an agent session
 //! (inbound-queue spec), how it is checked, and how it maps onto a queue row.
 
+pub mod attachments;
 pub mod sources;
 pub mod trouble;
 pub mod writes;
 
 use crate::tx::Tx;
 use serde::{Deserialize, Serialize};
+
+pub use attachments::{Attachment, Fetched, FileKind};
 
 use crate::error::{EngineError, Result};
 use crate::queue::{Enqueued, NewRow, Queue};
@@ -124,7 +127,7 @@ pub fn confirm_pasted_in(
     let Ok(pasted) = InboundMessage::from_payload(&payload) else {
         return Ok(None);
     };
-    if !crate::sessions::agent_state::prompt_matches(prompt, &pasted.content) {
+    if !crate::sessions::agent_state::prompt_matches(prompt, pasted.for_agent()) {
         return Ok(None);
     }
     Ok(queue.confirm_in(tx, id, receipt)?.then_some((id, pasted)))
@@ -164,9 +167,22 @@ pub struct InboundMessage {
     pub actor_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor_avatar_url: Option<String>,
-    /// Anything else the adapter wants the sink to see (file ids, voice transcripts...).
+    /// Anything else the adapter wants the sink to see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+    /// The files that came with it (`content` is then their caption): fetched by the node
+    /// that delivers it, before it is pasted (see [`attachments`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    /// The album it belongs to (Telegram's `media_group_id`): an album's messages that come
+    /// within its quiet period become one row, one prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub album: Option<String>,
+    /// What the agent is given, once the attachments are fetched: the caption and a line per
+    /// file (see [`attachments::prompt`]). Written before it is pasted, so a paste after a
+    /// crash is the same text and the agent's echo of it confirms it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// A chat source's message: the sessions its chat made decide where it goes (see
     /// [`routed_in`]); `session` is the source's static route, empty when it has none.
     #[serde(skip)]
@@ -188,8 +204,21 @@ impl InboundMessage {
             actor_name: None,
             actor_avatar_url: None,
             payload: None,
+            attachments: Vec::new(),
+            album: None,
+            prompt: None,
             route_by_chat: false,
         }
+    }
+
+    /// The text the agent gets: the prompt made once its files were fetched, else the text.
+    pub fn for_agent(&self) -> &str {
+        self.prompt.as_deref().unwrap_or(&self.content)
+    }
+
+    /// Whether it has files to fetch before it can be pasted.
+    pub fn needs_fetching(&self) -> bool {
+        !self.attachments.is_empty() && self.prompt.is_none()
     }
 
     /// What is kept of a platform's message over `max_body_bytes`, which the platform cannot
@@ -227,7 +256,7 @@ impl InboundMessage {
                 c as u32
             ));
         }
-        if self.content.trim().is_empty() && self.payload.is_none() {
+        if self.content.trim().is_empty() && self.payload.is_none() && self.attachments.is_empty() {
             return invalid(
                 "the message is empty: give the text to deliver (an empty message would reach \
                  the agent as a bare Enter)"

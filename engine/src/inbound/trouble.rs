@@ -83,6 +83,71 @@ pub fn tell_chat_in(
     Ok((!written.duplicate).then_some(row.key))
 }
 
+/// Tells the chat a message with files came from what it should know once they were fetched:
+/// the words heard in each voice note (so the person sees what the agent got), and each file
+/// that did not reach the agent, with why. One notice per message (its idempotency key);
+/// nothing when all went to the agent as sent, or the message names no chat.
+pub fn tell_about_files_in(
+    outbound: &Queue,
+    tx: &Tx<'_>,
+    routes: &NoticeRoutes,
+    row: i64,
+    message: &crate::InboundMessage,
+) -> Result<Option<String>> {
+    use crate::inbound::attachments::Fetched;
+    let Some(origin) = message.reply_origin() else {
+        return Ok(None);
+    };
+    let Some(channel) = routes.replies.get(&origin.origin) else {
+        return Ok(None);
+    };
+    let (mut heard, mut missing) = (Vec::new(), Vec::new());
+    for a in &message.attachments {
+        let what = a.describe();
+        match (&a.skipped, &a.fetched) {
+            (Some(why), _) | (None, Some(Fetched::Failed { why })) => {
+                missing.push(format!("{what}: not attached, {why}"))
+            }
+            (None, Some(Fetched::Heard { words, .. })) => heard.push(format!("🎙 {what}: {words}")),
+            (None, Some(Fetched::NotHeard { why, .. })) => missing.push(format!(
+                "{what}: not transcribed, {why}; the agent has the recording"
+            )),
+            (None, Some(Fetched::Saved { .. }) | None) => {}
+        }
+    }
+    let (event, headline) = match (heard.is_empty(), missing.is_empty()) {
+        (_, false) => (
+            EventType::Error,
+            "not everything you sent reached the agent",
+        ),
+        (false, true) => (EventType::Notification, "the agent got your voice note as"),
+        (true, true) => return Ok(None),
+    };
+    let body = heard
+        .into_iter()
+        .chain(missing)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let notice = OutboundMessage {
+        notice: Some(Notice {
+            session: message.session.clone(),
+            event,
+            headline: headline.into(),
+            body: Some(body),
+            question: None,
+            approval: None,
+        }),
+        idempotency_key: Some(format!("relayq-files-{row}")),
+        session: Some(message.session.clone()),
+        event: Some("delivery".into()),
+        thread: origin.thread.clone(),
+        ..OutboundMessage::text(channel, &origin.chat, "")
+    };
+    let row = notice.to_row();
+    let written = outbound.enqueue_in(tx, &row)?;
+    Ok((!written.duplicate).then_some(row.key))
+}
+
 /// Tells the chat `message` (row `row`) came from of `trouble`, if it named its chat; see
 /// [`tell_chat_in`]. A dropped message's reaction says it failed.
 pub fn tell_message_in(

@@ -152,6 +152,55 @@ impl Write for ReleaseSourceLease {
     }
 }
 
+/// A leased message whose files were fetched: its prompt (and what became of each file) kept
+/// in its row before it is pasted, fenced by the lease, and its chat told what it should know
+/// (the words heard in a voice note; a file that did not reach the agent, and why), once.
+#[derive(Debug, Clone)]
+pub struct PrepareInbound {
+    pub row: i64,
+    pub token: i64,
+    /// The message with its attachments' outcomes and its `prompt`.
+    pub message: InboundMessage,
+}
+
+/// What [`PrepareInbound`] wrote: whether the lease was still this one, and the ordering key of
+/// the notice its chat was sent, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub kept: bool,
+    pub told: Option<String>,
+}
+
+impl Write for PrepareInbound {
+    type Output = Prepared;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::Savepoint
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<Prepared> {
+        let payload = self.message.to_row().payload;
+        let kept = w
+            .door
+            .inbound
+            .rewrite_leased_in(w.tx(), self.row, self.token, &payload)?;
+        let told = match kept {
+            true => {
+                let routes = w.door.routes.read().expect("routes lock").clone();
+                trouble::tell_about_files_in(
+                    &w.door.outbound,
+                    w.tx(),
+                    &routes,
+                    self.row,
+                    &self.message,
+                )?
+            }
+            false => None,
+        };
+        Ok(Prepared { kept, told })
+    }
+}
+
 /// What a message's chat hears as it is written (dropped, or waiting behind a question), in the
 /// same transaction.
 fn tell_on_arrival(

@@ -13,7 +13,9 @@ use relayq_engine::writes::upkeep::ReleaseOwnLeases;
 use relayq_engine::{Head, InboundMessage, Lease, QueueName};
 
 use crate::channels::{AgentHints, ChannelDirectory, Content, Outcome};
-use crate::delivery::{try_delivery, AnswerToRecord};
+use crate::delivery::{try_delivery, AnswerToRecord, Tried};
+use crate::files::prepare::prepare_leased;
+use crate::files::Files;
 use crate::lifecycle::{Stop, Stopping};
 use crate::runs::NotRecorded;
 use crate::store::Store;
@@ -108,6 +110,8 @@ pub struct SessionActor {
     release_leases_first: bool,
     /// The rows leased and the answers not recorded yet.
     run: SessionRun,
+    /// What a message's files are fetched with.
+    files: Files,
 }
 
 impl SessionActor {
@@ -118,6 +122,7 @@ impl SessionActor {
         channels: ChannelDirectory,
         idle: Recipient<SessionIdle>,
         release_leases_first: bool,
+        files: Files,
     ) -> Self {
         SessionActor {
             session,
@@ -135,6 +140,7 @@ impl SessionActor {
             stopping: Stopping::default(),
             release_leases_first,
             run: SessionRun::default(),
+            files,
         }
     }
 
@@ -224,22 +230,43 @@ impl SessionActor {
         let message = InboundMessage::from_payload(&payload);
         let origin = message.as_ref().ok().and_then(InboundMessage::reply_origin);
         let message = message.map(|m| (self.channel.clone(), Content::Inbound(m)));
-        let (store, channels) = (self.store.clone(), self.channels.clone());
+        let (store, channels, files) = (
+            self.store.clone(),
+            self.channels.clone(),
+            self.files.clone(),
+        );
         let tried = async move {
             let started = Instant::now();
             let queue = store.inbound.clone();
+            // A message with files: fetched and its prompt kept before it goes to its channel.
+            let (message, prepared) = match message {
+                Ok((channel, Content::Inbound(m))) if m.needs_fetching() => {
+                    match prepare_leased(&store, &queue, &lease, &files, m).await {
+                        Ok(m) => {
+                            let payload = m.to_row().payload;
+                            (Ok((channel, Content::Inbound(m))), Some(payload))
+                        }
+                        Err(outcome) => {
+                            let tried = Tried { channel, outcome };
+                            let answered = AnswerToRecord::inbound(lease, tried, origin);
+                            return (answered, started.elapsed(), None);
+                        }
+                    }
+                }
+                other => (other, None),
+            };
             let tried = try_delivery(&store, &queue, &lease, &channels, message, hints).await;
             let answered = AnswerToRecord::inbound(lease, tried, origin);
-            (answered, started.elapsed())
+            (answered, started.elapsed(), prepared)
         };
         ctx.spawn(
             tried
                 .into_actor(self)
-                .map(move |(answered, took), act, ctx| {
+                .map(move |(answered, took, prepared), act, ctx| {
                     act.state = State::Idle;
                     if let Outcome::Submitted { wait, .. } = &answered.tried.outcome {
                         let mut lease = answered.lease.clone();
-                        lease.payload = payload;
+                        lease.payload = prepared.unwrap_or(payload);
                         act.awaiting = Some(Awaiting::handed(lease, &hints, *wait));
                     }
                     let slow = took >= FAST_DELIVERY;

@@ -67,6 +67,14 @@ pub struct Request {
     read_limit: usize,
 }
 
+/// Why a download did not finish, and whether trying again may help (the platform's 5xx, a
+/// broken connection) or not (a refusal, a file over the limit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownloadFailed {
+    pub why: String,
+    pub again: bool,
+}
+
 /// The far end's answer: status, `Retry-After`, the headers (Discord's rate-limit buckets are
 /// there) and the body (at most [`MAX_BODY`], with every secret of the channel taken out).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -173,32 +181,67 @@ impl HttpClient {
         })
     }
 
-    /// Downloads `url` (a file a platform keeps), refusing a body over `limit` bytes. The
-    /// error is a sentence with the channel's secrets taken out.
-    pub async fn download(&self, url: Url, limit: u64) -> Result<Vec<u8>, String> {
+    /// Streams the file at `url` (one a platform keeps) into `out` as it arrives, never holding
+    /// it whole, refusing more than `limit` bytes and giving up after `within`. Answers the
+    /// bytes written; the error says whether trying again may help, with the channel's
+    /// secrets taken out.
+    pub async fn download_into(
+        &self,
+        request: Request,
+        limit: u64,
+        within: Duration,
+        out: &mut tokio::fs::File,
+    ) -> Result<u64, DownloadFailed> {
+        use tokio::io::AsyncWriteExt;
+        let again = |why: String| DownloadFailed { why, again: true };
         let fetch = async {
-            let head = self
-                .get(url)
-                .to_hyper()
-                .map_err(|e| e.text().unwrap_or_default().to_string())?;
-            let response = self
-                .transport
-                .request(head)
-                .await
-                .map_err(|e| self.scrub(&format!("download failed: {}", describe(&e))))?;
-            if !response.status().is_success() {
-                return Err(format!("download failed: HTTP {}", response.status()));
+            let head = request.to_hyper().map_err(|e| DownloadFailed {
+                why: e.text().unwrap_or_default().to_string(),
+                again: false,
+            })?;
+            let response =
+                self.transport.request(head).await.map_err(|e| {
+                    again(self.scrub(&format!("download failed: {}", describe(&e))))
+                })?;
+            let status = response.status();
+            if !status.is_success() {
+                // The platform's own trouble and its limits pass; a refusal stays one.
+                let again = status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS;
+                return Err(DownloadFailed {
+                    why: format!("download failed: HTTP {}", status.as_u16()),
+                    again,
+                });
             }
-            read_body(response.into_body(), limit + 1)
+            let mut body = response.into_body();
+            let mut written = 0u64;
+            while let Some(frame) = body.frame().await {
+                let frame =
+                    frame.map_err(|_| again("download failed: the connection broke".into()))?;
+                let Some(data) = frame.data_ref() else {
+                    continue;
+                };
+                written += data.len() as u64;
+                if written > limit {
+                    return Err(DownloadFailed {
+                        why: format!("it is over {} bytes, the most taken", limit),
+                        again: false,
+                    });
+                }
+                out.write_all(data)
+                    .await
+                    .map_err(|e| again(format!("cannot write the file: {e}")))?;
+            }
+            out.flush()
                 .await
-                .map_err(|_| "download failed: the connection broke".to_string())
+                .map_err(|e| again(format!("cannot write the file: {e}")))?;
+            Ok(written)
         };
-        match tokio::time::timeout(self.timeout, fetch).await {
-            Ok(Ok(bytes)) if bytes.len() as u64 > limit => {
-                Err(format!("over max_download_bytes ({limit})"))
-            }
+        match tokio::time::timeout(within, fetch).await {
             Ok(done) => done,
-            Err(_) => Err("download failed: timed out".into()),
+            Err(_) => Err(again(format!(
+                "download failed: not done within {}",
+                humantime::format_duration(within)
+            ))),
         }
     }
 

@@ -160,6 +160,19 @@ impl SourceKind for Config {
         self.mode == SlackMode::Events
     }
 
+    fn files(&self, name: &str) -> Option<crate::files::FileSource> {
+        let client = self.token.resolve().ok().and_then(|token| {
+            let token = Secret::new(token.expose().trim());
+            let headers = http::authorization("token", "Bearer", &token).ok()?;
+            Some(HttpClient::new(OPEN_TIMEOUT, headers, vec![token]))
+        });
+        let api = self.api_url.as_deref().and_then(|u| http::base_url("api_url", u).ok());
+        Some(crate::files::FileSource {
+            origin: super::origin(name),
+            fetcher: std::sync::Arc::new(super::files::SlackFiles::new(client, api)),
+        })
+    }
+
     fn replies(&self, name: &str) -> Option<Replies> {
         let bot = self.bot();
         if self.routing.reply_channel.is_none() && bot.is_none() {

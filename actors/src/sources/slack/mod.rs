@@ -25,6 +25,7 @@
 //! duplicate: one row, however many retries.
 
 mod config;
+mod files;
 #[cfg(feature = "test-helpers")]
 pub mod conformance;
 #[cfg(any(test, feature = "test-helpers"))]
@@ -39,6 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
 use relayq_engine::approvals::{self, Answerer, ChatAnswer};
+use relayq_engine::inbound::attachments::{Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
 use serde_json::{json, Value};
@@ -206,8 +208,9 @@ impl SlackReader {
             return None;
         }
         // Edits, deletions, joins and bots' own posts (relayq's answers among them) are not
-        // someone writing to the agent.
-        if event.get("subtype").is_some() || event.get("bot_id").is_some() {
+        // someone writing to the agent; a message with files is.
+        let shared = field("subtype") == Some("file_share");
+        if (event.get("subtype").is_some() && !shared) || event.get("bot_id").is_some() {
             return None;
         }
         let (Some(user), Some(channel), Some(ts)) = (field("user"), field("channel"), field("ts"))
@@ -222,10 +225,16 @@ impl SlackReader {
         // The conversation's sessions (started with /new) decide in the write; this is the
         // static route under them, empty when config.toml names none.
         let session = self.config.routing.session_for(channel).unwrap_or_default();
+        let attachments = files_of(event, ts);
+        let message_type = match attachments.first().map(|a| a.kind) {
+            None => MessageType::Text,
+            Some(FileKind::Voice) => MessageType::Voice,
+            Some(_) => MessageType::File,
+        };
         Some(InboundMessage {
             session,
             origin: origin.to_string(),
-            message_type: MessageType::Text,
+            message_type,
             content: field("text").unwrap_or_default().to_string(),
             source_message_id: Some(ts.to_string()),
             source_channel_id: Some(channel.to_string()),
@@ -234,6 +243,9 @@ impl SlackReader {
             actor_name: None,
             actor_avatar_url: None,
             payload: None,
+            attachments,
+            album: None,
+            prompt: None,
             route_by_chat: true,
         })
     }
@@ -422,4 +434,40 @@ pub fn sign(secret: &str, ts: i64, body: &[u8]) -> String {
     let tag = hmac::sign(&key, &signed);
     let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("v0={hex}")
+}
+
+/// A message's `files`, as Slack describes them: fetched from `url_private_download` by the
+/// delivering node. A file Slack does not serve (over the workspace's limit, deleted, a link
+/// to elsewhere) is a line saying so.
+fn files_of(event: &Value, ts: &str) -> Vec<Attachment> {
+    let Some(files) = event.get("files").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .map(|f| {
+            let text = |key: &str| f.get(key).and_then(Value::as_str).map(str::to_string);
+            let mime = text("mimetype").unwrap_or_default();
+            let kind = match (mime.split('/').next(), text("subtype").as_deref()) {
+                (_, Some("slack_audio")) => FileKind::Voice,
+                (Some("image"), _) => FileKind::Photo,
+                (Some("audio"), _) => FileKind::Audio,
+                (Some("video"), _) => FileKind::Video,
+                _ => FileKind::Document,
+            };
+            let url = text("url_private_download").or_else(|| text("url_private"));
+            let mut a = match (text("mode").as_deref(), url) {
+                (Some(mode @ ("hidden_by_limit" | "tombstone" | "external")), _) => {
+                    Attachment::not_fetched(kind, format!("Slack does not serve it ({mode})"))
+                }
+                (_, Some(url)) => Attachment::new(kind, url),
+                (_, None) => Attachment::not_fetched(kind, "Slack gave no address to fetch it from"),
+            };
+            a.name = text("name");
+            a.size = f.get("size").and_then(Value::as_u64);
+            a.mime = Some(mime).filter(|m| !m.is_empty());
+            a.message = Some(ts.to_string());
+            a
+        })
+        .collect()
 }

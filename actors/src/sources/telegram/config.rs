@@ -12,7 +12,7 @@ use crate::kit::api::telegram::{Telegram, API_URL};
 use crate::kit::routing::{ChatPlatform, ChatRouting};
 use crate::kit::secret::{Secret, TokenSetting, WebhookSecretSetting};
 use crate::channels::ChannelConfig;
-use crate::settings::{check_duration, resolve_path, SettingError};
+use crate::settings::{check_duration, SettingError};
 use crate::sources::{Replies, SourceKind, SourceSpec};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -34,11 +34,11 @@ pub struct Config {
     /// How long one `getUpdates` waits for news (a long poll).
     #[serde(default = "default_poll_timeout", with = "humantime_serde")]
     pub poll_timeout: Duration,
-    /// Where voice notes and documents are downloaded (their path is added to the message);
-    /// not set: messages carry the `file_id` only.
+    /// No longer taken: a message's files go into its session's directory (`[files]
+    /// inbox`). Kept only to refuse it with what to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_dir: Option<PathBuf>,
-    /// Larger files are not downloaded (the Bot API serves at most 20 MB).
+    /// Larger files are not fetched, and the chat is told (the Bot API serves at most 20 MB).
     #[serde(default = "default_max_download_bytes")]
     pub max_download_bytes: u64,
     /// Show "typing…" in the chat once its message is queued, where the source shows no
@@ -78,8 +78,11 @@ fn default_poll_timeout() -> Duration {
     Duration::from_secs(30)
 }
 fn default_max_download_bytes() -> u64 {
-    20 * 1024 * 1024
+    BOT_DOWNLOAD_LIMIT
 }
+
+/// The most a bot may download from the Bot API: 20 MB (`getFile`).
+pub const BOT_DOWNLOAD_LIMIT: u64 = 20 * 1024 * 1024;
 fn default_typing() -> bool {
     true
 }
@@ -190,10 +193,20 @@ impl SourceKind for Config {
                 ));
             }
         }
-        if self.max_download_bytes == 0 {
+        if !(1..=BOT_DOWNLOAD_LIMIT).contains(&self.max_download_bytes) {
             return Err(SettingError::new(
                 "max_download_bytes",
-                "is 0: leave download_dir out to download nothing",
+                format!(
+                    "is {}: give 1 to {BOT_DOWNLOAD_LIMIT} (the most the Bot API lets a bot download)",
+                    self.max_download_bytes
+                ),
+            ));
+        }
+        if self.download_dir.is_some() {
+            return Err(SettingError::new(
+                "download_dir",
+                "is no longer taken: a message's files now go into its session's directory, under \
+                 [files] inbox (default .relayq/inbox); remove this key",
             ));
         }
         Ok(())
@@ -214,13 +227,18 @@ impl SourceKind for Config {
     fn resolve_paths(&mut self, base: &Path) {
         self.token.resolve_paths(base);
         self.webhook_secret.resolve_paths(base);
-        if let Some(dir) = &mut self.download_dir {
-            resolve_path(dir, base);
-        }
     }
 
     fn pushed(&self) -> bool {
         self.mode == Mode::Webhook
+    }
+
+    fn files(&self, name: &str) -> Option<crate::files::FileSource> {
+        let source = TelegramSource::new(self.clone()).ok()?;
+        Some(crate::files::FileSource {
+            origin: super::origin(name),
+            fetcher: std::sync::Arc::new(super::TelegramFiles::of(&source)),
+        })
     }
 
     fn replies(&self, name: &str) -> Option<Replies> {

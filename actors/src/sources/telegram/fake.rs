@@ -165,6 +165,22 @@ impl FakeTelegram {
         }))
     }
 
+    /// Queues a message from `user` in private chat `user` holding `media` (its fields: `photo`,
+    /// `document`, `voice`, a `caption`, a `media_group_id`...); its message id.
+    pub fn push_media(&self, user: i64, media: Value) -> i64 {
+        let message_id = self.take_message_id();
+        let mut message = json!({
+            "message_id": message_id,
+            "from": {"id": user, "is_bot": false, "first_name": "Alice", "username": format!("user{user}")},
+            "chat": {"id": user, "type": "private"},
+            "date": 1767225600,
+        });
+        let fields = media.as_object().expect("media is an object").clone();
+        message.as_object_mut().unwrap().extend(fields);
+        self.push_message(message);
+        message_id
+    }
+
     /// The bot's commands as last registered (`setMyCommands`).
     pub fn commands(&self) -> Vec<Value> {
         self.shared.0.lock().unwrap().commands.clone()

@@ -22,18 +22,19 @@ mod config;
 pub mod conformance;
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod fake;
+mod files;
 mod webhook;
 #[cfg(test)]
 mod tests;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
+use relayq_engine::inbound::attachments::{human_size, Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -45,6 +46,7 @@ use crate::settings::SettingError;
 use crate::sources::{Batch, Fetch, Source};
 
 pub use config::{Config, Mode, CHAT_PLACEHOLDER};
+pub use files::TelegramFiles;
 pub use webhook::{TelegramWebhook, SECRET_HEADER};
 
 /// The origin of source `name`'s messages.
@@ -378,7 +380,7 @@ impl Inner {
             };
             return Some(TakenUpdate::Request(request));
         }
-        let (message_type, content, payload) = self.content_of(&message).await?;
+        let (message_type, content, attachments) = self.content_of(&message)?;
         let inbound = InboundMessage {
             session,
             origin: origin.to_string(),
@@ -390,7 +392,10 @@ impl Inner {
             actor_id: sender.map(|s| s.to_string()),
             actor_name: message.from.as_ref().map(User::name),
             actor_avatar_url: None,
-            payload,
+            payload: None,
+            attachments,
+            album: message.media_group_id.clone(),
+            prompt: None,
             route_by_chat: true,
         };
         let reply_to = message.reply_to_message.as_ref().map(|r| r.message_id.to_string());
@@ -504,90 +509,60 @@ impl Inner {
             || self.config.allowed_chats.contains(&chat)
     }
 
-    /// The row's type, text and payload: a text as it is; a voice note or file as its caption
-    /// and a line saying what is attached (its local path once downloaded), the `file_id` and
-    /// details in the payload. `None` for what an agent cannot use (stickers, locations...).
-    async fn content_of(&self, m: &Message) -> Option<(MessageType, String, Option<Value>)> {
+    /// The row's type, its text (or caption) and its files, as they arrived: what each file is
+    /// (its `file_id`, name, size, type), fetched later by the node that delivers it. A file
+    /// over the bot download limit, or a kind relayq does not take (a sticker, a location...),
+    /// is a file not fetched, saying why. `None` for a message with nothing in it for an agent
+    /// (a member joined, a pin).
+    fn content_of(&self, m: &Message) -> Option<(MessageType, String, Vec<Attachment>)> {
         if let Some(text) = &m.text {
-            return Some((MessageType::Text, text.clone(), None));
+            return Some((MessageType::Text, text.clone(), Vec::new()));
         }
-        let (kind, file, name, what) = if let Some(voice) = &m.voice {
-            let what = format!("voice message, {} s", voice.duration.unwrap_or(0));
-            (MessageType::Voice, voice, "voice.oga".to_string(), what)
+        let file = |kind: FileKind, f: &FileRef, name: Option<&String>| {
+            let mut a = Attachment::new(kind, f.file_id.clone());
+            a.name = name.cloned();
+            a.size = f.file_size;
+            a.mime = f.mime_type.clone();
+            a.duration = f.duration;
+            a.message = Some(m.message_id.to_string());
+            let limit = self.config.max_download_bytes;
+            if let Some(size) = f.file_size.filter(|size| *size > limit) {
+                a.skipped = Some(format!(
+                    "it is {}, over the {} a bot may download from Telegram",
+                    human_size(size),
+                    human_size(limit)
+                ));
+            }
+            a
+        };
+        let attachment = if let Some(voice) = &m.voice {
+            file(FileKind::Voice, voice, None)
+        } else if let Some(audio) = &m.audio {
+            file(FileKind::Audio, &audio.file, audio.file_name.as_ref())
         } else if let Some(doc) = &m.document {
-            let name = doc.file_name.clone().unwrap_or_else(|| "document".into());
-            let what = format!("file {name}");
-            (MessageType::File, &doc.file, name, what)
+            file(FileKind::Document, &doc.file, doc.file_name.as_ref())
         } else if let Some(photo) = m.photo.as_ref().and_then(|sizes| sizes.last()) {
-            (MessageType::File, photo, "photo.jpg".into(), "photo".into())
+            file(FileKind::Photo, photo, None)
+        } else if let Some(video) = &m.video {
+            file(FileKind::Video, &video.file, video.file_name.as_ref())
+        } else if let Some(note) = &m.video_note {
+            file(FileKind::VideoNote, note, None)
+        } else if let Some(animation) = &m.animation {
+            file(FileKind::Animation, &animation.file, animation.file_name.as_ref())
+        } else if let Some(kind) = NOT_TAKEN.iter().find(|k| m.other.contains_key(**k)) {
+            let mut a = Attachment::not_fetched(FileKind::Other, format!("relayq does not take {kind}s"));
+            a.name = Some(kind.replace('_', " "));
+            a.message = Some(m.message_id.to_string());
+            a
         } else {
-            tracing::info!(chat = m.chat.id, message = m.message_id, "skipping a message with nothing an agent can read (a sticker, a location...)");
+            tracing::info!(chat = m.chat.id, message = m.message_id, "skipping a message with nothing in it for an agent (a member joined, a pin...)");
             return None;
         };
-        let mut payload = json!({
-            "file_id": file.file_id,
-            "file_unique_id": file.file_unique_id,
-            "file_name": name,
-        });
-        for (key, value) in [
-            ("mime_type", json!(file.mime_type)),
-            ("file_size", json!(file.file_size)),
-            ("duration", json!(file.duration)),
-        ] {
-            if !value.is_null() {
-                payload[key] = value;
-            }
-        }
-        let attached = match self.download(m, file, &name).await {
-            Some(Ok(path)) => {
-                payload["path"] = json!(path.display().to_string());
-                format!("[{what}: {}]", path.display())
-            }
-            Some(Err(error)) => {
-                tracing::warn!(chat = m.chat.id, message = m.message_id, error, "could not download the attachment; the message carries its file_id");
-                payload["download_error"] = json!(error);
-                format!("[{what}, not downloaded: {error}]")
-            }
-            None => format!("[{what}, Telegram file_id {}]", file.file_id),
+        let kind = match attachment.kind {
+            FileKind::Voice => MessageType::Voice,
+            _ => MessageType::File,
         };
-        let content = match m.caption.as_deref() {
-            Some(caption) if !caption.is_empty() => format!("{caption}\n{attached}"),
-            _ => attached,
-        };
-        Some((kind, content, Some(payload)))
-    }
-
-    /// Downloads the file into `download_dir`, if one is set: `getFile`, then the file.
-    async fn download(&self, m: &Message, file: &FileRef, name: &str) -> Option<Result<PathBuf, String>> {
-        let dir = self.config.download_dir.as_ref()?;
-        Some(self.fetch_file(dir, m, file, name).await)
-    }
-
-    async fn fetch_file(&self, dir: &Path, m: &Message, file: &FileRef, name: &str) -> Result<PathBuf, String> {
-        let limit = self.config.max_download_bytes;
-        if file.file_size.is_some_and(|size| size > limit) {
-            return Err(format!("{} bytes, over max_download_bytes ({limit})", file.file_size.unwrap_or(0)));
-        }
-        let reply = self
-            .call(&self.short, "getFile", &json!({"file_id": file.file_id}))
-            .await?;
-        let found = answered(&reply).map_err(|r| r.to_string())?;
-        let Some(remote) = found["file_path"].as_str() else {
-            return Err("getFile gave no file_path".into());
-        };
-        let url = self
-            .files
-            .join(remote.trim_start_matches('/'))
-            .map_err(|e| format!("bad file_path: {e}"))?;
-        let bytes = self.short.download(url, limit).await?;
-        let path = dir.join(format!("{}_{}_{}", m.chat.id, m.message_id, safe_file_name(name)));
-        // Off the actix thread: writing up to max_download_bytes blocks.
-        let (folder, target) = (dir.to_path_buf(), path.clone());
-        tokio::task::spawn_blocking(move || write_file(&folder, &target, &bytes))
-            .await
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(path)
+        Some((kind, m.caption.clone().unwrap_or_default(), vec![attachment]))
     }
 
     /// `sendChatAction typing`: the chat sees the agent has its message. Failures are only
@@ -685,36 +660,6 @@ fn answered(reply: &Reply) -> Result<Value, Refusal> {
     })
 }
 
-/// `name` kept to letters, digits, `.`, `-` and `_`, never starting with a dot: a file name from
-/// a chat cannot climb out of the download folder or hide.
-fn safe_file_name(name: &str) -> String {
-    let kept: String = name
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
-            _ => '_',
-        })
-        .take(100)
-        .collect();
-    match kept.trim_start_matches('.') {
-        "" => "file".into(),
-        rest => rest.to_string(),
-    }
-}
-
-/// Writes `bytes` to `path` whole or not at all (a temporary file renamed; blocking), making `dir`
-/// (mode 0700: the files are the user's messages) if needed.
-fn write_file(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let partial = path.with_extension("partial");
-    std::fs::write(&partial, bytes)?;
-    std::fs::rename(&partial, path)
-}
-
 /// The parts of a Telegram `Message` relayq reads.
 #[derive(Debug, Deserialize)]
 struct Message {
@@ -739,7 +684,27 @@ struct Message {
     document: Option<Document>,
     #[serde(default)]
     photo: Option<Vec<FileRef>>,
+    #[serde(default)]
+    audio: Option<Document>,
+    #[serde(default)]
+    video: Option<Document>,
+    #[serde(default)]
+    video_note: Option<FileRef>,
+    #[serde(default)]
+    animation: Option<Document>,
+    /// An album's messages share it.
+    #[serde(default)]
+    media_group_id: Option<String>,
+    /// The rest: what kind of thing it is, when it is one relayq does not take.
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
 }
+
+/// What a message may be that relayq does not pass on as a file, named in the line the agent
+/// and the chat get instead.
+const NOT_TAKEN: [&str; 9] = [
+    "sticker", "location", "contact", "poll", "venue", "dice", "game", "story", "paid_media",
+];
 
 #[derive(Debug, Deserialize)]
 struct Replied {
@@ -803,12 +768,11 @@ struct Chat {
     is_forum: bool,
 }
 
-/// A voice note, a photo size or a document's file.
+/// A file: a voice note, a photo size, a video note, or the file of a document, audio, video
+/// or animation.
 #[derive(Debug, Deserialize)]
 struct FileRef {
     file_id: String,
-    #[serde(default)]
-    file_unique_id: Option<String>,
     #[serde(default)]
     file_size: Option<u64>,
     #[serde(default)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
+use relayq_engine::inbound::attachments::FileKind;
 use crate::pacing::{Pace, Pacer};
 use crate::kit::api::telegram::Telegram;
 use crate::kit::routing::ChatRouting;
@@ -70,15 +71,21 @@ async fn fixture_updates_become_rows_with_their_chat_message_sender_and_file() {
     assert_eq!(text.actor_id.as_deref(), Some("123456789"));
     assert_eq!(text.actor_name.as_deref(), Some("@alice_dev"));
 
+    // Files are written down as they arrived, to be fetched by the node that delivers them.
     assert_eq!(voice.message_type, MessageType::Voice);
     let file_id = "AwACAgIAAxkBAAIQxGZfakeVoiceFileId0123456789abcdEF";
-    assert_eq!(voice.payload.as_ref().unwrap()["file_id"], file_id);
-    assert!(voice.content.contains(file_id), "{}", voice.content);
+    let [heard] = &voice.attachments[..] else { panic!("{voice:?}") };
+    assert_eq!((heard.kind, heard.handle.as_str()), (FileKind::Voice, file_id));
+    assert!(heard.duration.is_some() && heard.skipped.is_none(), "{heard:?}");
+    assert_eq!(voice.prompt, None, "made once the file is fetched");
 
     assert_eq!(document.session, "tg-1001987654321", "a group from the template");
     assert_eq!(document.message_type, MessageType::File);
-    assert!(document.content.starts_with("log from the failing CI run\n[file build.log"));
-    assert_eq!(document.payload.as_ref().unwrap()["mime_type"], "text/plain");
+    assert_eq!(document.content, "log from the failing CI run", "the caption");
+    let [log] = &document.attachments[..] else { panic!("{document:?}") };
+    assert_eq!(log.kind, FileKind::Document);
+    assert_eq!(log.name.as_deref(), Some("build.log"));
+    assert_eq!(log.mime.as_deref(), Some("text/plain"));
 
     assert_eq!(batch.offset, "700000003", "the last update_id + 1");
     // The next poll from that offset confirms them: Telegram forgets them, nothing comes twice.
@@ -126,33 +133,46 @@ async fn a_chat_that_feeds_no_static_session_is_routed_by_its_own_sessions_in_th
 }
 
 #[actix_rt::test]
-async fn forum_topics_are_kept_as_the_thread_and_attachments_are_downloaded_safely() {
+async fn forum_topics_are_kept_as_the_thread_and_each_kind_of_file_is_written_down() {
     let fake = FakeTelegram::start(TOKEN);
-    let dir = tempfile::tempdir().unwrap();
-    fake.add_file("doc-1", "documents/file_7.log", b"the log");
-    fake.push_message(json!({
-        "message_id": 9, "message_thread_id": 77, "is_topic_message": true,
-        "from": {"id": ALICE, "is_bot": false, "first_name": "Alice"},
-        "chat": {"id": GROUP, "type": "supergroup", "is_forum": true},
-        "date": 1767225600,
-        "document": {"file_id": "doc-1", "file_unique_id": "u1", "file_name": "../../.bashrc", "file_size": 7},
-    }));
-    let mut source = started(Config {
-        download_dir: Some(dir.path().join("downloads")),
-        ..config(&fake)
-    });
+    let from = json!({"id": ALICE, "is_bot": false, "first_name": "Alice"});
+    let chat = json!({"id": GROUP, "type": "supergroup", "is_forum": true});
+    let message = |id: i64, extra: Value| {
+        let mut m = json!({"message_id": id, "message_thread_id": 77, "is_topic_message": true,
+            "from": from, "chat": chat, "date": 1767225600});
+        m.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        m
+    };
+    let big = 25 * 1024 * 1024;
+    for (id, extra) in [
+        (9, json!({"document": {"file_id": "doc-1", "file_unique_id": "u1", "file_name": "../../.bashrc", "file_size": 7}})),
+        (10, json!({"document": {"file_id": "doc-2", "file_unique_id": "u2", "file_name": "dump.bin", "file_size": big}})),
+        (11, json!({"sticker": {"file_id": "st-1", "file_unique_id": "u3", "type": "regular", "width": 512, "height": 512, "is_animated": false, "is_video": false}})),
+        (12, json!({"video_note": {"file_id": "vn-1", "file_unique_id": "u4", "length": 240, "duration": 5}})),
+        (13, json!({"photo": [{"file_id": "small", "file_unique_id": "u5", "width": 90, "height": 90},
+                              {"file_id": "large", "file_unique_id": "u6", "width": 1280, "height": 1280}],
+                    "media_group_id": "album-1", "caption": "look"})),
+        (14, json!({"new_chat_title": "renamed"})),
+    ] {
+        fake.push_message(message(id, extra));
+    }
+    let mut source = started(config(&fake));
     let batch = fetch(&mut source, None).await.unwrap();
     let m = &batch.messages[0];
     assert_eq!(m.source_thread_id.as_deref(), Some("77"));
     assert_eq!(m.actor_name.as_deref(), Some("Alice"), "no username: the first name");
-    let path = PathBuf::from(m.payload.as_ref().unwrap()["path"].as_str().unwrap());
-    assert_eq!(
-        path,
-        dir.path().join(format!("downloads/{GROUP}_9__.._.bashrc")),
-        "the name cannot climb out of the folder"
-    );
-    assert_eq!(std::fs::read(&path).unwrap(), b"the log");
-    assert!(m.content.contains(&path.display().to_string()), "{}", m.content);
+    assert_eq!(m.attachments[0].name.as_deref(), Some("../../.bashrc"), "kept as sent; made safe when written");
+    assert_eq!(m.attachments[0].message.as_deref(), Some("9"));
+
+    let skipped: Vec<_> = batch.messages.iter().map(|m| m.attachments[0].skipped.clone()).collect();
+    assert_eq!(skipped[1].as_deref(), Some("it is 25.0 MB, over the 20.0 MB a bot may download from Telegram"));
+    assert_eq!(skipped[2].as_deref(), Some("relayq does not take stickers"));
+    assert_eq!(batch.messages[2].attachments[0].kind, FileKind::Other);
+    assert_eq!(batch.messages[3].attachments[0].kind, FileKind::VideoNote);
+    let photo = &batch.messages[4];
+    assert_eq!(photo.attachments[0].handle, "large", "the largest size");
+    assert_eq!((photo.album.as_deref(), photo.content.as_str()), (Some("album-1"), "look"));
+    assert_eq!(batch.messages.len(), 5, "a service message has nothing for an agent");
 }
 
 #[actix_rt::test]

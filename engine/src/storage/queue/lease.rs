@@ -32,6 +32,12 @@ const EXTEND_SQL: Sql = Sql::same(
                  WHERE id = :id AND state = 'leased' AND lease_token = :token",
 );
 
+/// A leased row's message, rewritten by its lease's holder (its files fetched: the prompt).
+const REWRITE_LEASED_SQL: Sql = Sql::same(
+    "UPDATE queue_rows SET payload = :payload
+                 WHERE id = :id AND state = 'leased' AND lease_token = :token",
+);
+
 /// Pushes out this owner's other leases on a key (rows waiting behind a delivery).
 const EXTEND_KEY_SQL: Sql = Sql::same(
     "UPDATE queue_rows SET lease_expires_at = :expires
@@ -959,6 +965,19 @@ impl Queue {
         Ok(tx.exec(&EXTEND_HELD_SQL, params)? == 1)
     }
 
+    /// Rewrites leased row `id`'s payload, fenced by its lease `token`: `false` when the lease
+    /// is no longer this one (another node took the row), and nothing is written.
+    pub fn rewrite_leased_in(
+        &self,
+        tx: &Tx<'_>,
+        id: i64,
+        token: i64,
+        payload: &str,
+    ) -> Result<bool> {
+        let params = params![":id" => id, ":token" => token, ":payload" => payload];
+        Ok(tx.exec(&REWRITE_LEASED_SQL, params)? == 1)
+    }
+
     /// Pushes out the expiry of every lease this process holds on `key` (a session worker's
     /// leased rows that wait behind the one being delivered).
     pub fn extend_key_in(&self, tx: &Tx<'_>, key: &str) -> Result<usize> {
@@ -1060,6 +1079,7 @@ pub(super) const STATEMENTS: &[Sql] = &[
     BURY_EXHAUSTED_SQL,
     EXPIRE_TOO_OLD_SQL,
     EXTEND_SQL,
+    REWRITE_LEASED_SQL,
     EXTEND_KEY_SQL,
     EXTEND_OWN_SQL,
     DEFER_SQL,

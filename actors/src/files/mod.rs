@@ -1,0 +1,95 @@
+//! Files both ways. In: a chat message's files are written down with its row as what arrived
+//! (see `relayq_engine::inbound::attachments`); the node that delivers the message fetches
+//! them into its session's project before it is pasted ([`prepare`]):
+//!
+//! ```text
+//!   SessionActor leases a row with files ─▶ prepare: each file ─▶ FileFetcher (its source's
+//!        platform, retried) ─▶ <project>/.relayq/inbox/<row>/NN-name (whole or not at all)
+//!        ─▶ PrepareInbound: the prompt kept in the row, the chat told what it should know
+//!        ─▶ pasted like any message (a crash after this pastes the same prompt, fetches nothing)
+//! ```
+
+pub mod inbox;
+pub mod prepare;
+mod settings;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+pub use crate::kit::http::DownloadFailed;
+pub use settings::FileSettings;
+
+/// A fetch of one file under way.
+pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<u64, DownloadFailed>> + 'a>>;
+
+/// How a platform's files are fetched, made from its source's settings on every node (the
+/// node that delivers a message may not be the one that read it).
+pub trait FileFetcher: Send + Sync + 'static {
+    /// Streams the file the platform calls `handle` into `out`, at most `limit` bytes, within
+    /// `within`; answers the bytes written.
+    fn fetch<'a>(
+        &'a self,
+        handle: &'a str,
+        limit: u64,
+        within: std::time::Duration,
+        out: &'a mut tokio::fs::File,
+    ) -> Fetching<'a>;
+}
+
+/// A source's fetcher, by the origin its messages carry (`telegram:NAME`).
+#[derive(Clone)]
+pub struct FileSource {
+    pub origin: String,
+    pub fetcher: Arc<dyn FileFetcher>,
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the delivering node fetches files with: the sources' fetchers and the settings,
+/// replaced whole when the config is reloaded.
+#[derive(Clone, Default)]
+pub struct Files {
+    current: Arc<RwLock<Arc<FilesNow>>>,
+}
+
+/// The fetchers and settings in force.
+#[derive(Default)]
+pub struct FilesNow {
+    pub settings: FileSettings,
+    /// Where a session's files go when its directory is not known (beside the database).
+    pub fallback: PathBuf,
+    pub fetchers: HashMap<String, Arc<dyn FileFetcher>>,
+}
+
+impl Files {
+    pub fn new(settings: FileSettings, fallback: PathBuf, sources: Vec<FileSource>) -> Self {
+        let files = Files::default();
+        files.replace(settings, fallback, sources);
+        files
+    }
+
+    /// The config was reloaded: what comes next is fetched with these.
+    pub fn replace(&self, settings: FileSettings, fallback: PathBuf, sources: Vec<FileSource>) {
+        let fetchers = sources.into_iter().map(|s| (s.origin, s.fetcher)).collect();
+        let now = FilesNow {
+            settings,
+            fallback,
+            fetchers,
+        };
+        *self.current.write().expect("files lock") = Arc::new(now);
+    }
+
+    /// What is in force now.
+    pub fn now(&self) -> Arc<FilesNow> {
+        self.current.read().expect("files lock").clone()
+    }
+}

@@ -1,0 +1,147 @@
+//! Files both ways, from outside: a chat's photos, documents and voice notes reach the agent as
+//! files in its project it can open (fetched by the node that delivers them, with retries), and
+//! what relayq does not attach is a line saying why, never silence.
+
+use std::time::Duration;
+
+use relayq_actors::sources::telegram::fake::FakeTelegram;
+use serde_json::{json, Value};
+
+use crate::agents::{agent_config, FakeAgent};
+use crate::common::*;
+
+const TOKEN: &str = "123:files";
+
+/// A Telegram chat talking to a fake Claude Code in tmux, its project the app's directory.
+struct Chat {
+    fake: FakeTelegram,
+    app: App,
+    agent: FakeAgent,
+    daemon: Option<Daemon>,
+}
+
+impl Chat {
+    fn start(name: &str) -> Chat {
+        let fake = FakeTelegram::start(TOKEN);
+        let tmux = Tmux::new(name);
+        let config = agent_config(&tmux, &[]).telegram_source(
+            &fake.url,
+            &format!("token = {TOKEN:?}"),
+            &[ALICE],
+            &[(ALICE, "agent")],
+            &[],
+        );
+        let app = App::new(config);
+        let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+        let daemon = Some(app.serve());
+        Chat {
+            fake,
+            app,
+            agent,
+            daemon,
+        }
+    }
+
+    /// The prompts the agent's turns began with, in order.
+    fn prompts(&self) -> Vec<String> {
+        self.agent.entries("turn_start")
+    }
+
+    fn wait_prompts(&self, n: usize) -> Vec<String> {
+        self.agent
+            .wait_log(&format!("{n} prompts"), |_| self.prompts().len() >= n);
+        self.prompts()
+    }
+
+    /// What Alice's chat was sent, as text.
+    fn said(&self) -> Vec<String> {
+        self.fake.texts_to(ALICE)
+    }
+}
+
+/// A photo as Telegram sends it: its sizes, the largest last.
+fn photo(id: &str) -> Value {
+    json!([{"file_id": format!("{id}-small"), "file_unique_id": format!("{id}s"), "width": 90, "height": 90},
+           {"file_id": id, "file_unique_id": id, "width": 1280, "height": 960}])
+}
+
+/// The path a prompt's line gives for its `n`th file.
+fn path_in(prompt: &str, name: &str) -> std::path::PathBuf {
+    let line = prompt
+        .lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no line names {name}: {prompt}"));
+    let path = line.rsplit_once(": ").unwrap().1.trim_end_matches(']');
+    path.into()
+}
+
+#[test]
+fn a_photo_reaches_the_agent_as_a_file_in_its_project_with_its_caption() {
+    let chat = Chat::start("files-photo");
+    let jpeg = [&[0xFF, 0xD8, 0xFF, 0xE0][..], &[7u8; 4000]].concat();
+    chat.fake.add_file("shot", "photos/file_1.jpg", &jpeg);
+    chat.fake.push_media(
+        ALICE,
+        json!({"photo": photo("shot"), "caption": "what is wrong here?"}),
+    );
+    let prompts = chat.wait_prompts(1);
+    let prompt = &prompts[0];
+    assert!(
+        prompt.starts_with("what is wrong here?\n[photo (4 KB): "),
+        "{prompt}"
+    );
+    let path = path_in(prompt, "photo");
+    assert!(
+        path.starts_with(chat.app.dir.path().join(".relayq/inbox")),
+        "in the agent's project: {}",
+        path.display()
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), jpeg, "the whole file");
+    chat.daemon.unwrap().stop();
+}
+
+#[test]
+fn a_file_relayq_cannot_fetch_or_take_is_a_line_for_the_agent_and_the_chat_is_told() {
+    let chat = Chat::start("files-refused");
+    let big = 25 * 1024 * 1024;
+    chat.fake.push_media(
+        ALICE,
+        json!({"document": {"file_id": "dump", "file_unique_id": "d1", "file_name": "dump.bin", "file_size": big}}),
+    );
+    chat.fake.push_media(
+        ALICE,
+        json!({"sticker": {"file_id": "st", "file_unique_id": "s1", "type": "regular", "width": 512, "height": 512, "is_animated": false, "is_video": false}}),
+    );
+    // getFile does not know this one: refused, not tried again and again.
+    chat.fake.push_media(
+        ALICE,
+        json!({"document": {"file_id": "gone", "file_unique_id": "g1", "file_name": "notes.txt", "file_size": 10}, "caption": "see notes"}),
+    );
+    let prompts = chat.wait_prompts(3);
+    assert_eq!(
+        prompts[0],
+        "[file dump.bin (25.0 MB), not attached: it is 25.0 MB, over the 20.0 MB a bot may download from Telegram]"
+    );
+    assert_eq!(
+        prompts[1],
+        "[sticker, not attached: relayq does not take stickers]"
+    );
+    assert!(
+        prompts[2].starts_with("see notes\n[file notes.txt (10 B), not attached: getFile: Telegram 400: Bad Request: invalid file_id"),
+        "{}",
+        prompts[2]
+    );
+    wait_until("the chat is told of each", Duration::from_secs(20), || {
+        chat.said()
+            .iter()
+            .filter(|t| t.contains("not everything you sent reached the agent"))
+            .count()
+            == 3
+    });
+    let told = chat.said().join("\n");
+    assert!(
+        told.contains("dump.bin (25.0 MB): not attached, it is 25.0 MB"),
+        "{told}"
+    );
+    chat.daemon.unwrap().stop();
+}
