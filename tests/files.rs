@@ -34,6 +34,20 @@ impl Chat {
         let app = App::new(config);
         let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
         let daemon = Some(app.serve());
+        // Its files go where its hooks say it works, once they said it.
+        wait_until(
+            "the agent's directory known",
+            Duration::from_secs(20),
+            || {
+                let listed: Value =
+                    serde_json::from_str(&app.ok(&["session", "list", "--json"])).unwrap();
+                listed
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["cwd"].is_string())
+            },
+        );
         Chat {
             fake,
             app,
@@ -143,5 +157,48 @@ fn a_file_relayq_cannot_fetch_or_take_is_a_line_for_the_agent_and_the_chat_is_to
         told.contains("dump.bin (25.0 MB): not attached, it is 25.0 MB"),
         "{told}"
     );
+    chat.daemon.unwrap().stop();
+}
+
+#[test]
+fn an_album_of_ten_photos_is_one_prompt_with_its_files_in_the_albums_order() {
+    let chat = Chat::start("files-album");
+    let mut sent = Vec::new();
+    for n in 1..=10u8 {
+        let id = format!("p{n}");
+        let bytes = [&[0xFF, 0xD8, 0xFF, 0xE0][..], &vec![n; 1000 * n as usize]].concat();
+        chat.fake
+            .add_file(&id, &format!("photos/file_{n}.jpg"), &bytes);
+        let mut media = json!({"photo": photo(&id), "media_group_id": "13579"});
+        if n == 1 {
+            media["caption"] = "the ten screens".into();
+        }
+        chat.fake.push_media(ALICE, media);
+        sent.push(bytes);
+        // Half now, half in the next poll: the album still waits for the rest.
+        if n == 5 {
+            std::thread::sleep(Duration::from_millis(400));
+        }
+    }
+    chat.fake.push_text(ALICE, ALICE, "and this is after");
+    let prompts = chat.wait_prompts(2);
+    let album = &prompts[0];
+    assert!(album.starts_with("the ten screens\n"), "{album}");
+    let paths: Vec<std::path::PathBuf> = album
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit_once(": ").unwrap().1.trim_end_matches(']').into())
+        .collect();
+    assert_eq!(paths.len(), 10, "{album}");
+    for (n, (path, bytes)) in paths.iter().zip(&sent).enumerate() {
+        assert_eq!(
+            &std::fs::read(path).unwrap(),
+            bytes,
+            "photo {} in its place",
+            n + 1
+        );
+    }
+    assert_eq!(prompts[1], "and this is after", "in order behind the album");
+    assert_eq!(chat.prompts().len(), 2, "one prompt for the album");
     chat.daemon.unwrap().stop();
 }

@@ -181,6 +181,12 @@ impl RecoveryActor {
                 }
                 Err(e) => tracing::error!(error = %e, "prune of reactions failed"),
             }
+            let forgotten = store
+                .apply_alone(relayq_engine::inbound::writes::ForgetAlbumParts)
+                .await;
+            if let Err(e) = forgotten {
+                tracing::error!(error = %e, "prune of album messages failed");
+            }
         };
         ctx.spawn(work.into_actor(self));
     }

@@ -117,6 +117,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         // Files come from chat sources, which describe them; a caller gives text.
         attachments: Vec::new(),
         album: None,
+        album_quiet: std::time::Duration::ZERO,
         prompt: None,
         route_by_chat: false,
     };

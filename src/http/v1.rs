@@ -98,6 +98,7 @@ pub(super) async fn enqueue_inbound(api: web::Data<Api>, Body(r): Body<InboundRe
         // Files come from chat sources, which describe them; a caller gives text.
         attachments: Vec::new(),
         album: None,
+        album_quiet: std::time::Duration::ZERO,
         prompt: None,
         route_by_chat: false,
     };

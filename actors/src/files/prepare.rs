@@ -36,7 +36,18 @@ pub async fn prepare_leased(
         .await;
     let dir = match known {
         Ok(Some(cwd)) => std::path::PathBuf::from(cwd),
-        Ok(None) => now.fallback.clone(),
+        // Not yet said by its hooks: the node's own folder, made as needed (private).
+        Ok(None) => {
+            use std::os::unix::fs::DirBuilderExt;
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&now.fallback);
+            if let Err(e) = made {
+                tracing::warn!(dir = %now.fallback.display(), error = %e, "cannot make the folder for files of sessions whose directory is not known");
+            }
+            now.fallback.clone()
+        }
         Err(e) => return Err(retry(format!("cannot read the session's directory: {e}"))),
     };
     let work = prepare(&now, &dir, lease.id, message);

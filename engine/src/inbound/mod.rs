@@ -1,6 +1,7 @@
 //! The inbound flow's message: what a chat adapter hands in for an agent session
 //! (inbound-queue spec), how it is checked, and how it maps onto a queue row.
 
+pub mod albums;
 pub mod attachments;
 pub mod sources;
 pub mod trouble;
@@ -82,7 +83,10 @@ pub fn enqueue_routed_in(
 ) -> Result<(InboundMessage, Enqueued)> {
     let (routed, found) = routed_in(tx, message)?;
     let enqueued = match found {
-        true => enqueue_in(queue, tx, &routed)?,
+        true => match albums::enqueue_in(queue, tx, &routed)? {
+            Some(enqueued) => enqueued,
+            None => enqueue_in(queue, tx, &routed)?,
+        },
         false => queue.enqueue_expired_in(tx, &routed.to_row(), NO_SESSION)?,
     };
     Ok((routed, enqueued))
@@ -178,6 +182,9 @@ pub struct InboundMessage {
     /// within its quiet period become one row, one prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub album: Option<String>,
+    /// How long an album's row waits for its next message (its source's `album_quiet`).
+    #[serde(skip)]
+    pub album_quiet: std::time::Duration,
     /// What the agent is given, once the attachments are fetched: the caption and a line per
     /// file (see [`attachments::prompt`]). Written before it is pasted, so a paste after a
     /// crash is the same text and the agent's echo of it confirms it.
@@ -206,6 +213,7 @@ impl InboundMessage {
             payload: None,
             attachments: Vec::new(),
             album: None,
+            album_quiet: std::time::Duration::ZERO,
             prompt: None,
             route_by_chat: false,
         }

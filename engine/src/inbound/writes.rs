@@ -201,6 +201,26 @@ impl Write for PrepareInbound {
     }
 }
 
+/// Forgets which album messages joined which rows, a day after: an album's messages come
+/// within seconds of each other, and a platform repeats one within hours at most.
+#[derive(Debug, Clone)]
+pub struct ForgetAlbumParts;
+
+/// How long an album's message is remembered.
+pub const ALBUM_PARTS_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+impl Write for ForgetAlbumParts {
+    type Output = usize;
+
+    fn atomicity(&self) -> Atomicity {
+        Atomicity::OneStatement
+    }
+
+    fn apply(&self, w: &Writer<'_>) -> Result<usize> {
+        crate::storage::albums::prune_in(w.tx(), w.now() - ALBUM_PARTS_KEPT_MS)
+    }
+}
+
 /// What a message's chat hears as it is written (dropped, or waiting behind a question), in the
 /// same transaction.
 fn tell_on_arrival(

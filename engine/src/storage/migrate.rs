@@ -2,8 +2,8 @@
 //! that holds what the daemon must not forget — the rows with their states, attempts, leases
 //! and ids, the sessions and their origins, the sources' offsets, the operator's pauses, the
 //! channels' penalties, the approvals, the sessions started from chats with their commands and
-//! the chats' current sessions, the chats' progress settings and the reactions their messages
-//! should show — copied in one PostgreSQL transaction. The nodes' own tables
+//! the chats' current sessions, the chats' progress settings, the reactions their messages
+//! should show and the albums' messages joined to rows — copied in one PostgreSQL transaction. The nodes' own tables
 //! (nodes, source leases, budgets, the projects each publishes) are not copied: the daemons
 //! write them afresh.
 //!
@@ -33,6 +33,7 @@ pub const TABLES: &[&str] = &[
     "chat_current",
     "chat_settings",
     "reactions",
+    "album_parts",
 ];
 
 /// What one table's copy did.

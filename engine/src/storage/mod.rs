@@ -28,6 +28,7 @@ macro_rules! from_columns {
     };
 }
 
+pub mod albums;
 pub mod approvals;
 pub mod budgets;
 pub mod chat_sessions;

@@ -245,6 +245,7 @@ impl SlackReader {
             payload: None,
             attachments,
             album: None,
+            album_quiet: std::time::Duration::ZERO,
             prompt: None,
             route_by_chat: true,
         })

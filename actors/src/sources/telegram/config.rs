@@ -41,6 +41,10 @@ pub struct Config {
     /// Larger files are not fetched, and the chat is told (the Bot API serves at most 20 MB).
     #[serde(default = "default_max_download_bytes")]
     pub max_download_bytes: u64,
+    /// An album's messages (several photos sent at once) that come within this of each other
+    /// become one prompt; its row waits this long after the last one.
+    #[serde(default = "default_album_quiet", with = "humantime_serde")]
+    pub album_quiet: Duration,
     /// Show "typing…" in the chat once its message is queued, where the source shows no
     /// progress (`progress = "off"`); otherwise 👀 says the agent took it, and the typing
     /// call would take the chat's budget from that reaction.
@@ -76,6 +80,9 @@ fn api_url() -> String {
 }
 fn default_poll_timeout() -> Duration {
     Duration::from_secs(30)
+}
+fn default_album_quiet() -> Duration {
+    Duration::from_secs(1)
 }
 fn default_max_download_bytes() -> u64 {
     BOT_DOWNLOAD_LIMIT
@@ -135,6 +142,7 @@ impl Config {
             poll_timeout: default_poll_timeout(),
             download_dir: None,
             max_download_bytes: default_max_download_bytes(),
+            album_quiet: default_album_quiet(),
             typing: true,
             mode: Mode::Poll,
             webhook_secret: WebhookSecretSetting::default(),
@@ -200,6 +208,12 @@ impl SourceKind for Config {
                     "is {}: give 1 to {BOT_DOWNLOAD_LIMIT} (the most the Bot API lets a bot download)",
                     self.max_download_bytes
                 ),
+            ));
+        }
+        if self.album_quiet > Duration::from_secs(10) {
+            return Err(SettingError::new(
+                "album_quiet",
+                "must be from 0s to 10s: an album's messages come within a second of each other",
             ));
         }
         if self.download_dir.is_some() {

@@ -395,6 +395,7 @@ impl Inner {
             payload: None,
             attachments,
             album: message.media_group_id.clone(),
+            album_quiet: self.config.album_quiet,
             prompt: None,
             route_by_chat: true,
         };

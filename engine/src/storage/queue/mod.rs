@@ -318,6 +318,7 @@ mod tests {
             crate::storage::source_leases::STATEMENTS,
             crate::storage::budgets::STATEMENTS,
             crate::storage::progress::STATEMENTS,
+            crate::storage::albums::STATEMENTS,
         ]
         .concat()
     }
