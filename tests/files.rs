@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use relayq_actors::files::fake_transcriber::{FakeTranscriber, Hears};
 use relayq_actors::sources::telegram::fake::FakeTelegram;
 use serde_json::{json, Value};
 
@@ -22,6 +23,11 @@ struct Chat {
 
 impl Chat {
     fn start(name: &str) -> Chat {
+        Chat::start_with(name, &[], |config| config)
+    }
+
+    /// [`Chat::start`] with `more` added to the config, the daemon's environment `env`.
+    fn start_with(name: &str, env: &[(&str, &str)], more: impl FnOnce(Config) -> Config) -> Chat {
         let fake = FakeTelegram::start(TOKEN);
         let tmux = Tmux::new(name);
         let config = agent_config(&tmux, &[]).telegram_source(
@@ -31,9 +37,9 @@ impl Chat {
             &[(ALICE, "agent")],
             &[],
         );
-        let app = App::new(config);
+        let app = App::new(more(config));
         let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
-        let daemon = Some(app.serve());
+        let daemon = Some(app.serve_with_env(env));
         // Its files go where its hooks say it works, once they said it.
         wait_until(
             "the agent's directory known",
@@ -200,5 +206,100 @@ fn an_album_of_ten_photos_is_one_prompt_with_its_files_in_the_albums_order() {
     }
     assert_eq!(prompts[1], "and this is after", "in order behind the album");
     assert_eq!(chat.prompts().len(), 2, "one prompt for the album");
+    chat.daemon.unwrap().stop();
+}
+
+/// A voice note as Telegram sends it, its recording served by the fake.
+fn voice(chat: &Chat, id: &str, seconds: u64) -> Vec<u8> {
+    let ogg = [&b"OggS"[..], &vec![1u8; 3000]].concat();
+    chat.fake.add_file(id, &format!("voice/{id}.oga"), &ogg);
+    chat.fake.push_media(
+        ALICE,
+        json!({"voice": {"file_id": id, "file_unique_id": id, "duration": seconds, "mime_type": "audio/ogg", "file_size": ogg.len()}}),
+    );
+    ogg
+}
+
+#[test]
+fn a_voice_note_reaches_the_agent_as_its_words_and_the_chat_sees_what_was_heard() {
+    let whisper = FakeTranscriber::start("please run the tests again");
+    let url = whisper.url.clone();
+    let env = [("WHISPER_TOKEN", "whisper-secret")];
+    let chat = Chat::start_with("files-voice", &env, |config| {
+        config.table(
+            "transcription",
+            &[
+                format!("url = {url:?}"),
+                "language = \"en\"".into(),
+                "token_env = \"WHISPER_TOKEN\"".into(),
+            ],
+        )
+    });
+    let sent = voice(&chat, "v1", 67);
+    let prompts = chat.wait_prompts(1);
+    assert_eq!(prompts[0], "[voice note, 1:07] please run the tests again");
+    let asked = whisper.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].model.as_deref(), Some("whisper-1"));
+    assert_eq!(asked[0].language.as_deref(), Some("en"));
+    assert_eq!(asked[0].bytes, sent.len(), "the whole recording");
+    assert_eq!(
+        asked[0].authorization.as_deref(),
+        Some("Bearer whisper-secret")
+    );
+    wait_until(
+        "the chat sees what was heard",
+        Duration::from_secs(20),
+        || {
+            chat.said().iter().any(|t| {
+                t.contains("the agent got your voice note as")
+                    && t.contains("please run the tests again")
+            })
+        },
+    );
+    chat.daemon.unwrap().stop();
+}
+
+#[test]
+fn with_the_transcription_server_down_or_hanging_the_agent_gets_the_recording_and_the_chat_is_told_why(
+) {
+    let whisper = FakeTranscriber::start("unused");
+    whisper.set(Hears::Refuses(503));
+    let url = whisper.url.clone();
+    let chat = Chat::start_with("files-voice-down", &[], |config| {
+        config.table(
+            "transcription",
+            &[format!("url = {url:?}"), "timeout = \"2s\"".into()],
+        )
+    });
+    let sent = voice(&chat, "v1", 5);
+    let prompts = chat.wait_prompts(1);
+    assert!(
+        prompts[0].starts_with(
+            "[voice note, 0:05, not transcribed (the transcription server refused: HTTP 503"
+        ),
+        "{}",
+        prompts[0]
+    );
+    let path = path_in(&prompts[0], "voice note");
+    assert_eq!(std::fs::read(&path).unwrap(), sent, "the recording, whole");
+
+    whisper.set(Hears::Hangs(Duration::from_secs(5)));
+    voice(&chat, "v2", 6);
+    let prompts = chat.wait_prompts(2);
+    assert!(
+        prompts[1].starts_with(
+            "[voice note, 0:06, not transcribed (the transcription server did not answer"
+        ),
+        "{}",
+        prompts[1]
+    );
+    wait_until("the chat is told of both", Duration::from_secs(20), || {
+        chat.said()
+            .iter()
+            .filter(|t| t.contains("not transcribed") && t.contains("the agent has the recording"))
+            .count()
+            == 2
+    });
     chat.daemon.unwrap().stop();
 }

@@ -62,10 +62,8 @@ pub struct RelayqConfig {
     /// What each chat source shows while its agents work, by origin (see
     /// [`progress`](crate::progress)).
     pub progress: crate::progress::ProgressSettingsByOrigin,
-    /// Where a message's files go and how they are fetched (see [`files`](crate::files)).
-    pub files: crate::files::FileSettings,
-    /// Each source's fetcher for its files.
-    pub file_sources: Vec<crate::files::FileSource>,
+    /// Where a message's files go, how they are fetched and heard (see [`files`](crate::files)).
+    pub files: crate::files::FilesConfig,
 }
 
 impl RelayqConfig {
@@ -87,7 +85,6 @@ impl RelayqConfig {
             launch: Default::default(),
             progress: Default::default(),
             files: Default::default(),
-            file_sources: Vec::new(),
         }
     }
 
@@ -211,11 +208,7 @@ impl RelayqBuilder {
             channels.clone(),
         )
         .start();
-        let files = crate::files::Files::new(
-            config.files.clone(),
-            config.files_fallback(),
-            config.file_sources.clone(),
-        );
+        let files = crate::files::Files::new(config.files.clone(), config.files_fallback());
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
@@ -424,11 +417,8 @@ impl Relayq {
         for stopped in std::mem::replace(&mut *self.sources.lock().unwrap(), started) {
             stopped.do_send(Stop);
         }
-        self.files.replace(
-            reload.files,
-            self.config.files_fallback(),
-            reload.file_sources,
-        );
+        self.files
+            .replace(reload.files, self.config.files_fallback());
         // The projects: published again for this node, used by the commands from now on.
         self.launcher
             .do_send(crate::launcher::SetLaunchSettings(reload.launch));
@@ -486,9 +476,8 @@ pub struct Reload {
     pub launch: crate::launcher::LaunchSettings,
     /// What each chat source shows while its agents work.
     pub progress: crate::progress::ProgressSettingsByOrigin,
-    /// `[files]`, and each source's fetcher.
-    pub files: crate::files::FileSettings,
-    pub file_sources: Vec<crate::files::FileSource>,
+    /// `[files]`, `[transcription]`, and each source's fetcher.
+    pub files: crate::files::FilesConfig,
 }
 
 /// Starts each source, handing what it reads to the SupervisorActor; its cosmetic calls share

@@ -164,7 +164,6 @@ fn reload(
         launch,
         progress: runtime_config.progress,
         files: runtime_config.files,
-        file_sources: runtime_config.file_sources,
     });
     if let Err(e) = reloaded {
         tracing::error!(error = %e, "SIGHUP: keeping the running configuration");

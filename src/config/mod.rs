@@ -51,6 +51,9 @@ pub struct Config {
     pub projects: BTreeMap<String, relayq_actors::launcher::Project>,
     /// `[files]`: where a chat message's files go, and how they are fetched.
     pub files: relayq_actors::files::FileSettings,
+    /// `[transcription]`: the server that turns voice notes into words; not set: the agent
+    /// gets the recording's path.
+    pub transcription: Option<relayq_actors::files::TranscriptionSettings>,
 }
 
 /// The built-in channels: every session's messages, and the notices, each appended to a
@@ -88,6 +91,7 @@ impl Default for Config {
             approvals: Default::default(),
             projects: BTreeMap::new(),
             files: Default::default(),
+            transcription: None,
         }
     }
 }
@@ -295,6 +299,9 @@ impl Config {
         for project in self.projects.values_mut() {
             project.resolve_paths(base);
         }
+        if let Some(transcription) = &mut self.transcription {
+            transcription.token.resolve_paths(base);
+        }
     }
 
     /// Parses and checks a configuration text; `file` names it in errors.
@@ -445,6 +452,9 @@ impl Config {
         self.node.check().map_err(table("node"))?;
         self.approvals.check().map_err(table("approvals"))?;
         self.files.check().map_err(table("files"))?;
+        if let Some(transcription) = &self.transcription {
+            transcription.check().map_err(table("transcription"))?;
+        }
         self.claimer.check().map_err(table("claimer"))?;
         // Every reference to a channel, checked the one way: it names a [channels.NAME] table.
         let named = |key: &str, channel: &str| match self.channel(channel) {
@@ -609,12 +619,15 @@ impl Config {
             mark_send_started: true,
             launch: Default::default(),
             progress: self.progress_settings(),
-            files: self.files.clone(),
-            file_sources: self
-                .sources
-                .iter()
-                .filter_map(|(name, source)| source.files(name))
-                .collect(),
+            files: relayq_actors::files::FilesConfig {
+                settings: self.files.clone(),
+                sources: self
+                    .sources
+                    .iter()
+                    .filter_map(|(name, source)| source.files(name))
+                    .collect(),
+                transcription: self.transcription.clone(),
+            },
         }
     }
 

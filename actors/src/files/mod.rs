@@ -9,9 +9,12 @@
 //!        ─▶ pasted like any message (a crash after this pastes the same prompt, fetches nothing)
 //! ```
 
+#[cfg(any(test, feature = "test-helpers"))]
+pub mod fake_transcriber;
 pub mod inbox;
 pub mod prepare;
 mod settings;
+pub mod transcribe;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,6 +24,7 @@ use std::sync::{Arc, RwLock};
 
 pub use crate::kit::http::DownloadFailed;
 pub use settings::FileSettings;
+pub use transcribe::{Transcriber, TranscriptionSettings};
 
 /// A fetch of one file under way.
 pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<u64, DownloadFailed>> + 'a>>;
@@ -68,22 +72,48 @@ pub struct FilesNow {
     /// Where a session's files go when its directory is not known (beside the database).
     pub fallback: PathBuf,
     pub fetchers: HashMap<String, Arc<dyn FileFetcher>>,
+    /// Turns voice notes into words, when `[transcription]` is set.
+    pub transcriber: Option<Transcriber>,
+}
+
+/// What [`Files`] is made of, from the config.
+#[derive(Debug, Clone, Default)]
+pub struct FilesConfig {
+    pub settings: FileSettings,
+    /// Each source's fetcher.
+    pub sources: Vec<FileSource>,
+    /// `[transcription]`, if set.
+    pub transcription: Option<TranscriptionSettings>,
 }
 
 impl Files {
-    pub fn new(settings: FileSettings, fallback: PathBuf, sources: Vec<FileSource>) -> Self {
+    pub fn new(config: FilesConfig, fallback: PathBuf) -> Self {
         let files = Files::default();
-        files.replace(settings, fallback, sources);
+        files.replace(config, fallback);
         files
     }
 
     /// The config was reloaded: what comes next is fetched with these.
-    pub fn replace(&self, settings: FileSettings, fallback: PathBuf, sources: Vec<FileSource>) {
-        let fetchers = sources.into_iter().map(|s| (s.origin, s.fetcher)).collect();
+    pub fn replace(&self, config: FilesConfig, fallback: PathBuf) {
+        let fetchers = config
+            .sources
+            .into_iter()
+            .map(|s| (s.origin, s.fetcher))
+            .collect();
+        // Checked when the config was read; a token file gone since is said here.
+        let transcriber = config.transcription.and_then(|t| match t.transcriber() {
+            Ok(transcriber) => Some(transcriber),
+            Err(e) => {
+                let e = e.within("transcription");
+                tracing::error!(error = %e, "voice notes are not transcribed");
+                None
+            }
+        });
         let now = FilesNow {
-            settings,
+            settings: config.settings,
             fallback,
             fetchers,
+            transcriber,
         };
         *self.current.write().expect("files lock") = Arc::new(now);
     }

@@ -104,8 +104,11 @@ pub async fn prepare(
                 match fetch(files, &origin, a, &path).await {
                     Ok(bytes) => {
                         a.size = Some(bytes);
-                        Fetched::Saved {
-                            path: path.display().to_string(),
+                        match a.kind {
+                            FileKind::Voice => hear(files, &path, a.mime.as_deref()).await,
+                            _ => Fetched::Saved {
+                                path: path.display().to_string(),
+                            },
                         }
                     }
                     Err(why) => Fetched::Failed { why },
@@ -126,6 +129,28 @@ pub async fn prepare(
     }
     message.prompt = Some(attachments::prompt(&message.content, &message.attachments));
     message
+}
+
+/// A voice note's words, or why the agent gets the recording instead.
+async fn hear(files: &FilesNow, path: &Path, mime: Option<&str>) -> Fetched {
+    let kept = path.display().to_string();
+    let Some(transcriber) = &files.transcriber else {
+        return Fetched::NotHeard {
+            path: kept,
+            why: "no [transcription] server is set up".into(),
+        };
+    };
+    match transcriber.hear(path, mime).await {
+        Ok(words) => Fetched::Heard { path: kept, words },
+        Err(why) => {
+            tracing::warn!(
+                file = kept,
+                why,
+                "a voice note was not transcribed; the agent gets the recording"
+            );
+            Fetched::NotHeard { path: kept, why }
+        }
+    }
 }
 
 /// The name a file is kept under: the sender's, or one for its kind.

@@ -69,3 +69,62 @@ fn join(kept: &mut InboundMessage, next: &InboundMessage) {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inbound::attachments::{Attachment, FileKind};
+    use crate::storage::test_db::TestDb;
+    use crate::{Engine, QueueName, QueuePolicy, SystemClock};
+
+    fn piece(id: &str, caption: &str) -> InboundMessage {
+        let mut m = InboundMessage::text("s", "telegram:bot", caption);
+        m.source_message_id = Some(id.into());
+        m.source_channel_id = Some("42".into());
+        m.album = Some("A".into());
+        m.album_quiet = std::time::Duration::from_secs(1);
+        m.attachments = vec![Attachment {
+            message: Some(id.into()),
+            ..Attachment::new(FileKind::Photo, format!("file-{id}"))
+        }];
+        m
+    }
+
+    /// An album's messages join one row while it waits, in the platform's order, a message read
+    /// twice joining once; one that comes after the row was leased starts a row of its own.
+    #[test]
+    fn an_albums_messages_join_its_waiting_row_once_each_on_both_backends() {
+        for db in TestDb::both() {
+            let engine = Engine::with_clock(db.db.clone(), std::sync::Arc::new(SystemClock));
+            let q = engine.queue(QueueName::Inbound, QueuePolicy::inbound());
+            let write = |m: &InboundMessage, at: i64| {
+                db.write_at(at, |tx| enqueue_in(&q, tx, m))
+                    .unwrap()
+                    .unwrap()
+            };
+            let first = write(&piece("11", "look"), 1_000);
+            let third = write(&piece("13", ""), 1_200);
+            let second = write(&piece("12", "closer"), 1_300);
+            let again = write(&piece("12", "closer"), 1_400);
+            assert_eq!((third.id, second.id), (first.id, first.id), "{}", db.name());
+            assert!(!second.duplicate && again.duplicate, "{}", db.name());
+            let leased = db.write_at(2_299, |tx| q.lease_next_in(tx, "s")).unwrap();
+            assert!(
+                leased.is_none(),
+                "held a quiet second after the last: {}",
+                db.name()
+            );
+            let leased = db
+                .write_at(2_300, |tx| q.lease_next_in(tx, "s"))
+                .unwrap()
+                .unwrap();
+            let m = InboundMessage::from_payload(&leased.payload).unwrap();
+            let files: Vec<&str> = m.attachments.iter().map(|a| a.handle.as_str()).collect();
+            assert_eq!(files, ["file-11", "file-12", "file-13"], "{}", db.name());
+            assert_eq!(m.content, "look\ncloser", "{}", db.name());
+
+            let late = write(&piece("14", ""), 2_400);
+            assert_ne!(late.id, first.id, "{}", db.name());
+        }
+    }
+}

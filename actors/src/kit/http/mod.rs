@@ -12,6 +12,7 @@
 //! A kind classifies the `Reply` by its platform's rules; [`throttled`] and [`Reply::error`]
 //! are the parts every platform shares.
 
+mod multipart;
 mod transport;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,7 @@ pub const MAX_BODY: usize = 64 * 1024;
 pub const KEPT_BODY: usize = 1024;
 
 pub use super::secret::REDACTED;
+pub use multipart::Multipart;
 
 /// The most 307/308 redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
