@@ -65,6 +65,9 @@ pub enum Command {
     /// Write a message into a queue
     #[command(subcommand)]
     Enqueue(commands::enqueue::EnqueueCommand),
+    /// Send files to the chat a session talks to (run in the agent's pane, or with --session):
+    /// each checked, written down, and sent in order with the session's messages
+    Send(commands::send::SendArgs),
     /// Row counts per queue and state, the oldest pending row, and stuck rows with their errors
     Status {
         #[arg(long)]
@@ -228,6 +231,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Enqueue(commands::enqueue::EnqueueCommand::Outbound(args)) => {
             commands::enqueue::outbound(&ctx, args)
         }
+        Command::Send(args) => commands::send::run(&ctx, args),
         Command::Dead(command) => commands::dead::run(&ctx, command),
         Command::Approvals(command) => commands::approvals::run(&ctx, command),
         Command::Config(commands::config::ConfigCommand::Check) => commands::config::check(&ctx),

@@ -303,3 +303,116 @@ fn with_the_transcription_server_down_or_hanging_the_agent_gets_the_recording_an
     });
     chat.daemon.unwrap().stop();
 }
+
+/// A file of `size` bytes whose first bytes are a PNG's (`png`) or not, at `path`.
+fn write_file(path: &std::path::Path, size: usize, png: bool) -> String {
+    let mut bytes = vec![0u8; size];
+    if png {
+        bytes[..16].copy_from_slice(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    } else {
+        bytes[..4].copy_from_slice(b"\x7fBIN");
+    }
+    for (i, b) in bytes.iter_mut().enumerate().skip(16).step_by(4093) {
+        *b = (i % 251) as u8;
+    }
+    std::fs::write(path, &bytes).unwrap();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn relayq_send_sends_files_as_photos_or_documents_within_telegrams_limits_and_refuses_the_rest() {
+    let chat = Chat::start("files-send");
+    // The session's chat: where its answers go.
+    chat.fake.push_text(ALICE, ALICE, "make me a plot");
+    chat.wait_prompts(1);
+    let dir = chat.app.dir.path();
+    let mb = 1024 * 1024;
+    let small = write_file(&dir.join("plot.png"), 5 * mb, true);
+    let large = write_file(&dir.join("big.png"), 12 * mb, true);
+    let most = write_file(&dir.join("data.bin"), 49 * mb, false);
+    write_file(&dir.join("too-big.bin"), 51 * mb, false);
+    std::fs::write(dir.join(".env"), "TOKEN=secret").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let outside = elsewhere.path().join("notes.txt");
+    std::fs::write(&outside, "not the project's").unwrap();
+
+    // From inside the agent's pane: the session is found as its hooks find it.
+    let argv = chat
+        .app
+        .argv(&["send", "plot.png", "--caption", "the plot"]);
+    let line: Vec<String> = argv.iter().map(|w| shell_word(w)).collect();
+    let script = format!(
+        "cd {}; {} > sent.out 2>&1; echo $? > sent.rc",
+        shell_word(&dir.display().to_string()),
+        line.join(" ")
+    );
+    chat.agent
+        .tmux
+        .run(&["split-window", "-d", "-t", "agent", &script]);
+    wait_until("relayq send in the pane", Duration::from_secs(20), || {
+        dir.join("sent.rc").exists()
+    });
+    let rc = std::fs::read_to_string(dir.join("sent.rc")).unwrap();
+    let out = std::fs::read_to_string(dir.join("sent.out")).unwrap();
+    assert_eq!(rc.trim(), "0", "{out}");
+
+    for name in ["big.png", "data.bin"] {
+        chat.app.ok(&["send", "--session", "agent", name]);
+    }
+    let refused = chat.app.run(&[
+        "send",
+        "--session",
+        "agent",
+        "too-big.bin",
+        ".env",
+        outside.to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("too-big.bin is 51.0 MB, over Telegram's 50 MB limit"),
+        "{said}"
+    );
+    assert!(said.contains(".env matches the deny list (.env)"), "{said}");
+    assert!(
+        said.contains("is outside the session's directory"),
+        "{said}"
+    );
+
+    let sent = chat.fake.wait_files(3, Duration::from_secs(60));
+    let got: Vec<(&str, &str, usize, &str)> = sent
+        .iter()
+        .map(|f| {
+            (
+                f.method.as_str(),
+                f.filename.as_str(),
+                f.size,
+                f.sha256.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("sendPhoto", "plot.png", 5 * mb, small.as_str()),
+            ("sendDocument", "big.png", 12 * mb, large.as_str()),
+            ("sendDocument", "data.bin", 49 * mb, most.as_str()),
+        ]
+    );
+    assert_eq!(sent[0].caption.as_deref(), Some("the plot"));
+    assert_eq!(sent[0].chat_id, ALICE.to_string());
+    wait_until(
+        "the chat is told what was refused",
+        Duration::from_secs(20),
+        || {
+            chat.said().iter().any(|t| {
+                t.contains("tried to send files relayq did not send")
+                    && t.contains("too-big.bin (51.0 MB): over Telegram's 50 MB limit")
+                    && t.contains(".env: on the deny list")
+                    && t.contains("notes.txt: outside the session's directory")
+            })
+        },
+    );
+    chat.daemon.unwrap().stop();
+}

@@ -263,9 +263,27 @@ pub async fn try_delivery(
                             span.record("session", session);
                         }
                         let began = std::time::Instant::now();
-                        let outcome = attempt(store, queue, lease, &channel, delivery)
-                            .instrument(span)
-                            .await;
+                        // A file is sent only by the node that has it, as it was checked.
+                        let file = match &delivery.content {
+                            Content::Outbound(m) => m.file.clone(),
+                            Content::Inbound(_) => None,
+                        };
+                        let refused = match &file {
+                            Some(file) => crate::files::outgoing::ready_to_send(store, file).await,
+                            None => None,
+                        };
+                        let outcome = match refused {
+                            Some(outcome) => outcome,
+                            None => {
+                                let deadline = match file {
+                                    Some(_) => channel.timeout.max(crate::files::SEND_TIMEOUT),
+                                    None => channel.timeout,
+                                };
+                                attempt(store, queue, lease, &channel, delivery, deadline)
+                                    .instrument(span)
+                                    .await
+                            }
+                        };
                         store.metrics.delivery_took(&name, began.elapsed());
                         outcome
                     }
@@ -302,12 +320,13 @@ pub async fn attempt(
     lease: &Lease,
     channel: &ChannelHandle,
     delivery: Delivery,
+    timeout: Duration,
 ) -> Outcome {
     let started = std::time::Instant::now();
     let send = channel
         .recipient
         .send(Deliver(delivery, tracing::Span::current()));
-    let deadline = channel.timeout + BACKSTOP_MARGIN;
+    let deadline = timeout + BACKSTOP_MARGIN;
     let answer = keep_lease_while(store, queue, lease, tokio::time::timeout(deadline, send)).await;
     tracing::debug!(took = ?started.elapsed(), delivered = matches!(answer, Ok(Ok(Outcome::Delivered(_)))), "answered");
     match answer {

@@ -67,7 +67,7 @@ pub fn run(ctx: &Invocation, agent: Agent, argument: Option<String>) -> Result<(
 /// without `RELAYQ_SESSION`: the pane's place read back through the config's channels'
 /// targets (`ChannelKind::session_in_pane`), kept only when that session's messages go to
 /// that channel. The agent's own session id stays with the event as its native id.
-fn session_of_pane(config: &crate::config::Config, pane: &str) -> Option<String> {
+pub(crate) fn session_of_pane(config: &crate::config::Config, pane: &str) -> Option<String> {
     let place = relayq_actors::channels::tmux::PanePlace::of(pane)?;
     config.channels.iter().find_map(|(name, channel)| {
         let candidate = channel.session_in_pane(&place)?;

@@ -9,6 +9,7 @@ pub mod hook;
 pub mod init;
 pub mod migrate;
 pub mod prune;
+pub mod send;
 pub mod serve;
 pub mod session;
 pub mod show;

@@ -24,6 +24,11 @@ pub trait Platform: Sized {
     type Channel: Channel;
     /// The platform's limit on one message's text.
     fn text_limit() -> relayq_engine::TextLimit;
+    /// The largest file a bot may send, and how a person is told the limit: `None` when the
+    /// platform's files are not sent yet.
+    fn file_limit() -> Option<(u64, &'static str)> {
+        None
+    }
     /// Makes the channel from its checked settings.
     fn build(config: &BotConfig<Self>) -> Result<Self::Channel, SettingError>;
     /// Why `to` can never be a destination on the platform, if it cannot (see
@@ -113,6 +118,10 @@ impl<P: Platform> ChannelKind for BotConfig<P> {
 
     fn text_limit(&self) -> Option<relayq_engine::TextLimit> {
         Some(P::text_limit())
+    }
+
+    fn file_limit(&self) -> Option<(u64, &'static str)> {
+        P::file_limit()
     }
 
     fn refuses_address(&self, to: &str) -> Option<String> {

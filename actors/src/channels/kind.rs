@@ -28,6 +28,12 @@ pub trait ChannelKind {
         None
     }
 
+    /// The largest file this channel sends, with the words that name the limit to a person;
+    /// `None`: it sends no files (`relayq send` refuses them).
+    fn file_limit(&self) -> Option<(u64, &'static str)> {
+        None
+    }
+
     /// Why `address` (a session id, or an outbound destination) can never be delivered to by
     /// this channel, if it cannot: refused at enqueue rather than found at delivery.
     fn refuses_address(&self, _address: &str) -> Option<String> {

@@ -94,6 +94,7 @@ crate::settings::kinds! {
     }
     forward {
         text_limit() -> Option<relayq_engine::TextLimit>,
+        file_limit() -> Option<(u64, &'static str)>,
         refuses_address(address: &str) -> Option<String>,
         session_in_pane(place: &tmux::PanePlace) -> Option<String>,
     }

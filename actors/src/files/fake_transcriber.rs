@@ -88,11 +88,6 @@ impl FakeTranscriber {
 
 /// The form's fields and its file's name and size.
 fn form_fields(asked: &Asked) -> Heard {
-    let boundary = asked
-        .header("content-type")
-        .and_then(|t| t.split_once("boundary="))
-        .map(|(_, b)| b.trim_matches('"').to_string())
-        .unwrap_or_default();
     let mut heard = Heard {
         model: None,
         language: None,
@@ -100,45 +95,16 @@ fn form_fields(asked: &Asked) -> Heard {
         bytes: 0,
         authorization: asked.header("authorization").map(str::to_string),
     };
-    let delimiter = format!("--{boundary}").into_bytes();
-    for part in split(&asked.body, &delimiter) {
-        let Some(end) = find(part, b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&part[..end]);
-        let value = &part[end + 4..];
-        let value = value.strip_suffix(b"\r\n").unwrap_or(value);
-        let name = head
-            .split("name=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next());
-        let text = || String::from_utf8_lossy(value).into_owned();
-        match name {
-            Some("model") => heard.model = Some(text()),
-            Some("language") => heard.language = Some(text()),
-            Some("file") => {
-                heard.filename = head
-                    .split("filename=\"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .map(str::to_string);
-                heard.bytes = value.len();
+    for field in asked.form() {
+        match field.name.as_str() {
+            "model" => heard.model = Some(field.text()),
+            "language" => heard.language = Some(field.text()),
+            "file" => {
+                heard.filename = field.filename.clone();
+                heard.bytes = field.bytes.len();
             }
             _ => {}
         }
     }
     heard
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(mut body: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
-    let mut parts = Vec::new();
-    while let Some(at) = find(body, delimiter) {
-        parts.push(&body[..at]);
-        body = &body[at + delimiter.len()..];
-    }
-    parts.into_iter().skip(1).collect()
 }

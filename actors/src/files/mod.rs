@@ -12,6 +12,7 @@
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod fake_transcriber;
 pub mod inbox;
+pub mod outgoing;
 pub mod prepare;
 mod settings;
 pub mod transcribe;
@@ -25,6 +26,10 @@ use std::sync::{Arc, RwLock};
 pub use crate::kit::http::DownloadFailed;
 pub use settings::FileSettings;
 pub use transcribe::{Transcriber, TranscriptionSettings};
+
+/// How long sending one file may take (an upload of 50 MB on a slow link), whatever the
+/// channel's own timeout for a message.
+pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A fetch of one file under way.
 pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<u64, DownloadFailed>> + 'a>>;

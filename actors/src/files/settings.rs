@@ -1,6 +1,6 @@
 //! `[files]`: where a message's files go and how they are fetched.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -22,15 +22,25 @@ pub struct FileSettings {
     /// How long one try may take.
     #[serde(with = "humantime_serde")]
     pub fetch_timeout: Duration,
+    /// Folders besides the session's directory whose files `relayq send` and the outbox may
+    /// send (absolute).
+    pub send_from: Vec<PathBuf>,
+    /// Files never sent, as globs: one without `/` is matched against each part of the path
+    /// (`*.pem`), one with `/` against the path inside the directory (`.git/**`).
+    pub deny: Vec<String>,
 }
 
 impl Default for FileSettings {
     fn default() -> Self {
         FileSettings {
             inbox: PathBuf::from(".relayq/inbox"),
-            max_bytes: 50 * 1000 * 1000,
+            max_bytes: 100 * 1024 * 1024,
             fetch_tries: 3,
             fetch_timeout: Duration::from_secs(120),
+            send_from: Vec::new(),
+            deny: [".env", ".env.*", "*.pem", "*.key", "id_*", ".git/**"]
+                .map(String::from)
+                .to_vec(),
         }
     }
 }
@@ -81,12 +91,23 @@ impl FileSettings {
                 "must be from 1s to 1h".to_string(),
             ));
         }
+        if let Some(dir) = self.send_from.iter().find(|d| !d.is_absolute()) {
+            return Err(SettingError::new(
+                "send_from",
+                format!("{} is not an absolute path", dir.display()),
+            ));
+        }
+        if let Some((pattern, e)) = self
+            .deny
+            .iter()
+            .find_map(|p| glob::Pattern::new(p).err().map(|e| (p, e)))
+        {
+            return Err(SettingError::new(
+                "deny",
+                format!("{pattern:?} is not a glob: {}", e.msg),
+            ));
+        }
         Ok(())
-    }
-
-    /// The inbox of a session whose directory is `dir`.
-    pub fn inbox_in(&self, dir: &Path) -> PathBuf {
-        dir.join(&self.inbox)
     }
 }
 

@@ -39,6 +39,71 @@ impl Asked {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// A `multipart/form-data` body's fields, in order (none for another body).
+    pub fn form(&self) -> Vec<FormField> {
+        let Some(boundary) = self
+            .header("content-type")
+            .filter(|t| t.starts_with("multipart/form-data"))
+            .and_then(|t| t.split_once("boundary="))
+            .map(|(_, b)| b.trim_matches('"').to_string())
+        else {
+            return Vec::new();
+        };
+        let delimiter = format!("--{boundary}").into_bytes();
+        let mut fields = Vec::new();
+        let mut rest = &self.body[..];
+        let mut parts = Vec::new();
+        while let Some(at) = find(rest, &delimiter) {
+            parts.push(&rest[..at]);
+            rest = &rest[at + delimiter.len()..];
+        }
+        for part in parts.into_iter().skip(1) {
+            let Some(end) = find(part, b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&part[..end]).into_owned();
+            let value = &part[end + 4..];
+            let value = value.strip_suffix(b"\r\n").unwrap_or(value);
+            let quoted = |key: &str| {
+                head.split(&format!("{key}=\""))
+                    .nth(1)?
+                    .split('"')
+                    .next()
+                    .map(str::to_string)
+            };
+            let content_type = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Type: "))
+                .map(|t| t.trim().to_string());
+            fields.push(FormField {
+                name: quoted(" name").unwrap_or_default(),
+                filename: quoted("filename"),
+                content_type,
+                bytes: value.to_vec(),
+            });
+        }
+        fields
+    }
+}
+
+/// One field of a form (see [`Asked::form`]).
+#[derive(Debug, Clone)]
+pub struct FormField {
+    pub name: String,
+    pub filename: Option<String>,
+    pub content_type: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+impl FormField {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The fake's answer to one request.

@@ -75,6 +75,26 @@ pub struct OutboundMessage {
     /// data. Channels without buttons leave them out (the text says what to type instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Vec<Button>>,
+    /// A file sent with `text` as its caption (`relayq send`), read from disk when it is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutboundFile>,
+}
+
+/// A file to send, as `relayq send` found it: read from node `node`'s disk when it is sent,
+/// and refused then if it is no longer what was written down (its size, its SHA-256).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboundFile {
+    /// Absolute, on `node`.
+    pub path: String,
+    /// The name the chat sees.
+    pub name: String,
+    pub size: u64,
+    /// Hex.
+    pub sha256: String,
+    /// The type its first bytes say it is (never its name's extension).
+    pub mime: String,
+    /// The node whose disk holds it.
+    pub node: String,
 }
 
 /// A button under a message: its label, and the data a tap sends back.
@@ -170,6 +190,7 @@ impl OutboundMessage {
             reply_to: None,
             edit: None,
             buttons: Vec::new(),
+            file: None,
         }
     }
 
@@ -182,7 +203,7 @@ impl OutboundMessage {
         if self.to.trim().is_empty() {
             return invalid("the destination is empty: say where on the channel to send".into());
         }
-        if self.text.is_empty() && self.notice.is_none() {
+        if self.text.is_empty() && self.notice.is_none() && self.file.is_none() {
             return invalid("the message text is empty: say what to send".into());
         }
         if self.idempotency_key.as_deref().is_some_and(str::is_empty) {
@@ -224,6 +245,9 @@ impl OutboundMessage {
     /// per part of the text, each with its part number and its own idempotency key (the
     /// caller's for the first part, with `#N` for part N), so parts go on the same FIFO.
     pub fn parts(&self, limit: Option<crate::TextLimit>) -> Vec<OutboundMessage> {
+        if self.file.is_some() {
+            return vec![self.clone()]; // a caption is checked against its own limit
+        }
         let texts = match limit {
             Some(limit) if crate::outbound::chunking::length(&self.text) > limit.max => {
                 crate::outbound::chunking::split(&self.text, limit)

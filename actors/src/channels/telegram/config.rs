@@ -19,6 +19,10 @@ impl Platform for Telegram {
         super::text_limit()
     }
 
+    fn file_limit() -> Option<(u64, &'static str)> {
+        Some((super::MAX_DOCUMENT_BYTES, super::FILE_LIMIT_WORDS))
+    }
+
     /// A chat is its numeric id (a group's is negative) or a public channel's `@username`.
     fn refuses_address(to: &str) -> Option<String> {
         let username = to.strip_prefix('@').is_some_and(|name| {

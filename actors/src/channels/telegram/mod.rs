@@ -42,6 +42,18 @@ pub use config::Config;
 /// Telegram's limit on a message's text (UTF-16 units after entities are parsed).
 pub const MAX_CHARS: usize = render::TELEGRAM_MAX_CHARS;
 
+/// The most a bot may send as a photo, and as any file (Bot API `sendPhoto`, `sendDocument`).
+pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
+pub const MAX_DOCUMENT_BYTES: u64 = 50 * 1024 * 1024;
+/// How the file limit is named to a person.
+pub const FILE_LIMIT_WORDS: &str = "Telegram's 50 MB limit for a bot's files";
+/// What `sendPhoto` shows as a photo.
+const PHOTO_TYPES: [&str; 3] = ["image/jpeg", "image/png", "image/webp"];
+/// A caption's most characters.
+const MAX_CAPTION_CHARS: usize = 1024;
+/// How long one upload may take.
+pub const FILE_SEND_TIMEOUT: Duration = Duration::from_secs(600);
+
 #[derive(Clone)]
 pub struct TelegramChannel {
     /// `https://api.telegram.org/bot<token>/`: a method's URL is this joined with its name.
@@ -61,6 +73,11 @@ impl Channel for TelegramChannel {
             return only_outbound("telegram");
         };
         let chat = self.chat_for(&message.to);
+        if let Some(file) = &message.file {
+            let (this, file) = (self.clone(), file.clone());
+            let (caption, thread) = (message.text.clone(), message.thread.clone());
+            return Answer::later(async move { this.send_file(chat, thread, caption, file).await });
+        }
         let mut body = json!({
             "chat_id": chat,
             "text": message.text,
@@ -241,6 +258,62 @@ impl TelegramChannel {
             }
         }
         Outcome::retry("Telegram kept asking to send elsewhere or differently; trying again later")
+    }
+
+    /// A file, streamed from disk: `sendPhoto` for what Telegram shows as a photo (JPEG, PNG or
+    /// WebP up to 10 MB), else `sendDocument` (up to 50 MB, the most a bot may send); a photo
+    /// Telegram refuses (its sides, its ratio) is sent once more as a document.
+    async fn send_file(
+        &self,
+        chat: Value,
+        thread: Option<String>,
+        caption: String,
+        file: relayq_engine::outbound::OutboundFile,
+    ) -> Outcome {
+        if file.size > MAX_DOCUMENT_BYTES {
+            return Outcome::Permanent {
+                reason: format!("{} is over {FILE_LIMIT_WORDS}", file.name),
+            };
+        }
+        let photo = PHOTO_TYPES.contains(&file.mime.as_str()) && file.size <= MAX_PHOTO_BYTES;
+        let methods: &[(&str, &str)] = match photo {
+            true => &[("sendPhoto", "photo"), ("sendDocument", "document")],
+            false => &[("sendDocument", "document")],
+        };
+        let mut outcome = Outcome::retry("not sent");
+        for (method, field) in methods {
+            let chat_id = match &chat {
+                Value::String(name) => name.clone(),
+                id => id.to_string(),
+            };
+            let mut form = http::Multipart::new().text("chat_id", &chat_id);
+            if let Some(thread) = &thread {
+                form = form.text("message_thread_id", thread);
+            }
+            if !caption.is_empty() {
+                form = form.text("caption", &crate::kit::cut_chars(&caption, MAX_CAPTION_CHARS));
+            }
+            let request = self.http.post(self.method(method));
+            let path = std::path::Path::new(&file.path);
+            let request = form.upload(request, field, &file.name, &file.mime, path, file.size);
+            let reply = match self.http.send_within(request, FILE_SEND_TIMEOUT).await {
+                Ok(reply) => reply,
+                Err(no_answer) => return no_answer,
+            };
+            outcome = match classify(&reply) {
+                Verdict::Done(outcome) => outcome,
+                Verdict::Migrated(_) | Verdict::ThreadGone(_) | Verdict::BadMarkup(_) => {
+                    Outcome::Permanent { reason: describe(&reply) }
+                }
+            };
+            match (&outcome, *method) {
+                (Outcome::Permanent { reason }, "sendPhoto") => {
+                    tracing::info!(file = file.name, reason, "Telegram refused the photo; sending it as a document");
+                }
+                _ => return outcome,
+            }
+        }
+        outcome
     }
 
     /// Makes a cosmetic call (see [`Channel::cosmetic`]).

@@ -12,6 +12,7 @@
 //! A kind classifies the `Reply` by its platform's rules; [`throttled`] and [`Reply::error`]
 //! are the parts every platform shares.
 
+mod body;
 mod multipart;
 mod transport;
 
@@ -42,6 +43,7 @@ pub const MAX_BODY: usize = 64 * 1024;
 pub const KEPT_BODY: usize = 1024;
 
 pub use super::secret::REDACTED;
+pub use body::Upload;
 pub use multipart::Multipart;
 
 /// The most 307/308 redirects followed for one request.
@@ -67,6 +69,8 @@ pub struct Request {
     invalid: Option<String>,
     /// The most of the answer's body read; past it the reply is [`Reply::cut`].
     read_limit: usize,
+    /// A file streamed as the body, instead of `body`.
+    upload: Option<Upload>,
 }
 
 /// Why a download did not finish, and whether trying again may help (the platform's 5xx, a
@@ -128,6 +132,7 @@ impl HttpClient {
             body: Bytes::new(),
             invalid: None,
             read_limit: MAX_BODY,
+            upload: None,
         }
     }
 
@@ -135,7 +140,12 @@ impl HttpClient {
     /// classify: no answer at all (retry), a redirect that was not followed or a request that
     /// cannot be sent (permanent).
     pub async fn send(&self, request: Request) -> Result<Reply, Outcome> {
-        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
+        self.send_within(request, self.timeout).await
+    }
+
+    /// [`send`](Self::send), given `within` instead of the client's timeout (an upload).
+    pub async fn send_within(&self, request: Request, within: Duration) -> Result<Reply, Outcome> {
+        match tokio::time::timeout(within, self.exchange(request)).await {
             Ok(answer) => answer,
             // The request may have gone out: the far end may have it.
             Err(_) => Err(Outcome::unknown("the far end did not answer in time")),
@@ -297,15 +307,35 @@ impl Request {
         self
     }
 
-    /// The hyper request for one hop. The body is shared, not copied, between hops.
-    fn to_hyper(&self) -> Result<hyper::Request<Full<Bytes>>, Outcome> {
+    /// A file streamed from disk as the body (an upload's form, see [`Multipart::upload`]),
+    /// with its content type and length.
+    pub fn upload(mut self, upload: Upload, content_type: &'static str) -> Self {
+        self.headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        self.headers.insert(
+            http::header::CONTENT_LENGTH,
+            HeaderValue::from(upload.len()),
+        );
+        self.upload = Some(upload);
+        self
+    }
+
+    /// The hyper request for one hop. The body is shared, not copied, between hops; a file is
+    /// read again from its start.
+    fn to_hyper(&self) -> Result<hyper::Request<body::Body>, Outcome> {
         let uri = http::Uri::try_from(self.url.as_str()).map_err(|_| Outcome::Permanent {
             reason: format!(
                 "{} is not a URL an HTTP request can go to",
                 redacted(&self.url)
             ),
         })?;
-        let mut request = hyper::Request::new(Full::new(self.body.clone()));
+        let body = match &self.upload {
+            Some(upload) => upload.body(),
+            None => http_body_util::Either::Left(Full::new(self.body.clone())),
+        };
+        let mut request = hyper::Request::new(body);
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = uri;
         *request.headers_mut() = self.headers.clone();

@@ -52,17 +52,38 @@ impl Multipart {
         self.body.put_slice(b"\r\n");
     }
 
+    /// The form with a file streamed from disk as its last field (`size` bytes at `path`), as
+    /// `request`'s body: never read into memory whole.
+    pub fn upload(
+        mut self,
+        request: Request,
+        name: &str,
+        filename: &str,
+        content_type: &str,
+        path: &std::path::Path,
+        size: u64,
+    ) -> Request {
+        self.head(name, Some(filename), Some(content_type));
+        let upload = super::Upload {
+            head: self.body.freeze(),
+            path: path.to_path_buf(),
+            size,
+            tail: Bytes::from(format!("\r\n--{BOUNDARY}--\r\n")),
+        };
+        request.upload(upload, content_type_header())
+    }
+
     /// The form as `request`'s body, with its content type.
     pub fn send_with(mut self, request: Request) -> Request {
         self.body
             .put_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
         let body: Bytes = self.body.freeze();
-        request.body(body, content_type())
+        request.body(body, content_type_header())
     }
 }
 
 /// `multipart/form-data` with the boundary.
-fn content_type() -> &'static str {
+fn content_type_header() -> &'static str {
     static TYPE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TYPE.get_or_init(|| format!("multipart/form-data; boundary={BOUNDARY}"))
 }
@@ -99,6 +120,6 @@ mod tests {
                  Content-Type: audio/ogg\r\n\r\nOggS\r\n"
             )
         );
-        assert!(content_type().ends_with(BOUNDARY));
+        assert!(content_type_header().ends_with(BOUNDARY));
     }
 }

@@ -22,9 +22,7 @@ use std::task::{Context, Poll};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderValue, Uri};
-use http_body_util::Full;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
@@ -50,7 +48,7 @@ pub struct Transport {
 }
 
 /// hyper's pooled client: the connections of one thread.
-type Pool = Client<Connector, Full<Bytes>>;
+type Pool = Client<Connector, super::body::Body>;
 
 impl Transport {
     /// A transport whose connections (TCP, a proxy's tunnel, TLS) give up after
@@ -82,7 +80,7 @@ impl Transport {
     /// still to read.
     pub async fn request(
         &self,
-        mut request: hyper::Request<Full<Bytes>>,
+        mut request: hyper::Request<super::body::Body>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         // A plain-http request through a proxy carries the proxy's credentials itself; an
         // https one gives them in its tunnel's CONNECT.
@@ -290,7 +288,9 @@ mod tests {
     /// A GET through `transport`, its answer read to the end (so its connection goes back to
     /// the pool).
     async fn get(transport: Transport, url: String) {
-        let request = hyper::Request::get(url).body(Full::default()).unwrap();
+        let request = hyper::Request::get(url)
+            .body(http_body_util::Either::Left(http_body_util::Full::default()))
+            .unwrap();
         let answer = transport.request(request).await.expect("an answer");
         answer.into_body().collect().await.expect("the body");
     }

@@ -60,6 +60,10 @@ struct FakeState {
     send_failures: VecDeque<(u16, Value)>,
     /// file_id → (file_path, bytes).
     files: HashMap<String, (String, Vec<u8>)>,
+    /// The files the bot sent (`sendPhoto`, `sendDocument`), in order.
+    files_sent: Vec<FileSent>,
+    /// The next `sendPhoto` calls refused as Telegram refuses a photo it cannot show.
+    refuse_photos: usize,
     /// `setWebhook` bodies; while the last one set a URL, `getUpdates` is refused (409).
     webhooks: Vec<Value>,
     /// The bot's messages as they are now (edits applied): `message_id`, `chat_id`, `text`,
@@ -91,6 +95,21 @@ struct FakeState {
     drafts: Vec<(i64, i64, String)>,
     /// The next this many reactions and edits are answered 429 (retry after 2 s).
     cosmetic_refusals: usize,
+}
+
+/// A file the bot sent, as the fake read its form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSent {
+    /// `sendPhoto` or `sendDocument`.
+    pub method: String,
+    pub chat_id: String,
+    pub thread: Option<String>,
+    pub caption: Option<String>,
+    pub filename: String,
+    pub content_type: Option<String>,
+    pub size: usize,
+    /// Hex.
+    pub sha256: String,
 }
 
 /// A call to a chat, as the fake's limits count it.
@@ -487,12 +506,76 @@ impl FakeTelegram {
     }
 
     fn answer(&self, asked: Asked) -> Answer {
-        match self.route(&asked.url, &asked.text()) {
+        let routed = match self.file_sent(&asked) {
+            Some(answered) => answered,
+            None => self.route(&asked.url, &asked.text()),
+        };
+        match routed {
             (status, Scripted::Json(v)) => {
                 Answer::new(status, wire(&v)).header("Content-Type", "application/json")
             }
             (status, Scripted::Bytes(b)) => Answer::new(status, b),
         }
+    }
+
+    /// `sendPhoto` or `sendDocument` with a multipart form, as the Bot API takes a file: at
+    /// most 10 MB as a photo, 50 MB as a document (413 past it, as Telegram's server).
+    fn file_sent(&self, asked: &Asked) -> Option<(u16, Scripted)> {
+        let method = asked.url.strip_prefix(&format!("/bot{}/", self.token))?;
+        let field = match method {
+            "sendPhoto" => "photo",
+            "sendDocument" => "document",
+            _ => return None,
+        };
+        let form = asked.form();
+        let text = |name: &str| form.iter().find(|f| f.name == name).map(|f| f.text());
+        let Some(file) = form.iter().find(|f| f.name == field) else {
+            return Some((400, Scripted::Json(error(400, &format!("Bad Request: there is no {field} in the request")))));
+        };
+        let limit = if field == "photo" { 10 << 20 } else { 50 << 20 };
+        let mut state = self.shared.0.lock().unwrap();
+        if file.bytes.len() > limit {
+            return Some((413, Scripted::Json(error(413, "Request Entity Too Large"))));
+        }
+        if field == "photo" && state.refuse_photos > 0 {
+            state.refuse_photos -= 1;
+            return Some((400, Scripted::Json(error(400, "Bad Request: PHOTO_INVALID_DIMENSIONS"))));
+        }
+        let message_id = state.next_message_id;
+        state.next_message_id += 1;
+        let digest = ring::digest::digest(&ring::digest::SHA256, &file.bytes);
+        state.files_sent.push(FileSent {
+            method: method.to_string(),
+            chat_id: text("chat_id").unwrap_or_default(),
+            thread: text("message_thread_id"),
+            caption: text("caption"),
+            filename: file.filename.clone().unwrap_or_default(),
+            content_type: file.content_type.clone(),
+            size: file.bytes.len(),
+            sha256: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+        });
+        Some(ok(json!({"message_id": message_id, "date": 1767225600,
+                       "chat": {"id": text("chat_id").and_then(|c| c.parse::<i64>().ok())}})))
+        .map(|(status, v)| (status, Scripted::Json(v)))
+    }
+
+    /// The files the bot sent, in order.
+    pub fn files_sent(&self) -> Vec<FileSent> {
+        self.shared.0.lock().unwrap().files_sent.clone()
+    }
+
+    /// Waits until the bot sent `n` files (or `limit` passed); the files sent.
+    pub fn wait_files(&self, n: usize, limit: Duration) -> Vec<FileSent> {
+        let end = Instant::now() + limit;
+        while self.files_sent().len() < n && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.files_sent()
+    }
+
+    /// The next `n` photos are refused as Telegram refuses one it cannot show.
+    pub fn refuse_photos(&self, n: usize) {
+        self.shared.0.lock().unwrap().refuse_photos = n;
     }
 
     fn route(&self, path: &str, body: &str) -> (u16, Scripted) {
