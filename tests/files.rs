@@ -416,3 +416,90 @@ fn relayq_send_sends_files_as_photos_or_documents_within_telegrams_limits_and_re
     );
     chat.daemon.unwrap().stop();
 }
+
+/// Slack: a message's `files` reach the agent as files in its project (fetched with the bot
+/// token from Slack's private URL), and `relayq send` uploads one into the conversation
+/// (`files.getUploadURLExternal`, the bytes, `files.completeUploadExternal`).
+#[test]
+fn on_slack_a_shared_file_reaches_the_agent_and_relayq_send_uploads_one_back() {
+    use relayq_actors::sources::slack::fake_web::FakeSlackWeb;
+    const SECRET: &str = "slack-files-secret";
+    let slack = FakeSlackWeb::start();
+    let port = crate::common::api::free_port();
+    let tmux = Tmux::new("files-slack");
+    let config = agent_config(&tmux, &[]).http_on(port).table(
+        "sources.team",
+        &[
+            "kind = \"slack\"".to_string(),
+            "signing_secret_env = \"SLACK_SIGNING_SECRET\"".into(),
+            "token = \"xoxb-test-token\"".into(),
+            format!("api_url = {:?}", slack.url),
+            "allowed_users = [\"U0ALICE\"]".into(),
+            "session_template = \"slack-{channel}\"".into(),
+        ],
+    );
+    let app = App::new(config);
+    let agent = FakeAgent::start(&app, tmux, "claude", "slack-D0ALICE", &[]);
+    let daemon = app.serve_with_env(&[("SLACK_SIGNING_SECRET", SECRET)]);
+    let log = b"error: the build failed at step 3\n".repeat(100);
+    let url = slack.add_file("build.log", &log);
+    let event = json!({"type": "message", "subtype": "file_share", "channel": "D0ALICE",
+        "user": "U0ALICE", "text": "why did this fail?", "ts": "1767225000.000100", "channel_type": "im",
+        "files": [{"id": "F0LOG", "name": "build.log", "mimetype": "text/plain", "filetype": "text",
+                   "size": log.len(), "url_private_download": url, "mode": "hosted"},
+                  {"id": "F0GONE", "name": "old.zip", "mimetype": "application/zip", "size": 10,
+                   "mode": "tombstone"}]});
+    let callback = json!({"type": "event_callback", "team_id": "T0TEAM", "event_id": "Ev0001", "event": event});
+    let ingress = format!("http://127.0.0.1:{port}/v1/ingress/team");
+    let posted = slack_post(&ingress, SECRET, callback.to_string(), "application/json");
+    assert_eq!(posted.status(), 200);
+    agent.wait_log("the prompt", |_| !agent.entries("turn_start").is_empty());
+    let prompt = &agent.entries("turn_start")[0];
+    assert!(
+        prompt.starts_with("why did this fail?\n[file build.log (4 KB): "),
+        "{prompt}"
+    );
+    assert!(
+        prompt
+            .ends_with("[file old.zip (10 B), not attached: Slack does not serve it (tombstone)]"),
+        "{prompt}"
+    );
+    assert_eq!(std::fs::read(path_in(prompt, "build.log")).unwrap(), log);
+
+    let report = app.path("report.pdf");
+    let sha = write_file(&report, 300_000, false);
+    app.ok(&[
+        "send",
+        "--session",
+        "slack-D0ALICE",
+        "report.pdf",
+        "--caption",
+        "the report",
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while slack.files_shared().is_empty() {
+        let calls: Vec<String> = slack
+            .calls()
+            .iter()
+            .map(|c| format!("{} {}", c.method, c.body))
+            .collect();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the file is not shared; Slack was called: {calls:#?}\n{}",
+            app.ok(&["status"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let shared = &slack.files_shared()[0];
+    assert_eq!(
+        (
+            shared.filename.as_str(),
+            shared.size,
+            shared.sha256.as_str(),
+            shared.channel.as_str()
+        ),
+        ("report.pdf", 300_000, sha.as_str(), "D0ALICE")
+    );
+    assert_eq!(shared.comment.as_deref(), Some("the report"));
+    daemon.stop();
+}

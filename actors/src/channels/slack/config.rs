@@ -30,6 +30,12 @@ impl Platform for Slack {
         super::text_limit()
     }
 
+    /// Slack takes files up to 1 GB (`files.getUploadURLExternal`); relayq's `[files]
+    /// max_bytes` is lower.
+    fn file_limit() -> Option<(u64, &'static str)> {
+        Some((1 << 30, "Slack's 1 GB limit for a file"))
+    }
+
     fn build(config: &Config) -> Result<SlackChannel, SettingError> {
         let (headers, token) = config.authorization("Bearer")?;
         Ok(SlackChannel {

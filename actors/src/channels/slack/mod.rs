@@ -68,6 +68,13 @@ impl Channel for SlackChannel {
         let Content::Outbound(message) = &delivery.content else {
             return only_outbound("slack");
         };
+        if let Some(file) = &message.file {
+            let this = self.clone();
+            let channel = message.to.trim().to_string();
+            let thread = message.thread.clone().or(message.reply_to.clone());
+            let (caption, file) = (message.text.clone(), file.clone());
+            return Answer::later(async move { this.send_file(channel, thread, caption, file).await });
+        }
         let row = RowMark {
             row: delivery.id,
             written: delivery.created_at,
@@ -163,6 +170,78 @@ enum Lookup {
 impl SlackChannel {
     fn method(&self, name: &str) -> url::Url {
         self.api.join(name).expect("a method name joins the API URL")
+    }
+
+    /// A file, as Slack takes one: `files.getUploadURLExternal` (its name and length), its
+    /// bytes streamed from disk to the upload URL that gives, then
+    /// `files.completeUploadExternal` shares it in the channel (and thread), the caption as
+    /// its comment.
+    async fn send_file(
+        &self,
+        channel: String,
+        thread: Option<String>,
+        caption: String,
+        file: relayq_engine::outbound::OutboundFile,
+    ) -> Outcome {
+        use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+        let form = format!(
+            "filename={}&length={}",
+            utf8_percent_encode(&file.name, NON_ALPHANUMERIC),
+            file.size
+        );
+        let request = self
+            .http
+            .post(self.method("files.getUploadURLExternal"))
+            .body(form, "application/x-www-form-urlencoded");
+        let reply = match self.http.send(request).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return no_answer,
+        };
+        let answer = reply.json::<Value>().unwrap_or_default();
+        let (Some(url), Some(id)) = (answer["upload_url"].as_str(), answer["file_id"].as_str())
+        else {
+            return match classify(&reply) {
+                Outcome::Delivered(_) => Outcome::unknown("Slack gave no upload URL"),
+                outcome => outcome,
+            };
+        };
+        let Ok(url) = url::Url::parse(url) else {
+            return Outcome::retry("Slack gave an upload URL that is not one");
+        };
+        let upload = crate::kit::http::Upload {
+            head: Default::default(),
+            path: std::path::PathBuf::from(&file.path),
+            size: file.size,
+            tail: Default::default(),
+        };
+        let request = self.http.post(url).upload(upload, "application/octet-stream");
+        match self.http.send_within(request, crate::files::SEND_TIMEOUT).await {
+            Ok(reply) if reply.is_success() => {}
+            // Nothing is shared until the upload is completed: trying again starts afresh.
+            Ok(reply) => return Outcome::retry(format!("the upload was refused: {}", reply.error())),
+            Err(no_answer) => return no_answer,
+        }
+        let mut body = json!({"files": [{"id": id, "title": file.name}], "channel_id": channel});
+        if let Some(ts) = thread {
+            body["thread_ts"] = json!(ts.trim());
+        }
+        if !caption.is_empty() {
+            body["initial_comment"] = json!(caption);
+        }
+        let request = self
+            .http
+            .post(self.method("files.completeUploadExternal"))
+            .body(body.to_string(), "application/json; charset=utf-8");
+        let reply = match self.http.send(request).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return no_answer,
+        };
+        match reply.json::<Value>() {
+            Some(answer) if reply.is_success() && answer["ok"] == json!(true) => {
+                Outcome::delivered_as(id.to_string())
+            }
+            _ => classify(&reply),
+        }
     }
 
     async fn post_message(&self, body: Value) -> Outcome {

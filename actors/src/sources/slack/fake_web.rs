@@ -31,8 +31,42 @@ pub struct WebCall {
 pub const CHANNEL_GAP: Duration = Duration::from_millis(900);
 pub const TIER_3_PER_MINUTE: usize = 50;
 
+/// An upload `files.getUploadURLExternal` started: its name, announced length, and the bytes'
+/// size and SHA-256 once they came.
+#[derive(Debug, Clone)]
+struct Upload {
+    filename: String,
+    length: usize,
+    received: Option<(usize, String)>,
+}
+
+/// A file the bot shared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedFile {
+    pub id: String,
+    pub filename: String,
+    pub size: usize,
+    /// Hex.
+    pub sha256: String,
+    pub channel: String,
+    pub thread: Option<String>,
+    pub comment: Option<String>,
+}
+
+/// `%XX` and `+` of a form value decoded.
+fn decode(value: &str) -> String {
+    let spaced = value.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
 #[derive(Default)]
 struct WebState {
+    /// Files messages share: name → bytes.
+    files: HashMap<String, Vec<u8>>,
+    uploads: HashMap<String, Upload>,
+    shared: Vec<SharedFile>,
     calls: Vec<WebCall>,
     /// The bot's messages now: ts → (channel, thread_ts, text).
     messages: HashMap<String, (String, Option<String>, String)>,
@@ -100,8 +134,69 @@ impl FakeSlackWeb {
         state.reactions.get(&key).cloned().unwrap_or_default()
     }
 
+    /// The files the bot shared (`files.completeUploadExternal` of an upload it made), in order.
+    pub fn files_shared(&self) -> Vec<SharedFile> {
+        self.state.lock().unwrap().shared.clone()
+    }
+
+    /// A file a message shares, served at `<base>/files-pri/<name>` to the bot's token; its
+    /// `url_private_download`.
+    pub fn add_file(&self, name: &str, bytes: &[u8]) -> String {
+        let mut state = self.state.lock().unwrap();
+        state.files.insert(name.to_string(), bytes.to_vec());
+        let base = self.url.trim_end_matches('/').trim_end_matches("/api");
+        format!("{base}/files-pri/{name}")
+    }
+
     fn answer(&self, asked: Asked) -> Answer {
+        if let Some(name) = asked.url.strip_prefix("/files-pri/") {
+            // Slack serves a private file only with a token that may read it.
+            let state = self.state.lock().unwrap();
+            let authorized = asked.header("authorization").is_some_and(|a| a.starts_with("Bearer xoxb-"));
+            return match (state.files.get(name), authorized) {
+                (Some(bytes), true) => Answer::new(200, bytes.clone()),
+                (Some(_), false) => Answer::new(403, "not authorized"),
+                (None, _) => Answer::new(404, "not found"),
+            };
+        }
+        if let Some(id) = asked.url.strip_prefix("/upload/") {
+            // The upload URL `files.getUploadURLExternal` gave: the file's bytes, raw.
+            let mut state = self.state.lock().unwrap();
+            let digest = ring::digest::digest(&ring::digest::SHA256, &asked.body);
+            let hex = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            return match state.uploads.get_mut(id) {
+                Some(upload) => {
+                    upload.received = Some((asked.body.len(), hex));
+                    Answer::new(200, format!("OK - {}", asked.body.len()))
+                }
+                None => Answer::new(404, "no such upload"),
+            };
+        }
         let method = asked.url.rsplit('/').next().unwrap_or_default().to_string();
+        if method == "files.getUploadURLExternal" {
+            // Form-encoded, as Slack documents it: filename and length.
+            let form: HashMap<String, String> = asked
+                .text()
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(k, v)| (k.to_string(), decode(v)))
+                .collect();
+            let mut state = self.state.lock().unwrap();
+            state.next += 1;
+            let id = format!("F0{:08}", state.next);
+            let upload = Upload {
+                filename: form.get("filename").cloned().unwrap_or_default(),
+                length: form.get("length").and_then(|l| l.parse().ok()).unwrap_or(0),
+                received: None,
+            };
+            if upload.filename.is_empty() || upload.length == 0 {
+                return Answer::json(200, &json!({"ok": false, "error": "invalid_arguments"}));
+            }
+            state.uploads.insert(id.clone(), upload);
+            let host = asked.header("host").unwrap_or("127.0.0.1").to_string();
+            let url = format!("http://{host}/upload/{id}");
+            return Answer::json(200, &json!({"ok": true, "upload_url": url, "file_id": id}));
+        }
         let body: Value = serde_json::from_slice(&asked.body).unwrap_or(json!({}));
         let channel = body["channel"].as_str().unwrap_or_default().to_string();
         let mut state = self.state.lock().unwrap();
@@ -128,6 +223,30 @@ impl FakeSlackWeb {
         let ts_of = |body: &Value, field: &str| body[field].as_str().unwrap_or_default().to_string();
         let answer = match method.as_str() {
             "auth.test" => json!({"ok": true, "user": "relayq", "team": "Demo"}),
+            "files.completeUploadExternal" => {
+                let files = body["files"].as_array().cloned().unwrap_or_default();
+                let mut shared = Vec::new();
+                for file in &files {
+                    let id = file["id"].as_str().unwrap_or_default();
+                    match state.uploads.get(id) {
+                        // Slack refuses to complete an upload whose bytes did not all come.
+                        Some(Upload { received: Some((size, sha256)), filename, length }) if size == length => {
+                            shared.push(SharedFile {
+                                id: id.to_string(),
+                                filename: filename.clone(),
+                                size: *size,
+                                sha256: sha256.clone(),
+                                channel: body["channel_id"].as_str().unwrap_or_default().to_string(),
+                                thread: body["thread_ts"].as_str().map(str::to_string),
+                                comment: body["initial_comment"].as_str().map(str::to_string),
+                            })
+                        }
+                        _ => return Answer::json(200, &json!({"ok": false, "error": "file_not_found"})),
+                    }
+                }
+                state.shared.extend(shared);
+                json!({"ok": true, "files": files})
+            }
             "chat.postMessage" => {
                 state.next += 1;
                 let ts = format!("1767226000.{:06}", state.next);
