@@ -402,6 +402,15 @@ fn relayq_send_sends_files_as_photos_or_documents_within_telegrams_limits_and_re
     );
     assert_eq!(sent[0].caption.as_deref(), Some("the plot"));
     assert_eq!(sent[0].chat_id, ALICE.to_string());
+    // A photo Telegram cannot show (its sides) goes again as a document, in the same send.
+    chat.fake.refuse_photos(1);
+    let odd = write_file(&dir.join("odd.png"), 1024 * 1024, true);
+    chat.app.ok(&["send", "--session", "agent", "odd.png"]);
+    let sent = chat.fake.wait_files(4, Duration::from_secs(30));
+    assert_eq!(
+        (sent[3].method.as_str(), sent[3].sha256.as_str()),
+        ("sendDocument", odd.as_str())
+    );
     wait_until(
         "the chat is told what was refused",
         Duration::from_secs(20),
@@ -502,4 +511,84 @@ fn on_slack_a_shared_file_reaches_the_agent_and_relayq_send_uploads_one_back() {
     );
     assert_eq!(shared.comment.as_deref(), Some("the report"));
     daemon.stop();
+}
+
+/// `kill -9` while a file is being fetched: after the restart it is fetched again and the
+/// message pasted once, with the whole file; nothing half-written is left or pasted.
+#[test]
+fn a_download_cut_by_kill_9_is_done_again_and_the_message_pasted_once() {
+    let mut chat = Chat::start("files-kill-download");
+    let bytes = [&b"%PDF-1.7\n"[..], &vec![5u8; 300_000]].concat();
+    chat.fake.add_file("doc", "documents/file_9.pdf", &bytes);
+    chat.fake.hold_transfers(1, Duration::from_secs(3));
+    chat.fake.push_media(
+        ALICE,
+        json!({"document": {"file_id": "doc", "file_unique_id": "d", "file_name": "spec.pdf", "file_size": bytes.len()}}),
+    );
+    // The row is taken and its file asked for, the answer held: killed then.
+    wait_until("the download under way", Duration::from_secs(20), || {
+        chat.fake.transfers_held()
+    });
+    let mut daemon = chat.daemon.take().unwrap();
+    daemon.signal("KILL");
+    assert!(
+        chat.prompts().is_empty(),
+        "nothing pasted before the file was whole"
+    );
+    chat.daemon = Some(chat.app.serve());
+    let prompts = chat.wait_prompts(1);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(chat.prompts().len(), 1, "pasted once: {:?}", chat.prompts());
+    let path = path_in(&prompts[0], "spec.pdf");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the whole file");
+    let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["01-spec.pdf"], "no partial file left beside it");
+    chat.daemon.take().unwrap().stop();
+}
+
+/// `kill -9` while a file is being sent: after the restart it is sent again, marked as a
+/// possible repeat (Telegram may have it from the cut send), and not a third time.
+#[test]
+fn an_upload_cut_by_kill_9_is_sent_again_marked_as_a_possible_repeat() {
+    let mut chat = Chat::start("files-kill-upload");
+    chat.fake.push_text(ALICE, ALICE, "send me the log");
+    chat.wait_prompts(1);
+    let sha = write_file(&chat.app.path("run.log"), 2 * 1024 * 1024, false);
+    chat.fake.hold_transfers(1, Duration::from_secs(3));
+    chat.app.ok(&[
+        "send",
+        "--session",
+        "agent",
+        "run.log",
+        "--caption",
+        "the log",
+    ]);
+    wait_until("the upload under way", Duration::from_secs(20), || {
+        chat.fake.transfers_held()
+    });
+    let mut daemon = chat.daemon.take().unwrap();
+    daemon.signal("KILL");
+    chat.daemon = Some(chat.app.serve());
+    // The held send finishes at the fake after the kill; the new daemon sends it again.
+    let sent = chat.fake.wait_files(2, Duration::from_secs(30));
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent
+        .iter()
+        .all(|f| f.sha256 == sha && f.filename == "run.log"));
+    let captions: Vec<_> = sent
+        .iter()
+        .map(|f| f.caption.clone().unwrap_or_default())
+        .collect();
+    assert!(
+        captions
+            .iter()
+            .any(|c| c.starts_with(relayq_actors::files::REPEAT_MARK) && c.ends_with("the log")),
+        "{captions:?}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(chat.fake.files_sent().len(), 2, "not a third time");
+    chat.daemon.take().unwrap().stop();
 }

@@ -31,6 +31,19 @@ pub use transcribe::{Transcriber, TranscriptionSettings};
 /// channel's own timeout for a message.
 pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// A file's caption when an earlier send of it may have arrived (a crash cut it before the
+/// platform answered): sent again, marked so the chat knows it may have it twice.
+pub fn marked_if_repeat(caption: &str, possible_repeat: bool) -> String {
+    match (possible_repeat, caption.is_empty()) {
+        (false, _) => caption.to_string(),
+        (true, true) => REPEAT_MARK.to_string(),
+        (true, false) => format!("{REPEAT_MARK}\n{caption}"),
+    }
+}
+
+/// See [`marked_if_repeat`].
+pub const REPEAT_MARK: &str = "(sent again after a restart: you may have this file already)";
+
 /// A fetch of one file under way.
 pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<u64, DownloadFailed>> + 'a>>;
 

@@ -72,7 +72,8 @@ impl Channel for SlackChannel {
             let this = self.clone();
             let channel = message.to.trim().to_string();
             let thread = message.thread.clone().or(message.reply_to.clone());
-            let (caption, file) = (message.text.clone(), file.clone());
+            let caption = crate::files::marked_if_repeat(&message.text, delivery.possible_repeat);
+            let file = file.clone();
             return Answer::later(async move { this.send_file(channel, thread, caption, file).await });
         }
         let row = RowMark {

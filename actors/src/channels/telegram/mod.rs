@@ -75,7 +75,8 @@ impl Channel for TelegramChannel {
         let chat = self.chat_for(&message.to);
         if let Some(file) = &message.file {
             let (this, file) = (self.clone(), file.clone());
-            let (caption, thread) = (message.text.clone(), message.thread.clone());
+            let caption = crate::files::marked_if_repeat(&message.text, delivery.possible_repeat);
+            let thread = message.thread.clone();
             return Answer::later(async move { this.send_file(chat, thread, caption, file).await });
         }
         let mut body = json!({

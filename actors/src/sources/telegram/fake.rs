@@ -64,6 +64,9 @@ struct FakeState {
     files_sent: Vec<FileSent>,
     /// The next `sendPhoto` calls refused as Telegram refuses a photo it cannot show.
     refuse_photos: usize,
+    /// The next this many file transfers (a download, a `sendPhoto` or `sendDocument`) are
+    /// held this long before they are answered: a crash meanwhile cuts one mid-way.
+    held_transfers: (usize, Duration),
     /// `setWebhook` bodies; while the last one set a URL, `getUpdates` is refused (409).
     webhooks: Vec<Value>,
     /// The bot's messages as they are now (edits applied): `message_id`, `chat_id`, `text`,
@@ -506,6 +509,20 @@ impl FakeTelegram {
     }
 
     fn answer(&self, asked: Asked) -> Answer {
+        let transfer = asked.url.starts_with(&format!("/file/bot{}/", self.token))
+            || asked.url.ends_with("/sendPhoto")
+            || asked.url.ends_with("/sendDocument");
+        if transfer {
+            let hold = {
+                let mut state = self.shared.0.lock().unwrap();
+                let (n, wait) = state.held_transfers;
+                state.held_transfers.0 = n.saturating_sub(1);
+                (n > 0).then_some(wait)
+            };
+            if let Some(wait) = hold {
+                std::thread::sleep(wait);
+            }
+        }
         let routed = match self.file_sent(&asked) {
             Some(answered) => answered,
             None => self.route(&asked.url, &asked.text()),
@@ -571,6 +588,18 @@ impl FakeTelegram {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.files_sent()
+    }
+
+    /// The next `n` file transfers (downloads, files sent) are held `wait` before they are
+    /// answered (see `held_transfers`).
+    pub fn hold_transfers(&self, n: usize, wait: Duration) {
+        self.shared.0.lock().unwrap().held_transfers = (n, wait);
+    }
+
+    /// Whether every transfer [`Self::hold_transfers`] asked to hold has come (and is held, or
+    /// was).
+    pub fn transfers_held(&self) -> bool {
+        self.shared.0.lock().unwrap().held_transfers.0 == 0
     }
 
     /// The next `n` photos are refused as Telegram refuses one it cannot show.
