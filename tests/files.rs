@@ -592,3 +592,54 @@ fn an_upload_cut_by_kill_9_is_sent_again_marked_as_a_possible_repeat() {
     assert_eq!(chat.fake.files_sent().len(), 2, "not a third time");
     chat.daemon.take().unwrap().stop();
 }
+
+/// The outbox: a file the agent puts in `.relayq/outbox/<session>/` is sent once complete (a
+/// `.partial` name is being written; renamed, it is taken), once, even across a restart; a file
+/// on the deny list is refused and the chat told.
+#[test]
+fn a_file_put_in_the_sessions_outbox_is_sent_once_complete_and_once_only() {
+    let mut chat = Chat::start("files-outbox");
+    chat.fake
+        .push_text(ALICE, ALICE, "put the report in your outbox");
+    chat.wait_prompts(1);
+    let outbox = chat.app.dir.path().join(".relayq/outbox/agent");
+    std::fs::create_dir_all(&outbox).unwrap();
+    let sha = write_file(&outbox.join("report.txt.partial"), 200_000, false);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        chat.fake.files_sent().is_empty(),
+        "a .partial file is being written"
+    );
+    std::fs::rename(outbox.join("report.txt.partial"), outbox.join("report.txt")).unwrap();
+    let sent = chat.fake.wait_files(1, Duration::from_secs(20));
+    assert_eq!(
+        (
+            sent[0].method.as_str(),
+            sent[0].filename.as_str(),
+            sent[0].sha256.as_str()
+        ),
+        ("sendDocument", "report.txt", sha.as_str())
+    );
+    assert!(!outbox.join("report.txt").exists(), "taken from the outbox");
+
+    std::fs::write(outbox.join("id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+    wait_until(
+        "the chat told of the refused file",
+        Duration::from_secs(20),
+        || {
+            chat.said()
+                .iter()
+                .any(|t| t.contains("id_rsa: on the deny list (id_*)"))
+        },
+    );
+
+    chat.daemon.take().unwrap().stop();
+    chat.daemon = Some(chat.app.serve());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        chat.fake.files_sent().len(),
+        1,
+        "not sent again after a restart"
+    );
+    chat.daemon.take().unwrap().stop();
+}

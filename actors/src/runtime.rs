@@ -209,6 +209,7 @@ impl RelayqBuilder {
         )
         .start();
         let files = crate::files::Files::new(config.files.clone(), config.files_fallback());
+        let outbox = crate::files::outbox::OutboxActor::new(store.clone(), files.clone()).start();
         let supervisor = SupervisorActor::new(
             store.clone(),
             channels,
@@ -322,6 +323,7 @@ impl RelayqBuilder {
             launcher,
             progress,
             files,
+            _outbox: outbox,
             listener,
             _nodes_listener: nodes_listener,
             _shared_pauses: shared_pauses,
@@ -341,6 +343,8 @@ pub struct Relayq {
     progress: Addr<crate::progress::ProgressActor>,
     /// What the sessions fetch messages' files with; replaced at a reload.
     files: crate::files::Files,
+    /// Sends what the agents put in their outboxes.
+    _outbox: Addr<crate::files::outbox::OutboxActor>,
     listener: Option<actix_rt::task::JoinHandle<()>>,
     /// The running sources, stopped first at shutdown and replaced at a reload.
     sources: std::sync::Mutex<Vec<Recipient<Stop>>>,

@@ -5,12 +5,10 @@
 //! row, and sent in order with the session's other messages. A file refused is said here (exit
 //! 2) and in the chat, naming why.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use relayq_actors::files::outgoing::{self, Refused};
+use relayq_actors::files::outgoing;
 use relayq_engine::outbound::writes::EnqueueOutbound;
-use relayq_engine::outbound::OutboundMessage;
-use relayq_engine::sessions::Origin;
 
 use crate::invocation::{CliError, Invocation};
 
@@ -97,30 +95,25 @@ pub fn run(ctx: &Invocation, args: SendArgs) -> Result<(), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Failed(format!("cannot read this directory: {e}")))?;
     let node = ctx.config.node.name();
+    let destination = outgoing::Destination {
+        session: session.clone(),
+        channel,
+        origin,
+        limit,
+    };
     let mut refused = Vec::new();
     let mut caption = args.caption.unwrap_or_default();
     for path in &args.paths {
         let checked = outgoing::check(path, &cwd, &project, &ctx.config.files, limit, &node);
         let message = match checked {
-            Ok(file) => OutboundMessage {
-                file: Some(file),
-                session: Some(session.clone()),
-                event: Some("file".into()),
-                thread: origin.thread.clone(),
-                ..OutboundMessage::text(&channel, &origin.chat, &std::mem::take(&mut caption))
-            },
+            Ok(file) => destination.row(file, &std::mem::take(&mut caption)),
             Err(why) => {
                 eprintln!("relayq: {why}");
                 refused.push(why);
                 continue;
             }
         };
-        let written = door.apply_now(EnqueueOutbound(vec![message.clone()]))?;
-        relayq_actors::wake::rows_written_beside(
-            door.engine.database().path(),
-            relayq_engine::QueueName::Outbound,
-            &message.destination_key(),
-        );
+        let written = write(&door, message)?;
         match args.json {
             true => println!("{}", serde_json::to_string(&written).expect("serialises")),
             false => println!("{}", written.first.id),
@@ -129,7 +122,7 @@ pub fn run(ctx: &Invocation, args: SendArgs) -> Result<(), CliError> {
     if refused.is_empty() {
         return Ok(());
     }
-    tell_the_chat(&door, &channel, &origin, &session, &refused)?;
+    write(&door, destination.refusals(&refused))?;
     Err(CliError::Usage(format!(
         "{} of {} files not sent (the chat is told why)",
         refused.len(),
@@ -137,49 +130,17 @@ pub fn run(ctx: &Invocation, args: SendArgs) -> Result<(), CliError> {
     )))
 }
 
-/// The chat hears which files the agent tried to send were refused, and why: never a file
-/// that silently does not come.
-fn tell_the_chat(
+/// Writes `message` and wakes a running daemon for it.
+fn write(
     door: &relayq_engine::WriteDoor,
-    channel: &str,
-    origin: &Origin,
-    session: &str,
-    refused: &[Refused],
-) -> Result<(), CliError> {
-    let lines: Vec<String> = refused.iter().map(|r| format!("• {}", shown(r))).collect();
-    let text = format!(
-        "{session} tried to send files relayq did not send:\n{}",
-        lines.join("\n")
-    );
-    let message = OutboundMessage {
-        session: Some(session.into()),
-        event: Some("file".into()),
-        thread: origin.thread.clone(),
-        ..OutboundMessage::text(channel, &origin.chat, &text)
-    };
-    door.apply_now(EnqueueOutbound(vec![message.clone()]))?;
+    message: relayq_engine::outbound::OutboundMessage,
+) -> Result<relayq_engine::outbound::Written, CliError> {
+    let key = message.destination_key();
+    let written = door.apply_now(EnqueueOutbound(vec![message]))?;
     relayq_actors::wake::rows_written_beside(
         door.engine.database().path(),
         relayq_engine::QueueName::Outbound,
-        &message.destination_key(),
+        &key,
     );
-    Ok(())
-}
-
-/// A refusal as the chat reads it: the file's name, not where it is on the machine.
-fn shown(refused: &Refused) -> String {
-    let name = |p: &str| {
-        Path::new(p)
-            .file_name()
-            .map_or(p.to_string(), |n| n.to_string_lossy().into_owned())
-    };
-    match refused {
-        Refused::Unreadable(p, _) => format!("{}: cannot be read", name(p)),
-        Refused::NotAFile(p) => format!("{}: not a file", name(p)),
-        Refused::Outside(p, _) => format!("{}: outside the session's directory", name(p)),
-        Refused::Denied(p, pattern) => format!("{}: on the deny list ({pattern})", name(p)),
-        Refused::TooLarge { path, size, limit } => {
-            format!("{} ({size}): over {limit}", name(path))
-        }
-    }
+    Ok(written)
 }

@@ -627,6 +627,11 @@ impl Config {
                     .filter_map(|(name, source)| source.files(name))
                     .collect(),
                 transcription: self.transcription.clone(),
+                limits: self
+                    .channels
+                    .iter()
+                    .filter_map(|(name, channel)| Some((name.clone(), channel.file_limit()?)))
+                    .collect(),
             },
         }
     }

@@ -12,6 +12,7 @@
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod fake_transcriber;
 pub mod inbox;
+pub mod outbox;
 pub mod outgoing;
 pub mod prepare;
 mod settings;
@@ -92,6 +93,8 @@ pub struct FilesNow {
     pub fetchers: HashMap<String, Arc<dyn FileFetcher>>,
     /// Turns voice notes into words, when `[transcription]` is set.
     pub transcriber: Option<Transcriber>,
+    /// The channels that send files: the most each takes, and the words naming it.
+    pub limits: HashMap<String, (u64, &'static str)>,
 }
 
 /// What [`Files`] is made of, from the config.
@@ -102,6 +105,8 @@ pub struct FilesConfig {
     pub sources: Vec<FileSource>,
     /// `[transcription]`, if set.
     pub transcription: Option<TranscriptionSettings>,
+    /// The channels that send files (see [`FilesNow::limits`]).
+    pub limits: HashMap<String, (u64, &'static str)>,
 }
 
 impl Files {
@@ -132,6 +137,7 @@ impl Files {
             fallback,
             fetchers,
             transcriber,
+            limits: config.limits,
         };
         *self.current.write().expect("files lock") = Arc::new(now);
     }

@@ -6,7 +6,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use relayq_engine::outbound::OutboundFile;
+use relayq_engine::outbound::{OutboundFile, OutboundMessage};
+use relayq_engine::sessions::Origin;
 
 use super::FileSettings;
 
@@ -88,6 +89,69 @@ pub fn check(
         mime,
         node: node.to_string(),
     })
+}
+
+/// Where a session's files go: its chat (the origin of its last chat message) on the channel
+/// that answers it, and the most that channel takes.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    pub session: String,
+    pub channel: String,
+    pub origin: Origin,
+    pub limit: (u64, &'static str),
+}
+
+impl Destination {
+    /// The row that sends `file` there, `caption` with it.
+    pub fn row(&self, file: OutboundFile, caption: &str) -> OutboundMessage {
+        OutboundMessage {
+            file: Some(file),
+            session: Some(self.session.clone()),
+            event: Some("file".into()),
+            thread: self.origin.thread.clone(),
+            ..OutboundMessage::text(&self.channel, &self.origin.chat, caption)
+        }
+    }
+
+    /// The message that tells the chat which files were refused, and why: never a file that
+    /// silently does not come.
+    pub fn refusals(&self, refused: &[Refused]) -> OutboundMessage {
+        let lines: Vec<String> = refused
+            .iter()
+            .map(|r| format!("• {}", r.for_the_chat()))
+            .collect();
+        let text = format!(
+            "{} tried to send files relayq did not send:\n{}",
+            self.session,
+            lines.join("\n")
+        );
+        OutboundMessage {
+            session: Some(self.session.clone()),
+            event: Some("file".into()),
+            thread: self.origin.thread.clone(),
+            ..OutboundMessage::text(&self.channel, &self.origin.chat, &text)
+        }
+    }
+}
+
+impl Refused {
+    /// As the chat reads it: the file's name, not where it is on the machine.
+    pub fn for_the_chat(&self) -> String {
+        let name = |p: &str| {
+            Path::new(p)
+                .file_name()
+                .map_or(p.to_string(), |n| n.to_string_lossy().into_owned())
+        };
+        match self {
+            Refused::Unreadable(p, _) => format!("{}: cannot be read", name(p)),
+            Refused::NotAFile(p) => format!("{}: not a file", name(p)),
+            Refused::Outside(p, _) => format!("{}: outside the session's directory", name(p)),
+            Refused::Denied(p, pattern) => format!("{}: on the deny list ({pattern})", name(p)),
+            Refused::TooLarge { path, size, limit } => {
+                format!("{} ({size}): over {limit}", name(path))
+            }
+        }
+    }
 }
 
 /// What stops a file's row from being sent now, if anything: it is on another node's disk
