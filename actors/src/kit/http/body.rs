@@ -30,7 +30,7 @@ pub struct Upload {
 
 impl Upload {
     /// The body's length: it is sent with `Content-Length`.
-    pub fn len(&self) -> u64 {
+    pub fn length(&self) -> u64 {
         self.head.len() as u64 + self.size + self.tail.len() as u64
     }
 
@@ -116,7 +116,7 @@ mod tests {
             tail: Bytes::from_static(b"<tail>"),
         };
         let sent = upload.body().collect().await.unwrap().to_bytes();
-        assert_eq!(sent.len() as u64, upload.len());
+        assert_eq!(sent.len() as u64, upload.length());
         assert_eq!(&sent[..6], b"<head>");
         assert_eq!(&sent[6..6 + data.len()], &data[..]);
         assert_eq!(&sent[6 + data.len()..], b"<tail>");

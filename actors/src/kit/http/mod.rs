@@ -316,7 +316,7 @@ impl Request {
         );
         self.headers.insert(
             http::header::CONTENT_LENGTH,
-            HeaderValue::from(upload.len()),
+            HeaderValue::from(upload.length()),
         );
         self.upload = Some(upload);
         self
