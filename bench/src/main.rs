@@ -5,6 +5,7 @@
 mod chat_sessions;
 mod cpu;
 mod effectum;
+mod files;
 mod flow;
 mod graphile;
 mod history;
@@ -94,6 +95,9 @@ enum Scenario {
     /// Not in `all`: `/sessions` answered with 1 000 sessions in the registry, on SQLite and a
     /// durable PostgreSQL server, p50 / p99 / max, printed
     ChatSessions,
+    /// Not in `all`: files both ways: a 49 MB file sent (the daemon's RSS growth) and 100
+    /// photos in 10 albums fetched and delivered (against the fake's own transfer time), printed
+    Files,
     /// Not in `all`: progress on the phone, five chats taking turns with fake agents for
     /// `BENCH_PROGRESS_SECS` (1 800) against a Bot API enforcing Telegram's limits, on SQLite
     /// (and on a durable PostgreSQL server with `BENCH_PROGRESS_PG=1`), printed
@@ -193,6 +197,9 @@ fn main() -> Result<()> {
     if args.scenarios.contains(&Scenario::ChatSessions) {
         chat_sessions::run(200 * runs)?;
         return chat_sessions::new_to_ready(&root, &build_relayq(&root)?, 20 * runs);
+    }
+    if args.scenarios.contains(&Scenario::Files) {
+        return files::run(&build_relayq(&root)?);
     }
     if args.scenarios.contains(&Scenario::Progress) {
         let secs = std::env::var("BENCH_PROGRESS_SECS")

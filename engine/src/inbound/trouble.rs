@@ -63,24 +63,54 @@ pub fn tell_chat_in(
             format!("{why}\nSend it again once the agent runs."),
         ),
     };
-    let message = OutboundMessage {
-        notice: Some(Notice {
-            session: session.to_string(),
-            event: EventType::Error,
-            headline: headline.into(),
-            body: Some(body),
-            question: None,
-            approval: None,
-        }),
-        idempotency_key: Some(key),
-        session: Some(session.to_string()),
-        event: Some("delivery".into()),
-        thread: origin.thread.clone(),
-        ..OutboundMessage::text(channel, &origin.chat, "")
+    let said = Said {
+        channel,
+        origin,
+        session,
+        event: EventType::Error,
+        headline,
     };
-    let row = message.to_row();
-    let written = outbound.enqueue_in(tx, &row)?;
-    Ok((!written.duplicate).then_some(row.key))
+    said.write_in(outbound, tx, body, key)
+}
+
+/// A notice about a chat's message, to that chat.
+struct Said<'a> {
+    channel: &'a str,
+    origin: &'a Origin,
+    session: &'a str,
+    event: EventType,
+    headline: &'a str,
+}
+
+impl Said<'_> {
+    /// Writes it with `body`, once (`key`): the ordering key of the row written, or `None`
+    /// when it was written before.
+    fn write_in(
+        self,
+        outbound: &Queue,
+        tx: &Tx<'_>,
+        body: String,
+        key: String,
+    ) -> Result<Option<String>> {
+        let message = OutboundMessage {
+            notice: Some(Notice {
+                session: self.session.to_string(),
+                event: self.event,
+                headline: self.headline.into(),
+                body: Some(body),
+                question: None,
+                approval: None,
+            }),
+            idempotency_key: Some(key),
+            session: Some(self.session.to_string()),
+            event: Some("delivery".into()),
+            thread: self.origin.thread.clone(),
+            ..OutboundMessage::text(self.channel, &self.origin.chat, "")
+        };
+        let row = message.to_row();
+        let written = outbound.enqueue_in(tx, &row)?;
+        Ok((!written.duplicate).then_some(row.key))
+    }
 }
 
 /// Tells the chat a message with files came from what it should know once they were fetched:
@@ -128,24 +158,14 @@ pub fn tell_about_files_in(
         .chain(missing)
         .collect::<Vec<_>>()
         .join("\n");
-    let notice = OutboundMessage {
-        notice: Some(Notice {
-            session: message.session.clone(),
-            event,
-            headline: headline.into(),
-            body: Some(body),
-            question: None,
-            approval: None,
-        }),
-        idempotency_key: Some(format!("relayq-files-{row}")),
-        session: Some(message.session.clone()),
-        event: Some("delivery".into()),
-        thread: origin.thread.clone(),
-        ..OutboundMessage::text(channel, &origin.chat, "")
+    let said = Said {
+        channel,
+        origin: &origin,
+        session: &message.session,
+        event,
+        headline,
     };
-    let row = notice.to_row();
-    let written = outbound.enqueue_in(tx, &row)?;
-    Ok((!written.duplicate).then_some(row.key))
+    said.write_in(outbound, tx, body, format!("relayq-files-{row}"))
 }
 
 /// Tells the chat `message` (row `row`) came from of `trouble`, if it named its chat; see
