@@ -1254,3 +1254,69 @@ fn three_nodes_sending_held_runs_under_kill_9_send_each_destination_in_order_one
     }
     eprintln!("nodes: {held} rows held a run as it went (one per write of its answers), {repeats} flagged repeats");
 }
+
+/// A file `relayq send` wrote down on one node is on that node's disk: only that node sends it,
+/// once; while that node is down the file waits for it (and `status` says so), never sent by
+/// another node that cannot read it.
+#[test]
+fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
+    if !own_database_runs_here("a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it") {
+        return;
+    }
+    let database = TestDatabase::create();
+    let url = database.url();
+    let fake = FakeTelegram::start(TOKEN);
+    let env = [("BOT_TOKEN", TOKEN)];
+    let apps = [
+        App::joining(node_config(&fake, "files-node"), &url),
+        App::joining(node_config(&fake, "other"), &url),
+    ];
+    let mut files_node = apps[0].serve_with_env(&env);
+    let other = apps[1].serve_with_env(&env);
+    // Alice's session works in the first node's directory, and talks to her chat.
+    let dir = apps[0].dir.path().display().to_string();
+    let start = json!({"hook_event_name": "SessionStart", "session_id": "native-alice",
+                       "cwd": dir, "source": "startup"});
+    let out = apps[0].hook(
+        "claude",
+        &start.to_string(),
+        false,
+        &[("RELAYQ_SESSION", "alice")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fake.push_text(ALICE, ALICE, "send me the logs");
+    wait_until("Alice's session has her chat", WAIT, || {
+        apps[1]
+            .ok(&["session", "list", "--json"])
+            .contains("\"chat\":\"123456789\"")
+    });
+    std::fs::write(apps[0].path("one.log"), "the first log\n").unwrap();
+    std::fs::write(apps[0].path("two.log"), "the second log\n").unwrap();
+    apps[0].ok(&["send", "--session", "alice", "one.log"]);
+    wait_until("the first file sent", WAIT, || fake.files_sent().len() == 1);
+
+    // Its node down, a file written down there waits for it: the other node does not send it.
+    files_node.signal("KILL");
+    let id = apps[0].ok(&["send", "--session", "alice", "two.log"]);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        fake.files_sent().len(),
+        1,
+        "not sent by a node without the file"
+    );
+    let shown = apps[1].ok(&["show", id.trim()]);
+    assert!(shown.contains("the file is on node files-node"), "{shown}");
+    files_node = apps[0].serve_with_env(&env);
+    wait_until("the second file sent by its node", WAIT, || {
+        fake.files_sent().len() == 2
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let names: Vec<String> = fake.files_sent().into_iter().map(|f| f.filename).collect();
+    assert_eq!(names, ["one.log", "two.log"], "each once, in order");
+    files_node.stop();
+    other.stop();
+}

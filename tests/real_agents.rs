@@ -379,6 +379,29 @@ fn run_agent(kind: &'static str) {
     say("please reply r1");
     answered("echo: please reply r1", 1);
 
+    // A photo from the chat: fetched into the agent's project, its path in the prompt the
+    // model is sent, as text the agent can open.
+    let jpeg = [&[0xFF, 0xD8, 0xFF, 0xE0][..], &[7u8; 4000]].concat();
+    fake.add_file("shot-1", "photos/file_1.jpg", &jpeg);
+    fake.push_media(
+        ALICE,
+        json!({"photo": [{"file_id": "shot-1", "file_unique_id": "s1", "width": 640, "height": 480}],
+                           "caption": "please reply photo1"}),
+    );
+    wait_chat(
+        &fake,
+        ALICE,
+        "the answer to the photo",
+        |t| t.iter().any(|t| t.contains("echo: please reply photo1")),
+        &context,
+    );
+    let inbox = app.path(&format!("project-{kind}")).join(".relayq/inbox");
+    let saved = format!("{}/", inbox.display());
+    assert!(
+        model.asked_with_all(&["please reply photo1", &saved, "01-photo.jpg"]),
+        "the model is sent the photo's path"
+    );
+
     // Three messages in order, each with its own turn and answer.
     for m in ["o1", "o2", "o3"] {
         say(&format!("please reply {m}"));
