@@ -14,6 +14,9 @@ use super::{Files, FilesNow};
 use crate::delivery::keep_lease_while;
 use crate::store::Store;
 
+/// How many of a message's files are fetched at once.
+const AT_ONCE: usize = 4;
+
 /// The wait after the first failed try; doubled after each.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -94,27 +97,46 @@ pub async fn prepare(
         )
     });
     let origin = message.origin.clone();
-    for (n, a) in message.attachments.iter_mut().enumerate() {
-        if a.skipped.is_some() || a.fetched.is_some() {
-            continue;
-        }
-        let fetched = match &folder {
-            Ok(folder) => {
+    // An album's files are fetched a few at a time, each into its own place: the prompt keeps
+    // the album's order whatever order they finish in.
+    let outcomes: Vec<Option<(Fetched, Option<u64>)>> = {
+        use futures_util::StreamExt;
+        let folder = &folder;
+        let origin = &origin;
+        let jobs = message
+            .attachments
+            .iter()
+            .enumerate()
+            .map(|(n, a)| async move {
+                if a.skipped.is_some() || a.fetched.is_some() {
+                    return None;
+                }
+                let folder = match folder {
+                    Ok(folder) => folder,
+                    Err(why) => return Some((Fetched::Failed { why: why.clone() }, None)),
+                };
                 let path = folder.file(n + 1, &file_name(a));
-                match fetch(files, &origin, a, &path).await {
+                Some(match fetch(files, origin, a, &path).await {
                     Ok(bytes) => {
-                        a.size = Some(bytes);
-                        match a.kind {
+                        let fetched = match a.kind {
                             FileKind::Voice => hear(files, &path, a.mime.as_deref()).await,
                             _ => Fetched::Saved {
                                 path: path.display().to_string(),
                             },
-                        }
+                        };
+                        (fetched, Some(bytes))
                     }
-                    Err(why) => Fetched::Failed { why },
-                }
-            }
-            Err(why) => Fetched::Failed { why: why.clone() },
+                    Err(why) => (Fetched::Failed { why }, None),
+                })
+            });
+        futures_util::stream::iter(jobs)
+            .buffered(AT_ONCE)
+            .collect()
+            .await
+    };
+    for (a, outcome) in message.attachments.iter_mut().zip(outcomes) {
+        let Some((fetched, bytes)) = outcome else {
+            continue;
         };
         if let Fetched::Failed { why } = &fetched {
             tracing::warn!(
@@ -125,6 +147,7 @@ pub async fn prepare(
                 "a file of a chat message could not be fetched; the agent is told it is missing"
             );
         }
+        a.size = bytes.or(a.size);
         a.fetched = Some(fetched);
     }
     message.prompt = Some(attachments::prompt(&message.content, &message.attachments));

@@ -247,6 +247,26 @@ fn settings_that_would_let_anyone_in_or_reach_no_session_are_refused() {
         r.chats = [("@alice".to_string(), "a".to_string())].into()
     });
     assert_eq!(not_a_chat.check().unwrap_err().key, "chats.@alice");
+    // Files: the bot limit, an album's quiet period, and the old download folder.
+    let over = Config {
+        max_download_bytes: 21 * 1024 * 1024,
+        ..base.clone()
+    };
+    let e = over.check().unwrap_err();
+    assert_eq!(e.key, "max_download_bytes");
+    assert!(e.message.contains("give 1 to 20971520"), "{}", e.message);
+    let slow_album = Config {
+        album_quiet: Duration::from_secs(11),
+        ..base.clone()
+    };
+    assert_eq!(slow_album.check().unwrap_err().key, "album_quiet");
+    let old = Config {
+        download_dir: Some("files".into()),
+        ..base.clone()
+    };
+    let e = old.check().unwrap_err();
+    assert_eq!(e.key, "download_dir");
+    assert!(e.message.contains("[files] inbox"), "{}", e.message);
     base.check().unwrap();
 
     let replies = base.replies("mybot").unwrap();
