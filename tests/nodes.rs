@@ -51,6 +51,22 @@ fn node_config(fake: &FakeTelegram, name: &str) -> Config {
         )
 }
 
+/// The bot's token, as the nodes read it from their environment.
+const BOT_ENV: [(&str, &str); 1] = [("BOT_TOKEN", TOKEN)];
+
+/// Two nodes on a database of their own, `first` and `other` ([`node_config`]), and the Bot
+/// API they share.
+fn two_nodes(first: &str) -> (TestDatabase, FakeTelegram, [App; 2]) {
+    let database = TestDatabase::create();
+    let url = database.url();
+    let fake = FakeTelegram::start(TOKEN);
+    let apps = [
+        App::joining(node_config(&fake, first), &url),
+        App::joining(node_config(&fake, "other"), &url),
+    ];
+    (database, fake, apps)
+}
+
 /// A small random source (xorshift), seeded from the clock; the seed is printed.
 struct Dice(u64);
 
@@ -1005,16 +1021,9 @@ fn a_message_for_an_agent_on_a_lost_node_tells_its_chat_why_it_waits() {
     {
         return;
     }
-    let database = TestDatabase::create();
-    let url = database.url();
-    let fake = FakeTelegram::start(TOKEN);
-    let env = [("BOT_TOKEN", TOKEN)];
-    let apps = [
-        App::joining(node_config(&fake, "agent-node"), &url),
-        App::joining(node_config(&fake, "other"), &url),
-    ];
-    let mut agent_node = apps[0].serve_with_env(&env);
-    let other = apps[1].serve_with_env(&env);
+    let (_database, fake, apps) = two_nodes("agent-node");
+    let mut agent_node = apps[0].serve_with_env(&BOT_ENV);
+    let other = apps[1].serve_with_env(&BOT_ENV);
     // Alice's session's agent runs on the first node: its hook says so.
     let start = include_str!("fixtures/claude-code/SessionStart.json");
     let out = apps[0].hook("claude", start, false, &[("RELAYQ_SESSION", "alice")]);
@@ -1263,14 +1272,8 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     if !own_database_runs_here("a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it") {
         return;
     }
-    let database = TestDatabase::create();
-    let url = database.url();
-    let fake = FakeTelegram::start(TOKEN);
-    let env = [("BOT_TOKEN", TOKEN)];
-    let apps = [
-        App::joining(node_config(&fake, "files-node"), &url),
-        App::joining(node_config(&fake, "other"), &url),
-    ];
+    let (_database, fake, apps) = two_nodes("files-node");
+    let env = BOT_ENV;
     let mut files_node = apps[0].serve_with_env(&env);
     let other = apps[1].serve_with_env(&env);
     // Alice's session works in the first node's directory, and talks to her chat.
