@@ -1305,14 +1305,17 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     // Its node down, a file written down there waits for it: the other node does not send it.
     files_node.signal("KILL");
     let id = apps[0].ok(&["send", "--session", "alice", "two.log"]);
-    std::thread::sleep(Duration::from_secs(4));
+    // Once the killed node's leases lapse, the other node takes the row and leaves it.
+    wait_until("the other node leaves the file to its node", WAIT, || {
+        apps[1]
+            .ok(&["show", id.trim()])
+            .contains("the file is on node files-node, which sends it")
+    });
     assert_eq!(
         fake.files_sent().len(),
         1,
         "not sent by a node without the file"
     );
-    let shown = apps[1].ok(&["show", id.trim()]);
-    assert!(shown.contains("the file is on node files-node"), "{shown}");
     files_node = apps[0].serve_with_env(&env);
     wait_until("the second file sent by its node", WAIT, || {
         fake.files_sent().len() == 2
@@ -1320,6 +1323,30 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     std::thread::sleep(Duration::from_secs(2));
     let names: Vec<String> = fake.files_sent().into_iter().map(|f| f.filename).collect();
     assert_eq!(names, ["one.log", "two.log"], "each once, in order");
+
+    // Its node stopped: the file's row ends, saying why, and the chat's later messages are
+    // not held behind it.
     files_node.stop();
+    std::fs::write(apps[0].path("three.log"), "the third log\n").unwrap();
+    let id = apps[0].ok(&["send", "--session", "alice", "three.log"]);
+    wait_until("the file's row ended", WAIT, || {
+        apps[1]
+            .ok(&["show", id.trim()])
+            .contains("which is not running: not sent")
+    });
+    let alice = ALICE.to_string();
+    apps[1].ok(&[
+        "enqueue",
+        "outbound",
+        "--channel",
+        "bot",
+        "--to",
+        &alice,
+        "after the file",
+    ]);
+    wait_until("a later message not held behind it", WAIT, || {
+        fake.texts_to(ALICE).iter().any(|t| t == "after the file")
+    });
+    assert_eq!(fake.files_sent().len(), 2);
     other.stop();
 }

@@ -154,9 +154,14 @@ impl Refused {
     }
 }
 
+/// How long a file's row waits for its node once that node is lost (a crash, a restart); a node
+/// stopped, or lost longer, will not send it.
+const NODE_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What stops a file's row from being sent now, if anything: it is on another node's disk
-/// (that node sends it: tried again shortly, uncounted), or it is no longer the file that was
-/// checked (its size or SHA-256 changed: never sent, the row says why).
+/// (that node sends it: tried again shortly, uncounted; a node stopped, or lost past
+/// [`NODE_GRACE`], never will, and the row ends so the chat's later messages go), or it is no longer the file that was checked (its SHA-256
+/// changed: never sent, the row says why).
 pub async fn ready_to_send(
     store: &crate::store::Store,
     file: &OutboundFile,
@@ -164,10 +169,33 @@ pub async fn ready_to_send(
     use relayq_engine::Outcome;
     let here = store.engine.node();
     if file.node != here {
-        return Some(Outcome::Throttled {
-            reason: format!("the file is on node {}, which sends it", file.node),
-            wait: std::time::Duration::from_secs(2),
-            channel_wide: false,
+        // Its node sends it; a node that is not running cannot, and the chat's later messages
+        // are not held behind it for ever: the row ends, saying why.
+        let node = file.node.clone();
+        let now = store.engine.now();
+        let gone = store
+            .run(move |s| {
+                let nodes = s.engine.nodes()?;
+                let found = nodes.iter().find(|n| n.node.name == node);
+                Ok(found.is_none_or(|n| {
+                    let lost_long = n.node.seen_at < now - NODE_GRACE.as_millis() as i64;
+                    !n.alive && (n.node.stopped_at.is_some() || lost_long)
+                }))
+            })
+            .await;
+        return Some(match gone {
+            Ok(true) => Outcome::Permanent {
+                reason: format!(
+                    "the file is on node {}, which is not running: not sent (the chat's later \
+                     messages are not held behind it); send it again from a running node",
+                    file.node
+                ),
+            },
+            Ok(false) | Err(_) => Outcome::Throttled {
+                reason: format!("the file is on node {}, which sends it", file.node),
+                wait: std::time::Duration::from_secs(2),
+                channel_wide: false,
+            },
         });
     }
     let path = PathBuf::from(&file.path);
