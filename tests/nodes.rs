@@ -1306,10 +1306,14 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     files_node.signal("KILL");
     let id = apps[0].ok(&["send", "--session", "alice", "two.log"]);
     // Once the killed node's leases lapse, the other node takes the row and leaves it.
+    let error = format!(
+        "SELECT COALESCE(last_error, '') FROM queue_rows WHERE id = {}",
+        id.trim()
+    );
     wait_until("the other node leaves the file to its node", WAIT, || {
         apps[1]
-            .ok(&["show", id.trim()])
-            .contains("the file is on node files-node, which sends it")
+            .query_value::<String>(&error)
+            .is_some_and(|e| e.contains("the file is on node files-node, which sends it"))
     });
     assert_eq!(
         fake.files_sent().len(),
@@ -1329,11 +1333,17 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     files_node.stop();
     std::fs::write(apps[0].path("three.log"), "the third log\n").unwrap();
     let id = apps[0].ok(&["send", "--session", "alice", "three.log"]);
+    let error = format!(
+        "SELECT COALESCE(last_error, '') FROM queue_rows WHERE id = {}",
+        id.trim()
+    );
     wait_until("the file's row ended", WAIT, || {
         apps[1]
-            .ok(&["show", id.trim()])
-            .contains("which is not running: not sent")
+            .query_value::<String>(&error)
+            .is_some_and(|e| e.contains("which is not running: not sent"))
     });
+    let shown = apps[1].ok(&["show", id.trim()]);
+    assert!(shown.contains("dead"), "{shown}");
     let alice = ALICE.to_string();
     apps[1].ok(&[
         "enqueue",
