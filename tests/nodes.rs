@@ -1301,6 +1301,13 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     std::fs::write(apps[0].path("two.log"), "the second log\n").unwrap();
     apps[0].ok(&["send", "--session", "alice", "one.log"]);
     wait_until("the first file sent", WAIT, || fake.files_sent().len() == 1);
+    // And its send recorded: a kill before the record would leave that row, not the next, to
+    // wait for the killed node.
+    wait_until("the first file's send recorded", WAIT, || {
+        apps[1].query_value::<i64>(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'outbound' AND state IN ('pending', 'leased')",
+        ) == Some(0)
+    });
 
     // Its node down, a file written down there waits for it: the other node does not send it.
     files_node.signal("KILL");
