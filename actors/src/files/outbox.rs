@@ -181,6 +181,40 @@ async fn take(
 ) -> Option<PathBuf> {
     let now = files.now();
     let destination = destination(store, &now, session)?;
+    // Renames and the file's hash (up to its whole size, read once) off the actor's thread.
+    let (session_now, file_now, node) = (
+        session.clone(),
+        file.to_path_buf(),
+        store.engine.node().to_string(),
+    );
+    let made = tokio::task::spawn_blocking(move || {
+        row_for(&session_now, &file_now, &now, &destination, &node)
+    })
+    .await;
+    let (queued, message) = made.ok()??;
+    let destination_key = message.destination_key();
+    match store.apply(EnqueueOutbound(vec![message])).await {
+        Ok(_) => {
+            store.waking.outbound_written(vec![destination_key]);
+            Some(queued)
+        }
+        Err(e) => {
+            tracing::warn!(session = session.key, error = %e, "cannot write a file's row; tried again at the next look");
+            None
+        }
+    }
+}
+
+/// `file` of `session`'s outbox queued (renamed into `.queued/<stamp>/`, unless it is there
+/// already) and its row made (or, refused, moved to `.refused/` and the chat's notice made).
+/// Blocking: renames, and the file read whole for its hash.
+fn row_for(
+    session: &SessionRecord,
+    file: &Path,
+    now: &super::FilesNow,
+    destination: &Destination,
+    node: &str,
+) -> Option<(PathBuf, relayq_engine::outbound::OutboundMessage)> {
     let name = file.file_name().unwrap_or_default().to_owned();
     let parent = file.parent().unwrap_or(Path::new("/"));
     let was_queued = parent
@@ -215,14 +249,13 @@ async fn take(
         .to_string_lossy()
         .into_owned();
     let project = PathBuf::from(session.cwd.clone().unwrap_or_default());
-    let node = store.engine.node().to_string();
     let checked = outgoing::check(
         &queued,
         &project,
         &project,
         &now.settings,
         destination.limit,
-        &node,
+        node,
     );
     let key = format!(
         "relayq-outbox-{}-{stamp}-{}",
@@ -245,17 +278,7 @@ async fn take(
             }
         }
     };
-    let destination_key = message.destination_key();
-    match store.apply(EnqueueOutbound(vec![message])).await {
-        Ok(_) => {
-            store.waking.outbound_written(vec![destination_key]);
-            Some(queued)
-        }
-        Err(e) => {
-            tracing::warn!(session = session.key, error = %e, "cannot write a file's row; tried again at the next look");
-            None
-        }
-    }
+    Some((queued, message))
 }
 
 /// Where `session`'s files go, if its chat is answered by a channel that sends files.
