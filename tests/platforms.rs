@@ -491,6 +491,54 @@ fn a_click_over_slack_socket_mode_is_recorded_answered_and_acknowledged() {
     daemon.stop();
 }
 
+/// Regression: a batch that held only session requests (`/sessions` over Socket Mode, which
+/// keeps no offset) was taken for an idle fetch once the offset was stored: the command was
+/// never recorded nor its envelope acknowledged, and the person who typed it heard nothing.
+#[test]
+fn a_session_command_over_slack_socket_mode_is_recorded_and_acknowledged() {
+    use relayq_actors::sources::slack::fake_socket::FakeSlackSocket;
+    const APP_TOKEN: &str = "xapp-1-A0AGENTAPP1-command";
+    let slack = FakeSlackSocket::start(APP_TOKEN);
+    let config = crate::common::file_config().table(
+        "sources.team",
+        &[
+            "kind = \"slack\"",
+            "mode = \"socket\"",
+            "app_token_env = \"SLACK_APP_TOKEN\"",
+            &format!("api_url = {:?}", slack.api_url),
+            "allowed_users = [\"U0ALICE0001\"]",
+            "chats = { C0123ABCDEF = \"agent\" }",
+        ],
+    );
+    let app = App::new(config);
+    let daemon = app.serve_with_env(&[("SLACK_APP_TOKEN", APP_TOKEN)]);
+    let message = |n: u32, text: &str| {
+        json!({
+            "type": "event_callback", "event_id": format!("Ev{n}"), "event_time": 1767225600,
+            "event": {"type": "message", "channel": "C0123ABCDEF", "user": "U0ALICE0001",
+                      "text": text, "ts": format!("1767225600.00010{n}")},
+        })
+    };
+    // A message first: its commit stores the source's offset, which a command leaves as it is.
+    slack.push_event(message(1, "hello"));
+    crate::common::wait_until("the message delivered", Duration::from_secs(15), || {
+        app.lines("out.jsonl").len() == 1
+    });
+    slack.push_event(message(2, "/sessions"));
+    crate::common::wait_until("the command acknowledged", Duration::from_secs(15), || {
+        slack.all_acknowledged()
+    });
+    let commands: Option<i64> =
+        app.query_value("SELECT COUNT(*) FROM session_commands WHERE command LIKE '%sessions%'");
+    assert_eq!(
+        commands,
+        Some(1),
+        "the command is recorded\n{}",
+        daemon.log()
+    );
+    daemon.stop();
+}
+
 /// Slack's Events API: url_verification answered, a signed message committed before the 200
 /// and delivered, Slack's retry of it (`X-Slack-Retry-Num`) a duplicate, a bad signature 401.
 #[test]

@@ -137,11 +137,7 @@ impl<S: Source> SourceActor<S> {
         }
         let fetch = self.source.fetch(self.offset.clone());
         ctx.spawn(fetch.into_actor(self).map(|result, act, ctx| match result {
-            Ok(batch)
-                if batch.messages.is_empty()
-                    && batch.answers.is_empty()
-                    && act.offset.as_ref() == Some(&batch.offset) =>
-            {
+            Ok(batch) if batch.carries_nothing() && act.offset.as_ref() == Some(&batch.offset) => {
                 act.succeeded();
                 ctx.run_later(IDLE_PAUSE, |act, ctx| act.fetch(ctx));
             }

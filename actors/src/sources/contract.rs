@@ -24,6 +24,13 @@ pub struct Batch {
     pub offset: String,
 }
 
+impl Batch {
+    /// Whether it carries nothing to record (its offset may still have moved).
+    pub fn carries_nothing(&self) -> bool {
+        self.messages.is_empty() && self.answers.is_empty() && self.requests.is_empty()
+    }
+}
+
 /// A fetch in progress.
 pub type Fetch = Pin<Box<dyn Future<Output = Result<Batch, String>>>>;
 
