@@ -593,7 +593,7 @@ impl RelayqHandle {
     pub fn record_answers(
         &self,
         answers: Vec<relayq_engine::approvals::ChatAnswer>,
-    ) -> impl std::future::Future<Output = Result<Vec<(relayq_engine::approvals::ChatAnswer, String)>>>
+    ) -> impl std::future::Future<Output = Result<Vec<relayq_engine::approvals::Answered>>>
            + 'static {
         let request = self
             .supervisor

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use relayq_engine::approvals::ChatAnswer;
+use relayq_engine::approvals::{Answered, ChatAnswer};
 use relayq_engine::chat_sessions::SessionRequest;
 use relayq_engine::writes::upkeep::ExpireKey;
 use relayq_engine::{Enqueued, InboundMessage, QueueName};
@@ -91,7 +91,7 @@ pub struct EnqueueFrom {
 #[derive(Debug)]
 pub struct BatchRecorded {
     pub rows: Vec<std::result::Result<Enqueued, String>>,
-    pub answered: Vec<(ChatAnswer, String)>,
+    pub answered: Vec<Answered>,
     /// Session buttons tapped: each callback with the line to show where it was tapped.
     pub taps: Vec<(String, String)>,
 }
@@ -99,11 +99,11 @@ pub struct BatchRecorded {
 /// Answers to agents' questions a platform pushed: recorded, then each with the line for the
 /// person who answered.
 #[derive(Debug, actix::Message)]
-#[rtype(result = "Result<Vec<(ChatAnswer, String)>>")]
+#[rtype(result = "Result<Vec<Answered>>")]
 pub struct TakeChatAnswers(pub Vec<ChatAnswer>);
 
 impl Handler<TakeChatAnswers> for SupervisorActor {
-    type Result = ResponseActFuture<Self, Result<Vec<(ChatAnswer, String)>>>;
+    type Result = ResponseActFuture<Self, Result<Vec<Answered>>>;
 
     fn handle(
         &mut self,
@@ -437,7 +437,7 @@ impl SupervisorActor {
         &mut self,
         recorded: relayq_engine::approvals::writes::ChatAnswersRecorded,
         ctx: &mut Context<Self>,
-    ) -> Vec<(ChatAnswer, String)> {
+    ) -> Vec<Answered> {
         self.store.waking.outbound_written(recorded.outbound_keys);
         for session in &recorded.sessions {
             self.wake(session, ctx);

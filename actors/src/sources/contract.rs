@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use relayq_engine::approvals::ChatAnswer;
+use relayq_engine::approvals::{Answered, ChatAnswer};
 use relayq_engine::chat_sessions::SessionRequest;
 use relayq_engine::InboundMessage;
 
@@ -54,7 +54,7 @@ pub trait Source: Clone + Send + Sync + Unpin + 'static {
 
     /// Called once a batch's answers are recorded, each with the line for the person who
     /// answered, so a source may show it where they tapped (Telegram: `answerCallbackQuery`).
-    fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
+    fn acknowledge(&mut self, _answered: Vec<Answered>) {}
 
     /// Called once a batch's session requests are recorded, with each tapped button's callback
     /// and the line to show where it was tapped.
@@ -133,7 +133,7 @@ pub trait PushSource: Send + Sync + 'static {
     fn started(&self, _name: &str) {}
 
     /// As [`Source::acknowledge`], for pushed answers once recorded.
-    fn acknowledge(&self, _answered: Vec<(ChatAnswer, String)>) {}
+    fn acknowledge(&self, _answered: Vec<Answered>) {}
 
     /// As [`Source::tapped`], for pushed session requests once recorded.
     fn tapped(&self, _taps: Vec<(String, String)>) {}
@@ -187,7 +187,7 @@ pub trait HeldSource: Clone + Send + Sync + Unpin + 'static {
     fn connect(&self, resume: Option<String>) -> OnConnection<'static, Self::Connection>;
 
     /// As [`Source::acknowledge`].
-    fn acknowledge(&mut self, _answered: Vec<(ChatAnswer, String)>) {}
+    fn acknowledge(&mut self, _answered: Vec<Answered>) {}
 
     /// As [`Source::tapped`].
     fn tapped(&mut self, _taps: Vec<(String, String)>) {}

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use relayq_engine::approvals::ChatAnswer;
+use relayq_engine::approvals::Answered;
 use relayq_engine::InboundMessage;
 
 use super::contract::{Arrived, Batch, Fetch, HeldConnection, HeldSource, Source};
@@ -90,7 +90,7 @@ impl<S: HeldSource> Source for Held<S> {
 
     fn committed(&mut self, _new: Vec<InboundMessage>, _budget: Option<Arc<dyn Budgets>>) {}
 
-    fn acknowledge(&mut self, answered: Vec<(ChatAnswer, String)>) {
+    fn acknowledge(&mut self, answered: Vec<Answered>) {
         self.source.acknowledge(answered);
     }
 

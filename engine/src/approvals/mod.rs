@@ -19,6 +19,7 @@ pub mod chat;
 pub mod writes;
 
 pub use agent::*;
+pub use writes::Answered;
 pub use chat::*;
 
 use serde::{Deserialize, Serialize};

@@ -11,11 +11,21 @@ use crate::sessions;
 use crate::writes::{Write, Writer};
 use crate::AgentState;
 
+/// An answer from a chat once recorded: the line for the person who gave it, and whether it
+/// took effect (the first answer to an open question) or changed nothing (a second click, a
+/// stranger's), which a platform may show differently where the click was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub answer: ChatAnswer,
+    pub reply: String,
+    pub took_effect: bool,
+}
+
 /// What recording a batch's answers did, for the caller to act on after the commit.
 #[derive(Debug, Default)]
 pub struct ChatAnswersRecorded {
     /// Each answer with the line for the person who gave it.
-    pub answered: Vec<(ChatAnswer, String)>,
+    pub answered: Vec<Answered>,
     /// Outbound rows written (questions edited, replies): wake their sender.
     pub outbound_keys: Vec<String>,
     /// Answers that answer nothing, written as messages for their sessions: wake them.
@@ -71,7 +81,11 @@ pub fn record_chat_answers_in(
                 .outbound_keys
                 .extend(reply_in(door, tx, answer, &reply)?);
         }
-        recorded.answered.push((answer.clone(), reply));
+        recorded.answered.push(Answered {
+            answer: answer.clone(),
+            reply,
+            took_effect: matches!(result, AnswerResult::Recorded(_)),
+        });
     }
     Ok(recorded)
 }

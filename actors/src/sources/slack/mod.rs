@@ -39,7 +39,7 @@ mod tests;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
-use relayq_engine::approvals::{self, Answerer, ChatAnswer};
+use relayq_engine::approvals::{self, Answered, Answerer, ChatAnswer};
 use relayq_engine::inbound::attachments::{Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
 use ring::hmac;
@@ -297,10 +297,10 @@ impl SlackReader {
     /// Each click is answered where it was made, seen only by who clicked (an ephemeral
     /// message through its `response_url`). Cosmetic (the question itself is edited to its
     /// outcome): failures are logged.
-    pub fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
+    pub fn acknowledge(&self, answered: Vec<Answered>) {
         let replies = answered
             .into_iter()
-            .filter_map(|(answer, reply)| Some((answer.callback?, reply)))
+            .filter_map(|a| Some((a.answer.callback?, a.reply)))
             .collect();
         self.answer_clicks(replies);
     }
@@ -336,7 +336,7 @@ impl SlackReader {
 }
 
 impl PushSource for SlackEvents {
-    fn acknowledge(&self, answered: Vec<(ChatAnswer, String)>) {
+    fn acknowledge(&self, answered: Vec<Answered>) {
         self.reader.acknowledge(answered);
     }
 

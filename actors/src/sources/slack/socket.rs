@@ -102,7 +102,7 @@ impl HeldSource for SlackSocket {
         })
     }
 
-    fn acknowledge(&mut self, answered: Vec<(relayq_engine::approvals::ChatAnswer, String)>) {
+    fn acknowledge(&mut self, answered: Vec<relayq_engine::approvals::Answered>) {
         self.reader.acknowledge(answered);
     }
 

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayq_engine::approvals::{self, Answerer, ChatAnswer};
+use relayq_engine::approvals::{self, Answered, Answerer, ChatAnswer};
 use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
 use relayq_engine::inbound::attachments::{human_size, Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
@@ -146,10 +146,10 @@ impl Source for TelegramSource {
         }))
     }
 
-    fn acknowledge(&mut self, answered: Vec<(ChatAnswer, String)>) {
+    fn acknowledge(&mut self, answered: Vec<Answered>) {
         let taps = answered
             .into_iter()
-            .filter_map(|(answer, reply)| Some((answer.callback?, reply)))
+            .filter_map(|a| Some((a.answer.callback?, a.reply)))
             .collect();
         self.inner.answer_taps(taps);
     }

@@ -340,7 +340,11 @@ async fn a_tapped_approval_button_is_an_answer_and_the_tap_is_answered() {
     );
     assert!(answer.may_answer);
     assert_eq!(answer.callback.as_deref(), Some("4382bfdwdsb323b2d9"));
-    source.acknowledge(vec![(answer.clone(), "Allowed by Alice at 00:03 UTC".into())]);
+    source.acknowledge(vec![relayq_engine::approvals::Answered {
+        answer: answer.clone(),
+        reply: "Allowed by Alice at 00:03 UTC".into(),
+        took_effect: true,
+    }]);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while fake.tap_answers().is_empty() && std::time::Instant::now() < deadline {
         actix_rt::time::sleep(Duration::from_millis(20)).await;

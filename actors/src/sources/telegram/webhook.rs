@@ -56,7 +56,7 @@ impl PushSource for TelegramWebhook {
         })
     }
 
-    fn acknowledge(&self, answered: Vec<(relayq_engine::approvals::ChatAnswer, String)>) {
+    fn acknowledge(&self, answered: Vec<relayq_engine::approvals::Answered>) {
         crate::sources::Source::acknowledge(&mut self.source.clone(), answered);
     }
 
