@@ -593,8 +593,8 @@ impl RelayqHandle {
     pub fn record_answers(
         &self,
         answers: Vec<relayq_engine::approvals::ChatAnswer>,
-    ) -> impl std::future::Future<Output = Result<Vec<relayq_engine::approvals::Answered>>>
-           + 'static {
+    ) -> impl std::future::Future<Output = Result<Vec<relayq_engine::approvals::Answered>>> + 'static
+    {
         let request = self
             .supervisor
             .send(crate::inbound::supervisor::TakeChatAnswers(answers));

@@ -37,6 +37,7 @@
 //! `[sources.NAME] kind = "<kind>"` selects it.
 
 mod actor;
+pub mod chat_words;
 #[cfg(feature = "test-helpers")]
 pub mod conformance;
 mod contract;

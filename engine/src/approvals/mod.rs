@@ -19,8 +19,8 @@ pub mod chat;
 pub mod writes;
 
 pub use agent::*;
-pub use writes::Answered;
 pub use chat::*;
+pub use writes::Answered;
 
 use serde::{Deserialize, Serialize};
 

@@ -38,7 +38,7 @@ mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use relayq_engine::chat_sessions::{self, Asked, SessionRequest, Tap};
+use relayq_engine::chat_sessions::{Asked, SessionRequest, Tap};
 use relayq_engine::approvals::{self, Answered, Answerer, ChatAnswer};
 use relayq_engine::inbound::attachments::{Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
@@ -47,7 +47,7 @@ use serde_json::{json, Value};
 
 use crate::kit::http::HttpClient;
 use crate::kit::secret::Secret;
-use crate::sources::{Push, PushRefused, PushSource, Pushed, Receive};
+use crate::sources::{chat_words, Push, PushRefused, PushSource, Pushed, Receive};
 
 pub use config::{Config, SlackMode, CHANNEL_PLACEHOLDER};
 pub use socket::SlackSocket;
@@ -252,34 +252,19 @@ impl SlackReader {
     }
 
     /// What an `event_callback` carries: an allowed user's message, or an answer it gives.
+    /// Slack keeps a leading `/` for its own commands: ` /new demo` (after a space) is
+    /// relayq's, and `allow ID` answers as `/allow ID` does.
     pub fn event_callback(&self, body: &Value, origin: &str) -> Pushed {
         let event = body.get("event").unwrap_or(&Value::Null);
-        let message = self.accept(event, origin);
-        // Slack keeps a leading `/` for its own commands: ` /new demo` (after a space) is
-        // relayq's.
-        let typed = message
-            .as_ref()
-            .and_then(|m| chat_sessions::command_of(m.content.trim()).map(|c| (c, m)));
-        if let Some((typed, m)) = typed {
-            return Pushed::Requests(vec![SessionRequest {
-                origin: origin.to_string(),
-                chat: m.source_channel_id.clone().unwrap_or_default(),
-                thread: m.source_thread_id.clone(),
-                message_id: m.source_message_id.clone(),
-                user_id: m.actor_id.clone(),
-                user_name: m.actor_id.clone().unwrap_or_else(|| "someone".into()),
-                may: true,
-                known: true,
-                // A session started here gets a thread of its own.
-                topics: true,
-                max_sessions: self.config.routing.max_sessions,
-                asked: Asked::Typed(typed),
-            }]);
+        let Some(message) = self.accept(event, origin) else {
+            return Pushed::Messages(Vec::new());
+        };
+        if let Some(request) = chat_words::request_in(&message, true, self.config.routing.max_sessions) {
+            return Pushed::Requests(vec![request]);
         }
-        match message.map(|m| (answer_in_text(&m), m)) {
-            Some((Some(answer), _)) => Pushed::Answers(vec![answer]),
-            Some((None, message)) => Pushed::Messages(vec![message]),
-            None => Pushed::Messages(Vec::new()),
+        match chat_words::answer_in(&message, true) {
+            Some(answer) => Pushed::Answers(vec![answer]),
+            None => Pushed::Messages(vec![message]),
         }
     }
 
@@ -372,39 +357,6 @@ impl PushSource for SlackEvents {
             }
         })
     }
-}
-
-/// The answer an allowed user's message gives, if it is one: `/allow ID`, `/deny ID` (Slack
-/// takes a leading `/` for its own commands: `allow ID` works too), or yes / no in the
-/// question's thread. A yes or no that answers no question goes on as the message it is.
-fn answer_in_text(message: &InboundMessage) -> Option<ChatAnswer> {
-    let text = message.content.trim();
-    let (command, bare) = match approvals::command_of(text, message.source_thread_id.as_deref()) {
-        Some(command) => (command, false),
-        None => (approvals::command_of(&format!("/{text}"), None)?, true),
-    };
-    let (target, decision) = command;
-    let chat = message.source_channel_id.clone()?;
-    let may_be_a_message = bare
-        || matches!(
-            target,
-            approvals::Target::Question { .. } | approvals::Target::OpenInChat
-        );
-    Some(ChatAnswer {
-        otherwise: may_be_a_message.then(|| Box::new(message.clone())),
-        target,
-        decision,
-        who: Answerer {
-            name: message.actor_id.clone().unwrap_or_else(|| "someone".into()),
-            id: message.actor_id.clone(),
-            via: message.origin.clone(),
-            chat: Some((message.origin.clone(), chat)),
-        },
-        // Only allowed users' messages are taken at all.
-        may_answer: true,
-        callback: None,
-        message_id: message.source_message_id.clone(),
-    })
 }
 
 /// The `payload` field of a form-encoded interaction, if the body is one.

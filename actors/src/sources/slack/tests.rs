@@ -155,7 +155,7 @@ fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_me
         if let Some(t) = thread {
             m["thread_ts"] = json!(t);
         }
-        answer_in_text(&e.reader.accept(&m, "slack:s").unwrap())
+        crate::sources::chat_words::answer_in(&e.reader.accept(&m, "slack:s").unwrap(), true)
     };
     let deny = said("deny abc234", None).unwrap();
     assert_eq!(
