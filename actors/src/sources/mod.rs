@@ -69,6 +69,7 @@ macro_rules! every_source_case {
 crate::settings::kinds! {
     SourceConfig -> SourceSpec, trait SourceKind, check SourceKind::check, spec kind::spec,
     suite every_source_case, {
+        Discord(discord) conformance,
         Jsonl(jsonl) conformance,
         Slack(slack) conformance,
         Telegram(telegram) conformance,

@@ -22,6 +22,19 @@ pub fn pace() -> Pace {
     }
 }
 
+/// A client for Discord's REST API as the bot: `Authorization: Bot <token>` and the
+/// User-Agent Discord asks for; the token scrubbed from its errors.
+pub fn client(config: &Config) -> Result<HttpClient, SettingError> {
+    let (mut headers, token) = config.authorization("Bot")?;
+    // Discord refuses requests without a User-Agent of this form.
+    let agent = format!(
+        "DiscordBot (https://github.com/relayq/relayq, {})",
+        env!("CARGO_PKG_VERSION")
+    );
+    headers.insert(USER_AGENT, HeaderValue::from_str(&agent).expect("ascii"));
+    Ok(HttpClient::new(config.timeout, headers, vec![token]))
+}
+
 impl Platform for Discord {
     const API_URL: &'static str = API_URL;
     const TOKEN_LOOKS_LIKE: &'static str =
@@ -33,15 +46,8 @@ impl Platform for Discord {
     }
 
     fn build(config: &Config) -> Result<DiscordChannel, SettingError> {
-        let (mut headers, token) = config.authorization("Bot")?;
-        // Discord refuses requests without a User-Agent of this form.
-        let agent = format!(
-            "DiscordBot (https://github.com/relayq/relayq, {})",
-            env!("CARGO_PKG_VERSION")
-        );
-        headers.insert(USER_AGENT, HeaderValue::from_str(&agent).expect("ascii"));
         Ok(DiscordChannel {
-            http: HttpClient::new(config.timeout, headers, vec![token]),
+            http: client(config)?,
             api: config.base_url()?,
             timeout: config.timeout,
             unknown_outcome: config.unknown_outcome,

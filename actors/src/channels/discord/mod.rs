@@ -39,7 +39,7 @@ use super::{Answer, Channel, Content, Delivery, Outcome, UnknownOutcome};
 use crate::channels::bot::bot_channel_basics;
 
 pub use buckets::Buckets;
-pub use config::Config;
+pub use config::{client, Config};
 
 /// The route messages are created on, as Discord's buckets are keyed.
 const CREATE_MESSAGE: &str = "POST /channels/{id}/messages";
@@ -144,7 +144,7 @@ impl DiscordChannel {
 }
 
 /// A Discord id: a snowflake, digits only (so a row's `to` cannot walk the API's paths).
-fn is_snowflake(id: &str) -> bool {
+pub fn is_snowflake(id: &str) -> bool {
     !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
 }
 
