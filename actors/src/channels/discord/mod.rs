@@ -22,6 +22,7 @@
 //! agent's `@everyone` stays text.
 
 mod buckets;
+mod components;
 mod config;
 mod render;
 #[cfg(test)]
@@ -87,15 +88,65 @@ impl Channel for DiscordChannel {
             "allowed_mentions": {"parse": []},
         });
         if let Some(reply_to) = message.reply_to_on_this_part() {
+            let (_, reply_to) = located(channel_id, reply_to);
             body["message_reference"] =
-                json!({"message_id": reply_to.trim(), "fail_if_not_exists": false});
+                json!({"message_id": reply_to, "fail_if_not_exists": false});
+        }
+        // An approval's question carries its answers as buttons (an `INTERACTION_CREATE` to
+        // the Discord source); its outcome replaces it, buttons gone.
+        if let Some(approval) = message.notice.as_ref().and_then(|n| n.approval.as_ref()) {
+            body["components"] = components::approval(approval);
+        }
+        // A message's own buttons (a session's list, a confirmation).
+        if !message.buttons.is_empty() {
+            body["components"] = components::rows(&message.buttons);
         }
         let this = self.clone();
         let channel_id = channel_id.to_string();
-        Answer::later(async move { this.create_message(&channel_id, body).await })
+        // A message in a thread is addressed as `thread/message` (see [`located`]).
+        let in_thread = message.thread.is_some();
+        let edit = message.edit.clone();
+        let to = message.to.trim().to_string();
+        Answer::later(async move {
+            if let Some(edit) = edit {
+                if let Some(outcome) = this.edit_message(&to, &edit, &body).await {
+                    return outcome;
+                }
+            }
+            let mut outcome = this.create_message(&channel_id, body).await;
+            if let Outcome::Delivered(receipt) = &mut outcome {
+                if let Some(id) = receipt.message_id.as_mut().filter(|_| in_thread) {
+                    *id = format!("{channel_id}/{id}");
+                }
+            }
+            outcome
+        })
+    }
+
+    /// A thread per session: `POST /channels/{id}/threads` named after it (a public thread,
+    /// archived after a week of quiet); archived when the session stops.
+    fn thread(&self, call: super::ThreadCall) -> Option<super::ThreadAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.session_thread(call).await }))
+    }
+
+    /// Reactions (`PUT` the new one, `DELETE` the one shown) and progress messages (create,
+    /// then edit).
+    fn cosmetic(&self, call: super::CosmeticCall) -> Option<super::CosmeticAnswer> {
+        let this = self.clone();
+        Some(Box::pin(async move { this.show(call).await }))
     }
 
     bot_channel_basics!(render: render::discord_markdown, pace: config::pace, ready: bot_user);
+}
+
+/// Where a message id relayq holds lives: `thread/message` for a message in a thread (a
+/// channel of its own on Discord, which its chat's id does not reach), else a message of `to`.
+pub fn located<'a>(to: &'a str, id: &'a str) -> (&'a str, &'a str) {
+    match id.trim().split_once('/') {
+        Some((channel, message)) => (channel, message),
+        None => (to.trim(), id.trim()),
+    }
 }
 
 /// Discord's limit: 2000 characters of markdown.
@@ -123,6 +174,144 @@ impl DiscordChannel {
                 classify(&reply)
             }
             Err(no_answer) => no_answer,
+        }
+    }
+
+    fn route(&self, path: &str) -> url::Url {
+        self.api.join(path).expect("a route joins the API URL")
+    }
+
+    /// `PATCH` of message `id` (a `thread/message` address, or a message of `to`) to `body`'s
+    /// text and buttons (none: they go). `None` when it cannot be edited (deleted): the caller
+    /// sends it new.
+    async fn edit_message(&self, to: &str, id: &str, body: &Value) -> Option<Outcome> {
+        let (channel, message) = located(to, id);
+        if !is_snowflake(channel) || !is_snowflake(message) {
+            return None;
+        }
+        let edit = json!({
+            "content": body["content"],
+            "components": body.get("components").cloned().unwrap_or(json!([])),
+            "allowed_mentions": {"parse": []},
+        });
+        let url = self.route(&format!("channels/{channel}/messages/{message}"));
+        let reply = match self.http.send(self.http.patch(url).json(edit.to_string())).await {
+            Ok(reply) => reply,
+            Err(no_answer) => return Some(no_answer),
+        };
+        let error = reply.json::<DiscordError>().unwrap_or_default();
+        match (reply.status, error.code) {
+            (200, _) => Some(Outcome::delivered_as(id.trim())),
+            (404, Some(10008)) => None,
+            _ => Some(classify(&reply)),
+        }
+    }
+
+    /// Opens or closes a session's thread.
+    async fn session_thread(&self, call: super::ThreadCall) -> Result<Option<String>, String> {
+        let (path, body, method) = match &call {
+            super::ThreadCall::Open { to, name } => {
+                let to = to.trim();
+                if !is_snowflake(to) {
+                    return Err(format!("{to:?} is not a Discord channel id"));
+                }
+                // Public thread (11), archived after a week without messages.
+                let name = crate::kit::cut_chars(name, 100);
+                let body = json!({"name": name, "type": 11, "auto_archive_duration": 10080});
+                (format!("channels/{to}/threads"), body, "POST")
+            }
+            super::ThreadCall::Close { thread, .. } => {
+                let thread = thread.trim();
+                if !is_snowflake(thread) {
+                    return Err(format!("{thread:?} is not a Discord thread id"));
+                }
+                (format!("channels/{thread}"), json!({"archived": true}), "PATCH")
+            }
+        };
+        let url = self.route(&path);
+        let request = match method {
+            "POST" => self.http.post(url),
+            _ => self.http.patch(url),
+        };
+        let reply = self
+            .http
+            .send(request.json(body.to_string()))
+            .await
+            .map_err(|no_answer| no_answer.text().unwrap_or_default().to_string())?;
+        if !reply.is_success() {
+            return Err(describe(&reply));
+        }
+        Ok(match call {
+            super::ThreadCall::Open { .. } => reply
+                .json::<Value>()
+                .and_then(|thread| thread["id"].as_str().map(str::to_string)),
+            super::ThreadCall::Close { .. } => None,
+        })
+    }
+
+    /// Makes a cosmetic call (see [`Channel::cosmetic`]).
+    async fn show(&self, call: super::CosmeticCall) -> super::CosmeticOutcome {
+        use super::{CosmeticCall, CosmeticOutcome};
+        use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+        let mut calls = Vec::new();
+        match &call {
+            CosmeticCall::React { to, message, emoji, previous } => {
+                let (channel, message) = located(to, message);
+                let reaction = |emoji: &str| {
+                    let emoji = utf8_percent_encode(emoji, NON_ALPHANUMERIC);
+                    self.route(&format!("channels/{channel}/messages/{message}/reactions/{emoji}/@me"))
+                };
+                calls.push(self.http.put(reaction(emoji)));
+                if let Some(previous) = previous.as_deref().filter(|p| p != emoji) {
+                    calls.push(self.http.delete(reaction(previous)));
+                }
+            }
+            CosmeticCall::Post { to, thread, text } => {
+                let channel = thread.as_deref().unwrap_or(to).trim();
+                let body = json!({"content": text, "allowed_mentions": {"parse": []},
+                                  "flags": 1 << 12 /* SUPPRESS_NOTIFICATIONS */});
+                let url = self.route(&format!("channels/{channel}/messages"));
+                calls.push(self.http.post(url).json(body.to_string()));
+            }
+            CosmeticCall::Edit { to, message, text } => {
+                let (channel, message) = located(to, message);
+                let body = json!({"content": text, "allowed_mentions": {"parse": []}});
+                let url = self.route(&format!("channels/{channel}/messages/{message}"));
+                calls.push(self.http.patch(url).json(body.to_string()));
+            }
+            CosmeticCall::Draft { .. } => {
+                return CosmeticOutcome::Failed("Discord has no drafts".into())
+            }
+        }
+        let mut posted = None;
+        for request in calls {
+            let reply = match self.http.send(request).await {
+                Ok(reply) => reply,
+                Err(no_answer) => {
+                    return CosmeticOutcome::Failed(no_answer.text().unwrap_or_default().into())
+                }
+            };
+            if reply.status == 429 {
+                let wait = reply
+                    .json::<DiscordError>()
+                    .and_then(|e| e.retry_after)
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .map(Duration::from_secs_f64)
+                    .or(reply.retry_after)
+                    .unwrap_or(Duration::from_secs(1));
+                return CosmeticOutcome::Wait(wait.min(MAX_RETRY_AFTER));
+            }
+            if !reply.is_success() {
+                return CosmeticOutcome::Failed(describe(&reply));
+            }
+            posted = reply.json::<Value>().and_then(|m| m["id"].as_str().map(str::to_string));
+        }
+        match &call {
+            CosmeticCall::Post { thread: Some(thread), .. } => {
+                CosmeticOutcome::Done(posted.map(|id| format!("{}/{id}", thread.trim())))
+            }
+            CosmeticCall::Post { .. } => CosmeticOutcome::Done(posted),
+            _ => CosmeticOutcome::Done(None),
         }
     }
 

@@ -122,12 +122,13 @@ async fn a_message_carries_its_nonce_and_pings_nobody_and_goes_to_its_thread_as_
     let delivery = to(CHANNEL, |m| {
         m.text = "@everyone tests pass".into();
         m.thread = Some("1399999999999999999".into());
-        m.reply_to = Some("1323456789012345000".into());
+        m.reply_to = Some("1399999999999999999/1323456789012345000".into());
     });
     let (id, created_at) = (delivery.id, delivery.created_at);
     assert_eq!(
         outcome_of(&mut discord, delivery).await,
-        Outcome::delivered_as("1323456789012345678")
+        Outcome::delivered_as("1399999999999999999/1323456789012345678"),
+        "a message in a thread is addressed thread/message"
     );
     let sent = requests(&server).await;
     assert_eq!(sent[0].url.path(), "/channels/1399999999999999999/messages");

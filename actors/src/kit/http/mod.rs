@@ -120,6 +120,18 @@ impl HttpClient {
         self.request(Method::POST, url)
     }
 
+    pub fn patch(&self, url: Url) -> Request {
+        self.request(Method::PATCH, url)
+    }
+
+    pub fn put(&self, url: Url) -> Request {
+        self.request(Method::PUT, url)
+    }
+
+    pub fn delete(&self, url: Url) -> Request {
+        self.request(Method::DELETE, url)
+    }
+
     fn request(&self, method: Method, mut url: Url) -> Request {
         let mut headers = HeaderMap::clone(&self.headers);
         if let Some(credentials) = take_credentials(&mut url) {

@@ -158,6 +158,12 @@ impl DiscordReader {
         let session = self.config.routing.session_for(&chat).unwrap_or_default();
         let name = text(&m["author"]["global_name"]).or(text(&m["author"]["username"]));
         let content = m["content"].as_str().unwrap_or_default().to_string();
+        // A message in a thread is addressed `thread/message`, so that a reaction or a reply
+        // reaches it (the chat's id does not: a thread is a channel of its own).
+        let id = match &thread {
+            Some(thread) => format!("{thread}/{id}"),
+            None => id,
+        };
         Ok(Some(InboundMessage {
             session,
             origin: origin.to_string(),
