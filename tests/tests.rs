@@ -11,6 +11,7 @@ mod chat_sessions;
 mod config;
 mod dashboard;
 mod delivery;
+mod discord;
 mod docs;
 mod files;
 mod hook;

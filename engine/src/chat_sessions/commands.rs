@@ -266,7 +266,7 @@ mod tests {
 }
 
 /// How a platform's chat speaks of what relayq's answers name: a session's own thread (a
-/// Telegram topic, a Slack thread) and a command as it is typed there (Slack keeps a leading
+/// Telegram topic, a Slack or Discord thread) and a command as it is typed there (Slack keeps a leading
 /// `/` for its own commands: relayq's are typed after a space).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChatWords {
@@ -276,11 +276,13 @@ pub struct ChatWords {
 }
 
 impl ChatWords {
-    /// The words of the chats of `origin` (`slack:NAME`, `telegram:NAME`, …).
+    /// The words of the chats of `origin` (`slack:NAME`, `telegram:NAME`, `discord:NAME`, …).
     pub fn of(origin: &str) -> ChatWords {
-        let slack = origin.split(':').next() == Some("slack");
+        let platform = origin.split(':').next();
+        let slack = platform == Some("slack");
+        let threads = slack || platform == Some("discord");
         ChatWords {
-            thread: if slack { "thread" } else { "topic" },
+            thread: if threads { "thread" } else { "topic" },
             slack,
         }
     }

@@ -1,0 +1,225 @@
+//! The whole bridge on Discord, as a user runs it: `relayq serve` holding the gateway of a
+//! local Discord (`relayq_actors::sources::discord::fake`, REST and gateway on loopback, as
+//! discord.com/developers documents them). What a restart resumes and what a lost session
+//! reads from history; questions as buttons, clicked once, a stranger refused; sessions as
+//! threads from the chat.
+
+use std::time::Duration;
+
+use relayq_actors::sources::discord::fake::FakeDiscord;
+use serde_json::{json, Value};
+
+use crate::agents::{agent_config, FakeAgent};
+use crate::common::*;
+
+const TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDk5OQ.GfakeE.discord-bridge-token";
+const ALICE: &str = "1300000000000000001";
+const MALLORY: &str = "1300000000000000666";
+const CHANNEL: &str = "1300000000000000100";
+
+/// `[sources.bot]` reading `fake`'s gateway, Alice allowed, `CHANNEL` feeding `session`.
+fn discord_source(config: Config, fake: &FakeDiscord, routing: &str) -> Config {
+    config.table(
+        "sources.bot",
+        &[
+            "kind = \"discord\"".to_string(),
+            format!("token = {TOKEN:?}"),
+            format!("api_url = {:?}", fake.api_url),
+            format!("allowed_users = [\"{ALICE}\"]"),
+            routing.to_string(),
+        ],
+    )
+}
+
+/// Message `n`'s id (a snowflake).
+fn id(n: u64) -> String {
+    (1_350_000_000_000_000_000 + n).to_string()
+}
+
+fn delivered(app: &App) -> Vec<String> {
+    by_session(&app.lines("out.jsonl"))
+        .remove("alice")
+        .unwrap_or_default()
+}
+
+fn wait_delivered(app: &App, expected: &[&str], daemon: &Daemon) {
+    wait_until(
+        &format!("{expected:?} delivered"),
+        Duration::from_secs(30),
+        || delivered(app).len() >= expected.len(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(delivered(app), expected, "{}", daemon.log());
+}
+
+/// A restart within the session's window resumes it (RESUME, not IDENTIFY) and gets what was
+/// written meanwhile; a session Discord forgot is replaced by exactly one IDENTIFY, and what
+/// was written while none was open is read from the channel's history: nothing lost, nothing
+/// twice.
+#[test]
+fn a_restart_resumes_the_session_and_a_lost_one_is_replaced_once_and_caught_up_from_history() {
+    let fake = FakeDiscord::start(TOKEN);
+    let config = discord_source(
+        file_config(),
+        &fake,
+        &format!("chats = {{ \"{CHANNEL}\" = \"alice\" }}"),
+    );
+    let app = App::new(config);
+    let daemon = app.serve();
+    wait_until("a session", Duration::from_secs(30), || fake.connected());
+    fake.push_message(CHANNEL, ALICE, &id(1), "one");
+    wait_delivered(&app, &["one"], &daemon);
+    assert_eq!((fake.identifies(), fake.resumes()), (1, 0));
+    daemon.stop();
+
+    // Written while relayq is stopped: on the session, which Discord keeps for its resume.
+    fake.push_message(CHANNEL, ALICE, &id(2), "two");
+    let daemon = app.serve();
+    wait_delivered(&app, &["one", "two"], &daemon);
+    assert_eq!(
+        (fake.identifies(), fake.resumes()),
+        (1, 1),
+        "the restart resumed the session: no second IDENTIFY"
+    );
+    daemon.stop();
+
+    // Discord forgot the session while relayq was away: what was written then is on no
+    // session, only in the channel.
+    fake.invalidate_sessions();
+    fake.push_message(CHANNEL, ALICE, &id(3), "three");
+    fake.push_message(CHANNEL, MALLORY, &id(4), "let me in");
+    let daemon = app.serve();
+    wait_delivered(&app, &["one", "two", "three"], &daemon);
+    assert_eq!(
+        (fake.identifies(), fake.resumes()),
+        (2, 2),
+        "one failed RESUME, then one IDENTIFY"
+    );
+    fake.push_message(CHANNEL, ALICE, &id(5), "four");
+    wait_delivered(&app, &["one", "two", "three", "four"], &daemon);
+    assert_eq!(app.inbound_rows(), 4, "no row twice, none for the stranger");
+    assert_eq!(fake.identifies(), 2);
+    daemon.stop();
+}
+
+/// A Discord bridge to a fake agent: the question comes with buttons; a stranger's click is
+/// refused where they clicked (ephemeral) and changes nothing; Alice's click is acknowledged
+/// with a deferred update within Discord's 3 s, the tool runs once, the question is edited to
+/// its outcome with its buttons gone; a second click is told "already".
+#[test]
+fn discord_buttons_answer_once_and_a_strangers_click_is_refused() {
+    let fake = FakeDiscord::start(TOKEN);
+    let tmux = Tmux::new("approve-discord");
+    let config = discord_source(
+        agent_config(&tmux, &[]),
+        &fake,
+        &format!("chats = {{ \"{CHANNEL}\" = \"agent\" }}"),
+    );
+    let app = App::new(config);
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve();
+    wait_until("a session", Duration::from_secs(30), || fake.connected());
+    let decisions = || -> Vec<bool> {
+        agent
+            .log()
+            .iter()
+            .filter_map(|e| e["approved"].as_bool())
+            .collect()
+    };
+    let callbacks = |n: usize| -> Vec<(Value, Duration)> {
+        wait_until(
+            &format!("{n} click answers"),
+            Duration::from_secs(30),
+            || fake.callbacks().len() >= n,
+        );
+        fake.callbacks()
+            .into_iter()
+            .map(|(_, b, t)| (b, t))
+            .collect()
+    };
+
+    fake.push_message(CHANNEL, ALICE, &id(1), "please use the tool");
+    let mut question = None;
+    wait_until("the question with buttons", Duration::from_secs(30), || {
+        question = fake
+            .bot_messages()
+            .into_iter()
+            .find(|m| m["components"].is_array());
+        question.is_some()
+    });
+    let question = question.unwrap();
+    assert_eq!(question["channel_id"], CHANNEL);
+    assert!(
+        question["content"]
+            .as_str()
+            .unwrap()
+            .contains("touch probe.txt"),
+        "{question:#}"
+    );
+    let buttons: Vec<(String, String)> = question["components"][0]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["label"].as_str().unwrap().to_string(),
+                b["custom_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let labels: Vec<&str> = buttons.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["Allow", "Deny", "Allow for this session"]);
+    let allow = &buttons[0].1;
+    let message = question["id"].as_str().unwrap();
+
+    fake.click(CHANNEL, message, MALLORY, allow);
+    let (refusal, _) = callbacks(1).remove(0);
+    assert_eq!(refusal["type"], 4, "an ephemeral message: {refusal}");
+    assert_eq!(refusal["data"]["flags"], 64, "{refusal}");
+    assert!(
+        refusal["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You may not answer"),
+        "{refusal}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(decisions().is_empty(), "a stranger's click changes nothing");
+
+    fake.click(CHANNEL, message, ALICE, allow);
+    let (ack, took) = callbacks(2).remove(1);
+    assert_eq!(ack, json!({"type": 6}), "a deferred update");
+    assert!(
+        took < Duration::from_secs(3),
+        "within Discord's 3 s: {took:?}"
+    );
+    wait_until("the decision", Duration::from_secs(30), || {
+        !decisions().is_empty()
+    });
+    fake.click(CHANNEL, message, ALICE, allow);
+    let (again, _) = callbacks(3).remove(2);
+    assert!(
+        again["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Already allowed"),
+        "{again}"
+    );
+    wait_until("the question edited", Duration::from_secs(30), || {
+        fake.edits().iter().any(|(_, m, _)| m == message)
+    });
+    let (_, _, edit) = fake
+        .edits()
+        .into_iter()
+        .find(|(_, m, _)| m == message)
+        .unwrap();
+    assert_eq!(edit["components"], json!([]), "its buttons gone: {edit}");
+    assert!(
+        edit["content"].as_str().unwrap().contains("Allowed by"),
+        "{edit}"
+    );
+    agent.wait_entry("the turn's end", "turn_end", "please use the tool");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(decisions(), [true], "the tool ran once");
+    daemon.stop();
+}
