@@ -44,7 +44,11 @@ fn project_config_with(
 
 /// `[projects.demo]`: `dir` the app's directory, running the fake agent as `claude` (and
 /// `gemini`), its hooks wired to `hook`, its log in `agent.jsonl`; `more` lines after.
-fn demo_project(app_dir: &std::path::Path, hook: &[String], more: &[&str]) -> Vec<String> {
+pub(crate) fn demo_project(
+    app_dir: &std::path::Path,
+    hook: &[String],
+    more: &[&str],
+) -> Vec<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/fake_agent.py");
     let hook = serde_json::to_string(hook).unwrap();
     let log = app_dir.join("agent.jsonl");
@@ -323,7 +327,7 @@ fn agent_starts(app: &App) -> usize {
 }
 
 /// The tmux sessions running on `tmux`'s server.
-fn tmux_sessions(tmux: &Tmux) -> Vec<String> {
+pub(crate) fn tmux_sessions(tmux: &Tmux) -> Vec<String> {
     let out = tmux.run(&["list-sessions", "-F", "#{session_name}"]);
     String::from_utf8_lossy(&out.stdout)
         .lines()

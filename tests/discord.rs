@@ -223,3 +223,88 @@ fn discord_buttons_answer_once_and_a_strangers_click_is_refused() {
     assert_eq!(decisions(), [true], "the tool ran once");
     daemon.stop();
 }
+
+/// Threads are sessions on Discord: `/new demo claude one` typed in the channel opens a thread
+/// named after the session, and the ready message goes in it; a message written in the thread
+/// reaches the session and its answer comes back there; `/stop` in the thread asks with
+/// buttons, the click stops the session, said in the thread, and the thread is archived.
+#[test]
+fn in_discord_each_session_gets_a_thread_and_its_answers_stay_there() {
+    let fake = FakeDiscord::start(TOKEN);
+    let tmux = Tmux::new("chat-discord");
+    let app = App::new(Config::default());
+    let config = tmux.agent_config(&["programs = [\"python3\"]", "missing_grace = \"5s\""]);
+    let config = discord_source(config, &fake, "session_template = \"discord-{channel}\"").table(
+        "projects.demo",
+        &crate::chat_sessions::demo_project(app.dir.path(), &app.hook_argv("claude"), &[]),
+    );
+    app.write_config(config);
+    let daemon = app.serve();
+    wait_until("a session", Duration::from_secs(30), || fake.connected());
+    // What the bot wrote: (channel, content, components).
+    let wait_posted = |part: &str| -> Value {
+        wait_until(
+            &format!("Discord gets {part:?}"),
+            Duration::from_secs(40),
+            || {
+                fake.bot_messages()
+                    .iter()
+                    .any(|m| m["content"].as_str().unwrap_or_default().contains(part))
+            },
+        );
+        fake.bot_messages()
+            .into_iter()
+            .rev()
+            .find(|m| m["content"].as_str().unwrap_or_default().contains(part))
+            .unwrap()
+    };
+
+    fake.push_message(CHANNEL, ALICE, &id(1), "/new demo claude one");
+    let ready = wait_posted("one is ready: claude in demo");
+    let threads = fake.threads();
+    assert_eq!(threads.len(), 1, "one thread: {threads:?}");
+    let thread = threads[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(threads[0]["parent_id"], CHANNEL);
+    assert!(
+        threads[0]["name"].as_str().unwrap().contains("one"),
+        "{threads:?}"
+    );
+    assert_eq!(ready["channel_id"], json!(thread), "ready in the thread");
+    assert!(
+        ready["content"]
+            .as_str()
+            .unwrap()
+            .contains("Write in this thread"),
+        "{ready}"
+    );
+
+    fake.push_message(&thread, ALICE, &id(2), "hello one");
+    let answer = wait_posted("echo: hello one");
+    assert_eq!(
+        answer["channel_id"],
+        json!(thread),
+        "answered in the thread"
+    );
+
+    fake.push_message(&thread, ALICE, &id(3), "/stop");
+    let ask = wait_posted("Stop one (claude in demo)?");
+    assert_eq!(ask["channel_id"], json!(thread));
+    let stop = ask["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row["components"].as_array().unwrap().iter())
+        .find(|b| b["label"].as_str().unwrap().starts_with("Stop"))
+        .map(|b| b["custom_id"].as_str().unwrap().to_string())
+        .unwrap();
+    fake.click(&thread, ask["id"].as_str().unwrap(), ALICE, &stop);
+    let stopped = wait_posted("one stopped");
+    assert_eq!(stopped["channel_id"], json!(thread), "said in the thread");
+    wait_until("its tmux session gone", Duration::from_secs(20), || {
+        !crate::chat_sessions::tmux_sessions(&tmux).contains(&"one".to_string())
+    });
+    wait_until("the thread archived", Duration::from_secs(20), || {
+        fake.threads()[0]["thread_metadata"]["archived"] == json!(true)
+    });
+    daemon.stop();
+}
