@@ -17,6 +17,7 @@
 //! nothing of actors or async runtimes: the daemon runs it on blocking threads. Time comes
 //! from a [`Clock`], so tests control it.
 
+pub mod access;
 pub mod approvals;
 pub mod chat_sessions;
 pub mod engine;

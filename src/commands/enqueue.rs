@@ -120,6 +120,7 @@ pub fn inbound(ctx: &Invocation, args: InboundArgs) -> Result<(), CliError> {
         album_quiet: std::time::Duration::ZERO,
         prompt: None,
         route_by_chat: false,
+        unlisted: false,
     };
     message.validate(max)?;
     // A session its channel can never reach (a tmux session id with ':') is refused here.

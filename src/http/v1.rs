@@ -101,6 +101,7 @@ pub(super) async fn enqueue_inbound(api: web::Data<Api>, Body(r): Body<InboundRe
         album_quiet: std::time::Duration::ZERO,
         prompt: None,
         route_by_chat: false,
+        unlisted: false,
     };
     let enqueued = api.relayq.enqueue(message).await?;
     Ok(written(&enqueued, &enqueued))

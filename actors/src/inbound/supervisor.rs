@@ -90,7 +90,8 @@ pub struct EnqueueFrom {
 /// with the line for the person who gave it.
 #[derive(Debug)]
 pub struct BatchRecorded {
-    pub rows: Vec<std::result::Result<Enqueued, String>>,
+    /// Per message: its row, `None` when it was not taken (a stranger's), or why it failed.
+    pub rows: Vec<std::result::Result<Option<Enqueued>, String>>,
     pub answered: Vec<Answered>,
     /// Session buttons tapped: each callback with the line to show where it was tapped.
     pub taps: Vec<(String, String)>,
@@ -405,13 +406,16 @@ impl Handler<EnqueueFrom> for SupervisorActor {
                 .into_iter()
                 .map(|message| {
                     message?;
-                    let (session, row) = enqueued.next().expect("one answer per valid message");
+                    let written = enqueued.next().expect("one answer per valid message");
+                    let Some((session, row)) = written else {
+                        return Ok(None); // a stranger's: not taken
+                    };
                     if !row.duplicate && row.expired.is_none() {
                         let channel = act.session_channels.channel_for(&session);
                         act.store.metrics.enqueued(QueueName::Inbound, channel);
                         act.wake(&session, ctx);
                     }
-                    Ok(row)
+                    Ok(Some(row))
                 })
                 .collect();
             Ok(BatchRecorded {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::progress::settings::{ProgressSettings, Reactions};
 use crate::settings::SettingError;
+pub use relayq_engine::access::Role;
 use relayq_engine::progress::ProgressMode;
 use std::time::Duration;
 
@@ -49,9 +50,14 @@ pub trait ChatPlatform {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(bound = "")]
 pub struct ChatRouting<P: ChatPlatform> {
-    /// The people whose messages are taken (and whose taps answer agents' questions).
+    /// The people whose messages are taken (and, when `approvers` is not set, whose taps
+    /// answer agents' questions and who start, stop and resume sessions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_users: Vec<P::User>,
+    /// The people who answer agents' questions, start, stop and resume sessions, and let
+    /// others in (`/approve`); they write to the agents too. Not set: `allowed_users` do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<Vec<P::User>>,
     /// Chat id → the session its messages go to. Slack's settings call it `channels`.
     #[serde(
         default,
@@ -107,6 +113,7 @@ impl<P: ChatPlatform> Default for ChatRouting<P> {
     fn default() -> Self {
         ChatRouting {
             allowed_users: Vec::new(),
+            approvers: None,
             chats: BTreeMap::new(),
             session_template: None,
             reply_channel: None,
@@ -130,9 +137,21 @@ impl<P: ChatPlatform> ChatRouting<P> {
         }
     }
 
-    /// Whether `user` is one of the people named.
+    /// Whether `user` is one of the people named (a writer or an approver).
     pub fn allows(&self, user: &P::User) -> bool {
-        self.allowed_users.contains(user)
+        self.role_of(user) >= Role::Writer
+    }
+
+    /// What the settings let `user` do: approvers approve, `allowed_users` write (and approve
+    /// when no `approvers` are set); anyone else is a stranger, unless pairing added them.
+    pub fn role_of(&self, user: &P::User) -> Role {
+        let writes = self.allowed_users.contains(user);
+        match &self.approvers {
+            Some(approvers) if approvers.contains(user) => Role::Approver,
+            Some(_) if writes => Role::Writer,
+            None if writes => Role::Approver,
+            _ => Role::Stranger,
+        }
     }
 
     /// The session chat `chat` feeds: its `chats` entry, or one made from the template.
@@ -168,7 +187,8 @@ impl<P: ChatPlatform> ChatRouting<P> {
     /// What the file alone can tell. `others_allowed`: the source lets people in another way
     /// (Telegram's `allowed_chats`), so `allowed_users` may be empty.
     pub fn check(&self, others_allowed: bool) -> Result<(), SettingError> {
-        if self.allowed_users.is_empty() && !others_allowed {
+        let approvers = self.approvers.as_ref().map_or(0, Vec::len);
+        if self.allowed_users.is_empty() && approvers == 0 && !others_allowed {
             return Err(SettingError::new(
                 "allowed_users",
                 format!(
@@ -268,6 +288,23 @@ mod tests {
         routing.session_template = Some("n{chat}".into());
         assert_eq!(routing.session_for("6").as_deref(), Some("n6"));
         assert!(routing.allows(&7) && !routing.allows(&8));
+    }
+
+    #[test]
+    fn allowed_users_approve_until_approvers_are_named_then_only_approvers_do() {
+        let mut routing = ChatRouting::<Numbered>::new(7, "5", "agent");
+        assert_eq!(routing.role_of(&7), Role::Approver, "today's meaning kept");
+        assert_eq!(routing.role_of(&8), Role::Stranger);
+        routing.approvers = Some(vec![9]);
+        assert_eq!(routing.role_of(&7), Role::Writer);
+        assert_eq!(routing.role_of(&9), Role::Approver);
+        assert!(routing.allows(&9), "an approver writes too");
+        let only_approvers = ChatRouting::<Numbered> {
+            allowed_users: vec![],
+            approvers: Some(vec![9]),
+            ..ChatRouting::new(1, "5", "agent")
+        };
+        assert!(only_approvers.check(false).is_ok());
     }
 
     #[test]

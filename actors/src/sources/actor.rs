@@ -177,7 +177,7 @@ impl<S: Source> SourceActor<S> {
                     Err(why) => {
                         tracing::error!(source = act.name, message = n, offset = %offset, "message not enqueued: {why}")
                     }
-                    Ok(row) if !row.duplicate && row.expired.is_none() => new.push(message),
+                    Ok(Some(row)) if !row.duplicate && row.expired.is_none() => new.push(message),
                     Ok(_) => {}
                 }
             }

@@ -7,10 +7,14 @@ use relayq_engine::approvals::{self, Answerer, ChatAnswer};
 use relayq_engine::chat_sessions::{self, Asked, SessionRequest};
 use relayq_engine::InboundMessage;
 
-/// The session request `message` types, if it is a session command. `topics`: a session
-/// started here gets a thread (or topic) of its own.
+use crate::kit::routing::Role;
+
+/// The session request `message` types, if it is a session command; `role` is what the
+/// source's settings let its sender do. `topics`: a session started here gets a thread (or
+/// topic) of its own.
 pub fn request_in(
     message: &InboundMessage,
+    role: Role,
     topics: bool,
     max_sessions: u32,
 ) -> Option<SessionRequest> {
@@ -26,20 +30,20 @@ pub fn request_in(
             .clone()
             .or(message.actor_id.clone())
             .unwrap_or_else(|| "someone".into()),
-        // Only allowed users' messages are read at all.
-        may: true,
-        known: true,
+        may: role >= Role::Approver,
+        known: role >= Role::Writer,
         topics,
         max_sessions,
         asked: Asked::Typed(typed),
     })
 }
 
-/// The answer an allowed user's message gives, if it is one: `/allow ID`, `/deny ID`, or yes /
+/// The answer a message gives, if it is one (its sender's `role` decides, when recorded,
+/// whether it counts): `/allow ID`, `/deny ID`, or yes /
 /// no in the question's thread. `bare`: the platform keeps a leading `/` for its own commands
 /// (Slack), so `allow ID` works too. A yes or no that answers no question goes on as the
 /// message it is.
-pub fn answer_in(message: &InboundMessage, bare: bool) -> Option<ChatAnswer> {
+pub fn answer_in(message: &InboundMessage, role: Role, bare: bool) -> Option<ChatAnswer> {
     let text = message.content.trim();
     let thread = message.source_thread_id.as_deref();
     let (command, was_bare) = match approvals::command_of(text, thread) {
@@ -68,8 +72,7 @@ pub fn answer_in(message: &InboundMessage, bare: bool) -> Option<ChatAnswer> {
             via: message.origin.clone(),
             chat: Some((message.origin.clone(), chat)),
         },
-        // Only allowed users' messages are read at all.
-        may_answer: true,
+        role,
         callback: None,
         message_id: message.source_message_id.clone(),
     })

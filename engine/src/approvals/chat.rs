@@ -66,9 +66,10 @@ pub struct ChatAnswer {
     pub decision: Decision,
     /// Who, from which chat (`who.chat` is set).
     pub who: Answerer,
-    /// Whether the source's allowlist names this user (`allowed_users`): a chat allowed as a
-    /// whole lets its members write to the agent, not answer its questions.
-    pub may_answer: bool,
+    /// What the source's settings let this person do, raised by pairing when it is recorded:
+    /// only an approver's answer counts (a chat allowed as a whole lets its members write to
+    /// the agent, not answer its questions).
+    pub role: crate::access::Role,
     /// The platform's handle to acknowledge the tap with (Telegram `callback_query.id`).
     pub callback: Option<String>,
     /// The platform's id of the message that carried a text answer (the reply goes to it).
@@ -154,7 +155,7 @@ pub fn answer_from_chat_in(tx: &Tx<'_>, answer: &ChatAnswer) -> Result<Option<An
             }
         }
     };
-    if !answer.may_answer {
+    if answer.role < crate::access::Role::Approver {
         return Ok(Some(AnswerResult::NotAllowed));
     }
     answer_in(tx, &id, answer.decision, &answer.who).map(Some)

@@ -43,6 +43,14 @@ pub fn record_chat_answers_in(
     let (tx, door) = (w.tx(), w.door);
     let mut recorded = ChatAnswersRecorded::default();
     for answer in answers {
+        // The role pairing gave, over the one the source's settings give.
+        let answer = &crate::access::answer_in(w, answer)?;
+        if answer.role == crate::access::Role::Stranger && answer.callback.is_none() {
+            recorded
+                .outbound_keys
+                .extend(crate::access::stranger_answer_in(w, answer)?);
+            continue;
+        }
         let Some(result) = approvals::answer_from_chat_in(tx, answer)? else {
             if let Some(message) = &answer.otherwise {
                 let row = crate::inbound::enqueue_in(&door.inbound, tx, message)?;

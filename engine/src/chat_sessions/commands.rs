@@ -30,6 +30,13 @@ pub enum ChatCommand {
     Progress {
         mode: Option<crate::progress::ProgressMode>,
     },
+    /// Ask for access: a pairing code for an approver to confirm (a stranger may give it).
+    Pair,
+    /// Confirm a pairing code, adding its person with `role` (approvers only).
+    Approve {
+        code: String,
+        role: crate::access::Role,
+    },
 }
 
 impl ChatCommand {
@@ -42,20 +49,25 @@ impl ChatCommand {
             ChatCommand::Resume { .. } => "resume",
             ChatCommand::Status => "status",
             ChatCommand::Progress { .. } => "progress",
+            ChatCommand::Pair => "pair",
+            ChatCommand::Approve { .. } => "approve",
         }
     }
 
-    /// Whether the command starts or ends agents: only `allowed_users` may give it.
+    /// Whether the command starts or ends agents, or adds people: only approvers may give it.
     pub fn changes_sessions(&self) -> bool {
         matches!(
             self,
-            ChatCommand::New { .. } | ChatCommand::Stop { .. } | ChatCommand::Resume { .. }
+            ChatCommand::New { .. }
+                | ChatCommand::Stop { .. }
+                | ChatCommand::Resume { .. }
+                | ChatCommand::Approve { .. }
         )
     }
 }
 
 /// The commands, with what each does: Telegram's `setMyCommands` list, and the help line.
-pub const COMMANDS: [(&str, &str); 6] = [
+pub const COMMANDS: [(&str, &str); 8] = [
     ("new", "Start an agent: /new [project] [agent] [name]"),
     ("sessions", "This chat's sessions; tap one to switch"),
     ("stop", "End a session: /stop [session]"),
@@ -68,6 +80,11 @@ pub const COMMANDS: [(&str, &str); 6] = [
         "progress",
         "What you see while the agent works: /progress off|receipts|steps|stream",
     ),
+    (
+        "pair",
+        "Ask for access: a code for someone who approves here",
+    ),
+    ("approve", "Let someone in: /approve CODE writer|approver"),
 ];
 
 /// `text` as a session command: `None` when it is not one (it goes to the agent),
@@ -138,9 +155,36 @@ pub fn command_of(text: &str) -> Option<Result<ChatCommand, String>> {
                 }
             }
         }
+        "pair" => match too_many(0, "/pair") {
+            Some(e) => Err(e),
+            None => Ok(ChatCommand::Pair),
+        },
+        "approve" => {
+            if let Some(e) = too_many(2, "/approve CODE [writer|approver]") {
+                return Some(Err(e));
+            }
+            approve(&args)
+        }
         _ => return None,
     };
     Some(parsed)
+}
+
+/// `/approve`'s words: the code, then the role (a writer when not said).
+fn approve(args: &[&str]) -> Result<ChatCommand, String> {
+    let Some(code) = args.first() else {
+        return Err("say which code: /approve CODE [writer|approver]".into());
+    };
+    let role = match args.get(1) {
+        None => crate::access::Role::Writer,
+        Some(word) => crate::access::Role::parse(word)
+            .ok_or_else(|| format!("{:?} is not a role: write writer or approver", shown(word)))?,
+    };
+    // A code's shape is checked where it is looked up: a wrong one counts as a wrong guess.
+    Ok(ChatCommand::Approve {
+        code: code.chars().take(16).collect(),
+        role,
+    })
 }
 
 /// `/new`'s words: the project, then the agent (when the word is one), then the name.

@@ -55,7 +55,15 @@ impl Write for RecordRequests {
 pub fn record_requests_in(w: &Writer<'_>, requests: &[SessionRequest]) -> Result<RequestsRecorded> {
     let mut recorded = RequestsRecorded::default();
     for request in requests {
-        Request { w, r: request }.record(&mut recorded)?;
+        // The roles pairing gave, over those the source's settings give.
+        let request = crate::access::request_in(w, request)?;
+        let request = Request {
+            w,
+            r: &request,
+            told: Default::default(),
+        };
+        request.record(&mut recorded)?;
+        recorded.outbound_keys.extend(request.told.take());
     }
     Ok(recorded)
 }
@@ -64,6 +72,8 @@ pub fn record_requests_in(w: &Writer<'_>, requests: &[SessionRequest]) -> Result
 struct Request<'a> {
     w: &'a Writer<'a>,
     r: &'a SessionRequest,
+    /// Replies written beside the request's own (their ordering keys).
+    told: std::cell::RefCell<Vec<String>>,
 }
 
 /// What a request's reply says and offers.
@@ -92,11 +102,12 @@ impl Request<'_> {
                     }
                 }
                 match typed {
+                    Ok(ChatCommand::Pair) => (self.pair()?, false),
                     _ if !r.known => (self.refuse_stranger()?, false),
                     Err(why) => (self.refuse(&format!("{why}."), None)?, false),
                     Ok(c) if c.changes_sessions() && !r.may => {
-                        let why = "only the people in this chat source's allowed_users may \
-                                   start, stop or resume sessions.";
+                        let why = "only the people this chat source names as approvers may \
+                                   start, stop or resume sessions, or let people in.";
                         (self.refuse(why, Some(c))?, false)
                     }
                     Ok(c) => self.typed(c)?,
@@ -115,6 +126,35 @@ impl Request<'_> {
             recorded.outbound_keys.extend(self.reply_in(reply)?);
         }
         Ok(())
+    }
+
+    /// `/pair`: a code for the person (see [`crate::access::pairing`]), said in the chat;
+    /// recorded without the code.
+    fn pair(&self) -> Result<Option<Reply>> {
+        let line = crate::access::pairing::pair_in(self.w, self.r)?;
+        let json = json!(ChatCommand::Pair).to_string();
+        self.insert(json, CommandState::Done, None, None, None)?;
+        Ok(line.map(Reply::text))
+    }
+
+    /// `/approve CODE ROLE` by an approver: the person who was given the code added.
+    fn approve(&self, code: &str, role: crate::access::Role) -> Result<Option<Reply>> {
+        let r = self.r;
+        let by = crate::access::pairing::Approver::Chat {
+            origin: r.origin.clone(),
+            id: r.user_id.clone().unwrap_or_default(),
+            name: r.user_name.clone(),
+        };
+        let approved = crate::access::pairing::approve_in(self.w, code, role, &by)?;
+        let state = match approved.added {
+            Some(_) => CommandState::Done,
+            None => CommandState::Failed,
+        };
+        // The code is not kept in the command's row.
+        let json = json!({"command": "approve", "role": role}).to_string();
+        self.insert(json, state, None, None, Some(&approved.line))?;
+        self.told.borrow_mut().extend(approved.told);
+        Ok(Some(Reply::text(approved.line)))
     }
 
     /// A stranger's command: recorded, refused in words that name nothing here, at most once
@@ -187,6 +227,8 @@ impl Request<'_> {
                 agent,
                 name,
             } => self.new_session(c, project.as_deref(), *agent, name.as_deref()),
+            ChatCommand::Pair => Ok((self.pair()?, false)),
+            ChatCommand::Approve { code, role } => Ok((self.approve(code, *role)?, false)),
             ChatCommand::Sessions { page } => {
                 self.insert(json!(c).to_string(), CommandState::Done, None, None, None)?;
                 Ok((Some(self.sessions_page(*page)?), false))
@@ -1332,10 +1374,10 @@ mod tests {
                 );
                 assert!(!last.contains('\u{1b}'), "{last:?}");
             }
-            // A writer who is not in allowed_users starts nothing.
+            // A writer who is no approver starts nothing.
             let got = record(&door, vec![typed(20, "eve", "/new demo")]);
             assert_eq!(got.ready, 0);
-            assert!(replies(&db).last().unwrap().0.contains("allowed_users"));
+            assert!(replies(&db).last().unwrap().0.contains("approvers"));
             // A stranger is told once an hour, in words that name nothing; even /sessions.
             let before = replies(&db).len();
             record(&door, vec![typed(30, "mallory", "/sessions")]);

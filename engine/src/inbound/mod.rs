@@ -194,6 +194,10 @@ pub struct InboundMessage {
     /// [`routed_in`]); `session` is the source's static route, empty when it has none.
     #[serde(skip)]
     pub route_by_chat: bool,
+    /// The source's settings do not name the sender: it is taken only if pairing added them
+    /// (see [`access::admit_in`](crate::access::admit_in)); a stranger's is dropped there.
+    #[serde(skip)]
+    pub unlisted: bool,
 }
 
 impl InboundMessage {
@@ -216,6 +220,7 @@ impl InboundMessage {
             album_quiet: std::time::Duration::ZERO,
             prompt: None,
             route_by_chat: false,
+            unlisted: false,
         }
     }
 

@@ -83,11 +83,12 @@ pub struct RecordBatch {
     pub offset: String,
 }
 
-/// What [`RecordBatch`] wrote: a row per message with the session it is for, the notices'
-/// ordering keys, the answers, the session requests.
+/// What [`RecordBatch`] wrote: per message, in order, its row with the session it is for
+/// (`None`: a stranger's, not taken), the notices' ordering keys, the answers, the session
+/// requests.
 #[derive(Debug)]
 pub struct BatchWritten {
-    pub rows: Vec<(String, Enqueued)>,
+    pub rows: Vec<Option<(String, Enqueued)>>,
     pub told: Vec<String>,
     pub answers: ChatAnswersRecorded,
     pub requests: RequestsRecorded,
@@ -99,18 +100,27 @@ impl Write for RecordBatch {
     fn apply(&self, w: &Writer<'_>) -> Result<BatchWritten> {
         let q = &w.door.inbound;
         let requests = record_requests_in(w, &self.requests)?;
+        // Strangers' messages go no further (see `access`).
+        let admitted = crate::access::admit_in(w, &self.messages)?;
+        let taken: Vec<InboundMessage> = admitted.messages.iter().flatten().cloned().collect();
         let written = crate::inbound::sources::enqueue_batch_in(
             q,
             w.tx(),
             &self.source,
-            &self.messages,
+            &taken,
             &self.offset,
         )?;
         let mut told = requests.outbound_keys.clone();
-        let mut rows = Vec::with_capacity(written.len());
-        for (message, row) in written {
+        told.extend(admitted.told);
+        let mut written = written.into_iter();
+        let mut rows = Vec::with_capacity(admitted.messages.len());
+        for message in &admitted.messages {
+            let Some((message, row)) = message.as_ref().and_then(|_| written.next()) else {
+                rows.push(None);
+                continue;
+            };
             told.extend(tell_on_arrival(w, &message, &row)?);
-            rows.push((message.session, row));
+            rows.push(Some((message.session, row)));
         }
         for copy in &self.refused {
             q.enqueue_expired_in(w.tx(), &copy.to_row(), inbound::REFUSED_TOO_LARGE)?;

@@ -34,6 +34,9 @@ pub const TABLES: &[&str] = &[
     "chat_settings",
     "reactions",
     "album_parts",
+    "chat_users",
+    "pair_codes",
+    "access_events",
 ];
 
 /// What one table's copy did.

@@ -28,6 +28,7 @@ macro_rules! from_columns {
     };
 }
 
+pub mod access;
 pub mod albums;
 pub mod approvals;
 pub mod budgets;

@@ -41,6 +41,7 @@ use relayq_engine::{InboundMessage, MessageType};
 use serde_json::{json, Value};
 
 use crate::kit::http::HttpClient;
+use crate::kit::routing::Role;
 use crate::sources::{chat_words, Pushed};
 
 pub use config::{Config, CHANNEL_PLACEHOLDER};
@@ -148,10 +149,9 @@ impl DiscordReader {
             tracing::warn!("skipping a Discord message without author, channel or id");
             return Ok(None);
         };
-        if !self.config.routing.allows(&user) {
-            tracing::warn!(user, channel, "ignored a message from a Discord user who is not allowed (add the id to allowed_users to accept them)");
-            return Ok(None);
-        }
+        // Pairing may have added a person the settings do not name: the write decides (see
+        // `relayq_engine::access`).
+        let unlisted = !self.config.routing.allows(&user);
         let (chat, thread) = self.place(&channel, m["guild_id"].is_string()).await?;
         // The channel's sessions (started with /new) decide in the write; this is the static
         // route under them, empty when config.toml names none.
@@ -181,6 +181,7 @@ impl DiscordReader {
             album_quiet: std::time::Duration::ZERO,
             prompt: None,
             route_by_chat: true,
+            unlisted,
         }))
     }
 
@@ -190,11 +191,13 @@ impl DiscordReader {
         let Some(message) = self.accept(m, origin).await? else {
             return Ok(Pushed::Messages(Vec::new()));
         };
+        let user = message.actor_id.clone().unwrap_or_default();
+        let role = self.config.routing.role_of(&user);
         let max = self.config.routing.max_sessions;
-        if let Some(request) = chat_words::request_in(&message, true, max) {
+        if let Some(request) = chat_words::request_in(&message, role, true, max) {
             return Ok(Pushed::Requests(vec![request]));
         }
-        Ok(match chat_words::answer_in(&message, true) {
+        Ok(match chat_words::answer_in(&message, role, true) {
             Some(answer) => Pushed::Answers(vec![answer]),
             None => Pushed::Messages(vec![message]),
         })
@@ -222,7 +225,7 @@ impl DiscordReader {
             .or(user["username"].as_str())
             .unwrap_or(user_id)
             .to_string();
-        let allowed = self.config.routing.allows(&user_id.to_string());
+        let role = self.config.routing.role_of(&user_id.to_string());
         let (chat, thread) = self.place(channel, i["guild_id"].is_string()).await?;
         if let Some(tap) = Tap::read(custom_id) {
             return Ok(Pushed::Requests(vec![SessionRequest {
@@ -232,8 +235,8 @@ impl DiscordReader {
                 message_id: None,
                 user_id: Some(user_id.to_string()),
                 user_name,
-                may: allowed,
-                known: allowed,
+                may: role >= Role::Approver,
+                known: role >= Role::Writer,
                 topics: true,
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped {
@@ -246,8 +249,8 @@ impl DiscordReader {
             self.answer_clicks(vec![(callback, "This button is no longer in use.".into())]);
             return Ok(Pushed::Messages(Vec::new()));
         };
-        if !allowed {
-            tracing::warn!(user = user_id, channel, "a Discord user who is not in allowed_users clicked an approval's button: refused");
+        if role < Role::Approver {
+            tracing::warn!(user = user_id, channel, "a Discord user who may not answer questions clicked an approval's button: refused");
         }
         Ok(Pushed::Answers(vec![ChatAnswer {
             target: approvals::Target::Id(id),
@@ -258,7 +261,7 @@ impl DiscordReader {
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), chat)),
             },
-            may_answer: allowed,
+            role,
             callback: Some(callback),
             message_id: None,
             otherwise: None,

@@ -46,6 +46,7 @@ use ring::hmac;
 use serde_json::{json, Value};
 
 use crate::kit::http::HttpClient;
+use crate::kit::routing::Role;
 use crate::kit::secret::Secret;
 use crate::sources::{chat_words, Push, PushRefused, PushSource, Pushed, Receive};
 
@@ -143,9 +144,9 @@ impl SlackReader {
             tracing::warn!("skipping a Slack button click without user or channel");
             return Vec::new();
         };
-        let may_answer = self.config.routing.allows(&user.to_string());
-        if !may_answer {
-            tracing::warn!(user, channel, "a Slack user who is not in allowed_users clicked an approval's button: refused");
+        let role = self.config.routing.role_of(&user.to_string());
+        if role < Role::Approver {
+            tracing::warn!(user, channel, "a Slack user who may not answer questions clicked an approval's button: refused");
         }
         let actions = interaction.get("actions").and_then(Value::as_array);
         actions
@@ -164,7 +165,7 @@ impl SlackReader {
                     via: origin.to_string(),
                     chat: Some((origin.to_string(), channel.to_string())),
                 },
-                may_answer,
+                role,
                 callback: text(&["response_url"]).map(str::to_string),
                 message_id: None,
                 otherwise: None,
@@ -182,7 +183,7 @@ impl SlackReader {
             .as_array()?
             .iter()
             .find_map(|a| Tap::read(a["value"].as_str()?))?;
-        let allowed = self.config.routing.allows(&user.to_string());
+        let role = self.config.routing.role_of(&user.to_string());
         Some(SessionRequest {
             origin: origin.to_string(),
             chat: channel.to_string(),
@@ -190,8 +191,8 @@ impl SlackReader {
             message_id: None,
             user_id: Some(user.to_string()),
             user_name: interaction["user"]["name"].as_str().unwrap_or(user).to_string(),
-            may: allowed,
-            known: allowed,
+            may: role >= Role::Approver,
+            known: role >= Role::Writer,
             topics: true,
             max_sessions: self.config.routing.max_sessions,
             asked: Asked::Tapped {
@@ -218,10 +219,6 @@ impl SlackReader {
             tracing::warn!(event = %event, "skipping a Slack message without user, channel or ts");
             return None;
         };
-        if !self.config.routing.allows(&user.to_string()) {
-            tracing::warn!(user, channel, "ignored a message from a Slack user who is not allowed (add the id to allowed_users to accept them)");
-            return None;
-        }
         // The conversation's sessions (started with /new) decide in the write; this is the
         // static route under them, empty when config.toml names none.
         let session = self.config.routing.session_for(channel).unwrap_or_default();
@@ -248,6 +245,8 @@ impl SlackReader {
             album_quiet: std::time::Duration::ZERO,
             prompt: None,
             route_by_chat: true,
+            // Pairing may have added them: the write decides (see `relayq_engine::access`).
+            unlisted: !self.config.routing.allows(&user.to_string()),
         })
     }
 
@@ -259,10 +258,13 @@ impl SlackReader {
         let Some(message) = self.accept(event, origin) else {
             return Pushed::Messages(Vec::new());
         };
-        if let Some(request) = chat_words::request_in(&message, true, self.config.routing.max_sessions) {
+        let user = message.actor_id.clone().unwrap_or_default();
+        let role = self.config.routing.role_of(&user);
+        let max = self.config.routing.max_sessions;
+        if let Some(request) = chat_words::request_in(&message, role, true, max) {
             return Pushed::Requests(vec![request]);
         }
-        match chat_words::answer_in(&message, true) {
+        match chat_words::answer_in(&message, role, true) {
             Some(answer) => Pushed::Answers(vec![answer]),
             None => Pushed::Messages(vec![message]),
         }

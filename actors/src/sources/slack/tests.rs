@@ -52,9 +52,11 @@ fn only_an_allowed_users_own_message_in_a_mapped_conversation_is_taken() {
     let taken = e.reader.accept(&message, "slack:s").unwrap();
     assert_eq!((taken.session.as_str(), taken.content.as_str()), ("agent", "hi"));
     assert_eq!(taken.source_message_id.as_deref(), Some("1.1"));
+    assert!(!taken.unlisted);
     let mut stranger = message.clone();
     stranger["user"] = json!("U2");
-    assert!(e.reader.accept(&stranger, "slack:s").is_none());
+    let unlisted = e.reader.accept(&stranger, "slack:s").unwrap();
+    assert!(unlisted.unlisted, "taken by the write only if pairing added them");
     let mut bot = message.clone();
     bot["bot_id"] = json!("B1");
     assert!(e.reader.accept(&bot, "slack:s").is_none(), "relayq's own answers");
@@ -119,14 +121,14 @@ fn a_click_on_an_approvals_button_is_its_answer_and_only_allowed_users_may_give_
         a.decision,
         approvals::Decision::Allow(approvals::Scope::Session)
     );
-    assert!(a.may_answer);
+    assert_eq!(a.role, crate::kit::routing::Role::Approver);
     assert_eq!(a.who.chat, Some(("slack:s".into(), "C1".into())));
     assert_eq!(a.who.name, "amy");
     assert_eq!(
         a.callback.as_deref(),
         Some("https://hooks.slack.com/actions/T1/1/x")
     );
-    assert!(!e.reader.clicked(&click("U2", "relayq:abc234:allow"), "slack:s")[0].may_answer);
+    assert!(e.reader.clicked(&click("U2", "relayq:abc234:allow"), "slack:s")[0].role < crate::kit::routing::Role::Approver);
     assert!(e.reader.clicked(&click("U1", "someone-elses-button"), "slack:s").is_empty());
     // The documented payload, as recorded in the fixtures.
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -138,7 +140,7 @@ fn a_click_on_an_approvals_button_is_its_answer_and_only_allowed_users_may_give_
         answers[0].who.chat,
         Some(("slack:s".into(), "C0123ABCDEF".into()))
     );
-    assert!(!answers[0].may_answer, "U0ALICE0001 is not in this source's allowed_users");
+    assert!(answers[0].role < crate::kit::routing::Role::Approver, "U0ALICE0001 is not in this source's allowed_users");
     let body = format!(
         "payload={}",
         "%7B%22type%22%3A%22block_actions%22%7D"
@@ -155,7 +157,7 @@ fn allow_and_deny_typed_in_slack_answer_and_a_word_naming_no_question_stays_a_me
         if let Some(t) = thread {
             m["thread_ts"] = json!(t);
         }
-        crate::sources::chat_words::answer_in(&e.reader.accept(&m, "slack:s").unwrap(), true)
+        crate::sources::chat_words::answer_in(&e.reader.accept(&m, "slack:s").unwrap(), crate::kit::routing::Role::Approver, true)
     };
     let deny = said("deny abc234", None).unwrap();
     assert_eq!(

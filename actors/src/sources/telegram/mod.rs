@@ -40,6 +40,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::kit::http::{HttpClient, Reply};
+use crate::kit::routing::Role;
 use crate::kit::api::telegram::{describe, number_or_text, BotApiReply};
 use crate::pacing::Budgets;
 use crate::settings::SettingError;
@@ -342,15 +343,13 @@ impl Inner {
         };
         let chat = message.chat.id.to_string();
         let sender = message.from.as_ref().map(|u| u.id);
-        let stranger = !self.allowed(sender, message.chat.id);
+        let role = self.role(sender, message.chat.id);
+        let stranger = role == Role::Stranger;
         let command = message.text.as_deref().and_then(chat_sessions::command_of);
-        if stranger && command.is_some() {
-            // Refused in the chat (at most once an hour per person), starting nothing.
-            tracing::warn!(update = id, chat, user = ?sender, "a session command from a user who is not allowed: refused");
-        } else if stranger {
-            tracing::warn!(update = id, chat, user = ?sender, username = ?message.from.as_ref().and_then(|u| u.username.as_deref()),
-                "ignored a message from a user and chat that are not allowed (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
-            return None;
+        if stranger {
+            // Pairing may have added them: the write decides, and a stranger's message
+            // writes nothing (see `relayq_engine::access`).
+            tracing::debug!(update = id, chat, user = ?sender, "a message from someone the settings do not name (add the user id to allowed_users or the chat id to allowed_chats to accept them)");
         }
         // The chat's sessions (a topic's, the current one) decide in the write; this is the
         // static route under them, empty when config.toml names none.
@@ -372,7 +371,7 @@ impl Inner {
                 message_id: Some(message.message_id.to_string()),
                 user_id: sender.map(|s| s.to_string()),
                 user_name: message.from.as_ref().map_or_else(|| "someone".into(), User::name),
-                may: sender.is_some_and(|s| self.config.routing.allows(&s)),
+                may: role >= Role::Approver,
                 known: !stranger,
                 topics: self.has_topics(&message.chat),
                 max_sessions: self.config.routing.max_sessions,
@@ -398,6 +397,7 @@ impl Inner {
             album_quiet: self.config.album_quiet,
             prompt: None,
             route_by_chat: true,
+            unlisted: stranger,
         };
         let reply_to = message.reply_to_message.as_ref().map(|r| r.message_id.to_string());
         let command = message
@@ -424,7 +424,7 @@ impl Inner {
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), inbound.source_channel_id.clone()?)),
             },
-            may_answer: sender.is_some_and(|s| self.config.routing.allows(&s)),
+            role,
             callback: None,
             message_id: inbound.source_message_id.clone(),
             otherwise,
@@ -450,8 +450,8 @@ impl Inner {
                 message_id: None,
                 user_id: Some(tap.from.id.to_string()),
                 user_name: tap.from.name(),
-                may: self.config.routing.allows(&tap.from.id),
-                known: self.allowed(Some(tap.from.id), message.chat.id),
+                may: self.role(Some(tap.from.id), message.chat.id) >= Role::Approver,
+                known: self.role(Some(tap.from.id), message.chat.id) >= Role::Writer,
                 topics: self.has_topics(&message.chat),
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped { tap: session_tap, callback: Some(tap.id) },
@@ -463,8 +463,9 @@ impl Inner {
             self.answer_taps(vec![(tap.id, "This button is not relayq's, or too old to answer".into())]);
             return None;
         };
-        if !self.allowed(Some(tap.from.id), message.chat.id) {
-            tracing::warn!(update = id, user = tap.from.id, chat = message.chat.id, "a stranger tapped an approval's button: refused");
+        let role = self.role(Some(tap.from.id), message.chat.id);
+        if role < Role::Approver {
+            tracing::warn!(update = id, user = tap.from.id, chat = message.chat.id, "someone who may not answer questions tapped an approval's button: refused");
         }
         Some(TakenUpdate::Answer(ChatAnswer {
             target: approvals::Target::Id(approval),
@@ -475,7 +476,7 @@ impl Inner {
                 via: origin.to_string(),
                 chat: Some((origin.to_string(), message.chat.id.to_string())),
             },
-            may_answer: self.config.routing.allows(&tap.from.id),
+            role,
             callback: Some(tap.id),
             message_id: None,
             otherwise: None,
@@ -505,9 +506,14 @@ impl Inner {
     }
 
     /// Whether the sender or the chat is on the allowlist.
-    fn allowed(&self, sender: Option<i64>, chat: i64) -> bool {
-        sender.is_some_and(|s| self.config.routing.allows(&s))
-            || self.config.allowed_chats.contains(&chat)
+    /// What the settings let `sender` do in `chat`: their own role, and a writer's in a chat
+    /// allowed as a whole (`allowed_chats`).
+    fn role(&self, sender: Option<i64>, chat: i64) -> Role {
+        let own = sender.map_or(Role::Stranger, |s| self.config.routing.role_of(&s));
+        match self.config.allowed_chats.contains(&chat) {
+            true => own.max(Role::Writer),
+            false => own,
+        }
     }
 
     /// The row's type, its text (or caption) and its files, as they arrived: what each file is

@@ -104,8 +104,11 @@ async fn a_message_from_someone_not_allowed_is_skipped_but_its_update_is_passed(
     fake.push_text(ALICE, ALICE, "real work");
     let mut source = started(config(&fake));
     let batch = fetch(&mut source, None).await.unwrap();
-    let texts: Vec<_> = batch.messages.iter().map(|m| m.content.as_str()).collect();
+    let texts: Vec<_> = batch.messages.iter().filter(|m| !m.unlisted).map(|m| m.content.as_str()).collect();
     assert_eq!(texts, ["real work"], "strangers and /start are not typed into a pane");
+    // Strangers' messages go on marked: the write takes them only if pairing added them.
+    let unlisted = batch.messages.iter().filter(|m| m.unlisted).count();
+    assert_eq!(unlisted, 2);
     assert_eq!(batch.offset, "700000004", "the skipped updates are confirmed too");
 
     // A trusted group lets its members in.
@@ -117,6 +120,7 @@ async fn a_message_from_someone_not_allowed_is_skipped_but_its_update_is_passed(
     let batch = fetch(&mut trusting, Some(&batch.offset)).await.unwrap();
     assert_eq!(batch.messages[0].content, "hello again");
     assert_eq!(batch.messages[0].session, format!("tg{GROUP}"));
+    assert!(!batch.messages[0].unlisted, "a member of a trusted group writes");
 }
 
 /// A chat config.toml routes nowhere is no longer skipped: the sessions it started (`/new`)
@@ -338,7 +342,7 @@ async fn a_tapped_approval_button_is_an_answer_and_the_tap_is_answered() {
         answer.who.chat,
         Some(("telegram:bot".into(), ALICE.to_string()))
     );
-    assert!(answer.may_answer);
+    assert_eq!(answer.role, crate::kit::routing::Role::Approver);
     assert_eq!(answer.callback.as_deref(), Some("4382bfdwdsb323b2d9"));
     source.acknowledge(vec![relayq_engine::approvals::Answered {
         answer: answer.clone(),

@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgresql/0009_progress.sql"),
     include_str!("../../../migrations/postgresql/0010_progress_lanes.sql"),
     include_str!("../../../migrations/postgresql/0011_album_parts.sql"),
+    include_str!("../../../migrations/postgresql/0012_chat_access.sql"),
 ];
 
 /// Any number that no other program uses for an advisory lock on the same database: the

@@ -319,6 +319,7 @@ mod tests {
             crate::storage::budgets::STATEMENTS,
             crate::storage::progress::STATEMENTS,
             crate::storage::albums::STATEMENTS,
+            crate::storage::access::STATEMENTS,
         ]
         .concat()
     }

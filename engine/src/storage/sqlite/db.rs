@@ -46,6 +46,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0021_progress.sql"),
     include_str!("../../../migrations/0022_progress_lanes.sql"),
     include_str!("../../../migrations/0023_album_parts.sql"),
+    include_str!("../../../migrations/0024_chat_access.sql"),
 ];
 
 /// Brings the schema up to `target` migrations. The write lock is taken (`BEGIN IMMEDIATE`)
