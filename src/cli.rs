@@ -89,6 +89,9 @@ pub enum Command {
     /// Agents' permission questions: list them, or answer one (as the chat's buttons do)
     #[command(subcommand)]
     Approvals(commands::approvals::ApprovalsCommand),
+    /// Who may write and approve beyond config.toml: people added by pairing (/pair in the chat)
+    #[command(subcommand)]
+    Users(commands::users::UsersCommand),
     /// Record an agent CLI hook event (configure this as the agent's hook command)
     Hook {
         #[arg(long)]
@@ -234,6 +237,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Send(args) => commands::send::run(&ctx, args),
         Command::Dead(command) => commands::dead::run(&ctx, command),
         Command::Approvals(command) => commands::approvals::run(&ctx, command),
+        Command::Users(command) => commands::users::run(&ctx, command),
         Command::Config(commands::config::ConfigCommand::Check) => commands::config::check(&ctx),
         Command::Config(commands::config::ConfigCommand::Show) => commands::config::show(&ctx),
         Command::Session(commands::session::SessionCommand::List { json }) => {

@@ -588,6 +588,23 @@ impl RelayqHandle {
         async move { request.await? }
     }
 
+    /// The pushed messages whose senders may write, in order (a stranger's is dropped, and
+    /// their chat told once an hour): see `relayq_engine::access`.
+    pub fn admit(
+        &self,
+        messages: Vec<InboundMessage>,
+    ) -> impl std::future::Future<Output = Result<Vec<InboundMessage>>> + 'static {
+        let write = self
+            .store
+            .apply(relayq_engine::access::writes::AdmitMessages(messages));
+        let waking = self.store.waking.clone();
+        async move {
+            let admitted = write.await?;
+            waking.outbound_written(admitted.told);
+            Ok(admitted.messages.into_iter().flatten().collect())
+        }
+    }
+
     /// Records answers to agents' questions a platform pushed; each with the line for the
     /// person who answered, once committed.
     pub fn record_answers(

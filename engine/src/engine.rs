@@ -377,6 +377,11 @@ impl Engine {
         crate::approvals::anything_to_do(&self.db.read()?)
     }
 
+    /// The people pairing added, by source.
+    pub fn chat_users(&self) -> Result<Vec<crate::access::ChatUser>> {
+        crate::access::users(&self.db.read()?)
+    }
+
     /// The session registry (most recently active first).
     pub fn sessions(&self) -> Result<Vec<crate::sessions::SessionRecord>> {
         crate::sessions::list(&self.db.read()?)

@@ -15,6 +15,7 @@ pub mod session;
 pub mod show;
 pub mod status;
 pub mod stop;
+pub mod users;
 
 use relayq_engine::{Engine, Queues, WriteDoor};
 

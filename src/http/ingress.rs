@@ -83,6 +83,10 @@ pub(super) async fn ingress(
         Err(PushRefused::Unreadable(why)) => return Err(ApiError::invalid(why)),
     };
     let (mut written, mut refused) = (0, 0);
+    let messages = match messages.iter().any(|m| m.unlisted) {
+        true => api.relayq.admit(messages).await?,
+        false => messages,
+    };
     for message in messages {
         match api.relayq.enqueue(message.clone()).await {
             Ok(enqueued) => written += usize::from(!enqueued.duplicate),

@@ -161,7 +161,8 @@ pub fn admit_in(w: &Writer<'_>, messages: &[InboundMessage]) -> Result<Admitted>
             user = m.actor_id.as_deref().unwrap_or("?"),
             chat = m.source_channel_id.as_deref().unwrap_or("?"),
             "ignored a message from someone who is not allowed (add their id to allowed_users, \
-             or approve the code /pair gives them, to accept them)"
+             on Telegram their chat to allowed_chats, or approve the code /pair gives them, to \
+             accept them)"
         );
         admitted.messages.push(None);
         if let Some(chat) = m.source_channel_id.as_deref() {

@@ -28,6 +28,19 @@ impl Write for ApprovePairing {
     }
 }
 
+/// A platform's pushed messages, before they are enqueued: those whose senders may write (see
+/// [`admit_in`](super::admit_in)); a stranger's chat told once an hour.
+#[derive(Debug, Clone)]
+pub struct AdmitMessages(pub Vec<crate::InboundMessage>);
+
+impl Write for AdmitMessages {
+    type Output = super::Admitted;
+
+    fn apply(&self, w: &Writer<'_>) -> Result<super::Admitted> {
+        super::admit_in(w, &self.0)
+    }
+}
+
 /// `relayq users remove ORIGIN USER`: whether there was such a person.
 #[derive(Debug, Clone)]
 pub struct RemoveChatUser {
