@@ -196,3 +196,136 @@ pub fn approve_in(w: &Writer<'_>, code: &str, role: Role, by: &Approver) -> Resu
         told: told.into_iter().collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::chat_sessions::{command_of, Asked, RecordRequests, SessionRequest};
+    use crate::storage::sql::Query;
+    use crate::storage::test_db::TestDb;
+    use crate::{Engine, ManualClock, NoticeRoutes, WriteDoor};
+
+    const ORIGIN: &str = "discord:bot";
+
+    fn door(db: &TestDb, clock: &ManualClock) -> WriteDoor {
+        let engine = Engine::with_clock(db.db.clone(), Arc::new(clock.clone())).with_node("n1");
+        let mut routes = NoticeRoutes::none();
+        routes.replies.insert(ORIGIN.into(), "bot".into());
+        WriteDoor::new(engine.queues(&Default::default()), routes)
+    }
+
+    /// `text` typed by `user` (ann approves; bob and eve are strangers), as message `n`.
+    fn say(door: &WriteDoor, n: u32, user: &str, text: &str) {
+        let request = SessionRequest {
+            origin: ORIGIN.into(),
+            chat: format!("chat-{user}"),
+            thread: None,
+            message_id: Some(n.to_string()),
+            user_id: Some(user.into()),
+            user_name: user.into(),
+            may: user == "ann",
+            known: user == "ann",
+            topics: false,
+            max_sessions: 2,
+            asked: Asked::Typed(command_of(text).expect("a command")),
+        };
+        door.apply_now(RecordRequests(vec![request])).unwrap();
+    }
+
+    /// The texts said in `user`'s chat, oldest first.
+    fn said(db: &TestDb, user: &str) -> Vec<String> {
+        let payloads: Vec<String> = db
+            .db
+            .read()
+            .unwrap()
+            .query_all(
+                &crate::storage::sql::Sql::same(
+                    "SELECT payload FROM queue_rows WHERE queue = 'outbound' ORDER BY id",
+                ),
+                crate::params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        payloads
+            .iter()
+            .map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap())
+            .filter(|m| m["to"] == format!("chat-{user}"))
+            .map(|m| m["text"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The code in the last line said to `user`.
+    fn code_told(db: &TestDb, user: &str) -> String {
+        let last = said(db, user).pop().unwrap();
+        let at = last.find("code").unwrap();
+        last[at..]
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|w| w.len() == super::CODE_LEN && *w != "approve")
+            .unwrap_or_else(|| panic!("no code in {last:?}"))
+            .to_string()
+    }
+
+    fn role(db: &TestDb, user: &str) -> Option<String> {
+        crate::storage::access::role(&db.db.read().unwrap(), ORIGIN, user).unwrap()
+    }
+
+    #[test]
+    fn a_code_is_good_once_for_five_minutes_and_one_is_live_per_person() {
+        for db in TestDb::both() {
+            let clock = ManualClock::new(1_767_225_600_000);
+            let door = door(&db, &clock);
+            say(&door, 1, "bob", "/pair");
+            let first = code_told(&db, "bob");
+            say(&door, 2, "bob", "/pair");
+            assert_eq!(code_told(&db, "bob"), first, "one live code a person");
+
+            clock.advance(Duration::from_secs(5 * 60 + 1));
+            say(&door, 3, "ann", &format!("/approve {first}"));
+            assert!(said(&db, "ann").last().unwrap().contains("expired"), "{:?}", said(&db, "ann"));
+            assert_eq!(role(&db, "bob"), None);
+
+            say(&door, 4, "bob", "/pair");
+            let second = code_told(&db, "bob");
+            assert_ne!(second, first, "a new code once the first expired");
+            say(&door, 5, "ann", &format!("/approve {} approver", second.to_lowercase()));
+            assert!(said(&db, "ann").last().unwrap().contains("bob may now write here and approve"));
+            assert!(said(&db, "bob").last().unwrap().contains("You may now write here and approve"));
+            assert_eq!(role(&db, "bob").as_deref(), Some("approver"));
+            say(&door, 6, "ann", &format!("/approve {second}"));
+            assert!(said(&db, "ann").last().unwrap().contains("used already"));
+
+            // A fourth /pair within the hour is not answered.
+            let before = said(&db, "bob").len();
+            say(&door, 7, "bob", "/pair");
+            assert_eq!(said(&db, "bob").len(), before, "at most 3 answers an hour");
+        }
+    }
+
+    #[test]
+    fn wrong_codes_are_rate_limited_so_a_code_cannot_be_guessed() {
+        for db in TestDb::both() {
+            let clock = ManualClock::new(1_767_225_600_000);
+            let door = door(&db, &clock);
+            say(&door, 1, "eve", "/pair");
+            let code = code_told(&db, "eve");
+            for n in 0..10u32 {
+                say(&door, 10 + n, "ann", &format!("/approve Z{n:05}"));
+            }
+            let answers = said(&db, "ann");
+            assert_eq!(answers.len(), 10);
+            assert!(answers[..5].iter().all(|a| a.contains("no such code")), "{answers:?}");
+            assert!(answers[5..].iter().all(|a| a.contains("too many wrong codes")), "{answers:?}");
+            say(&door, 30, "ann", &format!("/approve {code}"));
+            assert!(said(&db, "ann").last().unwrap().contains("too many wrong codes"));
+            assert_eq!(role(&db, "eve"), None, "even the right code waits out the limit");
+
+            clock.advance(Duration::from_secs(16 * 60));
+            say(&door, 31, "eve", "/pair");
+            let code = code_told(&db, "eve");
+            say(&door, 32, "ann", &format!("/approve {code}"));
+            assert_eq!(role(&db, "eve").as_deref(), Some("writer"));
+        }
+    }
+}
