@@ -460,7 +460,7 @@ fn bad_session_commands_are_answered_in_the_chat_and_start_nothing() {
     wait_said(
         &fake,
         STRANGER,
-        "you may not use this bot's session commands",
+        "this bot reads only the people it was set up for",
     );
     // An agent that exits as it starts: said at once, not after the hooks' wait.
     fake.push_text(ALICE, ALICE, "/new broken");

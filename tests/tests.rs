@@ -4,6 +4,7 @@
 
 mod common;
 
+mod access;
 mod agents;
 mod approvals;
 mod bad_input;

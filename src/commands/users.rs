@@ -75,6 +75,14 @@ fn approve(ctx: &Invocation, code: &str, role: &str) -> Result<(), CliError> {
         role,
         by,
     })?;
+    // The person's chat is told by a running daemon.
+    for key in &approved.told {
+        relayq_actors::wake::rows_written_beside(
+            door.engine.database().path(),
+            relayq_engine::QueueName::Outbound,
+            key,
+        );
+    }
     match approved.added {
         Some(u) => {
             println!(

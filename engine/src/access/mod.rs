@@ -175,6 +175,18 @@ pub fn admit_in(w: &Writer<'_>, messages: &[InboundMessage]) -> Result<Admitted>
     Ok(admitted)
 }
 
+/// Whether a stranger in `chat` is to be told [`STRANGER_REPLY`] now: not when the chat was
+/// told within the hour, whatever the stranger did (a message, a command, a typed answer);
+/// true is noted.
+pub fn tell_stranger_now_in(w: &Writer<'_>, origin: &str, chat: &str) -> Result<bool> {
+    let since = w.now() - STRANGER_TOLD_EVERY_MS;
+    if store::events_since(w.tx(), origin, chat, "stranger_told", since)? > 0 {
+        return Ok(false);
+    }
+    store::add_event_in(w.tx(), origin, chat, "stranger_told")?;
+    Ok(true)
+}
+
 /// [`STRANGER_REPLY`] in `chat`, unless the chat was told within the hour.
 fn tell_stranger_in(
     w: &Writer<'_>,
@@ -182,12 +194,10 @@ fn tell_stranger_in(
     chat: &str,
     thread: Option<&str>,
 ) -> Result<Option<String>> {
-    let since = w.now() - STRANGER_TOLD_EVERY_MS;
-    if store::events_since(w.tx(), origin, chat, "stranger_told", since)? > 0 {
-        return Ok(None);
+    match tell_stranger_now_in(w, origin, chat)? {
+        true => reply_in(w, origin, chat, thread, STRANGER_REPLY, "stranger"),
+        false => Ok(None),
     }
-    store::add_event_in(w.tx(), origin, chat, "stranger_told")?;
-    reply_in(w, origin, chat, thread, STRANGER_REPLY, "stranger")
 }
 
 /// A line in a source's chat, through the channel that answers it (none: not sent).

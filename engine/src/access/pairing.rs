@@ -283,15 +283,30 @@ mod tests {
 
             clock.advance(Duration::from_secs(5 * 60 + 1));
             say(&door, 3, "ann", &format!("/approve {first}"));
-            assert!(said(&db, "ann").last().unwrap().contains("expired"), "{:?}", said(&db, "ann"));
+            assert!(
+                said(&db, "ann").last().unwrap().contains("expired"),
+                "{:?}",
+                said(&db, "ann")
+            );
             assert_eq!(role(&db, "bob"), None);
 
             say(&door, 4, "bob", "/pair");
             let second = code_told(&db, "bob");
             assert_ne!(second, first, "a new code once the first expired");
-            say(&door, 5, "ann", &format!("/approve {} approver", second.to_lowercase()));
-            assert!(said(&db, "ann").last().unwrap().contains("bob may now write here and approve"));
-            assert!(said(&db, "bob").last().unwrap().contains("You may now write here and approve"));
+            say(
+                &door,
+                5,
+                "ann",
+                &format!("/approve {} approver", second.to_lowercase()),
+            );
+            assert!(said(&db, "ann")
+                .last()
+                .unwrap()
+                .contains("bob may now write here and approve"));
+            assert!(said(&db, "bob")
+                .last()
+                .unwrap()
+                .contains("You may now write here and approve"));
             assert_eq!(role(&db, "bob").as_deref(), Some("approver"));
             say(&door, 6, "ann", &format!("/approve {second}"));
             assert!(said(&db, "ann").last().unwrap().contains("used already"));
@@ -315,11 +330,26 @@ mod tests {
             }
             let answers = said(&db, "ann");
             assert_eq!(answers.len(), 10);
-            assert!(answers[..5].iter().all(|a| a.contains("no such code")), "{answers:?}");
-            assert!(answers[5..].iter().all(|a| a.contains("too many wrong codes")), "{answers:?}");
+            assert!(
+                answers[..5].iter().all(|a| a.contains("no such code")),
+                "{answers:?}"
+            );
+            assert!(
+                answers[5..]
+                    .iter()
+                    .all(|a| a.contains("too many wrong codes")),
+                "{answers:?}"
+            );
             say(&door, 30, "ann", &format!("/approve {code}"));
-            assert!(said(&db, "ann").last().unwrap().contains("too many wrong codes"));
-            assert_eq!(role(&db, "eve"), None, "even the right code waits out the limit");
+            assert!(said(&db, "ann")
+                .last()
+                .unwrap()
+                .contains("too many wrong codes"));
+            assert_eq!(
+                role(&db, "eve"),
+                None,
+                "even the right code waits out the limit"
+            );
 
             clock.advance(Duration::from_secs(16 * 60));
             say(&door, 31, "eve", "/pair");

@@ -18,12 +18,6 @@ use crate::storage::chat_sessions::{
 use crate::writes::{Write, Writer};
 use crate::{Agent, OutboundMessage};
 
-/// What a stranger's command is answered.
-pub const STRANGER_REFUSAL: &str = "Not done: you may not use this bot's session commands.";
-
-/// How often a stranger is told at most, per chat.
-const STRANGER_REFUSAL_EVERY_MS: i64 = 3_600_000;
-
 /// Sessions a `/sessions` page shows.
 pub const PAGE: i64 = 10;
 
@@ -158,13 +152,12 @@ impl Request<'_> {
     }
 
     /// A stranger's command: recorded, refused in words that name nothing here, at most once
-    /// an hour per person and chat (a refusal is no invitation to keep trying).
+    /// an hour per chat, whatever strangers did there (a refusal is no invitation to keep
+    /// trying): see [`crate::access`].
     fn refuse_stranger(&self) -> Result<Option<Reply>> {
-        let (tx, r) = (self.w.tx(), self.r);
-        let since = self.w.now() - STRANGER_REFUSAL_EVERY_MS;
-        let user = r.user_id.as_deref().unwrap_or_default();
-        let told = store::told_since(tx, &r.origin, &r.chat, user, STRANGER_REFUSAL, since)?;
-        let outcome = (!told).then_some(STRANGER_REFUSAL);
+        let r = self.r;
+        let tell = crate::access::tell_stranger_now_in(self.w, &r.origin, &r.chat)?;
+        let outcome = tell.then_some(crate::access::STRANGER_REPLY);
         self.insert("null".into(), CommandState::Failed, None, None, outcome)?;
         Ok(outcome.map(Reply::text))
     }
@@ -1384,7 +1377,7 @@ mod tests {
             record(&door, vec![typed(31, "mallory", "/new demo")]);
             let said = replies(&db);
             assert_eq!(said.len(), before + 1, "{said:?}");
-            assert_eq!(said.last().unwrap().0, STRANGER_REFUSAL);
+            assert_eq!(said.last().unwrap().0, crate::access::STRANGER_REPLY);
             let tap = record(&door, vec![tapped(Tap::Page(1), "mallory")]);
             assert_eq!(replies(&db).len(), before + 1);
             assert!(tap.taps[0].1.contains("may not"));

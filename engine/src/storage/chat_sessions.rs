@@ -152,14 +152,6 @@ const LEASE_COMMAND_SQL: Sql = Sql::same(
      WHERE id = :id AND (state = 'ready' OR (state = 'running' AND lease_until < :now))",
 );
 
-/// Whether person `user` of a chat was told `outcome` since `since`.
-const TOLD_SINCE_SQL: Sql = Sql::same(
-    "SELECT 1 FROM session_commands
-     WHERE origin = :origin AND chat = :chat AND user_id = :user AND outcome = :outcome
-       AND asked_at >= :since
-     LIMIT 1",
-);
-
 /// A node's commands that an earlier daemon of it was carrying out when it stopped (killed):
 /// ready again, so this one carries them out.
 const RECLAIM_COMMANDS_SQL: Sql = Sql::same(
@@ -352,26 +344,6 @@ pub fn lease_commands_in(
         }
     }
     Ok(leased)
-}
-
-/// Whether person `user` of chat `chat` was told `outcome` since `since` (unix ms).
-pub fn told_since(
-    db: &dyn Executor,
-    origin: &str,
-    chat: &str,
-    user: &str,
-    outcome: &str,
-    since: i64,
-) -> Result<bool> {
-    let found = db.query_opt(
-        &TOLD_SINCE_SQL,
-        params![
-            ":origin" => origin, ":chat" => chat, ":user" => user, ":outcome" => outcome,
-            ":since" => since,
-        ],
-        |_| Ok(()),
-    )?;
-    Ok(found.is_some())
 }
 
 /// Makes node `node`'s commands that another daemon (an earlier one of this node) was
