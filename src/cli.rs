@@ -192,6 +192,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Init(commands::init::InitCommand::Telegram(args)) => {
             return commands::init::telegram(cli.config.as_deref(), args)
         }
+        Command::Init(commands::init::InitCommand::Discord(args)) => {
+            return commands::init::discord(cli.config.as_deref(), args)
+        }
         Command::Completions { shell } => {
             return commands::generate::completions(Cli::command(), shell)
         }

@@ -308,3 +308,112 @@ fn in_discord_each_session_gets_a_thread_and_its_answers_stay_there() {
     });
     daemon.stop();
 }
+
+/// The README's five minutes on Discord, as a new user runs them: `relayq init discord`
+/// writes the config, `relayq serve` and the agent in tmux find it without flags, a Discord
+/// message reaches the agent and its answer comes back to the channel.
+#[test]
+fn five_minute_bridge_from_discord_to_an_agent_in_tmux_and_back() {
+    let fake = FakeDiscord::start(TOKEN);
+    let tmux = Tmux::new("bridge-discord");
+    let app = App::new("");
+    let session = "agent-discord";
+    let init = app
+        .bare()
+        .args(["init", "discord", "--user", ALICE, "--channel", CHANNEL])
+        .args(["--session", session])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let printed = String::from_utf8_lossy(&init.stdout).to_string();
+    assert!(printed.contains("export DISCORD_BOT_TOKEN="), "{printed}");
+    assert!(printed.contains("Message Content Intent"), "{printed}");
+    let bad = app
+        .bare()
+        .args([
+            "init",
+            "discord",
+            "--user",
+            "alice",
+            "--channel",
+            CHANNEL,
+            "--force",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "a user that is no id is refused"
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("Developer Mode"));
+
+    // The test's own stand-ins: the local Discord, a private tmux server, a shell as the agent.
+    let config = app.path("xdg-config/relayq/config.toml");
+    let written = std::fs::read_to_string(&config).unwrap();
+    let programs = "programs = [\"claude\", \"codex\", \"gemini\", \"node\"]";
+    assert!(written.contains(programs), "{written}");
+    let adapted = written.replace(
+        programs,
+        &format!(
+            "programs = [\"sh\"]\nsocket_name = {:?}\nsubmit_delay = \"50ms\"",
+            tmux.socket
+        ),
+    ) + &format!("api_url = {:?}\n", fake.api_url);
+    std::fs::write(&config, adapted).unwrap();
+    let state = app.path("xdg-state");
+    let agent_log = app.path("agent.log");
+    let url = app.database_url().map_or(String::new(), |url| {
+        format!(" RELAYQ_DATABASE__URL={}", crate::common::shell_word(&url))
+    });
+    tmux.start(
+        session,
+        &format!(
+            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}{url}; {}",
+            state.display(),
+            app.path("xdg-config").display(),
+            crate::telegram::fake_agent(&agent_log)
+        ),
+    );
+    let mut cmd = app.bare();
+    cmd.arg("serve").env("DISCORD_BOT_TOKEN", TOKEN);
+    let daemon = app.spawn_serve(cmd, &state.join("relayq/relayq.db"));
+    wait_until("a session", Duration::from_secs(30), || fake.connected());
+    for i in 1..=3u64 {
+        fake.push_message(CHANNEL, ALICE, &id(i), &format!("message {i}"));
+    }
+    wait_until("three answers", Duration::from_secs(40), || {
+        let said: Vec<String> = fake
+            .bot_messages()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect();
+        (1..=3).all(|i| {
+            said.iter()
+                .any(|t| t.contains(&format!("answer to: message {i}")))
+        })
+    });
+    for m in fake.bot_messages() {
+        assert_eq!(m["channel_id"], CHANNEL, "answered where it was asked");
+    }
+    let typed = std::fs::read_to_string(&agent_log).unwrap();
+    assert_eq!(
+        typed.lines().collect::<Vec<_>>(),
+        ["message 1", "message 2", "message 3"]
+    );
+    // Progress: each message shows it was taken, then done, as the bot's reactions.
+    wait_until(
+        "the first message marked done",
+        Duration::from_secs(30),
+        || {
+            fake.reactions()
+                .iter()
+                .any(|(c, m, e, on)| c == CHANNEL && *m == id(1) && e == "✅" && *on)
+        },
+    );
+    daemon.stop();
+}

@@ -1077,3 +1077,138 @@ fn codex_sessions_from_the_chat() {
 fn gemini_cli_sessions_from_the_chat() {
     sessions_from_the_chat("gemini");
 }
+
+/// Claude Code driven from Discord (the local Discord's gateway and REST API, relayq's Discord
+/// source and channel): a round trip; a question clicked Allow, acknowledged within Discord's
+/// 3 s with a deferred update, the tool run once and the question edited; a click made while
+/// relayq is down (`kill -9`), read on the resumed gateway session after the restart and
+/// resolved once.
+#[test]
+fn claude_code_from_discord() {
+    use relayq_actors::sources::discord::fake::FakeDiscord;
+    const DISCORD_TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDk5OQ.GfakeE.real-agents-discord";
+    const CHANNEL: &str = "1300000000000000100";
+    const ALICE_ID: &str = "1300000000000000001";
+    let model = FakeModel::start();
+    let fake = FakeDiscord::start(DISCORD_TOKEN);
+    let tmux = Tmux::new("real-discord");
+    let session = "claude-agent";
+    let config = tmux
+        .agent_config(&[
+            "programs = [\"claude\", \"node\"]",
+            "submit_delay = \"100ms\"",
+        ])
+        .set("database", "busy_timeout = \"30s\"")
+        .set("approvals", "expire_after = \"60s\"")
+        .table(
+            "sources.discord",
+            &[
+                "kind = \"discord\"".to_string(),
+                format!("token = {DISCORD_TOKEN:?}"),
+                format!("api_url = {:?}", fake.api_url),
+                format!("allowed_users = [\"{ALICE_ID}\"]"),
+                format!("chats = {{ \"{CHANNEL}\" = \"{session}\" }}"),
+            ],
+        );
+    let app = App::new(config);
+    let agent = RealAgent::start("claude", &app, &model, tmux);
+    let mut daemon = app.serve();
+    let said = || -> Vec<String> {
+        fake.bot_messages()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let context = || {
+        format!(
+            "the channel has {:#?}\nthe pane shows:\n{}",
+            said(),
+            agent.screen()
+        )
+    };
+    let mut n = 0u64;
+    let mut say = |text: &str| {
+        n += 1;
+        let id = (1_350_000_000_000_000_000 + n).to_string();
+        fake.push_message(CHANNEL, ALICE_ID, &id, text);
+    };
+    let answered = |answer: &str, times: usize| {
+        waited(answer, &context, || answers(&said(), answer) >= times);
+    };
+    let question = |probe: &str| -> (String, String) {
+        let mut found = None;
+        waited(&format!("the question about {probe}"), &context, || {
+            found = fake.bot_messages().into_iter().find(|m| {
+                m["components"].is_array()
+                    && m["content"].as_str().unwrap_or_default().contains(probe)
+            });
+            found.is_some()
+        });
+        let q = found.unwrap();
+        let allow = q["components"][0]["components"][0]["custom_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (q["id"].as_str().unwrap().to_string(), allow)
+    };
+    let edited = |message: &str, outcome: &str| {
+        waited(
+            &format!("the question to say {outcome:?}"),
+            &context,
+            || {
+                fake.edits().iter().any(|(_, m, body)| {
+                    m == message
+                        && body["content"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains(outcome)
+                        && body["components"] == json!([])
+                })
+            },
+        );
+    };
+    waited("a gateway session", &context, || fake.connected());
+
+    say("please reply r1");
+    answered("echo: please reply r1", 1);
+
+    say("use the tool a1");
+    let (q1, allow) = question("probe-a1.txt");
+    fake.click(CHANNEL, &q1, ALICE_ID, &allow);
+    waited("the click acknowledged", &context, || {
+        !fake.callbacks().is_empty()
+    });
+    let (_, ack, took) = fake.callbacks().remove(0);
+    assert_eq!(ack, json!({"type": 6}), "a deferred update");
+    assert!(
+        took < Duration::from_secs(3),
+        "within Discord's 3 s: {took:?}"
+    );
+    eprintln!("discord: a click acknowledged {took:?} after it arrived");
+    answered("tool done", 1);
+    edited(&q1, "Allowed by");
+    assert_eq!(runs(&agent, "probe-a1.txt"), 1, "the tool ran once");
+
+    // A click while relayq is down: Discord keeps it on the session, the restart resumes it.
+    say("use the tool a3");
+    let (q3, allow) = question("probe-a3.txt");
+    daemon.signal("KILL");
+    fake.click(CHANNEL, &q3, ALICE_ID, &allow);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(runs(&agent, "probe-a3.txt"), 0);
+    daemon = app.serve();
+    edited(&q3, "Allowed by");
+    answered("tool done", 2);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        runs(&agent, "probe-a3.txt"),
+        1,
+        "allowed once, across kill -9"
+    );
+    assert_eq!(
+        fake.identifies(),
+        1,
+        "the restart resumed the gateway session"
+    );
+    daemon.stop();
+}

@@ -130,7 +130,7 @@ fn a_conflict_backs_off_with_a_clear_log_line_and_a_stranger_is_ignored_and_logg
 /// A stand-in for Claude Code in the pane: at its `> ` prompt, each line typed in is a prompt;
 /// it reports the turn through `relayq hook` as Claude Code's hooks would, answering
 /// "answer to: <line>".
-fn fake_agent(log: &std::path::Path) -> String {
+pub(crate) fn fake_agent(log: &std::path::Path) -> String {
     format!(
         r#"while printf '> '; IFS= read -r line; do
   printf '%s\n' "$line" >> {log}

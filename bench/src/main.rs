@@ -4,6 +4,7 @@
 
 mod chat_sessions;
 mod cpu;
+mod discord;
 mod effectum;
 mod files;
 mod flow;
@@ -98,6 +99,9 @@ enum Scenario {
     /// Not in `all`: files both ways: a 49 MB file sent (the daemon's RSS growth) and 100
     /// photos in 10 albums fetched and delivered (against the fake's own transfer time), printed
     Files,
+    /// Not in `all`: Discord buttons: how long after a click reaches relayq its
+    /// acknowledgement goes out (`BENCH_DISCORD_CLICKS`, 200 questions), p50 / p99 / max, printed
+    DiscordClicks,
     /// Not in `all`: progress on the phone, five chats taking turns with fake agents for
     /// `BENCH_PROGRESS_SECS` (1 800) against a Bot API enforcing Telegram's limits, on SQLite
     /// (and on a durable PostgreSQL server with `BENCH_PROGRESS_PG=1`), printed
@@ -197,6 +201,13 @@ fn main() -> Result<()> {
     if args.scenarios.contains(&Scenario::ChatSessions) {
         chat_sessions::run(200 * runs)?;
         return chat_sessions::new_to_ready(&root, &build_relayq(&root)?, 20 * runs);
+    }
+    if args.scenarios.contains(&Scenario::DiscordClicks) {
+        let rounds = std::env::var("BENCH_DISCORD_CLICKS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(200);
+        return discord::clicks(&root, &build_relayq(&root)?, rounds);
     }
     if args.scenarios.contains(&Scenario::Files) {
         return files::run(&build_relayq(&root)?);

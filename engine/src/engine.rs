@@ -378,8 +378,8 @@ impl Engine {
     }
 
     /// The people pairing added, by source.
-    pub fn chat_users(&self) -> Result<Vec<crate::access::ChatUser>> {
-        crate::access::users(&self.db.read()?)
+    pub fn chat_users(&self) -> Result<Vec<crate::storage::access::ChatUser>> {
+        crate::storage::access::users(&self.db.read()?)
     }
 
     /// The session registry (most recently active first).
