@@ -1367,3 +1367,128 @@ fn a_file_to_send_is_sent_once_by_the_node_whose_disk_holds_it() {
     assert_eq!(fake.files_sent().len(), 2);
     other.stop();
 }
+
+/// On PostgreSQL one node holds Discord's gateway, as one polls Telegram: two nodes, one
+/// connection. A person paired on one node's database is taken by whichever node reads. The
+/// holder killed (`kill -9`), the other takes the source over and resumes the stored gateway
+/// session (no second IDENTIFY): the messages keep coming, each once.
+#[test]
+fn one_node_holds_the_discord_gateway_and_the_other_resumes_it_when_it_dies() {
+    use relayq_actors::sources::discord::fake::FakeDiscord;
+    if !own_database_runs_here(
+        "one_node_holds_the_discord_gateway_and_the_other_resumes_it_when_it_dies",
+    ) {
+        return;
+    }
+    const DISCORD_TOKEN: &str = "MTMwMDAwMDAwMDAwMDAwMDk5OQ.GfakeE.nodes-discord";
+    const CHANNEL: &str = "1300000000000000100";
+    const ALICE_ID: &str = "1300000000000000001";
+    const BOB_ID: &str = "1300000000000000002";
+    let database = TestDatabase::create();
+    let url = database.url();
+    let fake = FakeDiscord::start(DISCORD_TOKEN);
+    let config = |name: &str| {
+        file_config()
+            .set("node", &format!("name = {name:?}"))
+            .table(
+                "sources.discord",
+                &[
+                    "kind = \"discord\"".to_string(),
+                    format!("token = {DISCORD_TOKEN:?}"),
+                    format!("api_url = {:?}", fake.api_url),
+                    format!("allowed_users = [\"{ALICE_ID}\"]"),
+                    "session_template = \"d{channel}\"".to_string(),
+                    format!("chats = {{ \"{CHANNEL}\" = \"alice\" }}"),
+                ],
+            )
+    };
+    let apps = [
+        App::joining(config("gw-a"), &url),
+        App::joining(config("gw-b"), &url),
+    ];
+    let mut daemons = [apps[0].serve(), apps[1].serve()];
+    let delivered = || -> Vec<String> {
+        let mut lines = Vec::new();
+        for app in &apps {
+            lines.extend(app.lines("out.jsonl"));
+        }
+        crate::common::by_session(&lines)
+            .remove("alice")
+            .unwrap_or_default()
+    };
+    let mut n = 0u64;
+    let mut say = |user: &str, text: &str| {
+        n += 1;
+        let id = (1_350_000_000_000_000_000 + n).to_string();
+        fake.push_message(CHANNEL, user, &id, text);
+    };
+    wait_until("a gateway session", WAIT, || fake.connected());
+    for i in 1..=3 {
+        say(ALICE_ID, &format!("m{i}"));
+    }
+    wait_until("three delivered", WAIT, || delivered().len() >= 3);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(fake.open_connections(), 1, "one node holds the gateway");
+    assert_eq!(fake.identifies(), 1);
+
+    // Bob pairs; the operator approves on the other node's config: the row is everyone's.
+    say(BOB_ID, "/pair");
+    let mut code = None;
+    wait_until("Bob's code", WAIT, || {
+        code = fake.bot_messages().iter().find_map(|m| {
+            let text = m["content"].as_str()?;
+            let at = text.find("pairing code: ")? + "pairing code: ".len();
+            Some(text.get(at..at + 6)?.to_string())
+        });
+        code.is_some()
+    });
+    let code = code.unwrap();
+    apps[1].ok(&["users", "approve", &code]);
+    assert!(
+        apps[0].ok(&["users", "list"]).contains(BOB_ID),
+        "shared by the nodes"
+    );
+    say(BOB_ID, "from bob");
+    wait_until("Bob's message delivered", WAIT, || {
+        let mut lines = Vec::new();
+        for app in &apps {
+            lines.extend(app.lines("out.jsonl"));
+        }
+        lines.iter().any(|l| l.to_string().contains("from bob"))
+    });
+
+    // The holder dies: the other node takes the source over, and resumes.
+    let holder = daemons
+        .iter()
+        .position(|d| d.log().contains("Discord gateway connected"))
+        .expect("a node connected");
+    daemons[holder].signal("KILL");
+    for i in 4..=6 {
+        say(ALICE_ID, &format!("m{i}"));
+    }
+    wait_until("six delivered", WAIT, || delivered().len() >= 6);
+    std::thread::sleep(Duration::from_secs(1));
+    let got = delivered();
+    for i in 1..=6 {
+        let count = got.iter().filter(|t| **t == format!("m{i}")).count();
+        assert!(count >= 1, "m{i} delivered: {got:?}");
+    }
+    assert_eq!(
+        apps[0].inbound_rows(),
+        7,
+        "each message one row (Bob's included)"
+    );
+    assert_eq!(fake.identifies(), 1, "the other node resumed the session");
+    assert!(fake.resumes() >= 1);
+    let other = 1 - holder;
+    assert!(
+        daemons[other].log().contains("Discord gateway connected"),
+        "{}",
+        daemons[other].log()
+    );
+    let [first, second] = daemons;
+    match other {
+        0 => first.stop(),
+        _ => second.stop(),
+    }
+}

@@ -189,6 +189,11 @@ impl FakeDiscord {
         state.open > 0 && state.sessions.values().any(|s| s.valid)
     }
 
+    /// Gateway connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.lock().unwrap().open
+    }
+
     /// Sessions started with IDENTIFY, and resumed with RESUME, so far.
     pub fn identifies(&self) -> usize {
         self.shared.lock().unwrap().identifies.len()
