@@ -471,3 +471,65 @@ fn fifty_restarts_during_traffic_lose_nothing_and_write_nothing_twice() {
     );
     daemon.stop();
 }
+
+/// A photo written on Discord reaches the agent as a file in its project (fetched from
+/// Discord's CDN, no token sent), with the text beside it; an attachment whose address is off
+/// the CDN is not fetched, and the agent and the chat are told.
+#[test]
+fn a_photo_from_discord_reaches_the_agent_as_a_file_and_an_address_off_its_cdn_is_refused() {
+    let fake = FakeDiscord::start(TOKEN);
+    let tmux = Tmux::new("files-discord");
+    let config = discord_source(
+        agent_config(&tmux, &[]),
+        &fake,
+        &format!("chats = {{ \"{CHANNEL}\" = \"agent\" }}"),
+    );
+    let app = App::new(config);
+    let agent = FakeAgent::start(&app, tmux, "claude", "agent", &[]);
+    let daemon = app.serve();
+    wait_until(
+        "the agent's directory known",
+        Duration::from_secs(20),
+        || app.ok(&["session", "list", "--json"]).contains("\"cwd\""),
+    );
+    wait_until("a session", Duration::from_secs(30), || fake.connected());
+    let png = [
+        &[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A][..],
+        &[7u8; 3000],
+    ]
+    .concat();
+    let url = fake.add_file("screen.png", &png);
+    let photo = json!([{"id": "1350000000000000901", "filename": "screen.png", "size": png.len(),
+                        "url": url, "proxy_url": url, "content_type": "image/png",
+                        "width": 800, "height": 600}]);
+    fake.push_message_with(CHANNEL, ALICE, &id(1), "what is wrong here?", photo, 0);
+    agent.wait_log("the photo's prompt", |_| {
+        !agent.entries("turn_start").is_empty()
+    });
+    let prompt = agent.entries("turn_start").remove(0);
+    assert!(
+        prompt.starts_with("what is wrong here?\n[photo"),
+        "{prompt}"
+    );
+    let line = prompt.lines().find(|l| l.contains("photo")).unwrap();
+    let path = line.rsplit_once(": ").unwrap().1.trim_end_matches(']');
+    assert_eq!(std::fs::read(path).unwrap(), png, "the whole file");
+
+    // An address off Discord's CDN is not fetched: a line says so, to the agent and the chat.
+    let elsewhere = json!([{"id": "1350000000000000902", "filename": "x.txt", "size": 3,
+                            "url": "https://example.org/x.txt", "content_type": "text/plain"}]);
+    fake.push_message_with(CHANNEL, ALICE, &id(2), "", elsewhere, 0);
+    agent.wait_log("the second prompt", |_| {
+        agent.entries("turn_start").len() >= 2
+    });
+    let prompt = &agent.entries("turn_start")[1];
+    assert!(prompt.contains("not on Discord's CDN"), "{prompt}");
+    wait_until("the chat told", Duration::from_secs(30), || {
+        fake.bot_messages().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|t| t.contains("not on Discord's CDN"))
+        })
+    });
+    daemon.stop();
+}

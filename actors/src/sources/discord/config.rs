@@ -108,6 +108,14 @@ impl SourceKind for Config {
         self.token.resolve_paths(base);
     }
 
+    fn files(&self, name: &str) -> Option<crate::files::FileSource> {
+        let api = self.bot().base_url().ok();
+        Some(crate::files::FileSource {
+            origin: super::origin(name),
+            fetcher: std::sync::Arc::new(super::DiscordFiles::new(api)),
+        })
+    }
+
     fn replies(&self, name: &str) -> Option<Replies> {
         Some(Replies {
             origin: super::origin(name),

@@ -71,8 +71,13 @@ struct State {
     /// Message edits (channel, message, body) and reactions (channel, message, emoji, added).
     edits: Vec<(String, String, Value)>,
     reactions: Vec<(String, String, String, bool)>,
+    /// Attachments served, by `id/name`.
+    files: HashMap<String, Vec<u8>>,
     next_id: u64,
 }
+
+/// The channel id in the attachments' URLs.
+const CDN_CHANNEL: &str = "1300000000000000500";
 
 impl FakeDiscord {
     /// Serves the REST API and the gateway on free loopback ports, for bot `token`.
@@ -101,6 +106,7 @@ impl FakeDiscord {
                 clicks: HashMap::new(),
                 edits: Vec::new(),
                 reactions: Vec::new(),
+                files: HashMap::new(),
                 next_id: 1_400_000_000_000_000_000,
             })),
         };
@@ -137,10 +143,33 @@ impl FakeDiscord {
 
     /// A person writes `text` in `channel` (a thread's id for a thread): message `id`.
     pub fn push_message(&self, channel: &str, user: &str, id: &str, text: &str) {
+        self.push_message_with(channel, user, id, text, json!([]), 0);
+    }
+
+    /// Serves `bytes` as an attachment named `name` (as Discord's CDN would): its URL.
+    pub fn add_file(&self, name: &str, bytes: &[u8]) -> String {
+        let mut state = self.shared.lock().unwrap();
+        let id = Self::new_id(&mut state);
+        state.files.insert(format!("{id}/{name}"), bytes.to_vec());
+        let base = self.api_url.trim_end_matches("/api/v10");
+        format!("{base}/attachments/{CDN_CHANNEL}/{id}/{name}?ex=6800&is=67ff&hm=signed")
+    }
+
+    /// As [`FakeDiscord::push_message`], with `attachments` (Discord's attachment objects)
+    /// and the message's `flags` (`1 << 13`: a voice message).
+    pub fn push_message_with(
+        &self,
+        channel: &str,
+        user: &str,
+        id: &str,
+        text: &str,
+        attachments: Value,
+        flags: u64,
+    ) {
         let message = json!({
             "id": id, "channel_id": channel, "guild_id": GUILD_ID, "type": 0,
             "content": text, "tts": false, "mention_everyone": false, "mentions": [],
-            "attachments": [], "embeds": [], "pinned": false, "flags": 0,
+            "attachments": attachments, "embeds": [], "pinned": false, "flags": flags,
             "timestamp": "2026-12-01T08:00:00.000000+00:00",
             "author": {"id": user, "username": format!("user{user}"), "global_name": null,
                        "discriminator": "0", "avatar": null},
@@ -289,6 +318,15 @@ impl FakeDiscord {
         let path = path.strip_prefix("/api/v10").unwrap_or(path).to_string();
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let method = asked.method.as_str();
+        // Attachments are served to anyone with their signed URL.
+        if let ["attachments", _, id, name] = parts[..] {
+            let state = self.shared.lock().unwrap();
+            return match state.files.get(&format!("{id}/{name}")) {
+                Some(bytes) => Answer::new(200, bytes.clone())
+                    .header("Content-Type", "application/octet-stream"),
+                None => Answer::new(404, "Not Found"),
+            };
+        }
         // Interaction callbacks are authorised by their token, not the bot's.
         if let ["interactions", id, _token, "callback"] = parts[..] {
             let body: Value = serde_json::from_slice(&asked.body).unwrap_or_default();

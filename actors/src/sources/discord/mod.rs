@@ -30,6 +30,7 @@ pub mod conformance;
 mod config;
 #[cfg(any(test, feature = "test-helpers"))]
 pub mod fake;
+mod files;
 mod gateway;
 
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ use std::sync::Mutex;
 
 use relayq_engine::approvals::{self, Answered, Answerer, ChatAnswer};
 use relayq_engine::chat_sessions::{Asked, SessionRequest, Tap};
+use relayq_engine::inbound::attachments::{Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
 use serde_json::{json, Value};
 
@@ -45,6 +47,7 @@ use crate::kit::routing::Role;
 use crate::sources::{chat_words, Pushed};
 
 pub use config::{Config, CHANNEL_PLACEHOLDER};
+pub use files::DiscordFiles;
 pub use gateway::{DiscordGateway, Resume, INTENTS};
 
 /// The origin of source `name`'s messages.
@@ -158,6 +161,12 @@ impl DiscordReader {
         let session = self.config.routing.session_for(&chat).unwrap_or_default();
         let name = text(&m["author"]["global_name"]).or(text(&m["author"]["username"]));
         let content = m["content"].as_str().unwrap_or_default().to_string();
+        let attachments = attachments_of(m, &id);
+        let message_type = match attachments.first().map(|a| a.kind) {
+            None => MessageType::Text,
+            Some(FileKind::Voice) => MessageType::Voice,
+            Some(_) => MessageType::File,
+        };
         // A message in a thread is addressed `thread/message`, so that a reaction or a reply
         // reaches it (the chat's id does not: a thread is a channel of its own).
         let id = match &thread {
@@ -167,7 +176,7 @@ impl DiscordReader {
         Ok(Some(InboundMessage {
             session,
             origin: origin.to_string(),
-            message_type: MessageType::Text,
+            message_type,
             content,
             source_message_id: Some(id),
             source_channel_id: Some(chat),
@@ -176,7 +185,7 @@ impl DiscordReader {
             actor_name: name,
             actor_avatar_url: None,
             payload: None,
-            attachments: Vec::new(),
+            attachments,
             album: None,
             album_quiet: std::time::Duration::ZERO,
             prompt: None,
@@ -362,5 +371,66 @@ impl DiscordReader {
             }
         }
         Ok(read)
+    }
+}
+
+/// A message's flag: it is a voice message (its one attachment, an audio recording).
+const IS_VOICE_MESSAGE: u64 = 1 << 13;
+
+/// A message's `attachments`, as Discord describes them: fetched from their `url` by the
+/// delivering node.
+fn attachments_of(m: &Value, message: &str) -> Vec<Attachment> {
+    let voice = m["flags"].as_u64().is_some_and(|f| f & IS_VOICE_MESSAGE != 0);
+    let Some(files) = m["attachments"].as_array() else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .map(|f| {
+            let text = |key: &str| f[key].as_str().map(str::to_string);
+            let mime = text("content_type").unwrap_or_default();
+            let kind = match mime.split('/').next() {
+                _ if voice => FileKind::Voice,
+                Some("image") => FileKind::Photo,
+                Some("audio") => FileKind::Audio,
+                Some("video") => FileKind::Video,
+                _ => FileKind::Document,
+            };
+            let mut a = match text("url") {
+                Some(url) => Attachment::new(kind, url),
+                None => Attachment::not_fetched(kind, "Discord gave no address to fetch it from"),
+            };
+            a.name = text("filename");
+            a.size = f["size"].as_u64();
+            a.mime = Some(mime).filter(|m| !m.is_empty());
+            a.duration = f["duration_secs"].as_f64().map(|s| s.round() as u64);
+            a.message = Some(message.to_string());
+            a
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voice_message_is_a_voice_note_and_other_attachments_are_named_by_their_type() {
+        let voice = serde_json::json!({"flags": 8192, "attachments": [{
+            "id": "1", "filename": "voice-message.ogg", "size": 5000, "duration_secs": 6.6,
+            "url": "https://cdn.discordapp.com/attachments/1/2/voice-message.ogg",
+            "content_type": "audio/ogg"}]});
+        let read = attachments_of(&voice, "m1");
+        assert_eq!(read[0].kind, FileKind::Voice);
+        assert_eq!(read[0].duration, Some(7));
+        assert_eq!(read[0].message.as_deref(), Some("m1"));
+        let files = serde_json::json!({"attachments": [
+            {"filename": "a.png", "url": "https://cdn.discordapp.com/a.png", "content_type": "image/png"},
+            {"filename": "b.mp3", "url": "https://cdn.discordapp.com/b.mp3", "content_type": "audio/mpeg"},
+            {"filename": "c.log", "url": "https://cdn.discordapp.com/c.log"},
+            {"filename": "d.bin"}]});
+        let kinds: Vec<FileKind> = attachments_of(&files, "m2").iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [FileKind::Photo, FileKind::Audio, FileKind::Document, FileKind::Document]);
+        assert!(attachments_of(&files, "m2")[3].skipped.is_some(), "no address: not fetched, said");
     }
 }
