@@ -238,7 +238,7 @@ impl FakeDiscord {
         let total = state.log.len();
         state.open > 0
             && state.sessions.iter().any(|(id, s)| {
-                s.valid && state.sent.get(id).copied().unwrap_or(0) as usize >= total - s.base + 1
+                s.valid && state.sent.get(id).copied().unwrap_or(0) as usize > total - s.base
             })
     }
 
