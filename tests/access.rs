@@ -1,7 +1,7 @@
 //! Who may do what, from outside: pairing on a chat source (a stranger's `/pair`, an
 //! approver's `/approve`, the operator's `relayq users`), and the strangers matrix over
-//! Telegram, Slack and Discord: every command, button and message from someone not allowed
-//! has no effect, answers at most one refusal that names no session, agent or project, and is
+//! Telegram, Slack and Discord: every command, button, reaction and message from someone not
+//! allowed has no effect, answers at most one refusal that names no session, agent or project, and is
 //! logged without its text.
 
 use std::time::Duration;
@@ -208,6 +208,11 @@ fn a_stranger_on_telegram_changes_nothing_and_hears_one_refusal() {
     let allow = button_data("a1b2c3", Decision::Allow(Scope::Once));
     fake.push_tap(MALLORY, MALLORY, "mallory", 1, &allow);
     fake.push_tap(MALLORY, MALLORY, "mallory", 1, "relayq-s:stop:1");
+    // A reaction on the bot's message.
+    fake.push_update(json!({"message_reaction": {
+        "chat": {"id": MALLORY, "type": "private"}, "message_id": 1, "date": 1767225600,
+        "user": {"id": MALLORY, "is_bot": false, "first_name": "Mallory"},
+        "old_reaction": [], "new_reaction": [{"type": "emoji", "emoji": "👍"}]}}));
     fake.push_text(ALICE, ALICE, "a control message");
     wait_until("the control message", Duration::from_secs(30), || {
         by_session(&app.lines("out.jsonl")).contains_key("alice")
@@ -256,6 +261,12 @@ fn a_stranger_on_discord_changes_nothing_and_hears_one_refusal() {
         "1350000000000000999",
         MALLORY_ID,
         "relayq-s:stop:1",
+    );
+    fake.dispatch(
+        "MESSAGE_REACTION_ADD",
+        json!({"user_id": MALLORY_ID, "channel_id": STRANGERS_CHANNEL,
+               "guild_id": "1300000000000000900", "message_id": "1350000000000000999",
+               "emoji": {"id": null, "name": "👍"}, "burst": false, "type": 0}),
     );
     fake.push_message(
         CHANNEL,
@@ -340,6 +351,12 @@ fn a_stranger_on_slack_changes_nothing_and_hears_one_refusal() {
     };
     socket.push_interaction(click(&button_data("a1b2c3", Decision::Allow(Scope::Once))));
     socket.push_interaction(click("relayq-s:stop:1"));
+    socket.push_event(
+        json!({"type": "event_callback", "team_id": "T0TEAM", "event_id": "EvReaction",
+        "event": {"type": "reaction_added", "user": "U0MALLORY01", "reaction": "thumbsup",
+                  "item": {"type": "message", "channel": "C0STRANGE", "ts": "1767225600.000001"},
+                  "event_ts": "1767225601.000100"}}),
+    );
     socket.push_event(event(50, "C0DEV", "U0ALICE0001", "a control message"));
     wait_until("the control message", Duration::from_secs(30), || {
         by_session(&app.lines("out.jsonl")).contains_key("alice")

@@ -353,32 +353,9 @@ fn five_minute_bridge_from_discord_to_an_agent_in_tmux_and_back() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("Developer Mode"));
 
     // The test's own stand-ins: the local Discord, a private tmux server, a shell as the agent.
-    let config = app.path("xdg-config/relayq/config.toml");
-    let written = std::fs::read_to_string(&config).unwrap();
-    let programs = "programs = [\"claude\", \"codex\", \"gemini\", \"node\"]";
-    assert!(written.contains(programs), "{written}");
-    let adapted = written.replace(
-        programs,
-        &format!(
-            "programs = [\"sh\"]\nsocket_name = {:?}\nsubmit_delay = \"50ms\"",
-            tmux.socket
-        ),
-    ) + &format!("api_url = {:?}\n", fake.api_url);
-    std::fs::write(&config, adapted).unwrap();
-    let state = app.path("xdg-state");
     let agent_log = app.path("agent.log");
-    let url = app.database_url().map_or(String::new(), |url| {
-        format!(" RELAYQ_DATABASE__URL={}", crate::common::shell_word(&url))
-    });
-    tmux.start(
-        session,
-        &format!(
-            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}{url}; {}",
-            state.display(),
-            app.path("xdg-config").display(),
-            crate::telegram::fake_agent(&agent_log)
-        ),
-    );
+    let extra = format!("api_url = {:?}\n", fake.api_url);
+    let state = crate::telegram::stand_ins_for_init(&app, &tmux, session, &extra, &agent_log);
     let mut cmd = app.bare();
     cmd.arg("serve").env("DISCORD_BOT_TOKEN", TOKEN);
     let daemon = app.spawn_serve(cmd, &state.join("relayq/relayq.db"));

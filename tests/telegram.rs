@@ -130,7 +130,7 @@ fn a_conflict_backs_off_with_a_clear_log_line_and_a_stranger_is_ignored_and_logg
 /// A stand-in for Claude Code in the pane: at its `> ` prompt, each line typed in is a prompt;
 /// it reports the turn through `relayq hook` as Claude Code's hooks would, answering
 /// "answer to: <line>".
-pub(crate) fn fake_agent(log: &std::path::Path) -> String {
+fn fake_agent(log: &std::path::Path) -> String {
     format!(
         r#"while printf '> '; IFS= read -r line; do
   printf '%s\n' "$line" >> {log}
@@ -140,6 +140,46 @@ done"#,
         log = log.display(),
         bin = bin(),
     )
+}
+
+/// After `relayq init`: the config it wrote adapted to the test's stand-ins (a shell as the
+/// agent in a private tmux server; `extra` lines at the end: the local platform), and the
+/// stand-in agent ([`fake_agent`], logging to `agent_log`) started in tmux session `session`
+/// as a user starts theirs. The state folder, where the database is.
+pub(crate) fn stand_ins_for_init(
+    app: &App,
+    tmux: &Tmux,
+    session: &str,
+    extra: &str,
+    agent_log: &std::path::Path,
+) -> std::path::PathBuf {
+    let config = app.path("xdg-config/relayq/config.toml");
+    let written = std::fs::read_to_string(&config).unwrap();
+    let programs = "programs = [\"claude\", \"codex\", \"gemini\", \"node\"]";
+    assert!(written.contains(programs), "{written}");
+    let adapted = written.replace(
+        programs,
+        &format!(
+            "programs = [\"sh\"]\nsocket_name = {:?}\nsubmit_delay = \"50ms\"",
+            tmux.socket
+        ),
+    ) + extra;
+    std::fs::write(&config, adapted).unwrap();
+    let state = app.path("xdg-state");
+    // On PostgreSQL the agent's hooks need the database's URL, as a user's would.
+    let url = app.database_url().map_or(String::new(), |url| {
+        format!(" RELAYQ_DATABASE__URL={}", crate::common::shell_word(&url))
+    });
+    tmux.start(
+        session,
+        &format!(
+            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}{url}; {}",
+            state.display(),
+            app.path("xdg-config").display(),
+            fake_agent(agent_log)
+        ),
+    );
+    state
 }
 
 /// The README's five-minute bridge as a new user runs it: `relayq init telegram` writes the
@@ -182,37 +222,12 @@ fn five_minute_bridge_from_telegram_to_an_agent_in_tmux_and_back_across_kill_9()
     );
 
     // The test's own stand-ins: the local Bot API, a private tmux server, a shell as the agent.
-    let config = app.path("xdg-config/relayq/config.toml");
-    let written = std::fs::read_to_string(&config).unwrap();
-    let programs = "programs = [\"claude\", \"codex\", \"gemini\", \"node\"]";
-    assert!(written.contains(programs), "{written}");
-    let adapted = written.replace(
-        programs,
-        &format!(
-            "programs = [\"sh\"]\nsocket_name = {:?}\nsubmit_delay = \"50ms\"",
-            tmux.socket
-        ),
-    ) + &format!(
+    let extra = format!(
         "api_url = {:?}\npoll_timeout = \"1s\"\n\n[queues.inbound]\nbackoff = [\"200ms\"]\n",
         fake.url
     );
-    std::fs::write(&config, adapted).unwrap();
-
-    let state = app.path("xdg-state");
     let agent_log = app.path("agent.log");
-    // On PostgreSQL the agent's hooks need the database's URL, as a user's would.
-    let url = app.database_url().map_or(String::new(), |url| {
-        format!(" RELAYQ_DATABASE__URL={}", crate::common::shell_word(&url))
-    });
-    tmux.start(
-        session,
-        &format!(
-            "export XDG_STATE_HOME={} XDG_CONFIG_HOME={} RELAYQ_SESSION={session}{url}; {}",
-            state.display(),
-            app.path("xdg-config").display(),
-            fake_agent(&agent_log)
-        ),
-    );
+    let state = stand_ins_for_init(&app, &tmux, session, &extra, &agent_log);
     let db = state.join("relayq/relayq.db");
     let serve = || {
         let mut cmd = app.bare();

@@ -223,12 +223,9 @@ impl Bridge<'_> {
     }
 }
 
-/// The config file: the bot as source (and, by the same name, the channel that answers), the
-/// tmux channel, every session delivered through it.
-pub fn telegram_config(token_env: &str, user: i64, chat: i64, session: &str) -> String {
-    format!(
-        r#"# Written by `relayq init telegram`: a Telegram bot to the agent in tmux session "{session}".
-# Every setting and its default: config.toml in relayq's repository.
+/// What both bridges' config files start with after their first line: every session typed
+/// into the tmux session of its name.
+const AGENT_PANE: &str = r#"# Every setting and its default: config.toml in relayq's repository.
 
 # Chat messages are typed into the tmux session of the same name as their relayq session.
 [sessions]
@@ -236,9 +233,16 @@ default_channel = "agent-pane"
 
 [channels.agent-pane]
 kind = "tmux"
-target = "{{session}}"
+target = "{session}"
 programs = ["claude", "codex", "gemini", "node"]   # type only while the agent runs there
+"#;
 
+/// The config file: the bot as source (and, by the same name, the channel that answers), the
+/// tmux channel, every session delivered through it.
+pub fn telegram_config(token_env: &str, user: i64, chat: i64, session: &str) -> String {
+    format!(
+        r#"# Written by `relayq init telegram`: a Telegram bot to the agent in tmux session "{session}".
+{AGENT_PANE}
 # The bot: reads the chats below, and (as channel "telegram") sends the agent's answers back
 # to the chat a session's last message came from ([routes] default: to = "origin").
 [sources.telegram]
@@ -255,17 +259,7 @@ chats = {{ "{chat}" = "{session}" }}
 pub fn discord_config(token_env: &str, user: &str, channel: &str, session: &str) -> String {
     format!(
         r#"# Written by `relayq init discord`: a Discord bot to the agent in tmux session "{session}".
-# Every setting and its default: config.toml in relayq's repository.
-
-# Chat messages are typed into the tmux session of the same name as their relayq session.
-[sessions]
-default_channel = "agent-pane"
-
-[channels.agent-pane]
-kind = "tmux"
-target = "{{session}}"
-programs = ["claude", "codex", "gemini", "node"]   # type only while the agent runs there
-
+{AGENT_PANE}
 # The bot: holds Discord's gateway, reads the channel below, and (as channel "discord") sends
 # the agent's answers back to the channel a session's last message came from, questions with
 # buttons.

@@ -27,6 +27,17 @@ crate::words! {
 }
 
 impl FileKind {
+    /// The kind a file of type `mime` is, where the platform says no more (Slack's files,
+    /// Discord's attachments): a photo, an audio, a video, else a document.
+    pub fn of_mime(mime: &str) -> FileKind {
+        match mime.split('/').next() {
+            Some("image") => FileKind::Photo,
+            Some("audio") => FileKind::Audio,
+            Some("video") => FileKind::Video,
+            _ => FileKind::Document,
+        }
+    }
+
     /// How the kind is named to a person and to the agent.
     pub fn noun(self) -> &'static str {
         match self {

@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::testing::loopback::{Answer, Asked, Loopback};
+use crate::testing::loopback::{serve_websockets, websocket_listener, Answer, Asked, Loopback};
 
 /// The bot's user id, and its application's.
 pub const BOT_ID: &str = "1300000000000000999";
@@ -82,12 +82,11 @@ const CDN_CHANNEL: &str = "1300000000000000500";
 impl FakeDiscord {
     /// Serves the REST API and the gateway on free loopback ports, for bot `token`.
     pub fn start(token: &str) -> FakeDiscord {
-        let ws = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        ws.set_nonblocking(true).unwrap();
+        let (ws, ws_port) = websocket_listener();
         let mut fake = FakeDiscord {
             api_url: String::new(),
             token: token.to_string(),
-            ws_port: ws.local_addr().unwrap().port(),
+            ws_port,
             shared: Arc::new(Mutex::new(State {
                 log: Vec::new(),
                 sessions: HashMap::new(),
@@ -111,23 +110,12 @@ impl FakeDiscord {
             })),
         };
         let serving = fake.clone();
+        serve_websockets(ws, move |stream| serving.clone().serve(stream));
+        let serving = fake.clone();
         let api = Loopback::start(0, move |asked| serving.answer(&asked));
         fake.api_url = format!("{}/api/v10", api.url());
         // It serves for the rest of the process, as the platform would.
         std::mem::forget(api);
-        let serving = fake.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(ws).unwrap();
-                while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serving.clone().serve(stream));
-                }
-            });
-        });
         fake
     }
 
@@ -203,7 +191,8 @@ impl FakeDiscord {
         id
     }
 
-    fn dispatch(&self, name: &str, data: Value) {
+    /// Dispatches event `name` with `data` on the gateway (a reaction, a channel's update).
+    pub fn dispatch(&self, name: &str, data: Value) {
         let mut state = self.shared.lock().unwrap();
         if name == "MESSAGE_CREATE" {
             state.messages.push(data.clone());

@@ -203,7 +203,9 @@ impl DiscordReader {
         let user = message.actor_id.clone().unwrap_or_default();
         let role = self.config.routing.role_of(&user);
         let max = self.config.routing.max_sessions;
-        if let Some(request) = chat_words::request_in(&message, role, true, max) {
+        // A server's channel holds a thread per session; a DM holds none.
+        let threads = m["guild_id"].is_string();
+        if let Some(request) = chat_words::request_in(&message, role, threads, max) {
             return Ok(Pushed::Requests(vec![request]));
         }
         Ok(match chat_words::answer_in(&message, role, true) {
@@ -246,7 +248,7 @@ impl DiscordReader {
                 user_name,
                 may: role >= Role::Approver,
                 known: role >= Role::Writer,
-                topics: true,
+                topics: i["guild_id"].is_string(),
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped {
                     tap,
@@ -389,12 +391,9 @@ fn attachments_of(m: &Value, message: &str) -> Vec<Attachment> {
         .map(|f| {
             let text = |key: &str| f[key].as_str().map(str::to_string);
             let mime = text("content_type").unwrap_or_default();
-            let kind = match mime.split('/').next() {
-                _ if voice => FileKind::Voice,
-                Some("image") => FileKind::Photo,
-                Some("audio") => FileKind::Audio,
-                Some("video") => FileKind::Video,
-                _ => FileKind::Document,
+            let kind = match voice {
+                true => FileKind::Voice,
+                false => FileKind::of_mime(&mime),
             };
             let mut a = match text("url") {
                 Some(url) => Attachment::new(kind, url),

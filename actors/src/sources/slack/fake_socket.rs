@@ -14,7 +14,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::testing::loopback::{Answer, Asked, Loopback};
+use crate::testing::loopback::{serve_websockets, websocket_listener, Answer, Asked, Loopback};
 
 #[derive(Clone)]
 pub struct FakeSlackSocket {
@@ -42,32 +42,20 @@ struct SocketState {
 impl FakeSlackSocket {
     /// Serves the Web API and the WebSocket on free loopback ports, for `app_token`.
     pub fn start(app_token: &str) -> FakeSlackSocket {
-        let ws = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        ws.set_nonblocking(true).unwrap();
+        let (ws, ws_port) = websocket_listener();
         let mut fake = FakeSlackSocket {
             api_url: String::new(),
             app_token: app_token.to_string(),
-            ws_port: ws.local_addr().unwrap().port(),
+            ws_port,
             shared: Arc::default(),
         };
+        let serving = fake.clone();
+        serve_websockets(ws, move |stream| serving.clone().serve(stream));
         let serving = fake.clone();
         let api = Loopback::start(0, move |asked| serving.answer_open(&asked));
         fake.api_url = format!("{}/api", api.url());
         // It serves for the rest of the process, as the platform would.
         std::mem::forget(api);
-        let serving = fake.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(ws).unwrap();
-                while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serving.clone().serve(stream));
-                }
-            });
-        });
         fake
     }
 

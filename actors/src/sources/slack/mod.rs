@@ -403,12 +403,9 @@ fn files_of(event: &Value, ts: &str) -> Vec<Attachment> {
         .map(|f| {
             let text = |key: &str| f.get(key).and_then(Value::as_str).map(str::to_string);
             let mime = text("mimetype").unwrap_or_default();
-            let kind = match (mime.split('/').next(), text("subtype").as_deref()) {
-                (_, Some("slack_audio")) => FileKind::Voice,
-                (Some("image"), _) => FileKind::Photo,
-                (Some("audio"), _) => FileKind::Audio,
-                (Some("video"), _) => FileKind::Video,
-                _ => FileKind::Document,
+            let kind = match text("subtype").as_deref() {
+                Some("slack_audio") => FileKind::Voice,
+                _ => FileKind::of_mime(&mime),
             };
             let url = text("url_private_download").or_else(|| text("url_private"));
             let mut a = match (text("mode").as_deref(), url) {

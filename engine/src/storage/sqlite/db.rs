@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::error::{EngineError, Result};
@@ -294,8 +294,15 @@ fn pool(
     scheduler: &Arc<ScheduledThreadPool>,
 ) -> Result<Pool<SqliteConnectionManager>> {
     let cfg = config.clone();
-    let manager =
-        SqliteConnectionManager::file(&config.path).with_init(move |c| configure(c, &cfg));
+    // The file exists (`open` made it): a connection opened later never creates one. Deleted
+    // under a running daemon, a new empty file at the path would be taken for the database
+    // by every other command (`file_still_there` says what happened instead).
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let manager = SqliteConnectionManager::file(&config.path)
+        .with_flags(flags)
+        .with_init(move |c| configure(c, &cfg));
     Ok(Pool::builder()
         .max_size(size)
         .min_idle(Some(open_now))
@@ -356,6 +363,22 @@ fn create_private_file(path: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// Regression (CI, `regression::a_database_deleted_under_the_daemon_…`): a reader the
+    /// pool opened after the file was deleted created a new, empty one at the path, which the
+    /// next command took for the database.
+    #[test]
+    fn a_connection_opened_after_the_file_was_deleted_creates_no_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let db = SqliteDatabase::open(&DbConfig::new(&path)).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        assert!(db.read().is_err(), "no reader on a deleted file");
+        assert!(!path.exists(), "no new file made at the path");
+        assert!(db.file_still_there().is_err());
+    }
 
     #[test]
     fn migrations_apply_in_order_and_set_the_version() {
