@@ -233,6 +233,38 @@ async fn respond(
         .expect("a response the fake can send")
 }
 
+/// A loopback port for a fake platform's held connections (Slack's Socket Mode, Discord's
+/// gateway): bound now, served by [`serve_websockets`] once the fake knows its address.
+pub fn websocket_listener() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let port = listener.local_addr().expect("its address").port();
+    (listener, port)
+}
+
+/// Serves `listener` for the rest of the process, as the platform would: each accepted
+/// connection handed to `serve` on a task of its own.
+pub fn serve_websockets<F, Fut>(listener: std::net::TcpListener, serve: F)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream));
+            }
+        });
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,36 +309,4 @@ mod tests {
             }
         }
     }
-}
-
-/// A loopback port for a fake platform's held connections (Slack's Socket Mode, Discord's
-/// gateway): bound now, served by [`serve_websockets`] once the fake knows its address.
-pub fn websocket_listener() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    listener
-        .set_nonblocking(true)
-        .expect("a non-blocking listener");
-    let port = listener.local_addr().expect("its address").port();
-    (listener, port)
-}
-
-/// Serves `listener` for the rest of the process, as the platform would: each accepted
-/// connection handed to `serve` on a task of its own.
-pub fn serve_websockets<F, Fut>(listener: std::net::TcpListener, serve: F)
-where
-    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream));
-            }
-        });
-    });
 }
