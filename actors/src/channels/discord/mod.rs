@@ -87,8 +87,10 @@ impl Channel for DiscordChannel {
             "enforce_nonce": true,
             "allowed_mentions": {"parse": []},
         });
-        if let Some(reply_to) = message.reply_to_on_this_part() {
-            let (_, reply_to) = located(channel_id, reply_to);
+        if let Some((_, reply_to)) = message
+            .reply_to_on_this_part()
+            .and_then(|r| located(channel_id, r))
+        {
             body["message_reference"] =
                 json!({"message_id": reply_to, "fail_if_not_exists": false});
         }
@@ -142,11 +144,14 @@ impl Channel for DiscordChannel {
 
 /// Where a message id relayq holds lives: `thread/message` for a message in a thread (a
 /// channel of its own on Discord, which its chat's id does not reach), else a message of `to`.
-pub fn located<'a>(to: &'a str, id: &'a str) -> (&'a str, &'a str) {
-    match id.trim().split_once('/') {
+/// `None` unless both are snowflakes: a row's ids (the HTTP API takes any) never walk the
+/// API's paths with the bot's token.
+pub fn located<'a>(to: &'a str, id: &'a str) -> Option<(&'a str, &'a str)> {
+    let (channel, message) = match id.trim().split_once('/') {
         Some((channel, message)) => (channel, message),
         None => (to.trim(), id.trim()),
-    }
+    };
+    (is_snowflake(channel) && is_snowflake(message)).then_some((channel, message))
 }
 
 /// Discord's limit: 2000 characters of markdown.
@@ -185,10 +190,7 @@ impl DiscordChannel {
     /// text and buttons (none: they go). `None` when it cannot be edited (deleted): the caller
     /// sends it new.
     async fn edit_message(&self, to: &str, id: &str, body: &Value) -> Option<Outcome> {
-        let (channel, message) = located(to, id);
-        if !is_snowflake(channel) || !is_snowflake(message) {
-            return None;
-        }
+        let (channel, message) = located(to, id)?;
         let edit = json!({
             "content": body["content"],
             "components": body.get("components").cloned().unwrap_or(json!([])),
@@ -253,10 +255,13 @@ impl DiscordChannel {
     async fn show(&self, call: super::CosmeticCall) -> super::CosmeticOutcome {
         use super::{CosmeticCall, CosmeticOutcome};
         use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+        let not_ids = || CosmeticOutcome::Failed("not a Discord channel or message id".into());
         let mut calls = Vec::new();
         match &call {
             CosmeticCall::React { to, message, emoji, previous } => {
-                let (channel, message) = located(to, message);
+                let Some((channel, message)) = located(to, message) else {
+                    return not_ids();
+                };
                 let reaction = |emoji: &str| {
                     let emoji = utf8_percent_encode(emoji, NON_ALPHANUMERIC);
                     self.route(&format!("channels/{channel}/messages/{message}/reactions/{emoji}/@me"))
@@ -268,13 +273,18 @@ impl DiscordChannel {
             }
             CosmeticCall::Post { to, thread, text } => {
                 let channel = thread.as_deref().unwrap_or(to).trim();
+                if !is_snowflake(channel) {
+                    return not_ids();
+                }
                 let body = json!({"content": text, "allowed_mentions": {"parse": []},
                                   "flags": 1 << 12 /* SUPPRESS_NOTIFICATIONS */});
                 let url = self.route(&format!("channels/{channel}/messages"));
                 calls.push(self.http.post(url).json(body.to_string()));
             }
             CosmeticCall::Edit { to, message, text } => {
-                let (channel, message) = located(to, message);
+                let Some((channel, message)) = located(to, message) else {
+                    return not_ids();
+                };
                 let body = json!({"content": text, "allowed_mentions": {"parse": []}});
                 let url = self.route(&format!("channels/{channel}/messages/{message}"));
                 calls.push(self.http.patch(url).json(body.to_string()));

@@ -218,3 +218,50 @@ fn config_needs_one_token_and_never_shows_it() {
     };
     assert_eq!(bad_url.check().unwrap_err().key, "api_url");
 }
+
+/// A row's ids reach the API's paths only as snowflakes: a reaction, a progress message or an
+/// edit addressed to anything else (the HTTP API takes any chat id) makes no request.
+#[actix_rt::test]
+async fn ids_that_are_not_snowflakes_never_reach_the_api() {
+    use crate::channels::CosmeticCall;
+    let server = MockServer::start().await;
+    Mock::given(method("PUT"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&server)
+        .await;
+    let discord = channel(&server.uri(), Duration::from_secs(5));
+    let calls = [
+        CosmeticCall::React {
+            to: "../../users/@me".into(),
+            message: "1323456789012345678".into(),
+            emoji: "👀".into(),
+            previous: None,
+        },
+        CosmeticCall::React {
+            to: CHANNEL.into(),
+            message: "../1/x".into(),
+            emoji: "👀".into(),
+            previous: None,
+        },
+        CosmeticCall::Post {
+            to: "guilds/1".into(),
+            thread: None,
+            text: "hi".into(),
+        },
+        CosmeticCall::Edit {
+            to: CHANNEL.into(),
+            message: "..%2f".into(),
+            text: "hi".into(),
+        },
+    ];
+    for call in calls {
+        let answer = discord.cosmetic(call.clone()).unwrap().await;
+        assert!(
+            matches!(answer, crate::channels::CosmeticOutcome::Failed(_)),
+            "{call:?}: {answer:?}"
+        );
+    }
+    assert!(requests(&server).await.is_empty(), "no request made");
+    assert_eq!(located(CHANNEL, "1399999999999999999/1323456789012345678"),
+               Some(("1399999999999999999", "1323456789012345678")));
+}

@@ -42,6 +42,7 @@ use relayq_engine::inbound::attachments::{Attachment, FileKind};
 use relayq_engine::{InboundMessage, MessageType};
 use serde_json::{json, Value};
 
+use crate::channels::discord::is_snowflake;
 use crate::kit::http::HttpClient;
 use crate::kit::routing::Role;
 use crate::sources::{chat_words, Pushed};
@@ -112,7 +113,8 @@ impl DiscordReader {
         let known = self.parents.lock().unwrap().get(channel).cloned();
         let parent = match known {
             Some(parent) => parent,
-            None if !in_server => None,
+            // Only a snowflake is looked up (an id never walks the API's paths).
+            None if !in_server || !is_snowflake(channel) => None,
             None => {
                 let reply = self
                     .http
@@ -339,6 +341,9 @@ impl DiscordReader {
     /// 100: what came while no gateway session was open.
     pub async fn history_after(&self, channel: &str, after: &str, pages: usize) -> Result<Vec<Value>, String> {
         let mut read = Vec::new();
+        if !is_snowflake(channel) || !is_snowflake(after) {
+            return Ok(read);
+        }
         let mut after = after.to_string();
         for _ in 0..pages {
             let mut url = self.route(&format!("channels/{channel}/messages"));

@@ -443,6 +443,7 @@ impl Inner {
             }
         };
         if let (Some(session_tap), Some(message)) = (tap.data.as_deref().and_then(Tap::read), &tap.message) {
+            let role = self.role(Some(tap.from.id), message.chat.id);
             return Some(TakenUpdate::Request(SessionRequest {
                 origin: origin.to_string(),
                 chat: message.chat.id.to_string(),
@@ -450,8 +451,8 @@ impl Inner {
                 message_id: None,
                 user_id: Some(tap.from.id.to_string()),
                 user_name: tap.from.name(),
-                may: self.role(Some(tap.from.id), message.chat.id) >= Role::Approver,
-                known: self.role(Some(tap.from.id), message.chat.id) >= Role::Writer,
+                may: role >= Role::Approver,
+                known: role >= Role::Writer,
                 topics: self.has_topics(&message.chat),
                 max_sessions: self.config.routing.max_sessions,
                 asked: Asked::Tapped { tap: session_tap, callback: Some(tap.id) },
