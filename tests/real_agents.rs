@@ -1192,6 +1192,13 @@ fn claude_code_from_discord() {
     // A click while relayq is down: Discord keeps it on the session, the restart resumes it.
     say("use the tool a3");
     let (q3, allow) = question("probe-a3.txt");
+    // Killed once the question's send is recorded, not only made: a kill in between sends it
+    // again, and its outcome is told as a new message (its first copy's id is not known).
+    waited("the question's send recorded", &context, || {
+        app.query_value::<i64>(
+            "SELECT COUNT(*) FROM queue_rows WHERE queue = 'outbound' AND state IN ('pending', 'leased')",
+        ) == Some(0)
+    });
     daemon.signal("KILL");
     fake.click(CHANNEL, &q3, ALICE_ID, &allow);
     std::thread::sleep(Duration::from_secs(1));
